@@ -1,0 +1,60 @@
+"""Benchmark: evaluate a stack serving 50 models under the mock runtime (target: under 10 s here).
+
+    venv/bin/python benchmarks/plan_many_models.py [--models 50] [--repeat 3]
+
+Not a test: timings depend on the machine. It builds the stack from the prod stack file with its
+model list repeated under distinct names, runs the whole program (config, Hub metadata from the
+committed model-metadata/ folder, sizing, every component) and reports wall time and peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from components.mock_runtime import PROJECT, evaluate, stack_file_config  # noqa: E402
+
+
+def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], list[str]]:
+    config, secret_keys = stack_file_config(stack)
+    models = json.loads(config[f"{PROJECT}:models"])
+    many = []
+    for i in range(n):
+        model = copy.deepcopy(models[i % len(models)])
+        model["name"] = f"m{i}-{model.get('name') or model['repo'].split('/')[-1].lower().replace('.', '-')}"[:63].rstrip("-")
+        model["replicas"] = 1
+        many.append(model)
+    config[f"{PROJECT}:models"] = json.dumps(many)
+    return config, secret_keys
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stack", default="prod")
+    args = parser.parse_args()
+    config, secret_keys = many_models_config(args.models, args.stack)
+    times = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        evaluation = evaluate(args.stack, config, secret_keys)
+        times.append(time.perf_counter() - start)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{args.models} models, stack {args.stack}: {len(evaluation.resources)} resources, "
+          f"{len(evaluation.kubernetes_objects)} Kubernetes objects")
+    print(f"evaluation wall time over {args.repeat} runs: min {min(times):.2f} s, "
+          f"median {statistics.median(times):.2f} s, max {max(times):.2f} s; peak RSS {peak_mib:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

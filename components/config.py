@@ -1,0 +1,610 @@
+"""The stack's configuration: typed, validated once, with errors a person can act on.
+
+This is the only module that reads Pulumi config. Everything downstream receives a `StackConfig`
+and can trust it: names are valid Kubernetes names, revisions are commits, pools exist on the
+chosen cloud, and secrets came from secret config.
+
+Keys are camelCase in the stack file, as Pulumi's own providers spell theirs
+(`llm-serving:models` → `[{repo: ..., maxModelLen: ...}]`). Errors name the stack file and the key
+path: `Pulumi.dev.yaml: models[0].revision: "main" is a branch; pin a 40-character commit SHA`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from components import gpus
+from components.vllm_version import VLLM_IMAGE
+
+PROJECT = "llm-serving"
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# An image reference with a tag or digest; the policy pack enforces "not latest" on the output too.
+IMAGE_RE = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+
+# Secret config keys: only ever read with require_secret/get_secret, and refused as plain values.
+SECRET_KEYS = ("hfToken", "apiKey")
+
+
+class ConfigError(Exception):
+    """A stack configuration problem, already phrased for the person who wrote the stack file."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class _Model(BaseModel):
+    # Unknown keys are errors: a typo like `maxModelLenght` must not silently fall back to a default.
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=False,
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+class Cloud(str, Enum):
+    aws = "aws"
+    gcp = "gcp"
+    existing = "existing"
+
+
+class ClusterConfig(_Model):
+    create: bool = True
+    """Create the cluster (true) or reuse an existing one by name (false). Ignored for `cloud: existing`."""
+    name: str = "llm-serving"
+    """Cluster name: created with this name, or looked up by it when `create` is false."""
+    kubernetesVersion: str = Field("1.33", alias="kubernetesVersion")
+    """Kubernetes minor version of a created cluster (EKS `version`, GKE `min_master_version`)."""
+    region: str | None = None
+    """Cloud region (AWS region, GCP region). Defaults: us-east-1 on AWS, us-central1 on GCP."""
+    gcpProject: str | None = Field(None, alias="gcpProject")
+    """GCP project id. Required on GCP unless `gcp:project` is set for the provider."""
+    kubeconfig: str | None = None
+    """For `cloud: existing`: path to the kubeconfig to use. Never falls back to the ambient one."""
+    context: str | None = None
+    """For `cloud: existing`: kubeconfig context to use (default: the file's current context)."""
+    rwxStorageClass: str | None = Field(None, alias="rwxStorageClass")
+    """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` (EKS), `standard-rwx` (GKE, Filestore); required for `cloud: existing` unless models load from the bucket or an existing claim."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns_label(v)
+
+
+CapacityType = Literal["on-demand", "spot", "capacity-block"]
+
+
+class PoolConfig(_Model):
+    name: str
+    """Pool name (DNS label). Models name the pool they run on."""
+    gpu: str
+    """GPU model from the catalog (components/gpus.py): A10G, L4, L40S, A100-40GB, A100-80GB, H100-80GB, H200, B200."""
+    gpusPerNode: int = Field(1, ge=1, le=16, alias="gpusPerNode")
+    """GPUs per node. With no `machineType`, the smallest machine with exactly this many GPUs is used."""
+    machineType: str | None = Field(None, alias="machineType")
+    """EC2 instance type or GCE machine type; must carry this pool's GPU. Default: derived from `gpu` and `gpusPerNode`."""
+    minNodes: int = Field(0, ge=0, alias="minNodes")
+    """Minimum nodes; 0 lets an idle pool scale to nothing."""
+    maxNodes: int = Field(1, ge=1, alias="maxNodes")
+    """Maximum nodes the autoscaler may add."""
+    desiredNodes: int | None = Field(None, ge=0, alias="desiredNodes")
+    """Initial node count (EKS desired size / GKE initial count). Default: `minNodes`."""
+    capacityType: CapacityType = Field("on-demand", alias="capacityType")
+    """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML; GKE: reservation-backed, treated as on-demand)."""
+    diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
+    """Root/boot disk per node in GiB; engine images are 10-20 GB and are unpacked there."""
+    efa: bool = False
+    """AWS: attach Elastic Fabric Adapter interfaces (p4d/p5 families) for multi-node NCCL."""
+    gkeDriverVersion: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field("LATEST", alias="gkeDriverVersion")
+    """GKE: GPU driver version GKE installs on the nodes (INSTALLATION_DISABLED leaves it to the GPU Operator)."""
+    localSsd: bool = Field(True, alias="localSsd")
+    """GKE: use the machine's local SSDs for ephemeral storage (image layers, emptyDirs) where it has them."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _dns_label(v)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        if v not in gpus.CATALOG:
+            hint = _did_you_mean(v, gpus.CATALOG)
+            raise ValueError(f"unknown GPU {v!r}{hint}; known GPUs: {', '.join(gpus.CATALOG)}")
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "PoolConfig":
+        if self.minNodes > self.maxNodes:
+            raise ValueError(f"minNodes ({self.minNodes}) is greater than maxNodes ({self.maxNodes})")
+        if self.desiredNodes is not None and not self.minNodes <= self.desiredNodes <= self.maxNodes:
+            raise ValueError(
+                f"desiredNodes ({self.desiredNodes}) must lie between minNodes ({self.minNodes}) "
+                f"and maxNodes ({self.maxNodes})"
+            )
+        return self
+
+
+class GpuOperatorConfig(_Model):
+    enabled: bool = True
+    """Install NVIDIA's GPU Operator (device plugin, GPU feature discovery, DCGM exporter)."""
+    chartVersion: str = Field("v26.7.0", alias="chartVersion")
+    """Exact gpu-operator Helm chart version from https://helm.ngc.nvidia.com/nvidia."""
+    driver: Literal["auto", "operator", "preinstalled"] = "auto"
+    """Who installs the driver and container toolkit. auto: preinstalled on EKS (AL2023 NVIDIA AMI) and GKE (GKE-managed drivers); set explicitly for `cloud: existing`."""
+    migStrategy: Literal["none", "single", "mixed"] = Field("none", alias="migStrategy")
+    """MIG strategy the device plugin advertises (only for MIG-capable GPUs)."""
+    timeSlicingReplicas: int | None = Field(None, ge=2, le=64, alias="timeSlicingReplicas")
+    """Share each GPU between N pods by time-slicing (dev/test only: no memory isolation)."""
+    dcgmServiceMonitor: bool = Field(True, alias="dcgmServiceMonitor")
+    """Create a ServiceMonitor for the DCGM exporter (needs the Prometheus Operator CRDs)."""
+
+
+class NetworkOperatorConfig(_Model):
+    enabled: bool = False
+    """Install NVIDIA's Network Operator for RDMA/GPUDirect; needed only when pipeline parallelism crosses nodes."""
+    chartVersion: str = Field("26.4.1", alias="chartVersion")
+    """Exact network-operator Helm chart version from https://helm.ngc.nvidia.com/nvidia."""
+    rdmaSharedDevices: list[str] = Field(default_factory=lambda: ["mlx5_core"], alias="rdmaSharedDevices")
+    """Kernel drivers (ifNames/vendors are matched by the RDMA shared device plugin) exposed as rdma/rdma_shared_device_a."""
+    ipRange: str = Field("192.168.100.0/24", alias="ipRange")
+    """IPAM range (whereabouts) of the secondary network NCCL uses."""
+
+
+class OperatorsConfig(_Model):
+    gpuOperator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig, alias="gpuOperator")
+    """NVIDIA GPU Operator."""
+    networkOperator: NetworkOperatorConfig = Field(default_factory=NetworkOperatorConfig, alias="networkOperator")
+    """NVIDIA Network Operator."""
+    namespace: str = "gpu-operator"
+    """Namespace of the operators."""
+
+
+LoadFrom = Literal["volume", "bucket", "existing-claim"]
+
+
+class ModelStoreConfig(_Model):
+    namespace: str = "llm-serving"
+    """Namespace of the servers, the mirror Jobs and their service accounts."""
+    bucketName: str | None = Field(None, alias="bucketName")
+    """Model bucket name. Default: `<project>-<stack>-models-<random suffix>` (globally unique)."""
+    prefix: str = "models"
+    """Object prefix for mirrored weights; the writer identity may write only under it."""
+    loadFrom: LoadFrom = Field("volume", alias="loadFrom")
+    """volume: a ReadWriteMany volume the mirror Job fills; bucket: vLLM's Run:ai streamer reads the bucket; existing-claim: a PVC you manage."""
+    existingClaim: str | None = Field(None, alias="existingClaim")
+    """Name of an existing ReadWriteMany PVC holding `<org>/<name>/<revision>/` folders (loadFrom: existing-claim)."""
+    readMBps: float | None = Field(None, gt=0, alias="readMBps")
+    """Read speed of the chosen load path in MB/s, for load-time estimates. Default per path: volume 500, bucket 1500, existing-claim 500."""
+    downloaderImage: str = Field(VLLM_IMAGE, alias="downloaderImage")
+    """Pinned image for the mirror Job; it must carry the `hf` CLI (the vLLM image does, with the huggingface_hub its release pins), so nothing is pip-installed at run time."""
+    volumeHeadroom: float = Field(1.25, ge=1.0, le=4.0, alias="volumeHeadroom")
+    """Volume size = total weight size x headroom (tokenizer, manifests, a second revision during a rollout)."""
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        return _dns_label(v)
+
+    @model_validator(mode="after")
+    def _claim(self) -> "ModelStoreConfig":
+        if self.loadFrom == "existing-claim" and not self.existingClaim:
+            raise ValueError("loadFrom is existing-claim but existingClaim is not set; name the PVC")
+        return self
+
+
+class AutoscalingConfig(_Model):
+    enabled: bool = False
+    """Scale replicas on vLLM's queue depth (vllm:num_requests_waiting)."""
+    kind: Literal["keda", "hpa"] = "keda"
+    """keda: a KEDA ScaledObject on a Prometheus query; hpa: an HPA on the same signal via an external metrics adapter."""
+    minReplicas: int = Field(1, ge=0, alias="minReplicas")
+    """Replicas kept warm; a cold start costs the full load time."""
+    maxReplicas: int = Field(4, ge=1, alias="maxReplicas")
+    """Upper bound of replicas."""
+    queueThreshold: float = Field(5, gt=0, alias="queueThreshold")
+    """Waiting requests per replica that trigger a scale-up."""
+    prometheusUrl: str = Field("http://prometheus-operated.monitoring.svc:9090", alias="prometheusUrl")
+    """Prometheus that scrapes the servers (KEDA's query target)."""
+
+
+TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
+
+
+class ModelConfig(_Model):
+    repo: str
+    """Hugging Face Hub repo id, `org/name`."""
+    revision: str
+    """The 40-character commit SHA to serve. Branches and tags move; a commit proves which bytes are served."""
+    name: str | None = None
+    """Served model name and Kubernetes name (DNS label). Default: the repo name, lower-cased."""
+    gated: bool = False
+    """The repo needs an accepted licence and an HF token (set `hfToken` as secret config)."""
+    engine: Literal["vllm", "kserve"] = "vllm"
+    """vllm: a Deployment/LeaderWorkerSet running `vllm serve`; kserve: a KServe InferenceService."""
+    pool: str
+    """Name of the GPU pool (in `pools`) the servers run on."""
+    tensorParallelSize: TensorParallel = Field("auto", alias="tensorParallelSize")
+    """GPUs one replica shards the model across inside a node, or `auto` for the smallest size that fits."""
+    pipelineParallelSize: int = Field(1, ge=1, le=64, alias="pipelineParallelSize")
+    """Pipeline stages; more than one spreads a replica across nodes (needs RDMA to be fast)."""
+    maxModelLen: int | None = Field(None, ge=16, alias="maxModelLen")
+    """Longest prompt + output in tokens. Default: the model's own maximum (max_position_embeddings)."""
+    gpuMemoryUtilization: float = Field(0.9, gt=0.05, le=0.99, alias="gpuMemoryUtilization")
+    """Share of each GPU's memory vLLM may take (weights + activations + KV cache)."""
+    kvCacheDtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field("auto", alias="kvCacheDtype")
+    """KV-cache element type; fp8 halves KV memory (needs compute capability 8.9+ to be fast)."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Activation/weight dtype; auto takes the checkpoint's."""
+    quantization: str | None = None
+    """Weight quantization method passed to vLLM (fp8, awq, gptq, ...); default: what the checkpoint declares."""
+    replicas: int = Field(1, ge=1, le=100)
+    """Serving replicas (each is TP x PP GPUs)."""
+    image: str = VLLM_IMAGE
+    """Engine image, pinned by tag (not latest) or digest."""
+    maxNumSeqs: int | None = Field(None, ge=1, alias="maxNumSeqs")
+    """vLLM --max-num-seqs; default: vLLM's."""
+    maxNumBatchedTokens: int | None = Field(None, ge=16, alias="maxNumBatchedTokens")
+    """vLLM --max-num-batched-tokens; changes peak activation memory and so KV capacity."""
+    enablePrefixCaching: bool = Field(True, alias="enablePrefixCaching")
+    """Reuse KV cache across requests that share a prefix (system prompts, chat history)."""
+    chatTemplate: str | None = Field(None, alias="chatTemplate")
+    """A Jinja chat template for models that ship none; ignored (with a warning) when the model has one."""
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
+    """Queue-depth autoscaling."""
+    canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
+    """KServe only: share of traffic a new revision takes first."""
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if not REPO_ID_RE.match(v):
+            raise ValueError(f"{v!r} is not a Hub repo id; write it as `org/name`, e.g. Qwen/Qwen2.5-7B-Instruct")
+        return v
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str) -> str:
+        if COMMIT_RE.match(v):
+            return v
+        if re.fullmatch(r"[0-9a-fA-F]{40}", v):
+            raise ValueError(f"{v!r} has upper-case letters; write the commit SHA in lower case")
+        if re.fullmatch(r"[0-9a-f]{7,39}", v):
+            raise ValueError(f"{v!r} is a short SHA; pin the full 40-character commit SHA")
+        raise ValueError(
+            f"{v!r} is a branch or tag; pin a 40-character commit SHA "
+            "(the Hub shows it under 'Files and versions' > 'History')"
+        )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return None if v is None else _dns_label(v)
+
+    @field_validator("tensorParallelSize", mode="before")
+    @classmethod
+    def _tp(cls, v: Any) -> Any:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64):
+            return v
+        raise ValueError(f"{v!r} is not allowed; use `auto` or a whole number of GPUs from 1 to 64")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        return validate_image(v)
+
+    @property
+    def served_name(self) -> str:
+        return self.name or default_model_name(self.repo)
+
+    @model_validator(mode="after")
+    def _replicas(self) -> "ModelConfig":
+        a = self.autoscaling
+        if a.enabled and a.minReplicas > a.maxReplicas:
+            raise ValueError(f"autoscaling.minReplicas ({a.minReplicas}) exceeds maxReplicas ({a.maxReplicas})")
+        if self.canaryTrafficPercent is not None and self.engine != "kserve":
+            raise ValueError("canaryTrafficPercent applies to engine: kserve only")
+        return self
+
+
+class StackConfig(_Model):
+    cloud: Cloud
+    """Where the cluster lives: aws (EKS), gcp (GKE) or existing (any cluster reached through a kubeconfig)."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """The Kubernetes cluster."""
+    pools: list[PoolConfig] = Field(min_length=1)
+    """GPU node pools."""
+    operators: OperatorsConfig = Field(default_factory=OperatorsConfig)
+    """NVIDIA operators."""
+    modelStore: ModelStoreConfig = Field(default_factory=ModelStoreConfig, alias="modelStore")
+    """Where mirrored weights live and how servers read them."""
+    models: list[ModelConfig] = Field(min_length=1)
+    """Models to serve."""
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "StackConfig":
+        problems: list[tuple[str, str]] = []
+        pool_names = [p.name for p in self.pools]
+        for dup in sorted({n for n in pool_names if pool_names.count(n) > 1}):
+            problems.append(("pools", f"pool name {dup!r} is used twice; pool names must be unique"))
+        for i, pool in enumerate(self.pools):
+            problems += [(f"pools[{i}].{k}", m) for k, m in _pool_problems(self.cloud, pool)]
+        served = [m.served_name for m in self.models]
+        for dup in sorted({n for n in served if served.count(n) > 1}):
+            problems.append(("models", f"two models are served as {dup!r}; give one a distinct `name`"))
+        for i, model in enumerate(self.models):
+            if model.pool not in pool_names:
+                hint = _did_you_mean(model.pool, pool_names)
+                problems.append((f"models[{i}].pool", f"no pool named {model.pool!r}{hint}; pools: {', '.join(pool_names)}"))
+        if self.cloud == Cloud.existing and self.modelStore.loadFrom == "volume" and not self.cluster.rwxStorageClass:
+            problems.append((
+                "cluster.rwxStorageClass",
+                "cloud is existing and models load from a volume, so name the cluster's ReadWriteMany StorageClass",
+            ))
+        if self.cloud == Cloud.existing and self.modelStore.loadFrom == "bucket":
+            problems.append(("modelStore.loadFrom", "bucket loading needs a cloud bucket; use volume or existing-claim on an existing cluster"))
+        if self.cloud == Cloud.existing and not self.cluster.kubeconfig:
+            problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
+        if problems:
+            raise _CrossCheckError(problems)
+        return self
+
+    def pool(self, name: str) -> PoolConfig:
+        return next(p for p in self.pools if p.name == name)
+
+
+def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
+    """Checks that need the cloud: machine types, GPU counts and EFA against the catalog."""
+    gpu = gpus.CATALOG[pool.gpu]
+    if cloud == Cloud.existing:
+        return []
+    cloud_name = cloud.value
+    offered = gpu.machines(cloud_name)
+    if not offered:
+        clouds = [c for c in ("aws", "gcp") if gpu.machines(c)]
+        others = [g.name for g in gpus.CATALOG.values() if g.machines(cloud_name)]
+        return [("gpu", f"{pool.gpu} is not offered on {cloud_name} (only on {', '.join(clouds) or 'no cloud in the catalog'}); "
+                        f"GPUs on {cloud_name}: {', '.join(others)}")]
+    problems = []
+    if pool.machineType is not None:
+        found = gpus.find_machine(cloud_name, pool.machineType)
+        if found is None:
+            problems.append(("machineType", f"{pool.machineType!r} is not a GPU machine type on {cloud_name}; "
+                                            f"{pool.gpu} machines: {', '.join(m.name for m in offered)}"))
+            return problems
+        machine_gpu, machine = found
+        if machine_gpu.name != pool.gpu:
+            problems.append(("machineType", f"{pool.machineType} carries {machine_gpu.name}, not {pool.gpu}"))
+        elif pool.gpusPerNode > machine.gpus:
+            problems.append(("gpusPerNode", f"{pool.machineType} has {machine.gpus} GPU(s); gpusPerNode is {pool.gpusPerNode}"))
+    else:
+        machine = gpus.default_machine(gpu, cloud_name, pool.gpusPerNode)
+        if machine is None:
+            counts = sorted({m.gpus for m in offered})
+            problems.append(("gpusPerNode", f"no {cloud_name} machine has {pool.gpusPerNode} x {pool.gpu}; choose one of {counts}"))
+    if pool.efa:
+        if cloud != Cloud.aws:
+            problems.append(("efa", "EFA is an AWS feature; remove it on gcp"))
+        elif machine is not None and not machine.efa:
+            efa_types = [m.name for g in gpus.CATALOG.values() for m in g.aws if m.efa]
+            problems.append(("efa", f"{machine.name} does not support EFA; EFA instance types: {', '.join(efa_types)}"))
+    return problems
+
+
+def pool_machine(cloud: Cloud, pool: PoolConfig) -> gpus.CloudMachine | None:
+    """The machine a validated pool runs on (None on an existing cluster)."""
+    if cloud == Cloud.existing:
+        return None
+    if pool.machineType:
+        found = gpus.find_machine(cloud.value, pool.machineType)
+        return found[1] if found else None
+    return gpus.default_machine(gpus.CATALOG[pool.gpu], cloud.value, pool.gpusPerNode)
+
+
+class _CrossCheckError(ValueError):
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{k}: {m}" for k, m in problems))
+
+
+def default_model_name(repo: str) -> str:
+    """`meta-llama/Llama-3.1-8B-Instruct` -> `llama-3-1-8b-instruct` (a valid DNS label)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", repo.split("/")[-1].lower()).strip("-")
+    name = re.sub(r"-{2,}", "-", name)
+    if not name or not name[0].isalpha():
+        name = f"m-{name}"
+    return name[:63].rstrip("-")
+
+
+def validate_image(v: str) -> str:
+    if not IMAGE_RE.match(v) or ("@" not in v and ":" not in v.rsplit("/", 1)[-1]):
+        raise ValueError(f"{v!r} has no tag or digest; pin it, e.g. vllm/vllm-openai:v0.32.0 or an @sha256: digest")
+    tag = v.rsplit("/", 1)[-1].split("@")[0].partition(":")[2]
+    if tag == "latest" and "@" not in v:
+        raise ValueError(f"{v!r} uses the floating tag latest; pin a version tag or an @sha256: digest")
+    return v
+
+
+def _dns_label(v: str) -> str:
+    if not DNS_LABEL_RE.match(v):
+        raise ValueError(
+            f"{v!r} is not a valid name; use lower-case letters, digits and '-', starting with a letter, at most 63 characters"
+        )
+    return v
+
+
+def _did_you_mean(value: str, options) -> str:
+    close = difflib.get_close_matches(value, list(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Turning pydantic's errors into one line per problem, naming the key path as the user wrote it.
+
+
+def _loc_to_path(loc: tuple) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif str(part).startswith(("function-after", "function-before", "tagged-union")):
+            continue
+        elif part in ("int", "literal['auto']", "constrained-int"):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Aliases accepted at the location of an unknown key, for a 'did you mean' hint."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            continue
+        field = next((f for n, f in current.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return []
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        candidates = [ann, *args]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    if current is None:
+        return []
+    return [f.alias or n for n, f in current.model_fields.items()]
+
+
+def format_validation_error(err: ValidationError) -> list[str]:
+    problems: list[str] = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        ctx_error = (e.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, _CrossCheckError):
+            prefix = _loc_to_path(loc)
+            for key, msg in ctx_error.problems:
+                problems.append(f"{prefix + '.' if prefix else ''}{key}: {msg}")
+            continue
+        path = _loc_to_path(loc) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            known = _known_keys(StackConfig, loc)
+            hint = _did_you_mean(str(loc[-1]), known)
+            problems.append(f"{path}: unknown key{hint}; allowed here: {', '.join(known)}")
+        elif e["type"] == "missing":
+            problems.append(f"{path}: required key is missing")
+        elif e["type"] == "value_error":
+            problems.append(f"{path}: {str(ctx_error or e['msg']).removeprefix('Value error, ')}")
+        elif e["type"] in ("literal_error", "enum"):
+            problems.append(f"{path}: {e['input']!r} is not allowed; {e['msg'].removeprefix('Input should be ').replace('should be', 'use')}".replace(
+                f"{e['input']!r} is not allowed; ", f"{e['input']!r} is not allowed; use "))
+        else:
+            problems.append(f"{path}: {e['msg']} (got {e['input']!r})" if "input" in e and not isinstance(e["input"], (dict, list)) else f"{path}: {e['msg']}")
+    # A union (tensorParallelSize: "auto" | int) reports once per branch; keep one line per path.
+    seen: dict[str, str] = {}
+    for p in problems:
+        seen.setdefault(p.split(": ", 1)[0], p)
+    return list(seen.values())
+
+
+def parse_stack_config(raw: dict[str, Any], source: str) -> StackConfig:
+    """Validate the project's config keys (namespace already stripped) into a StackConfig.
+
+    `source` names the stack file in every message, so a person knows where to look.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{source}: the config must be a mapping of keys, got {type(raw).__name__}"])
+    plain = {k: v for k, v in raw.items() if k not in SECRET_KEYS}
+    try:
+        return StackConfig.model_validate(plain)
+    except ValidationError as err:
+        raise ConfigError([f"{source}: {p}" for p in format_validation_error(err)]) from None
+
+
+def decode_config_values(values: dict[str, str], secret_keys: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """Pulumi hands structured config over as JSON strings; decode them, keeping plain strings."""
+    raw: dict[str, Any] = {}
+    problems: list[str] = []
+    for full_key, value in values.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != PROJECT:
+            continue
+        if key in SECRET_KEYS:
+            if full_key not in secret_keys:
+                problems.append(
+                    f"{key}: is plain config; secrets must be encrypted: "
+                    f"`pulumi config rm {key} && pulumi config set --secret {key} <value>`"
+                )
+            continue
+        try:
+            raw[key] = json.loads(value)
+        except (json.JSONDecodeError, TypeError):
+            raw[key] = value
+    return raw, problems
+
+
+def load() -> "LoadedConfig":
+    """Read and validate the running stack's config (the program's single entry point)."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    stack = pulumi.get_stack()
+    source = f"Pulumi.{stack}.yaml"
+    values = {k: v for k, v in runtime_config.CONFIG.get().items()}
+    for k, v in runtime_config.get_config_env().items():
+        values.setdefault(k, v)
+    secret_keys = set(runtime_config._SECRET_KEYS.get()) | set(runtime_config.get_config_secret_keys_env())
+    raw, problems = decode_config_values(values, secret_keys)
+    problems = [f"{source}: {p}" for p in problems]
+    try:
+        stack_config = parse_stack_config(raw, source)
+    except ConfigError as err:
+        raise ConfigError(problems + err.problems) from None
+    if problems:
+        raise ConfigError(problems)
+    cfg = pulumi.Config(PROJECT)
+    hf_token = cfg.get_secret("hfToken")
+    api_key = cfg.get_secret("apiKey")
+    gated = [f"models[{i}] ({m.repo})" for i, m in enumerate(stack_config.models) if m.gated]
+    if gated and hf_token is None:
+        raise ConfigError([
+            f"{source}: hfToken: {', '.join(gated)} is gated and needs a Hugging Face token; set it with "
+            f"`pulumi config set --secret hfToken hf_... -s {stack}`"
+        ])
+    hub_token = values.get(f"{PROJECT}:hfToken")
+    if hub_token is not None and hub_token.startswith("<secret "):
+        hub_token = None  # the offline plan's stand-in for a value only the CLI can decrypt
+    return LoadedConfig(stack=stack, source=source, config=stack_config, hf_token=hf_token,
+                        api_key=api_key, hub_token=hub_token)
+
+
+class LoadedConfig:
+    """The validated config plus the secrets, which stay pulumi Output secrets end to end."""
+
+    def __init__(self, stack: str, source: str, config: StackConfig, hf_token, api_key, hub_token=None):
+        self.stack = stack
+        self.source = source
+        self.config = config
+        # Output secrets: what resources receive.
+        self.hf_token = hf_token
+        self.api_key = api_key
+        # The same HF token as a plain string, for one purpose only: authenticating the Hub
+        # download of a gated model's config.json while planning. It never reaches a resource.
+        self.hub_token = hub_token

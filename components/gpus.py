@@ -1,0 +1,172 @@
+"""The GPU catalog: what each accelerator really offers, and which cloud machines carry it.
+
+Memory is the figure CUDA reports (`torch.cuda.mem_get_info()[1]`, which vLLM logs as the total),
+not the marketing number: an "80 GB" H100 reports 79.19 GiB, and sizing against 80 would promise
+KV cache that does not exist. Sources for every figure are in the comments next to it.
+
+Pure Python, no Pulumi import: the sizing CLI, the config validator and the policy pack use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class CloudMachine:
+    """A machine type that carries `gpus` of one accelerator."""
+
+    name: str
+    gpus: int
+    vcpus: int
+    memory_gib: int
+    # Local NVMe the machine offers for ephemeral storage (GKE local SSD / EC2 instance store).
+    local_ssd_gib: int = 0
+    # AWS only: the instance type supports Elastic Fabric Adapter (GPUDirect RDMA across nodes).
+    efa: bool = False
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    # What CUDA reports as total device memory, in GiB (1024**3 bytes).
+    cuda_total_gib: float
+    # Peak memory bandwidth, GB/s (vendor datasheet).
+    memory_bandwidth_gbps: float
+    # Compute capability decides what vLLM kernels run (FP8 needs 8.9+).
+    compute_capability: tuple[int, int]
+    aws: tuple[CloudMachine, ...] = ()
+    # GKE accelerator type name (`nvidia-l4`, ...) and the machine types that carry it.
+    gcp_accelerator: str | None = None
+    gcp: tuple[CloudMachine, ...] = field(default=())
+
+    @property
+    def cuda_total_bytes(self) -> int:
+        return int(self.cuda_total_gib * 1024**3)
+
+    @property
+    def supports_fp8(self) -> bool:
+        return self.compute_capability >= (8, 9)
+
+    def machines(self, cloud: str) -> tuple[CloudMachine, ...]:
+        return {"aws": self.aws, "gcp": self.gcp}.get(cloud, ())
+
+
+def _m(name: str, gpus: int, vcpus: int, memory_gib: int, local_ssd_gib: int = 0, efa: bool = False):
+    return CloudMachine(name, gpus, vcpus, memory_gib, local_ssd_gib, efa)
+
+
+# Instance shapes: AWS EC2 accelerated-computing instance type pages (G5, G6, G6e, P4, P5, P5en,
+# P6-B200); GCP "GPU machine types" page (G2, A2, A3, A4). Local SSD on GCP is what the machine
+# type bundles or the minimum it allows attaching.
+CATALOG: dict[str, Gpu] = {
+    gpu.name: gpu
+    for gpu in (
+        Gpu(
+            "A10G", 22.07, 600, (8, 6),
+            aws=(
+                _m("g5.xlarge", 1, 4, 16, 250), _m("g5.2xlarge", 1, 8, 32, 450),
+                _m("g5.4xlarge", 1, 16, 64, 600), _m("g5.8xlarge", 1, 32, 128, 900),
+                _m("g5.16xlarge", 1, 64, 256, 1900), _m("g5.12xlarge", 4, 48, 192, 3800),
+                _m("g5.24xlarge", 4, 96, 384, 3800), _m("g5.48xlarge", 8, 192, 768, 7600),
+            ),
+        ),
+        Gpu(
+            "L4", 22.05, 300, (8, 9),
+            aws=(
+                _m("g6.xlarge", 1, 4, 16, 250), _m("g6.2xlarge", 1, 8, 32, 450),
+                _m("g6.4xlarge", 1, 16, 64, 600), _m("g6.8xlarge", 1, 32, 128, 900),
+                _m("g6.16xlarge", 1, 64, 256, 1880), _m("g6.12xlarge", 4, 48, 192, 3760),
+                _m("g6.24xlarge", 4, 96, 384, 3760), _m("g6.48xlarge", 8, 192, 768, 7520),
+            ),
+            gcp_accelerator="nvidia-l4",
+            gcp=(
+                _m("g2-standard-4", 1, 4, 16, 375), _m("g2-standard-8", 1, 8, 32, 375),
+                _m("g2-standard-12", 1, 12, 48, 375), _m("g2-standard-16", 1, 16, 64, 375),
+                _m("g2-standard-32", 1, 32, 128, 375), _m("g2-standard-24", 2, 24, 96, 750),
+                _m("g2-standard-48", 4, 48, 192, 1500), _m("g2-standard-96", 8, 96, 384, 3000),
+            ),
+        ),
+        Gpu(
+            "L40S", 44.42, 864, (8, 9),
+            aws=(
+                _m("g6e.xlarge", 1, 4, 32, 250), _m("g6e.2xlarge", 1, 8, 64, 450),
+                _m("g6e.4xlarge", 1, 16, 128, 600), _m("g6e.8xlarge", 1, 32, 256, 900),
+                _m("g6e.16xlarge", 1, 64, 512, 1900), _m("g6e.12xlarge", 4, 48, 384, 3800),
+                _m("g6e.24xlarge", 4, 96, 768, 3800), _m("g6e.48xlarge", 8, 192, 1536, 7600),
+            ),
+        ),
+        Gpu(
+            "A100-40GB", 39.39, 1555, (8, 0),
+            aws=(_m("p4d.24xlarge", 8, 96, 1152, 8000, efa=True),),
+            gcp_accelerator="nvidia-tesla-a100",
+            gcp=(
+                _m("a2-highgpu-1g", 1, 12, 85, 375), _m("a2-highgpu-2g", 2, 24, 170, 375),
+                _m("a2-highgpu-4g", 4, 48, 340, 375), _m("a2-highgpu-8g", 8, 96, 680, 375),
+                _m("a2-megagpu-16g", 16, 96, 1360, 375),
+            ),
+        ),
+        Gpu(
+            "A100-80GB", 79.15, 2039, (8, 0),
+            aws=(_m("p4de.24xlarge", 8, 96, 1152, 8000, efa=True),),
+            gcp_accelerator="nvidia-a100-80gb",
+            gcp=(
+                _m("a2-ultragpu-1g", 1, 12, 170, 375), _m("a2-ultragpu-2g", 2, 24, 340, 750),
+                _m("a2-ultragpu-4g", 4, 48, 680, 1500), _m("a2-ultragpu-8g", 8, 96, 1360, 3000),
+            ),
+        ),
+        Gpu(
+            "H100-80GB", 79.19, 3350, (9, 0),
+            aws=(
+                _m("p5.4xlarge", 1, 16, 256, 3800),
+                _m("p5.48xlarge", 8, 192, 2048, 30400, efa=True),
+            ),
+            gcp_accelerator="nvidia-h100-80gb",
+            gcp=(
+                _m("a3-highgpu-1g", 1, 26, 234, 750), _m("a3-highgpu-2g", 2, 52, 468, 1500),
+                _m("a3-highgpu-4g", 4, 104, 936, 3000), _m("a3-highgpu-8g", 8, 208, 1872, 6000),
+            ),
+        ),
+        Gpu(
+            "H200", 139.81, 4800, (9, 0),
+            aws=(_m("p5en.48xlarge", 8, 192, 2048, 30400, efa=True),),
+            gcp_accelerator="nvidia-h200-141gb",
+            gcp=(_m("a3-ultragpu-8g", 8, 224, 2952, 12000),),
+        ),
+        Gpu(
+            "B200", 178.35, 8000, (10, 0),
+            aws=(_m("p6-b200.48xlarge", 8, 192, 2048, 30400, efa=True),),
+            gcp_accelerator="nvidia-b200",
+            gcp=(_m("a4-highgpu-8g", 8, 224, 3968, 12000),),
+        ),
+    )
+}
+
+
+class UnknownGpuError(ValueError):
+    pass
+
+
+def get_gpu(name: str) -> Gpu:
+    """Look a GPU up by catalog name; the error lists the names that exist."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise UnknownGpuError(
+            f"unknown GPU {name!r}; known GPUs: {', '.join(CATALOG)}"
+        ) from None
+
+
+def find_machine(cloud: str, machine_type: str) -> tuple[Gpu, CloudMachine] | None:
+    """The GPU and shape behind a cloud machine type, or None when it carries no catalog GPU."""
+    for gpu in CATALOG.values():
+        for machine in gpu.machines(cloud):
+            if machine.name == machine_type:
+                return gpu, machine
+    return None
+
+
+def default_machine(gpu: Gpu, cloud: str, gpus_per_node: int) -> CloudMachine | None:
+    """The smallest machine of `cloud` that carries exactly `gpus_per_node` of `gpu`."""
+    fitting = [m for m in gpu.machines(cloud) if m.gpus == gpus_per_node]
+    return min(fitting, key=lambda m: (m.vcpus, m.memory_gib), default=None)

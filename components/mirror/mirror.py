@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Mirror one pinned Hub revision into a folder and prove which bytes it holds.
+
+The model store's mirror Job runs this file (shipped to it in a ConfigMap) inside the pinned
+downloader image, so it uses only the standard library and huggingface_hub, which that image
+already carries: nothing is pip-installed at run time.
+
+    mirror.py fetch  --repo ORG/NAME --revision <40-hex> --local-dir DIR
+        `hf download` the revision into DIR, check every file against what the Hub publishes for
+        that commit (the SHA-256 of LFS files, the git blob id of the others), then write
+        DIR/manifest.json: every file with its size and SHA-256.
+    mirror.py verify --local-dir DIR [--manifest FILE]
+        Re-hash DIR against a manifest, offline (default: DIR/manifest.json).
+
+Exit status: 0 when every byte matches, 1 on any mismatch (each one named on stderr), 2 on bad
+usage. A mismatch must fail the Job loudly: a silently corrupt shard is served as garbage text,
+not as an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+# `hf download --local-dir` keeps its bookkeeping under DIR/.cache/huggingface; it is not a model
+# file, is not on the Hub, and must be neither hashed nor synced to the bucket.
+IGNORED_DIRS = (".cache",)
+CHUNK = 8 * 1024 * 1024
+# Hashing is bound by the volume's read speed (EFS/Filestore serve parallel readers faster than
+# one); hashlib releases the GIL on large buffers, so threads are enough.
+HASH_WORKERS = 4
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a file must be: its size and at least one digest to compare with."""
+
+    size: int
+    sha256: str | None = None
+    git_blob_sha1: str | None = None
+
+
+@dataclass(frozen=True)
+class Actual:
+    size: int
+    sha256: str
+    git_blob_sha1: str | None = None
+
+
+def hash_file(path: Path, with_git_blob: bool = False) -> Actual:
+    size = path.stat().st_size
+    sha256 = hashlib.sha256()
+    # The Hub names a non-LFS file by its git blob id: sha1 over "blob <size>\0" + content.
+    git = hashlib.sha1(b"blob %d\0" % size) if with_git_blob else None
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            sha256.update(chunk)
+            if git is not None:
+                git.update(chunk)
+    return Actual(size=size, sha256=sha256.hexdigest(), git_blob_sha1=git.hexdigest() if git else None)
+
+
+def local_files(root: Path) -> list[str]:
+    """Relative POSIX paths of the files under root, minus the download bookkeeping and manifest."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d not in IGNORED_DIRS]
+        for name in filenames:
+            rel = (rel_dir / name).as_posix()
+            if rel != MANIFEST_NAME:
+                found.append(rel)
+    return sorted(found)
+
+
+def hash_tree(root: Path, paths: list[str], git_blob_for: set[str] = frozenset()) -> dict[str, Actual]:
+    with ThreadPoolExecutor(max_workers=HASH_WORKERS) as pool:
+        results = pool.map(lambda p: (p, hash_file(root / p, p in git_blob_for)), paths)
+        return dict(results)
+
+
+def compare(expected: dict[str, Expected], actual: dict[str, Actual]) -> list[str]:
+    """One line per problem, each naming the file; an empty list means every byte matches."""
+    problems = []
+    for path in sorted(set(expected) | set(actual)):
+        want, got = expected.get(path), actual.get(path)
+        if got is None:
+            problems.append(f"{path}: missing (expected {want.size} bytes)")
+        elif want is None:
+            problems.append(f"{path}: unexpected file, not part of the revision")
+        elif got.size != want.size:
+            problems.append(f"{path}: size mismatch: expected {want.size} bytes, found {got.size}")
+        elif want.sha256 is not None and got.sha256 != want.sha256:
+            problems.append(f"{path}: sha256 mismatch: expected {want.sha256}, found {got.sha256}")
+        elif want.sha256 is None and want.git_blob_sha1 is not None and got.git_blob_sha1 != want.git_blob_sha1:
+            problems.append(f"{path}: git blob id mismatch: expected {want.git_blob_sha1}, found {got.git_blob_sha1}")
+        elif want.sha256 is None and want.git_blob_sha1 is None:
+            problems.append(f"{path}: nothing to verify it against")
+    return problems
+
+
+# --- manifests --------------------------------------------------------------------------------
+
+
+def build_manifest(repo: str, revision: str, actual: dict[str, Actual], checks: dict[str, str]) -> dict:
+    return {
+        "manifestVersion": MANIFEST_VERSION,
+        "repo": repo,
+        "revision": revision,
+        "totalBytes": sum(a.size for a in actual.values()),
+        "files": [
+            {"path": p, "size": a.size, "sha256": a.sha256, "verifiedAgainst": checks.get(p, "")}
+            for p, a in sorted(actual.items())
+        ],
+    }
+
+
+def read_manifest(path: Path) -> tuple[dict, dict[str, Expected]]:
+    try:
+        doc = json.loads(path.read_text())
+        files = {f["path"]: Expected(size=int(f["size"]), sha256=str(f["sha256"])) for f in doc["files"]}
+    except FileNotFoundError:
+        raise UsageError(f"manifest {path} does not exist") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"manifest {path} is not a valid manifest: {err}") from None
+    return doc, files
+
+
+def write_manifest(path: Path, manifest: dict) -> None:
+    # Written last and atomically: a manifest on the volume means the folder was verified whole.
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+# --- the Hub side -----------------------------------------------------------------------------
+
+
+def hub_expectations(repo: str, revision: str) -> dict[str, Expected]:
+    """What the Hub publishes for each file at this commit (token from HF_TOKEN, if any)."""
+    from huggingface_hub import HfApi  # only `fetch` needs the Hub; `verify` runs anywhere
+
+    expected = {}
+    for entry in HfApi().list_repo_tree(repo, revision=revision, recursive=True):
+        if not hasattr(entry, "size") or not hasattr(entry, "blob_id"):
+            continue  # a folder
+        lfs = getattr(entry, "lfs", None)
+        sha256 = None
+        if lfs is not None:
+            sha256 = getattr(lfs, "sha256", None) or (lfs.get("sha256") if isinstance(lfs, dict) else None)
+        expected[entry.path] = Expected(size=int(entry.size), sha256=sha256, git_blob_sha1=entry.blob_id)
+    return expected
+
+
+def download(repo: str, revision: str, local_dir: Path) -> None:
+    cmd = ["hf", "download", repo, "--revision", revision, "--local-dir", str(local_dir)]
+    print("+ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def cmd_fetch(repo: str, revision: str, local_dir: Path) -> int:
+    if not COMMIT_RE.match(revision):
+        raise UsageError(f"--revision {revision!r} is not a 40-character commit SHA; a branch or tag moves")
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise UsageError("HF_HUB_OFFLINE is set; the mirror Job is the one place that must reach the Hub")
+    local_dir.mkdir(parents=True, exist_ok=True)
+    download(repo, revision, local_dir)
+    expected = hub_expectations(repo, revision)
+    paths = local_files(local_dir)
+    non_lfs = {p for p, e in expected.items() if e.sha256 is None}
+    actual = hash_tree(local_dir, paths, git_blob_for=non_lfs)
+    problems = compare(expected, actual)
+    if problems:
+        return report_mismatch(local_dir, problems)
+    checks = {p: ("hub-lfs-sha256" if expected[p].sha256 else "hub-git-blob-sha1") for p in actual}
+    manifest = build_manifest(repo, revision, actual, checks)
+    write_manifest(local_dir / MANIFEST_NAME, manifest)
+    print(f"verified {len(actual)} files, {manifest['totalBytes']} bytes of {repo}@{revision}; "
+          f"wrote {local_dir / MANIFEST_NAME}", flush=True)
+    return 0
+
+
+def cmd_verify(local_dir: Path, manifest_path: Path) -> int:
+    if not local_dir.is_dir():
+        raise UsageError(f"--local-dir {local_dir} is not a directory")
+    doc, expected = read_manifest(manifest_path)
+    actual = hash_tree(local_dir, local_files(local_dir))
+    problems = compare(expected, actual)
+    if problems:
+        return report_mismatch(local_dir, problems)
+    print(f"verified {len(actual)} files of {doc.get('repo', '?')}@{doc.get('revision', '?')} "
+          f"against {manifest_path}", flush=True)
+    return 0
+
+
+def report_mismatch(local_dir: Path, problems: list[str]) -> int:
+    print(f"VERIFICATION FAILED in {local_dir}: {len(problems)} problem(s)", file=sys.stderr)
+    for line in problems:
+        print(f"  {line}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mirror.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    fetch = sub.add_parser("fetch", help="download a pinned revision, verify it against the Hub, write manifest.json")
+    fetch.add_argument("--repo", required=True)
+    fetch.add_argument("--revision", required=True)
+    fetch.add_argument("--local-dir", required=True, type=Path)
+    verify = sub.add_parser("verify", help="re-hash a folder against its manifest, offline")
+    verify.add_argument("--local-dir", required=True, type=Path)
+    verify.add_argument("--manifest", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            return cmd_fetch(args.repo, args.revision, args.local_dir)
+        return cmd_verify(args.local_dir, args.manifest or args.local_dir / MANIFEST_NAME)
+    except UsageError as err:
+        print(f"mirror.py {args.command}: {err}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as err:
+        print(f"mirror.py fetch: `hf download` failed with exit status {err.returncode}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

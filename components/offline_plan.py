@@ -1,0 +1,135 @@
+"""`make plan`: evaluate a stack offline and write what it would ask for.
+
+    python -m components.offline_plan --stack dev [--out build]
+
+This is NOT `pulumi preview`. It runs the real program under the Pulumi SDK's mock runtime, with
+no CLI, no credentials and no cloud: Helm charts are not rendered, values a cloud computes (IDs,
+endpoints, ARNs) are placeholders, and encrypted secrets are never decrypted. What it does show is
+exactly what the program asks for: every Kubernetes object as YAML, the resource tree, the sizing
+of every model and the policy pack's verdicts on all of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.mock_runtime import ROOT, Evaluation, evaluate_stack, redact_secrets
+
+NOT_PREVIEW = (
+    "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
+    "not rendered, cloud-computed values are placeholders and secrets stay encrypted."
+)
+
+
+def manifest_filename(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    parts = [obj.get("kind", "Object"), meta.get("namespace", ""), meta.get("name", "unnamed")]
+    return "-".join(re.sub(r"[^A-Za-z0-9.-]+", "_", p) for p in parts if p) + ".yaml"
+
+
+def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path]:
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    written = []
+    for obj in objects:
+        path = directory / manifest_filename(obj)
+        n = 2
+        while path in written:
+            path = path.with_name(f"{path.stem}-{n}.yaml")
+            n += 1
+        path.write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+        written.append(path)
+    return written
+
+
+def policy_verdicts(evaluation: Evaluation) -> list[Any]:
+    """Run the policy pack over the Kubernetes objects and cloud resources the program asks for."""
+    from policies.check import check_objects, check_resources
+
+    verdicts = list(check_objects(evaluation.kubernetes_objects))
+    cloud = [(r.type, r.name, redact_secrets(r.inputs)) for r in evaluation.resources if not r.is_kubernetes_object]
+    verdicts += list(check_resources(cloud))
+    return verdicts
+
+
+def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path]) -> str:
+    out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
+    table = evaluation.outputs.get("sizing") or []
+    out += ["## Models", ""]
+    if table:
+        columns = list(table[0].keys())
+        out.append("| " + " | ".join(columns) + " |")
+        out.append("|" + "---|" * len(columns))
+        for row in table:
+            out.append("| " + " | ".join(str(row[c]) for c in columns) + " |")
+    else:
+        out.append("(the program exported no sizing table)")
+    warnings = evaluation.outputs.get("warnings") or []
+    if warnings:
+        out += ["", "### Warnings", ""] + [f"- {w}" for w in warnings]
+    out += ["", "## Policy verdicts", ""]
+    mandatory = [v for v in verdicts if v.level == "mandatory"]
+    if not verdicts:
+        out.append("No violations.")
+    else:
+        out.append(f"{len(mandatory)} mandatory, {len(verdicts) - len(mandatory)} advisory.")
+        out.append("")
+        out.append("| level | policy | resource | message |")
+        out.append("|---|---|---|---|")
+        for v in verdicts:
+            out.append(f"| {v.level} | {v.policy} | {v.kind}/{v.name} | {v.message} |")
+    out += ["", f"## Resources ({len(evaluation.resources)})", "", "```"]
+    for depth, type_, name in evaluation.tree():
+        out.append(f"{'  ' * depth}{type_}  {name}")
+    out += ["```", "", f"## Kubernetes manifests ({len(manifests)})", ""]
+    out += [f"- `manifests/{p.name}`" for p in manifests]
+    out.append("")
+    return "\n".join(out)
+
+
+def run(stack: str, out_dir: Path) -> int:
+    try:
+        evaluation = evaluate_stack(stack)
+    except Exception as err:  # noqa: BLE001 every failure becomes a message, not a traceback
+        problems = getattr(err, "problems", None) or [str(err).strip() or type(err).__name__]
+        print(f"plan failed for stack {stack}:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 2
+    stack_dir = out_dir / stack
+    manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
+    verdicts = policy_verdicts(evaluation)
+    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests))
+    mandatory = [v for v in verdicts if v.level == "mandatory"]
+    print(NOT_PREVIEW)
+    print(f"stack {stack}: {len(evaluation.resources)} resources, {len(manifests)} Kubernetes objects, "
+          f"{len(verdicts)} policy findings ({len(mandatory)} mandatory)")
+    for row in evaluation.outputs.get("sizing") or []:
+        print(f"  {row['model']}: {row['tensorParallelSize']} x {row['gpu']} (TP) x {row['pipelineParallelSize']} (PP), "
+              f"{row['kvCacheTokens']} KV tokens, max concurrency {row['maxConcurrency']} at {row['maxModelLen']} tokens, "
+              f"startup budget {row['startupBudgetSeconds']} s")
+    for v in mandatory:
+        print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
+    print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
+    return 1 if mandatory else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.offline_plan", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build", help="output folder (default build/)")
+    args = parser.parse_args(argv)
+    return run(args.stack, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

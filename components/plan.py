@@ -1,0 +1,221 @@
+"""Per model, every number the deployment needs, decided once from the model's own config.
+
+`build_plans` joins three things: the validated stack config, the model's metadata at its pinned
+revision (components.hub) and the sizing engine (components.sizing). The components that create
+resources receive a `ModelPlan` and never re-derive a number: the TP size in the vLLM flags, the
+GPU count in the pod's limits and the startup-probe budget all come from here.
+
+Pure Python apart from the config types: the offline plan, the tests and the program share it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from components import contract, gpus, sizing
+from components.config import ModelConfig, PoolConfig, StackConfig
+from components.hub import HubError, ModelMetadata, load_model_metadata
+
+# Default read speed of each weight path, bytes/s. A network volume (EFS/Filestore) sustains about
+# 500 MB/s for one reader; the Run:ai streamer reading S3/GCS in parallel reaches 1-2 GB/s from one
+# node. Users with measured figures set modelStore.readMBps.
+DEFAULT_READ_MBPS = {"volume": 500.0, "bucket": 1500.0, "existing-claim": 500.0}
+
+# The startup probe must outlast the slowest plausible start, not the average one: the estimate is
+# multiplied by this and rounded up to whole probe periods. A kill at 100% of the estimate turns a
+# slightly slow volume into a crash loop that never finishes loading.
+STARTUP_MARGIN = 1.5
+STARTUP_MIN_SECONDS = 300
+PROBE_PERIOD_SECONDS = 10
+
+
+class PlanError(Exception):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    index: int
+    model: ModelConfig
+    metadata: ModelMetadata
+    pool: PoolConfig
+    gpu: gpus.Gpu
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: int
+    sizing: sizing.SizingResult
+    weights_bytes: int
+    read_bytes_per_second: float
+    load_from: str
+    load_seconds: float
+
+    @property
+    def served_name(self) -> str:
+        return self.model.served_name
+
+    @property
+    def repo(self) -> str:
+        return self.model.repo
+
+    @property
+    def revision(self) -> str:
+        return self.model.revision
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Tensor parallelism stays inside a node; each pipeline stage beyond one node is a node."""
+        if self.gpus_per_replica <= self.pool.gpusPerNode:
+            return 1
+        return self.pipeline_parallel_size
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.gpus_per_replica // self.nodes_per_replica
+
+    @property
+    def model_path(self) -> str:
+        """Where the weights of this revision sit inside every container that reads them."""
+        return model_path(self.repo, self.revision)
+
+    @property
+    def startup_budget_seconds(self) -> int:
+        budget = max(STARTUP_MIN_SECONDS, self.load_seconds * STARTUP_MARGIN)
+        return int(math.ceil(budget / PROBE_PERIOD_SECONDS) * PROBE_PERIOD_SECONDS)
+
+
+def model_path(repo: str, revision: str) -> str:
+    return f"{contract.MODEL_MOUNT_PATH}/{repo}/{revision}"
+
+
+MetadataLoader = Callable[[ModelConfig], ModelMetadata]
+
+
+def default_metadata_loader(token: str | None = None) -> MetadataLoader:
+    def load(model: ModelConfig) -> ModelMetadata:
+        return load_model_metadata(model.repo, model.revision, token=token)
+
+    return load
+
+
+def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str = "stack config") -> list[ModelPlan]:
+    problems: list[str] = []
+    plans: list[ModelPlan] = []
+    for index, model in enumerate(config.models):
+        try:
+            plans.append(plan_model(config, index, model, load_metadata))
+        except (PlanError, HubError, sizing.SizingError) as err:
+            lines = err.problems if isinstance(err, PlanError) else [str(err)]
+            problems += [f"{source}: {line}" if line.startswith("models[") else f"{source}: models[{index}]: {line}" for line in lines]
+    if problems:
+        raise PlanError(problems)
+    return plans
+
+
+def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadata: MetadataLoader) -> ModelPlan:
+    key = f"models[{index}]"
+    pool = config.pool(model.pool)
+    gpu = gpus.CATALOG[pool.gpu]
+    metadata = load_metadata(model)
+    arch = sizing.ModelArch.from_hf_config(metadata.config)
+    max_model_len = model.maxModelLen or arch.max_position_embeddings
+    if max_model_len > arch.max_position_embeddings:
+        raise PlanError([f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
+                         f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])
+    pp = model.pipelineParallelSize
+
+    def request(tp: int) -> sizing.SizingRequest:
+        return sizing.SizingRequest(
+            arch=arch,
+            gpu_memory_gib=gpu.cuda_total_gib,
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=pp,
+            gpu_memory_utilization=model.gpuMemoryUtilization,
+            max_model_len=max_model_len,
+            dtype=model.dtype,
+            kv_cache_dtype=model.kvCacheDtype,
+            quantization=model.quantization,
+            weights_bytes=metadata.weights_bytes,
+            max_num_batched_tokens=model.maxNumBatchedTokens,
+            max_num_seqs=model.maxNumSeqs,
+        )
+
+    if model.tensorParallelSize == "auto":
+        tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=pool.gpusPerNode)
+        if tp is None:
+            best = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
+            more = f"; {best} GPUs per replica would" if best else ""
+            raise PlanError([
+                f"{key}: {model.repo} does not fit on {pool.gpusPerNode} x {gpu.name} (pool {pool.name}) at "
+                f"maxModelLen {max_model_len}{more}. Use a pool with more or larger GPUs, lower maxModelLen, "
+                f"set kvCacheDtype: fp8, or add pipelineParallelSize"
+            ])
+    else:
+        tp = model.tensorParallelSize
+        if tp > pool.gpusPerNode:
+            raise PlanError([f"{key}.tensorParallelSize: {tp} exceeds the {pool.gpusPerNode} GPUs per node of pool "
+                             f"{pool.name}; tensor parallelism stays inside a node, use pipelineParallelSize across nodes"])
+    result = sizing.size(request(tp))
+    if not result.fits:
+        smallest = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
+        hint = f" the smallest tensor-parallel size that fits is {smallest}" if smallest else " no tensor-parallel size up to 64 fits"
+        raise PlanError([f"{key}: {model.repo} does not fit on {tp} x {gpu.name}: {result.reason};{hint}"])
+    replica_gpus = tp * pp
+    if replica_gpus > pool.gpusPerNode and replica_gpus > pool.gpusPerNode * pool.maxNodes:
+        raise PlanError([f"{key}: one replica needs {replica_gpus} GPUs but pool {pool.name} has at most "
+                         f"{pool.gpusPerNode * pool.maxNodes}; raise pools[].maxNodes"])
+    if replica_gpus > pool.gpusPerNode and tp != pool.gpusPerNode and pp > 1 and replica_gpus % pool.gpusPerNode:
+        raise PlanError([f"{key}: a replica spanning nodes needs tensorParallelSize equal to the pool's "
+                         f"gpusPerNode ({pool.gpusPerNode}) so each pipeline stage fills one node"])
+    weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
+    load_from = config.modelStore.loadFrom
+    read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
+    load_seconds = sizing.estimate_load_seconds(weights_bytes, read_bps)
+    return ModelPlan(
+        index=index,
+        model=model,
+        metadata=metadata,
+        pool=pool,
+        gpu=gpu,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        max_model_len=max_model_len,
+        sizing=result,
+        weights_bytes=weights_bytes,
+        read_bytes_per_second=read_bps,
+        load_from=load_from,
+        load_seconds=load_seconds,
+    )
+
+
+def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
+    """One row per model for the stack outputs and plan.md."""
+    return [
+        {
+            "model": p.served_name,
+            "repo": p.repo,
+            "revision": p.revision,
+            "pool": p.pool.name,
+            "gpu": p.gpu.name,
+            "tensorParallelSize": p.tensor_parallel_size,
+            "pipelineParallelSize": p.pipeline_parallel_size,
+            "replicas": p.model.replicas,
+            "maxModelLen": p.max_model_len,
+            "weightsGiB": round(p.weights_bytes / 1024**3, 2),
+            "weightsGiBPerGpu": round(p.sizing.weights_gib_per_gpu, 2),
+            "kvCacheGiBPerGpu": round(p.sizing.kv_cache_gib_per_gpu, 2),
+            "kvCacheTokens": p.sizing.kv_cache_tokens,
+            "maxConcurrency": round(p.sizing.max_concurrency, 2),
+            "loadSecondsEstimate": round(p.load_seconds),
+            "startupBudgetSeconds": p.startup_budget_seconds,
+        }
+        for p in plans
+    ]
+

@@ -1,0 +1,607 @@
+"""How much KV cache a vLLM (V1 engine) server gets on a GPU, and whether a model fits at all.
+
+Pure Python, no Pulumi import: the program, the policy pack and the CLI (`python -m
+components.sizing`) share it.
+
+The budget follows vLLM V1's own arithmetic (vllm/v1/worker/gpu_worker.py,
+`determine_available_memory`, and vllm/utils `memory_profiling`):
+
+    requested = cuda_total × gpu_memory_utilization
+    kv_memory = requested − weights_on_this_gpu − torch_activation_peak − non_torch_increase
+                [− estimated CUDA-graph memory, from the release that profiles it by default]
+
+and the token count follows vllm/v1/core/kv_cache_utils.py: layers are grouped by attention type
+(full / sliding window), every group has the same number of layers (`group_size`), one block of a
+group costs `page_bytes × group_size`, so `num_blocks = kv_memory // (page × group_size)` and the
+log's "GPU KV cache size: N tokens" is `num_blocks // num_groups × block_size`.
+
+The activation, non-torch and CUDA-graph terms are not derivable from the config alone; they are
+calibrated on real vLLM startup logs (tests/fixtures/vllm_logs/cases.yaml, every case with its
+source). What the numbers stand for:
+
+* torch activation peak = max(forward pass of `max_num_batched_tokens` tokens, sampler warm-up on
+  `min(max_num_seqs, max_num_batched_tokens)` rows of full-vocabulary logits). The sampler term is
+  the big one on large-vocabulary models (Gemma's 256k vocabulary costs ~3.6 GiB at 1024 seqs);
+  the forward term dominates on small-vocabulary models (CodeLlama, Mixtral).
+* non-torch increase: CUDA/cuBLAS workspaces on one GPU; with TP > 1 releases from 0.17 on also
+  count the all-reduce buffers allocated during the profiled forward (~2.1 GiB per GPU).
+* CUDA graphs: ~1 GiB for the default capture sizes; subtracted only from 0.21 on
+  (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS became the default), captured from the unrequested
+  remainder before that.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+GiB = 1024**3
+
+# ---------------------------------------------------------------------------------------------
+# Calibrated constants (see module docstring; fitted on tests/fixtures/vllm_logs/cases.yaml).
+# ---------------------------------------------------------------------------------------------
+
+# Bytes per logits element the sampler warm-up holds at its peak (bf16 logits, fp32 copy,
+# softmax/log-softmax, top-k/top-p scratch). v0.19 H100 logs: Llama-3.1-8B 1.89 GiB and
+# Qwen2.5-7B 2.21 GiB at 1024 rows, i.e. 15.2-15.5 bytes per (row × vocab).
+SAMPLER_BYTES_PER_LOGIT = {"legacy": 10.0, "v0.11": 38.0, "current": 15.3}
+# Forward-pass peak per token, in units of the activation dtype: the gate/up projection output and
+# the activation output (3 × intermediate / TP) plus ~4.25 hidden-sized residual/norm buffers.
+FORWARD_INTERMEDIATE_FACTOR = 3.0
+FORWARD_HIDDEN_FACTOR = 4.25
+# Non-torch memory that appears during the profiled forward (GiB).
+NON_TORCH_SINGLE_GPU_GIB = 0.25
+NON_TORCH_PP_ONLY_GIB = 0.07
+NON_TORCH_TP_CURRENT_GIB = 2.1  # all-reduce buffers counted from 0.17 on
+NON_TORCH_TP_LEGACY_GIB = 0.3
+# Estimated CUDA graph memory for the default capture sizes (v0.19 "Estimated CUDA graph memory:"
+# lines: 0.5-1.7 GiB, mean ~0.95).
+CUDA_GRAPH_GIB = 0.95
+# Release that made CUDA-graph memory part of the KV budget by default.
+CUDA_GRAPH_IN_BUDGET_FROM = (0, 21)
+
+DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "fp8": 1,
+               "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "int8": 1}
+
+
+# Model types whose MLP is up-projection + down-projection without a gate.
+NON_GATED_MLP_MODEL_TYPES = frozenset({"phi", "gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode",
+                                       "starcoder2", "opt", "bloom", "mpt"})
+# vLLM pads MXFP4 expert weights for its kernels: gpt-oss-20b loads as 2 × 7.01 GiB at TP2 against
+# ~12.8 GiB of checkpoint (llm-d-planner v0.19 sweep).
+MXFP4_LOADED_OVERHEAD = 1.1
+
+
+class SizingError(ValueError):
+    """Bad sizing input (unreadable config, impossible request); the message names the fix."""
+
+
+def _parse_version(version: str | None) -> tuple[int, int]:
+    if not version:
+        try:
+            from components.vllm_version import VLLM_VERSION as version  # the deployed release
+        except ImportError:  # pragma: no cover - the module ships with the project
+            version = "0.32.0"
+    parts = str(version).lstrip("v").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise SizingError(f"--vllm-version {version!r} is not a release number like 0.19.0") from None
+
+
+def _regime(version: tuple[int, int]) -> str:
+    if version >= (0, 17):
+        return "current"
+    if version >= (0, 11):
+        return "v0.11"
+    return "legacy"
+
+
+# ---------------------------------------------------------------------------------------------
+# Model architecture
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """What sizing needs from a Hugging Face config.json."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    intermediate: int
+    max_position_embeddings: int | None = None
+    torch_dtype: str = "bfloat16"
+    tie_word_embeddings: bool = False
+    # MoE
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_expert_intermediate: int = 0
+    dense_layers: int = 0  # leading dense layers of a MoE (DeepSeek first_k_dense_replace)
+    # MLA (DeepSeek-V2/V3)
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    q_lora_rank: int = 0
+    # Attention type of every layer: "full" or "sliding" (empty → all full)
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int | None = None
+    # Quantization of the checkpoint (quant_method, bits) when config.json declares one
+    quant_method: str | None = None
+    quant_bits: int | None = None
+    architecture: str = ""
+    # GPT-2/Phi-2 style MLP (up + down) instead of the gated SwiGLU (gate + up + down)
+    gated_mlp: bool = True
+    # Parameters outside the language model (vision tower of a multimodal checkpoint)
+    extra_params: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any]) -> "ModelArch":
+        if not isinstance(cfg, dict):
+            raise SizingError("config.json must be a JSON object")
+        top = cfg
+        # Multimodal wrappers (Gemma 3, Mistral 3, Llama 4, LLaVA) keep the language model in
+        # text_config; sizing is about the language model's KV cache.
+        if isinstance(cfg.get("text_config"), dict) and "num_hidden_layers" in cfg["text_config"]:
+            cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k in ("quantization_config",)}}
+        get = cfg.get
+        try:
+            layers = int(get("num_hidden_layers") or get("n_layer") or get("num_layers"))
+            hidden = int(get("hidden_size") or get("n_embd") or get("d_model"))
+            heads = int(get("num_attention_heads") or get("n_head"))
+        except (TypeError, ValueError):
+            raise SizingError(
+                "config.json lacks num_hidden_layers / hidden_size / num_attention_heads; "
+                "pass the language model's config.json"
+            ) from None
+        kv_heads = int(get("num_key_value_heads") or get("num_kv_heads") or heads)
+        head_dim = int(get("head_dim") or hidden // heads)
+        vocab = int(get("vocab_size") or top.get("vocab_size") or 32000)
+        intermediate = int(get("intermediate_size") or get("n_inner") or 4 * hidden)
+        experts = int(get("num_local_experts") or get("num_experts") or get("n_routed_experts") or 0)
+        topk = int(get("num_experts_per_tok") or get("experts_per_token") or get("moe_topk") or 0)
+        moe_i = int(get("moe_intermediate_size") or (intermediate if experts else 0))
+        shared = int(get("shared_expert_intermediate_size") or 0)
+        if get("n_shared_experts"):
+            shared = int(get("n_shared_experts")) * moe_i
+        dense_layers = int(get("first_k_dense_replace") or 0)
+        if experts and get("mlp_only_layers"):
+            dense_layers = len(get("mlp_only_layers"))
+
+        window = get("sliding_window")
+        layer_types: tuple[str, ...] = ()
+        if isinstance(get("layer_types"), list):
+            layer_types = tuple(
+                "sliding" if "sliding" in str(t) else "full" for t in get("layer_types")
+            )
+        elif window and get("model_type") == "gemma2":
+            # Gemma 2 alternates local (sliding) and global layers, starting with a local one.
+            layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
+        elif window and (get("sliding_window_pattern") or get("model_type", "").startswith("gemma3")):
+            pattern = int(get("sliding_window_pattern") or 6)
+            layer_types = tuple(
+                "full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)
+            )
+        elif window and get("use_sliding_window", True) and get("model_type") in ("mistral", "mixtral"):
+            layer_types = tuple("sliding" for _ in range(layers))
+        if layer_types and len(layer_types) != layers:
+            raise SizingError(f"config.json layer_types has {len(layer_types)} entries for {layers} layers")
+
+        extra = 0
+        vision = top.get("vision_config")
+        if isinstance(vision, dict) and vision.get("hidden_size"):
+            vh = int(vision["hidden_size"])
+            vi = int(vision.get("intermediate_size") or 4 * vh)
+            extra = int(vision.get("num_hidden_layers") or 24) * (4 * vh * vh + 2 * vh * vi)
+
+        qcfg = get("quantization_config") or top.get("quantization_config") or {}
+        quant_method, quant_bits = None, None
+        if isinstance(qcfg, dict) and qcfg:
+            quant_method = str(qcfg.get("quant_method") or qcfg.get("format") or "unknown").lower()
+            bits = qcfg.get("bits") or qcfg.get("w_bit")
+            if not bits and isinstance(qcfg.get("config_groups"), dict):
+                for group in qcfg["config_groups"].values():
+                    weights = (group or {}).get("weights") or {}
+                    bits = weights.get("num_bits") or bits
+            if not bits and quant_method in ("fp8", "fbgemm_fp8"):
+                bits = 8
+            if not bits and quant_method == "mxfp4":
+                bits = 4
+            quant_bits = int(bits) if bits else None
+
+        model_type = str(get("model_type") or top.get("model_type") or "")
+        # Gemma configs leave tie_word_embeddings at its default, which is True for Gemma.
+        tie_default = model_type.startswith("gemma")
+        dtype = str(get("torch_dtype") or get("dtype") or top.get("torch_dtype") or "bfloat16")
+        archs = top.get("architectures") or cfg.get("architectures") or [""]
+        return cls(
+            layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+            vocab=vocab, intermediate=intermediate,
+            max_position_embeddings=get("max_position_embeddings"),
+            torch_dtype=dtype.replace("torch.", ""),
+            tie_word_embeddings=bool(get("tie_word_embeddings", top.get("tie_word_embeddings", tie_default))),
+            experts=experts, experts_per_token=topk, moe_intermediate=moe_i,
+            shared_expert_intermediate=shared, dense_layers=dense_layers,
+            kv_lora_rank=int(get("kv_lora_rank") or 0),
+            qk_rope_head_dim=int(get("qk_rope_head_dim") or 0),
+            qk_nope_head_dim=int(get("qk_nope_head_dim") or 0),
+            v_head_dim=int(get("v_head_dim") or 0),
+            q_lora_rank=int(get("q_lora_rank") or 0),
+            layer_types=layer_types, sliding_window=int(window) if window else None,
+            quant_method=quant_method, quant_bits=quant_bits, architecture=str(archs[0]),
+            gated_mlp=model_type not in NON_GATED_MLP_MODEL_TYPES, extra_params=extra,
+        )
+
+    # -- parameter count (used when the checkpoint size is unknown) ---------------------------
+
+    def attention_params(self) -> int:
+        h = self.hidden
+        if self.is_mla:
+            qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank * self.heads * qk_head) if self.q_lora_rank \
+                else h * self.heads * qk_head
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.heads * (
+                self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv + self.heads * self.v_head_dim * h
+        return h * self.heads * self.head_dim * 2 + h * self.kv_heads * self.head_dim * 2
+
+    def mlp_params(self, layer: int) -> tuple[int, int]:
+        """(dense-or-shared params, routed-expert params) of one layer's MLP."""
+        h = self.hidden
+        if not self.is_moe or layer < self.dense_layers:
+            return (3 if self.gated_mlp else 2) * h * self.intermediate, 0
+        experts = self.experts * 3 * h * self.moe_intermediate
+        return 3 * h * self.shared_expert_intermediate + h * self.experts, experts
+
+    def param_count(self) -> int:
+        embed = self.vocab * self.hidden * (1 if self.tie_word_embeddings else 2)
+        body = sum(self.attention_params() + sum(self.mlp_params(i)) for i in range(self.layers))
+        return embed + body + self.extra_params
+
+
+# ---------------------------------------------------------------------------------------------
+# Request and result
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SizingRequest:
+    arch: ModelArch
+    gpu_memory_gib: float  # what CUDA reports as the device total
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None  # None → the model's max_position_embeddings
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    weights_bytes: int | None = None  # TOTAL checkpoint bytes across all GPUs, if known
+    max_num_batched_tokens: int | None = None  # None → vLLM's default for the GPU
+    max_num_seqs: int | None = None
+    block_size: int = 16
+    enforce_eager: bool = False
+    gpu_name: str | None = None  # vLLM picks larger defaults on ≥70 GiB GPUs that are not A100s
+    vllm_version: str | None = None  # None → the release the project deploys
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    weights_gib_per_gpu: float
+    activation_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    cuda_graph_in_budget: bool
+    requested_gib: float
+    kv_cache_gib_per_gpu: float
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_tokens: int
+    num_gpu_blocks: int
+    max_model_len: int
+    max_concurrency: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    gpu_memory_gib: float
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    fits: bool
+    reason: str = ""
+    kv_groups: tuple[str, ...] = field(default=())
+
+    @property
+    def overhead_gib(self) -> float:
+        return self.activation_gib + self.non_torch_gib + (self.cuda_graph_gib if self.cuda_graph_in_budget else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kv_groups"] = list(self.kv_groups)
+        for key, value in out.items():
+            if isinstance(value, float):
+                out[key] = round(value, 4)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The pieces
+# ---------------------------------------------------------------------------------------------
+
+
+def _dtype_bytes(name: str, fallback: str = "bfloat16") -> int:
+    name = (name or "auto").replace("torch.", "").lower()
+    if name == "auto":
+        name = fallback.replace("torch.", "").lower()
+    if name not in DTYPE_BYTES:
+        raise SizingError(f"unknown dtype {name!r}; use one of auto, bfloat16, float16, float32, fp8")
+    return DTYPE_BYTES[name]
+
+
+def _model_dtype(req: SizingRequest) -> str:
+    if req.dtype and req.dtype != "auto":
+        return req.dtype
+    dtype = req.arch.torch_dtype
+    # vLLM serves float32 checkpoints in bfloat16 unless told otherwise.
+    return "bfloat16" if dtype in ("float32", "float") else dtype
+
+
+def layers_per_stage(layers: int, pp: int) -> list[int]:
+    """vLLM's even split of decoder layers over pipeline stages (remainder to the last stages)."""
+    base, rest = divmod(layers, pp)
+    return [base + (1 if i >= pp - rest else 0) for i in range(pp)]
+
+
+def kv_groups(arch: ModelArch) -> list[tuple[str, int]]:
+    """(attention type, layers) per KV-cache group, as vLLM V1's hybrid manager forms them."""
+    types = arch.layer_types or tuple("full" for _ in range(arch.layers))
+    counts: dict[str, int] = {}
+    for t in types:
+        counts[t] = counts.get(t, 0) + 1
+    if len(counts) == 1:
+        kind, n = next(iter(counts.items()))
+        return [(kind, n)]
+    smallest, largest = min(counts.values()), max(counts.values())
+    # vLLM pads groups up to the largest type when types are within 25%, otherwise splits each
+    # type into groups of the smallest type's size.
+    group_size = largest if largest < smallest * 1.25 else smallest
+    groups: list[tuple[str, int]] = []
+    for kind, n in counts.items():
+        groups += [(kind, group_size)] * math.ceil(n / group_size)
+    return groups
+
+
+def kv_bytes_per_token_per_layer(arch: ModelArch, tp: int, kv_dtype_bytes: int) -> int:
+    if arch.is_mla:
+        # One compressed latent plus the rotary key per token, replicated on every TP rank.
+        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_dtype_bytes
+    # K and V; vLLM replicates KV heads when TP exceeds their number.
+    return 2 * max(1, arch.kv_heads // tp) * arch.head_dim * kv_dtype_bytes
+
+
+def kv_cache_dtype_bytes(req: SizingRequest) -> int:
+    if req.kv_cache_dtype and req.kv_cache_dtype != "auto":
+        return _dtype_bytes(req.kv_cache_dtype)
+    return _dtype_bytes(_model_dtype(req))
+
+
+def kv_bytes_per_token_per_gpu(req: SizingRequest, layers_on_gpu: int | None = None) -> int:
+    layers = req.arch.layers if layers_on_gpu is None else layers_on_gpu
+    return layers * kv_bytes_per_token_per_layer(req.arch, req.tensor_parallel_size, kv_cache_dtype_bytes(req))
+
+
+def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
+    """vLLM's OpenAI-server defaults (engine/arg_utils.py): larger on ≥70 GiB non-A100 GPUs."""
+    big = req.gpu_memory_gib >= 70 and "a100" not in (req.gpu_name or "").lower()
+    version = _parse_version(req.vllm_version)
+    if version < (0, 9):
+        big = False  # the per-device defaults arrived in 0.9
+    tokens = req.max_num_batched_tokens or (8192 if big else 2048)
+    seqs = req.max_num_seqs or (1024 if big else 256)
+    return tokens, seqs
+
+
+def weight_bytes_estimate(req: SizingRequest) -> float:
+    """Total checkpoint bytes from the parameter count, quantization-aware."""
+    arch = req.arch
+    act_bytes = _dtype_bytes(_model_dtype(req))
+    method = (req.quantization or arch.quant_method or "").lower()
+    bits = arch.quant_bits
+    embed = arch.vocab * arch.hidden * (1 if arch.tie_word_embeddings else 2) + arch.extra_params
+    dense_body = sum(arch.attention_params() + arch.mlp_params(i)[0] for i in range(arch.layers))
+    experts = sum(arch.mlp_params(i)[1] for i in range(arch.layers))
+    if not method:
+        return (embed + dense_body + experts) * act_bytes
+    if method in ("mxfp4",):
+        # gpt-oss: MoE experts in MXFP4 (4 bits + one 8-bit scale per 32), the rest in bf16.
+        return (embed + dense_body) * act_bytes + experts * (4.25 / 8) * MXFP4_LOADED_OVERHEAD
+    if method in ("fp8", "fbgemm_fp8", "compressed-tensors", "compressed_tensors", "modelopt") or (bits == 8):
+        per = (bits or 8) / 8
+        return embed * act_bytes + (dense_body + experts) * per * 1.01
+    if method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes") or bits == 4:
+        # 4-bit weights plus fp16 scales/zeros per group of 128.
+        return embed * act_bytes + (dense_body + experts) * ((bits or 4) / 8) * 1.06
+    return (embed + dense_body + experts) * act_bytes
+
+
+def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> float:
+    arch = req.arch
+    tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
+    act = _dtype_bytes(_model_dtype(req))
+    inter = arch.intermediate if (not arch.is_moe or arch.dense_layers) else arch.shared_expert_intermediate
+    forward = mnbt * act * (FORWARD_INTERMEDIATE_FACTOR * inter / tp + FORWARD_HIDDEN_FACTOR * arch.hidden)
+    sampler = 0.0
+    if stage == pp - 1:  # only the last pipeline stage computes logits and samples
+        rows = min(seqs, mnbt)
+        sampler = SAMPLER_BYTES_PER_LOGIT[_regime(_parse_version(req.vllm_version))] * rows * arch.vocab
+    peak = max(forward, sampler)
+    if arch.is_moe and (req.quantization or arch.quant_method or "") != "mxfp4":
+        # The fused-MoE kernel's workspace (per routed token: the gate/up output and the expert
+        # outputs before the weighted sum) stays allocated while the sampler runs, so it adds on
+        # top. v0.19 logs: Qwen3-30B-A3B 2.68 GiB, Qwen1.5-MoE 2.47, DeepSeek-V2-Lite 1.93 against
+        # sampler terms of 2.22, 2.22 and 1.49. gpt-oss (MXFP4 kernels) shows no such extra.
+        peak += mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / tp)
+    return peak
+
+
+def non_torch_bytes(req: SizingRequest) -> float:
+    tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
+    if tp > 1:
+        current = _regime(_parse_version(req.vllm_version)) == "current"
+        return (NON_TORCH_TP_CURRENT_GIB if current else NON_TORCH_TP_LEGACY_GIB) * GiB
+    if pp > 1:
+        return NON_TORCH_PP_ONLY_GIB * GiB
+    return NON_TORCH_SINGLE_GPU_GIB * GiB
+
+
+def _blocks_per_request(arch: ModelArch, groups: list[tuple[str, int]], max_len: int, mnbt: int,
+                        block: int) -> int:
+    need = 0
+    for kind, _ in groups:
+        if kind == "sliding" and arch.sliding_window:
+            need += math.ceil(min(arch.sliding_window - 1 + mnbt, max_len) / block) + 1
+        else:
+            need += math.ceil(max_len / block)
+    return need
+
+
+# ---------------------------------------------------------------------------------------------
+# The answer
+# ---------------------------------------------------------------------------------------------
+
+
+def size(req: SizingRequest) -> SizingResult:
+    arch = req.arch
+    tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
+    if tp < 1 or pp < 1:
+        raise SizingError("tensor and pipeline parallel sizes must be at least 1")
+    if not 0 < req.gpu_memory_utilization <= 1:
+        raise SizingError(f"gpu_memory_utilization {req.gpu_memory_utilization} must be in (0, 1]")
+    if req.gpu_memory_gib <= 0:
+        raise SizingError("GPU memory must be positive")
+    max_len = req.max_model_len or arch.max_position_embeddings or 4096
+    mnbt, seqs = default_batch_limits(req)
+    version = _parse_version(req.vllm_version)
+    graphs_in_budget = version >= CUDA_GRAPH_IN_BUDGET_FROM and not req.enforce_eager
+    cuda_graph = 0.0 if req.enforce_eager else CUDA_GRAPH_GIB * GiB
+
+    total_weights = req.weights_bytes if req.weights_bytes else weight_bytes_estimate(req)
+    weights_per_gpu = total_weights / (tp * pp)
+    requested = req.gpu_memory_gib * GiB * req.gpu_memory_utilization
+    groups = kv_groups(arch)
+    kv_dtype = kv_cache_dtype_bytes(req)
+    per_layer_token = kv_bytes_per_token_per_layer(arch, tp, kv_dtype)
+    page = req.block_size * per_layer_token
+
+    # Every pipeline stage sizes its own cache; the engine keeps the smallest block count.
+    stage_blocks, stage_kv, stage_act = [], [], []
+    for stage, stage_layers in enumerate(layers_per_stage(arch.layers, pp)):
+        act = activation_bytes(req, stage, mnbt, seqs)
+        kv_mem = requested - weights_per_gpu - act - non_torch_bytes(req) - (cuda_graph if graphs_in_budget else 0)
+        stage_groups = groups if pp == 1 else [(k, math.ceil(n * stage_layers / arch.layers)) for k, n in groups]
+        group_size = max(n for _, n in stage_groups)
+        blocks = int(kv_mem // (page * group_size)) if kv_mem > 0 else 0
+        stage_blocks.append(blocks)
+        stage_kv.append(kv_mem)
+        stage_act.append(act)
+    worst = min(range(pp), key=lambda i: stage_blocks[i])
+    num_blocks = stage_blocks[worst]
+    kv_mem = stage_kv[worst]
+    tokens = num_blocks // len(groups) * req.block_size
+    need = _blocks_per_request(arch, groups, max_len, mnbt, req.block_size)
+    concurrency = num_blocks / need if need else 0.0
+    stage_layers = layers_per_stage(arch.layers, pp)[worst]
+
+    fits, reason = True, ""
+    if kv_mem <= 0:
+        fits = False
+        reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB + runtime "
+                  f"{(stage_act[worst] + non_torch_bytes(req) + (cuda_graph if graphs_in_budget else 0)) / GiB:.2f}"
+                  f" GiB exceed the requested "
+                  f"{requested / GiB:.2f} GiB per GPU")
+    elif concurrency < 1:
+        fits = False
+        reason = (f"KV cache holds {tokens} tokens per GPU but one {max_len}-token request needs "
+                  f"more; lower max_model_len or raise tensor_parallel_size")
+    return SizingResult(
+        weights_gib_per_gpu=weights_per_gpu / GiB,
+        activation_gib=stage_act[worst] / GiB,
+        non_torch_gib=non_torch_bytes(req) / GiB,
+        cuda_graph_gib=cuda_graph / GiB,
+        cuda_graph_in_budget=graphs_in_budget,
+        requested_gib=requested / GiB,
+        kv_cache_gib_per_gpu=max(kv_mem, 0) / GiB,
+        kv_bytes_per_token_per_gpu=per_layer_token * stage_layers,
+        kv_cache_tokens=tokens,
+        num_gpu_blocks=num_blocks,
+        max_model_len=max_len,
+        max_concurrency=concurrency,
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=seqs,
+        gpu_memory_gib=req.gpu_memory_gib,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        fits=fits,
+        reason=reason,
+        kv_groups=tuple(f"{kind}x{n}" for kind, n in groups),
+    )
+
+
+def valid_tensor_parallel_sizes(arch: ModelArch, max_tp: int = 8) -> list[int]:
+    """TP sizes vLLM accepts: they divide the attention heads and the vocabulary (the embedding is
+    sharded), and either divide the KV heads or are a multiple of them (KV heads are replicated)."""
+    sizes = []
+    for tp in range(1, max_tp + 1):
+        if arch.heads % tp or arch.vocab % tp:
+            continue
+        if not arch.is_mla and arch.kv_heads % tp and tp % arch.kv_heads:
+            continue
+        sizes.append(tp)
+    return sizes
+
+
+def smallest_tensor_parallel_size(req_without_tp: SizingRequest, max_tp: int = 8) -> int | None:
+    for tp in valid_tensor_parallel_sizes(req_without_tp.arch, max_tp):
+        if size(replace(req_without_tp, tensor_parallel_size=tp)).fits:
+            return tp
+    return None
+
+
+# Engine start-up after the weights are on the GPU: memory profiling with torch.compile, KV-cache
+# allocation, CUDA-graph capture. Real logs: Qwen2-7B on A100 (vLLM 0.10.1.1, dennislee22/
+# vLLM-benchmarking) "init engine (profile, create kv cache, warmup model) took 23.13 seconds" with
+# a warm compile cache and 89.58 s cold ("torch.compile takes 67.30 s"); gpt-oss-120b TP4 141.56 s
+# ("Graph capturing finished in 101 secs"). 90 s covers a cold compile cache for a mid-size model.
+ENGINE_STARTUP_SECONDS = 90.0
+# Process start, CUDA context, tokenizer and config load before weights start to stream.
+PROCESS_STARTUP_SECONDS = 20.0
+
+
+def estimate_load_seconds(weights_bytes: int, read_bytes_per_second: float, *,
+                          engine_startup_seconds: float = ENGINE_STARTUP_SECONDS) -> float:
+    """Seconds from container start until the server answers /health.
+
+    Weight bytes / storage read speed ("Model loading took X GiB and Y seconds" in the logs is
+    dominated by that read), plus process start-up and the engine start-up above.
+    """
+    if read_bytes_per_second <= 0:
+        raise SizingError("storage read speed must be positive")
+    return PROCESS_STARTUP_SECONDS + weights_bytes / read_bytes_per_second + engine_startup_seconds
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the CLI tests
+    import sys
+
+    from components.sizing_cli import main
+
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Manifest checker: run the pack's rules over plain Kubernetes YAML, without Pulumi.
+
+    python -m policies.check [--config FILE.json] [--json] PATH...
+
+PATHs are files or folders (searched recursively for *.yaml / *.yml); multi-document files and
+`List` kinds are read whole. Prints one line per violation (file, kind/name, container, policy,
+level, message), or with --json one object
+{"resources": [{"file", "kind", "name", "violations": [{"policy", "level", "message"}]}]}.
+Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unreadable input.
+
+`check_objects(objects, config)` is the same check as a library call (the offline plan uses it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+import yaml
+
+from policies.objects import as_dict, as_list
+from policies.registry import LEVELS, MANDATORY, RULES, BY_NAME, DISABLED, Rule, level_and_config
+from policies.resource import Resource, from_object
+
+
+class InputError(ValueError):
+    """Input the checker cannot read; the message is one line naming the file/key and the fix."""
+
+
+@dataclass
+class Verdict:
+    kind: str
+    name: str
+    policy: str
+    level: str
+    message: str
+    file: str | None = None
+    container: str | None = None
+
+
+_TYPES = {"boolean": (bool,), "number": (int, float), "string": (str,)}
+
+
+def validate_config(config) -> dict:
+    """Check a pack config against the rules' schemas; raise InputError naming the bad key."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise InputError("config must be a JSON object of {\"policy-name\": {\"enforcementLevel\": ..., ...}}")
+    for key, value in config.items():
+        if key != "all" and key not in BY_NAME:
+            raise InputError(f"config names unknown policy '{key}'; known policies: {', '.join(BY_NAME)}")
+        if isinstance(value, str):
+            value = {"enforcementLevel": value}
+        if not isinstance(value, dict):
+            raise InputError(f"config['{key}'] must be an enforcement level string or an object")
+        level = value.get("enforcementLevel")
+        if level is not None and level not in LEVELS:
+            raise InputError(f"config['{key}'].enforcementLevel is '{level}'; use one of {', '.join(LEVELS)}")
+        rule = BY_NAME.get(key)
+        for setting, setting_value in value.items():
+            if setting == "enforcementLevel":
+                continue
+            if rule is None or setting not in rule.schema:
+                known = ", ".join(rule.schema) if rule and rule.schema else "none"
+                raise InputError(f"config['{key}'] has unknown setting '{setting}'; settings of this policy: {known}")
+            expected = rule.schema[setting]["type"]
+            ok = isinstance(setting_value, _TYPES[expected]) and not (expected == "number" and isinstance(setting_value, bool))
+            if not ok:
+                raise InputError(f"config['{key}'].{setting} must be a {expected}, not {json.dumps(setting_value)}")
+    return config
+
+
+def _effective_level(level: str) -> str:
+    # Remediation is not implemented by these rules; the engine reports a remediate-level
+    # violation as mandatory, and so does the checker.
+    return MANDATORY if level == "remediate" else level
+
+
+def check_resources(resources: list[Resource], config: dict | None = None) -> list[Verdict]:
+    config = validate_config(config)
+    verdicts: list[Verdict] = []
+    for rule in RULES:
+        level, settings = level_and_config(rule, config)
+        if level == DISABLED:
+            continue
+        level = _effective_level(level)
+        if rule.stack:
+            for r, finding in rule.check(resources, settings):
+                verdicts.append(Verdict(r.kind, r.name, rule.name, level, str(finding), r.file,
+                                        getattr(finding, "container", None)))
+            continue
+        for r in resources:
+            if rule.applies is not None and not rule.applies(r):
+                continue
+            for finding in rule.check(r, settings):
+                verdicts.append(Verdict(r.kind, r.name, rule.name, level, str(finding), r.file,
+                                        getattr(finding, "container", None)))
+    return verdicts
+
+
+def _flatten(obj: dict) -> list[dict]:
+    kind = obj.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(obj.get("items"), list):
+        out = []
+        for item in obj["items"]:
+            if isinstance(item, dict):
+                out.extend(_flatten(item))
+        return out
+    return [obj]
+
+
+def check_objects(objects: list[dict], config: dict | None = None) -> list[Verdict]:
+    """Run every rule (resource and stack rules) over `objects`.
+
+    Each object is a Kubernetes object dict (camelCase, as in YAML), or a Pulumi-shaped record
+    `{"type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu", "props": {...camelCase inputs...}}` for
+    cloud resources and Helm releases. `config` has the Pulumi pack-config shape. Raises ValueError
+    (InputError) on a malformed config.
+    """
+    resources = []
+    for obj in objects:
+        for item in _flatten(obj):
+            resources.append(from_object(item))
+    return check_resources(resources, config)
+
+
+def _yaml_files(path: str) -> list[str]:
+    if os.path.isfile(path):
+        return [path]
+    if os.path.isdir(path):
+        found = []
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            found += [os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml"))]
+        if not found:
+            raise InputError(f"{path}: folder holds no *.yaml or *.yml files; pass manifest files or a folder of them")
+        return found
+    raise InputError(f"{path}: no such file or folder; pass existing manifest files or folders")
+
+
+def load_file(path: str) -> list[Resource]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            docs = list(yaml.safe_load_all(f))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(f"{path}: malformed YAML{where}: {problem}; fix the YAML syntax") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read file ({e.__class__.__name__}: {e}); check the path and encoding") from None
+    resources = []
+    for index, doc in enumerate(docs, start=1):
+        if doc is None:
+            continue  # an empty document ('---' at the end of a file)
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}: document {index} is a {type(doc).__name__}, not a mapping; every YAML "
+                             f"document must be one Kubernetes object")
+        for item in _flatten(doc):
+            if not isinstance(item.get("kind"), str):
+                print(f"check: {path}: document {index} has no 'kind'; skipped (not a Kubernetes object)",
+                      file=sys.stderr)
+                continue
+            resources.append(from_object(item, path))
+    return resources
+
+
+def _json_report(resources: list[Resource], verdicts: list[Verdict]) -> dict:
+    by_resource: dict[int, list[Verdict]] = {}
+    index = {id(r): i for i, r in enumerate(resources)}
+    keyed: dict[tuple, int] = {}
+    for r in resources:
+        keyed.setdefault((r.file, r.kind, r.name), index[id(r)])
+    for v in verdicts:
+        by_resource.setdefault(keyed.get((v.file, v.kind, v.name), -1), []).append(v)
+    return {"resources": [
+        {"file": r.file, "kind": r.kind, "name": r.name,
+         "violations": [{"policy": v.policy, "level": v.level, "message": v.message}
+                        for v in by_resource.get(i, [])]}
+        for i, r in enumerate(resources)]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m policies.check",
+                                     description="Check Kubernetes manifests against the llm-serving policy pack.")
+    parser.add_argument("--config", metavar="FILE.json",
+                        help='per-policy settings, e.g. {"image-tag-pinned": {"requireDigest": true}}')
+    parser.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders")
+    args = parser.parse_args(argv)
+    try:
+        config = None
+        if args.config:
+            try:
+                with open(args.config, encoding="utf-8") as f:
+                    config = json.load(f)
+            except OSError as e:
+                raise InputError(f"--config {args.config}: cannot read ({e.strerror}); pass an existing JSON file") from None
+            except json.JSONDecodeError as e:
+                raise InputError(f"--config {args.config}: not valid JSON at line {e.lineno}, column {e.colno}: "
+                                 f"{e.msg}") from None
+        config = validate_config(config)
+        resources: list[Resource] = []
+        for path in args.paths:
+            for file in _yaml_files(path):
+                resources += load_file(file)
+        verdicts = check_resources(resources, config)
+    except InputError as e:
+        print(f"check: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(_json_report(resources, verdicts), indent=2))
+    else:
+        for v in verdicts:
+            print(f"{v.file}: {v.kind}/{v.name}: {v.container or '-'}: {v.policy} [{v.level}]: {v.message}")
+        mandatory = sum(v.level == MANDATORY for v in verdicts)
+        print(f"check: {len(resources)} resources, {len(verdicts)} violations ({mandatory} mandatory)", file=sys.stderr)
+    return 1 if any(v.level == MANDATORY for v in verdicts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Every rule of the pack, once: name, description, default level, config schema and function.
+
+The Pulumi pack (policies/pack.py) and the manifest checker (policies/check.py) both build on this
+list, so a rule cannot exist in one and not the other.
+
+Enforcement levels: every rule is mandatory by default. Each guards a failure that reaches users
+(a Pending GPU pod, a crash-looping server, a silently different model, a leaked token, a public
+bucket) rather than a style preference; an operator who disagrees sets the level per policy in
+the pack config ({"<policy>": {"enforcementLevel": "advisory"}}).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from policies.objects import Finding
+from policies.resource import Resource
+from policies.workloads import workload
+from policies.rules import cloud, gpus, helm, images, models, probes, resources, secrets, stack
+
+MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
+LEVELS = (MANDATORY, ADVISORY, DISABLED, "remediate")
+
+
+@dataclass
+class Rule:
+    name: str
+    description: str
+    # Resource rules: (Resource, config) -> findings. Stack rules: (resources, config) -> [(Resource, Finding)].
+    check: Callable
+    level: str = MANDATORY
+    # JSON-schema properties for PolicyConfigSchema; their "default"s are the effective defaults.
+    schema: dict = field(default_factory=dict)
+    stack: bool = False
+    # Which resource types a resource rule looks at; None = every Kubernetes object.
+    applies: Callable[[Resource], bool] | None = None
+
+    def defaults(self) -> dict:
+        return {k: v["default"] for k, v in self.schema.items() if "default" in v}
+
+
+def _k8s(fn: Callable[[dict, dict], list[Finding]]) -> Callable[[Resource, dict], list[Finding]]:
+    return lambda r, config: fn(r.props, config)
+
+
+def _typed(fn) -> Callable[[Resource, dict], list[Finding]]:
+    return lambda r, config: fn(r.type, r.name, r.props, config)
+
+
+def _kubernetes(r: Resource) -> bool:
+    """Kubernetes objects that carry a pod spec (the workload rules look at nothing else)."""
+    return r.is_kubernetes and workload(r.props) is not None
+
+
+TAINT_KEY_SCHEMA = {"taintKey": {"type": "string", "default": "nvidia.com/gpu",
+                                 "description": "Taint key GPU pools carry and GPU pods tolerate."}}
+
+RULES: list[Rule] = [
+    Rule("image-tag-pinned",
+         "Every container image names an explicit tag other than 'latest', or a digest.",
+         _k8s(images.image_tag_pinned), applies=_kubernetes,
+         schema={"requireDigest": {"type": "boolean", "default": False,
+                                   "description": "Require every image to carry a digest (@sha256:...)."}}),
+    Rule("resources-declared",
+         "Every container declares CPU and memory requests and a memory limit.",
+         _k8s(resources.resources_declared), applies=_kubernetes,
+         schema={"requireCpuLimit": {"type": "boolean", "default": False,
+                                     "description": "Also require resources.limits.cpu."}}),
+    Rule("gpu-in-limits",
+         "GPU resources appear in limits, and requests (when given) equal the limits.",
+         _k8s(resources.gpu_in_limits), applies=_kubernetes),
+    Rule("gpu-taint-tolerated",
+         "A pod that requests GPUs tolerates the GPU node taint.",
+         _k8s(gpus.gpu_taint_tolerated), applies=_kubernetes, schema=dict(TAINT_KEY_SCHEMA)),
+    Rule("probes-declared",
+         "Long-running containers have liveness and readiness probes; GPU servers also a startup probe.",
+         _k8s(probes.probes_declared), applies=_kubernetes),
+    Rule("startup-probe-budget",
+         "A GPU server's startup probe outlasts its weight load; its liveness probe is lenient.",
+         _k8s(probes.startup_probe_budget), applies=_kubernetes,
+         schema={"minimumSeconds": {"type": "number", "minimum": 0, "default": probes.DEFAULT_MINIMUM_SECONDS,
+                                    "description": "Smallest startup budget (initialDelaySeconds + failureThreshold "
+                                                   "x periodSeconds) for a GPU server, in seconds."},
+                 "livenessMinimumSeconds": {"type": "number", "minimum": 0,
+                                            "default": probes.DEFAULT_LIVENESS_MINIMUM_SECONDS,
+                                            "description": "Smallest failureThreshold x periodSeconds of a GPU "
+                                                           "server's liveness probe, in seconds."}}),
+    Rule("model-revision-pinned",
+         "Hub downloads, --revision flags, hf:// URIs and the revision label name a 40-hex commit.",
+         _k8s(models.model_revision_pinned), applies=_kubernetes),
+    Rule("hub-offline-serving",
+         "A server that reads mirrored weights sets HF_HUB_OFFLINE=1.",
+         _k8s(models.hub_offline_serving), applies=_kubernetes),
+    Rule("no-literal-secrets",
+         "Tokens and API keys come from Secrets (secretKeyRef), never from literal values.",
+         _k8s(secrets.no_literal_secrets), applies=_kubernetes),
+    Rule("shm-size-limited",
+         "A memory-backed /dev/shm volume has a sizeLimit.",
+         _k8s(resources.shm_size_limited), applies=_kubernetes),
+    Rule("helm-chart-pinned",
+         "Every Helm release or chart names one exact chart version.",
+         _typed(helm.helm_chart_pinned),
+         applies=lambda r: r.type in helm.HELM_TYPES or r.type.startswith("kubernetes:helm.toolkit.fluxcd.io/")),
+    Rule("bucket-private",
+         "Model buckets block public access and are encrypted.",
+         _typed(cloud.bucket_private), applies=lambda r: r.type in cloud.BUCKET_TYPES),
+    Rule("gpu-pool-tainted",
+         "An EKS node group or GKE node pool with GPUs carries the GPU taint.",
+         _typed(cloud.gpu_pool_tainted), applies=lambda r: r.type in cloud.POOL_TYPES,
+         schema=dict(TAINT_KEY_SCHEMA)),
+    Rule("gpu-toleration-matches-pool",
+         "Every GPU workload tolerates the taints of a GPU pool of the stack.",
+         stack.gpu_toleration_matches_pool, stack=True),
+    Rule("server-disruption-budget",
+         "A GPU server with more than one replica has a matching PodDisruptionBudget.",
+         stack.server_disruption_budget, stack=True),
+]
+
+BY_NAME = {r.name: r for r in RULES}
+
+
+def level_and_config(rule: Rule, pack_config: dict | None) -> tuple[str, dict]:
+    """Effective level and settings for `rule` from a Pulumi-shaped pack config:
+    {"all": "advisory", "<policy>": "disabled" | {"enforcementLevel": ..., "<setting>": ...}}."""
+    pack_config = pack_config or {}
+    level, settings = rule.level, rule.defaults()
+    for key in ("all", rule.name):
+        value = pack_config.get(key)
+        if isinstance(value, str):
+            level = value
+        elif isinstance(value, dict):
+            level = value.get("enforcementLevel", level)
+            if key == rule.name:
+                settings.update({k: v for k, v in value.items() if k != "enforcementLevel"})
+    return level, settings

@@ -1,0 +1,76 @@
+"""image-tag-pinned: every image names an immutable version.
+
+What counts as a tag follows the image reference grammar (distribution/reference): the tag is the
+part after the last ':' of the LAST path component, so `registry:5000/app` has no tag (5000 is a
+port) while `registry:5000/app:1.2` has tag 1.2; a digest (`@sha256:...`) pins the image whatever
+the tag says. The same verdicts as the Gatekeeper library's k8sdisallowedtags, Kyverno's
+disallow-latest-tag and checkov's CKV_K8S_14/CKV_K8S_43 (see tests/test_policies_community.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from policies.objects import Finding, as_str, is_unknown
+from policies.workloads import workload
+
+# algorithm ":" hex, as in distribution/reference's digest grammar (length is not enforced here,
+# like checkov: the registry rejects a malformed digest at pull time anyway).
+_DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]+$")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    repository: str
+    tag: str | None
+    digest: str | None
+
+
+def parse_image(image: str) -> ImageRef:
+    name, _, digest = image.partition("@")
+    head, slash, last = name.rpartition("/")
+    repo_last, colon, tag = last.partition(":")
+    return ImageRef(head + slash + repo_last, tag if colon and tag else None, digest or None)
+
+
+def image_problem(image: str, require_digest: bool = False) -> str | None:
+    """What is wrong with an image reference, as a clause, or None when it is pinned."""
+    ref = parse_image(image.strip())
+    if ref.digest is not None and not _DIGEST_RE.match(ref.digest):
+        return f"carries a malformed digest '@{ref.digest}'"
+    if require_digest:
+        return None if ref.digest else "has no digest, and this pack is configured with requireDigest"
+    if ref.digest:
+        return None
+    if ref.tag is None:
+        return "has no tag, so it means ':latest'"
+    if ref.tag == "latest":
+        return "uses the mutable tag 'latest'"
+    return None
+
+
+def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
+    w = workload(obj)
+    if w is None:
+        return []
+    require_digest = bool(config.get("requireDigest", False))
+    fix = ("pin it by digest (image@sha256:...)" if require_digest
+           else "pin an explicit version tag (e.g. ':v0.11.0') or a digest ('@sha256:...')")
+    out = []
+    for pod in w.pods:
+        for c in pod.containers:
+            image = c.container.get("image")
+            # The KServe model container usually has no image: the ServingRuntime supplies it.
+            if image is None or is_unknown(image):
+                continue
+            image_s = as_str(image) or ""
+            if not image_s.strip():
+                if c.section != "model":
+                    out.append(Finding(f"{w.ref}: {c.label} has an empty image; set an image with an explicit "
+                                       f"version tag or digest.", c.name))
+                continue
+            problem = image_problem(image_s, require_digest)
+            if problem:
+                out.append(Finding(f"{w.ref}: {c.label} image '{image_s}' {problem}; {fix}.", c.name))
+    return out

@@ -1,0 +1,193 @@
+"""Every invalid stack config gets the intended one-line message naming the file and the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pulumi
+import pytest
+
+from components import config as cfg
+from components.config import ConfigError, parse_stack_config
+from components.mock_runtime import run_in_mocks
+
+SOURCE = "Pulumi.dev.yaml"
+SHA = "0" * 39 + "1"  # a well-formed commit for validation tests only; stacks cite real ones
+
+
+def base(cloud: str = "gcp") -> dict:
+    pool = {"gcp": {"name": "l4", "gpu": "L4"}, "aws": {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8},
+            "existing": {"name": "l4", "gpu": "L4"}}[cloud]
+    raw = {
+        "cloud": cloud,
+        "pools": [pool],
+        "models": [{"repo": "Qwen/Qwen2.5-1.5B-Instruct", "revision": SHA, "pool": pool["name"]}],
+    }
+    if cloud == "existing":
+        raw["cluster"] = {"kubeconfig": "~/.kube/config", "rwxStorageClass": "nfs"}
+    return raw
+
+
+def problems_of(raw: dict) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(raw, SOURCE)
+    assert all(p.startswith(f"{SOURCE}: ") for p in info.value.problems), info.value.problems
+    return info.value.problems
+
+
+def edit(raw: dict, path: str, value) -> dict:
+    raw = copy.deepcopy(raw)
+    node = raw
+    keys = path.replace("]", "").replace("[", ".").split(".")
+    for key in keys[:-1]:
+        node = node[int(key)] if key.isdigit() else node.setdefault(key, {})
+    last = keys[-1]
+    node[int(last) if last.isdigit() else last] = value
+    return raw
+
+
+def test_valid_configs_parse_with_defaults():
+    for cloud in ("gcp", "aws", "existing"):
+        stack = parse_stack_config(base(cloud), SOURCE)
+        model = stack.models[0]
+        assert model.tensorParallelSize == "auto"
+        assert model.gpuMemoryUtilization == 0.9
+        assert model.engine == "vllm"
+        assert model.served_name == "qwen2-5-1-5b-instruct"
+        assert ":" in model.image and not model.image.endswith(":latest")
+        assert stack.pools[0].minNodes == 0
+
+
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        ("models[0].revision", "main", 'models[0].revision: \'main\' is a branch or tag; pin a 40-character commit SHA'),
+        ("models[0].revision", "v1.0", "models[0].revision: 'v1.0' is a branch or tag"),
+        ("models[0].revision", "0e9e39f", "models[0].revision: '0e9e39f' is a short SHA; pin the full 40-character"),
+        ("models[0].revision", "A" * 40, "has upper-case letters"),
+        ("models[0].repo", "llama-3", "models[0].repo: 'llama-3' is not a Hub repo id; write it as `org/name`"),
+        ("models[0].pool", "l44", "models[0].pool: no pool named 'l44' (did you mean 'l4'?); pools: l4"),
+        ("models[0].engine", "tgi", "models[0].engine: 'tgi' is not allowed; use 'vllm' or 'kserve'"),
+        ("models[0].tensorParallelSize", "four", "models[0].tensorParallelSize: 'four' is not allowed; use `auto` or a whole number"),
+        ("models[0].tensorParallelSize", 0, "models[0].tensorParallelSize: 0 is not allowed"),
+        ("models[0].gpuMemoryUtilization", 1.5, "models[0].gpuMemoryUtilization: Input should be less than or equal to 0.99"),
+        ("models[0].maxModelLenght", 4096, "models[0].maxModelLenght: unknown key (did you mean 'maxModelLen'?)"),
+        ("models[0].kvCacheDtype", "int8", "models[0].kvCacheDtype: 'int8' is not allowed; use 'auto', 'fp8'"),
+        ("models[0].image", "vllm/vllm-openai:latest", "models[0].image: 'vllm/vllm-openai:latest' uses the floating tag latest"),
+        ("models[0].image", "vllm/vllm-openai", "models[0].image: 'vllm/vllm-openai' has no tag or digest"),
+        ("models[0].name", "My_Model", "models[0].name: 'My_Model' is not a valid name"),
+        ("models[0].replicas", 0, "models[0].replicas: Input should be greater than or equal to 1"),
+        ("models[0].canaryTrafficPercent", 10, "models[0]: Value error, canaryTrafficPercent applies to engine: kserve only"),
+        ("pools[0].gpu", "H100", "pools[0].gpu: unknown GPU 'H100'"),
+        ("pools[0].minNodes", 3, "pools[0]: Value error, minNodes (3) is greater than maxNodes (1)"),
+        ("pools[0].capacityType", "preemptible", "pools[0].capacityType: 'preemptible' is not allowed"),
+        ("pools[0].gpusPerNode", 3, "pools[0].gpusPerNode: no gcp machine has 3 x L4; choose one of [1, 2, 4, 8]"),
+        ("pools[0].machineType", "n2-standard-8", "pools[0].machineType: 'n2-standard-8' is not a GPU machine type on gcp"),
+        ("pools[0].efa", True, "pools[0].efa: EFA is an AWS feature; remove it on gcp"),
+        ("cloud", "azure", "cloud: 'azure' is not allowed; use 'aws', 'gcp' or 'existing'"),
+        ("cluster.nmae", "x", "cluster.nmae: unknown key (did you mean 'name'?)"),
+        ("modelStore.loadFrom", "existing-claim", "modelStore: Value error, loadFrom is existing-claim but existingClaim is not set"),
+        ("operators.gpuOperator.migStrategy", "all", "operators.gpuOperator.migStrategy: 'all' is not allowed"),
+    ],
+)
+def test_invalid_values_name_the_key_and_the_fix(path, value, expected):
+    problems = problems_of(edit(base(), path, value))
+    assert any(expected.replace("Value error, ", "") in p for p in problems), problems
+
+
+def test_gpu_not_offered_on_the_cloud():
+    raw = base("gcp")
+    raw["pools"][0]["gpu"] = "A10G"
+    [problem] = problems_of(raw)
+    assert problem.startswith(f"{SOURCE}: pools[0].gpu: A10G is not offered on gcp (only on aws); GPUs on gcp: L4,")
+
+
+def test_aws_machine_checks():
+    raw = base("aws")
+    raw["pools"][0].update(machineType="g5.xlarge")
+    assert problems_of(raw) == [f"{SOURCE}: pools[0].machineType: g5.xlarge carries A10G, not H100-80GB"]
+    raw["pools"][0].update(machineType="p5.4xlarge", gpusPerNode=8)
+    assert problems_of(raw) == [f"{SOURCE}: pools[0].gpusPerNode: p5.4xlarge has 1 GPU(s); gpusPerNode is 8"]
+    raw["pools"][0].update(machineType="m5.large", gpusPerNode=1)
+    assert "pools[0].machineType: 'm5.large' is not a GPU machine type on aws" in problems_of(raw)[0]
+    raw["pools"][0] = {"name": "l4", "gpu": "L4", "efa": True}
+    raw["models"][0]["pool"] = "l4"
+    assert "pools[0].efa: g6.xlarge does not support EFA; EFA instance types: p4d.24xlarge" in problems_of(raw)[0]
+    raw["pools"][0] = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True}
+    raw["models"][0]["pool"] = "h100"
+    assert parse_stack_config(raw, SOURCE).pools[0].efa
+
+
+def test_existing_cluster_needs_a_kubeconfig_and_a_storage_class():
+    raw = base("existing")
+    raw["cluster"] = {}
+    problems = problems_of(raw)
+    assert any("cluster.kubeconfig: cloud is existing: give the kubeconfig path" in p for p in problems)
+    assert any("cluster.rwxStorageClass: cloud is existing and models load from a volume" in p for p in problems)
+
+
+def test_duplicates_are_named():
+    raw = base()
+    raw["models"].append(dict(raw["models"][0]))
+    assert any("two models are served as 'qwen2-5-1-5b-instruct'" in p for p in problems_of(raw))
+    raw = base()
+    raw["pools"].append(dict(raw["pools"][0]))
+    assert any("pool name 'l4' is used twice" in p for p in problems_of(raw))
+
+
+def test_required_keys_and_wrong_shapes():
+    assert problems_of({"pools": base()["pools"], "models": base()["models"]}) == [f"{SOURCE}: cloud: required key is missing"]
+    assert any("models: Input should be a valid list" in p for p in problems_of(edit(base(), "models", {"repo": "a/b"})))
+    assert problems_of("not a mapping") == [f"{SOURCE}: the config must be a mapping of keys, got str"]  # type: ignore[arg-type]
+
+
+def test_default_model_name_is_a_dns_label():
+    assert cfg.default_model_name("meta-llama/Llama-3.1-8B-Instruct") == "llama-3-1-8b-instruct"
+    assert cfg.default_model_name("org/7B_model") == "m-7b-model"
+
+
+def _config_values(raw: dict, secrets: dict[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    values = {f"llm-serving:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+    for key, value in (secrets or {}).items():
+        values[f"llm-serving:{key}"] = value
+    return values, [f"llm-serving:{k}" for k in (secrets or {})]
+
+
+def _load(values, secret_keys):
+    loaded = {}
+    run_in_mocks(lambda: loaded.setdefault("cfg", cfg.load()), stack="dev", config=values, secret_keys=secret_keys)
+    return loaded["cfg"]
+
+
+def test_load_reads_structured_pulumi_config_and_keeps_secrets_secret():
+    raw = base()
+    raw["models"][0]["gated"] = True
+    values, secret_keys = _config_values(raw, {"hfToken": "hf_example", "apiKey": "sk-example"})
+    loaded = _load(values, secret_keys)
+    assert loaded.source == "Pulumi.dev.yaml"
+    assert loaded.config.models[0].gated
+    assert loaded.hub_token == "hf_example"
+    assert isinstance(loaded.hf_token, pulumi.Output) and isinstance(loaded.api_key, pulumi.Output)
+
+
+def test_gated_model_without_token_says_how_to_set_it():
+    raw = base()
+    raw["models"][0]["gated"] = True
+    values, secret_keys = _config_values(raw)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secret_keys)
+    assert info.value.problems == [
+        "Pulumi.dev.yaml: hfToken: models[0] (Qwen/Qwen2.5-1.5B-Instruct) is gated and needs a Hugging Face token; "
+        "set it with `pulumi config set --secret hfToken hf_... -s dev`"
+    ]
+
+
+def test_secret_set_as_plain_config_is_refused():
+    values, _ = _config_values(base(), {"apiKey": "sk-plain"})
+    with pytest.raises(ConfigError) as info:
+        _load(values, [])
+    assert info.value.problems == [
+        "Pulumi.dev.yaml: apiKey: is plain config; secrets must be encrypted: "
+        "`pulumi config rm apiKey && pulumi config set --secret apiKey <value>`"
+    ]

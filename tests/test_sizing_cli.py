@@ -1,0 +1,112 @@
+"""`python -m components.sizing`: JSON keys, the "Will it fit?" bar, and exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.sizing_cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "tests" / "fixtures" / "vllm_logs" / "configs"
+LLAMA_8B = str(CONFIGS / "llama-3.1-8b.json")
+LLAMA_70B = str(CONFIGS / "llama-3.3-70b.json")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_has_the_promised_keys(capsys):
+    code, out, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB",
+                         "--max-model-len", "8192", "--json")
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    for key in ("kv_cache_tokens", "kv_cache_gib_per_gpu", "weights_gib_per_gpu", "max_concurrency", "fits"):
+        assert key in data
+    assert data["fits"] is True
+    assert data["kv_bytes_per_token_per_gpu"] == 131072
+
+
+def test_weights_gib_is_the_total_across_gpus(capsys):
+    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--tensor-parallel-size", "2",
+                    "--weights-gib", "15.02", "--max-model-len", "8192", "--json")
+    assert json.loads(out)["weights_gib_per_gpu"] == pytest.approx(7.51)
+
+
+def test_log_figures_reproduce_through_the_cli(capsys):
+    # llm-d-planner v0.19.0 sweep, Llama-3.1-8B TP1 on H100, util 0.95: "Model loading took 14.99 GiB",
+    # "GPU KV cache size: 476,016 tokens" (tests/fixtures/vllm_logs/cases.yaml).
+    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--gpu-memory-utilization", "0.95",
+                    "--weights-gib", "14.99", "--max-model-len", "8192", "--vllm-version", "0.19.0", "--json")
+    assert json.loads(out)["kv_cache_tokens"] == pytest.approx(476016, rel=0.01)
+
+
+def test_bar_shows_weights_overhead_kv_and_spare(capsys):
+    code, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu", "L4", "--max-model-len", "8192")
+    assert code == 0
+    assert "Will it fit? yes" in out and "L4" in out
+    assert "GPU 0 [" in out
+    for label in ("weights", "runtime overhead", "KV cache", "spare"):
+        assert label in out
+    assert "GiB" in out
+
+
+def test_bar_is_drawn_per_gpu(capsys):
+    _, out, _ = run(capsys, "--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--tensor-parallel-size", "4",
+                    "--max-model-len", "8192")
+    assert [line.split("[")[0].strip() for line in out.splitlines() if "[" in line] == [
+        "GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model-config", "/nonexistent/config.json", "--gpu", "L4"], "does not exist"),
+        (["--model-config", LLAMA_8B, "--gpu", "V100"], "known GPUs: A10G, L4"),
+        (["--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--max-model-len", "32768"],
+         "smallest tensor-parallel size that fits: 4"),
+        (["--model-config", LLAMA_70B, "--gpu", "L4"], "no tensor-parallel size up to 8 fits"),
+        (["--model-config", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4"], "--revision is required"),
+        (["--gpu", "L4"], "--model-config"),
+        (["--model-config", LLAMA_8B, "--gpu", "L4", "--gpu-memory-utilization", "1.5"], "(0, 1]"),
+        (["--model-config", LLAMA_8B, "--gpu", "L4", "--weights-gib", "-3"], "--weights-gib"),
+        (["--model-config", LLAMA_8B, "--gpu", "L4", "--kv-cache-dtype", "int3"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_malformed_json_names_the_file(capsys, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    code, _, err = run(capsys, "--model-config", str(bad), "--gpu", "L4")
+    assert code == 2 and "is not valid JSON" in err and str(bad) in err
+
+
+def test_config_without_architecture_keys_is_a_clean_error(capsys, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"hidden_size": 4096}')
+    code, _, err = run(capsys, "--model-config", str(bad), "--gpu", "L4")
+    assert code == 2 and "num_hidden_layers" in err
+
+
+def test_module_entry_point_runs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.sizing", "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19",
+         "--max-model-len", "8192", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["kv_cache_tokens"] > 400_000
