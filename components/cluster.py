@@ -53,7 +53,7 @@ def exec_kubeconfig(
     ca_data: pulumi.Input[str],
     command: str,
     args: Sequence[pulumi.Input[str]],
-    env: dict[str, str] | None = None,
+    provide_cluster_info: bool = False,
 ) -> pulumi.Output[str]:
     """A kubeconfig for one cluster whose credentials come from an exec plugin at use time.
 
@@ -66,8 +66,8 @@ def exec_kubeconfig(
         "args": list(args),
         "interactiveMode": "Never",
     }
-    if env:
-        exec_spec["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if provide_cluster_info:
+        exec_spec["provideClusterInfo"] = True
     doc = {
         "apiVersion": "v1",
         "kind": "Config",

@@ -115,7 +115,7 @@ class PoolConfig(_Model):
     efa: bool = False
     """AWS: attach Elastic Fabric Adapter interfaces (p4d/p5 families) for multi-node NCCL."""
     gkeDriverVersion: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field("LATEST", alias="gkeDriverVersion")
-    """GKE: GPU driver version GKE installs on the nodes (INSTALLATION_DISABLED leaves it to the GPU Operator)."""
+    """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver `operator` on Ubuntu node images."""
     localSsd: bool = Field(True, alias="localSsd")
     """GKE: use the machine's local SSDs for ephemeral storage (image layers, emptyDirs) where it has them."""
 
@@ -272,7 +272,11 @@ class ModelConfig(_Model):
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     """Queue-depth autoscaling."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
-    """KServe only: share of traffic a new revision takes first."""
+    """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving the rest)."""
+    canaryBaselineRevision: str | None = Field(None, alias="canaryBaselineRevision")
+    """KServe only: the 40-character commit now serving. With canaryTrafficPercent it stays the stable predictor while `revision` runs as the canary; promote by setting it to `revision` or removing canaryTrafficPercent."""
+    kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
+    """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token handed over through a ClusterStorageContainer."""
 
     @field_validator("repo")
     @classmethod
@@ -281,9 +285,11 @@ class ModelConfig(_Model):
             raise ValueError(f"{v!r} is not a Hub repo id; write it as `org/name`, e.g. Qwen/Qwen2.5-7B-Instruct")
         return v
 
-    @field_validator("revision")
+    @field_validator("revision", "canaryBaselineRevision")
     @classmethod
-    def _revision(cls, v: str) -> str:
+    def _revision(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         if COMMIT_RE.match(v):
             return v
         if re.fullmatch(r"[0-9a-fA-F]{40}", v):
@@ -321,8 +327,13 @@ class ModelConfig(_Model):
         a = self.autoscaling
         if a.enabled and a.minReplicas > a.maxReplicas:
             raise ValueError(f"autoscaling.minReplicas ({a.minReplicas}) exceeds maxReplicas ({a.maxReplicas})")
-        if self.canaryTrafficPercent is not None and self.engine != "kserve":
-            raise ValueError("canaryTrafficPercent applies to engine: kserve only")
+        kserve_only = {"canaryTrafficPercent": self.canaryTrafficPercent, "canaryBaselineRevision": self.canaryBaselineRevision,
+                       "kserveStorage": None if self.kserveStorage == "bucket" else self.kserveStorage}
+        for key, value in kserve_only.items():
+            if value is not None and self.engine != "kserve":
+                raise ValueError(f"{key} applies to engine: kserve only")
+        if self.canaryTrafficPercent is not None and self.canaryBaselineRevision is None:
+            raise ValueError("canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest")
         return self
 
 
@@ -362,6 +373,7 @@ class StackConfig(_Model):
             ))
         if self.cloud == Cloud.existing and self.modelStore.loadFrom == "bucket":
             problems.append(("modelStore.loadFrom", "bucket loading needs a cloud bucket; use volume or existing-claim on an existing cluster"))
+        problems += _operator_problems(self)
         if self.cloud == Cloud.existing and not self.cluster.kubeconfig:
             problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
         if problems:
@@ -407,6 +419,41 @@ def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
         elif machine is not None and not machine.efa:
             efa_types = [m.name for g in gpus.CATALOG.values() for m in g.aws if m.efa]
             problems.append(("efa", f"{machine.name} does not support EFA; EFA instance types: {', '.join(efa_types)}"))
+    return problems
+
+
+def _operator_problems(stack: "StackConfig") -> list[tuple[str, str]]:
+    """Operator options that cannot work with the chosen cloud and node images."""
+    gpu_op = stack.operators.gpuOperator
+    problems: list[tuple[str, str]] = []
+    key = "operators.gpuOperator.driver"
+    if stack.cloud == Cloud.existing and gpu_op.enabled and gpu_op.driver == "auto":
+        problems.append((key, "cloud is existing, so say who installs the GPU driver: `operator` (the GPU Operator's "
+                              "driver container) or `preinstalled` (already on the nodes)"))
+    if stack.cloud == Cloud.gcp:
+        versions = sorted({p.gkeDriverVersion for p in stack.pools})
+        if len(versions) > 1:
+            problems.append(("pools", f"all GKE pools must use one gkeDriverVersion (the GPU Operator is configured "
+                                      f"once for the cluster); found {', '.join(versions)}"))
+        gke_managed = any(v != "INSTALLATION_DISABLED" for v in versions)
+        if gpu_op.enabled and gpu_op.driver == "operator" and gke_managed:
+            problems.append((key, "`operator` on GKE needs pools with gkeDriverVersion INSTALLATION_DISABLED (and an "
+                                  "Ubuntu node image); otherwise GKE installs its own driver"))
+        if gpu_op.enabled and gpu_op.driver != "operator" and not gke_managed:
+            problems.append(("pools", "gkeDriverVersion INSTALLATION_DISABLED leaves the nodes without a driver unless "
+                                      "operators.gpuOperator.driver is `operator`; use LATEST or DEFAULT"))
+        if gpu_op.timeSlicingReplicas and gke_managed:
+            problems.append(("operators.gpuOperator.timeSlicingReplicas",
+                             "on GKE with GKE-managed drivers GKE's own device plugin advertises the GPUs; "
+                             "use GKE GPU time-sharing on the node pool instead"))
+    if stack.cloud == Cloud.aws and stack.operators.networkOperator.enabled:
+        problems.append(("operators.networkOperator.enabled", "on EKS, multi-node NCCL goes over EFA (pools[].efa), "
+                                                              "not the Network Operator; turn it off"))
+    if gpu_op.timeSlicingReplicas:
+        for i, m in enumerate(stack.models):
+            if isinstance(m.tensorParallelSize, int) and m.tensorParallelSize * m.pipelineParallelSize > 1:
+                problems.append((f"models[{i}].tensorParallelSize", "GPU time-slicing gives each pod one shared GPU; "
+                                                                    "a model sharded across GPUs cannot run on it"))
     return problems
 
 
@@ -506,7 +553,12 @@ def format_validation_error(err: ValidationError) -> list[str]:
         path = _loc_to_path(loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             known = _known_keys(StackConfig, loc)
-            hint = _did_you_mean(str(loc[-1]), known)
+            key = str(loc[-1])
+            hint = _did_you_mean(key, known)
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key):
+                # An empty or odd key cannot be shown as a path; name its parent and quote it.
+                path = _loc_to_path(loc[:-1]) or "(top level)"
+                hint = f" {key!r}{hint}"
             problems.append(f"{path}: unknown key{hint}; allowed here: {', '.join(known)}")
         elif e["type"] == "missing":
             problems.append(f"{path}: required key is missing")

@@ -209,7 +209,7 @@ def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -
                     revision=revision,
                     token=token,
                     cache_dir=_cache_dir(),
-                    local_files_only=False,
+                    local_files_only=offline,
                 )
             )
         except GatedRepoError:

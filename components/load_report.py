@@ -57,6 +57,7 @@ class LevelResult:
     requests_per_s: float
     ttft_ms: dict[str, float | None]
     itl_ms: dict[str, float | None]
+    tpot_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
     error_samples: list[str]
 
@@ -68,7 +69,12 @@ def summarize(concurrency: int, samples: list[RequestSample], planned: int, dura
     ok = [s for s in samples if s.ok]
     failed = [s for s in samples if not s.ok]
     ttfts = [s.ttft * 1000 for s in ok if s.ttft is not None]
+    # ITL is the gap between streamed chunks (as vLLM's own benchmark measures it). When the server
+    # falls behind it sends several tokens in one chunk, so ITL shows 0 ms gaps and long ones; TPOT
+    # (time per output token after the first, per request) is the steadier per-token figure.
     itls = [gap * 1000 for s in ok for gap in s.itl]
+    tpots = [(s.latency - s.ttft) * 1000 / (s.output_tokens - 1) for s in ok
+             if s.latency is not None and s.ttft is not None and s.output_tokens > 1]
     e2es = [s.latency * 1000 for s in ok if s.latency is not None]
     tokens = sum(s.output_tokens for s in ok)
 
@@ -92,6 +98,7 @@ def summarize(concurrency: int, samples: list[RequestSample], planned: int, dura
         requests_per_s=round(len(ok) / duration_s, 3) if duration_s > 0 else 0.0,
         ttft_ms=pcts(ttfts),
         itl_ms=pcts(itls),
+        tpot_ms=pcts(tpots),
         e2e_ms=pcts(e2es),
         error_samples=seen,
     )
@@ -133,6 +140,7 @@ _COLUMNS = (
     ("ITL p50", lambda lv: _ms(lv.itl_ms["p50"])),
     ("p95", lambda lv: _ms(lv.itl_ms["p95"])),
     ("p99", lambda lv: _ms(lv.itl_ms["p99"])),
+    ("TPOT p50", lambda lv: _ms(lv.tpot_ms["p50"])),
     ("out tok/s", lambda lv: f"{lv.output_tokens_per_s:.1f}"),
     ("req/s", lambda lv: f"{lv.requests_per_s:.2f}"),
 )

@@ -5,8 +5,9 @@
         [--json sweep.json] [--chart sweep.svg] [--timeout 600] [--seed 0]
 
 For each concurrency level, `--requests` streamed completions are sent by that many concurrent
-clients. Per level it reports time to first token (TTFT) and inter-token latency (ITL) at p50, p95
-and p99, output tokens per second, and errors; then a table, optional JSON and an SVG chart, and,
+clients. Per level it reports time to first token (TTFT), inter-token latency (ITL, the gap between
+streamed chunks) and time per output token (TPOT, per request) at p50, p95 and p99, output tokens
+per second, and errors; then a table, optional JSON and an SVG chart, and,
 with --slo-ttft-ms, the highest concurrency whose p95 TTFT stays within the target.
 
 Distributions (--prompt-tokens, --output-tokens): fixed:N, uniform:LO,HI, normal:MEAN,SD
@@ -16,7 +17,8 @@ Prompts: windows of varied text (components/prompt_corpus.py) tokenized once by 
 /tokenize and sent as token ids to /v1/completions, so each prompt has exactly the sampled length
 and no two share a long prefix. Without /tokenize (not vLLM), text of about 4 characters per token
 is sent instead and the report says lengths are approximate. Output lengths are made exact with
-vLLM's `ignore_eos` (a random-weight or chatty model would otherwise stop early or late).
+vLLM's `ignore_eos` (a random-weight or chatty model would otherwise stop early or late);
+--no-ignore-eos leaves it out for servers that reject unknown parameters.
 
 Bounds: --requests per level, and --timeout seconds for the whole sweep (requests not started by
 then are counted as not started; a request running past it is cut off and counted as an error).
@@ -97,15 +99,17 @@ def plan_requests(source: PromptSource, rng: random.Random, count: int,
     return planned
 
 
-def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float) -> RequestSample:
+def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
+            ignore_eos: bool = True) -> RequestSample:
     body = {
         "model": model,
         "prompt": req.prompt,
         "max_tokens": req.output_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "ignore_eos": True,
     }
+    if ignore_eos:
+        body["ignore_eos"] = True
     started = time.perf_counter()
     first = last = None
     gaps: list[float] = []
@@ -185,7 +189,7 @@ class Progress:
 
 
 def run_level(client: Client, model: str, concurrency: int, planned: list[PlannedRequest],
-              deadline: float, request_timeout: float, progress: Progress) -> LevelResult:
+              deadline: float, request_timeout: float, progress: Progress, ignore_eos: bool = True) -> LevelResult:
     work: queue.Queue[PlannedRequest] = queue.Queue()
     for req in planned:
         work.put(req)
@@ -198,7 +202,7 @@ def run_level(client: Client, model: str, concurrency: int, planned: list[Planne
                 req = work.get_nowait()
             except queue.Empty:
                 return
-            sample = run_one(client, model, req, deadline, request_timeout)
+            sample = run_one(client, model, req, deadline, request_timeout, ignore_eos)
             with lock:
                 samples.append(sample)
             progress.advance(sample.ok)
@@ -270,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--request-timeout", type=_positive(float), default=120.0,
                         help="seconds one request may wait for data (default 120)")
     parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                        help="do not send vLLM's ignore_eos (for servers that reject unknown parameters); "
+                             "output lengths then end where the model stops")
     parser.add_argument("--seed", type=int, default=0, help="random seed for lengths and prompts (default 0)")
     return parser
 
@@ -324,13 +331,15 @@ def main(argv: list[str] | None = None) -> int:
         print("loadtest: the server has no /tokenize; prompt lengths are approximate", file=sys.stderr)
 
     # One unmeasured request first, so one-off start-up costs do not land in the first level.
-    run_one(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout)
+    run_one(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout,
+            args.ignore_eos)
 
     progress = Progress(args.requests * len(args.concurrency))
     levels: list[LevelResult] = []
     for concurrency in args.concurrency:
         planned = plan_requests(source, rng, args.requests, args.prompt_tokens, args.output_tokens)
-        levels.append(run_level(client, args.model, concurrency, planned, deadline, args.request_timeout, progress))
+        levels.append(run_level(client, args.model, concurrency, planned, deadline, args.request_timeout,
+                                progress, args.ignore_eos))
     progress.close()
 
     print(format_table(levels))
@@ -354,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             "output_tokens": str(args.output_tokens),
             "prompt_lengths_exact": source.exact,
             "seed": args.seed,
+            "ignore_eos": args.ignore_eos,
             "slo": {"ttft_ms": args.slo_ttft_ms, "statistic": SLO_STAT, "highest_concurrency_meeting": best},
             "levels": [level.to_json() for level in levels],
         }

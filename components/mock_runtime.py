@@ -9,9 +9,11 @@ unknown-until-created values) and fill in the few outputs the program reads from
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import runpy
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -38,6 +40,10 @@ def is_secret_value(value: Any) -> bool:
 def redact_secrets(value: Any) -> Any:
     """A copy of `value` with every secret replaced by a marker: what plan files may show."""
     if is_secret_value(value):
+        inner = value.get("value")
+        # A whole map made secret (a Secret's stringData) keeps its keys, so it still validates.
+        if isinstance(inner, dict):
+            return {k: REDACTED for k in inner}
         return REDACTED
     if isinstance(value, dict):
         return {k: redact_secrets(v) for k, v in value.items()}
@@ -78,29 +84,70 @@ class RecordedResource:
         )
 
 
-# Outputs a real provider computes that the program reads back. Placeholders say what they are.
+# Outputs a real provider computes that the program reads back, merged into the echoed inputs.
+# Placeholders say what they are.
+MOCK_SUBNETS = ["subnet-mock-a", "subnet-mock-b", "subnet-mock-c"]
+MOCK_CLUSTER_SG = "sg-mock-cluster"
 _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:eks/cluster:Cluster": {
         "endpoint": "https://mock-eks-endpoint.example",
         "certificateAuthority": {"data": "bW9jay1jYQ=="},
         "identities": [{"oidcs": [{"issuer": "https://oidc.eks.mock-region.amazonaws.com/id/MOCK"}]}],
+        "vpcConfig": {"clusterSecurityGroupId": MOCK_CLUSTER_SG, "vpcId": "vpc-mock-default"},
     },
+    "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "gcp:container/cluster:Cluster": {
         "endpoint": "203.0.113.10",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jYQ=="},
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::mock-bucket"},
-    "aws:s3/bucketV2:BucketV2": {"arn": "arn:aws:s3:::mock-bucket"},
-    "gcp:serviceaccount/account:Account": {"email": "mock-sa@mock-project.iam.gserviceaccount.com"},
 }
+
+# Answers to provider look-ups (data sources) the program makes.
+_CALL_RESULTS: dict[str, dict[str, Any]] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": {
+        "accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "mock"},
+    "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1"},
+    "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
+    "aws:ec2/getVpc:getVpc": {"id": "vpc-mock-default", "default": True, "cidrBlock": "172.31.0.0/16"},
+    "aws:ec2/getSubnets:getSubnets": {"id": "us-east-1", "ids": MOCK_SUBNETS},
+    "aws:eks/getCluster:getCluster": {
+        "endpoint": "https://mock-existing-eks-endpoint.example",
+        "certificateAuthorities": [{"data": "bW9jay1leGlzdGluZy1jYQ=="}],
+        "vpcConfig": {
+            "subnetIds": MOCK_SUBNETS, "vpcId": "vpc-mock-existing", "clusterSecurityGroupId": MOCK_CLUSTER_SG,
+            "securityGroupIds": [], "publicAccessCidrs": [], "endpointPrivateAccess": True,
+            "endpointPublicAccess": True, "controlPlaneEgressMode": "",
+        },
+    },
+    "gcp:container/getCluster:getCluster": {
+        "endpoint": "203.0.113.20",
+        "masterAuths": [{"clusterCaCertificate": "bW9jay1leGlzdGluZy1jYQ==", "clientCertificate": "",
+                         "clientKey": "", "clientCertificateConfigs": []}],
+    },
+    "gcp:organizations/getProject:getProject": {"projectId": "mock-project", "number": "123456789"},
+    "gcp:organizations/getClientConfig:getClientConfig": {"project": "mock-project", "region": "us-central1"},
+}
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    """`base` with `extra`'s keys added where missing, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out.setdefault(key, copy.deepcopy(value))
+    return out
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also noting each resource's URN and parent (for the resource tree)."""
 
     def RegisterResource(self, request):
-        self.mocks.current_parent = request.parent
-        self.mocks.current_urn = self.make_urn(request.parent, request.type, request.name)
+        # The SDK registers resources from a thread pool; the URN travels per thread.
+        self.mocks.registering.parent = request.parent
+        self.mocks.registering.urn = self.make_urn(request.parent, request.type, request.name)
         return super().RegisterResource(request)
 
 
@@ -108,39 +155,31 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[RecordedResource] = []
         self.calls: list[tuple[str, dict]] = []
-        self.current_parent = ""
-        self.current_urn = ""
+        self.registering = threading.local()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         self.resources.append(
             RecordedResource(
                 args.typ, args.name, dict(args.inputs), args.provider, args.custom,
-                urn=self.current_urn, parent_urn=self.current_parent,
+                urn=getattr(self.registering, "urn", ""), parent_urn=getattr(self.registering, "parent", ""),
             )
         )
         outputs = dict(args.inputs)
         outputs.setdefault("name", args.inputs.get("name", args.name))
         outputs.setdefault("arn", f"arn:aws:mock:::{args.name}")
         outputs.setdefault("id", f"{args.name}-id")
-        for key, value in _COMPUTED_OUTPUTS.get(args.typ, {}).items():
-            outputs.setdefault(key, value)
-        return f"{args.name}-id", outputs
+        if args.typ == "gcp:serviceaccount/account:Account":
+            # One email per account, so a writer and a reader can be told apart.
+            outputs["email"] = f"{args.inputs.get('accountId', args.name)}@mock-project.iam.gserviceaccount.com"
+            outputs["name"] = f"projects/mock-project/serviceAccounts/{outputs['email']}"
+        return f"{args.name}-id", _merge(outputs, _COMPUTED_OUTPUTS.get(args.typ, {}))
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))
-        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "mock"}, None
-        if args.token == "aws:index/getRegion:getRegion":
-            return {"name": "us-east-1", "region": "us-east-1"}, None
-        if args.token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com"}, None
         if args.token == "aws:iam/getPolicyDocument:getPolicyDocument":
-            return {"json": json.dumps(args.args)}, None
-        if args.token == "gcp:organizations/getProject:getProject":
-            return {"projectId": "mock-project", "number": "123456789"}, None
-        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
-            return {"project": "mock-project", "region": "us-central1"}, None
-        return dict(args.args), None
+            return {"json": json.dumps(args.args)}
+        # The mock monitor reads a bare dict as the result (a tuple's second item must be a list).
+        return _merge(dict(args.args), _CALL_RESULTS.get(args.token, {}))
 
 
 @dataclass
@@ -149,6 +188,10 @@ class Evaluation:
     resources: list[RecordedResource]
     outputs: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
+    # Provider look-ups the program made: (token, args).
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+    # Secret keys the stack file lacks that the evaluation stood in for (see evaluate_stack).
+    assumed_secrets: list[str] = field(default_factory=list)
 
     def tree(self) -> list[tuple[int, str, str]]:
         """(depth, type, name) for every resource below the stack, parents before children."""
@@ -245,7 +288,7 @@ def _run(
         mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
     )
     root = pulumi.runtime.get_root_resource()
-    evaluation = Evaluation(stack=stack, resources=mocks.resources)
+    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls)
     try:
         _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
     except BaseException as err:  # noqa: BLE001 handed back to the caller as data or re-raised
@@ -271,10 +314,33 @@ def _stack_outputs(root) -> dict[str, Any]:
     return resolved
 
 
-def evaluate_stack(stack: str, project_dir: Path = ROOT, overrides: dict[str, Any] | None = None) -> Evaluation:
-    """Evaluate a stack from its stack file, optionally overriding config keys (tests)."""
+def evaluate_stack(
+    stack: str,
+    project_dir: Path = ROOT,
+    overrides: dict[str, Any] | None = None,
+    assume_secrets: bool = True,
+) -> Evaluation:
+    """Evaluate a stack from its stack file, optionally overriding config keys (tests).
+
+    Secrets are set with `pulumi config set --secret` on the machine that deploys, so a committed
+    stack file usually lacks them. With `assume_secrets`, each missing one is stood in for by a
+    marked secret placeholder and listed in `Evaluation.assumed_secrets`, so the plan can say that
+    `pulumi up` will need it.
+    """
+    from components.config import SECRET_KEYS
+
     config, secret_keys = stack_file_config(stack, project_dir)
     for key, value in (overrides or {}).items():
         full_key = key if ":" in key else f"{PROJECT}:{key}"
         config[full_key] = value if isinstance(value, str) else json.dumps(value)
-    return evaluate(stack, config, secret_keys, program=project_dir / "__main__.py")
+    assumed = []
+    if assume_secrets:
+        for key in SECRET_KEYS:
+            full_key = f"{PROJECT}:{key}"
+            if full_key not in config:
+                config[full_key] = f"<secret {full_key} (not set in Pulumi.{stack}.yaml)>"
+                secret_keys.append(full_key)
+                assumed.append(key)
+    evaluation = evaluate(stack, config, secret_keys, program=project_dir / "__main__.py")
+    evaluation.assumed_secrets = assumed
+    return evaluation

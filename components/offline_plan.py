@@ -52,12 +52,16 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
 
 def policy_verdicts(evaluation: Evaluation) -> list[Any]:
     """Run the policy pack over the Kubernetes objects and cloud resources the program asks for."""
-    from policies.check import check_objects, check_resources
+    from policies.check import check_objects
 
-    verdicts = list(check_objects(evaluation.kubernetes_objects))
-    cloud = [(r.type, r.name, redact_secrets(r.inputs)) for r in evaluation.resources if not r.is_kubernetes_object]
-    verdicts += list(check_resources(cloud))
-    return verdicts
+    # Kubernetes objects go in as the dicts the API server would get; cloud resources and Helm
+    # releases as the engine's (type, name, props) records, so pool and bucket rules run too.
+    cloud = [
+        {"type": r.type, "name": r.name, "props": redact_secrets(r.inputs)}
+        for r in evaluation.resources
+        if r.custom and not r.is_kubernetes_object
+    ]
+    return list(check_objects(evaluation.kubernetes_objects + cloud))
 
 
 def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path]) -> str:
@@ -72,7 +76,12 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
             out.append("| " + " | ".join(str(row[c]) for c in columns) + " |")
     else:
         out.append("(the program exported no sizing table)")
-    warnings = evaluation.outputs.get("warnings") or []
+    warnings = list(evaluation.outputs.get("warnings") or [])
+    warnings += [
+        f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "
+        f"`pulumi config set --secret {key} ... -s {evaluation.stack}`"
+        for key in evaluation.assumed_secrets
+    ]
     if warnings:
         out += ["", "### Warnings", ""] + [f"- {w}" for w in warnings]
     out += ["", "## Policy verdicts", ""]

@@ -93,28 +93,29 @@ class ProbePlan:
         # the process exit.
         return PRESTOP_SLEEP_SECONDS + self.drain_seconds + EXIT_SECONDS
 
-    def startup_probe(self) -> dict[str, Any]:
+    def startup_probe(self, handler: dict[str, Any] | None = None) -> dict[str, Any]:
         # No initialDelaySeconds: the failure budget alone covers the load, so a large model is
         # never killed by a delay tuned for a small one, and a small one becomes ready early.
         return {
-            "httpGet": {"path": HEALTH_PATH, "port": PORT_NAME},
+            **(handler or {"httpGet": {"path": HEALTH_PATH, "port": PORT_NAME}}),
             "periodSeconds": self.startup_period_seconds,
             "timeoutSeconds": STARTUP_TIMEOUT_SECONDS,
             "failureThreshold": self.startup_failure_threshold,
         }
 
-    def readiness_probe(self) -> dict[str, Any]:
+    def readiness_probe(self, handler: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
-            "httpGet": {"path": self.readiness_path, "port": PORT_NAME},
+            **(handler or {"httpGet": {"path": self.readiness_path, "port": PORT_NAME}}),
             "periodSeconds": READINESS_PERIOD_SECONDS,
             "timeoutSeconds": READINESS_TIMEOUT_SECONDS,
             "failureThreshold": READINESS_FAILURE_THRESHOLD,
             "successThreshold": 1,
         }
 
-    def liveness_probe(self) -> dict[str, Any]:
+    def liveness_probe(self, handler: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`handler` replaces the /health check (e.g. a tcpSocket for a pod that serves no HTTP)."""
         return {
-            "httpGet": {"path": HEALTH_PATH, "port": PORT_NAME},
+            **(handler or {"httpGet": {"path": HEALTH_PATH, "port": PORT_NAME}}),
             "periodSeconds": LIVENESS_PERIOD_SECONDS,
             "timeoutSeconds": LIVENESS_TIMEOUT_SECONDS,
             "failureThreshold": LIVENESS_FAILURE_THRESHOLD,

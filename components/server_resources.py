@@ -50,6 +50,7 @@ class PodResources:
     memory_limit_gib: int
     shm_gib: int
     capped_by_node: bool
+    """The node's memory cannot hold the weights next to the engine: loading may be OOM-killed."""
 
     def requirements(self, gpu_resource: str) -> dict[str, Any]:
         # GPU limits == requests (extended resources cannot be overcommitted; the device plugin
@@ -83,10 +84,13 @@ def pod_resources(plan: Any, machine: Any | None) -> PodResources:
         mem_cap = math.floor(machine.memory_gib * NODE_MEMORY_SHARE * share)
         cpu_cap = math.floor(machine.vcpus * NODE_CPU_SHARE * share * 10) / 10
         if limit > mem_cap:
-            limit, capped = mem_cap, True
+            # Trimming the staging allowance is fine (page cache is reclaimable); a node that cannot
+            # hold the weights once next to the engine's own memory is worth a warning.
+            capped = mem_cap < base + shm + weights
+            limit = mem_cap
         request = min(request, limit)
         if cpus > cpu_cap:
-            cpus, capped = cpu_cap, True
+            cpus = cpu_cap
     return PodResources(gpus, cpus, request, limit, shm, capped)
 
 

@@ -17,12 +17,11 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import yaml
 
-from policies.objects import as_dict, as_list
-from policies.registry import LEVELS, MANDATORY, RULES, BY_NAME, DISABLED, Rule, level_and_config
+from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
 from policies.resource import Resource, from_object
 
 

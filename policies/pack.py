@@ -78,6 +78,9 @@ def _resource_validator(rule: Rule):
 def _stack_validator(rule: Rule):
     def validate(args: StackValidationArgs, report_violation) -> None:
         resources = [resource_of(r.resource_type, r.props, r.name, r.urn) for r in args.resources]
+        reason = rule.stack_not_applicable(resources) if rule.stack_not_applicable else None
+        if reason:
+            args.not_applicable(reason)
         for resource, finding in rule.check(resources, _settings(rule, args.get_config())):
             report_violation(str(finding), resource.urn)
     return validate

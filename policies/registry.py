@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from components.contract import GPU_TAINT_KEY
 from policies.objects import Finding
 from policies.resource import Resource
 from policies.workloads import workload
@@ -35,6 +36,8 @@ class Rule:
     stack: bool = False
     # Which resource types a resource rule looks at; None = every Kubernetes object.
     applies: Callable[[Resource], bool] | None = None
+    # Stack rules: a reason why the rule does not apply to these resources, or None.
+    stack_not_applicable: Callable[[list[Resource]], str | None] | None = None
 
     def defaults(self) -> dict:
         return {k: v["default"] for k, v in self.schema.items() if "default" in v}
@@ -53,7 +56,7 @@ def _kubernetes(r: Resource) -> bool:
     return r.is_kubernetes and workload(r.props) is not None
 
 
-TAINT_KEY_SCHEMA = {"taintKey": {"type": "string", "default": "nvidia.com/gpu",
+TAINT_KEY_SCHEMA = {"taintKey": {"type": "string", "default": GPU_TAINT_KEY,
                                  "description": "Taint key GPU pools carry and GPU pods tolerate."}}
 
 RULES: list[Rule] = [
@@ -111,7 +114,8 @@ RULES: list[Rule] = [
          schema=dict(TAINT_KEY_SCHEMA)),
     Rule("gpu-toleration-matches-pool",
          "Every GPU workload tolerates the taints of a GPU pool of the stack.",
-         stack.gpu_toleration_matches_pool, stack=True),
+         stack.gpu_toleration_matches_pool, stack=True,
+         stack_not_applicable=stack.toleration_rule_not_applicable),
     Rule("server-disruption-budget",
          "A GPU server with more than one replica has a matching PodDisruptionBudget.",
          stack.server_disruption_budget, stack=True),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.objects import as_dict, as_str
+from policies.objects import as_dict, as_str, is_unknown
 
 
 @dataclass
@@ -34,7 +34,8 @@ class Resource:
 
     @property
     def namespace(self) -> str | None:
-        return as_str(as_dict(self.props.get("metadata")).get("namespace"))
+        namespace = as_dict(self.props.get("metadata")).get("namespace")
+        return namespace if is_unknown(namespace) else as_str(namespace)
 
 
 def kubernetes_type(obj: dict) -> str:

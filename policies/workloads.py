@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from policies.objects import as_dict, as_list, as_number, as_str
+from policies.objects import as_dict, as_list, as_number, as_str, is_unknown
 
 TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController"}
 RUN_TO_COMPLETION_KINDS = {"Job", "CronJob"}
@@ -126,7 +126,9 @@ def workload(obj: dict) -> Workload | None:
     kind = as_str(obj.get("kind")) or ""
     meta = as_dict(obj.get("metadata"))
     name = as_str(meta.get("name")) or "<unnamed>"
-    namespace = as_str(meta.get("namespace"))
+    namespace = meta.get("namespace")
+    # Keep an unknown namespace unknown (it often comes from a Namespace resource during preview).
+    namespace = namespace if is_unknown(namespace) else as_str(namespace)
     spec = as_dict(obj.get("spec"))
     pods: list[PodView] = []
     long_running = kind not in RUN_TO_COMPLETION_KINDS

@@ -26,6 +26,7 @@ def base(cloud: str = "gcp") -> dict:
     }
     if cloud == "existing":
         raw["cluster"] = {"kubeconfig": "~/.kube/config", "rwxStorageClass": "nfs"}
+        raw["operators"] = {"gpuOperator": {"driver": "preinstalled"}}
     return raw
 
 
@@ -191,3 +192,25 @@ def test_secret_set_as_plain_config_is_refused():
         "Pulumi.dev.yaml: apiKey: is plain config; secrets must be encrypted: "
         "`pulumi config rm apiKey && pulumi config set --secret apiKey <value>`"
     ]
+
+
+def test_operator_options_that_cannot_work_are_refused():
+    raw = base("existing")
+    raw["operators"] = {"gpuOperator": {"driver": "auto"}}
+    assert any("operators.gpuOperator.driver: cloud is existing, so say who installs the GPU driver" in p
+               for p in problems_of(raw))
+    raw = base("gcp")
+    raw["operators"] = {"gpuOperator": {"timeSlicingReplicas": 4}}
+    assert any("operators.gpuOperator.timeSlicingReplicas: on GKE with GKE-managed drivers" in p for p in problems_of(raw))
+    raw = base("gcp")
+    raw["operators"] = {"gpuOperator": {"driver": "operator"}}
+    assert any("`operator` on GKE needs pools with gkeDriverVersion INSTALLATION_DISABLED" in p for p in problems_of(raw))
+    raw["pools"][0]["gkeDriverVersion"] = "INSTALLATION_DISABLED"
+    assert parse_stack_config(raw, SOURCE).operators.gpuOperator.driver == "operator"
+    raw = base("aws")
+    raw["operators"] = {"networkOperator": {"enabled": True}}
+    assert any("operators.networkOperator.enabled: on EKS, multi-node NCCL goes over EFA" in p for p in problems_of(raw))
+    raw = base("existing")
+    raw["operators"] = {"gpuOperator": {"driver": "preinstalled", "timeSlicingReplicas": 4}}
+    raw["models"][0]["tensorParallelSize"] = 2
+    assert any("models[0].tensorParallelSize: GPU time-slicing gives each pod one shared GPU" in p for p in problems_of(raw))

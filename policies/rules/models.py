@@ -18,7 +18,7 @@ from components.contract import LABEL_REVISION, MODEL_MOUNT_PATH
 from policies.commands import flag_values, is_reference, literal_env, tokens
 from policies.gpu import is_gpu_container
 from policies.objects import Finding, as_dict, as_list, as_str, is_commit, is_unknown
-from policies.workloads import KSERVE_COMPONENTS, KSERVE_MODEL_KEYS, ContainerView, workload
+from policies.workloads import KSERVE_COMPONENTS, ContainerView, workload
 
 REVISION_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision")
 _HF_URI_RE = re.compile(r"hf://[^\s\"']+")

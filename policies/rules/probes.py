@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from components.contract import ANNOTATION_LOAD_SECONDS
 from policies.gpu import is_gpu_container
-from policies.objects import Finding, as_dict, as_number, as_str, is_unknown, seconds
+from policies.objects import Finding, as_dict, as_number, is_unknown, seconds
 from policies.workloads import ContainerView, PodView, Workload, workload
 
 # Kubernetes defaults for unset probe fields (core/v1 Probe).

@@ -11,7 +11,7 @@ namespace whose selector matches its pods, so a node drain or upgrade never take
 
 from __future__ import annotations
 
-from policies.gpu import pod_tolerates, pod_uses_gpus
+from policies.gpu import is_gpu_container, pod_tolerates, pod_uses_gpus
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 from policies.resource import Resource
 from policies.rules.cloud import POOL_TYPES, node_pool_has_gpus, pool_taints
@@ -48,11 +48,12 @@ def gpu_toleration_matches_pool(resources: list[Resource], config: dict) -> list
                     fits = True
                     break
             if not fits:
+                gpu = next(c for c in pod.containers if is_gpu_container(c))
                 pool_list = "; ".join(f"{p.kind}/{p.name} ({_describe(t)})" for p, t in pools)
                 out.append((r, Finding(
-                    f"{w.ref}: the GPU pod ({pod.where}) does not tolerate the taints of any GPU pool in the stack "
-                    f"[{pool_list}]; add tolerations that match one pool's taints (key, value and effect) or the pod "
-                    f"will stay Pending.", None)))
+                    f"{w.ref}: the pod of GPU {gpu.label} ({pod.where}) does not tolerate the taints of any GPU "
+                    f"pool in the stack [{pool_list}]; add tolerations that match one pool's taints (key, value and "
+                    f"effect) or the pod will stay Pending.", gpu.name)))
     return out
 
 
@@ -98,10 +99,17 @@ def server_disruption_budget(resources: list[Resource], config: dict) -> list[tu
                           and selector_matches(as_dict(p.props["spec"]["selector"]), pod.labels)
                           for p in pdbs)
             if not covered:
+                gpu = next(c for c in pod.containers if is_gpu_container(c))
                 out.append((r, Finding(
-                    f"{w.ref}: this GPU server runs {w.replicas:g} replicas but no PodDisruptionBudget in namespace "
-                    f"'{w.namespace or 'default'}' selects its pods ({pod.where}); add a PodDisruptionBudget with "
+                    f"{w.ref}: this GPU server ({gpu.label}) runs {w.replicas:g} replicas but no PodDisruptionBudget in "
+                    f"namespace '{w.namespace or 'default'}' selects its pods ({pod.where}); add a PodDisruptionBudget with "
                     f"maxUnavailable: 1 and a selector matching the pod labels so a drain never takes all replicas "
-                    f"down at once.", None)))
+                    f"down at once.", gpu.name)))
                 break
     return out
+
+
+def toleration_rule_not_applicable(resources: list[Resource]) -> str | None:
+    if not gpu_pools(resources):
+        return "the stack declares no GPU node pool (its cluster's pools are managed elsewhere)"
+    return None

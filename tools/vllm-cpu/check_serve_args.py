@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import pathlib
 import sys
 
@@ -65,12 +66,19 @@ def main() -> int:
     except ValueError as exc:
         print(f"check_serve_args: bad input on stdin: {exc}", file=sys.stderr)
         return 2
+    # vLLM logs to stdout; send file descriptor 1 to stderr while it runs so stdout carries only
+    # the JSON verdicts.
+    sys.stdout.flush()
+    verdict_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     verdicts = []
     for item in lines:
         error = check([str(a) for a in item["argv"]])
         verdicts.append({"name": str(item.get("name", "")), "ok": not error, "error": error})
-    json.dump(verdicts, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    sys.stdout.flush()
+    json.dump(verdicts, verdict_out, indent=2)
+    verdict_out.write("\n")
+    verdict_out.close()
     return 0
 
 

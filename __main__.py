@@ -1,0 +1,96 @@
+"""llm-serving: wiring only.
+
+Read and validate the stack config, plan every model from its own config.json, then build
+cluster -> operators -> model store -> servers, and export what a person needs to use them.
+Every decision lives in a component or in components/plan.py; this file only connects them.
+"""
+
+import pulumi
+
+from components import config, plan
+from components.cluster import create_cluster
+from components.config import ConfigError, pool_machine
+from components.kserve import KServeModel, KServeModelArgs
+from components.model_store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
+from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.plan import PlanError
+from components.vllm import ServerStorage, VllmServer, VllmServerArgs
+
+try:
+    loaded = config.load()
+    stack = loaded.config
+    plans = plan.build_plans(stack, plan.default_metadata_loader(loaded.hub_token), source=loaded.source)
+except (ConfigError, PlanError) as err:
+    # One line per problem, no traceback: these are the stack file's problems, not the program's.
+    raise pulumi.RunError("\n".join(err.problems)) from None
+
+cluster = create_cluster(stack, loaded.stack)
+k8s_opts = pulumi.ResourceOptions(provider=cluster.provider)
+
+# Operators wait for the cluster (and so its GPU pools); servers wait for the operators.
+placements = list(cluster.placements.values())
+gke_driver_versions = {p.gkeDriverVersion for p in stack.pools}
+operator_args = OperatorsArgs(
+    config=stack.operators,
+    cloud=stack.cloud.value,
+    placements=placements,
+    gke_driver_version=next(iter(gke_driver_versions)) if stack.cloud == config.Cloud.gcp else None,
+)
+operator_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster])
+operators_ready: list[pulumi.Resource] = []
+gpu_operator = None
+if stack.operators.gpuOperator.enabled:
+    gpu_operator = GpuOperator("gpu-operator", operator_args, operator_opts)
+    operators_ready += gpu_operator.ready
+if stack.operators.networkOperator.enabled:
+    network_args = NetworkOperatorArgs(**vars(operator_args), workload_namespace=stack.modelStore.namespace)
+    network_operator = NetworkOperator("network-operator", network_args, gpu_operator, operator_opts)
+    operators_ready += network_operator.ready
+
+shared = ServingNamespace(
+    "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket), k8s_opts
+)
+
+endpoints = {}
+for model_plan in plans:
+    name = model_plan.served_name
+    placement = cluster.placements[model_plan.pool.name]
+    machine = pool_machine(stack.cloud, model_plan.pool)
+    store = ModelStore(
+        name,
+        model_store_args(
+            model_plan, stack.modelStore, shared=shared, storage_class=cluster.rwx_storage_class,
+            bucket=cluster.bucket, hf_token=loaded.hf_token,
+        ),
+        k8s_opts,
+    )
+    if model_plan.model.engine == "kserve":
+        kserve_storage = model_plan.model.kserveStorage
+        server = KServeModel(
+            name,
+            KServeModelArgs(
+                plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=kserve_storage,
+                bucket=cluster.bucket, claim_name=store.claim_name,
+                reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
+                machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
+                depends_on=([] if kserve_storage == "hf" else [store.mirror_job]) + operators_ready,
+            ),
+            k8s_opts,
+        )
+    else:
+        storage = ServerStorage(**store.server_storage())
+        storage.depends_on = storage.depends_on + operators_ready
+        server = VllmServer(
+            name,
+            VllmServerArgs(
+                plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
+                machine=machine, api_key=loaded.api_key,
+            ),
+            k8s_opts,
+        )
+    endpoints[name] = server.endpoint
+
+pulumi.export("sizing", plan.sizing_table(plans))
+pulumi.export("endpoints", endpoints)
+pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
+pulumi.export("warnings", [w for p in plans for w in plan.plan_warnings(p)])

@@ -1,0 +1,377 @@
+"""EKS: the cluster (created, or an existing one by name), its GPU managed node groups, the model
+bucket's identities, and the Kubernetes provider every Kubernetes resource of the stack uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import config as cfg
+from components import gpus
+from components.aws import policies
+from components.aws.bucket import S3ModelBucket, S3ModelBucketArgs
+from components.cluster import (
+    MODEL_READER_SERVICE_ACCOUNT,
+    MODEL_WRITER_SERVICE_ACCOUNT,
+    bucket_resource_name,
+    cloud_taint_effect,
+    exec_kubeconfig,
+    placement_for,
+)
+from components.platform import GpuPlacement, ModelBucket
+
+DEFAULT_REGION = "us-east-1"
+# EKS-optimized Amazon Linux 2023 with the NVIDIA driver and container toolkit preinstalled, so the
+# GPU Operator runs with driver/toolkit disabled on EKS.
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+# Root device of the AL2023 EKS AMIs.
+ROOT_DEVICE = "/dev/xvda"
+# gp3 defaults to 125 MB/s; unpacking a 10-20 GB engine image is bound by disk writes, so pay for
+# 500 MB/s (of gp3's 1000 MB/s maximum) on GPU nodes whose hourly price dwarfs the disk's.
+ROOT_DISK_THROUGHPUT_MBPS = 500
+ROOT_DISK_IOPS = 6000
+
+# EFA interfaces an instance type carries = its network cards (one EFA per card).
+# Source: AWS EC2 User Guide, "Elastic Fabric Adapter - supported instance types" and the
+# accelerated-computing network specifications (p4d/p4de: 4 cards, p5: 32, p5en: 16, p6-b200: 8).
+EFA_INTERFACES = {
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5en.48xlarge": 16,
+    "p6-b200.48xlarge": 8,
+}
+
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK"}
+POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+
+
+@dataclass(frozen=True)
+class NodePoolSpec:
+    """One GPU pool as the cloud layer needs it: the validated config, its machine and placement."""
+
+    pool: cfg.PoolConfig
+    machine: gpus.CloudMachine
+    placement: GpuPlacement
+    # EC2 Capacity Block reservation id (cr-...), required when capacityType is capacity-block.
+    capacity_reservation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    spec: NodePoolSpec
+    cluster_name: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: pulumi.Input[list[str]]
+    region: str
+    vpc_id: pulumi.Input[str] | None = None
+    cluster_security_group_id: pulumi.Input[str] | None = None
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """A managed node group of one GPU instance type, tainted so only GPU work lands on it."""
+
+    node_group_name: pulumi.Output[str]
+    placement: GpuPlacement
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:aws:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
+
+        launch_template: dict = {
+            "update_default_version": True,
+            "region": args.region,
+            # Root disk via the launch template (a node group with a launch template may not set
+            # disk_size): encrypted gp3 sized for engine images and their unpacked layers.
+            "block_device_mappings": [{
+                "device_name": ROOT_DEVICE,
+                "ebs": {
+                    "volume_size": pool.diskGib,
+                    "volume_type": "gp3",
+                    "throughput": ROOT_DISK_THROUGHPUT_MBPS,
+                    "iops": ROOT_DISK_IOPS,
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }],
+            # IMDSv2 only. Hop limit 2 (the EKS default) keeps add-ons that read the region from
+            # IMDS working; pods get their AWS credentials from Pod Identity, and the node role
+            # holds only the three node policies.
+            "metadata_options": {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2},
+        }
+        subnet_ids: pulumi.Input[list[str]] = args.subnet_ids
+        if pool.efa:
+            launch_template.update(self._efa(name, args, machine))
+            # A cluster placement group lives in one Availability Zone, so the pool gets one subnet.
+            subnet_ids = pulumi.Output.from_input(args.subnet_ids).apply(lambda ids: list(ids)[:1])
+        if pool.capacityType == "capacity-block":
+            # Capacity Blocks are consumed only through a launch template that targets the block.
+            launch_template["instance_market_options"] = {"market_type": "capacity-block"}
+            launch_template["capacity_reservation_specification"] = {
+                "capacity_reservation_target": {"capacity_reservation_id": spec.capacity_reservation_id},
+            }
+        lt = aws.ec2.LaunchTemplate(f"{name}-lt", **launch_template, opts=child)
+
+        node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=subnet_ids,
+            instance_types=[machine.name],
+            ami_type=GPU_AMI_TYPE,
+            capacity_type=CAPACITY_TYPES[pool.capacityType],
+            scaling_config={
+                "min_size": pool.minNodes,
+                "max_size": pool.maxNodes,
+                "desired_size": pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
+            },
+            labels=placement.node_labels,
+            taints=[{
+                "key": placement.taint_key,
+                "value": placement.taint_value,
+                "effect": cloud_taint_effect(placement.taint_effect),
+            }],
+            launch_template={"id": lt.id, "version": lt.latest_version.apply(str)},
+            # One GPU node at a time during AMI/version rollouts: each is expensive and slow to fill.
+            update_config={"max_unavailable": 1},
+            region=args.region,
+            tags={"llm-serving/pool": pool.name},
+            # The cluster autoscaler owns the current size once the pool exists.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.node_group_name = node_group.node_group_name
+        self.placement = placement
+        self.register_outputs({"nodeGroupName": self.node_group_name})
+
+    def _efa(self, name: str, args: GpuNodePoolArgs, machine: gpus.CloudMachine) -> dict:
+        """EFA interfaces (one per network card), their security group, and a placement group."""
+        child = pulumi.ResourceOptions(parent=self)
+        # EFA traffic must be allowed to and from the security group itself (AWS EFA setup guide).
+        efa_sg = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            description="EFA traffic between the GPU nodes of one pool",
+            vpc_id=args.vpc_id,
+            ingress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}],
+            egress=[
+                {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True},
+                {"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": ["0.0.0.0/0"]},
+            ],
+            region=args.region,
+            opts=child,
+        )
+        group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", region=args.region, opts=child)
+        # Interfaces in a launch template replace the node's default ENI and its security groups,
+        # so the cluster security group is listed again next to the EFA one.
+        security_groups = [sg for sg in (args.cluster_security_group_id, efa_sg.id) if sg is not None]
+        interfaces = [
+            {
+                "device_index": 0 if card == 0 else 1,
+                "network_card_index": card,
+                "interface_type": "efa",
+                "delete_on_termination": "true",
+                "security_groups": security_groups,
+            }
+            for card in range(EFA_INTERFACES[machine.name])
+        ]
+        return {"network_interfaces": interfaces, "placement": {"group_name": group.name}}
+
+
+@dataclass(frozen=True)
+class EksClusterArgs:
+    name: str
+    create: bool
+    kubernetes_version: str
+    region: str
+    pools: list[NodePoolSpec]
+    bucket: S3ModelBucketArgs | None = None
+    rwx_storage_class: str = "efs-sc"
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class EksCluster(pulumi.ComponentResource):
+    """An EKS cluster with GPU pools; meets `components.platform.Cluster`."""
+
+    cluster_name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    placements: dict[str, GpuPlacement]
+    bucket: ModelBucket | None
+    rwx_storage_class: str
+    cloud: str = "aws"
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:aws:EksCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        region = args.region
+
+        if args.create:
+            cluster_name, endpoint, ca_data, subnet_ids, vpc_id, cluster_sg = self._create(name, args)
+        else:
+            found = aws.eks.get_cluster_output(name=args.name, region=region, opts=pulumi.InvokeOptions(parent=self))
+            cluster_name = found.name
+            endpoint = found.endpoint
+            ca_data = found.certificate_authorities.apply(lambda cas: cas[0].data)
+            subnet_ids = found.vpc_config.subnet_ids
+            vpc_id = found.vpc_config.vpc_id
+            cluster_sg = found.vpc_config.cluster_security_group_id
+
+        node_role = aws.iam.Role(
+            f"{name}-gpu-node",
+            description="GPU nodes of the llm-serving EKS cluster",
+            assume_role_policy=pulumi.Output.json_dumps(policies.service_trust_policy("ec2.amazonaws.com")),
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-gpu-node-{key}", role=node_role.name, policy_arn=arn, opts=child)
+            for key, arn in policies.NODE_MANAGED_POLICIES.items()
+        ]
+        self.placements = {}
+        for spec in args.pools:
+            GpuNodePool(
+                f"{name}-{spec.pool.name}",
+                GpuNodePoolArgs(
+                    spec=spec,
+                    cluster_name=cluster_name,
+                    node_role_arn=node_role.arn,
+                    subnet_ids=subnet_ids,
+                    region=region,
+                    vpc_id=vpc_id,
+                    cluster_security_group_id=cluster_sg,
+                ),
+                # Nodes that join before their role can pull images or assign IPs never get Ready.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+            )
+            self.placements[spec.pool.name] = spec.placement
+
+        self.bucket = None
+        if args.bucket is not None:
+            bucket_args = replace(args.bucket, cluster_name=cluster_name)
+            self.bucket = S3ModelBucket(f"{name}-models", bucket_args, opts=child).model_bucket
+
+        self.cluster_name = pulumi.Output.from_input(cluster_name)
+        self.endpoint = pulumi.Output.from_input(endpoint)
+        self.kubeconfig = exec_kubeconfig(
+            args.name,
+            endpoint,
+            ca_data,
+            "aws",
+            ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"],
+        )
+        # Every Kubernetes resource of the stack is created through this provider; it is built from
+        # the cluster's own endpoint and CA, never from the ambient kubeconfig.
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+        self.rwx_storage_class = args.rwx_storage_class
+        self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
+
+    def _create(self, name: str, args: EksClusterArgs):
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        # Without subnets in config, a created cluster uses the account's default VPC and its
+        # default subnets (one per Availability Zone).
+        vpc = aws.ec2.get_vpc_output(default=True, region=args.region, opts=invoke)
+        subnets = aws.ec2.get_subnets_output(
+            filters=[
+                {"name": "vpc-id", "values": [vpc.id]},
+                {"name": "default-for-az", "values": ["true"]},
+            ],
+            region=args.region,
+            opts=invoke,
+        )
+        role = aws.iam.Role(
+            f"{name}-cluster",
+            description="EKS control plane of the llm-serving cluster",
+            assume_role_policy=pulumi.Output.json_dumps(policies.service_trust_policy("eks.amazonaws.com")),
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-cluster-{key}", role=role.name, policy_arn=arn, opts=child)
+            for key, arn in policies.CLUSTER_MANAGED_POLICIES.items()
+        ]
+        cluster = aws.eks.Cluster(
+            name,
+            name=args.name,
+            role_arn=role.arn,
+            version=args.kubernetes_version,
+            vpc_config={
+                "subnet_ids": subnets.ids,
+                "endpoint_public_access": True,
+                "endpoint_private_access": True,
+            },
+            # Access entries (API mode) instead of the aws-auth ConfigMap; the identity that runs
+            # `pulumi up` becomes cluster admin so the Kubernetes provider can act.
+            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
+            region=args.region,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+        )
+        # Pod Identity (the model bucket's writer and reader) needs this agent on every node.
+        # Version left to EKS: it installs the default build for the cluster's Kubernetes version.
+        aws.eks.Addon(
+            f"{name}-pod-identity-agent",
+            cluster_name=cluster.name,
+            addon_name=POD_IDENTITY_AGENT_ADDON,
+            region=args.region,
+            opts=child,
+        )
+        return (
+            cluster.name,
+            cluster.endpoint,
+            cluster.certificate_authority.apply(lambda ca: ca.data),
+            subnets.ids,
+            vpc.id,
+            cluster.vpc_config.apply(lambda v: v.cluster_security_group_id),
+        )
+
+
+def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
+    """EksCluster from the validated stack config."""
+    region = stack.cluster.region or DEFAULT_REGION
+    blocks = [i for i, p in enumerate(stack.pools) if p.capacityType == "capacity-block"]
+    if blocks:
+        # A Capacity Block is consumed through a launch template that names its reservation id,
+        # and the stack config has no key for that id yet: refuse rather than create a pool that
+        # can never launch a node.
+        raise cfg.ConfigError([
+            f"Pulumi.{stack_name}.yaml: pools[{i}].capacityType: capacity-block needs the Capacity Block's "
+            "reservation id (cr-...), which this version cannot take yet; use on-demand or spot"
+            for i in blocks
+        ])
+    specs = []
+    for pool in stack.pools:
+        machine = cfg.pool_machine(stack.cloud, pool)
+        assert machine is not None, f"pool {pool.name} passed config validation without a machine"
+        specs.append(NodePoolSpec(pool=pool, machine=machine, placement=placement_for(pool, rdma=pool.efa)))
+    store = stack.modelStore
+    bucket = S3ModelBucketArgs(
+        resource_name=bucket_resource_name(stack_name),
+        prefix=store.prefix,
+        namespace=store.namespace,
+        writer_service_account=MODEL_WRITER_SERVICE_ACCOUNT,
+        reader_service_account=MODEL_READER_SERVICE_ACCOUNT,
+        cluster_name=stack.cluster.name,
+        region=region,
+        bucket_name=store.bucketName,
+    )
+    return EksCluster(
+        stack.cluster.name,
+        EksClusterArgs(
+            name=stack.cluster.name,
+            create=stack.cluster.create,
+            kubernetes_version=stack.cluster.kubernetesVersion,
+            region=region,
+            pools=specs,
+            bucket=bucket,
+            rwx_storage_class=stack.cluster.rwxStorageClass or "efs-sc",
+        ),
+    )

@@ -1,0 +1,36 @@
+"""Typed arguments shared by the operator components."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from components.config import OperatorsConfig
+from components.platform import GpuPlacement
+
+
+@dataclass(frozen=True)
+class OperatorsArgs:
+    """What both operators need from the stack.
+
+    The Kubernetes provider and the node pools to wait for come through the ResourceOptions:
+    `ResourceOptions(provider=cluster.provider, depends_on=[...node pools...])`. The components
+    forward `depends_on` to their first child, so nothing is installed before a GPU node can join.
+    """
+
+    config: OperatorsConfig
+    # "aws" | "gcp" | "existing": which node images (and so which driver setup) the pools run.
+    cloud: str
+    placements: Sequence[GpuPlacement]
+    # GKE pools' gpu-driver-version (PoolConfig.gkeDriverVersion, the same on every pool);
+    # decides whether GKE or the operator runs the device plugin. Ignored off GKE.
+    gke_driver_version: str | None = None
+
+
+@dataclass(frozen=True)
+class NetworkOperatorArgs(OperatorsArgs):
+    # Host NIC (e.g. "ens1f0") the secondary network enslaves. Without it no MacvlanNetwork is
+    # created: the CNI would otherwise pick the default-route (management) interface.
+    rdma_interface: str | None = None
+    # Namespace of the servers: the MacvlanNetwork's NetworkAttachmentDefinition lands there.
+    workload_namespace: str = "default"

@@ -1,0 +1,315 @@
+"""EKS cluster layer under mocks: GPU node groups, node role, model bucket and its identities."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import config as cfg
+from components import contract
+from components.aws import eks
+from components.aws.policies import NODE_MANAGED_POLICIES
+from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
+from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, run_cloud
+from tests.iam_eval import aws_allows
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+
+def stack(pools, cluster=None, model_store=None) -> cfg.StackConfig:
+    raw = {
+        "cloud": "aws",
+        "pools": pools,
+        "models": [{"repo": "Qwen/Qwen2.5-7B-Instruct", "revision": REVISION, "pool": pools[0]["name"]}],
+    }
+    if cluster:
+        raw["cluster"] = cluster
+    if model_store:
+        raw["modelStore"] = model_store
+    return cfg.parse_stack_config(raw, "Pulumi.test.yaml")
+
+
+POOLS = [
+    {"name": "l4", "gpu": "L4", "minNodes": 0, "maxNodes": 3, "diskGib": 300},
+    {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True, "capacityType": "spot", "maxNodes": 2},
+]
+
+
+@pytest.fixture(scope="module")
+def created():
+    return run_cloud(lambda: create_cluster(stack(POOLS), "test"))
+
+
+@pytest.fixture(scope="module")
+def existing():
+    return run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test"))
+
+
+def one(evaluation, type_token, name_part=""):
+    found = [r for r in evaluation.of_type(type_token) if name_part in r.name]
+    assert len(found) == 1, f"expected one {type_token} named *{name_part}*, got {[r.name for r in found]}"
+    return found[0]
+
+
+def node_group(evaluation, pool):
+    return one(evaluation, "aws:eks/nodeGroup:NodeGroup", f"-{pool}-ng")
+
+
+def launch_template(evaluation, pool):
+    return one(evaluation, "aws:ec2/launchTemplate:LaunchTemplate", f"-{pool}-lt")
+
+
+def role_policy(evaluation, role_part):
+    return json.loads(one(evaluation, "aws:iam/rolePolicy:RolePolicy", role_part).inputs["policy"])
+
+
+# --- GPU node groups ---------------------------------------------------------------------------
+
+
+def test_every_gpu_node_group_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
+    groups = created.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert len(groups) == 2
+    for group in groups:
+        assert group.inputs["taints"] == [
+            {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}
+        ]
+
+
+def test_node_labels_are_the_placement_labels_workloads_select_on(created):
+    cluster = created.result
+    for pool in ("l4", "h100"):
+        placement = cluster.placements[pool]
+        assert node_group(created, pool).inputs["labels"] == placement.node_selector
+        assert placement.node_selector == {contract.LABEL_POOL: pool, contract.LABEL_ACCELERATOR: placement.gpu.lower()}
+        assert placement.toleration == {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_pool_with_min_zero_is_accepted_and_starts_empty(created):
+    scaling = node_group(created, "l4").inputs["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (0, 0, 3)
+
+
+def test_node_groups_use_the_nvidia_al2023_ami_and_the_catalog_instance_type(created):
+    assert node_group(created, "l4").inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert node_group(created, "l4").inputs["instanceTypes"] == ["g6.xlarge"]
+    assert node_group(created, "h100").inputs["instanceTypes"] == ["p5.48xlarge"]
+
+
+def test_capacity_type_is_spelled_as_eks_wants_it(created):
+    assert node_group(created, "l4").inputs["capacityType"] == "ON_DEMAND"
+    assert node_group(created, "h100").inputs["capacityType"] == "SPOT"
+
+
+def test_root_disk_is_sized_from_disk_gib_and_encrypted(created):
+    (mapping,) = launch_template(created, "l4").inputs["blockDeviceMappings"]
+    assert mapping["deviceName"] == eks.ROOT_DEVICE
+    assert mapping["ebs"]["volumeSize"] == 300
+    assert mapping["ebs"]["encrypted"] == "true"
+    assert mapping["ebs"]["volumeType"] == "gp3"
+    # A node group with a launch template must not also set disk_size (EKS refuses it).
+    assert "diskSize" not in node_group(created, "l4").inputs
+    group_template = node_group(created, "l4").inputs["launchTemplate"]
+    assert group_template["id"].endswith("-l4-lt-id") and group_template["version"] == "1"
+
+
+def test_node_role_has_exactly_the_three_node_policies_and_nothing_inline(created):
+    attachments = [r for r in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "gpu-node" in r.name]
+    assert sorted(a.inputs["policyArn"] for a in attachments) == sorted(NODE_MANAGED_POLICIES.values())
+    assert {a.inputs["role"] for a in attachments} == {"llm-serving-gpu-node"}
+    assert not [p for p in created.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == "llm-serving-gpu-node"]
+    trust = json.loads(one(created, "aws:iam/role:Role", "gpu-node").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+
+
+def test_efa_pool_gets_one_efa_interface_per_network_card_a_placement_group_and_one_subnet(created):
+    template = launch_template(created, "h100").inputs
+    interfaces = template["networkInterfaces"]
+    assert len(interfaces) == eks.EFA_INTERFACES["p5.48xlarge"]
+    assert {i["interfaceType"] for i in interfaces} == {"efa"}
+    assert [i["networkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
+    assert interfaces[0]["deviceIndex"] == 0 and {i["deviceIndex"] for i in interfaces[1:]} == {1}
+    efa_sg = one(created, "aws:ec2/securityGroup:SecurityGroup", "h100-efa")
+    for interface in interfaces:
+        assert interface["securityGroups"] == [MOCK_CLUSTER_SG, f"{efa_sg.name}-id"]
+    assert efa_sg.inputs["ingress"][0]["self"] is True
+    group = one(created, "aws:ec2/placementGroup:PlacementGroup", "h100-pg")
+    assert group.inputs["strategy"] == "cluster"
+    assert template["placement"]["groupName"] == group.name
+    assert node_group(created, "h100").inputs["subnetIds"] == MOCK_SUBNETS[:1]
+    assert created.result.placements["h100"].rdma is True
+
+
+def test_pool_without_efa_has_no_efa_interfaces(created):
+    assert "networkInterfaces" not in launch_template(created, "l4").inputs
+    assert node_group(created, "l4").inputs["subnetIds"] == MOCK_SUBNETS
+    assert created.result.placements["l4"].rdma is False
+
+
+# --- model bucket --------------------------------------------------------------------------------
+
+
+def test_bucket_blocks_public_access_encrypts_versions_and_enforces_owner(created):
+    block = one(created, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    (rule,) = one(created, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration").inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] in ("AES256", "aws:kms")
+    assert one(created, "aws:s3/bucketVersioning:BucketVersioning").inputs["versioningConfiguration"]["status"] == "Enabled"
+    ownership = one(created, "aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs
+    assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    bucket = one(created, "aws:s3/bucket:Bucket")
+    assert not bucket.inputs.get("forceDestroy") and not bucket.inputs.get("acl")
+    # Every sub-resource configures this bucket, not another one.
+    for token in ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "aws:s3/bucketVersioning:BucketVersioning",
+                  "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"):
+        assert one(created, token).inputs["bucket"] == f"{bucket.name}-id"
+
+
+def test_bucket_refuses_requests_without_tls(created):
+    policy = json.loads(one(created, "aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
+    arn = "arn:aws:mock:::llm-serving-test-models"
+    assert not aws_allows(policy, "s3:GetObject", f"{arn}/models/x", {"aws:SecureTransport": "false"})
+    deny = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert deny and deny[0]["Principal"] == "*"
+
+
+def test_default_bucket_name_is_auto_named_and_an_explicit_name_is_used_as_is(created):
+    assert "bucket" not in one(created, "aws:s3/bucket:Bucket").inputs  # Pulumi adds a random suffix
+    named = run_cloud(lambda: create_cluster(stack(POOLS[:1], model_store={"bucketName": "acme-llm-weights"}), "test"))
+    assert one(named, "aws:s3/bucket:Bucket").inputs["bucket"] == "acme-llm-weights"
+
+
+ARN = "arn:aws:mock:::llm-serving-test-models"
+
+
+@pytest.mark.parametrize("action", ["s3:PutObject", "s3:AbortMultipartUpload", "s3:GetObject"])
+def test_writer_may_write_only_under_the_models_prefix(created, action):
+    writer = role_policy(created, "writer")
+    assert aws_allows(writer, action, f"{ARN}/models/Qwen/Qwen2.5-7B-Instruct/{REVISION}/model.safetensors")
+    assert not aws_allows(writer, action, f"{ARN}/other/file")
+    assert not aws_allows(writer, action, f"{ARN}/models-evil/file")
+    assert not aws_allows(writer, action, f"{ARN}/top-level-file")
+
+
+def test_writer_cannot_delete_or_change_the_bucket(created):
+    writer = role_policy(created, "writer")
+    for action in ("s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutBucketPolicy", "s3:PutObjectAcl", "s3:DeleteBucket"):
+        assert not aws_allows(writer, action, f"{ARN}/models/x") and not aws_allows(writer, action, ARN)
+
+
+def test_reader_may_only_read_under_the_models_prefix(created):
+    reader = role_policy(created, "reader")
+    assert aws_allows(reader, "s3:GetObject", f"{ARN}/models/Qwen/x/config.json")
+    assert not aws_allows(reader, "s3:GetObject", f"{ARN}/other/x")
+    for action in ("s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:PutObjectAcl"):
+        assert not aws_allows(reader, action, f"{ARN}/models/x"), action
+
+
+@pytest.mark.parametrize("who", ["writer", "reader"])
+def test_listing_is_confined_to_the_models_prefix(created, who):
+    policy = role_policy(created, who)
+    assert aws_allows(policy, "s3:ListBucket", ARN, {"s3:prefix": "models/Qwen/"})
+    assert not aws_allows(policy, "s3:ListBucket", ARN, {"s3:prefix": ""})
+    assert not aws_allows(policy, "s3:ListBucket", ARN, {"s3:prefix": "other/"})
+    assert not aws_allows(policy, "s3:ListBucket", ARN)
+
+
+@pytest.mark.parametrize("who,service_account", [("writer", MODEL_WRITER_SERVICE_ACCOUNT), ("reader", MODEL_READER_SERVICE_ACCOUNT)])
+def test_each_role_is_assumable_only_by_its_service_account_through_pod_identity(created, who, service_account):
+    role = one(created, "aws:iam/role:Role", f"models-{who}")
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    tags = statement["Condition"]["StringEquals"]
+    assert tags["aws:RequestTag/kubernetes-namespace"] == "llm-serving"
+    assert tags["aws:RequestTag/kubernetes-service-account"] == service_account
+    assert tags["aws:RequestTag/eks-cluster-name"] == "llm-serving"
+    association = one(created, "aws:eks/podIdentityAssociation:PodIdentityAssociation", f"{who}-pod-identity").inputs
+    assert association["roleArn"] == f"arn:aws:mock:::{role.name}"
+    assert (association["namespace"], association["serviceAccount"]) == ("llm-serving", service_account)
+
+
+def test_bindings_name_the_service_accounts_and_need_no_annotation_with_pod_identity(created):
+    bucket = created.result.bucket
+    assert bucket.scheme == "s3" and bucket.prefix == "models"
+    assert (bucket.writer.namespace, bucket.writer.name, bucket.writer.annotations) == ("llm-serving", MODEL_WRITER_SERVICE_ACCOUNT, {})
+    assert (bucket.reader.namespace, bucket.reader.name, bucket.reader.annotations) == ("llm-serving", MODEL_READER_SERVICE_ACCOUNT, {})
+
+
+def test_created_cluster_uses_api_access_entries_and_installs_the_pod_identity_agent(created):
+    cluster = one(created, "aws:eks/cluster:Cluster").inputs
+    assert cluster["name"] == "llm-serving" and cluster["version"] == "1.33"
+    assert cluster["accessConfig"]["authenticationMode"] == "API"
+    assert cluster["vpcConfig"]["subnetIds"] == MOCK_SUBNETS
+    assert one(created, "aws:eks/addon:Addon").inputs["addonName"] == "eks-pod-identity-agent"
+
+
+# --- Kubernetes provider -----------------------------------------------------------------------
+
+
+def kubeconfig(evaluation):
+    provider = one(evaluation, "pulumi:providers:kubernetes")
+    return json.loads(provider.inputs["kubeconfig"])
+
+
+def test_provider_kubeconfig_comes_from_the_cluster_and_mints_tokens_with_aws_cli(created):
+    config = kubeconfig(created)
+    assert config["clusters"][0]["cluster"] == {
+        "server": "https://mock-eks-endpoint.example", "certificate-authority-data": "bW9jay1jYQ==",
+    }
+    (user,) = config["users"]
+    assert set(user["user"]) == {"exec"}  # no static token or client key in state
+    assert user["user"]["exec"]["command"] == "aws"
+    assert user["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "llm-serving", "--region", "us-east-1", "--output", "json"]
+
+
+def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
+    assert not existing.of_type("aws:eks/cluster:Cluster")
+    assert not existing.of_type("aws:eks/addon:Addon")
+    assert ("aws:eks/getCluster:getCluster", {"name": "shared-gpu", "region": "us-east-1"}) in existing.calls_made
+    assert node_group(existing, "l4").inputs["clusterName"] == "shared-gpu"
+    assert node_group(existing, "l4").inputs["subnetIds"] == MOCK_SUBNETS
+    config = kubeconfig(existing)
+    assert config["clusters"][0]["cluster"]["server"] == "https://mock-existing-eks-endpoint.example"
+    assert "shared-gpu" in config["users"][0]["user"]["exec"]["args"]
+
+
+def test_region_from_config_reaches_every_regional_resource():
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"region": "eu-west-1"}), "test"))
+    regional = [r for r in evaluation.resources if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/"))]
+    assert regional and {r.inputs.get("region") for r in regional} == {"eu-west-1"}
+
+
+# --- config errors -----------------------------------------------------------------------------
+
+
+def problems(pools):
+    with pytest.raises(cfg.ConfigError) as err:
+        stack(pools)
+    return err.value.problems
+
+
+def test_instance_type_without_gpus_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "L4", "machineType": "m5.xlarge"}])
+    assert "pools[0].machineType" in problem and "m5.xlarge" in problem and "not a GPU machine type on aws" in problem
+
+
+def test_more_gpus_per_node_than_the_machine_has_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "L4", "machineType": "g6.xlarge", "gpusPerNode": 4}])
+    assert "pools[0].gpusPerNode" in problem and "g6.xlarge has 1 GPU" in problem
+
+
+def test_gpu_count_no_machine_offers_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "L4", "gpusPerNode": 2}])
+    assert "pools[0].gpusPerNode" in problem and "no aws machine has 2 x L4" in problem
+
+
+def test_efa_on_an_instance_type_without_it_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "L40S", "efa": True}])
+    assert "pools[0].efa" in problem and "g6e.xlarge does not support EFA" in problem
+
+
+def test_capacity_block_without_a_reservation_key_fails_clearly_instead_of_creating_a_dead_pool():
+    with pytest.raises(cfg.ConfigError) as err:
+        run_cloud(lambda: create_cluster(stack([{"name": "p", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "capacity-block"}]), "test"))
+    (problem,) = err.value.problems
+    assert "pools[0].capacityType" in problem and "reservation id" in problem

@@ -1,0 +1,274 @@
+"""GKE cluster layer under mocks: GPU node pools, model bucket and Workload Identity."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import config as cfg
+from components import contract, gpus
+from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
+from components.gcp import gke
+from components.gcp.bucket import GKE_GSA_ANNOTATION
+from tests.cloud_mocks import run_cloud
+from tests.iam_eval import gcs_allows
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+BUCKET = "llm-serving-test-models"
+WRITER = "serviceAccount:llm-serving-model-writer@mock-project.iam.gserviceaccount.com"
+READER = "serviceAccount:llm-serving-model-reader@mock-project.iam.gserviceaccount.com"
+
+
+def stack(pools, cluster=None) -> cfg.StackConfig:
+    raw = {
+        "cloud": "gcp",
+        "cluster": {"gcpProject": "mock-project", **(cluster or {})},
+        "pools": pools,
+        "models": [{"repo": "Qwen/Qwen2.5-7B-Instruct", "revision": REVISION, "pool": pools[0]["name"]}],
+    }
+    return cfg.parse_stack_config(raw, "Pulumi.test.yaml")
+
+
+# Config requires one gkeDriverVersion across a cluster's pools (the GPU Operator is set up once).
+POOLS = [
+    {"name": "l4", "gpu": "L4", "minNodes": 0, "maxNodes": 4, "diskGib": 250, "gkeDriverVersion": "DEFAULT"},
+    {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "spot", "maxNodes": 2, "gkeDriverVersion": "DEFAULT"},
+    {"name": "a100", "gpu": "A100-40GB", "localSsd": False, "gkeDriverVersion": "DEFAULT"},
+]
+
+
+@pytest.fixture(scope="module")
+def created():
+    return run_cloud(lambda: create_cluster(stack(POOLS), "test"))
+
+
+@pytest.fixture(scope="module")
+def existing():
+    return run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test"))
+
+
+def one(evaluation, type_token, name_part=""):
+    found = [r for r in evaluation.of_type(type_token) if name_part in r.name]
+    assert len(found) == 1, f"expected one {type_token} named *{name_part}*, got {[r.name for r in found]}"
+    return found[0]
+
+
+def node_pool(evaluation, pool):
+    return one(evaluation, "gcp:container/nodePool:NodePool", f"-{pool}-np").inputs
+
+
+def bindings(evaluation):
+    return [r.inputs for r in evaluation.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")]
+
+
+# --- GPU node pools ----------------------------------------------------------------------------
+
+
+def test_every_gpu_node_pool_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
+    pools = created.of_type("gcp:container/nodePool:NodePool")
+    assert len(pools) == 3
+    for pool in pools:
+        assert pool.inputs["nodeConfig"]["taints"] == [
+            {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}
+        ]
+
+
+def test_node_labels_are_the_placement_labels_workloads_select_on(created):
+    for name in ("l4", "h100", "a100"):
+        assert node_pool(created, name)["nodeConfig"]["labels"] == created.result.placements[name].node_selector
+
+
+def test_pool_with_min_zero_is_accepted_and_autoscales_on_totals(created):
+    pool = node_pool(created, "l4")
+    assert pool["autoscaling"]["totalMinNodeCount"] == 0
+    assert pool["autoscaling"]["totalMaxNodeCount"] == 4
+    assert "minNodeCount" not in pool["autoscaling"] and "maxNodeCount" not in pool["autoscaling"]
+    assert pool["initialNodeCount"] == 0
+
+
+def test_accelerators_machine_and_managed_driver_come_from_catalog_and_config(created):
+    l4 = node_pool(created, "l4")["nodeConfig"]
+    assert l4["machineType"] == "g2-standard-4"
+    assert l4["guestAccelerators"] == [{
+        "type": "nvidia-l4", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"},
+    }]
+    h100 = node_pool(created, "h100")["nodeConfig"]
+    assert h100["machineType"] == "a3-highgpu-8g"
+    assert h100["guestAccelerators"][0]["type"] == gpus.CATALOG["H100-80GB"].gcp_accelerator
+    assert h100["guestAccelerators"][0]["count"] == 8
+    assert h100["guestAccelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"] == "DEFAULT"
+
+
+def test_driver_version_defaults_to_latest():
+    evaluation = run_cloud(lambda: create_cluster(stack([{"name": "l4", "gpu": "L4"}]), "test"))
+    (accelerator,) = node_pool(evaluation, "l4")["nodeConfig"]["guestAccelerators"]
+    assert accelerator["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "LATEST"}
+
+
+def test_spot_disk_image_streaming_gvnic_and_gke_metadata(created):
+    h100 = node_pool(created, "h100")["nodeConfig"]
+    assert h100["spot"] is True and node_pool(created, "l4")["nodeConfig"]["spot"] is False
+    l4 = node_pool(created, "l4")["nodeConfig"]
+    assert l4["diskSizeGb"] == 250
+    for name in ("l4", "h100", "a100"):
+        node_config = node_pool(created, name)["nodeConfig"]
+        assert node_config["gcfsConfig"] == {"enabled": True}
+        assert node_config["gvnic"] == {"enabled": True}
+        assert node_config["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        assert node_config["serviceAccount"] == "llm-serving-gpu-nodes@mock-project.iam.gserviceaccount.com"
+
+
+def test_local_ssd_backs_ephemeral_storage_where_the_machine_has_it_unless_turned_off(created):
+    h100 = node_pool(created, "h100")["nodeConfig"]
+    assert h100["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 6000 // 375}
+    assert "ephemeralStorageLocalSsdConfig" not in node_pool(created, "a100")["nodeConfig"]
+
+
+def test_boot_disk_type_follows_the_machine_series():
+    assert gke.boot_disk_type("a4-highgpu-8g") == "hyperdisk-balanced"
+    assert gke.boot_disk_type("a3-ultragpu-8g") == "hyperdisk-balanced"
+    assert gke.boot_disk_type("g2-standard-8") == "pd-balanced"
+
+
+def test_node_service_account_gets_only_the_default_node_role(created):
+    grants = [r.inputs for r in created.of_type("gcp:projects/iAMMember:IAMMember")]
+    assert [(g["role"], g["member"]) for g in grants] == [
+        ("roles/container.defaultNodeServiceAccount", "serviceAccount:llm-serving-gpu-nodes@mock-project.iam.gserviceaccount.com"),
+    ]
+
+
+def test_created_cluster_has_workload_identity_release_channel_and_no_default_pool(created):
+    cluster = one(created, "gcp:container/cluster:Cluster").inputs
+    assert cluster["workloadIdentityConfig"] == {"workloadPool": "mock-project.svc.id.goog"}
+    assert cluster["releaseChannel"] == {"channel": "REGULAR"}
+    assert cluster["removeDefaultNodePool"] is True
+    assert cluster["minMasterVersion"] == "1.33"
+    assert cluster["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
+    assert created.result.rwx_storage_class == "standard-rwx"
+
+
+# --- model bucket ------------------------------------------------------------------------------
+
+
+def test_bucket_is_uniform_never_public_and_versioned(created):
+    bucket = one(created, "gcp:storage/bucket:Bucket").inputs
+    assert bucket["uniformBucketLevelAccess"] is True
+    assert bucket["publicAccessPrevention"] == "enforced"
+    assert bucket["versioning"] == {"enabled": True}
+    assert not bucket.get("forceDestroy")
+    # Google encrypts every object at rest; no `encryption` block means Google-managed keys.
+    assert "encryption" not in bucket or bucket["encryption"].get("defaultKmsKeyName")
+
+
+def test_every_bucket_grant_is_conditional_and_none_is_public(created):
+    for grant in bindings(created):
+        assert grant["bucket"] == BUCKET
+        assert grant["member"] not in ("allUsers", "allAuthenticatedUsers")
+        assert grant["condition"]["expression"]
+
+
+@pytest.mark.parametrize("permission", ["storage.objects.create", "storage.multipartUploads.create"])
+def test_writer_may_write_only_under_the_models_prefix(created, permission):
+    grants = bindings(created)
+    assert gcs_allows(grants, WRITER, permission, BUCKET, obj=f"models/Qwen/Qwen2.5-7B-Instruct/{REVISION}/model.safetensors")
+    assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="other/file")
+    assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="models-evil/file")
+    assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="top-level-file")
+
+
+def test_writer_cannot_delete_or_overwrite(created):
+    grants = bindings(created)
+    for permission in ("storage.objects.delete", "storage.objects.update", "storage.objects.setIamPolicy"):
+        assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="models/x")
+
+
+def test_reader_may_only_read_under_the_models_prefix(created):
+    grants = bindings(created)
+    assert gcs_allows(grants, READER, "storage.objects.get", BUCKET, obj="models/Qwen/x/config.json")
+    assert not gcs_allows(grants, READER, "storage.objects.get", BUCKET, obj="other/x")
+    for permission in ("storage.objects.create", "storage.objects.delete", "storage.objects.update", "storage.multipartUploads.create"):
+        assert not gcs_allows(grants, READER, permission, BUCKET, obj="models/x"), permission
+
+
+@pytest.mark.parametrize("member", [WRITER, READER])
+def test_listing_is_confined_to_the_models_prefix(created, member):
+    grants = bindings(created)
+    assert gcs_allows(grants, member, "storage.objects.list", BUCKET, list_prefix="models/Qwen/")
+    assert not gcs_allows(grants, member, "storage.objects.list", BUCKET, list_prefix="")
+    assert not gcs_allows(grants, member, "storage.objects.list", BUCKET, list_prefix="other/")
+
+
+@pytest.mark.parametrize("who,service_account", [("writer", MODEL_WRITER_SERVICE_ACCOUNT), ("reader", MODEL_READER_SERVICE_ACCOUNT)])
+def test_each_gsa_is_usable_only_by_its_kubernetes_service_account(created, who, service_account):
+    grant = one(created, "gcp:serviceaccount/iAMMember:IAMMember", f"{who}-workload-identity").inputs
+    assert grant["role"] == "roles/iam.workloadIdentityUser"
+    assert grant["member"] == f"serviceAccount:mock-project.svc.id.goog[llm-serving/{service_account}]"
+    assert grant["serviceAccountId"].endswith(f"llm-serving-{service_account}@mock-project.iam.gserviceaccount.com")
+
+
+def test_bindings_carry_the_gke_annotation_naming_each_gsa(created):
+    bucket = created.result.bucket
+    assert bucket.scheme == "gs" and bucket.prefix == "models"
+    assert (bucket.writer.namespace, bucket.writer.name) == ("llm-serving", MODEL_WRITER_SERVICE_ACCOUNT)
+    assert (bucket.reader.namespace, bucket.reader.name) == ("llm-serving", MODEL_READER_SERVICE_ACCOUNT)
+    assert set(bucket.writer.annotations) == {GKE_GSA_ANNOTATION} == set(bucket.reader.annotations)
+
+
+# --- Kubernetes provider -----------------------------------------------------------------------
+
+
+def kubeconfig(evaluation):
+    return json.loads(one(evaluation, "pulumi:providers:kubernetes").inputs["kubeconfig"])
+
+
+def test_provider_kubeconfig_comes_from_the_cluster_and_uses_the_gke_auth_plugin(created):
+    config = kubeconfig(created)
+    assert config["clusters"][0]["cluster"] == {"server": "https://203.0.113.10", "certificate-authority-data": "bW9jay1jYQ=="}
+    (user,) = config["users"]
+    assert set(user["user"]) == {"exec"}
+    assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+
+
+def test_existing_cluster_is_looked_up_and_not_created(existing):
+    assert not existing.of_type("gcp:container/cluster:Cluster")
+    (lookup,) = [args for token, args in existing.calls_made if token == "gcp:container/getCluster:getCluster"]
+    assert (lookup["name"], lookup["location"], lookup["project"]) == ("shared-gpu", "us-central1", "mock-project")
+    assert node_pool(existing, "l4")["cluster"] == "shared-gpu"
+    assert kubeconfig(existing)["clusters"][0]["cluster"]["server"] == "https://203.0.113.20"
+
+
+def test_project_falls_back_to_the_provider_configuration():
+    raw = {"cloud": "gcp", "pools": POOLS[:1], "models": [{"repo": "a/b", "revision": REVISION, "pool": "l4"}]}
+    evaluation = run_cloud(lambda: create_cluster(cfg.parse_stack_config(raw, "Pulumi.test.yaml"), "test"))
+    assert any(token == "gcp:organizations/getClientConfig:getClientConfig" for token, _ in evaluation.calls_made)
+    assert one(evaluation, "gcp:container/cluster:Cluster").inputs["project"] == "mock-project"
+
+
+# --- config errors -----------------------------------------------------------------------------
+
+
+def problems(pools):
+    with pytest.raises(cfg.ConfigError) as err:
+        stack(pools)
+    return err.value.problems
+
+
+def test_gpu_the_cloud_does_not_offer_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "A10G"}])
+    assert "pools[0].gpu" in problem and "A10G is not offered on gcp" in problem
+
+
+def test_machine_type_without_gpus_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "L4", "machineType": "n2-standard-8"}])
+    assert "pools[0].machineType" in problem and "not a GPU machine type on gcp" in problem
+
+
+def test_more_gpus_per_node_than_the_machine_has_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "A100-40GB", "machineType": "a2-highgpu-1g", "gpusPerNode": 2}])
+    assert "pools[0].gpusPerNode" in problem and "a2-highgpu-1g has 1 GPU" in problem
+
+
+def test_efa_on_gcp_fails_naming_the_key():
+    (problem,) = problems([{"name": "p", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True}])
+    assert "pools[0].efa" in problem and "AWS feature" in problem

