@@ -14,7 +14,8 @@ from components.kserve import KServeModel, KServeModelArgs
 from components.model_store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
 from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.plan import PlanError
-from components.vllm import ServerStorage, VllmServer, VllmServerArgs
+from components.observability import AlertThresholds
+from components.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 
 try:
     loaded = config.load()
@@ -51,7 +52,10 @@ shared = ServingNamespace(
     "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket), k8s_opts
 )
 
+gateway = stack.exposure.gateway
+monitoring = stack.monitoring
 endpoints = {}
+warnings: list[str] = []
 for model_plan in plans:
     name = model_plan.served_name
     placement = cluster.placements[model_plan.pool.name]
@@ -73,6 +77,7 @@ for model_plan in plans:
                 bucket=cluster.bucket, claim_name=store.claim_name,
                 reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
+                monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
                 depends_on=([] if kserve_storage == "hf" else [store.mirror_job]) + operators_ready,
             ),
             k8s_opts,
@@ -85,12 +90,20 @@ for model_plan in plans:
             VllmServerArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
                 machine=machine, api_key=loaded.api_key,
+                gateway=GatewayExposure(gateway.name, gateway.namespace, gateway.hostname) if gateway else None,
+                update_strategy=model_plan.model.updateStrategy,
+                monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
+                dashboard_namespace=monitoring.dashboardNamespace,
+                alert_thresholds=AlertThresholds(
+                    ttft_p95_seconds=monitoring.ttftP95Seconds, kv_cache_usage=monitoring.kvCacheUsageAlert
+                ),
             ),
             k8s_opts,
         )
     endpoints[name] = server.endpoint
+    warnings += server.warnings
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
-pulumi.export("warnings", [w for p in plans for w in plan.plan_warnings(p)])
+pulumi.export("warnings", warnings)

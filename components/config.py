@@ -227,6 +227,33 @@ class AutoscalingConfig(_Model):
     """Prometheus that scrapes the servers (KEDA's query target)."""
 
 
+class GatewayConfig(_Model):
+    name: str
+    """Name of the Gateway API Gateway the HTTPRoutes attach to (it must allow routes from the serving namespace)."""
+    namespace: str
+    """Namespace of that Gateway."""
+    hostname: str | None = None
+    """Hostname the routes match; default: any hostname the Gateway's listener accepts."""
+
+
+class ExposureConfig(_Model):
+    gateway: GatewayConfig | None = None
+    """Expose every model's /v1 through an HTTPRoute on this Gateway (default: ClusterIP Services only)."""
+
+
+class MonitoringConfig(_Model):
+    enabled: bool = True
+    """Create ServiceMonitors, PrometheusRules and Grafana dashboards (needs the Prometheus Operator CRDs)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels your Prometheus' serviceMonitorSelector/ruleSelector match, e.g. {release: kube-prometheus-stack}."""
+    dashboardNamespace: str | None = Field(None, alias="dashboardNamespace")
+    """Namespace the Grafana sidecar watches for dashboard ConfigMaps; default: the serving namespace."""
+    ttftP95Seconds: float = Field(2.0, gt=0, alias="ttftP95Seconds")
+    """Alert when the p95 time to first token stays above this many seconds."""
+    kvCacheUsageAlert: float = Field(0.95, gt=0, le=1, alias="kvCacheUsageAlert")
+    """Alert when KV-cache usage stays above this fraction (requests start to queue or be preempted)."""
+
+
 TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
 
 
@@ -271,6 +298,8 @@ class ModelConfig(_Model):
     """A Jinja chat template for models that ship none; ignored (with a warning) when the model has one."""
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     """Queue-depth autoscaling."""
+    updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
+    """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
     """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving the rest)."""
     canaryBaselineRevision: str | None = Field(None, alias="canaryBaselineRevision")
@@ -350,6 +379,10 @@ class StackConfig(_Model):
     """Where mirrored weights live and how servers read them."""
     models: list[ModelConfig] = Field(min_length=1)
     """Models to serve."""
+    exposure: ExposureConfig = Field(default_factory=ExposureConfig)
+    """How clients outside the cluster reach the models."""
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    """Prometheus Operator objects and Grafana dashboards for the servers."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "StackConfig":

@@ -38,12 +38,15 @@ def _type_name(annotation) -> str:
         return _type_name(args[0])
     if origin is list:
         return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"map of {_type_name(args[0])} to {_type_name(args[1])}"
     if isinstance(annotation, type):
         if issubclass(annotation, BaseModel):
             return "mapping"
         if hasattr(annotation, "__members__"):
             return " \\| ".join(f"`{m}`" for m in annotation.__members__)
-        return annotation.__name__
+        return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
+            annotation.__name__, annotation.__name__)
     return str(annotation)
 
 

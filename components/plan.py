@@ -220,17 +220,3 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
     ]
 
 
-
-def plan_warnings(p: ModelPlan) -> list[str]:
-    """Things that will not stop a deployment but will bite a user of the endpoint."""
-    key = f"models[{p.index}]"
-    has_template = p.metadata.has_chat_template
-    if p.model.chatTemplate:
-        return []
-    if has_template is False:
-        return [f"{key}: {p.repo} ships no chat template, so /v1/chat/completions will fail; "
-                f"set {key}.chatTemplate (completions still work)"]
-    if has_template is None:
-        return [f"{key}: could not tell whether {p.repo}@{p.revision[:12]} ships a chat template "
-                f"(metadata has no tokenizer_config.json); if chat requests fail, set {key}.chatTemplate"]
-    return []

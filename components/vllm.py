@@ -375,6 +375,9 @@ class VllmServer(pulumi.ComponentResource):
     def __init__(self, name: str, args: VllmServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("llm-serving:k8s:VllmServer", name, None, opts)
         plan = args.plan
+        if args.storage.claim_name is None and args.storage.weights_uri is None:
+            raise ValueError(f"VllmServer {name}: ServerStorage needs claim_name (volume) or weights_uri (bucket); "
+                             "pass what the model store created")
         child = pulumi.ResourceOptions(parent=self)
         k8s_name = plan.served_name
         self.warnings = vllm_args.plan_warnings(plan)

@@ -64,8 +64,8 @@ def test_every_object_validates_against_the_upstream_schemas():
         (LLAMA_8B, "hf", {}),
         ({**LLAMA_70B, "autoscaling": {"enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 3}}, "bucket", {}),
         ({**LLAMA_70B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 3}}, "hf", {}),
-        ({**LLAMA_8B, "canaryTrafficPercent": 10}, "hf", {"canary_baseline_revision": BASELINE}),
-        ({**LLAMA_8B, "canaryTrafficPercent": 25}, "bucket", {"canary_baseline_revision": BASELINE}),
+        ({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE}, "hf", {"canary_baseline_revision": BASELINE}),
+        ({**LLAMA_8B, "canaryTrafficPercent": 25, "canaryBaselineRevision": BASELINE}, "bucket", {"canary_baseline_revision": BASELINE}),
     ]:
         _, ev = evaluate(model, storage=storage, **extra)
         objs = objects(ev)
@@ -232,7 +232,8 @@ def test_fixed_replicas_without_autoscaling():
 
 
 def test_canary_runs_the_new_commit_beside_the_baseline():
-    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10}, canary_baseline_revision=BASELINE)
+    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+                     canary_baseline_revision=BASELINE)
     spec = isvc(ev)["spec"]
     assert spec["predictor"]["model"]["storageUri"].endswith(f"/{BASELINE}")
     [canary] = spec["canary"]
@@ -242,13 +243,11 @@ def test_canary_runs_the_new_commit_beside_the_baseline():
     assert not {"minReplicas", "maxReplicas", "autoScaling"} & set(canary["predictor"])
 
 
-def test_canary_without_baseline_serves_the_revision_and_says_so():
-    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10})
-    spec = isvc(ev)["spec"]
-    assert "canary" not in spec
-    assert spec["predictor"]["model"]["storageUri"].endswith(f"/{p.revision}")
-    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE)
-    assert "canaryTrafficPercent" in kserve.canary_warnings(args)[0]
+def test_canary_without_baseline_is_refused_in_config():
+    from components.config import ConfigError
+
+    with pytest.raises(ConfigError, match="canaryTrafficPercent needs canaryBaselineRevision"):
+        make_plan({"engine": "kserve", **LLAMA_8B, "canaryTrafficPercent": 10})
 
 
 def test_multi_node_replica_is_refused_with_the_fix():

@@ -228,7 +228,7 @@ def test_plain_token_passed_by_mistake_is_still_stored_as_a_secret():
     evaluation, _ = evaluate(stores=[{"gated": True, "hf_token": TOKEN}])
     secret = next(r for r in evaluation.resources if r.type == "kubernetes:core/v1:Secret")
     assert mock_runtime.secret_paths(secret.inputs) == ["stringData"]
-    assert only(evaluation, "Secret")["stringData"] == mock_runtime.REDACTED
+    assert only(evaluation, "Secret")["stringData"] == {"HF_TOKEN": mock_runtime.REDACTED}
 
 
 def test_gated_store_without_token_is_refused():

@@ -214,6 +214,9 @@ def test_keda_scaled_object_from_cold_start():
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
     assert not kind(objs, "HorizontalPodAutoscaler")
+    backlog = next(r for r in one(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]
+                   if r["alert"] == "VllmRequestQueueBacklog")
+    assert backlog["expr"].endswith("> 8")
 
 
 def test_hpa_kind_uses_external_metric():
@@ -314,3 +317,8 @@ def test_the_project_policy_pack_finds_nothing_mandatory(model):
     verdicts = check_objects([unwrap_secrets(o) for o in raw_objects(ev)], None)
     blocking = [f"{v.kind}/{v.name}: {v.policy}: {v.message}" for v in verdicts if v.level == MANDATORY]
     assert not blocking
+
+
+def test_storage_without_weights_is_refused():
+    with pytest.raises(ValueError, match="claim_name .* or weights_uri"):
+        evaluate(LLAMA_8B, storage=ServerStorage(service_account="reader"))

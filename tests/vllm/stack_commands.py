@@ -1,7 +1,8 @@
 """What the real-vLLM tests check from the stacks: `vllm serve` command lines and metric names.
 
-For now both read what the offline plan command writes under build/<stack>/manifests/ (YAML), if it
-is there. The lead wires these to the program's output; keep the return shapes.
+By default both come from the program itself: the dev and prod stacks (and a multi-node variant of
+prod, so the LeaderWorkerSet leader's command line is checked too) evaluated under the mock runtime.
+Reading YAML from a folder (`build=`) is kept for manifests written by `make plan` or by hand.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def serve_args(container: dict) -> list[str] | None:
     full = command + args
     if full[:2] == ["vllm", "serve"]:
         return full[2:]
+    # A multi-node leader: `sh -c 'ray start ... && exec vllm serve "$@"' <name>` with the flags as args.
+    if len(command) >= 3 and command[1] == "-c" and 'exec vllm serve "$@"' in command[2]:
+        return args
     if not command and str(container.get("image", "")).startswith(VLLM_IMAGE_PREFIX):
         return args
     return None
@@ -65,27 +69,72 @@ def swap_model(args: list[str], model_path: str) -> list[str]:
     return out
 
 
-def collect_vllm_serve_argv(model_path: str, build: pathlib.Path = BUILD) -> list[tuple[str, list[str]]]:
-    """(name, argv after `vllm serve`) for every vLLM container the stacks generate."""
-    found = []
-    for path in manifest_files(build):
-        for doc in _documents(path):
-            meta = doc.get("metadata", {}) if isinstance(doc, dict) else {}
-            for container in _containers(doc):
-                args = serve_args(container)
-                if args is None:
-                    continue
-                name = f"{path.relative_to(build)}:{doc.get('kind')}/{meta.get('name')}/{container.get('name')}"
-                if any(name == seen for seen, _ in found):
-                    name = f"{name}#{len(found)}"  # names key the verdicts, so keep them unique
-                found.append((name, swap_model(args, model_path)))
+def serve_lines_from_objects(objects: list[Any], model_path: str, source: str) -> list[tuple[str, list[str]]]:
+    """(name, argv after `vllm serve`) for every vLLM container in these Kubernetes objects.
+
+    Works on any list of manifest dicts, e.g. the program's evaluated objects, not only files.
+    """
+    found: list[tuple[str, list[str]]] = []
+    for doc in objects:
+        meta = doc.get("metadata", {}) if isinstance(doc, dict) else {}
+        for container in _containers(doc):
+            args = serve_args(container)
+            if args is None:
+                continue
+            name = f"{source}:{doc.get('kind')}/{meta.get('name')}/{container.get('name')}"
+            if any(name == seen for seen, _ in found):
+                name = f"{name}#{len(found)}"  # names key the verdicts, so keep them unique
+            found.append((name, swap_model(args, model_path)))
     return found
 
 
-def collect_metric_reference_files(build: pathlib.Path = BUILD) -> list[pathlib.Path]:
-    """Files whose vLLM metric names must exist: PrometheusRule, dashboards, ServiceMonitor, KEDA/HPA.
+# The stacks whose command lines and queries are checked, and the override that makes prod's 70B
+# model span two nodes (tensor parallelism inside each node, two pipeline stages across them).
+STACKS = ("dev", "prod")
+MULTI_NODE_70B = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+                  "name": "llama-3-3-70b-two-nodes", "gated": True, "pool": "h100", "tensorParallelSize": 8,
+                  "pipelineParallelSize": 2, "maxModelLen": 32768}
 
-    For now every manifest under build/*/manifests (the names are found by pattern, so files
-    without any are harmless).
+
+def stack_objects() -> dict[str, list[dict]]:
+    """Kubernetes objects the program emits, per stack (evaluated once per test session)."""
+    if not _STACK_OBJECTS:
+        from components.mock_runtime import evaluate_stack
+
+        for stack in STACKS:
+            _STACK_OBJECTS[stack] = evaluate_stack(stack).kubernetes_objects
+        _STACK_OBJECTS["prod-multi-node"] = evaluate_stack("prod", overrides={"models": [MULTI_NODE_70B]}).kubernetes_objects
+    return _STACK_OBJECTS
+
+
+_STACK_OBJECTS: dict[str, list[dict]] = {}
+
+
+def collect_vllm_serve_argv(model_path: str, build: pathlib.Path | None = None) -> list[tuple[str, list[str]]]:
+    """(name, argv after `vllm serve`) for every vLLM container the stacks generate.
+
+    With `build`, from the YAML files under build/<stack>/manifests/ instead of the program.
     """
+    found = []
+    if build is not None:
+        for path in manifest_files(build):
+            found += serve_lines_from_objects(list(_documents(path)), model_path, str(path.relative_to(build)))
+        return found
+    for stack, objects in stack_objects().items():
+        found += serve_lines_from_objects(objects, model_path, stack)
+    return found
+
+
+def collect_metric_reference_texts() -> dict[str, str]:
+    """Text of every object the stacks emit, by name: PrometheusRules, dashboards, ServiceMonitors,
+    ScaledObjects and HPAs among them (names are found by pattern, so other objects are harmless)."""
+    return {
+        f"{stack}:{obj['kind']}/{obj['metadata'].get('name')}": yaml.safe_dump(obj)
+        for stack, objects in stack_objects().items()
+        for obj in objects
+    }
+
+
+def collect_metric_reference_files(build: pathlib.Path = BUILD) -> list[pathlib.Path]:
+    """Manifest files under a build folder (for manifests written by `make plan` or by hand)."""
     return manifest_files(build)
