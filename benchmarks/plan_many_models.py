@@ -33,6 +33,15 @@ def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], lis
         model["replicas"] = 1
         many.append(model)
     config[f"{PROJECT}:models"] = json.dumps(many)
+    # Room for every model's replicas, so the benchmark measures planning, not a capacity error.
+    pools = json.loads(config[f"{PROJECT}:pools"])
+    for pool in pools:
+        pool["maxNodes"] = 4 * n
+    config[f"{PROJECT}:pools"] = json.dumps(pools)
+    # Secrets are set with the CLI, never in the stack file: stand in for them as the plan does.
+    for key in ("hfToken", "apiKey"):
+        config.setdefault(f"{PROJECT}:{key}", f"<secret {key} placeholder>")
+        secret_keys.append(f"{PROJECT}:{key}")
     return config, secret_keys
 
 

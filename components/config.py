@@ -669,8 +669,10 @@ def load() -> "LoadedConfig":
     api_key = cfg.get_secret("apiKey")
     gated = [f"models[{i}] ({m.repo})" for i, m in enumerate(stack_config.models) if m.gated]
     if gated and hf_token is None:
+        named = ", ".join(gated[:3]) + (f" and {len(gated) - 3} more" if len(gated) > 3 else "")
         raise ConfigError([
-            f"{source}: hfToken: {', '.join(gated)} is gated and needs a Hugging Face token; set it with "
+            f"{source}: hfToken: {named} {'is' if len(gated) == 1 else 'are'} gated and need"
+            f"{'s' if len(gated) == 1 else ''} a Hugging Face token; set it with "
             f"`pulumi config set --secret hfToken hf_... -s {stack}`"
         ])
     hub_token = values.get(f"{PROJECT}:hfToken")

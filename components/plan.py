@@ -81,6 +81,16 @@ class ModelPlan:
         return self.gpus_per_replica // self.nodes_per_replica
 
     @property
+    def replica_bounds(self) -> tuple[int, int]:
+        """Replicas kept running and the most that may run. With queue autoscaling at least one
+        stays warm: with none running no request can queue, so the model could never scale up."""
+        a = self.model.autoscaling
+        if a.enabled:
+            low = max(1, a.minReplicas)
+            return low, max(low, a.maxReplicas)
+        return self.model.replicas, self.model.replicas
+
+    @property
     def model_path(self) -> str:
         """Where the weights of this revision sit inside every container that reads them."""
         return model_path(self.repo, self.revision)
@@ -114,9 +124,27 @@ def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str 
         except (PlanError, HubError, sizing.SizingError) as err:
             lines = err.problems if isinstance(err, PlanError) else [str(err)]
             problems += [f"{source}: {line}" if line.startswith("models[") else f"{source}: models[{index}]: {line}" for line in lines]
+    problems += [f"{source}: {p}" for p in pool_capacity_problems(config, plans)]
     if problems:
         raise PlanError(problems)
     return plans
+
+
+def pool_capacity_problems(config: StackConfig, plans: list[ModelPlan]) -> list[str]:
+    """Replicas that could never be scheduled: the models on a pool need more GPUs than it can have."""
+    problems = []
+    for index, pool in enumerate(config.pools):
+        on_pool = [p for p in plans if p.pool.name == pool.name]
+        needed = sum(p.gpus_per_replica * p.replica_bounds[0] for p in on_pool)
+        capacity = pool.gpusPerNode * pool.maxNodes
+        if needed > capacity:
+            nodes = -(-needed // pool.gpusPerNode)
+            problems.append(
+                f"pools[{index}].maxNodes: the models on pool {pool.name} need {needed} GPUs at their minimum "
+                f"replicas but it has at most {capacity} ({pool.maxNodes} x {pool.gpusPerNode}); raise maxNodes "
+                f"to {nodes} or lower models[].replicas"
+            )
+    return problems
 
 
 def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadata: MetadataLoader) -> ModelPlan:

@@ -105,12 +105,8 @@ def workload_annotations(plan: Any) -> dict[str, str]:
 
 
 def replicas_and_bounds(plan: Any) -> tuple[int, int]:
-    """Replicas to create and the most the model may run (for surge capacity)."""
-    a = plan.model.autoscaling
-    if a.enabled:
-        low = max(1, a.minReplicas)
-        return low, max(low, a.maxReplicas)
-    return plan.model.replicas, plan.model.replicas
+    """Replicas to create and the most the model may run (for surge capacity); decided by the plan."""
+    return plan.replica_bounds
 
 
 class PodBuilder:

@@ -240,7 +240,7 @@ def test_created_cluster_uses_api_access_entries_and_installs_the_pod_identity_a
     assert cluster["name"] == "llm-serving" and cluster["version"] == "1.33"
     assert cluster["accessConfig"]["authenticationMode"] == "API"
     assert cluster["vpcConfig"]["subnetIds"] == MOCK_SUBNETS
-    assert one(created, "aws:eks/addon:Addon").inputs["addonName"] == "eks-pod-identity-agent"
+    assert one(created, "aws:eks/addon:Addon", "pod-identity-agent").inputs["addonName"] == "eks-pod-identity-agent"
 
 
 # --- Kubernetes provider -----------------------------------------------------------------------
@@ -264,7 +264,8 @@ def test_provider_kubeconfig_comes_from_the_cluster_and_mints_tokens_with_aws_cl
 
 def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
     assert not existing.of_type("aws:eks/cluster:Cluster")
-    assert not existing.of_type("aws:eks/addon:Addon")
+    # The cluster's own add-ons are its owner's; only the EFS CSI driver (tests/test_cloud_aws_efs.py) is added.
+    assert [a.inputs["addonName"] for a in existing.of_type("aws:eks/addon:Addon")] == ["aws-efs-csi-driver"]
     assert ("aws:eks/getCluster:getCluster", {"name": "shared-gpu", "region": "us-east-1"}) in existing.calls_made
     assert node_group(existing, "l4").inputs["clusterName"] == "shared-gpu"
     assert node_group(existing, "l4").inputs["subnetIds"] == MOCK_SUBNETS
@@ -275,7 +276,7 @@ def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
 
 def test_region_from_config_reaches_every_regional_resource():
     evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"region": "eu-west-1"}), "test"))
-    regional = [r for r in evaluation.resources if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/"))]
+    regional = [r for r in evaluation.resources if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/", "aws:efs/"))]
     assert regional and {r.inputs.get("region") for r in regional} == {"eu-west-1"}
 
 

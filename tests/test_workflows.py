@@ -7,6 +7,7 @@ interpreter (venv/bin), so they are found from sys.executable and the venv need 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,23 @@ def test_actionlint_finds_nothing():
 def test_zizmor_offline_finds_nothing():
     result = zizmor(WORKFLOWS)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# owner/repo[/path]@<commit> # vX.Y.Z -- the comment says which release the commit is, so a
+# reviewer (or Dependabot) can tell what an update changes.
+PINNED_USES = re.compile(r"uses:\s*[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
+
+
+def test_every_remote_action_is_pinned_to_a_commit_with_its_release():
+    unpinned = []
+    for path in workflow_files():
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            text = line.strip().removeprefix("- ")
+            if not text.startswith("uses:") or text.split(":", 1)[1].strip().startswith("./"):
+                continue
+            if not PINNED_USES.fullmatch(text):
+                unpinned.append(f"{path.name}:{number}: {text}")
+    assert not unpinned, "pin to a 40-hex commit with a '# vX.Y.Z' comment:\n" + "\n".join(unpinned)
 
 
 BAD_EXPRESSION = """\

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components import config as cfg
 from components import gpus
-from components.aws import policies
+from components.aws import efs, policies
 from components.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster import (
     MODEL_READER_SERVICE_ACCOUNT,
@@ -189,7 +189,9 @@ class EksClusterArgs:
     region: str
     pools: list[NodePoolSpec]
     bucket: S3ModelBucketArgs | None = None
-    rwx_storage_class: str = "efs-sc"
+    rwx_storage_class: str = efs.DEFAULT_STORAGE_CLASS
+    # Create EFS, its CSI driver and the `rwx_storage_class` StorageClass (see efs.manages_storage_class).
+    manage_rwx_storage: bool = True
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -203,6 +205,8 @@ class EksCluster(pulumi.ComponentResource):
     placements: dict[str, GpuPlacement]
     bucket: ModelBucket | None
     rwx_storage_class: str
+    # The EFS behind `rwx_storage_class` when this stack manages it; None when the user does.
+    rwx_storage: efs.EfsStorage | None
     cloud: str = "aws"
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -210,16 +214,26 @@ class EksCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         region = args.region
 
+        # Look-ups are direct (not `_output`) so the subnet ids are plain values: EFS needs one
+        # mount target resource per zone, and resources are never created inside `apply`.
+        invoke = pulumi.InvokeOptions(parent=self)
+        addons_ready: list[pulumi.Resource] = []
         if args.create:
-            cluster_name, endpoint, ca_data, subnet_ids, vpc_id, cluster_sg = self._create(name, args)
+            cluster_name, endpoint, ca_data, subnet_ids, vpc_id, cluster_sg, agent = self._create(name, args)
+            addons_ready.append(agent)
+            # Default subnets are one per Availability Zone by definition: no look-up needed.
+            mount_subnet_ids = sorted(subnet_ids)
         else:
-            found = aws.eks.get_cluster_output(name=args.name, region=region, opts=pulumi.InvokeOptions(parent=self))
+            found = aws.eks.get_cluster(name=args.name, region=region, opts=invoke)
             cluster_name = found.name
             endpoint = found.endpoint
-            ca_data = found.certificate_authorities.apply(lambda cas: cas[0].data)
-            subnet_ids = found.vpc_config.subnet_ids
+            ca_data = found.certificate_authorities[0].data
+            subnet_ids = list(found.vpc_config.subnet_ids)
             vpc_id = found.vpc_config.vpc_id
             cluster_sg = found.vpc_config.cluster_security_group_id
+            mount_subnet_ids = (
+                efs.one_subnet_per_zone(subnet_ids, region, invoke) if args.manage_rwx_storage else []
+            )
 
         node_role = aws.iam.Role(
             f"{name}-gpu-node",
@@ -272,6 +286,22 @@ class EksCluster(pulumi.ComponentResource):
             opts=child,
         )
         self.rwx_storage_class = args.rwx_storage_class
+        self.rwx_storage = None
+        if args.manage_rwx_storage:
+            self.rwx_storage = efs.EfsStorage(
+                f"{name}-efs",
+                efs.EfsStorageArgs(
+                    cluster_name=cluster_name,
+                    vpc_id=vpc_id,
+                    mount_subnet_ids=mount_subnet_ids,
+                    cluster_security_group_id=cluster_sg,
+                    region=region,
+                    provider=self.provider,
+                    storage_class_name=args.rwx_storage_class,
+                    addon_depends_on=addons_ready,
+                ),
+                opts=child,
+            )
         self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
 
     def _create(self, name: str, args: EksClusterArgs):
@@ -279,8 +309,8 @@ class EksCluster(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         # Without subnets in config, a created cluster uses the account's default VPC and its
         # default subnets (one per Availability Zone).
-        vpc = aws.ec2.get_vpc_output(default=True, region=args.region, opts=invoke)
-        subnets = aws.ec2.get_subnets_output(
+        vpc = aws.ec2.get_vpc(default=True, region=args.region, opts=invoke)
+        subnets = aws.ec2.get_subnets(
             filters=[
                 {"name": "vpc-id", "values": [vpc.id]},
                 {"name": "default-for-az", "values": ["true"]},
@@ -317,7 +347,7 @@ class EksCluster(pulumi.ComponentResource):
         )
         # Pod Identity (the model bucket's writer and reader) needs this agent on every node.
         # Version left to EKS: it installs the default build for the cluster's Kubernetes version.
-        aws.eks.Addon(
+        agent = aws.eks.Addon(
             f"{name}-pod-identity-agent",
             cluster_name=cluster.name,
             addon_name=POD_IDENTITY_AGENT_ADDON,
@@ -328,9 +358,10 @@ class EksCluster(pulumi.ComponentResource):
             cluster.name,
             cluster.endpoint,
             cluster.certificate_authority.apply(lambda ca: ca.data),
-            subnets.ids,
+            list(subnets.ids),
             vpc.id,
             cluster.vpc_config.apply(lambda v: v.cluster_security_group_id),
+            agent,
         )
 
 
@@ -372,6 +403,7 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             region=region,
             pools=specs,
             bucket=bucket,
-            rwx_storage_class=stack.cluster.rwxStorageClass or "efs-sc",
+            rwx_storage_class=stack.cluster.rwxStorageClass or efs.DEFAULT_STORAGE_CLASS,
+            manage_rwx_storage=efs.manages_storage_class(stack.cluster.rwxStorageClass),
         ),
     )

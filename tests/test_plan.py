@@ -1,0 +1,113 @@
+"""The per-model plan: every number a deployment uses, and the refusals a user needs at plan time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components import plan
+from components.config import parse_stack_config
+from components.hub import ModelMetadata
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMA_8B = ("meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659")
+LLAMA_70B = ("meta-llama/Llama-3.3-70B-Instruct", "38ff4e01a70559264c95945aa04b900a11e68422")
+
+
+def stack(models: list[dict], pool: dict | None = None, model_store: dict | None = None):
+    raw = {
+        "cloud": "aws",
+        "pools": [pool or {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
+        "models": [{"pool": "h100", **m} for m in models],
+    }
+    if model_store:
+        raw["modelStore"] = model_store
+    return parse_stack_config(raw, "Pulumi.test.yaml")
+
+
+def model(which, **extra):
+    repo, revision = which
+    return {"repo": repo, "revision": revision, **extra}
+
+
+def plans_for(models, **kwargs):
+    return plan.build_plans(stack(models, **kwargs), plan.default_metadata_loader(None), source="Pulumi.test.yaml")
+
+
+def test_auto_tensor_parallelism_is_the_smallest_that_fits():
+    [small, big] = plans_for([model(LLAMA_8B, maxModelLen=32768), model(LLAMA_70B, maxModelLen=32768)])
+    assert small.tensor_parallel_size == 1
+    assert big.tensor_parallel_size == 4
+    assert big.sizing.fits and big.sizing.kv_cache_tokens >= 32768
+    # fp8 KV cache halves the bytes per token, so the same budget holds about twice the tokens.
+    [big_fp8] = plans_for([model(LLAMA_70B, maxModelLen=32768, kvCacheDtype="fp8")])
+    assert big_fp8.tensor_parallel_size == 4
+    assert 1.9 < big_fp8.sizing.kv_cache_tokens / big.sizing.kv_cache_tokens < 2.1
+
+
+def test_numbers_follow_the_gpu_and_the_context():
+    [on_h100] = plans_for([model(LLAMA_8B, maxModelLen=8192)])
+    [on_l4] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="l4")], pool={"name": "l4", "gpu": "L4", "maxNodes": 1})
+    assert on_l4.sizing.kv_cache_tokens < on_h100.sizing.kv_cache_tokens / 5
+    [long] = plans_for([model(LLAMA_8B, maxModelLen=65536)])
+    assert long.max_model_len == 65536 and long.sizing.max_concurrency < on_h100.sizing.max_concurrency
+
+
+def test_model_that_does_not_fit_names_the_smallest_tp_that_would():
+    with pytest.raises(plan.PlanError) as info:
+        plans_for([model(LLAMA_70B, maxModelLen=32768, tensorParallelSize=2)])
+    [problem] = info.value.problems
+    assert problem.startswith("Pulumi.test.yaml: models[0]: meta-llama/Llama-3.3-70B-Instruct does not fit on 2 x H100-80GB")
+    assert problem.endswith("the smallest tensor-parallel size that fits is 4")
+
+
+def test_auto_that_cannot_fit_in_one_node_says_what_to_change():
+    with pytest.raises(plan.PlanError) as info:
+        plans_for([model(LLAMA_70B, pool="l4")], pool={"name": "l4", "gpu": "L4", "gpusPerNode": 4, "maxNodes": 1})
+    [problem] = info.value.problems
+    assert "does not fit on 4 x L4 (pool l4)" in problem and "lower maxModelLen" in problem
+
+
+def test_tensor_parallelism_stays_inside_a_node():
+    with pytest.raises(plan.PlanError, match=r"models\[0\].tensorParallelSize: 16 exceeds the 8 GPUs per node"):
+        plans_for([model(LLAMA_70B, tensorParallelSize=16)])
+
+
+def test_context_longer_than_the_model_is_refused():
+    with pytest.raises(plan.PlanError, match=r"models\[0\].maxModelLen: 1000000 exceeds the model's maximum of 131072"):
+        plans_for([model(LLAMA_8B, maxModelLen=1_000_000)])
+
+
+def test_pool_capacity_is_checked_across_models():
+    with pytest.raises(plan.PlanError) as info:
+        plans_for([model(LLAMA_70B, maxModelLen=32768, replicas=5)])
+    [problem] = info.value.problems
+    assert problem == ("Pulumi.test.yaml: pools[0].maxNodes: the models on pool h100 need 20 GPUs at their minimum "
+                       "replicas but it has at most 16 (2 x 8); raise maxNodes to 3 or lower models[].replicas")
+
+
+def test_replicas_spanning_nodes_use_pipeline_stages():
+    [p] = plans_for([model(LLAMA_70B, maxModelLen=32768, tensorParallelSize=8, pipelineParallelSize=2)])
+    assert (p.gpus_per_replica, p.nodes_per_replica, p.gpus_per_pod) == (16, 2, 8)
+
+
+def test_load_estimate_and_startup_budget_follow_the_read_path():
+    [volume] = plans_for([model(LLAMA_70B, maxModelLen=32768)])
+    [slow] = plans_for([model(LLAMA_70B, maxModelLen=32768)], model_store={"readMBps": 100})
+    [bucket] = plans_for([model(LLAMA_70B, maxModelLen=32768)], model_store={"loadFrom": "bucket"})
+    # 141 GB at 500 MB/s is over four minutes of reading before the engine starts.
+    assert volume.weights_bytes / volume.read_bytes_per_second > 240
+    assert bucket.load_seconds < volume.load_seconds < slow.load_seconds
+    for p in (volume, slow, bucket):
+        assert p.startup_budget_seconds >= p.load_seconds * plan.STARTUP_MARGIN
+        assert p.startup_budget_seconds % plan.PROBE_PERIOD_SECONDS == 0
+
+
+def test_weights_come_from_the_checkpoint_when_known_else_from_the_config():
+    config = json.loads((ROOT / "tests/fixtures/model_configs/llama-3.1-8b-instruct/config.json").read_text())
+    unknown = ModelMetadata(repo_id=LLAMA_8B[0], revision=LLAMA_8B[1], config=config, weights_bytes=None,
+                            has_chat_template=True, source="test")
+    [p] = plan.build_plans(stack([model(LLAMA_8B, maxModelLen=8192)]), lambda m: unknown)
+    assert abs(p.weights_bytes - 16_060_522_496) / 16_060_522_496 < 0.02
