@@ -52,6 +52,18 @@ def redact_secrets(value: Any) -> Any:
     return value
 
 
+def whole_numbers(value: Any) -> Any:
+    """A copy with integral floats as ints: the wire format carries every number as a double, so
+    `replicas: 1` would otherwise come back as `1.0`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
 def secret_paths(value: Any, path: str = "") -> list[str]:
     """Dotted paths of the secret values inside `value` (for tests that a token stayed secret)."""
     if is_secret_value(value):
@@ -216,7 +228,7 @@ class Evaluation:
     @property
     def kubernetes_objects(self) -> list[dict[str, Any]]:
         """Every Kubernetes object the program asks for, secrets redacted (as a plan shows them)."""
-        return [redact_secrets(r.inputs) for r in self.resources if r.is_kubernetes_object]
+        return [whole_numbers(redact_secrets(r.inputs)) for r in self.resources if r.is_kubernetes_object]
 
 
 def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, str], list[str]]:

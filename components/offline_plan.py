@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from components.mock_runtime import ROOT, Evaluation, evaluate_stack, redact_secrets
+from components.mock_runtime import ROOT, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
@@ -45,7 +45,10 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
         while path in written:
             path = path.with_name(f"{path.stem}-{n}.yaml")
             n += 1
-        path.write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+        # Conventional order: apiVersion, kind, metadata first, as people write manifests.
+        head = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+        ordered = {**head, **{k: v for k, v in obj.items() if k not in head}}
+        path.write_text(yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False))
         written.append(path)
     return written
 
@@ -57,7 +60,7 @@ def policy_verdicts(evaluation: Evaluation) -> list[Any]:
     # Kubernetes objects go in as the dicts the API server would get; cloud resources and Helm
     # releases as the engine's (type, name, props) records, so pool and bucket rules run too.
     cloud = [
-        {"type": r.type, "name": r.name, "props": redact_secrets(r.inputs)}
+        {"type": r.type, "name": r.name, "props": whole_numbers(redact_secrets(r.inputs))}
         for r in evaluation.resources
         if r.custom and not r.is_kubernetes_object
     ]

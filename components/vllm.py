@@ -104,6 +104,16 @@ def workload_annotations(plan: Any) -> dict[str, str]:
     }
 
 
+def rollout_deadline_seconds(plan: Any) -> int:
+    """How long a rollout may take: pulling a 10-20 GB engine image, then the startup budget.
+
+    Twice the startup budget, at least 10 minutes. It is the Deployment's progressDeadlineSeconds
+    and, with a minute to spare, how long `pulumi up` waits for the workload: the provider's
+    default of 10 minutes would fail an update while a 70B model is still loading.
+    """
+    return max(600, plan.startup_budget_seconds * 2)
+
+
 def replicas_and_bounds(plan: Any) -> tuple[int, int]:
     """Replicas to create and the most the model may run (for surge capacity); decided by the plan."""
     return plan.replica_bounds
@@ -249,7 +259,7 @@ def deployment_manifest(name: str, args: VllmServerArgs, pods: PodBuilder, repli
         "selector": {"matchLabels": selector_labels(plan)},
         "template": pods.template(pods.server_container(), COMPONENT_SERVER),
         # A model takes minutes to load; the default 600 s deadline would mark healthy rollouts failed.
-        "progressDeadlineSeconds": max(600, plan.startup_budget_seconds * 2),
+        "progressDeadlineSeconds": rollout_deadline_seconds(plan),
     }
     if strategy == "RollingUpdate":
         spec["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
@@ -415,6 +425,9 @@ class VllmServer(pulumi.ComponentResource):
             parent=self,
             depends_on=list(args.storage.depends_on),
             ignore_changes=["spec.replicas"] if autoscaled else None,
+            custom_timeouts=pulumi.CustomTimeouts(
+                create=f"{rollout_deadline_seconds(plan) + 60}s", update=f"{rollout_deadline_seconds(plan) + 60}s"
+            ),
         )
         if pods.multi_node:
             self.workload_kind = "LeaderWorkerSet"
