@@ -272,3 +272,23 @@ def test_more_gpus_per_node_than_the_machine_has_fails_naming_the_key():
 def test_efa_on_gcp_fails_naming_the_key():
     (problem,) = problems([{"name": "p", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True}])
     assert "pools[0].efa" in problem and "AWS feature" in problem
+
+
+def test_operator_installed_driver_gets_ubuntu_nodes_without_gke_device_plugin():
+    from components import config as cfg
+    from components.cluster import create_cluster
+
+    raw = {
+        "cloud": "gcp",
+        "cluster": {"gcpProject": "p"},
+        "pools": [{"name": "l4", "gpu": "L4", "gkeDriverVersion": "INSTALLATION_DISABLED"}],
+        "operators": {"gpuOperator": {"driver": "operator"}},
+        "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],
+    }
+    stack = cfg.parse_stack_config(raw, "Pulumi.test.yaml")
+    evaluation = run_cloud(lambda: create_cluster(stack, "test"))
+    [pool] = [r for r in evaluation.resources if r.type == "gcp:container/nodePool:NodePool"]
+    node_config = pool.inputs["nodeConfig"]
+    assert node_config["imageType"] == "UBUNTU_CONTAINERD"
+    assert node_config["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
+    assert node_config["guestAccelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"] == "INSTALLATION_DISABLED"

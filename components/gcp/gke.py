@@ -70,9 +70,16 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("llm-serving:gcp:GpuNodePool", name, None, opts)
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
 
+        operator_driver = pool.gkeDriverVersion == "INSTALLATION_DISABLED"
+        labels = dict(placement.node_labels)
+        if operator_driver:
+            # The GPU Operator installs the driver and runs the device plugin: its driver container
+            # needs Ubuntu nodes, and GKE's own device plugin must stay off (one advertiser of
+            # nvidia.com/gpu per node). Config allows this only with gpuOperator.driver: operator.
+            labels["gke-no-default-nvidia-gpu-device-plugin"] = "true"
         node_config: dict = {
             "machine_type": machine.name,
-            "image_type": "COS_CONTAINERD",
+            "image_type": "UBUNTU_CONTAINERD" if operator_driver else "COS_CONTAINERD",
             "disk_size_gb": pool.diskGib,
             "disk_type": boot_disk_type(machine.name),
             # GPU machine types come with a fixed number of GPUs; the accelerator count must match.
@@ -81,7 +88,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 "count": machine.gpus,
                 "gpu_driver_installation_config": {"gpu_driver_version": pool.gkeDriverVersion},
             }],
-            "labels": placement.node_labels,
+            "labels": labels,
             "taints": [{
                 "key": placement.taint_key,
                 "value": placement.taint_value,
