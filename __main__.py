@@ -26,7 +26,9 @@ except (ConfigError, PlanError) as err:
     raise pulumi.RunError("\n".join(err.problems)) from None
 
 cluster = create_cluster(stack, loaded.stack)
-k8s_opts = pulumi.ResourceOptions(provider=cluster.provider)
+# Everything on the cluster waits for the whole cluster layer: its node pools, and the RWX
+# StorageClass a model volume binds to (EFS on EKS), not only for the API endpoint.
+k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster])
 
 # Operators wait for the cluster (and so its GPU pools); servers wait for the operators.
 placements = list(cluster.placements.values())
@@ -37,7 +39,7 @@ operator_args = OperatorsArgs(
     placements=placements,
     gke_driver_version=next(iter(gke_driver_versions)) if stack.cloud == config.Cloud.gcp else None,
 )
-operator_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster])
+operator_opts = k8s_opts
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
 if stack.operators.gpuOperator.enabled:

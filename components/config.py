@@ -66,6 +66,23 @@ class Cloud(str, Enum):
     existing = "existing"
 
 
+class SystemPoolConfig(_Model):
+    machineType: str | None = Field(None, alias="machineType")
+    """CPU machine type. Default: m6i.2xlarge on AWS, e2-standard-8 on GCP."""
+    minNodes: int = Field(2, ge=1, alias="minNodes")
+    """At least one node: CoreDNS, the operators' controllers and the mirror Jobs run here."""
+    maxNodes: int = Field(4, ge=1, alias="maxNodes")
+    """Upper bound for the autoscaler."""
+    diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
+    """Boot disk per node; a mirror Job stages a model's files here when models load from the bucket."""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "SystemPoolConfig":
+        if self.minNodes > self.maxNodes:
+            raise ValueError(f"minNodes ({self.minNodes}) is greater than maxNodes ({self.maxNodes})")
+        return self
+
+
 class ClusterConfig(_Model):
     create: bool = True
     """Create the cluster (true) or reuse an existing one by name (false). Ignored for `cloud: existing`."""
@@ -82,7 +99,11 @@ class ClusterConfig(_Model):
     context: str | None = None
     """For `cloud: existing`: kubeconfig context to use (default: the file's current context)."""
     rwxStorageClass: str | None = Field(None, alias="rwxStorageClass")
-    """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` (EKS), `standard-rwx` (GKE, Filestore); required for `cloud: existing` unless models load from the bucket or an existing claim."""
+    """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI); required for `cloud: existing` unless models load from the bucket or an existing claim."""
+    manageRwxStorage: bool | None = Field(None, alias="manageRwxStorage")
+    """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc; set false when the cluster already has them."""
+    systemPool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, alias="systemPool")
+    """Untainted CPU nodes of a created cluster (create: true) for everything that is not a GPU server; GPU pools are tainted, so a cluster with only GPU nodes cannot run CoreDNS or the mirror Jobs."""
 
     @field_validator("name")
     @classmethod
