@@ -673,10 +673,13 @@ def load() -> "LoadedConfig":
 
     stack = pulumi.get_stack()
     source = f"Pulumi.{stack}.yaml"
+    # Every key of the stack (not only known ones), so a misspelt top-level key is reported
+    # instead of silently ignored. The SDK keeps them in this map; PULUMI_CONFIG is its fallback.
     values = {k: v for k, v in runtime_config.CONFIG.get().items()}
     for k, v in runtime_config.get_config_env().items():
         values.setdefault(k, v)
-    secret_keys = set(runtime_config._SECRET_KEYS.get()) | set(runtime_config.get_config_secret_keys_env())
+    secret_keys = {k for k in values if runtime_config.is_config_secret(k)}
+    secret_keys |= set(runtime_config.get_config_secret_keys_env())
     raw, problems = decode_config_values(values, secret_keys)
     problems = [f"{source}: {p}" for p in problems]
     try:

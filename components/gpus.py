@@ -2,7 +2,14 @@
 
 Memory is the figure CUDA reports (`torch.cuda.mem_get_info()[1]`, which vLLM logs as the total),
 not the marketing number: an "80 GB" H100 reports 79.19 GiB, and sizing against 80 would promise
-KV cache that does not exist. Sources for every figure are in the comments next to it.
+KV cache that does not exist.
+
+Where the CUDA totals come from: H100-80GB's 79.19 GiB is what the vLLM startup logs in
+tests/fixtures/vllm_logs/cases.yaml state. The other totals are the framebuffer nvidia-smi shows
+less the few hundred MiB the driver keeps back (nvidia-smi's 81559 MiB against CUDA's 79.19 GiB on
+an H100; an NVIDIA L4 shows 23034 MiB); no log in this repository confirms them yet, so they can
+be off by up to about 1%. When a real log states a total, put it here; the sizing CLI takes
+`--gpu-memory-gib` to size against a measured figure meanwhile.
 
 Pure Python, no Pulumi import: the sizing CLI, the config validator and the policy pack use it.
 """
@@ -63,7 +70,7 @@ CATALOG: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
         Gpu(
-            "A10G", 22.07, 600, (8, 6),
+            "A10G", 22.05, 600, (8, 6),
             aws=(
                 _m("g5.xlarge", 1, 4, 16, 250), _m("g5.2xlarge", 1, 8, 32, 450),
                 _m("g5.4xlarge", 1, 16, 64, 600), _m("g5.8xlarge", 1, 32, 128, 900),

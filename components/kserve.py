@@ -78,13 +78,6 @@ KServeStorage = Literal["bucket", "hf"]
 # The rest (model path, --served-model-name, --host/--port, --load-format, --chat-template,
 # --shutdown-timeout, --distributed-executor-backend) belong to `vllm serve` and the vLLM path's
 # pod; KServe passes its own model dir and port, and the image's vLLM (0.24.0) predates some of them.
-ENGINE_FLAGS = frozenset({
-    "--max-model-len", "--gpu-memory-utilization", "--tensor-parallel-size", "--pipeline-parallel-size",
-    "--kv-cache-dtype", "--quantization", "--dtype", "--max-num-seqs", "--max-num-batched-tokens",
-    "--enable-prefix-caching", "--no-enable-prefix-caching",
-})
-
-
 class KServeConfigError(ValueError):
     """A model the KServe path cannot serve as configured; the message names the key and the fix."""
 
@@ -93,20 +86,14 @@ class KServeConfigError(ValueError):
 
 
 def engine_args(plan: Any) -> list[str]:
-    """The vLLM engine flags of this plan as `--flag=value`, taken from vllm_args.serve_args.
-
-    Adapter: vllm_args has no engine-only function yet, so the flags are picked out of the full
-    `vllm serve` argv. A flag followed by a token that is not a flag takes that token as its value.
-    """
-    argv = [str(a) for a in vllm_args.serve_args(plan)]
+    """The vLLM engine flags of this plan as `--flag=value` (the huggingface runtime's spelling)."""
+    argv = vllm_args.engine_args(plan)
     out: list[str] = []
-    i = 1  # argv[0] is the model path (positional)
-    while i < len(argv):
-        flag = argv[i]
+    for i, token in enumerate(argv):
+        if not token.startswith("--"):
+            continue
         has_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
-        if flag in ENGINE_FLAGS:
-            out.append(f"{flag}={argv[i + 1]}" if has_value else flag)
-        i += 2 if has_value else 1
+        out.append(f"{token}={argv[i + 1]}" if has_value else token)
     return out
 
 

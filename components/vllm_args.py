@@ -36,10 +36,24 @@ def serve_args(plan: Any, *, weights_uri: Any = None) -> list[Any]:
     Pulumi Output); vLLM then streams the weights with the Run:ai streamer instead of reading the
     mounted volume at `plan.model_path`.
     """
-    model = plan.model
     args: list[Any] = [weights_uri if weights_uri is not None else plan.model_path]
     args += ["--served-model-name", plan.served_name]
-    args += ["--max-model-len", str(plan.max_model_len)]
+    args += engine_args(plan)
+    if needs_chat_template_file(plan):
+        args += ["--chat-template", CHAT_TEMPLATE_PATH]
+    if weights_uri is not None:
+        args += ["--load-format", RUNAI_STREAMER]
+    # Finish in-flight streams on SIGTERM instead of aborting them (0.32's default is abort).
+    args += ["--shutdown-timeout", str(probes.drain_seconds(plan))]
+    args += ["--host", "0.0.0.0", "--port", str(contract.SERVER_PORT)]
+    return args
+
+
+def engine_args(plan: Any) -> list[str]:
+    """The engine flags sizing decided (`--flag value` pairs and switches), for any vLLM front end:
+    `vllm serve` here, KServe's huggingface runtime (which parses them with vLLM's parser) there."""
+    model = plan.model
+    args: list[str] = ["--max-model-len", str(plan.max_model_len)]
     args += ["--gpu-memory-utilization", _num(model.gpuMemoryUtilization)]
     args += ["--tensor-parallel-size", str(plan.tensor_parallel_size)]
     if plan.pipeline_parallel_size > 1:
@@ -60,13 +74,6 @@ def serve_args(plan: Any, *, weights_uri: Any = None) -> list[Any]:
         args += ["--max-num-batched-tokens", str(model.maxNumBatchedTokens)]
     # Explicit either way, so a change of vLLM's default never changes behaviour silently.
     args.append("--enable-prefix-caching" if model.enablePrefixCaching else "--no-enable-prefix-caching")
-    if needs_chat_template_file(plan):
-        args += ["--chat-template", CHAT_TEMPLATE_PATH]
-    if weights_uri is not None:
-        args += ["--load-format", RUNAI_STREAMER]
-    # Finish in-flight streams on SIGTERM instead of aborting them (0.32's default is abort).
-    args += ["--shutdown-timeout", str(probes.drain_seconds(plan))]
-    args += ["--host", "0.0.0.0", "--port", str(contract.SERVER_PORT)]
     return args
 
 

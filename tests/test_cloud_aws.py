@@ -8,7 +8,7 @@ import pytest
 
 from components import config as cfg
 from components import contract
-from components.aws import eks
+from components.aws import efs, eks
 from components.aws.policies import NODE_MANAGED_POLICIES
 from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
 from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, run_cloud
@@ -67,9 +67,13 @@ def role_policy(evaluation, role_part):
 # --- GPU node groups ---------------------------------------------------------------------------
 
 
+def gpu_node_groups(evaluation):
+    return [g for g in evaluation.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs["amiType"] == eks.GPU_AMI_TYPE]
+
+
 def test_every_gpu_node_group_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
-    groups = created.of_type("aws:eks/nodeGroup:NodeGroup")
-    assert len(groups) == 2
+    groups = gpu_node_groups(created)
+    assert sorted(g.name for g in groups) == ["llm-serving-h100-ng", "llm-serving-l4-ng"]
     for group in groups:
         assert group.inputs["taints"] == [
             {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}
@@ -144,6 +148,66 @@ def test_pool_without_efa_has_no_efa_interfaces(created):
     assert "networkInterfaces" not in launch_template(created, "l4").inputs
     assert node_group(created, "l4").inputs["subnetIds"] == MOCK_SUBNETS
     assert created.result.placements["l4"].rdma is False
+
+
+# --- system node group ---------------------------------------------------------------------------
+
+
+def test_created_cluster_has_an_untainted_cpu_system_node_group_for_everything_but_gpu_servers(created):
+    group = node_group(created, "system").inputs
+    assert not group.get("taints")
+    assert group["labels"] == {contract.LABEL_POOL: "system"}
+    assert group["amiType"] == "AL2023_x86_64_STANDARD"
+    assert group["instanceTypes"] == [eks.DEFAULT_SYSTEM_INSTANCE_TYPE] == ["m6i.2xlarge"]
+    assert group["capacityType"] == "ON_DEMAND"
+    scaling = group["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (2, 2, 4)
+    assert group["subnetIds"] == MOCK_SUBNETS
+    # Its nodes join with the same role as the GPU nodes (the three node policies, nothing else).
+    assert group["nodeRoleArn"] == node_group(created, "l4").inputs["nodeRoleArn"] == "arn:aws:mock:::llm-serving-gpu-node"
+    # Its pool label value is no GPU pool's, so no GPU server's node selector can match it.
+    assert "system" not in created.result.placements
+
+
+def test_system_node_group_root_disk_is_encrypted_gp3_from_the_launch_template(created):
+    (mapping,) = launch_template(created, "system").inputs["blockDeviceMappings"]
+    assert (mapping["deviceName"], mapping["ebs"]["volumeSize"]) == (eks.ROOT_DEVICE, 200)
+    assert (mapping["ebs"]["volumeType"], mapping["ebs"]["encrypted"]) == ("gp3", "true")
+    assert launch_template(created, "system").inputs["metadataOptions"]["httpTokens"] == "required"
+    assert "diskSize" not in node_group(created, "system").inputs
+    assert node_group(created, "system").inputs["launchTemplate"]["id"].endswith("-system-lt-id")
+
+
+def test_system_pool_sizes_and_instance_type_come_from_config():
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
+        "machineType": "m7i.xlarge", "minNodes": 1, "maxNodes": 6, "diskGib": 120}}), "test"))
+    group = node_group(evaluation, "system").inputs
+    assert group["instanceTypes"] == ["m7i.xlarge"]
+    scaling = group["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (1, 1, 6)
+    assert launch_template(evaluation, "system").inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"] == 120
+    # The GPU pool is unchanged by it: still tainted, still the NVIDIA AMI.
+    (gpu,) = gpu_node_groups(evaluation)
+    assert gpu.inputs["taints"][0]["key"] == contract.GPU_TAINT_KEY
+
+
+def test_the_efs_csi_add_on_waits_for_the_system_nodes_its_controller_runs_on(monkeypatch):
+    seen: list = []
+
+    class Recording(efs.EfsStorage):
+        def __init__(self, name, args, opts=None):
+            seen.extend(args.addon_depends_on)
+            super().__init__(name, args, opts)
+
+    monkeypatch.setattr(efs, "EfsStorage", Recording)
+    run_cloud(lambda: create_cluster(stack(POOLS[:1]), "test"))
+    assert sorted(type(r).__name__ for r in seen) == ["Addon", "SystemNodeGroup"]
+
+
+def test_existing_cluster_gets_no_system_node_group(existing):
+    # An existing cluster is assumed to have its own CPU nodes: only the GPU pool is added.
+    assert [g.name for g in existing.of_type("aws:eks/nodeGroup:NodeGroup")] == ["shared-gpu-l4-ng"]
+    assert [t.name for t in existing.of_type("aws:ec2/launchTemplate:LaunchTemplate")] == ["shared-gpu-l4-lt"]
 
 
 # --- model bucket --------------------------------------------------------------------------------

@@ -214,6 +214,41 @@ def test_naming_the_default_class_explicitly_still_creates_it():
     assert len(evaluation.of_type("aws:efs/fileSystem:FileSystem")) == 1
 
 
+@pytest.mark.parametrize("configured,manage,expected", [
+    (None, None, True), ("team-nfs", None, False),
+    (None, False, False), ("efs-sc", False, False), ("team-efs", True, True), (None, True, True),
+])
+def test_manage_rwx_storage_wins_over_the_class_name_rule(configured, manage, expected):
+    assert efs.manages_rwx_storage(configured, manage) is expected
+
+
+def test_manage_rwx_storage_false_leaves_an_existing_efs_sc_class_to_the_cluster_owner():
+    # A cluster that already has the add-on and an `efs-sc` class: claim it, create nothing.
+    evaluation = run_cloud(lambda: create_cluster(
+        stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu", "manageRwxStorage": False}), "test"))
+    assert evaluation.result.rwx_storage_class == "efs-sc"
+    assert evaluation.result.rwx_storage is None
+    assert not [r for r in evaluation.resources if r.type.startswith(EFS_TYPES)]
+    assert not [r for r in evaluation.resources if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
+    assert not evaluation.of_type("aws:eks/addon:Addon")
+    # No subnet look-ups either: mount targets are not needed.
+    assert not [token for token, _ in evaluation.calls_made if token == "aws:ec2/getSubnet:getSubnet"]
+
+
+def test_manage_rwx_storage_true_creates_efs_behind_a_class_of_the_configured_name():
+    evaluation = run_cloud(lambda: create_cluster(
+        stack(POOLS[:1], cluster={"rwxStorageClass": "team-efs", "manageRwxStorage": True}), "test"))
+    assert evaluation.result.rwx_storage_class == "team-efs"
+    assert evaluation.result.rwx_storage is not None
+    sc = storage_class(evaluation)
+    validate_object(sc.inputs)
+    assert sc.inputs["metadata"]["name"] == "team-efs"
+    fs = one(evaluation, "aws:efs/fileSystem:FileSystem")
+    assert sc.inputs["parameters"]["fileSystemId"] == f"{fs.name}-id"
+    assert len(evaluation.of_type("aws:efs/mountTarget:MountTarget")) == len(MOCK_SUBNETS)
+    assert one(evaluation, "aws:eks/addon:Addon", "-efs-csi-driver").inputs["addonName"] == "aws-efs-csi-driver"
+
+
 # --- the whole program ---------------------------------------------------------------------------------
 
 

@@ -65,9 +65,13 @@ def bindings(evaluation):
 # --- GPU node pools ----------------------------------------------------------------------------
 
 
+def gpu_node_pools(evaluation):
+    return [p for p in evaluation.of_type("gcp:container/nodePool:NodePool") if p.inputs["nodeConfig"].get("guestAccelerators")]
+
+
 def test_every_gpu_node_pool_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
-    pools = created.of_type("gcp:container/nodePool:NodePool")
-    assert len(pools) == 3
+    pools = gpu_node_pools(created)
+    assert sorted(p.name for p in pools) == ["llm-serving-a100-np", "llm-serving-h100-np", "llm-serving-l4-np"]
     for pool in pools:
         assert pool.inputs["nodeConfig"]["taints"] == [
             {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}
@@ -146,6 +150,45 @@ def test_created_cluster_has_workload_identity_release_channel_and_no_default_po
     assert cluster["minMasterVersion"] == "1.33"
     assert cluster["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
     assert created.result.rwx_storage_class == "standard-rwx"
+
+
+# --- system node pool ----------------------------------------------------------------------------
+
+
+def test_created_cluster_has_an_untainted_cpu_system_pool_for_everything_but_gpu_servers(created):
+    pool = node_pool(created, "system")
+    node_config = pool["nodeConfig"]
+    assert not node_config.get("taints")
+    assert not node_config.get("guestAccelerators")
+    assert node_config["labels"] == {contract.LABEL_POOL: "system"}
+    assert node_config["machineType"] == gke.DEFAULT_SYSTEM_MACHINE_TYPE == "e2-standard-8"
+    assert node_config["imageType"] == "COS_CONTAINERD"
+    assert (node_config["diskSizeGb"], node_config["diskType"]) == (200, "pd-balanced")
+    assert (pool["autoscaling"]["totalMinNodeCount"], pool["autoscaling"]["totalMaxNodeCount"]) == (2, 4)
+    assert pool["autoscaling"]["locationPolicy"] == "BALANCED"
+    assert pool["initialNodeCount"] == 1  # per zone
+    # The same node identity and metadata protection as the GPU pools.
+    gpu = node_pool(created, "l4")["nodeConfig"]
+    for key in ("serviceAccount", "oauthScopes", "workloadMetadataConfig", "gvnic"):
+        assert node_config[key] == gpu[key], key
+    assert node_config["serviceAccount"] == "llm-serving-gpu-nodes@mock-project.iam.gserviceaccount.com"
+    assert "system" not in created.result.placements
+
+
+def test_system_pool_sizes_and_machine_type_come_from_config():
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
+        "machineType": "n2-standard-4", "minNodes": 3, "maxNodes": 9, "diskGib": 100}}), "test"))
+    pool = node_pool(evaluation, "system")
+    assert pool["nodeConfig"]["machineType"] == "n2-standard-4"
+    assert pool["nodeConfig"]["diskSizeGb"] == 100
+    assert (pool["autoscaling"]["totalMinNodeCount"], pool["autoscaling"]["totalMaxNodeCount"]) == (3, 9)
+    (gpu,) = gpu_node_pools(evaluation)
+    assert gpu.inputs["nodeConfig"]["taints"][0]["key"] == contract.GPU_TAINT_KEY
+
+
+def test_existing_cluster_gets_no_system_pool(existing):
+    # An existing cluster is assumed to have its own CPU nodes: only the GPU pool is added.
+    assert [p.name for p in existing.of_type("gcp:container/nodePool:NodePool")] == ["shared-gpu-l4-np"]
 
 
 # --- model bucket ------------------------------------------------------------------------------
@@ -287,7 +330,7 @@ def test_operator_installed_driver_gets_ubuntu_nodes_without_gke_device_plugin()
     }
     stack = cfg.parse_stack_config(raw, "Pulumi.test.yaml")
     evaluation = run_cloud(lambda: create_cluster(stack, "test"))
-    [pool] = [r for r in evaluation.resources if r.type == "gcp:container/nodePool:NodePool"]
+    [pool] = gpu_node_pools(evaluation)
     node_config = pool.inputs["nodeConfig"]
     assert node_config["imageType"] == "UBUNTU_CONTAINERD"
     assert node_config["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"

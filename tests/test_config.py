@@ -214,3 +214,13 @@ def test_operator_options_that_cannot_work_are_refused():
     raw["operators"] = {"gpuOperator": {"driver": "preinstalled", "timeSlicingReplicas": 4}}
     raw["models"][0]["tensorParallelSize"] = 2
     assert any("models[0].tensorParallelSize: GPU time-slicing gives each pod one shared GPU" in p for p in problems_of(raw))
+
+
+def test_misspelt_top_level_key_in_the_stack_file_is_reported():
+    values, secret_keys = _config_values({**base(), "modells": []})
+    with pytest.raises(ConfigError) as info:
+        _load(values, secret_keys)
+    assert info.value.problems == [
+        "Pulumi.dev.yaml: modells: unknown key (did you mean 'models'?); allowed here: cloud, cluster, pools, "
+        "operators, modelStore, models, exposure, monitoring"
+    ]

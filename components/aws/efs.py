@@ -1,13 +1,14 @@
 """EFS for the ReadWriteMany model volume on EKS: file system, mount targets, CSI driver, StorageClass.
 
 The model store asks for a ReadWriteMany claim of class `cluster.rwxStorageClass` (default
-`efs-sc`). When that class is the default one, this module makes it real: an encrypted EFS file
+`efs-sc`). When this program manages that class (the default one, or any name with
+`cluster.manageRwxStorage: true`), this module makes it real: an encrypted EFS file
 system with Elastic throughput, one mount target per Availability Zone of the node subnets behind a
 security group that admits NFS only from the cluster security group, the `aws-efs-csi-driver` EKS
 add-on with an EKS Pod Identity role for its controller, and the StorageClass itself.
 
-When the stack names another class, the user manages that class (and whatever backs it), and
-nothing here is created: see `manages_storage_class`.
+When the stack names another class, or sets `manageRwxStorage: false`, the user manages that class
+(and whatever backs it), and nothing here is created: see `manages_rwx_storage`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ def manages_storage_class(configured: str | None) -> bool:
     the user runs that class themselves, so creating an EFS file system for it would be waste.
     """
     return configured in (None, "", DEFAULT_STORAGE_CLASS)
+
+
+def manages_rwx_storage(configured_class: str | None, manage: bool | None) -> bool:
+    """`cluster.manageRwxStorage` when set, else the class-name rule of `manages_storage_class`.
+
+    True with a custom class name creates EFS behind a StorageClass of that name; false with the
+    default name leaves an `efs-sc` class the cluster already has to its owner.
+    """
+    return manage if manage is not None else manages_storage_class(configured_class)
 
 
 def one_subnet_per_zone(subnet_ids: Sequence[str], region: str, opts: pulumi.InvokeOptions | None = None) -> list[str]:

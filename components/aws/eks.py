@@ -1,5 +1,6 @@
-"""EKS: the cluster (created, or an existing one by name), its GPU managed node groups, the model
-bucket's identities, and the Kubernetes provider every Kubernetes resource of the stack uses.
+"""EKS: the cluster (created, or an existing one by name), its GPU managed node groups, the CPU
+system node group of a created cluster, the model bucket's identities, and the Kubernetes provider
+every Kubernetes resource of the stack uses.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import config as cfg
-from components import gpus
+from components import contract, gpus
 from components.aws import efs, policies
 from components.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster import (
@@ -35,6 +36,15 @@ ROOT_DEVICE = "/dev/xvda"
 ROOT_DISK_THROUGHPUT_MBPS = 500
 ROOT_DISK_IOPS = 6000
 
+# The system node group: untainted CPU nodes for CoreDNS, the operators' controllers, the EFS CSI
+# controller, KEDA and the mirror Jobs. Standard EKS-optimized AL2023 (no GPU driver needed).
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+# 8 vCPU / 32 GiB: room for the controllers plus a mirror Job hashing and uploading a model's
+# files. `cluster.systemPool.machineType` overrides it.
+DEFAULT_SYSTEM_INSTANCE_TYPE = "m6i.2xlarge"
+# Value of contract.LABEL_POOL on the system nodes.
+SYSTEM_POOL = "system"
+
 # EFA interfaces an instance type carries = its network cards (one EFA per card).
 # Source: AWS EC2 User Guide, "Elastic Fabric Adapter - supported instance types" and the
 # accelerated-computing network specifications (p4d/p4de: 4 cards, p5: 32, p5en: 16, p6-b200: 8).
@@ -48,6 +58,40 @@ EFA_INTERFACES = {
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK"}
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+
+
+def root_disk_launch_template(disk_gib: int, region: str) -> dict:
+    """Launch template arguments every node group of this program shares: root disk and IMDSv2.
+
+    A node group with a launch template may not set `disk_size`, so the root disk is sized here:
+    encrypted gp3, large enough for engine images and their unpacked layers (GPU nodes) or for a
+    model's files staged by a mirror Job (system nodes). The throughput is paid for on both: the
+    system nodes' disk is where a mirror Job writes tens of GB before uploading them.
+    """
+    return {
+        "update_default_version": True,
+        "region": region,
+        "block_device_mappings": [{
+            "device_name": ROOT_DEVICE,
+            "ebs": {
+                "volume_size": disk_gib,
+                "volume_type": "gp3",
+                "throughput": ROOT_DISK_THROUGHPUT_MBPS,
+                "iops": ROOT_DISK_IOPS,
+                "encrypted": "true",
+                "delete_on_termination": "true",
+            },
+        }],
+        # IMDSv2 only. Hop limit 2 (the EKS default) keeps add-ons that read the region from
+        # IMDS working; pods get their AWS credentials from Pod Identity, and the node role
+        # holds only the three node policies.
+        "metadata_options": {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2},
+    }
+
+
+def launch_template_ref(lt: aws.ec2.LaunchTemplate) -> dict:
+    """A node group's pointer at its launch template's current version (rolls nodes on change)."""
+    return {"id": lt.id, "version": lt.latest_version.apply(str)}
 
 
 @dataclass(frozen=True)
@@ -83,27 +127,7 @@ class GpuNodePool(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
 
-        launch_template: dict = {
-            "update_default_version": True,
-            "region": args.region,
-            # Root disk via the launch template (a node group with a launch template may not set
-            # disk_size): encrypted gp3 sized for engine images and their unpacked layers.
-            "block_device_mappings": [{
-                "device_name": ROOT_DEVICE,
-                "ebs": {
-                    "volume_size": pool.diskGib,
-                    "volume_type": "gp3",
-                    "throughput": ROOT_DISK_THROUGHPUT_MBPS,
-                    "iops": ROOT_DISK_IOPS,
-                    "encrypted": "true",
-                    "delete_on_termination": "true",
-                },
-            }],
-            # IMDSv2 only. Hop limit 2 (the EKS default) keeps add-ons that read the region from
-            # IMDS working; pods get their AWS credentials from Pod Identity, and the node role
-            # holds only the three node policies.
-            "metadata_options": {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2},
-        }
+        launch_template = root_disk_launch_template(pool.diskGib, args.region)
         subnet_ids: pulumi.Input[list[str]] = args.subnet_ids
         if pool.efa:
             launch_template.update(self._efa(name, args, machine))
@@ -136,7 +160,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 "value": placement.taint_value,
                 "effect": cloud_taint_effect(placement.taint_effect),
             }],
-            launch_template={"id": lt.id, "version": lt.latest_version.apply(str)},
+            launch_template=launch_template_ref(lt),
             # One GPU node at a time during AMI/version rollouts: each is expensive and slow to fill.
             update_config={"max_unavailable": 1},
             region=args.region,
@@ -181,6 +205,58 @@ class GpuNodePool(pulumi.ComponentResource):
         return {"network_interfaces": interfaces, "placement": {"group_name": group.name}}
 
 
+
+@dataclass(frozen=True)
+class SystemNodeGroupArgs:
+    pool: cfg.SystemPoolConfig
+    cluster_name: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: pulumi.Input[list[str]]
+    region: str
+
+
+def system_instance_type(pool: cfg.SystemPoolConfig) -> str:
+    return pool.machineType or DEFAULT_SYSTEM_INSTANCE_TYPE
+
+
+class SystemNodeGroup(pulumi.ComponentResource):
+    """Untainted CPU nodes of a created cluster, for everything that is not a GPU server.
+
+    The GPU pools carry the GPU taint, so without these nodes CoreDNS, the operators' controllers,
+    the EFS CSI controller, KEDA and the mirror Jobs would have nowhere to run.
+    """
+
+    node_group_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SystemNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:aws:SystemNodeGroup", name, None, opts)
+        pool = args.pool
+        lt = aws.ec2.LaunchTemplate(
+            f"{name}-lt", **root_disk_launch_template(pool.diskGib, args.region), opts=pulumi.ResourceOptions(parent=self)
+        )
+        node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            # Every subnet of the cluster, so the system pods (two CoreDNS replicas) can spread over zones.
+            subnet_ids=args.subnet_ids,
+            instance_types=[system_instance_type(pool)],
+            ami_type=SYSTEM_AMI_TYPE,
+            # On-demand: losing CoreDNS or a controller to a spot reclaim stalls the whole cluster.
+            capacity_type="ON_DEMAND",
+            scaling_config={"min_size": pool.minNodes, "max_size": pool.maxNodes, "desired_size": pool.minNodes},
+            labels={contract.LABEL_POOL: SYSTEM_POOL},
+            # No taints: this is where every pod without a GPU toleration lands.
+            launch_template=launch_template_ref(lt),
+            update_config={"max_unavailable": 1},
+            region=args.region,
+            tags={"llm-serving/pool": SYSTEM_POOL},
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.node_group_name = node_group.node_group_name
+        self.register_outputs({"nodeGroupName": self.node_group_name})
+
+
 @dataclass(frozen=True)
 class EksClusterArgs:
     name: str
@@ -190,8 +266,10 @@ class EksClusterArgs:
     pools: list[NodePoolSpec]
     bucket: S3ModelBucketArgs | None = None
     rwx_storage_class: str = efs.DEFAULT_STORAGE_CLASS
-    # Create EFS, its CSI driver and the `rwx_storage_class` StorageClass (see efs.manages_storage_class).
+    # Create EFS, its CSI driver and the `rwx_storage_class` StorageClass (see efs.manages_rwx_storage).
     manage_rwx_storage: bool = True
+    # The CPU system node group; only on a created cluster (an existing one has its own CPU nodes).
+    system_pool: cfg.SystemPoolConfig | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -235,9 +313,12 @@ class EksCluster(pulumi.ComponentResource):
                 efs.one_subnet_per_zone(subnet_ids, region, invoke) if args.manage_rwx_storage else []
             )
 
+        # One role for every node group (GPU pools and the system pool): they need the same three
+        # node policies. The logical name predates the system pool; renaming it would replace the
+        # role and with it every node group.
         node_role = aws.iam.Role(
             f"{name}-gpu-node",
-            description="GPU nodes of the llm-serving EKS cluster",
+            description="Nodes of the llm-serving EKS cluster",
             assume_role_policy=pulumi.Output.json_dumps(policies.service_trust_policy("ec2.amazonaws.com")),
             opts=child,
         )
@@ -262,6 +343,21 @@ class EksCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
             )
             self.placements[spec.pool.name] = spec.placement
+
+        if args.create and args.system_pool is not None:
+            system = SystemNodeGroup(
+                f"{name}-system",
+                SystemNodeGroupArgs(
+                    pool=args.system_pool,
+                    cluster_name=cluster_name,
+                    node_role_arn=node_role.arn,
+                    subnet_ids=subnet_ids,
+                    region=region,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+            )
+            # The EFS CSI add-on turns ACTIVE only once its controller runs, and that needs these nodes.
+            addons_ready.append(system)
 
         self.bucket = None
         if args.bucket is not None:
@@ -404,6 +500,7 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             pools=specs,
             bucket=bucket,
             rwx_storage_class=stack.cluster.rwxStorageClass or efs.DEFAULT_STORAGE_CLASS,
-            manage_rwx_storage=efs.manages_storage_class(stack.cluster.rwxStorageClass),
+            manage_rwx_storage=efs.manages_rwx_storage(stack.cluster.rwxStorageClass, stack.cluster.manageRwxStorage),
+            system_pool=stack.cluster.systemPool if stack.cluster.create else None,
         ),
     )

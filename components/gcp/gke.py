@@ -1,5 +1,6 @@
-"""GKE: the cluster (created, or an existing one by name), its GPU node pools, the model bucket's
-Workload Identity accounts, and the Kubernetes provider every Kubernetes resource of the stack uses.
+"""GKE: the cluster (created, or an existing one by name), its GPU node pools, the CPU system node
+pool of a created cluster, the model bucket's Workload Identity accounts, and the Kubernetes
+provider every Kubernetes resource of the stack uses.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components import config as cfg
-from components import gpus
+from components import contract, gpus
 from components.cluster import (
     MODEL_READER_SERVICE_ACCOUNT,
     MODEL_WRITER_SERVICE_ACCOUNT,
@@ -32,10 +33,64 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 LOCAL_SSD_GIB = 375
 # A3 Ultra and A4 boot only from Hyperdisk; the other GPU series boot from Persistent Disk.
 _HYPERDISK_ONLY_PREFIXES = ("a3-ultragpu-", "a4-")
+# The system node pool: untainted CPU nodes for CoreDNS and GKE's own system pods, the operators'
+# controllers, KEDA and the mirror Jobs. 8 vCPU / 32 GiB; `cluster.systemPool.machineType` overrides it.
+DEFAULT_SYSTEM_MACHINE_TYPE = "e2-standard-8"
+# Value of contract.LABEL_POOL on the system nodes.
+SYSTEM_POOL = "system"
 
 
 def boot_disk_type(machine_type: str) -> str:
     return "hyperdisk-balanced" if machine_type.startswith(_HYPERDISK_ONLY_PREFIXES) else "pd-balanced"
+
+
+def shared_node_config(node_service_account: pulumi.Input[str]) -> dict:
+    """node_config settings every node pool of this program has, GPU or system."""
+    return {
+        # gVNIC: the higher-bandwidth virtual NIC (needed for the per-VM bandwidth tiers).
+        "gvnic": {"enabled": True},
+        # Pods see the GKE metadata server (Workload Identity), never the node's credentials.
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "service_account": node_service_account,
+        "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+    }
+
+
+def node_pool(
+    name: str,
+    parent: pulumi.Resource,
+    cluster: pulumi.Input[str],
+    location: str,
+    project: pulumi.Input[str],
+    node_config: dict,
+    min_nodes: int,
+    max_nodes: int,
+    initial_per_zone: int,
+    location_policy: str,
+) -> gcp.container.NodePool:
+    """A GKE node pool as this program makes every pool: autoscaled on totals, auto-repaired and
+    auto-upgraded one node at a time, its size left to the autoscaler after creation."""
+    return gcp.container.NodePool(
+        name,
+        cluster=cluster,
+        location=location,
+        project=project,
+        # Totals across all the pool's zones (not per zone), so minNodes/maxNodes mean on GKE
+        # what they mean on EKS.
+        autoscaling={
+            "total_min_node_count": min_nodes,
+            "total_max_node_count": max_nodes,
+            "location_policy": location_policy,
+        },
+        # GKE's initial count is per zone of the pool.
+        initial_node_count=initial_per_zone,
+        management={"auto_repair": True, "auto_upgrade": True},
+        # One node at a time during upgrades: a GPU node is expensive and slow to fill, and the
+        # system pool keeps serving while one of its nodes is replaced.
+        upgrade_settings={"max_surge": 1, "max_unavailable": 0},
+        node_config=node_config,
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["initialNodeCount"]),
+    )
 
 
 def local_ssd_count(machine: gpus.CloudMachine, wanted: bool) -> int:
@@ -97,39 +152,81 @@ class GpuNodePool(pulumi.ComponentResource):
             "spot": pool.capacityType == "spot",
             # Image streaming: containers start before the 10-20 GB engine image is fully pulled.
             "gcfs_config": {"enabled": True},
-            # gVNIC: the higher-bandwidth virtual NIC (needed for the per-VM bandwidth tiers).
-            "gvnic": {"enabled": True},
-            # Pods see the GKE metadata server (Workload Identity), never the node's credentials.
-            "workload_metadata_config": {"mode": "GKE_METADATA"},
-            "service_account": args.node_service_account,
-            "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+            **shared_node_config(args.node_service_account),
         }
         ssds = local_ssd_count(machine, pool.localSsd)
         if ssds:
             node_config["ephemeral_storage_local_ssd_config"] = {"local_ssd_count": ssds}
 
-        node_pool = gcp.container.NodePool(
+        pool_resource = node_pool(
             f"{name}-np",
-            cluster=args.cluster,
-            location=args.location,
-            project=args.project,
-            # Totals across all the pool's zones (not per zone), so minNodes/maxNodes mean on GKE
-            # what they mean on EKS; ANY lets the autoscaler take GPUs from whichever zone has them.
-            autoscaling={
-                "total_min_node_count": pool.minNodes,
-                "total_max_node_count": pool.maxNodes,
-                "location_policy": "ANY",
-            },
-            # GKE's initial count is per zone of the pool.
-            initial_node_count=pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
-            management={"auto_repair": True, "auto_upgrade": True},
-            # One GPU node at a time during upgrades: each is expensive and slow to fill.
-            upgrade_settings={"max_surge": 1, "max_unavailable": 0},
-            node_config=node_config,
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]),
+            self,
+            args.cluster,
+            args.location,
+            args.project,
+            node_config,
+            pool.minNodes,
+            pool.maxNodes,
+            pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
+            # ANY lets the autoscaler take GPUs from whichever zone has them.
+            location_policy="ANY",
         )
-        self.node_pool_name = node_pool.name
+        self.node_pool_name = pool_resource.name
         self.placement = placement
+        self.register_outputs({"nodePoolName": self.node_pool_name})
+
+
+@dataclass(frozen=True)
+class SystemNodePoolArgs:
+    pool: cfg.SystemPoolConfig
+    cluster: pulumi.Input[str]
+    location: str
+    project: pulumi.Input[str]
+    node_service_account: pulumi.Input[str]
+
+
+def system_machine_type(pool: cfg.SystemPoolConfig) -> str:
+    return pool.machineType or DEFAULT_SYSTEM_MACHINE_TYPE
+
+
+class SystemNodePool(pulumi.ComponentResource):
+    """Untainted CPU nodes of a created cluster, for everything that is not a GPU server.
+
+    A created cluster's default pool is removed and the GPU pools carry the GPU taint, so without
+    this pool CoreDNS, the operators' controllers, KEDA and the mirror Jobs would have nowhere to run.
+    """
+
+    node_pool_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SystemNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:gcp:SystemNodePool", name, None, opts)
+        pool = args.pool
+        machine_type = system_machine_type(pool)
+        node_config = {
+            "machine_type": machine_type,
+            "image_type": "COS_CONTAINERD",
+            "disk_size_gb": pool.diskGib,
+            "disk_type": boot_disk_type(machine_type),
+            "labels": {contract.LABEL_POOL: SYSTEM_POOL},
+            # No taints: this is where every pod without a GPU toleration lands.
+            **shared_node_config(args.node_service_account),
+        }
+        pool_resource = node_pool(
+            f"{name}-np",
+            self,
+            args.cluster,
+            args.location,
+            args.project,
+            node_config,
+            pool.minNodes,
+            pool.maxNodes,
+            # One node per zone at creation (three in a default regional cluster); from then on the
+            # autoscaler keeps the total within minNodes..maxNodes.
+            initial_per_zone=1,
+            # Spread over zones, so the system pods (two CoreDNS replicas) survive a zone outage.
+            location_policy="BALANCED",
+        )
+        self.node_pool_name = pool_resource.name
         self.register_outputs({"nodePoolName": self.node_pool_name})
 
 
@@ -143,6 +240,8 @@ class GkeClusterArgs:
     pools: list[NodePoolSpec]
     bucket: GcsModelBucketArgs | None = None
     rwx_storage_class: str = "standard-rwx"
+    # The CPU system node pool; only on a created cluster (an existing one has its own CPU nodes).
+    system_pool: cfg.SystemPoolConfig | None = None
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -187,8 +286,8 @@ class GkeCluster(pulumi.ComponentResource):
                 project=args.project,
                 min_master_version=args.kubernetes_version,
                 release_channel={"channel": RELEASE_CHANNEL},
-                # GPU pools are separate node pools; the default pool exists only because the API
-                # wants one at creation, and goes away right after.
+                # GPU pools and the system pool are separate node pools; the default pool exists only
+                # because the API wants one at creation, and goes away right after.
                 remove_default_node_pool=True,
                 initial_node_count=1,
                 node_config={"service_account": node_sa.email, "oauth_scopes": [CLOUD_PLATFORM_SCOPE]},
@@ -227,6 +326,19 @@ class GkeCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
             )
             self.placements[spec.pool.name] = spec.placement
+
+        if args.create and args.system_pool is not None:
+            SystemNodePool(
+                f"{name}-system",
+                SystemNodePoolArgs(
+                    pool=args.system_pool,
+                    cluster=cluster_name,
+                    location=args.location,
+                    project=args.project,
+                    node_service_account=node_sa.email,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+            )
 
         self.bucket = None
         if args.bucket is not None:
@@ -283,5 +395,6 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             pools=specs,
             bucket=bucket,
             rwx_storage_class=stack.cluster.rwxStorageClass or "standard-rwx",
+            system_pool=stack.cluster.systemPool if stack.cluster.create else None,
         ),
     )
