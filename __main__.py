@@ -14,6 +14,7 @@ from components.kserve import KServeModel, KServeModelArgs
 from components.model_store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
 from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.plan import PlanError
+from components.platform import RdmaAttachment
 from components.observability import AlertThresholds
 from components.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 
@@ -42,13 +43,18 @@ operator_args = OperatorsArgs(
 operator_opts = k8s_opts
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
+rdma = None
 if stack.operators.gpuOperator.enabled:
     gpu_operator = GpuOperator("gpu-operator", operator_args, operator_opts)
     operators_ready += gpu_operator.ready
 if stack.operators.networkOperator.enabled:
-    network_args = NetworkOperatorArgs(**vars(operator_args), workload_namespace=stack.modelStore.namespace)
+    network_args = NetworkOperatorArgs(
+        **vars(operator_args), workload_namespace=stack.modelStore.namespace,
+        rdma_interface=stack.operators.networkOperator.interface,
+    )
     network_operator = NetworkOperator("network-operator", network_args, gpu_operator, operator_opts)
     operators_ready += network_operator.ready
+    rdma = RdmaAttachment(network_operator.rdma_resource, network=network_operator.network_name)
 
 shared = ServingNamespace(
     "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket), k8s_opts
@@ -91,7 +97,7 @@ for model_plan in plans:
             name,
             VllmServerArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
-                machine=machine, api_key=loaded.api_key,
+                machine=machine, api_key=loaded.api_key, rdma=rdma,
                 gateway=GatewayExposure(gateway.name, gateway.namespace, gateway.hostname) if gateway else None,
                 update_strategy=model_plan.model.updateStrategy,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),

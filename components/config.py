@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components import gpus
+from components import contract, gpus
 from components.vllm_version import VLLM_IMAGE
 
 PROJECT = "llm-serving"
@@ -143,6 +143,8 @@ class PoolConfig(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
+        if v == contract.SYSTEM_POOL:
+            raise ValueError(f"{v!r} is reserved for the CPU system pool of a created cluster; choose another name")
         return _dns_label(v)
 
     @field_validator("gpu")
@@ -188,7 +190,20 @@ class NetworkOperatorConfig(_Model):
     rdmaSharedDevices: list[str] = Field(default_factory=lambda: ["mlx5_core"], alias="rdmaSharedDevices")
     """Kernel drivers (ifNames/vendors are matched by the RDMA shared device plugin) exposed as rdma/rdma_shared_device_a."""
     ipRange: str = Field("192.168.100.0/24", alias="ipRange")
-    """IPAM range (whereabouts) of the secondary network NCCL uses."""
+    """IP range (NVIDIA IPAM pool) of the secondary network NCCL uses."""
+    interface: str | None = None
+    """Host RDMA NIC (e.g. ens1f0) the secondary network's macvlan sits on; without it no network attachment is created (the CNI would pick the management interface)."""
+
+    @field_validator("ipRange")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        import ipaddress
+
+        try:
+            ipaddress.ip_network(v, strict=True)
+        except ValueError as err:
+            raise ValueError(f"{v!r} is not a network in CIDR form ({err}); e.g. 192.168.100.0/24") from None
+        return v
 
 
 class OperatorsConfig(_Model):
@@ -420,6 +435,12 @@ class StackConfig(_Model):
             if model.pool not in pool_names:
                 hint = _did_you_mean(model.pool, pool_names)
                 problems.append((f"models[{i}].pool", f"no pool named {model.pool!r}{hint}; pools: {', '.join(pool_names)}"))
+        system_type = self.cluster.systemPool.machineType
+        if system_type and self.cloud != Cloud.existing and gpus.find_machine(self.cloud.value, system_type):
+            gpu, machine = gpus.find_machine(self.cloud.value, system_type)
+            problems.append(("cluster.systemPool.machineType",
+                             f"{system_type} is a GPU machine type ({machine.gpus} x {gpu.name}); the system pool "
+                             "runs untainted CPU work, so use a CPU type or leave it unset"))
         if self.cloud == Cloud.existing and self.modelStore.loadFrom == "volume" and not self.cluster.rwxStorageClass:
             problems.append((
                 "cluster.rwxStorageClass",

@@ -16,6 +16,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # Label and annotation keys. A DNS-style prefix keeps them apart from other tools' keys.
 PREFIX = "llm-serving.io"
 LABEL_POOL = f"{PREFIX}/pool"
+# The LABEL_POOL value of the untainted CPU nodes of a cluster this program creates.
+SYSTEM_POOL = "system"
 LABEL_ACCELERATOR = f"{PREFIX}/accelerator"
 LABEL_MODEL = f"{PREFIX}/model"
 # A 40-hex commit fits the 63-character label value limit, so the revision can be selected on.

@@ -53,6 +53,19 @@ def pool_node_labels(pool: str, gpu: str) -> dict[str, str]:
     return {contract.LABEL_POOL: pool, contract.LABEL_ACCELERATOR: gpu.lower()}
 
 
+@dataclass(frozen=True)
+class RdmaAttachment:
+    """How a pod of a replica that spans nodes reaches the RDMA fabric NCCL uses between them.
+
+    The Network Operator advertises the RDMA devices as an extended resource and, when a host NIC is
+    configured, a Multus secondary network; a pod gets neither unless it asks for them.
+    """
+
+    resource: str
+    network: str | None = None
+    count: int = 1
+
+
 @dataclass
 class ServiceAccountBinding:
     """What a Kubernetes ServiceAccount needs to act as a cloud identity.

@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import contract, observability, probes, server_resources, vllm_args
-from components.platform import GpuPlacement
+from components.platform import GpuPlacement, RdmaAttachment
 from components.vllm_version import VLLM_VERSION
 
 CONTAINER_NAME = observability.SERVER_CONTAINER
@@ -34,6 +34,8 @@ RAY_PORT = 6379
 # Fixed (Ray picks a random one by default) so the worker pods' probes can check their raylet.
 RAY_NODE_MANAGER_PORT = 6380
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
+# Multus reads the secondary networks a pod joins from this annotation.
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 # Environment LWS injects into every container of a group (LWS docs/examples: vllm, sglang).
 LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 
@@ -79,6 +81,8 @@ class VllmServerArgs:
     """Labels the Prometheus' serviceMonitorSelector / ruleSelector match (e.g. release: kube-prometheus-stack)."""
     dashboard_namespace: Optional[str] = None
     alert_thresholds: Optional[observability.AlertThresholds] = None
+    rdma: Optional[RdmaAttachment] = None
+    """The Network Operator's RDMA devices and network; used only by replicas that span nodes."""
 
 
 def _labels(plan: Any, component: str) -> dict[str, str]:
@@ -177,7 +181,7 @@ class PodBuilder:
             "imagePullPolicy": "IfNotPresent",
             "ports": [{"name": probes.PORT_NAME, "containerPort": contract.SERVER_PORT, "protocol": "TCP"}],
             "env": self.env(),
-            "resources": self.resources.requirements(contract.GPU_RESOURCE),
+            "resources": self.container_resources(),
             "volumeMounts": mounts,
             "startupProbe": pp.startup_probe(),
             "readinessProbe": pp.readiness_probe(),
@@ -213,7 +217,7 @@ class PodBuilder:
             "command": ["/bin/sh", "-c", script],
             "ports": [{"name": "ray-node", "containerPort": RAY_NODE_MANAGER_PORT, "protocol": "TCP"}],
             "env": [e for e in self.env() if e["name"] != vllm_args.API_KEY_ENV],
-            "resources": self.resources.requirements(contract.GPU_RESOURCE),
+            "resources": self.container_resources(),
             "volumeMounts": mounts,
             "startupProbe": pp.startup_probe(raylet),
             "readinessProbe": pp.readiness_probe(raylet),
@@ -244,10 +248,25 @@ class PodBuilder:
             spec["serviceAccountName"] = self.args.storage.service_account
         return spec
 
+    @property
+    def rdma(self) -> Optional[RdmaAttachment]:
+        # Inside one node NCCL uses NVLink/PCIe; the fabric matters only between the pods of a group.
+        return self.args.rdma if self.multi_node else None
+
+    def container_resources(self) -> dict[str, Any]:
+        resources = self.resources.requirements(contract.GPU_RESOURCE)
+        if self.rdma is not None:
+            for side in ("requests", "limits"):
+                resources[side][self.rdma.resource] = str(self.rdma.count)
+        return resources
+
     def template(self, container: dict[str, Any], component: str) -> dict[str, Any]:
         labels = {**_labels(self.plan, component), contract.LABEL_REVISION: self.plan.revision}
+        annotations = workload_annotations(self.plan)
+        if self.rdma is not None and self.rdma.network:
+            annotations = {**annotations, MULTUS_NETWORKS_ANNOTATION: self.rdma.network}
         return {
-            "metadata": {"labels": labels, "annotations": workload_annotations(self.plan)},
+            "metadata": {"labels": labels, "annotations": annotations},
             "spec": self.pod_spec(container, component),
         }
 

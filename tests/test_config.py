@@ -224,3 +224,14 @@ def test_misspelt_top_level_key_in_the_stack_file_is_reported():
         "Pulumi.dev.yaml: modells: unknown key (did you mean 'models'?); allowed here: cloud, cluster, pools, "
         "operators, modelStore, models, exposure, monitoring"
     ]
+
+
+def test_system_pool_is_cpu_only_and_its_name_reserved():
+    raw = base("aws")
+    raw["cluster"] = {"systemPool": {"machineType": "p5.48xlarge"}}
+    assert any("cluster.systemPool.machineType: p5.48xlarge is a GPU machine type (8 x H100-80GB)" in p
+               for p in problems_of(raw))
+    raw = base("aws")
+    raw["pools"][0]["name"] = "system"
+    raw["models"][0]["pool"] = "system"
+    assert any("pools[0].name: 'system' is reserved for the CPU system pool" in p for p in problems_of(raw))

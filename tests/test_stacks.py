@@ -172,3 +172,32 @@ def test_a_broken_variant_of_prod_is_caught_by_the_intended_rule(breaker, policy
     breaker(objects)
     mandatory = {v.policy for v in check_objects(objects + cloud_records(evaluation)) if v.level == "mandatory"}
     assert policy in mandatory, mandatory
+
+
+def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
+    overrides = {
+        "cloud": "existing",
+        "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
+        "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
+        "operators": {"gpuOperator": {"driver": "preinstalled"},
+                      "networkOperator": {"enabled": True, "interface": "ens1f0"}},
+        "models": [{"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+                    "gated": True, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2,
+                    "maxModelLen": 32768}],
+    }
+    evaluation = evaluate_stack("prod", overrides=overrides)
+    objects = evaluation.kubernetes_objects
+    # The Network Operator's IPPool and MacvlanNetwork CRDs are not among tests/fixtures/crds.
+    validate_all([o for o in objects if o["kind"] not in ("IPPool", "MacvlanNetwork")])
+    [lws] = kinds(objects, "LeaderWorkerSet")
+    [network] = kinds(objects, "MacvlanNetwork")
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    for template in (templates["leaderTemplate"], templates["workerTemplate"]):
+        assert template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == network["metadata"]["name"]
+        resources = template["spec"]["containers"][0]["resources"]
+        assert resources["limits"]["rdma/rdma_shared_device_a"] == resources["requests"]["rdma/rdma_shared_device_a"] == "1"
+    # A replica inside one node needs no fabric.
+    single = evaluate_stack("prod", overrides={**overrides, "models": [{**overrides["models"][0], "tensorParallelSize": 4,
+                                                                       "pipelineParallelSize": 1}]})
+    [deployment] = [o for o in kinds(single.kubernetes_objects, "Deployment")]
+    assert "rdma/rdma_shared_device_a" not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]

@@ -43,7 +43,7 @@ SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # files. `cluster.systemPool.machineType` overrides it.
 DEFAULT_SYSTEM_INSTANCE_TYPE = "m6i.2xlarge"
 # Value of contract.LABEL_POOL on the system nodes.
-SYSTEM_POOL = "system"
+SYSTEM_POOL = contract.SYSTEM_POOL
 
 # EFA interfaces an instance type carries = its network cards (one EFA per card).
 # Source: AWS EC2 User Guide, "Elastic Fabric Adapter - supported instance types" and the

@@ -37,7 +37,7 @@ _HYPERDISK_ONLY_PREFIXES = ("a3-ultragpu-", "a4-")
 # controllers, KEDA and the mirror Jobs. 8 vCPU / 32 GiB; `cluster.systemPool.machineType` overrides it.
 DEFAULT_SYSTEM_MACHINE_TYPE = "e2-standard-8"
 # Value of contract.LABEL_POOL on the system nodes.
-SYSTEM_POOL = "system"
+SYSTEM_POOL = contract.SYSTEM_POOL
 
 
 def boot_disk_type(machine_type: str) -> str:
