@@ -16,7 +16,9 @@ sized for one commit and mirrors another is exactly the drift this project exist
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -197,13 +199,26 @@ def _cache_dir() -> str | None:
 _UNKNOWN = object()  # "could not tell": offline and not cached
 
 
+@contextlib.contextmanager
+def _quiet_retries():
+    """huggingface_hub logs every retry of an unreachable Hub as a warning; the HubError raised
+    afterwards says what happened and how to fix it, in one line, so the retries stay quiet."""
+    hub_logger = logging.getLogger("huggingface_hub")
+    level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        hub_logger.setLevel(level)
+
+
 def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -> ModelMetadata:
     offline = _offline()
 
     def fetch(filename: str, required: bool) -> Path | None | object:
         try:
-            return Path(
-                hf_hub_download(
+            with _quiet_retries():
+                downloaded = hf_hub_download(
                     repo_id,
                     filename,
                     revision=revision,
@@ -211,7 +226,7 @@ def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -
                     cache_dir=_cache_dir(),
                     local_files_only=offline,
                 )
-            )
+            return Path(downloaded)
         except GatedRepoError:
             if token:
                 raise HubError(f"{repo_id} is gated and the token given has no access: accept its licence on huggingface.co with that account") from None

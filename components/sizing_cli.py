@@ -88,7 +88,7 @@ def load_config(source: str, revision: str | None) -> dict[str, Any]:
     try:
         return load_model_config(source, revision)
     except Exception as exc:  # the hub module's own errors carry the reason
-        raise CliError(f"--model-config: cannot load {source}@{revision}: {exc}") from None
+        raise CliError(f"--model-config: {exc}") from None
 
 
 def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
@@ -175,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, SizingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error of the sizing.
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
