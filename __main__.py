@@ -33,12 +33,11 @@ k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster
 
 # Operators wait for the cluster (and so its GPU pools); servers wait for the operators.
 placements = list(cluster.placements.values())
-gke_driver_versions = {p.gkeDriverVersion for p in stack.pools}
 operator_args = OperatorsArgs(
     config=stack.operators,
     cloud=stack.cloud.value,
     placements=placements,
-    gke_driver_version=next(iter(gke_driver_versions)) if stack.cloud == config.Cloud.gcp else None,
+    gke_driver_version=stack.gke_driver_version,
 )
 operator_opts = k8s_opts
 operators_ready: list[pulumi.Resource] = []

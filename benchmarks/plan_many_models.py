@@ -30,7 +30,7 @@ def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], lis
     for i in range(n):
         model = copy.deepcopy(models[i % len(models)])
         model["name"] = f"m{i}-{model.get('name') or model['repo'].split('/')[-1].lower().replace('.', '-')}"[:63].rstrip("-")
-        model["replicas"] = 1
+        model.pop("replicas", None)
         many.append(model)
     config[f"{PROJECT}:models"] = json.dumps(many)
     # Room for every model's replicas, so the benchmark measures planning, not a capacity error.

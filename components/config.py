@@ -31,10 +31,21 @@ from components import contract, gpus
 from components.vllm_version import VLLM_IMAGE
 
 PROJECT = "llm-serving"
+# The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
+# its release pins. Pinned here on its own, not to VLLM_IMAGE: bumping the engine must not change
+# the mirror Jobs' pod templates, which would replace every Job and re-download every model.
+DOWNLOADER_IMAGE = "vllm/vllm-openai:v0.32.0"
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # An image reference with a tag or digest; the policy pack enforces "not latest" on the output too.
+LABEL_KEY_RE = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+# Quantization methods vLLM 0.32 accepts for --quantization (vllm/model_executor/layers/quantization).
+QUANTIZATION_METHODS = (
+    "awq", "awq_marlin", "gptq", "gptq_marlin", "gptq_marlin_24", "fp8", "fbgemm_fp8", "modelopt",
+    "modelopt_fp4", "compressed-tensors", "bitsandbytes", "gguf", "experts_int8", "mxfp4", "torchao",
+)
 IMAGE_RE = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 
 # Secret config keys: only ever read with require_secret/get_secret, and refused as plain values.
@@ -75,6 +86,8 @@ class SystemPoolConfig(_Model):
     """Upper bound for the autoscaler."""
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Boot disk per node; a mirror Job stages a model's files here when models load from the bucket."""
+    zones: list[str] | None = Field(None, min_length=1)
+    """GKE: zones of the system pool; default: the first zone of the region."""
 
     @model_validator(mode="after")
     def _sizes(self) -> "SystemPoolConfig":
@@ -88,7 +101,7 @@ class ClusterConfig(_Model):
     """Create the cluster (true) or reuse an existing one by name (false). Ignored for `cloud: existing`."""
     name: str = "llm-serving"
     """Cluster name: created with this name, or looked up by it when `create` is false."""
-    kubernetesVersion: str = Field("1.33", alias="kubernetesVersion")
+    kubernetesVersion: str = Field("1.33", alias="kubernetesVersion", pattern=r"^1\.\d{2}$")
     """Kubernetes minor version of a created cluster (EKS `version`, GKE `min_master_version`)."""
     region: str | None = None
     """Cloud region (AWS region, GCP region). Defaults: us-east-1 on AWS, us-central1 on GCP."""
@@ -130,7 +143,11 @@ class PoolConfig(_Model):
     desiredNodes: int | None = Field(None, ge=0, alias="desiredNodes")
     """Initial node count (EKS desired size / GKE initial count). Default: `minNodes`."""
     capacityType: CapacityType = Field("on-demand", alias="capacityType")
-    """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML; GKE: reservation-backed, treated as on-demand)."""
+    """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML, with capacityReservationId)."""
+    capacityReservationId: str | None = Field(None, alias="capacityReservationId", pattern=r"^cr-[0-9a-f]{17}$")
+    """AWS: the Capacity Block's reservation id (cr-...); required with capacityType capacity-block."""
+    zones: list[str] | None = Field(None, min_length=1)
+    """GKE: zones of the pool (node_locations); default: the first zone of the region. GPUs are not offered in every zone."""
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Root/boot disk per node in GiB; engine images are 10-20 GB and are unpacked there."""
     efa: bool = False
@@ -167,6 +184,13 @@ class PoolConfig(_Model):
         return self
 
 
+def _exact_version(v: str) -> str:
+    """Helm matches chart versions literally; a range or `latest` would float."""
+    if not re.fullmatch(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", v):
+        raise ValueError(f"{v!r} is not an exact chart version; pin one such as 26.4.1 (ranges and latest float)")
+    return v
+
+
 class GpuOperatorConfig(_Model):
     enabled: bool = True
     """Install NVIDIA's GPU Operator (device plugin, GPU feature discovery, DCGM exporter)."""
@@ -181,6 +205,11 @@ class GpuOperatorConfig(_Model):
     dcgmServiceMonitor: bool = Field(True, alias="dcgmServiceMonitor")
     """Create a ServiceMonitor for the DCGM exporter (needs the Prometheus Operator CRDs)."""
 
+    @field_validator("chartVersion")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        return _exact_version(v)
+
 
 class NetworkOperatorConfig(_Model):
     enabled: bool = False
@@ -193,6 +222,11 @@ class NetworkOperatorConfig(_Model):
     """IP range (NVIDIA IPAM pool) of the secondary network NCCL uses."""
     interface: str | None = None
     """Host RDMA NIC (e.g. ens1f0) the secondary network's macvlan sits on; without it no network attachment is created (the CNI would pick the management interface)."""
+
+    @field_validator("chartVersion")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        return _exact_version(v)
 
     @field_validator("ipRange")
     @classmethod
@@ -214,6 +248,11 @@ class OperatorsConfig(_Model):
     namespace: str = "gpu-operator"
     """Namespace of the operators."""
 
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        return _dns_label(v)
+
 
 LoadFrom = Literal["volume", "bucket", "existing-claim"]
 
@@ -223,15 +262,17 @@ class ModelStoreConfig(_Model):
     """Namespace of the servers, the mirror Jobs and their service accounts."""
     bucketName: str | None = Field(None, alias="bucketName")
     """Model bucket name. Default: `<project>-<stack>-models-<random suffix>` (globally unique)."""
-    prefix: str = "models"
-    """Object prefix for mirrored weights; the writer identity may write only under it."""
+    prefix: str = Field("models", pattern=r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
+    """Object prefix for mirrored weights, without leading or trailing slash; the writer identity may write only under it."""
+    mirrorPool: str | None = Field(None, alias="mirrorPool")
+    """Run the mirror Jobs on this GPU pool (tolerating its taint) instead of untainted CPU nodes; for clusters without CPU nodes."""
     loadFrom: LoadFrom = Field("volume", alias="loadFrom")
     """volume: a ReadWriteMany volume the mirror Job fills; bucket: vLLM's Run:ai streamer reads the bucket; existing-claim: a PVC you manage."""
     existingClaim: str | None = Field(None, alias="existingClaim")
     """Name of an existing ReadWriteMany PVC holding `<org>/<name>/<revision>/` folders (loadFrom: existing-claim)."""
     readMBps: float | None = Field(None, gt=0, alias="readMBps")
     """Read speed of the chosen load path in MB/s, for load-time estimates. Default per path: volume 500, bucket 1500, existing-claim 500."""
-    downloaderImage: str = Field(VLLM_IMAGE, alias="downloaderImage")
+    downloaderImage: str = Field(DOWNLOADER_IMAGE, alias="downloaderImage")
     """Pinned image for the mirror Job; it must carry the `hf` CLI (the vLLM image does, with the huggingface_hub its release pins), so nothing is pip-installed at run time."""
     volumeHeadroom: float = Field(1.25, ge=1.0, le=4.0, alias="volumeHeadroom")
     """Volume size = total weight size x headroom (tokenizer, manifests, a second revision during a rollout)."""
@@ -240,6 +281,14 @@ class ModelStoreConfig(_Model):
     @classmethod
     def _ns(cls, v: str) -> str:
         return _dns_label(v)
+
+    @field_validator("bucketName")
+    @classmethod
+    def _bucket(cls, v: str | None) -> str | None:
+        # The rules S3 and GCS share: 3-63 characters, lower case, digits, dots and hyphens.
+        if v is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", v):
+            raise ValueError(f"{v!r} is not a valid bucket name; use 3-63 lower-case letters, digits, '.' or '-'")
+        return v
 
     @model_validator(mode="after")
     def _claim(self) -> "ModelStoreConfig":
@@ -282,6 +331,16 @@ class MonitoringConfig(_Model):
     """Create ServiceMonitors, PrometheusRules and Grafana dashboards (needs the Prometheus Operator CRDs)."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Labels your Prometheus' serviceMonitorSelector/ruleSelector match, e.g. {release: kube-prometheus-stack}."""
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not LABEL_KEY_RE.fullmatch(key):
+                raise ValueError(f"{key!r} is not a valid Kubernetes label key")
+            if not LABEL_VALUE_RE.fullmatch(value):
+                raise ValueError(f"{value!r} (label {key}) is not a valid Kubernetes label value")
+        return v
     dashboardNamespace: str | None = Field(None, alias="dashboardNamespace")
     """Namespace the Grafana sidecar watches for dashboard ConfigMaps; default: the serving namespace."""
     ttftP95Seconds: float = Field(2.0, gt=0, alias="ttftP95Seconds")
@@ -371,6 +430,14 @@ class ModelConfig(_Model):
     def _name(cls, v: str | None) -> str | None:
         return None if v is None else _dns_label(v)
 
+    @field_validator("quantization")
+    @classmethod
+    def _quantization(cls, v: str | None) -> str | None:
+        if v is not None and v not in QUANTIZATION_METHODS:
+            hint = _did_you_mean(v, QUANTIZATION_METHODS)
+            raise ValueError(f"{v!r} is not a vLLM quantization method{hint}; known: {', '.join(QUANTIZATION_METHODS)}")
+        return v
+
     @field_validator("tensorParallelSize", mode="before")
     @classmethod
     def _tp(cls, v: Any) -> Any:
@@ -392,6 +459,9 @@ class ModelConfig(_Model):
         a = self.autoscaling
         if a.enabled and a.minReplicas > a.maxReplicas:
             raise ValueError(f"autoscaling.minReplicas ({a.minReplicas}) exceeds maxReplicas ({a.maxReplicas})")
+        if a.enabled and "replicas" in self.model_fields_set:
+            raise ValueError("replicas is decided by the autoscaler when autoscaling is enabled; "
+                             "set autoscaling.minReplicas and maxReplicas instead")
         kserve_only = {"canaryTrafficPercent": self.canaryTrafficPercent, "canaryBaselineRevision": self.canaryBaselineRevision,
                        "kserveStorage": None if self.kserveStorage == "bucket" else self.kserveStorage}
         for key, value in kserve_only.items():
@@ -435,6 +505,14 @@ class StackConfig(_Model):
             if model.pool not in pool_names:
                 hint = _did_you_mean(model.pool, pool_names)
                 problems.append((f"models[{i}].pool", f"no pool named {model.pool!r}{hint}; pools: {', '.join(pool_names)}"))
+        if self.modelStore.mirrorPool is not None and self.modelStore.mirrorPool not in pool_names:
+            problems.append(("modelStore.mirrorPool", f"no pool named {self.modelStore.mirrorPool!r}; pools: {', '.join(pool_names)}"))
+        if self.cloud == Cloud.gcp and len(self.cluster.name) > 40:
+            problems.append(("cluster.name", f"GKE cluster names have at most 40 characters; {self.cluster.name!r} has {len(self.cluster.name)}"))
+        for i, m in enumerate(self.models):
+            if m.autoscaling.enabled and not self.monitoring.enabled:
+                problems.append((f"models[{i}].autoscaling.enabled", "autoscaling reads the queue depth Prometheus scrapes "
+                                                                     "from the servers; it needs monitoring.enabled true"))
         system_type = self.cluster.systemPool.machineType
         if system_type and self.cloud != Cloud.existing and gpus.find_machine(self.cloud.value, system_type):
             gpu, machine = gpus.find_machine(self.cloud.value, system_type)
@@ -457,6 +535,11 @@ class StackConfig(_Model):
 
     def pool(self, name: str) -> PoolConfig:
         return next(p for p in self.pools if p.name == name)
+
+    @property
+    def gke_driver_version(self) -> str | None:
+        """The GPU driver version of the GKE pools (validated to be one), None off GKE."""
+        return self.pools[0].gkeDriverVersion if self.cloud == Cloud.gcp else None
 
 
 def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
@@ -481,13 +564,26 @@ def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
         machine_gpu, machine = found
         if machine_gpu.name != pool.gpu:
             problems.append(("machineType", f"{pool.machineType} carries {machine_gpu.name}, not {pool.gpu}"))
-        elif pool.gpusPerNode > machine.gpus:
-            problems.append(("gpusPerNode", f"{pool.machineType} has {machine.gpus} GPU(s); gpusPerNode is {pool.gpusPerNode}"))
+        elif pool.gpusPerNode != machine.gpus:
+            # The cloud attaches all of a machine's GPUs; planning for fewer would leave GPUs idle
+            # and every capacity number wrong.
+            problems.append(("gpusPerNode", f"{pool.machineType} has {machine.gpus} GPU(s); set gpusPerNode to "
+                                            f"{machine.gpus} or drop machineType"))
     else:
         machine = gpus.default_machine(gpu, cloud_name, pool.gpusPerNode)
         if machine is None:
             counts = sorted({m.gpus for m in offered})
             problems.append(("gpusPerNode", f"no {cloud_name} machine has {pool.gpusPerNode} x {pool.gpu}; choose one of {counts}"))
+    if pool.capacityType == "capacity-block":
+        if cloud != Cloud.aws:
+            problems.append(("capacityType", "capacity-block is an AWS EC2 Capacity Block; on gcp use on-demand or spot"))
+        elif not pool.capacityReservationId:
+            problems.append(("capacityReservationId", "capacityType is capacity-block: give the Capacity Block's "
+                                                      "reservation id (cr-...) from the EC2 console"))
+    elif pool.capacityReservationId:
+        problems.append(("capacityReservationId", "only used with capacityType capacity-block"))
+    if pool.zones and cloud != Cloud.gcp:
+        problems.append(("zones", "zones are set per pool on GKE only; on EKS node groups use the cluster's subnets"))
     if pool.efa:
         if cloud != Cloud.aws:
             problems.append(("efa", "EFA is an AWS feature; remove it on gcp"))

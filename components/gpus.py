@@ -10,6 +10,9 @@ less the few hundred MiB the driver keeps back (nvidia-smi's 81559 MiB against C
 an H100; an NVIDIA L4 shows 23034 MiB); no log in this repository confirms them yet, so they can
 be off by up to about 1%. When a real log states a total, put it here; the sizing CLI takes
 `--gpu-memory-gib` to size against a measured figure meanwhile.
+H200's 139.81 GiB agrees with a vLLM 0.10.2 log (Qwen3-Next-80B, TP 2): "Free memory on device
+(139.21/139.81 GiB) on startup" — a public GitHub file found through the code index (file id
+7292846353), whose repository the index does not name; treat it as corroboration, not a citation.
 
 Pure Python, no Pulumi import: the sizing CLI, the config validator and the policy pack use it.
 """

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import queue
@@ -99,6 +100,30 @@ def plan_requests(source: PromptSource, rng: random.Random, count: int,
     return planned
 
 
+def stream_event_error(data: object) -> str | None:
+    """Why a parsed stream event means the request failed, or None for an ordinary chunk.
+
+    vLLM sends `data: {"error": {"message": ..., "code": ...}}` when generation fails after the
+    stream started; older servers send the bare ErrorResponse (`{"object": "error", "message": ...}`).
+    Anything that is not a JSON object is not an OpenAI stream chunk at all.
+    """
+    if not isinstance(data, dict):
+        return f"stream event is not a JSON object: {json.dumps(data)[:120]}"
+    if "error" in data:
+        return "stream error: " + _error_text(data["error"])
+    if data.get("object") == "error":
+        return "stream error: " + _error_text(data)
+    return None
+
+
+def _error_text(error: object) -> str:
+    if isinstance(error, dict):
+        message = error.get("message") or json.dumps(error)[:200]
+        code = error.get("code")
+        return f"{message} (code {code})" if code is not None else str(message)
+    return str(error)[:200]
+
+
 def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
             ignore_eos: bool = True) -> RequestSample:
     body = {
@@ -123,9 +148,17 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
             if time.monotonic() > deadline:
                 return RequestSample(ok=False, error="cut off by the sweep's --timeout")
             data = event.json()
-            if data.get("usage"):
-                usage_tokens = data["usage"].get("completion_tokens")
-            if any(choice.get("text") for choice in data.get("choices", [])):
+            failure = stream_event_error(data)
+            if failure:
+                # vLLM reports a failure after the 200 header as an error event (then [DONE]); text
+                # streamed before it does not make the request a success.
+                return RequestSample(ok=False, error=failure)
+            usage = data.get("usage")
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                usage_tokens = usage["completion_tokens"]
+            choices = data.get("choices")
+            if any(isinstance(choice, dict) and choice.get("text") for choice in
+                   (choices if isinstance(choices, list) else [])):
                 chunks += 1
                 if first is None:
                     first = event.at
@@ -146,6 +179,19 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
         prompt_tokens=req.prompt_tokens,
         latency=last - started,
     )
+
+
+def measure(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
+            ignore_eos: bool = True) -> RequestSample:
+    """run_one, with any unexpected exception turned into an error sample.
+
+    Requests run in worker threads, where an uncaught exception ends the thread quietly and its
+    request (and every one it would have taken next) vanishes from the results.
+    """
+    try:
+        return run_one(client, model, req, deadline, request_timeout, ignore_eos)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return RequestSample(ok=False, error=f"client error: {type(exc).__name__}: {exc}")
 
 
 class Progress:
@@ -202,7 +248,7 @@ def run_level(client: Client, model: str, concurrency: int, planned: list[Planne
                 req = work.get_nowait()
             except queue.Empty:
                 return
-            sample = run_one(client, model, req, deadline, request_timeout, ignore_eos)
+            sample = measure(client, model, req, deadline, request_timeout, ignore_eos)
             with lock:
                 samples.append(sample)
             progress.advance(sample.ok)
@@ -245,8 +291,9 @@ def _positive(kind):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number")
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        # float() accepts "nan" and "inf"; neither is a usable count, target or time limit.
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
         return value
     return parse
 
@@ -281,6 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def output_path_problem(path: pathlib.Path) -> str | None:
+    """Why a report file cannot be written at `path`, or None when it can (checked, not created)."""
+    if path.is_dir():
+        return "is a directory; give a file name"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"folder {folder} does not exist; create it first"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {folder} is not writable"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "exists and is not writable"
+    return None
+
+
 def _server_max_model_len(client: Client, model: str) -> int | None:
     resp = client.get("/v1/models")
     if resp.status != 200:
@@ -300,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.chart and args.chart.suffix.lower() != ".svg":
         parser.error(f"--chart {args.chart}: only SVG is written; use a name ending in .svg")
+    # Checked before the sweep: a bad path found after it would throw away minutes of results.
+    for flag, path in (("--json", args.json), ("--chart", args.chart)):
+        problem = output_path_problem(path) if path else None
+        if problem:
+            parser.error(f"{flag} {path}: {problem}")
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
@@ -331,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         print("loadtest: the server has no /tokenize; prompt lengths are approximate", file=sys.stderr)
 
     # One unmeasured request first, so one-off start-up costs do not land in the first level.
-    run_one(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout,
+    measure(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout,
             args.ignore_eos)
 
     progress = Progress(args.requests * len(args.concurrency))
@@ -367,9 +433,17 @@ def main(argv: list[str] | None = None) -> int:
             "slo": {"ttft_ms": args.slo_ttft_ms, "statistic": SLO_STAT, "highest_concurrency_meeting": best},
             "levels": [level.to_json() for level in levels],
         }
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    outputs = []
+    if args.json:
+        outputs.append(("--json", args.json, json.dumps(report, indent=2) + "\n"))
     if args.chart:
-        args.chart.write_text(render_svg(levels, title, args.slo_ttft_ms))
+        outputs.append(("--chart", args.chart, render_svg(levels, title, args.slo_ttft_ms)))
+    for flag, path, text in outputs:
+        try:
+            path.write_text(text)
+        except OSError as exc:  # the folder was checked up front; it can still vanish or fill up
+            print(f"loadtest: {flag} {path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     return 0 if any(level.completed for level in levels) else 1
 
 

@@ -247,7 +247,9 @@ def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, s
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise ValueError(f"{path.name}: not valid YAML: {str(err).splitlines()[0]}") from None
+        raise ValueError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise ValueError(f"{path.name}: the top level must be a mapping with a `config:` mapping of keys")
     config: dict[str, str] = {}
     secret_keys: list[str] = []
     for key, value in (doc.get("config") or {}).items():

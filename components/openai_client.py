@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import ssl
 import time
@@ -55,14 +56,12 @@ class Client:
     """Talks to one base URL (`http(s)://host[:port][/prefix]`), optionally with a bearer key."""
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0):
-        parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(
-                f"--base-url {base_url!r} is not an http(s) URL; use e.g. http://127.0.0.1:8000"
-            )
+        parsed, port = _split_base_url(base_url)
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
         self.scheme = parsed.scheme
         self.host = parsed.hostname
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.port = port
         # A trailing /v1 is a common way to write an OpenAI base URL; paths below add it themselves.
         prefix = parsed.path.rstrip("/")
         if prefix.endswith("/v1"):
@@ -161,6 +160,27 @@ class Client:
         if not isinstance(tokens, list):
             raise EndpointError(f"POST /tokenize answer has no token list: {_short(resp.text())}")
         return tokens
+
+
+def _split_base_url(base_url: str) -> tuple[urllib.parse.SplitResult, int]:
+    """The parsed URL and its port; every problem is a ValueError naming --base-url and the value.
+
+    urlsplit and .port raise bare ValueErrors ("Invalid IPv6 URL", "Port out of range 0-65535")
+    that would not tell a user which flag is wrong, so they are reworded here.
+    """
+    example = "use e.g. http://127.0.0.1:8000 or http://[::1]:8000"
+    try:
+        parsed = urllib.parse.urlsplit(base_url)
+        port = parsed.port
+    except ValueError as exc:
+        hint = " (an IPv6 address goes in brackets)" if base_url.count(":") > 2 and "[" not in base_url else ""
+        raise ValueError(f"--base-url {base_url}: {exc}{hint}; {example}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"--base-url {base_url}: not an http(s) URL with a host; {example}")
+    if port == 0:
+        # Port 0 means "any port" to the OS; as a server address it is a typo, not the default.
+        raise ValueError(f"--base-url {base_url}: port 0 is not a server port; {example}")
+    return parsed, port or (443 if parsed.scheme == "https" else 80)
 
 
 def error_message(resp: Response) -> str:

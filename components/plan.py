@@ -153,8 +153,12 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
     gpu = gpus.CATALOG[pool.gpu]
     metadata = load_metadata(model)
     arch = sizing.ModelArch.from_hf_config(metadata.config)
-    max_model_len = model.maxModelLen or arch.max_position_embeddings
-    if max_model_len > arch.max_position_embeddings:
+    model_max = arch.max_position_embeddings
+    if model_max is None and model.maxModelLen is None:
+        raise PlanError([f"{key}.maxModelLen: {model.repo}'s config.json declares no max_position_embeddings, "
+                         f"so the context length cannot be derived; set maxModelLen"])
+    max_model_len = model.maxModelLen or model_max
+    if model_max is not None and max_model_len > model_max:
         raise PlanError([f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
                          f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])
     pp = model.pipelineParallelSize
@@ -234,7 +238,8 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "gpu": p.gpu.name,
             "tensorParallelSize": p.tensor_parallel_size,
             "pipelineParallelSize": p.pipeline_parallel_size,
-            "replicas": p.model.replicas,
+            "minReplicas": p.replica_bounds[0],
+            "maxReplicas": p.replica_bounds[1],
             "maxModelLen": p.max_model_len,
             "weightsGiB": round(p.weights_bytes / 1024**3, 2),
             "weightsGiBPerGpu": round(p.sizing.weights_gib_per_gpu, 2),

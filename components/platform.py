@@ -64,6 +64,8 @@ class RdmaAttachment:
     resource: str
     network: str | None = None
     count: int = 1
+    # Environment the engine's NCCL needs to use the fabric (e.g. FI_PROVIDER=efa for AWS EFA).
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

@@ -9,10 +9,12 @@ passes (1 when one fails, 2 for a usage error). Checks, in order:
   models       GET /v1/models lists the served model name
   chat         one short chat completion returns text, a finish_reason and usage
   stream       a streamed chat completion ends with `data: [DONE]`
-  context      a prompt of exactly max-model-len minus the output budget succeeds with that budget,
-               a prompt one token over max-model-len is rejected with a 4xx, and /health still
-               answers 200 afterwards (token counts come from the server's /tokenize, chat template
-               included, so the boundary is exact; see check_context for the edge in between)
+  context      a prompt of exactly max-model-len minus the output budget succeeds with the whole
+               budget; one token more is either rejected with a 4xx or served with max_tokens
+               clamped so prompt + output stays within max-model-len; a prompt one token over
+               max-model-len is rejected with a 4xx; /health still answers 200 afterwards (token
+               counts come from the server's /tokenize, chat template included, so the boundary
+               is exact; see judge_context)
   metrics      GET /metrics exposes every series the stack's alerts and autoscaler query
                (components/vllm_metrics.py)
 
@@ -22,12 +24,14 @@ Standard library only, so it also runs as an in-cluster Job from a plain python 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from components.openai_client import Client, EndpointError, error_message
+from components.openai_client import Client, EndpointError, Response, error_message
 from components.vllm_metrics import REQUIRED_METRICS, describe_missing, missing_names
 
 # Tokens asked for in the context-boundary check: the prompt is sized so prompt + budget is exactly
@@ -164,51 +168,120 @@ def _sized_messages(ctx: SmokeContext, target: int) -> tuple[list[dict], int]:
     raise CheckFailed("could not build a prompt of an exact token length with this tokenizer")
 
 
-def _chat_status(ctx: SmokeContext, messages: list[dict]) -> tuple[int, str, int | None]:
-    """HTTP status, error message (if any) and completion tokens of one bounded chat request."""
-    resp = ctx.client.post("/v1/chat/completions",
-                           {"model": ctx.model, "messages": messages, "max_tokens": OUTPUT_BUDGET, "temperature": 0})
-    if resp.status == 200:
-        usage = (resp.json() or {}).get("usage") or {}
-        return 200, "", usage.get("completion_tokens")
-    return resp.status, error_message(resp), None
+@dataclass(frozen=True)
+class BoundaryReply:
+    """One context-boundary request: the prompt length by the server's /tokenize and its answer."""
+
+    prompt_tokens: int
+    response: Response
+
+    @property
+    def status(self) -> int:
+        return self.response.status
+
+    def usage(self) -> dict:
+        """The answer's usage block ({} when absent or not JSON)."""
+        try:
+            data = json.loads(self.response.body)
+        except ValueError:
+            return {}
+        usage = data.get("usage") if isinstance(data, dict) else None
+        return usage if isinstance(usage, dict) else {}
+
+    def counted_prompt(self) -> int:
+        """The server's own prompt count when it reports one, else the /tokenize count."""
+        value = self.usage().get("prompt_tokens")
+        return value if isinstance(value, int) else self.prompt_tokens
+
+    def completion_tokens(self) -> int | None:
+        value = self.usage().get("completion_tokens")
+        return value if isinstance(value, int) else None
+
+
+def _boundary_request(ctx: SmokeContext, messages: list[dict], n_prompt: int) -> BoundaryReply:
+    # ignore_eos (a vLLM sampling parameter; /tokenize already makes this check vLLM-only) makes the
+    # server generate every token it allows, so "the full budget" and "clamped" are measurable
+    # rather than hidden behind a model that happened to stop early.
+    body = {"model": ctx.model, "messages": messages, "max_tokens": OUTPUT_BUDGET, "temperature": 0,
+            "ignore_eos": True}
+    return BoundaryReply(n_prompt, ctx.client.post("/v1/chat/completions", body))
+
+
+def judge_context(limit: int, budget: int, fit: BoundaryReply, edge: BoundaryReply, over: BoundaryReply,
+                  health_after: int) -> str:
+    """Judge the three boundary answers; the evidence of every part, or CheckFailed naming the failures.
+
+      fit   prompt = limit - budget       must answer 200 with exactly `budget` completion tokens;
+      edge  prompt = limit - budget + 1   must either be rejected with a 4xx, or be served with at most
+                                          budget - 1 tokens so prompt + output never exceeds the limit
+                                          (vLLM 0.32 clamps max_tokens to what fits; older vLLM rejected);
+      over  prompt = limit + 1            must be rejected with a 4xx (the prompt alone cannot fit);
+    and /health must answer 200 after all three.
+    """
+    parts: list[str] = []
+    failures: list[str] = []
+
+    def judge(ok: bool, text: str) -> None:
+        parts.append(text if ok else f"FAILED {text}")
+        if not ok:
+            failures.append(text)
+
+    # fit: the largest request that must be accepted whole.
+    label = f"{fit.prompt_tokens}+{budget}={limit}"
+    if fit.status != 200:
+        judge(False, f"{label} -> HTTP {fit.status} ({error_message(fit.response)}), expected 200")
+    else:
+        produced = fit.completion_tokens()
+        judge(produced == budget and fit.counted_prompt() == limit - budget,
+              f"{label} -> 200 with prompt {fit.counted_prompt()} + {produced} output tokens "
+              f"(expected {limit - budget} + {budget})")
+
+    # edge: one token more than fits with the full budget.
+    label = f"{edge.prompt_tokens}+{budget}={limit + 1}"
+    if 400 <= edge.status < 500:
+        judge(True, f"{label} -> rejected with HTTP {edge.status} ({error_message(edge.response)[:80]})")
+    elif edge.status == 200:
+        produced = edge.completion_tokens()
+        if produced is None:
+            judge(False, f"{label} -> 200 without usage.completion_tokens; cannot tell whether output "
+                         f"stayed within max-model-len {limit}")
+        else:
+            total = edge.counted_prompt() + produced
+            judge(produced <= budget - 1 and total <= limit,
+                  f"{label} -> 200 with {produced} output tokens, prompt+output {total} "
+                  f"({'within' if total <= limit else 'over'} max-model-len {limit}; max_tokens clamped)")
+    else:
+        judge(False, f"{label} -> HTTP {edge.status} ({error_message(edge.response)[:80]}), expected a 4xx "
+                     f"or a 200 clamped to {budget - 1} tokens")
+
+    # over: the prompt alone is over the limit.
+    judge(400 <= over.status < 500,
+          f"{over.prompt_tokens} -> {over.status} (prompt one over max-model-len; {error_message(over.response)[:80]})"
+          + ("" if 400 <= over.status < 500 else ", expected a 4xx rejection"))
+
+    judge(health_after == 200, f"/health afterwards -> {health_after}")
+
+    evidence = f"max-model-len {limit}, budget {budget}: " + "; ".join(parts)
+    if failures:
+        raise CheckFailed(evidence)
+    return evidence
 
 
 def check_context(ctx: SmokeContext) -> str:
     """The context limit is enforced exactly and an over-long prompt does not hurt the server.
 
-    Three prompts, sized by the server's own /tokenize (chat template included):
-      max-model-len - budget   must succeed with max_tokens=budget (the largest full request);
-      max-model-len - budget+1 is reported, not judged: vLLM up to 0.1x rejected it, vLLM 0.32
-                               serves it and clamps max_tokens to what fits (api_utils.get_max_tokens);
-      max-model-len + 1        must be rejected with a 4xx (the prompt alone cannot fit),
-    and /health must still answer 200 afterwards.
+    Three prompts, sized exactly by the server's own /tokenize (chat template included), judged by
+    judge_context; /health is asked after all three.
     """
     if ctx.max_model_len is None:
         raise CheckFailed("max-model-len unknown: pass --max-model-len (the server did not report it)")
     limit = ctx.max_model_len
-    fit_messages, n_fit = _sized_messages(ctx, limit - OUTPUT_BUDGET)
-    status, message, produced = _chat_status(ctx, fit_messages)
-    if status != 200:
-        raise CheckFailed(f"prompt of {n_fit} tokens + max_tokens {OUTPUT_BUDGET} = max-model-len {limit} "
-                          f"was refused with HTTP {status}: {message}")
-    edge_messages, n_edge = _sized_messages(ctx, limit - OUTPUT_BUDGET + 1)
-    edge_status, edge_message, edge_produced = _chat_status(ctx, edge_messages)
-    if edge_status >= 500:
-        raise CheckFailed(f"prompt of {n_edge} tokens + max_tokens {OUTPUT_BUDGET} answered HTTP {edge_status}: "
-                          f"{edge_message}")
-    edge = (f"{n_edge}+{OUTPUT_BUDGET} -> 200 with {edge_produced} output tokens (max_tokens clamped)"
-            if edge_status == 200 else f"{n_edge}+{OUTPUT_BUDGET} -> {edge_status}")
-    over_messages, n_over = _sized_messages(ctx, limit + 1)
-    over_status, over_message, _ = _chat_status(ctx, over_messages)
-    if not 400 <= over_status < 500:
-        raise CheckFailed(f"prompt of {n_over} tokens (one over max-model-len {limit}) answered HTTP "
-                          f"{over_status}, expected a 4xx rejection")
+    replies = []
+    for target in (limit - OUTPUT_BUDGET, limit - OUTPUT_BUDGET + 1, limit + 1):
+        messages, n_prompt = _sized_messages(ctx, target)
+        replies.append(_boundary_request(ctx, messages, n_prompt))
     health = ctx.client.get("/health")
-    if health.status != 200:
-        raise CheckFailed(f"after the over-long prompt /health answered HTTP {health.status}")
-    return (f"max-model-len {limit}: {n_fit}+{OUTPUT_BUDGET} -> 200 with {produced} output tokens; {edge}; "
-            f"{n_over} -> {over_status} ({over_message[:80]}); /health still 200")
+    return judge_context(limit, OUTPUT_BUDGET, *replies, health_after=health.status)
 
 
 def check_metrics(ctx: SmokeContext) -> str:
@@ -244,6 +317,17 @@ def run_checks(ctx: SmokeContext) -> list[CheckResult]:
 # -- command line --------------------------------------------------------------------------------
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+    # float() accepts "nan" and "inf"; neither is a usable HTTP timeout.
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.smoke",
@@ -255,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="name of the environment variable holding the API key (never the key itself)")
     parser.add_argument("--max-model-len", type=int,
                         help="context length the server enforces (default: what /v1/models reports)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
+    parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per HTTP request (default 60)")
     return parser
 
 
@@ -269,8 +353,6 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--api-key-env: environment variable {args.api_key_env} is not set or empty")
     if args.max_model_len is not None and args.max_model_len <= OUTPUT_BUDGET + 1:
         parser.error(f"--max-model-len must be greater than {OUTPUT_BUDGET + 1}")
-    if args.timeout <= 0:
-        parser.error("--timeout must be a positive number of seconds")
     try:
         client = Client(args.base_url, api_key=api_key, timeout=args.timeout)
     except ValueError as exc:

@@ -4,9 +4,12 @@
 
 PATHs are files or folders (searched recursively for *.yaml / *.yml); multi-document files and
 `List` kinds are read whole. Prints one line per violation (file, kind/name, container, policy,
-level, message), or with --json one object
-{"resources": [{"file", "kind", "name", "violations": [{"policy", "level", "message"}]}]}.
-Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unreadable input.
+level, message; the namespace follows kind/name as ` -n NAMESPACE` when the object sets one), or
+with --json one object
+{"resources": [{"file", "kind", "name", "namespace", "violations": [{"policy", "level", "message"}]}]}
+with one entry per object read (in file order; two objects that differ only by namespace are two
+entries). Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unreadable input or a
+config that the pack's PolicyConfigSchema would reject.
 
 `check_objects(objects, config)` is the same check as a library call (the offline plan uses it).
 """
@@ -17,11 +20,13 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import jsonschema
 import yaml
 
 from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
+from policies.objects import as_str
 from policies.resource import Resource, from_object
 
 
@@ -38,9 +43,29 @@ class Verdict:
     message: str
     file: str | None = None
     container: str | None = None
+    namespace: str | None = None
+    # The resource the verdict is about (by identity: the report groups verdicts with `is`, so two
+    # objects that share file, kind and name, but not namespace, keep their own verdicts).
+    resource: Resource | None = field(default=None, compare=False, repr=False)
 
 
-_TYPES = {"boolean": (bool,), "number": (int, float), "string": (str,)}
+def allowed_values(schema: dict) -> str:
+    """A setting's JSON-schema property as words: "a number >= 0", "a boolean", "one of a, b"."""
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    words = {"boolean": "a boolean", "number": "a number", "integer": "an integer", "string": "a string"}
+    out = [words.get(schema.get("type"), f"a {schema.get('type', 'value')}")]
+    for key, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
+        if isinstance(schema.get(key), (int, float)) and not isinstance(schema.get(key), bool):
+            out.append(f"{op} {schema[key]:g}")
+    if isinstance(schema.get("minLength"), int):
+        out.append(f"of at least {schema['minLength']} characters")
+    return " ".join(out)
+
+
+def _setting_is_valid(schema: dict, value) -> bool:
+    # The same JSON-schema check the engine runs on PolicyConfigSchema properties (type, minimum, ...).
+    return jsonschema.Draft7Validator(schema).is_valid(value)
 
 
 def validate_config(config) -> dict:
@@ -66,10 +91,10 @@ def validate_config(config) -> dict:
             if rule is None or setting not in rule.schema:
                 known = ", ".join(rule.schema) if rule and rule.schema else "none"
                 raise InputError(f"config['{key}'] has unknown setting '{setting}'; settings of this policy: {known}")
-            expected = rule.schema[setting]["type"]
-            ok = isinstance(setting_value, _TYPES[expected]) and not (expected == "number" and isinstance(setting_value, bool))
-            if not ok:
-                raise InputError(f"config['{key}'].{setting} must be a {expected}, not {json.dumps(setting_value)}")
+            schema = rule.schema[setting]
+            if not _setting_is_valid(schema, setting_value):
+                raise InputError(f"config['{key}'].{setting} must be {allowed_values(schema)}, "
+                                 f"not {json.dumps(setting_value)}")
     return config
 
 
@@ -77,6 +102,12 @@ def _effective_level(level: str) -> str:
     # Remediation is not implemented by these rules; the engine reports a remediate-level
     # violation as mandatory, and so does the checker.
     return MANDATORY if level == "remediate" else level
+
+
+def _verdict(r: Resource, policy: str, level: str, finding: str) -> Verdict:
+    namespace = r.namespace if r.is_kubernetes else None
+    return Verdict(r.kind, r.name, policy, level, str(finding), r.file, getattr(finding, "container", None),
+                   as_str(namespace), r)
 
 
 def check_resources(resources: list[Resource], config: dict | None = None) -> list[Verdict]:
@@ -89,15 +120,13 @@ def check_resources(resources: list[Resource], config: dict | None = None) -> li
         level = _effective_level(level)
         if rule.stack:
             for r, finding in rule.check(resources, settings):
-                verdicts.append(Verdict(r.kind, r.name, rule.name, level, str(finding), r.file,
-                                        getattr(finding, "container", None)))
+                verdicts.append(_verdict(r, rule.name, level, finding))
             continue
         for r in resources:
             if rule.applies is not None and not rule.applies(r):
                 continue
             for finding in rule.check(r, settings):
-                verdicts.append(Verdict(r.kind, r.name, rule.name, level, str(finding), r.file,
-                                        getattr(finding, "container", None)))
+                verdicts.append(_verdict(r, rule.name, level, finding))
     return verdicts
 
 
@@ -169,18 +198,22 @@ def load_file(path: str) -> list[Resource]:
 
 
 def _json_report(resources: list[Resource], verdicts: list[Verdict]) -> dict:
+    # Verdicts carry the Resource object they are about; group by that identity, never by
+    # (file, kind, name), which two objects in different namespaces can share.
     by_resource: dict[int, list[Verdict]] = {}
-    index = {id(r): i for i, r in enumerate(resources)}
-    keyed: dict[tuple, int] = {}
-    for r in resources:
-        keyed.setdefault((r.file, r.kind, r.name), index[id(r)])
     for v in verdicts:
-        by_resource.setdefault(keyed.get((v.file, v.kind, v.name), -1), []).append(v)
+        by_resource.setdefault(id(v.resource), []).append(v)
     return {"resources": [
-        {"file": r.file, "kind": r.kind, "name": r.name,
+        {"file": r.file, "kind": r.kind, "name": r.name, "namespace": as_str(r.namespace) if r.is_kubernetes else None,
          "violations": [{"policy": v.policy, "level": v.level, "message": v.message}
-                        for v in by_resource.get(i, [])]}
-        for i, r in enumerate(resources)]}
+                        for v in by_resource.get(id(r), [])]}
+        for r in resources]}
+
+
+def text_line(v: Verdict) -> str:
+    """One violation as `file: Kind/name[ -n namespace]: container: policy [level]: message`."""
+    ref = f"{v.kind}/{v.name}" + (f" -n {v.namespace}" if v.namespace else "")
+    return f"{v.file}: {ref}: {v.container or '-'}: {v.policy} [{v.level}]: {v.message}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_json_report(resources, verdicts), indent=2))
     else:
         for v in verdicts:
-            print(f"{v.file}: {v.kind}/{v.name}: {v.container or '-'}: {v.policy} [{v.level}]: {v.message}")
+            print(text_line(v))
         mandatory = sum(v.level == MANDATORY for v in verdicts)
         print(f"check: {len(resources)} resources, {len(verdicts)} violations ({mandatory} mandatory)", file=sys.stderr)
     return 1 if any(v.level == MANDATORY for v in verdicts) else 0

@@ -47,9 +47,13 @@ def plain(value: Any) -> Any:
     return value
 
 
-def resource_of(resource_type: str, props: Any, name: str, urn: str | None = None) -> Resource:
+def resource_of(resource_type: str, props: Any, name: str, urn: str | None = None,
+                property_dependencies: Mapping[str, Any] | None = None) -> Resource:
     r = from_object({"type": resource_type, "name": name, "props": plain(props)})
     r.urn = urn
+    # Stack validation gives PolicyResource objects; keep their URNs only.
+    r.property_dependencies = {k: [getattr(d, "urn", d) for d in deps]
+                               for k, deps in (property_dependencies or {}).items()}
     if r.is_kubernetes:
         # The object's own name (after auto-naming) is what kubectl shows; the Pulumi name otherwise.
         meta = r.props.get("metadata")
@@ -77,7 +81,8 @@ def _resource_validator(rule: Rule):
 
 def _stack_validator(rule: Rule):
     def validate(args: StackValidationArgs, report_violation) -> None:
-        resources = [resource_of(r.resource_type, r.props, r.name, r.urn) for r in args.resources]
+        resources = [resource_of(r.resource_type, r.props, r.name, r.urn, r.property_dependencies)
+                     for r in args.resources]
         reason = rule.stack_not_applicable(resources) if rule.stack_not_applicable else None
         if reason:
             args.not_applicable(reason)

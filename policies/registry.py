@@ -28,6 +28,8 @@ LEVELS = (MANDATORY, ADVISORY, DISABLED, "remediate")
 class Rule:
     name: str
     description: str
+    # One sentence telling the owner of a violating resource what to change (README rules table).
+    fix: str
     # Resource rules: (Resource, config) -> findings. Stack rules: (resources, config) -> [(Resource, Finding)].
     check: Callable
     level: str = MANDATORY
@@ -62,25 +64,34 @@ TAINT_KEY_SCHEMA = {"taintKey": {"type": "string", "default": GPU_TAINT_KEY,
 RULES: list[Rule] = [
     Rule("image-tag-pinned",
          "Every container image names an explicit tag other than 'latest', or a digest.",
+         "Pin each image to a version tag such as ':v0.11.0' or a digest '@sha256:...' "
+         "(a digest for every image with requireDigest).",
          _k8s(images.image_tag_pinned), applies=_kubernetes,
          schema={"requireDigest": {"type": "boolean", "default": False,
                                    "description": "Require every image to carry a digest (@sha256:...)."}}),
     Rule("resources-declared",
          "Every container declares CPU and memory requests and a memory limit.",
+         "Set resources.requests.cpu, resources.requests.memory and resources.limits.memory on every "
+         "container (and limits.cpu with requireCpuLimit).",
          _k8s(resources.resources_declared), applies=_kubernetes,
          schema={"requireCpuLimit": {"type": "boolean", "default": False,
                                      "description": "Also require resources.limits.cpu."}}),
     Rule("gpu-in-limits",
          "GPU resources appear in limits, and requests (when given) equal the limits.",
+         "Put the GPU count in resources.limits and make any GPU request equal to it.",
          _k8s(resources.gpu_in_limits), applies=_kubernetes),
     Rule("gpu-taint-tolerated",
          "A pod that requests GPUs tolerates the GPU node taint.",
+         "Add a toleration for the GPU taint key (operator Exists, effect NoSchedule) to the pod spec.",
          _k8s(gpus.gpu_taint_tolerated), applies=_kubernetes, schema=dict(TAINT_KEY_SCHEMA)),
     Rule("probes-declared",
          "Long-running containers have liveness and readiness probes; GPU servers also a startup probe.",
+         "Add livenessProbe and readinessProbe to each long-running container, and a startupProbe to GPU servers.",
          _k8s(probes.probes_declared), applies=_kubernetes),
     Rule("startup-probe-budget",
          "A GPU server's startup probe outlasts its weight load; its liveness probe is lenient.",
+         "Raise the startup probe's initialDelaySeconds + failureThreshold x periodSeconds to at least the "
+         "load-time estimate and the configured minimum, and the liveness window to its minimum.",
          _k8s(probes.startup_probe_budget), applies=_kubernetes,
          schema={"minimumSeconds": {"type": "number", "minimum": 0, "default": probes.DEFAULT_MINIMUM_SECONDS,
                                     "description": "Smallest startup budget (initialDelaySeconds + failureThreshold "
@@ -91,34 +102,50 @@ RULES: list[Rule] = [
                                                            "server's liveness probe, in seconds."}}),
     Rule("model-revision-pinned",
          "Hub downloads, --revision flags, hf:// URIs and the revision label name a 40-hex commit.",
+         "Replace branch or tag names with the model's full 40-hex commit sha in --revision, hf:// URIs "
+         "and the revision label.",
          _k8s(models.model_revision_pinned), applies=_kubernetes),
     Rule("hub-offline-serving",
          "A server that reads mirrored weights sets HF_HUB_OFFLINE=1.",
+         "Set the env var HF_HUB_OFFLINE=1 on the serving container.",
          _k8s(models.hub_offline_serving), applies=_kubernetes),
     Rule("no-literal-secrets",
          "Tokens and API keys come from Secrets (secretKeyRef), never from literal values.",
+         "Move the token into a Secret and read it with env[].valueFrom.secretKeyRef.",
          _k8s(secrets.no_literal_secrets), applies=_kubernetes),
     Rule("shm-size-limited",
          "A memory-backed /dev/shm volume has a sizeLimit.",
+         "Give the memory-backed emptyDir mounted at /dev/shm a sizeLimit.",
          _k8s(resources.shm_size_limited), applies=_kubernetes),
     Rule("helm-chart-pinned",
          "Every Helm release or chart names one exact chart version.",
+         "Set the chart version to one exact SemVer version such as '1.2.3', not a range or empty.",
          _typed(helm.helm_chart_pinned),
          applies=lambda r: r.type in helm.HELM_TYPES or r.type.startswith("kubernetes:helm.toolkit.fluxcd.io/")),
     Rule("bucket-private",
          "Model buckets block public access and are encrypted.",
+         "Turn on all four S3 public access block flags and name an SSE algorithm, or set GCS "
+         "publicAccessPrevention 'enforced' with uniform bucket-level access.",
          _typed(cloud.bucket_private), applies=lambda r: r.type in cloud.BUCKET_TYPES),
     Rule("gpu-pool-tainted",
          "An EKS node group or GKE node pool with GPUs carries the GPU taint.",
+         "Add the GPU taint (the configured key, effect NO_SCHEDULE) to the GPU node group or node pool.",
          _typed(cloud.gpu_pool_tainted), applies=lambda r: r.type in cloud.POOL_TYPES,
          schema=dict(TAINT_KEY_SCHEMA)),
     Rule("gpu-toleration-matches-pool",
          "Every GPU workload tolerates the taints of a GPU pool of the stack.",
+         "Make the pod's tolerations match the key, value and effect of every hard taint of one GPU pool.",
          stack.gpu_toleration_matches_pool, stack=True,
          stack_not_applicable=stack.toleration_rule_not_applicable),
     Rule("server-disruption-budget",
          "A GPU server with more than one replica has a matching PodDisruptionBudget.",
+         "Add a PodDisruptionBudget with maxUnavailable: 1 whose selector matches the server's pod labels.",
          stack.server_disruption_budget, stack=True),
+    Rule("bucket-public-access-block-present",
+         "Every S3 bucket of the stack has a BucketPublicAccessBlock.",
+         "Add an aws.s3.BucketPublicAccessBlock with bucket=<the bucket>.id and all four flags true.",
+         stack.bucket_public_access_block_present, stack=True,
+         stack_not_applicable=stack.bucket_rule_not_applicable),
 ]
 
 BY_NAME = {r.name: r for r in RULES}

@@ -8,7 +8,7 @@ Kubernetes provider would give them: `kubernetes:<group>/<version>:<Kind>`, core
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.objects import as_dict, as_str, is_unknown
 
@@ -20,6 +20,9 @@ class Resource:
     props: dict
     file: str | None = None
     urn: str | None = None
+    # Stack validation only: input property -> URNs of the resources its value came from (how the
+    # engine tells which bucket a BucketPublicAccessBlock's still-unknown `bucket` refers to).
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def is_kubernetes(self) -> bool:

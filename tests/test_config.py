@@ -109,7 +109,7 @@ def test_aws_machine_checks():
     raw["pools"][0].update(machineType="g5.xlarge")
     assert problems_of(raw) == [f"{SOURCE}: pools[0].machineType: g5.xlarge carries A10G, not H100-80GB"]
     raw["pools"][0].update(machineType="p5.4xlarge", gpusPerNode=8)
-    assert problems_of(raw) == [f"{SOURCE}: pools[0].gpusPerNode: p5.4xlarge has 1 GPU(s); gpusPerNode is 8"]
+    assert problems_of(raw) == [f"{SOURCE}: pools[0].gpusPerNode: p5.4xlarge has 1 GPU(s); set gpusPerNode to 1 or drop machineType"]
     raw["pools"][0].update(machineType="m5.large", gpusPerNode=1)
     assert "pools[0].machineType: 'm5.large' is not a GPU machine type on aws" in problems_of(raw)[0]
     raw["pools"][0] = {"name": "l4", "gpu": "L4", "efa": True}
@@ -235,3 +235,46 @@ def test_system_pool_is_cpu_only_and_its_name_reserved():
     raw["pools"][0]["name"] = "system"
     raw["models"][0]["pool"] = "system"
     assert any("pools[0].name: 'system' is reserved for the CPU system pool" in p for p in problems_of(raw))
+
+
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        ("pools[0].capacityType", "capacity-block", "pools[0].capacityType: capacity-block is an AWS EC2 Capacity Block"),
+        ("pools[0].zones", [], "pools[0].zones: List should have at least 1 item"),
+        ("cluster.kubernetesVersion", "banana", "cluster.kubernetesVersion: String should match pattern"),
+        ("cluster.name", "a" * 41, "cluster.name: GKE cluster names have at most 40 characters"),
+        ("operators.gpuOperator.chartVersion", "latest", "operators.gpuOperator.chartVersion: 'latest' is not an exact chart version"),
+        ("operators.networkOperator.chartVersion", "^26.4", "'^26.4' is not an exact chart version"),
+        ("operators.networkOperator.ipRange", "10.0.0.1/24", "operators.networkOperator.ipRange: '10.0.0.1/24' is not a network in CIDR form"),
+        ("operators.namespace", "Bad NS", "operators.namespace: 'Bad NS' is not a valid name"),
+        ("modelStore.bucketName", "Bad_Name!", "modelStore.bucketName: 'Bad_Name!' is not a valid bucket name"),
+        ("modelStore.prefix", "/models/", "modelStore.prefix: String should match pattern"),
+        ("modelStore.mirrorPool", "cpu", "modelStore.mirrorPool: no pool named 'cpu'; pools: l4"),
+        ("monitoring.labels", {"bad key!": "x"}, "monitoring.labels: 'bad key!' is not a valid Kubernetes label key"),
+        ("models[0].quantization", "awk", "models[0].quantization: 'awk' is not a vLLM quantization method (did you mean 'awq'?)"),
+        ("models[0].replicas", 3, None),
+    ],
+)
+def test_keys_that_would_only_fail_at_pulumi_up_fail_here(path, value, expected):
+    raw = edit(base(), path, value)
+    if path == "cluster.name":
+        raw["cluster"]["name"] = value
+    if expected is None:
+        # replicas alone is fine; with autoscaling it belongs to the autoscaler.
+        parse_stack_config(raw, SOURCE)
+        raw["models"][0]["autoscaling"] = {"enabled": True}
+        expected = "replicas is decided by the autoscaler when autoscaling is enabled"
+    problems = problems_of(raw)
+    assert any(expected in p for p in problems), problems
+
+
+def test_capacity_block_needs_its_reservation_on_aws():
+    raw = base("aws")
+    raw["pools"][0]["capacityType"] = "capacity-block"
+    assert any("pools[0].capacityReservationId: capacityType is capacity-block: give the Capacity Block's reservation id"
+               in p for p in problems_of(raw))
+    raw["pools"][0]["capacityReservationId"] = "cr-0123456789abcdef0"
+    assert parse_stack_config(raw, SOURCE).pools[0].capacityReservationId == "cr-0123456789abcdef0"
+    raw["pools"][0]["capacityReservationId"] = "cr-nope"
+    assert any("pools[0].capacityReservationId: String should match pattern" in p for p in problems_of(raw))

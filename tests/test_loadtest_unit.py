@@ -134,3 +134,103 @@ def test_unreachable_endpoint_exits_1_with_one_line():
     assert proc.returncode == 1
     assert "connection refused" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# -- one streamed request against a fake stream (no server) ------------------------------------
+
+import io  # noqa: E402
+import time  # noqa: E402
+
+from components import loadtest  # noqa: E402
+from components.openai_client import StreamEvent  # noqa: E402
+
+# vLLM 0.32's mid-stream failure event (vllm/entrypoints/generate/base/serving.py
+# create_streaming_error_response: json of ErrorResponse{error: ErrorInfo}), then [DONE].
+VLLM_STREAM_ERROR = ('{"error": {"message": "Internal server error", "type": "InternalServerError", '
+                     '"param": null, "code": 500}}')
+
+
+def _chunk(text):
+    return '{"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": "%s"}]}' % text
+
+
+class _FakeStreamClient:
+    """Replays SSE `data:` payloads as Client.stream would, or raises `fail` from stream()."""
+
+    def __init__(self, payloads=(), fail=None):
+        self.payloads, self.fail = list(payloads), fail
+
+    def stream(self, path, body, timeout=None):
+        if self.fail:
+            raise self.fail
+        for payload in self.payloads:
+            yield StreamEvent(time.perf_counter(), payload)
+
+
+def _one(payloads):
+    req = loadtest.PlannedRequest([1, 2, 3], 3, 4)
+    return loadtest.run_one(_FakeStreamClient(payloads), "m", req, time.monotonic() + 30, 30)
+
+
+def test_a_clean_stream_is_a_success():
+    sample = _one([_chunk("a"), _chunk("b"), '{"choices": [], "usage": {"completion_tokens": 2}}', "[DONE]"])
+    assert sample.ok and sample.output_tokens == 2 and sample.ttft is not None and len(sample.itl) == 1
+
+
+@pytest.mark.parametrize("payloads, expected", [
+    ([_chunk("a"), _chunk("b"), VLLM_STREAM_ERROR, "[DONE]"], "Internal server error (code 500)"),
+    ([VLLM_STREAM_ERROR, "[DONE]"], "Internal server error"),
+    ([_chunk("a"), '{"object": "error", "message": "engine dead", "code": 500}', "[DONE]"], "engine dead"),
+    ([_chunk("a"), '{"error": "overloaded"}', "[DONE]"], "overloaded"),
+    ([_chunk("a"), '["not", "an", "object"]', "[DONE]"], "not a JSON object"),
+    ([_chunk("a"), '"just a string"', "[DONE]"], "not a JSON object"),
+    ([_chunk("a"), "{not json", "[DONE]"], "not JSON"),
+])
+def test_a_stream_that_fails_midway_is_an_error_sample(payloads, expected):
+    sample = _one(payloads)
+    assert not sample.ok
+    assert expected in sample.error
+
+
+def test_an_exception_in_a_worker_becomes_an_error_sample():
+    client = _FakeStreamClient(fail=RuntimeError("boom"))
+    planned = [loadtest.PlannedRequest([1], 1, 2) for _ in range(5)]
+    progress = loadtest.Progress(len(planned), stream=io.StringIO())
+    level = loadtest.run_level(client, "m", 2, planned, time.monotonic() + 30, 30, progress)
+    # Every request is accounted for as an error, none lost as "not started" with a dead thread.
+    assert level.errors == 5 and level.completed == 0 and level.not_started == 0
+    assert level.error_samples == ["client error: RuntimeError: boom"]
+    assert progress.done == 5 and progress.errors == 5
+
+
+@pytest.mark.parametrize("flag", ["--json", "--chart"])
+def test_report_paths_are_checked_before_the_sweep(tmp_path, flag):
+    # A closed port: exit 2 (usage) rather than 1 (unreachable) proves the path was checked first.
+    name = "sweep.json" if flag == "--json" else "sweep.svg"
+    missing = tmp_path / "no-such-folder" / name
+    proc = _run("--base-url", f"http://127.0.0.1:{_closed_port()}", "--model", "m", flag, str(missing))
+    assert proc.returncode == 2, proc.stderr
+    assert f"{flag} {missing}: folder {missing.parent} does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr and "connection refused" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("python -m components.loadtest: error:")
+
+
+def test_output_path_problems(tmp_path):
+    assert loadtest.output_path_problem(tmp_path / "ok.json") is None
+    assert "is a directory" in loadtest.output_path_problem(tmp_path)
+    assert "does not exist" in loadtest.output_path_problem(tmp_path / "a" / "b.json")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--timeout", "nan"], "--timeout"),
+    (["--timeout", "inf"], "--timeout"),
+    (["--request-timeout", "nan"], "--request-timeout"),
+    (["--slo-ttft-ms", "nan"], "--slo-ttft-ms"),
+    (["--base-url", "http://127.0.0.1:99999"], "--base-url http://127.0.0.1:99999: Port out of range"),
+    (["--base-url", "http://[::1:8000"], "--base-url http://[::1:8000: Invalid IPv6 URL"),
+])
+def test_non_finite_numbers_and_bad_urls_exit_2(args, message):
+    base = [] if args[0] == "--base-url" else ["--base-url", "http://x"]
+    proc = _run(*base, "--model", "m", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr

@@ -111,3 +111,14 @@ def test_weights_come_from_the_checkpoint_when_known_else_from_the_config():
                             has_chat_template=True, source="test")
     [p] = plan.build_plans(stack([model(LLAMA_8B, maxModelLen=8192)]), lambda m: unknown)
     assert abs(p.weights_bytes - 16_060_522_496) / 16_060_522_496 < 0.02
+
+
+def test_a_config_without_a_context_length_needs_max_model_len():
+    config = json.loads((ROOT / "tests/fixtures/model_configs/llama-3.1-8b-instruct/config.json").read_text())
+    config.pop("max_position_embeddings")
+    meta = ModelMetadata(repo_id=LLAMA_8B[0], revision=LLAMA_8B[1], config=config, weights_bytes=16_060_522_496,
+                         has_chat_template=True, source="test")
+    with pytest.raises(plan.PlanError, match=r"models\[0\].maxModelLen: .* declares no max_position_embeddings"):
+        plan.build_plans(stack([model(LLAMA_8B)]), lambda m: meta)
+    [p] = plan.build_plans(stack([model(LLAMA_8B, maxModelLen=4096)]), lambda m: meta)
+    assert p.max_model_len == 4096

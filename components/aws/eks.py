@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from components import config as cfg
 from components import contract, gpus
-from components.aws import efs, policies
+from components.aws import efa, efs, policies
 from components.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster import (
     MODEL_READER_SERVICE_ACCOUNT,
@@ -23,7 +23,7 @@ from components.cluster import (
     exec_kubeconfig,
     placement_for,
 )
-from components.platform import GpuPlacement, ModelBucket
+from components.platform import GpuPlacement, ModelBucket, RdmaAttachment
 
 DEFAULT_REGION = "us-east-1"
 # EKS-optimized Amazon Linux 2023 with the NVIDIA driver and container toolkit preinstalled, so the
@@ -45,19 +45,14 @@ DEFAULT_SYSTEM_INSTANCE_TYPE = "m6i.2xlarge"
 # Value of contract.LABEL_POOL on the system nodes.
 SYSTEM_POOL = contract.SYSTEM_POOL
 
-# EFA interfaces an instance type carries = its network cards (one EFA per card).
-# Source: AWS EC2 User Guide, "Elastic Fabric Adapter - supported instance types" and the
-# accelerated-computing network specifications (p4d/p4de: 4 cards, p5: 32, p5en: 16, p6-b200: 8).
-EFA_INTERFACES = {
-    "p4d.24xlarge": 4,
-    "p4de.24xlarge": 4,
-    "p5.48xlarge": 32,
-    "p5en.48xlarge": 16,
-    "p6-b200.48xlarge": 8,
-}
-
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK"}
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+# Availability Zones (by zone id, which is the same in every account) where EKS refuses cluster
+# subnets. The default VPC of us-east-1 has a default subnet in use1-az3 (us-east-1e in most
+# accounts), so without this filter a created cluster in the default region fails with
+# UnsupportedAvailabilityZoneException. Source: Amazon EKS User Guide, "View Amazon EKS networking
+# requirements for VPC and subnets" (subnet requirements).
+EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
 
 
 def root_disk_launch_template(disk_gib: int, region: str) -> dict:
@@ -101,7 +96,7 @@ class NodePoolSpec:
     pool: cfg.PoolConfig
     machine: gpus.CloudMachine
     placement: GpuPlacement
-    # EC2 Capacity Block reservation id (cr-...), required when capacityType is capacity-block.
+    # EC2 Capacity Block reservation id (cr-...), set when capacityType is capacity-block.
     capacity_reservation_id: str | None = None
 
 
@@ -110,7 +105,9 @@ class GpuNodePoolArgs:
     spec: NodePoolSpec
     cluster_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
-    subnet_ids: pulumi.Input[list[str]]
+    # The subnets this pool may use (already narrowed to a Capacity Block's zone, see
+    # `reservation_subnets`); an EFA pool takes the first of them.
+    subnet_ids: list[str]
     region: str
     vpc_id: pulumi.Input[str] | None = None
     cluster_security_group_id: pulumi.Input[str] | None = None
@@ -126,19 +123,30 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("llm-serving:aws:GpuNodePool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
+        capacity_block = pool.capacityType == "capacity-block"
 
         launch_template = root_disk_launch_template(pool.diskGib, args.region)
-        subnet_ids: pulumi.Input[list[str]] = args.subnet_ids
+        subnet_ids = list(args.subnet_ids)
+        labels = dict(placement.node_labels)
         if pool.efa:
-            launch_template.update(self._efa(name, args, machine))
+            # A Capacity Block is already one UltraCluster placement; a cluster placement group of
+            # our own would not contain the reservation and its launches would fail.
+            launch_template.update(self._efa(name, args, machine, placement_group=not capacity_block))
             # A cluster placement group lives in one Availability Zone, so the pool gets one subnet.
-            subnet_ids = pulumi.Output.from_input(args.subnet_ids).apply(lambda ids: list(ids)[:1])
-        if pool.capacityType == "capacity-block":
-            # Capacity Blocks are consumed only through a launch template that targets the block.
+            subnet_ids = subnet_ids[:1]
+            # The EFA device plugin's DaemonSet selects EFA nodes of every pool by this label.
+            labels[efa.EFA_NODE_LABEL] = efa.EFA_NODE_LABEL_VALUE
+        instance_types: list[str] | None = [machine.name]
+        if capacity_block:
+            # Capacity Blocks are consumed only through a launch template that targets the block and
+            # names the instance type (EKS User Guide, "Create a managed node group with Capacity
+            # Blocks for ML"); EKS refuses an instance type in both the template and the node group.
             launch_template["instance_market_options"] = {"market_type": "capacity-block"}
             launch_template["capacity_reservation_specification"] = {
                 "capacity_reservation_target": {"capacity_reservation_id": spec.capacity_reservation_id},
             }
+            launch_template["instance_type"] = machine.name
+            instance_types = None
         lt = aws.ec2.LaunchTemplate(f"{name}-lt", **launch_template, opts=child)
 
         node_group = aws.eks.NodeGroup(
@@ -146,7 +154,7 @@ class GpuNodePool(pulumi.ComponentResource):
             cluster_name=args.cluster_name,
             node_role_arn=args.node_role_arn,
             subnet_ids=subnet_ids,
-            instance_types=[machine.name],
+            instance_types=instance_types,
             ami_type=GPU_AMI_TYPE,
             capacity_type=CAPACITY_TYPES[pool.capacityType],
             scaling_config={
@@ -154,7 +162,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 "max_size": pool.maxNodes,
                 "desired_size": pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
             },
-            labels=placement.node_labels,
+            labels=labels,
             taints=[{
                 "key": placement.taint_key,
                 "value": placement.taint_value,
@@ -172,7 +180,7 @@ class GpuNodePool(pulumi.ComponentResource):
         self.placement = placement
         self.register_outputs({"nodeGroupName": self.node_group_name})
 
-    def _efa(self, name: str, args: GpuNodePoolArgs, machine: gpus.CloudMachine) -> dict:
+    def _efa(self, name: str, args: GpuNodePoolArgs, machine: gpus.CloudMachine, placement_group: bool) -> dict:
         """EFA interfaces (one per network card), their security group, and a placement group."""
         child = pulumi.ResourceOptions(parent=self)
         # EFA traffic must be allowed to and from the security group itself (AWS EFA setup guide).
@@ -188,7 +196,6 @@ class GpuNodePool(pulumi.ComponentResource):
             region=args.region,
             opts=child,
         )
-        group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", region=args.region, opts=child)
         # Interfaces in a launch template replace the node's default ENI and its security groups,
         # so the cluster security group is listed again next to the EFA one.
         security_groups = [sg for sg in (args.cluster_security_group_id, efa_sg.id) if sg is not None]
@@ -200,10 +207,66 @@ class GpuNodePool(pulumi.ComponentResource):
                 "delete_on_termination": "true",
                 "security_groups": security_groups,
             }
-            for card in range(EFA_INTERFACES[machine.name])
+            for card in range(efa.interfaces(machine.name))
         ]
-        return {"network_interfaces": interfaces, "placement": {"group_name": group.name}}
+        template: dict = {"network_interfaces": interfaces}
+        if placement_group:
+            group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", region=args.region, opts=child)
+            template["placement"] = {"group_name": group.name}
+        return template
 
+
+def reservation_subnets(
+    reservation_id: str,
+    instance_type: str,
+    subnet_ids: list[str],
+    vpc_id: str,
+    region: str,
+    where: str,
+    opts: pulumi.InvokeOptions | None = None,
+) -> list[str]:
+    """The cluster subnets in the Availability Zone of a Capacity Block.
+
+    A Capacity Block exists in one zone; a node group with subnets elsewhere launches there at
+    random and fails ("The following supplied instance types do not exist"). The reservation is
+    looked up, so its zone and instance type are checked before anything is created.
+    """
+    block = aws.ec2.get_capacity_block_reservation(id=reservation_id, region=region, opts=opts)
+    problems = []
+    if block.instance_type and block.instance_type != instance_type:
+        problems.append(
+            f"{where}.capacityReservationId: {reservation_id} reserves {block.instance_type}, but the pool runs "
+            f"{instance_type}; set machineType to {block.instance_type} or use the matching block"
+        )
+    zone = block.availability_zone
+    if zone is None:
+        # Only an offline evaluation answers without a zone: keep every subnet.
+        chosen = list(subnet_ids)
+    else:
+        in_zone = aws.ec2.get_subnets(
+            filters=[{"name": "vpc-id", "values": [vpc_id]}, {"name": "availability-zone", "values": [zone]}],
+            region=region,
+            opts=opts,
+        )
+        chosen = [s for s in subnet_ids if s in set(in_zone.ids)]
+        if not chosen:
+            problems.append(
+                f"{where}.capacityReservationId: {reservation_id} is in {zone}, where the cluster has no subnet; "
+                "buy the block in a zone of the cluster's subnets"
+            )
+    if problems:
+        raise cfg.ConfigError(problems)
+    return chosen
+
+
+def eks_supported_subnets(subnet_ids: list[str], region: str, opts: pulumi.InvokeOptions | None = None) -> list[str]:
+    """`subnet_ids` without those in zones where EKS refuses cluster subnets."""
+    kept = []
+    for subnet_id in subnet_ids:
+        zone_id = aws.ec2.get_subnet(id=subnet_id, region=region, opts=opts).availability_zone_id
+        if zone_id not in EKS_UNSUPPORTED_ZONE_IDS:
+            kept.append(subnet_id)
+    return kept
 
 
 @dataclass(frozen=True)

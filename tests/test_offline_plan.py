@@ -1,0 +1,80 @@
+"""`make plan`: what it writes, what it says about itself, and how it fails."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import mock_runtime, offline_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def prod_plan(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    code = offline_plan.run("prod", out)
+    return code, out / "prod"
+
+
+def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_plan):
+    code, folder = prod_plan
+    assert code == 0
+    evaluation = mock_runtime.evaluate_stack("prod")
+    manifests = sorted((folder / "manifests").glob("*.yaml"))
+    assert len(manifests) == len(evaluation.kubernetes_objects)
+    for path in manifests:
+        [doc] = list(yaml.safe_load_all(path.read_text()))
+        assert list(doc)[:3] == ["apiVersion", "kind", "metadata"], path.name
+    plan_md = (folder / "plan.md").read_text()
+    assert "not `pulumi preview`" in plan_md
+    assert "| llama-3-3-70b-instruct | meta-llama/Llama-3.3-70B-Instruct | 38ff4e01a70559264c95945aa04b900a11e68422 |" in plan_md
+    assert "## Policy verdicts" in plan_md and "No violations." in plan_md
+    # The resource tree shows components with their children, types and names.
+    assert "llm-serving:k8s:VllmServer  llama-3-3-70b-instruct\n  kubernetes:apps/v1:Deployment" in plan_md
+    assert "`hfToken` is not set in Pulumi.prod.yaml; this plan used a placeholder" in plan_md
+
+
+def test_no_secret_value_reaches_a_plan_file(tmp_path, monkeypatch):
+    token = "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123"
+    monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack: _with_secret(stack, token))
+    assert offline_plan.run("prod", tmp_path) == 0
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert token not in path.read_text(), path
+    secrets = [p for p in (tmp_path / "prod" / "manifests").glob("Secret-*hf-token.yaml")]
+    assert secrets and all("<secret>" in p.read_text() for p in secrets)
+
+
+def _with_secret(stack, token):
+    """The stack evaluated with a real-looking HF token set as secret config (as `pulumi up` has it)."""
+    config, secret_keys = mock_runtime.stack_file_config(stack)
+    config["llm-serving:hfToken"] = token
+    config["llm-serving:apiKey"] = "sk-not-a-real-key-but-looks-like-one"
+    return mock_runtime.evaluate(stack, config, secret_keys + ["llm-serving:hfToken", "llm-serving:apiKey"])
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("config: [1, 2]\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
+        ("- just\n- a list\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
+        ("config:\n  llm-serving:cloud: [unclosed\n", "Pulumi.broken.yaml: not valid YAML:"),
+    ],
+)
+def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, capsys):
+    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    (tmp_path / "Pulumi.broken.yaml").write_text(content)
+    with pytest.raises(ValueError) as info:
+        mock_runtime.stack_file_config("broken", tmp_path)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_an_unknown_stack_names_the_ones_that_exist():
+    with pytest.raises(FileNotFoundError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
+        mock_runtime.stack_file_config("staging")
+    assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
