@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
@@ -153,9 +154,11 @@ class PoolConfig(_Model):
     efa: bool = False
     """AWS: attach Elastic Fabric Adapter interfaces (p4d/p5 families) for multi-node NCCL."""
     gkeDriverVersion: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field("LATEST", alias="gkeDriverVersion")
-    """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver `operator` on Ubuntu node images."""
+    """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver `operator` (the pools then run Ubuntu node images)."""
     localSsd: bool = Field(True, alias="localSsd")
     """GKE: use the machine's local SSDs for ephemeral storage (image layers, emptyDirs) where it has them."""
+    migProfile: str | None = Field(None, alias="migProfile")
+    """MIG profile every GPU of this pool is cut into (e.g. 1g.10gb on H100-80GB), each slice one nvidia.com/gpu; needs operators.gpuOperator.migStrategy single. Profiles per GPU: components/gpus.py MIG_PROFILES."""
 
     @field_validator("name")
     @classmethod
@@ -594,37 +597,82 @@ def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
 
 
 def _operator_problems(stack: "StackConfig") -> list[tuple[str, str]]:
-    """Operator options that cannot work with the chosen cloud and node images."""
+    """Operator options that cannot work with the chosen cloud, node images, pools and models.
+
+    Driver mode, MIG strategy and time-slicing on GKE are decided by the operators' own decision
+    functions (components/operators/values.py), so the config refuses exactly what the chart
+    values and the GKE node pools would not serve.
+    """
+    # Imported here: the operators package imports this module (OperatorsConfig).
+    from components.operators import values as operator_values
+
     gpu_op = stack.operators.gpuOperator
     problems: list[tuple[str, str]] = []
-    key = "operators.gpuOperator.driver"
-    if stack.cloud == Cloud.existing and gpu_op.enabled and gpu_op.driver == "auto":
-        problems.append((key, "cloud is existing, so say who installs the GPU driver: `operator` (the GPU Operator's "
-                              "driver container) or `preinstalled` (already on the nodes)"))
-    if stack.cloud == Cloud.gcp:
-        versions = sorted({p.gkeDriverVersion for p in stack.pools})
-        if len(versions) > 1:
-            problems.append(("pools", f"all GKE pools must use one gkeDriverVersion (the GPU Operator is configured "
-                                      f"once for the cluster); found {', '.join(versions)}"))
-        gke_managed = any(v != "INSTALLATION_DISABLED" for v in versions)
-        if gpu_op.enabled and gpu_op.driver == "operator" and gke_managed:
-            problems.append((key, "`operator` on GKE needs pools with gkeDriverVersion INSTALLATION_DISABLED (and an "
-                                  "Ubuntu node image); otherwise GKE installs its own driver"))
-        if gpu_op.enabled and gpu_op.driver != "operator" and not gke_managed:
-            problems.append(("pools", "gkeDriverVersion INSTALLATION_DISABLED leaves the nodes without a driver unless "
-                                      "operators.gpuOperator.driver is `operator`; use LATEST or DEFAULT"))
-        if gpu_op.timeSlicingReplicas and gke_managed:
-            problems.append(("operators.gpuOperator.timeSlicingReplicas",
-                             "on GKE with GKE-managed drivers GKE's own device plugin advertises the GPUs; "
-                             "use GKE GPU time-sharing on the node pool instead"))
+    versions = sorted({p.gkeDriverVersion for p in stack.pools})
+    if stack.cloud == Cloud.gcp and len(versions) > 1:
+        problems.append(("pools", f"all GKE pools must use one gkeDriverVersion (the GPU Operator is configured "
+                                  f"once for the cluster); found {', '.join(versions)}"))
+    if gpu_op.enabled:
+        gke_version = versions[0] if stack.cloud == Cloud.gcp and len(versions) == 1 else None
+        for err in operator_values.gpu_operator_problems(stack.cloud.value, gpu_op.driver, gpu_op, gke_version):
+            key = err.key
+            if key == operator_values.GKE_DRIVER_VERSION_KEY:
+                first = next(i for i, p in enumerate(stack.pools) if p.gkeDriverVersion == gke_version)
+                key = f"pools[{first}].gkeDriverVersion"
+            problems.append((key, err.message))
+    problems += _mig_problems(stack)
     if stack.cloud == Cloud.aws and stack.operators.networkOperator.enabled:
         problems.append(("operators.networkOperator.enabled", "on EKS, multi-node NCCL goes over EFA (pools[].efa), "
                                                               "not the Network Operator; turn it off"))
-    if gpu_op.timeSlicingReplicas:
+    replicas = gpu_op.timeSlicingReplicas if gpu_op.enabled else None
+    if replicas:
         for i, m in enumerate(stack.models):
             if isinstance(m.tensorParallelSize, int) and m.tensorParallelSize * m.pipelineParallelSize > 1:
                 problems.append((f"models[{i}].tensorParallelSize", "GPU time-slicing gives each pod one shared GPU; "
                                                                     "a model sharded across GPUs cannot run on it"))
+            # N pods share one GPU's memory; vLLM refuses to start when the free memory is below its
+            # share, and CUDA contexts need the rest.
+            if m.gpuMemoryUtilization * replicas > TIME_SLICED_MEMORY_LIMIT:
+                largest = math.floor(TIME_SLICED_MEMORY_LIMIT / replicas * 100) / 100
+                problems.append((f"models[{i}].gpuMemoryUtilization",
+                                 f"{m.gpuMemoryUtilization} x {replicas} pods per GPU "
+                                 f"(operators.gpuOperator.timeSlicingReplicas) exceeds {TIME_SLICED_MEMORY_LIMIT} of "
+                                 f"the GPU's memory; set it to at most {largest}"))
+    return problems
+
+
+# Share of a time-sliced GPU's memory all its pods together may claim.
+TIME_SLICED_MEMORY_LIMIT = 0.95
+
+
+def _mig_problems(stack: "StackConfig") -> list[tuple[str, str]]:
+    """MIG slices reach the servers only as nvidia.com/gpu under the single strategy, one slice per pod."""
+    gpu_op = stack.operators.gpuOperator
+    single = gpu_op.enabled and gpu_op.migStrategy == "single"
+    problems: list[tuple[str, str]] = []
+    mig_pools = set()
+    for i, pool in enumerate(stack.pools):
+        profiles = gpus.MIG_PROFILES.get(pool.gpu, {})
+        key = f"pools[{i}].migProfile"
+        if pool.migProfile is None:
+            if single and profiles:
+                problems.append((key, f"operators.gpuOperator.migStrategy is single: name the MIG profile this "
+                                      f"pool's {pool.gpu} GPUs are cut into, one of {', '.join(profiles)}"))
+            continue
+        if not single:
+            problems.append((key, "needs operators.gpuOperator.enabled with migStrategy single"))
+        elif not profiles:
+            problems.append((key, f"{pool.gpu} has no MIG profiles in the catalog; remove migProfile"))
+        elif pool.migProfile not in profiles:
+            hint = _did_you_mean(pool.migProfile, profiles)
+            problems.append((key, f"{pool.migProfile!r} is not a MIG profile of {pool.gpu}{hint}; "
+                                  f"use one of {', '.join(profiles)}"))
+        else:
+            mig_pools.add(pool.name)
+    for i, m in enumerate(stack.models):
+        if m.pool in mig_pools and isinstance(m.tensorParallelSize, int) and m.tensorParallelSize * m.pipelineParallelSize > 1:
+            problems.append((f"models[{i}].tensorParallelSize", f"pool {m.pool} serves MIG slices and a container "
+                                                                "sees one slice; use 1 (or a pool without migProfile)"))
     return problems
 
 

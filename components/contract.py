@@ -27,9 +27,40 @@ ANNOTATION_REPO = f"{PREFIX}/hub-repo"
 # Seconds the sizing engine expects the engine to need before /health answers. The policy pack's
 # startup-probe-budget rule compares the startup probe against this number.
 ANNOTATION_LOAD_SECONDS = f"{PREFIX}/load-time-estimate-seconds"
+# The engine build a server runs (vLLM version, or the KServe runtime tag), on workloads and pods.
+ANNOTATION_ENGINE_VERSION = f"{PREFIX}/engine-version"
+
+# The well-known label (kubernetes.io/docs/concepts/overview/working-with-objects/common-labels)
+# that marks every object this program creates as part of one application.
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+PART_OF = "llm-serving"
+# On a model volume claim: the size this program computed for it. The claim's own request is left
+# as created (claims cannot shrink, EFS claims cannot expand), so this records the current plan.
+ANNOTATION_PLANNED_STORAGE = f"{PREFIX}/planned-storage"
 
 # Where a server finds its weights inside the container, whichever way they got there.
 MODEL_MOUNT_PATH = "/models"
+
+# Key of the HF token in its Kubernetes Secret, and the environment variable huggingface_hub reads
+# it from: the same word on purpose, so `secretKeyRef.key` and the env name can never disagree.
+HF_TOKEN_KEY = "HF_TOKEN"
+
+# The files of a Hub repo that make up a servable model, as `hf download --include/--exclude`
+# globs (huggingface_hub matches them with fnmatchcase; `*` also crosses `/`). The mirror downloads
+# exactly these and verifies exactly these; everything is sized for the safetensors total.
+MODEL_FILE_INCLUDE = (
+    "*.safetensors",  # the weights (vLLM's default loader reads safetensors only)
+    "*.json",  # config, generation config, safetensors index, tokenizer.json/_config, special tokens
+    "tokenizer*",  # tokenizer files without a usual suffix (e.g. Mistral's tokenizer.model.v3)
+    "*.model",  # SentencePiece models (tokenizer.model, spiece.model)
+    "*.tiktoken",  # tiktoken BPE ranks
+    "*.jinja",  # chat_template.jinja
+    "*.txt",  # BPE merges.txt / WordPiece vocab.txt of older tokenizers (kilobytes)
+)
+# Copies of the same weights in another checkpoint format, which the include list would otherwise
+# catch: Meta's original/ folder (consolidated.*.pth plus its own params.json and tokenizer.model)
+# and Mistral's consolidated*.safetensors next to the HF shards. Each is as large as the weights.
+MODEL_FILE_EXCLUDE = ("original/*", "consolidated*")
 
 # Port vLLM's OpenAI-compatible server listens on (also its /metrics).
 SERVER_PORT = 8000

@@ -180,3 +180,88 @@ def default_machine(gpu: Gpu, cloud: str, gpus_per_node: int) -> CloudMachine | 
     """The smallest machine of `cloud` that carries exactly `gpus_per_node` of `gpu`."""
     fitting = [m for m in gpu.machines(cloud) if m.gpus == gpus_per_node]
     return min(fitting, key=lambda m: (m.vcpus, m.memory_gib), default=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# MIG profiles: what one slice of a GPU offers when every GPU of a node is cut alike
+# (`nvidia.com/mig.config: all-<profile>`), so sizing can plan against the slice, not the GPU.
+#
+# Profile names, each profile's fraction of the GPU's memory (in eighths) and how many instances of
+# it one GPU holds: NVIDIA MIG User Guide, "Supported MIG Profiles" tables for A100-SXM4-40GB,
+# A100-SXM4-80GB, H100 80GB and H200 141GB
+# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html; media
+# extension "+me" variants left out: one per GPU, so `all-<profile>` cannot use them).
+#
+# Memory in GiB: what the driver reports for the smallest (1/8) slice, times the profile's eighths,
+# rounded down, so a plan never counts on memory a slice does not have. The driver keeps some of
+# each slice back, so a slice has less than 1/8 of the CUDA total. 1/8-slice readings used
+# (`nvidia-smi mig -lgip`, memory column, GiB):
+# - A100-40GB 1g.5gb: 4.75 (NVIDIA/mig-parted README, "List GPU instance profiles"; there 2g.10gb
+#   reads 9.75 and 3g.20gb 19.62, both above 2x and 4x the 1/8 figure);
+# - H100-80GB 1g.10gb: 9.62 (an H100 PCIe listing where 2g.20gb reads 19.50 and 3g.40gb 39.25);
+# - H200 1g.18gb: 16.00 (reported for "NVIDIA H200 MIG 1g.18gb" slices);
+# - A100-80GB: no reading found; its 1/8 slice is taken as the profile's name figure, 10 GB =
+#   9.31 GiB, below the 9.62 an H100 1g.10gb slice of the same 80 GB class reads.
+# Replace a figure when a log of vLLM on that slice states its CUDA total.
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    name: str  # e.g. "1g.10gb"
+    memory_eighths: int  # share of the GPU's memory, in eighths
+    instances: int  # slices of this profile one GPU holds (all-<profile>)
+    memory_gib: float  # what one slice offers CUDA, GiB (see the note above)
+
+
+def _mig_profiles(eighth_gib: float, *profiles: tuple[str, int, int]) -> dict[str, MigProfile]:
+    return {
+        name: MigProfile(name, eighths, instances, int(round(eighth_gib * eighths * 100, 6)) / 100)
+        for name, eighths, instances in profiles
+    }
+
+
+MIG_PROFILES: dict[str, dict[str, MigProfile]] = {
+    "A100-40GB": _mig_profiles(
+        4.75, ("1g.5gb", 1, 7), ("1g.10gb", 2, 4), ("2g.10gb", 2, 3), ("3g.20gb", 4, 2), ("4g.20gb", 4, 1),
+        ("7g.40gb", 8, 1),
+    ),
+    "A100-80GB": _mig_profiles(
+        9.31, ("1g.10gb", 1, 7), ("1g.20gb", 2, 4), ("2g.20gb", 2, 3), ("3g.40gb", 4, 2), ("4g.40gb", 4, 1),
+        ("7g.80gb", 8, 1),
+    ),
+    "H100-80GB": _mig_profiles(
+        9.62, ("1g.10gb", 1, 7), ("1g.20gb", 2, 4), ("2g.20gb", 2, 3), ("3g.40gb", 4, 2), ("4g.40gb", 4, 1),
+        ("7g.80gb", 8, 1),
+    ),
+    "H200": _mig_profiles(
+        16.00, ("1g.18gb", 1, 7), ("1g.35gb", 2, 4), ("2g.35gb", 2, 3), ("3g.71gb", 4, 2), ("4g.71gb", 4, 1),
+        ("7g.141gb", 8, 1),
+    ),
+}
+
+
+def mig_profile(gpu_name: str, profile: str) -> MigProfile | None:
+    """The MIG profile of a catalog GPU, or None when the GPU or the profile is not in the table."""
+    return MIG_PROFILES.get(gpu_name, {}).get(profile)
+
+
+def gpu_memory_gib_for(pool) -> float:
+    """Memory one schedulable `nvidia.com/gpu` of a pool offers CUDA: the MIG slice when the pool
+    has `migProfile`, else the GPU's CUDA total. `pool` is a config.PoolConfig (gpu, migProfile)."""
+    profile_name = getattr(pool, "migProfile", None)
+    if profile_name:
+        profile = mig_profile(pool.gpu, profile_name)
+        if profile is None:
+            raise UnknownGpuError(f"{pool.gpu} has no MIG profile {profile_name!r}")
+        return profile.memory_gib
+    return get_gpu(pool.gpu).cuda_total_gib
+
+
+def slices_per_gpu_for(pool) -> int:
+    """How many `nvidia.com/gpu` one physical GPU of the pool advertises: its MIG slices, else 1
+    (time-slicing replicas come on top, cluster-wide)."""
+    profile_name = getattr(pool, "migProfile", None)
+    if profile_name:
+        profile = mig_profile(pool.gpu, profile_name)
+        return profile.instances if profile else 1
+    return 1

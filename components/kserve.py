@@ -24,6 +24,7 @@ Weights (`storage`):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
@@ -33,7 +34,7 @@ import pulumi_kubernetes as k8s
 
 from components import contract, observability, probes, server_resources, vllm_args
 from components.platform import GpuPlacement, ModelBucket
-from components.vllm import replicas_and_bounds
+from components.vllm_version import VLLM_IMAGE
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
 
@@ -56,12 +57,23 @@ STORAGE_INITIALIZER_IMAGE = f"kserve/storage-initializer:{KSERVE_VERSION}"
 # The model server's HTTP port (kserve model_server `--http_port`, default 8080): OpenAI routes under
 # /openai/v1, v2 health routes, and vLLM's /metrics.
 HTTP_PORT = 8080
-# v2 protocol health routes (python/kserve/kserve/protocol/rest/v2_endpoints.py). The vLLM model
-# turns ready only after `start_engine` has loaded the weights and built the engine
-# (huggingfaceserver/vllm/vllm_model.py), while the HTTP server answers from the start, so `ready`
-# is the load signal the startup budget waits for.
-READY_PATH = "/v2/health/ready"
-LIVE_PATH = "/v2/health/live"
+# The model's own health route. In v0.20 the HTTP server answers while the engine is still loading
+# (model_server.py `_register_and_check_atleast_one_model_is_ready` registers the model, which the
+# OpenAI base class marks ready at construction, and runs `start_engine` beside the server), and
+# /v2/health/ready and /v2/health/live never look at the model (dataplane.py `ready`/`live` return
+# True / "alive" without a predictor host). GET /openai/v1/models/<name>
+# (protocol/rest/openai/endpoints.py `health`) calls the model's `healthy()`, which for the vLLM
+# backend awaits `engine_client.check_health()` (huggingfaceserver/vllm/vllm_model.py); before
+# `start_engine` has built the engine there is no engine_client, the call raises, and the route
+# answers 503 ModelNotReady. So it passes only once the weights are loaded and the engine is alive.
+# The runtime registers the model under --served-model-name when given (huggingfaceserver/__main__.py).
+OPENAI_ROUTE_PREFIX = "/openai"  # KSERVE_OPENAI_ROUTE_PREFIX default
+
+
+def model_health_path(plan: Any) -> str:
+    return f"{OPENAI_ROUTE_PREFIX}/v1/models/{plan.served_name}"
+
+
 # Where the storage initializer puts the weights and the runtime reads them (--model_dir default).
 KSERVE_MODEL_DIR = "/mnt/models"
 # The canary predictor's name; KServe names its Deployment <isvc>-canary-predictor.
@@ -70,9 +82,17 @@ CANARY_NAME = "canary"
 RUNTIME_CONTAINER = "kserve-container"
 HF_TOKEN_KEY = "HF_TOKEN"
 COMPONENT = "kserve-predictor"
-SHM_VOLUME = "dshm"
+# The runtime's own /dev/shm volume name (config/runtimes/kserve-huggingfaceserver.yaml, an emptyDir
+# of medium Memory without a size limit). KServe strategic-merges the predictor's pod spec onto the
+# runtime's (MergePodSpec: volumes by name, volumeMounts by mountPath), so the same name replaces
+# it with ours instead of leaving an unused, unbounded second volume.
+SHM_VOLUME = "devshm"
+# Room for the storage initializer's download next to the weights themselves: the emptyDir it fills
+# at /mnt/models is node-local ephemeral storage, and a node without room evicts the pod mid-load.
+EPHEMERAL_STORAGE_FACTOR = 1.1
 
 KServeStorage = Literal["bucket", "hf"]
+GIB = 1024**3
 
 # vLLM flags of `vllm_args.serve_args` that are engine settings and so mean the same under KServe.
 # The rest (model path, --served-model-name, --host/--port, --load-format, --chat-template,
@@ -121,16 +141,18 @@ def hf_uri_regex(repo: str, revision: str) -> str:
 
 
 def probe_specs(plan: Any) -> dict[str, dict[str, Any]]:
-    """Startup, readiness and liveness probes with the vLLM path's numbers on KServe's routes."""
-    pp = probes.probe_plan(plan, api_key=False)
+    """Startup, readiness and liveness probes with the vLLM path's numbers on the model's health route.
 
-    def retarget(probe: dict[str, Any], path: str) -> dict[str, Any]:
-        return {**probe, "httpGet": {"path": path, "port": HTTP_PORT}}
-
+    All three use the model's health (see OPENAI_ROUTE_PREFIX): startup and readiness pass only once
+    the engine serves, and liveness, with the vLLM path's lenient numbers, restarts an engine that
+    died after loading (the server process itself would keep answering /v2/health/live).
+    """
+    pp = probes.probe_plan(plan)
+    handler = {"httpGet": {"path": model_health_path(plan), "port": HTTP_PORT}}
     return {
-        "startupProbe": retarget(pp.startup_probe(), READY_PATH),
-        "readinessProbe": retarget(pp.readiness_probe(), READY_PATH),
-        "livenessProbe": retarget(pp.liveness_probe(), LIVE_PATH),
+        "startupProbe": pp.startup_probe(handler),
+        "readinessProbe": pp.readiness_probe(handler),
+        "livenessProbe": pp.liveness_probe(handler),
     }
 
 
@@ -140,6 +162,12 @@ def check_servable(plan: Any) -> None:
         raise KServeConfigError(
             f"{key}: one replica spans {plan.nodes_per_replica} nodes; the KServe path serves single-node replicas "
             "only, use engine: vllm (LeaderWorkerSet) or a pool with enough GPUs per node")
+    if plan.pipeline_parallel_size > 1:
+        # v0.20's huggingfaceserver overwrites tensor_parallel_size with the visible GPU count
+        # (huggingfaceserver/vllm/vllm_model.py start_engine), so TP × PP asks for PP times the GPUs.
+        raise KServeConfigError(
+            f"{key}.pipelineParallelSize: {plan.pipeline_parallel_size} cannot start on KServe's huggingface "
+            "runtime (it sets tensor parallelism to every GPU of the pod); set it to 1 or use engine: vllm")
     if vllm_args.needs_chat_template_file(plan):
         raise KServeConfigError(
             f"{key}.chatTemplate: the KServe path cannot mount a chat template; remove it or use engine: vllm")
@@ -168,6 +196,8 @@ class KServeModelArgs:
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job: the bucket folder must be complete before a storage initializer reads it."""
+    api_key_configured: bool = False
+    """Whether the stack sets apiKey: the huggingface runtime cannot enforce it, so the user is warned."""
 
 
 def storage_uri(args: KServeModelArgs, revision: str) -> pulumi.Input[str]:
@@ -202,7 +232,7 @@ def pod_labels(plan: Any) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "kserve-huggingfaceserver",
         "app.kubernetes.io/instance": plan.served_name,
-        "app.kubernetes.io/part-of": "llm-serving",
+        contract.LABEL_PART_OF: contract.PART_OF,
         contract.LABEL_MODEL: plan.served_name,
         contract.LABEL_REVISION: plan.revision,
         contract.LABEL_COMPONENT: COMPONENT,
@@ -214,7 +244,7 @@ def annotations(plan: Any) -> dict[str, str]:
         # The policy pack compares the startup probe against this estimate.
         contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
         contract.ANNOTATION_REPO: plan.repo,
-        "llm-serving.io/engine-version": f"kserve-{HUGGINGFACE_RUNTIME_VERSION}",
+        contract.ANNOTATION_ENGINE_VERSION: f"kserve-{HUGGINGFACE_RUNTIME_VERSION}",
     }
 
 
@@ -229,11 +259,37 @@ def autoscaler_class(plan: Any) -> str:
     return "keda" if a.kind == "keda" else "external"
 
 
+def downloads_weights(args: "KServeModelArgs") -> bool:
+    """The storage initializer copies the weights (hf://, s3://, gs://); a pvc:// claim is mounted."""
+    return args.storage == "hf" or args.bucket is not None
+
+
+def predictor_resources(plan: Any, resources: server_resources.PodResources, *, downloads: bool) -> dict[str, Any]:
+    """The model container's requests and limits, safe to merge onto the runtime's.
+
+    GPU limits == requests (extended resources cannot be overcommitted). KServe strategic-merges
+    this container onto the ClusterServingRuntime's (MergeRuntimeContainers), and v0.20's
+    kserve-huggingfaceserver runtime sets `limits: {cpu: "1", memory: 2Gi}`. A field we leave out
+    keeps the runtime's value, so without our own CPU limit the pod would request e.g. 3400m with a
+    limit of 1 CPU, which the API server rejects (requests must not exceed limits). The CPU limit is
+    therefore set to the request; the vLLM path sets none because throttling stalls the engine loop,
+    and at limit == request the container still gets every CPU it reserved.
+
+    `downloads`: the storage initializer copies the weights into a node-local emptyDir (not for
+    pvc://, which is mounted), so the pod requests ephemeral storage for them.
+    """
+    req = resources.requirements(contract.GPU_RESOURCE)
+    req["limits"]["cpu"] = req["requests"]["cpu"]
+    if downloads:
+        req["requests"]["ephemeral-storage"] = f"{math.ceil(plan.weights_bytes * EPHEMERAL_STORAGE_FACTOR / GIB)}Gi"
+    return req
+
+
 def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, canary: bool = False,
                    storage_container: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
     plan = args.plan
     resources = server_resources.pod_resources(plan, args.machine)
-    pp = probes.probe_plan(plan, api_key=False)
+    pp = probes.probe_plan(plan)
     model: dict[str, Any] = {
         "modelFormat": {"name": HUGGINGFACE_FORMAT},
         "runtime": HUGGINGFACE_RUNTIME,
@@ -247,8 +303,7 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
             {"name": "DO_NOT_TRACK", "value": "1"},
         ],
         "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
-        # GPU limits == requests: extended resources cannot be overcommitted.
-        "resources": resources.requirements(contract.GPU_RESOURCE),
+        "resources": predictor_resources(plan, resources, downloads=downloads_weights(args)),
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
         "lifecycle": pp.lifecycle(),
         **probe_specs(plan),
@@ -274,7 +329,7 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
         model["name"] = RUNTIME_CONTAINER
         return spec
     a = plan.model.autoscaling
-    low, most = replicas_and_bounds(plan)
+    low, most = plan.replica_bounds
     spec["minReplicas"] = low
     spec["maxReplicas"] = most
     if a.enabled and a.kind == "keda":
@@ -315,6 +370,23 @@ def inference_service_spec(name: str, args: KServeModelArgs,
     return {"predictor": predictor_spec(name, args, storage_uri(args, plan.revision), storage_container=storage_container)}
 
 
+def engine_warnings(args: KServeModelArgs) -> list[str]:
+    """Settings of the vLLM path that the KServe runtime cannot honour; the stack still deploys."""
+    plan = args.plan
+    key = f"models[{plan.index}]"
+    warnings = []
+    if args.api_key_configured:
+        warnings.append(
+            f"{key}: apiKey is not enforced on engine kserve (the huggingface runtime has no API-key option), so "
+            f"{plan.served_name} answers anyone who reaches its Service; use engine: vllm or put an authenticating "
+            "gateway in front")
+    if plan.model.image != VLLM_IMAGE:
+        warnings.append(
+            f"{key}.image: ignored on engine kserve, which runs the kserve-huggingfaceserver runtime image "
+            f"{HUGGINGFACE_RUNTIME_VERSION}; use engine: vllm to run {plan.model.image}")
+    return warnings
+
+
 def canary_warnings(args: KServeModelArgs) -> list[str]:
     plan = args.plan
     key = f"models[{plan.index}]"
@@ -347,7 +419,7 @@ def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: p
     return {
         "apiVersion": STORAGE_CONTAINER_API_VERSION,
         "kind": "ClusterStorageContainer",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "llm-serving"}},
+        "metadata": {"name": name, "labels": {contract.LABEL_PART_OF: contract.PART_OF}},
         "spec": {
             "container": {
                 # KServe finds the init container by this exact name.
@@ -392,6 +464,9 @@ class KServeModel(pulumi.ComponentResource):
     endpoint: str
     storage_uri: pulumi.Output[str]
     warnings: list[str]
+    prometheus_adapter_rule: Optional[dict[str, Any]]
+    """With autoscaling kind hpa: the prometheus-adapter `externalRules` entry the HPA's metric needs
+    (docs/autoscaling.md); None otherwise. The same as the vLLM path's, so export it once."""
 
     def __init__(self, name: str, args: KServeModelArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("llm-serving:k8s:KServeModel", name, None, opts)
@@ -399,7 +474,7 @@ class KServeModel(pulumi.ComponentResource):
         check_servable(plan)
         isvc_name = plan.served_name
         child = pulumi.ResourceOptions(parent=self)
-        self.warnings = canary_warnings(args)
+        self.warnings = engine_warnings(args) + canary_warnings(args)
 
         self.token_secret: Optional[k8s.core.v1.Secret] = None
         self.storage_container: Optional[k8s.apiextensions.CustomResource] = None
@@ -435,8 +510,10 @@ class KServeModel(pulumi.ComponentResource):
                 f"{name}-podmonitor", api_version=pm["apiVersion"], kind=pm["kind"],
                 metadata=pm["metadata"], spec=pm["spec"], opts=child)
         a = plan.model.autoscaling
+        self.prometheus_adapter_rule = (
+            observability.prometheus_adapter_rule() if a.enabled and a.kind == "hpa" else None)
         if a.enabled and a.kind == "hpa":
-            low, most = replicas_and_bounds(plan)
+            low, most = plan.replica_bounds
             ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": t.workload_name}
             hpa = observability.horizontal_pod_autoscaler(isvc_name, t, ref, min_replicas=low, max_replicas=most,
                                                           threshold=a.queueThreshold)
@@ -448,6 +525,7 @@ class KServeModel(pulumi.ComponentResource):
             "endpoint": self.endpoint,
             "storageUri": self.storage_uri,
             "warnings": self.warnings,
+            "prometheusAdapterRule": self.prometheus_adapter_rule,
         })
 
     def _hf_storage(self, name: str, args: KServeModelArgs, isvc_name: str, child: pulumi.ResourceOptions) -> None:

@@ -21,8 +21,16 @@ Weight paths (`modelStore.loadFrom`):
   `hf download` skips files already present, so on a pre-filled claim it only re-verifies them and
   writes the manifest, and on an empty one it fills it. Either way the servers depend on a Job that
   proved the bytes, and a claim holding different bytes fails loudly instead of serving them.
-- bucket: no PVC. The Job downloads to node-local scratch sized for the weights and syncs to the
-  bucket; servers read `weights_uri` with vLLM's `--load-format runai_streamer`.
+- bucket: no model PVC. The Job stages the download on a generic ephemeral volume (a RWO claim of
+  the cluster's default class, or `staging_storage_class`, created with the pod and deleted with
+  it) sized like the model volume, and syncs it to the bucket; servers read `weights_uri` with
+  vLLM's `--load-format runai_streamer`. Staging on the node's disk instead would ask for ~180 GiB
+  of ephemeral storage for a 70B model, more than a 200 GiB system node can offer.
+
+Only the files `contract.MODEL_FILE_INCLUDE` / `MODEL_FILE_EXCLUDE` select are mirrored (the
+weights, configs and tokenizer), never a second checkpoint format. Not every model has a store:
+a model KServe pulls from the Hub itself (`kserveStorage: hf`) gets none, and nothing here
+assumes otherwise. docs/model-store.md describes sizes, deadlines and recovery.
 """
 
 from __future__ import annotations
@@ -76,7 +84,12 @@ MIN_DEADLINE_SECONDS = 1800
 # hide a real problem such as a revoked token or a mismatching file.
 MIRROR_BACKOFF_LIMIT = 3
 
+# Pulumi waits this much longer than the Job's own deadline: were the two equal, Pulumi's timeout
+# could fire first and report "timed out" instead of the Job's DeadlineExceeded / BackoffLimitExceeded.
+PULUMI_WAIT_MARGIN_SECONDS = 600
+
 # Scratch space for HF_HOME (hf_xet's chunk cache, logs) on the node's disk, whichever path is used.
+# It is all the node disk the mirror asks for: the weights go to a volume in every mode.
 SCRATCH_GIB = 16
 # Above this, hashing and Xet's parallel chunk fetches are CPU-bound with 2 cores.
 LARGE_MODEL_BYTES = 64 * GIB
@@ -84,7 +97,6 @@ LARGE_MODEL_BYTES = 64 * GIB
 SCRIPT_MOUNT_PATH = "/opt/llm-serving-mirror"
 SCRATCH_MOUNT_PATH = "/scratch"
 WEIGHTS_VOLUME = "model-weights"
-HF_TOKEN_KEY = "HF_TOKEN"
 
 
 # --- pure sizing, shared with the tests and the offline plan --------------------------------
@@ -106,16 +118,22 @@ def mirror_deadline_seconds(weights_bytes: int, syncs_to_bucket: bool) -> int:
     return max(MIN_DEADLINE_SECONDS, int(math.ceil((budget + FIXED_OVERHEAD_SECONDS) / 60) * 60))
 
 
-def mirror_ephemeral_gib(weights_bytes: int, headroom: float, weights_on_node_disk: bool) -> int:
-    return SCRATCH_GIB + (volume_size_gib(weights_bytes, headroom) if weights_on_node_disk else 0)
-
-
-def mirror_resources(weights_bytes: int, ephemeral_gib: int) -> dict[str, dict[str, str]]:
+def mirror_resources(weights_bytes: int, ephemeral_gib: int = SCRATCH_GIB) -> dict[str, dict[str, str]]:
     cpu = "4" if weights_bytes > LARGE_MODEL_BYTES else "2"
     return {
         "requests": {"cpu": cpu, "memory": "4Gi", "ephemeral-storage": f"{ephemeral_gib}Gi"},
         "limits": {"memory": "8Gi", "ephemeral-storage": f"{ephemeral_gib}Gi"},
     }
+
+
+def file_selection_args() -> list[str]:
+    """`--include/--exclude` for mirror.py fetch: the one file selection, from the contract."""
+    args: list[str] = []
+    for pattern in contract.MODEL_FILE_INCLUDE:
+        args += ["--include", pattern]
+    for pattern in contract.MODEL_FILE_EXCLUDE:
+        args += ["--exclude", pattern]
+    return args
 
 
 def _name_of(metadata) -> str:
@@ -246,10 +264,13 @@ class ModelStoreArgs:
     # Run the mirror on a GPU pool (tolerating its taint). None: CPU nodes, which are cheaper and
     # do not hold a GPU idle for an hour of downloading.
     placement: GpuPlacement | None = None
+    # StorageClass of the RWO staging volume (load_from bucket). None: the cluster's default class.
+    staging_storage_class: str | None = None
 
 
 def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
-                     bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None) -> ModelStoreArgs:
+                     bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None,
+                     staging_storage_class: str | None = None) -> ModelStoreArgs:
     """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
     return ModelStoreArgs(
         repo=plan.repo,
@@ -269,6 +290,7 @@ def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_cl
         gated=plan.model.gated,
         hf_token=hf_token if plan.model.gated else None,
         placement=placement,
+        staging_storage_class=staging_storage_class,
     )
 
 
@@ -314,6 +336,7 @@ class ModelStore(pulumi.ComponentResource):
         )
         self.syncs_to_bucket = args.bucket is not None
         self.deadline_seconds = mirror_deadline_seconds(args.weights_bytes, self.syncs_to_bucket)
+        self.pulumi_wait_seconds = self.deadline_seconds + PULUMI_WAIT_MARGIN_SECONDS
         self.mirror_job = self._mirror_job(name, base)
 
         # The mirrored copy in the bucket (for other clusters, new regions, audits), whatever the
@@ -393,31 +416,49 @@ class ModelStore(pulumi.ComponentResource):
             f"{name}-hf-token",
             metadata=self._metadata(k8s_name(base, "hf-token"), "model-mirror"),
             type="Opaque",
-            string_data={HF_TOKEN_KEY: pulumi.Output.secret(self.args.hf_token)},
+            string_data={contract.HF_TOKEN_KEY: pulumi.Output.secret(self.args.hf_token)},
             opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _volume_claim(self, name: str, base: str) -> k8s.core.v1.PersistentVolumeClaim:
-        size = volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)
+        size = f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"
+        metadata = self._metadata(k8s_name(base, "weights"), "model-store")
+        metadata["annotations"][contract.ANNOTATION_PLANNED_STORAGE] = size
         return k8s.core.v1.PersistentVolumeClaim(
             f"{name}-weights",
-            metadata=self._metadata(k8s_name(base, "weights"), "model-store"),
+            metadata=metadata,
             spec={
                 # Every replica on every node reads the same files; RWO would pin them to one node.
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": self.args.storage_class,
-                "resources": {"requests": {"storage": f"{size}Gi"}},
+                "resources": {"requests": {"storage": size}},
             },
-            opts=pulumi.ResourceOptions(parent=self),
+            # The request is set once, at creation. A later change of the computed size (other
+            # weights figure, other headroom) would otherwise fail `pulumi up`: the API server
+            # refuses to shrink a claim, and efs-sc cannot expand one. The annotation above keeps
+            # the current plan visible; growing a claim is a manual step (docs/model-store.md).
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["spec.resources.requests.storage"]),
         )
+
+    def _staging_volume(self) -> dict[str, Any]:
+        """load_from bucket: a per-pod RWO claim for the download, deleted with the pod."""
+        claim_spec: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"}},
+        }
+        if self.args.staging_storage_class:
+            claim_spec["storageClassName"] = self.args.staging_storage_class
+        return {"name": WEIGHTS_VOLUME, "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {"labels": {**self.labels, contract.LABEL_COMPONENT: "model-mirror"}},
+            "spec": claim_spec,
+        }}}
 
     def _mirror_job(self, name: str, base: str) -> k8s.batch.v1.Job:
         args = self.args
-        weights_on_node_disk = args.load_from == "bucket"
-        ephemeral = mirror_ephemeral_gib(args.weights_bytes, args.volume_headroom, weights_on_node_disk)
+        ephemeral = SCRATCH_GIB
         resources = mirror_resources(args.weights_bytes, ephemeral)
-        if weights_on_node_disk:
-            weights_volume = {"name": WEIGHTS_VOLUME, "emptyDir": {"sizeLimit": f"{ephemeral - SCRATCH_GIB}Gi"}}
+        if args.load_from == "bucket":
+            weights_volume = self._staging_volume()
         else:
             weights_volume = {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": self.claim_name}}
         env = [
@@ -428,18 +469,20 @@ class ModelStore(pulumi.ComponentResource):
         ]
         if self.hf_token_secret is not None:
             env.append({
-                "name": HF_TOKEN_KEY,
+                "name": contract.HF_TOKEN_KEY,
                 "valueFrom": {"secretKeyRef": {"name": self.hf_token_secret.metadata.apply(
-                    _name_of), "key": HF_TOKEN_KEY}},
+                    _name_of), "key": contract.HF_TOKEN_KEY}},
             })
         fetch = {
             "name": "fetch",
             "image": args.downloader_image,
             # `command` replaces the image's entrypoint (`vllm serve` in the vLLM image). The
             # revision is the pinned commit, never a branch: the bytes mirrored are the bytes served.
+            # The globs go to `hf download` and filter what the script expects from the Hub alike.
             "command": [
                 "python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "fetch",
                 "--repo", args.repo, "--revision", args.revision, "--local-dir", args.model_path,
+                *file_selection_args(),
             ],
             "env": env,
             "resources": resources,
@@ -461,8 +504,9 @@ class ModelStore(pulumi.ComponentResource):
                 "image": SYNC_IMAGES[args.bucket.scheme],
                 "command": ["/bin/sh", "-c", sync_script(args.bucket.scheme, args.model_path, destination)],
                 "env": sync_env,
-                # Same ephemeral figure as fetch: a pod's effective request is the larger of its
-                # init containers' and the sum of its app containers', so this does not double it.
+                # Same ephemeral figure as fetch (scratch only): a pod's effective request is the
+                # larger of its init containers' and the sum of its app containers', so this does
+                # not double it.
                 "resources": {
                     "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": f"{ephemeral}Gi"},
                     "limits": {"memory": "2Gi", "ephemeral-storage": f"{ephemeral}Gi"},
@@ -516,8 +560,9 @@ class ModelStore(pulumi.ComponentResource):
                 # must free the name before the replacement runs; the re-run only re-verifies.
                 delete_before_replace=True,
                 # The provider waits for the Job to complete (what servers depend on), but gives up
-                # after 10 minutes by default; a 140 GB mirror takes hours.
-                custom_timeouts=pulumi.CustomTimeouts(
-                    create=f"{self.deadline_seconds}s", update=f"{self.deadline_seconds}s"),
+                # after 10 minutes by default; a 140 GB mirror takes hours. It waits a margin past
+                # the Job's deadline so the Job's own failure reason is what `pulumi up` reports.
+                custom_timeouts=pulumi.CustomTimeouts(create=f"{self.pulumi_wait_seconds}s",
+                                                      update=f"{self.pulumi_wait_seconds}s"),
             ),
         )

@@ -41,26 +41,51 @@ class AlertThresholds:
     queue_per_replica: float = 5.0
 
 
+# Pod names per workload kind, as anchored regexes (PromQL anchors =~ at both ends), so that one
+# model's queries never select another model whose name merely starts with this one's:
+# - Deployment pods are <deployment>-<pod-template-hash>-<5 random characters> (the hash is 1-10
+#   characters and the suffix 5, both from Kubernetes' safe alphabet, which has no '-').
+# - LeaderWorkerSet leaders are <lws>-<group index>, workers <lws>-<group index>-<worker index>
+#   (sigs.k8s.io/lws pod naming; the leader's name is LWS_LEADER_ADDRESS's first label).
+DEPLOYMENT = "Deployment"
+LEADER_WORKER_SET = "LeaderWorkerSet"
+
+
 @dataclass(frozen=True)
 class Target:
     """What the queries select: one served model in one namespace, and its pods."""
 
     served_name: str
     namespace: str
-    # Pod names start with the workload's name (Deployment: <name>-<hash>-<id>; LWS: <name>-<group>[-<worker>]).
+    # The workload's name; its pods' names start with it (see the regexes above).
     workload_name: str
     # Seconds from container start to /health (plan.load_seconds) and the startup probe budget.
     load_seconds: float
     startup_budget_seconds: int
     labels: dict[str, str] = field(default_factory=dict)
+    workload_kind: str = DEPLOYMENT
 
     @property
     def selector(self) -> str:
         return f'model_name="{self.served_name}", namespace="{self.namespace}"'
 
+    def _pods(self, regex: str) -> str:
+        # Workload names are DNS labels ([-a-z0-9]): no regex metacharacter to escape.
+        return f'namespace="{self.namespace}", pod=~"{self.workload_name}-{regex}"'
+
     @property
     def pod_selector(self) -> str:
-        return f'namespace="{self.namespace}", pod=~"{self.workload_name}-.*"'
+        """Every pod of the workload (for a LeaderWorkerSet, leaders and workers)."""
+        if self.workload_kind == LEADER_WORKER_SET:
+            return self._pods("[0-9]+(-[0-9]+)?")
+        return self._pods("[a-z0-9]{1,10}-[a-z0-9]{5}")
+
+    @property
+    def serving_pod_selector(self) -> str:
+        """The pods that serve HTTP and turn ready: Deployment pods, or LeaderWorkerSet leaders."""
+        if self.workload_kind == LEADER_WORKER_SET:
+            return self._pods("[0-9]+")
+        return self.pod_selector
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,8 +110,30 @@ def restart_window(t: Target) -> str:
     return f"{minutes}m"
 
 
+def restart_loop_query(t: Target) -> str:
+    """Serving pods that started over at least twice in the window and are still not ready.
+
+    A Deployment's kubelet restarts the failing container in place, so its restart counter climbs.
+    A LeaderWorkerSet with RecreateGroupOnPodRestart instead deletes and recreates the whole group
+    when any of its containers restarts: the new pods have the same names, new UIDs and a restart
+    count of zero, so the counter never reaches 2. There, count the distinct pod UIDs each leader
+    name had in the window (kube-state-metrics' kube_pod_info carries `uid`; deduplicating by uid
+    first keeps the pod_ip/node label changes of one pod from counting twice): 3 instances = 2
+    recreations.
+    """
+    ready = f'(kube_pod_status_ready{{{t.serving_pod_selector}, condition="true"}} == 0)'
+    window = restart_window(t)
+    if t.workload_kind == LEADER_WORKER_SET:
+        started = (f"count by (namespace, pod) (count by (namespace, pod, uid) "
+                   f"(last_over_time(kube_pod_info{{{t.serving_pod_selector}}}[{window}]))) >= 3")
+    else:
+        started = (f'increase(kube_pod_container_status_restarts_total{{{t.pod_selector}, '
+                   f'container="{SERVER_CONTAINER}"}}[{window}]) >= 2')
+    return f"({started}) and on (namespace, pod) {ready}"
+
+
 def alert_rules(t: Target, th: AlertThresholds) -> list[dict[str, Any]]:
-    sel, pods = t.selector, t.pod_selector
+    sel = t.selector
     name = t.served_name
     return [
         {
@@ -149,11 +196,7 @@ def alert_rules(t: Target, th: AlertThresholds) -> list[dict[str, Any]]:
         },
         {
             "alert": "VllmStartupRestartLoop",
-            "expr": (
-                f'(increase(kube_pod_container_status_restarts_total{{{pods}, container="{SERVER_CONTAINER}"}}'
-                f"[{restart_window(t)}]) >= 2) and on (namespace, pod) "
-                f'(kube_pod_status_ready{{{pods}, condition="true"}} == 0)'
-            ),
+            "expr": restart_loop_query(t),
             "for": "5m",
             "labels": {"severity": "critical"},
             "annotations": {

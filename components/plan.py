@@ -10,6 +10,7 @@ Pure Python apart from the config types: the offline plan, the tests and the pro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -29,6 +30,16 @@ DEFAULT_READ_MBPS = {"volume": 500.0, "bucket": 1500.0, "existing-claim": 500.0}
 STARTUP_MARGIN = 1.5
 STARTUP_MIN_SECONDS = 300
 PROBE_PERIOD_SECONDS = 10
+# A replica that spans nodes is ready only when every worker pod of its group runs, and the
+# workers' nodes may not exist yet when the leader starts: the autoscaler must launch them, the GPU
+# driver and device plugin must come up, and the 10-20 GB engine image must be pulled. The leader
+# waits for all of them before loading (components/vllm.py), so its startup budget includes that
+# wait. 15 minutes is the Cluster Autoscaler's default allowance for a new node to become usable,
+# which its maintainers give as covering "both VM creation and GPU driver installation"
+# (https://github.com/kubernetes/autoscaler/issues/3464, comment of 2020-08-28;
+# https://github.com/kubernetes/autoscaler/pull/461: "GPU node start-up + driver installation ...
+# defaults to 15 minutes"); a user there measured 4-6 minutes on AWS, so 15 is the slow case.
+NODE_PROVISIONING_ALLOWANCE_SECONDS = 900
 
 
 class PlanError(Exception):
@@ -52,6 +63,9 @@ class ModelPlan:
     read_bytes_per_second: float
     load_from: str
     load_seconds: float
+    pool_has_surge_room: bool = True
+    """The pool can hold one more replica of this model on top of every model's maximum replicas on
+    it (decided per pool by `build_plans`): a rolling update's surge replica would be scheduled."""
 
     @property
     def served_name(self) -> str:
@@ -96,8 +110,13 @@ class ModelPlan:
         return model_path(self.repo, self.revision)
 
     @property
+    def worker_wait_seconds(self) -> int:
+        """How long the leader of a multi-node replica may wait for its workers before loading."""
+        return NODE_PROVISIONING_ALLOWANCE_SECONDS if self.nodes_per_replica > 1 else 0
+
+    @property
     def startup_budget_seconds(self) -> int:
-        budget = max(STARTUP_MIN_SECONDS, self.load_seconds * STARTUP_MARGIN)
+        budget = max(STARTUP_MIN_SECONDS, self.load_seconds * STARTUP_MARGIN) + self.worker_wait_seconds
         return int(math.ceil(budget / PROBE_PERIOD_SECONDS) * PROBE_PERIOD_SECONDS)
 
 
@@ -127,7 +146,24 @@ def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str 
     problems += [f"{source}: {p}" for p in pool_capacity_problems(config, plans)]
     if problems:
         raise PlanError(problems)
-    return plans
+    return with_surge_room(plans)
+
+
+def with_surge_room(plans: list[ModelPlan]) -> list[ModelPlan]:
+    """Decide per pool whether each model's rolling update can surge one replica.
+
+    Every model on the pool may run at its maximum (replicas, or the autoscaler's maximum) at the
+    moment one of them rolls out; the surge replica must fit on top of all of them, or it stays
+    Pending and the rollout never finishes.
+    """
+    peak: dict[str, int] = {}
+    for p in plans:
+        peak[p.pool.name] = peak.get(p.pool.name, 0) + p.gpus_per_replica * p.replica_bounds[1]
+    out = []
+    for p in plans:
+        capacity = p.pool.gpusPerNode * p.pool.maxNodes
+        out.append(dataclasses.replace(p, pool_has_surge_room=peak[p.pool.name] + p.gpus_per_replica <= capacity))
+    return out
 
 
 def pool_capacity_problems(config: StackConfig, plans: list[ModelPlan]) -> list[str]:

@@ -8,11 +8,11 @@ What vLLM 0.32 does that these numbers rely on (read in the 0.32.0 source, vllm-
   `build_async_engine_client` completes before `serve_http`). Until then /health does not answer.
   So /health answering 200 means "model loaded and engine alive"; it turns 503 when the engine dies
   (`vllm/entrypoints/serve/instrumentator/health.py`).
-- With an API key (`--api-key` or the VLLM_API_KEY environment variable), every path starting with
-  /v1, /v2, /inference or /cohere needs `Authorization: Bearer <key>`; /health and /metrics do not
-  (`vllm/entrypoints/serve/middleware/authenticate.py`, GUARDED_PREFIX). An httpGet probe cannot
-  send a header read from a Secret, so with a key the readiness probe uses /health, which by the
-  first point only answers once the model is servable.
+- /health awaits `engine_client.check_health()` and answers 503 once the engine is dead, while
+  /v1/models only lists the served names and never asks the engine. So readiness uses /health too:
+  it is the endpoint that fails when the replica cannot serve. /health is also outside the API-key
+  guard (`vllm/entrypoints/serve/middleware/authenticate.py`, GUARDED_PREFIX covers /v1, /v2,
+  /inference, /cohere), so the same probe works with or without `VLLM_API_KEY`.
 - On SIGTERM the server aborts in-flight requests unless `--shutdown-timeout` > 0, in which case it
   drains them for up to that many seconds (`vllm/entrypoints/launchers/launcher.py`,
   `--shutdown-timeout` default 0 in `vllm/engine/arg_utils.py`). So the drain time is a flag too.
@@ -27,7 +27,6 @@ from typing import Any, Protocol
 from components.plan import PROBE_PERIOD_SECONDS
 
 HEALTH_PATH = "/health"
-MODELS_PATH = "/v1/models"
 METRICS_PATH = "/metrics"
 PORT_NAME = "http"
 
@@ -80,7 +79,6 @@ def drain_seconds(plan: _PlanLike) -> int:
 class ProbePlan:
     startup_period_seconds: int
     startup_failure_threshold: int
-    readiness_path: str
     drain_seconds: int
 
     @property
@@ -105,7 +103,7 @@ class ProbePlan:
 
     def readiness_probe(self, handler: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
-            **(handler or {"httpGet": {"path": self.readiness_path, "port": PORT_NAME}}),
+            **(handler or {"httpGet": {"path": HEALTH_PATH, "port": PORT_NAME}}),
             "periodSeconds": READINESS_PERIOD_SECONDS,
             "timeoutSeconds": READINESS_TIMEOUT_SECONDS,
             "failureThreshold": READINESS_FAILURE_THRESHOLD,
@@ -127,18 +125,12 @@ class ProbePlan:
         return {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}}
 
 
-def probe_plan(plan: Any, *, api_key: bool) -> ProbePlan:
-    """The probe numbers for one model's server.
-
-    `api_key`: whether the server requires an API key; then /v1/models answers 401 to a probe and
-    readiness uses /health (see the module docstring for why that is equivalent in 0.32).
-    """
+def probe_plan(plan: Any) -> ProbePlan:
+    """The probe numbers for one model's server (the startup budget is the plan's)."""
     period = PROBE_PERIOD_SECONDS
     failures = math.ceil(plan.startup_budget_seconds / period)
     return ProbePlan(
         startup_period_seconds=period,
         startup_failure_threshold=failures,
-        readiness_path=HEALTH_PATH if api_key else MODELS_PATH,
         drain_seconds=drain_seconds(plan),
     )
-

@@ -94,17 +94,17 @@ def pod_resources(plan: Any, machine: Any | None) -> PodResources:
     return PodResources(gpus, cpus, request, limit, shm, capped)
 
 
-def update_strategy(plan: Any, replicas: int, configured: UpdateStrategy = "auto") -> str:
+def update_strategy(plan: Any, configured: UpdateStrategy = "auto") -> str:
     """RollingUpdate (surge one replica, never below the serving replicas) or Recreate.
 
-    auto: RollingUpdate when the pool can hold one replica more than the most this model runs
-    (replicas, or the autoscaler's maximum), since a surge replica that cannot be scheduled blocks the
-    rollout forever; otherwise Recreate, which accepts downtime instead of a stuck rollout.
+    auto: RollingUpdate when the pool can hold one replica of this model more than every model on it
+    runs at most (`plan.pool_has_surge_room`, decided per pool in components/plan.py), since a surge
+    replica that cannot be scheduled blocks the rollout forever; otherwise Recreate, which accepts
+    downtime instead of a stuck rollout.
     """
     if configured != "auto":
         return configured
-    capacity = plan.pool.gpusPerNode * plan.pool.maxNodes
-    return "RollingUpdate" if (replicas + 1) * plan.gpus_per_replica <= capacity else "Recreate"
+    return "RollingUpdate" if plan.pool_has_surge_room else "Recreate"
 
 
 def _cpu(value: float) -> str:

@@ -36,8 +36,21 @@ RAY_NODE_MANAGER_PORT = 6380
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 # Multus reads the secondary networks a pod joins from this annotation.
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-# Environment LWS injects into every container of a group (LWS docs/examples: vllm, sglang).
+# Environment LWS injects into every container of a group (sigs.k8s.io/lws api/leaderworkerset/v1
+# leaderworkerset_types.go: LwsLeaderAddress, LwsGroupSize).
 LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
+LWS_GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
+# The client Service's name suffix. The LWS controller creates a headless Service named exactly
+# after the LeaderWorkerSet (LWS_LEADER_ADDRESS is <leader pod>.<lws name>.<namespace>), so a
+# Service of our own with the workload's name would collide with it; Deployments use the same
+# suffix so every model's API Service is named alike.
+API_SERVICE_SUFFIX = "-api"
+# Exit status 0 once the local Ray cluster has LWS_GROUP_SIZE live nodes (the head plus every
+# worker pod); run by the leader before `vllm serve` (see PodBuilder.server_container).
+RAY_GROUP_READY_CHECK = (
+    'import os, ray; ray.init(address="auto", logging_level="ERROR"); '
+    f'raise SystemExit(sum(n["Alive"] for n in ray.nodes()) < int(os.environ["{LWS_GROUP_SIZE_ENV}"]))'
+)
 
 
 @dataclass
@@ -89,7 +102,7 @@ def _labels(plan: Any, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "vllm",
         "app.kubernetes.io/instance": plan.served_name,
-        "app.kubernetes.io/part-of": "llm-serving",
+        contract.LABEL_PART_OF: contract.PART_OF,
         contract.LABEL_MODEL: plan.served_name,
         contract.LABEL_COMPONENT: component,
     }
@@ -104,7 +117,7 @@ def workload_annotations(plan: Any) -> dict[str, str]:
     return {
         contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
         contract.ANNOTATION_REPO: plan.repo,
-        "llm-serving.io/engine-version": VLLM_VERSION,
+        contract.ANNOTATION_ENGINE_VERSION: VLLM_VERSION,
     }
 
 
@@ -118,9 +131,8 @@ def rollout_deadline_seconds(plan: Any) -> int:
     return max(600, plan.startup_budget_seconds * 2)
 
 
-def replicas_and_bounds(plan: Any) -> tuple[int, int]:
-    """Replicas to create and the most the model may run (for surge capacity); decided by the plan."""
-    return plan.replica_bounds
+def api_service_name(plan: Any) -> str:
+    return f"{plan.served_name}{API_SERVICE_SUFFIX}"
 
 
 class PodBuilder:
@@ -132,7 +144,7 @@ class PodBuilder:
         self.plan = args.plan
         self.api_key_secret = api_key_secret
         self.chat_template_config_map = chat_template_config_map
-        self.probe_plan = probes.probe_plan(self.plan, api_key=api_key_secret is not None)
+        self.probe_plan = probes.probe_plan(self.plan)
         self.resources = server_resources.pod_resources(self.plan, args.machine)
 
     @property
@@ -189,10 +201,14 @@ class PodBuilder:
             "lifecycle": pp.lifecycle(),
         }
         if self.multi_node:
-            # Start the Ray head, then the engine; vLLM waits for the workers' GPUs to join the Ray
-            # cluster (placement group, up to 30 minutes in 0.32: vllm/v1/executor/ray_utils.py).
-            # The flags stay a plain list passed as "$@", so no flag is ever re-quoted by a shell.
+            # Start the Ray head, wait until every worker pod of the group has joined (their nodes
+            # may still be launching), then start the engine. The wait is explicit so that the log
+            # says what the leader waits for, and the startup budget carries an allowance for it
+            # (plan.worker_wait_seconds). The flags stay a plain list passed as "$@", so no flag is
+            # ever re-quoted by a shell.
             script = (f"ray start --head --port={RAY_PORT} --disable-usage-stats --include-dashboard=false"
+                      f" && until python3 -c '{RAY_GROUP_READY_CHECK}' >/dev/null 2>&1;"
+                      f' do echo "waiting for ${LWS_GROUP_SIZE_ENV} Ray nodes"; sleep 5; done'
                       f' && exec {" ".join(vllm_args.SERVE_COMMAND)} "$@"')
             container["command"] = ["/bin/sh", "-c", script, "vllm-leader"]
         else:
@@ -343,18 +359,36 @@ def pod_disruption_budget_manifest(name: str, args: VllmServerArgs) -> dict[str,
     }
 
 
+# What a Gateway forwards of one model's server: the OpenAI API and the health check, never
+# /metrics (it is unauthenticated and says who uses the model how much).
+ROUTED_PATHS = ("/v1", probes.HEALTH_PATH)
+
+
+def route_prefix(plan: Any) -> str:
+    """Every model shares the Gateway and hostname; its served name in the path tells them apart."""
+    return f"/{plan.served_name}"
+
+
 def http_route_manifest(name: str, args: VllmServerArgs, service_name: str) -> dict[str, Any]:
     gw = args.gateway
     assert gw is not None
+    prefix = route_prefix(args.plan)
+    # One rule per path: Gateway API allows a ReplacePrefixMatch rewrite only on a rule with exactly
+    # one PathPrefix match (CEL rule on HTTPRoute .spec.rules). /<model>/v1/chat/completions reaches
+    # the server as /v1/chat/completions; PathPrefix matches whole path segments, so /<model>/v1x
+    # and /<model>/metrics match nothing.
+    rules = [{
+        "matches": [{"path": {"type": "PathPrefix", "value": f"{prefix}{path}"}}],
+        "filters": [{"type": "URLRewrite",
+                     "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": path}}}],
+        "backendRefs": [{"name": service_name, "port": contract.SERVER_PORT}],
+        # A streamed answer may legitimately last as long as the server's drain allowance; a
+        # gateway default (often 15-60 s) would cut long generations.
+        "timeouts": {"request": f"{probes.drain_seconds(args.plan)}s"},
+    } for path in ROUTED_PATHS]
     spec: dict[str, Any] = {
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw.name, "namespace": gw.namespace}],
-        "rules": [{
-            "matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
-            "backendRefs": [{"name": service_name, "port": contract.SERVER_PORT}],
-            # A streamed answer may legitimately last as long as the server's drain allowance; a
-            # gateway default (often 15-60 s) would cut long generations.
-            "timeouts": {"request": f"{probes.drain_seconds(args.plan)}s"},
-        }],
+        "rules": rules,
     }
     if gw.hostname:
         spec["hostnames"] = [gw.hostname]
@@ -386,6 +420,7 @@ def observability_target(name: str, args: VllmServerArgs) -> observability.Targe
         load_seconds=plan.load_seconds,
         startup_budget_seconds=plan.startup_budget_seconds,
         labels=_labels(plan, COMPONENT_SERVER),
+        workload_kind=observability.LEADER_WORKER_SET if plan.nodes_per_replica > 1 else observability.DEPLOYMENT,
     )
 
 
@@ -394,8 +429,14 @@ class VllmServer(pulumi.ComponentResource):
 
     service_name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
+    """Where clients reach the OpenAI API: https://<gateway hostname>/<model>/v1 behind a Gateway with
+    a hostname, else the Service's in-cluster URL."""
+    internal_endpoint: pulumi.Output[str]
     workload_kind: str
     warnings: list[str]
+    prometheus_adapter_rule: Optional[dict[str, Any]]
+    """With autoscaling kind hpa: the prometheus-adapter `externalRules` entry the HPA's metric needs
+    (docs/autoscaling.md); None otherwise. Identical for every model, so export it once."""
 
     def __init__(self, name: str, args: VllmServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("llm-serving:k8s:VllmServer", name, None, opts)
@@ -436,8 +477,8 @@ class VllmServer(pulumi.ComponentResource):
                 f"{pods.resources.memory_limit_gib} GiB of memory, less than its weights plus the engine need; "
                 "loading may be OOM-killed; set pools[].machineType to a machine with more memory"
             )
-        replicas, most = replicas_and_bounds(plan)
-        strategy = server_resources.update_strategy(plan, most, args.update_strategy)
+        replicas, most = plan.replica_bounds
+        strategy = server_resources.update_strategy(plan, args.update_strategy)
         # The autoscaler owns the replica count once it exists; Pulumi must not reset it on each update.
         autoscaled = plan.model.autoscaling.enabled
         workload_opts = pulumi.ResourceOptions(
@@ -464,15 +505,18 @@ class VllmServer(pulumi.ComponentResource):
             )
             target_ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": k8s_name}
 
-        svc = service_manifest(k8s_name, args)
+        svc = service_manifest(api_service_name(plan), args)
         service = k8s.core.v1.Service(f"{name}-service", metadata=svc["metadata"], spec=svc["spec"], opts=child)
         self.service_name = service.metadata.apply(lambda m: m["name"])
-        self.endpoint = pulumi.Output.format(
+        self.internal_endpoint = pulumi.Output.format(
             "http://{0}.{1}.svc.cluster.local:{2}/v1", self.service_name, args.namespace, contract.SERVER_PORT
         )
+        self.endpoint = self.internal_endpoint
+        if args.gateway is not None and args.gateway.hostname:
+            self.endpoint = pulumi.Output.from_input(f"https://{args.gateway.hostname}{route_prefix(plan)}/v1")
 
         if args.gateway is not None:
-            route = http_route_manifest(k8s_name, args, k8s_name)
+            route = http_route_manifest(k8s_name, args, api_service_name(plan))
             k8s.apiextensions.CustomResource(
                 f"{name}-route", api_version=route["apiVersion"], kind=route["kind"],
                 metadata=route["metadata"], spec=route["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
@@ -501,6 +545,8 @@ class VllmServer(pulumi.ComponentResource):
             board = observability.dashboard_config_map(f"{k8s_name}-dashboard", target, args.dashboard_namespace)
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=child)
 
+        self.prometheus_adapter_rule = (
+            observability.prometheus_adapter_rule() if a.enabled and a.kind == "hpa" else None)
         if a.enabled:
             scale_opts = pulumi.ResourceOptions(parent=self, depends_on=[workload])
             if a.kind == "keda":
@@ -523,6 +569,8 @@ class VllmServer(pulumi.ComponentResource):
         self.register_outputs({
             "serviceName": self.service_name,
             "endpoint": self.endpoint,
+            "internalEndpoint": self.internal_endpoint,
             "workloadKind": self.workload_kind,
             "warnings": self.warnings,
+            "prometheusAdapterRule": self.prometheus_adapter_rule,
         })

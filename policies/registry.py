@@ -143,7 +143,7 @@ RULES: list[Rule] = [
          stack.server_disruption_budget, stack=True),
     Rule("bucket-public-access-block-present",
          "Every S3 bucket of the stack has a BucketPublicAccessBlock.",
-         "Add an aws.s3.BucketPublicAccessBlock with bucket=<the bucket>.id and all four flags true.",
+         "Add an aws.s3.BucketPublicAccessBlock whose bucket is this bucket's id, with all four flags true.",
          stack.bucket_public_access_block_present, stack=True,
          stack_not_applicable=stack.bucket_rule_not_applicable),
 ]

@@ -70,13 +70,49 @@ def test_json_report_shape():
     report = json.loads(p.stdout)
     assert list(report) == ["resources"]
     for r in report["resources"]:
-        assert set(r) == {"file", "kind", "name", "violations"}
+        assert set(r) == {"file", "kind", "name", "namespace", "violations"}
         for v in r["violations"]:
             assert set(v) == {"policy", "level", "message"}
     by_ref = {(r["kind"], r["name"]): r for r in report["resources"]}
     assert [v["policy"] for v in by_ref[("Deployment", "gpu-only-in-requests")]["violations"]] == ["gpu-in-limits"]
     # The List was flattened into its items.
     assert by_ref[("StatefulSet", "redis")]["violations"] == [] and ("Service", "redis") in by_ref
+    assert by_ref[("Deployment", "gpu-only-in-requests")]["namespace"] == "serving"
+
+
+TWO_NAMESPACES = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: team-a}
+spec:
+  containers:
+  - {name: app, image: "nginx:1.27.2", resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 64Mi}},
+     livenessProbe: {httpGet: {path: /, port: 80}}, readinessProbe: {httpGet: {path: /, port: 80}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: team-b}
+spec:
+  containers:
+  - {name: app, image: "nginx:latest", resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 64Mi}},
+     livenessProbe: {httpGet: {path: /, port: 80}}, readinessProbe: {httpGet: {path: /, port: 80}}}
+"""
+
+
+def test_same_name_in_two_namespaces_keeps_verdicts_apart(tmp_path):
+    manifest = tmp_path / "pods.yaml"
+    manifest.write_text(TWO_NAMESPACES)
+    p = run("--json", str(manifest))
+    assert p.returncode == 1, p.stderr
+    entries = json.loads(p.stdout)["resources"]
+    assert [(e["kind"], e["name"], e["namespace"]) for e in entries] == [("Pod", "web", "team-a"),
+                                                                         ("Pod", "web", "team-b")]
+    # The second Pod breaks the rule; keyed by (file, kind, name) its verdict would land on the first.
+    assert entries[0]["violations"] == []
+    assert [v["policy"] for v in entries[1]["violations"]] == ["image-tag-pinned"]
+    p = run(str(manifest))
+    (line,) = p.stdout.splitlines()
+    assert line.startswith(f"{manifest}: Pod/web -n team-b: app: image-tag-pinned [mandatory]: ")
 
 
 def test_config_changes_level_and_thresholds(tmp_path):
@@ -96,6 +132,11 @@ def test_config_changes_level_and_thresholds(tmp_path):
     ({"image-tag-pinned": {"requireDigest": "yes"}}, "requireDigest must be a boolean"),
     ({"image-tag-pinned": {"enforcementLevel": "strict"}}, "enforcementLevel is 'strict'"),
     ({"image-tag-pinned": {"minimumSeconds": 5}}, "unknown setting 'minimumSeconds'"),
+    # The schema's `minimum`, as the engine would enforce it on PolicyConfigSchema.
+    ({"startup-probe-budget": {"minimumSeconds": -5}},
+     "config['startup-probe-budget'].minimumSeconds must be a number >= 0, not -5"),
+    ({"startup-probe-budget": {"livenessMinimumSeconds": True}}, "livenessMinimumSeconds must be a number >= 0"),
+    ({"gpu-taint-tolerated": {"taintKey": 7}}, "config['gpu-taint-tolerated'].taintKey must be a string, not 7"),
 ])
 def test_bad_config_exits_two(tmp_path, config, expected):
     cfg = tmp_path / "c.json"
@@ -117,7 +158,7 @@ def test_check_objects_returns_verdicts():
     (obj,) = load_fixture("bad", "no-literal-secrets.yaml")
     verdicts = check_objects([obj])
     assert verdicts == [Verdict("Deployment", "token-in-env", "no-literal-secrets", "mandatory", verdicts[0].message,
-                                None, "vllm")]
+                                None, "vllm", "serving")]
 
 
 def test_check_objects_runs_cloud_and_stack_rules_on_pulumi_shaped_records():
@@ -135,6 +176,33 @@ def test_check_objects_runs_cloud_and_stack_rules_on_pulumi_shaped_records():
     assert [(v.kind, v.name, v.policy) for v in check_objects([untainted])] == [("NodePool", "l4", "gpu-pool-tainted")]
 
 
+def test_check_objects_catches_a_bare_s3_bucket():
+    # The offline plan hands cloud resources over as Pulumi-shaped records.
+    bare = {"type": "aws:s3/bucket:Bucket", "name": "models", "props": {"tags": {"purpose": "model-weights"}}}
+    verdicts = check_objects([bare])
+    assert [(v.kind, v.name, v.policy, v.level, v.namespace) for v in verdicts] == [
+        ("Bucket", "models", "bucket-public-access-block-present", "mandatory", None)]
+    block = {"type": "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "name": "models-public-access",
+             "props": {"bucket": "models-1a2b3c4", "blockPublicAcls": True, "blockPublicPolicy": True,
+                       "ignorePublicAcls": True, "restrictPublicBuckets": True}}
+    assert check_objects([bare, block]) == []
+
+
 def test_check_objects_rejects_bad_config():
     with pytest.raises(ValueError, match="unknown policy"):
         check_objects([], {"nope": {}})
+
+
+def test_prod_stack_without_its_public_access_block_is_caught():
+    from components.mock_runtime import evaluate_stack
+
+    evaluation = evaluate_stack("prod")
+    cloud = [{"type": r.type, "name": r.name, "props": r.inputs}
+             for r in evaluation.resources if r.custom and not r.is_kubernetes_object]
+    pab = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+    assert any(c["type"] == pab for c in cloud)
+    policies = {v.policy for v in check_objects(cloud) if v.level == "mandatory"}
+    assert "bucket-public-access-block-present" not in policies
+    broken = [c for c in cloud if c["type"] != pab]
+    verdicts = [v for v in check_objects(broken) if v.policy == "bucket-public-access-block-present"]
+    assert [(v.kind, v.name) for v in verdicts] == [("Bucket", "llm-serving-prod-models")]

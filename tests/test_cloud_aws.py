@@ -8,9 +8,11 @@ import pytest
 
 from components import config as cfg
 from components import contract
-from components.aws import efs, eks
+from components.aws import efa, efs, eks
 from components.aws.policies import NODE_MANAGED_POLICIES
 from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
+from components.mock_runtime import RecordingMocks
+from components.platform import RdmaAttachment
 from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, run_cloud
 from tests.iam_eval import aws_allows
 
@@ -82,9 +84,11 @@ def test_every_gpu_node_group_carries_the_gpu_taint_with_the_exact_key_and_effec
 
 def test_node_labels_are_the_placement_labels_workloads_select_on(created):
     cluster = created.result
+    # EFA nodes carry one label more: the one the EFA device plugin's DaemonSet selects on.
+    extra = {"l4": {}, "h100": {efa.EFA_NODE_LABEL: "true"}}
     for pool in ("l4", "h100"):
         placement = cluster.placements[pool]
-        assert node_group(created, pool).inputs["labels"] == placement.node_selector
+        assert node_group(created, pool).inputs["labels"] == {**placement.node_selector, **extra[pool]}
         assert placement.node_selector == {contract.LABEL_POOL: pool, contract.LABEL_ACCELERATOR: placement.gpu.lower()}
         assert placement.toleration == {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -129,7 +133,7 @@ def test_node_role_has_exactly_the_three_node_policies_and_nothing_inline(create
 def test_efa_pool_gets_one_efa_interface_per_network_card_a_placement_group_and_one_subnet(created):
     template = launch_template(created, "h100").inputs
     interfaces = template["networkInterfaces"]
-    assert len(interfaces) == eks.EFA_INTERFACES["p5.48xlarge"]
+    assert len(interfaces) == efa.EFA_INTERFACES["p5.48xlarge"] == 32
     assert {i["interfaceType"] for i in interfaces} == {"efa"}
     assert [i["networkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
     assert interfaces[0]["deviceIndex"] == 0 and {i["deviceIndex"] for i in interfaces[1:]} == {1}
@@ -142,6 +146,42 @@ def test_efa_pool_gets_one_efa_interface_per_network_card_a_placement_group_and_
     assert template["placement"]["groupName"] == group.name
     assert node_group(created, "h100").inputs["subnetIds"] == MOCK_SUBNETS[:1]
     assert created.result.placements["h100"].rdma is True
+
+
+def test_efa_pool_exposes_the_efa_devices_its_pods_request_and_other_pools_none(created):
+    assert created.result.rdma_attachments == {
+        "h100": RdmaAttachment(resource="vpc.amazonaws.com/efa", count=efa.EFA_INTERFACES["p5.48xlarge"]),
+    }
+
+
+def helm_releases(evaluation):
+    return evaluation.of_type("kubernetes:helm.sh/v3:Release")
+
+
+def test_efa_device_plugin_is_installed_pinned_on_efa_nodes_tolerating_the_gpu_taint(created):
+    (release,) = helm_releases(created)
+    inputs = release.inputs
+    assert inputs["chart"] == "aws-efa-k8s-device-plugin"
+    assert inputs["version"] == efa.EFA_CHART_VERSION == "v0.5.30"
+    assert inputs["repositoryOpts"] == {"repo": "https://aws.github.io/eks-charts"}
+    assert inputs["namespace"] == "kube-system"
+    values = inputs["values"]
+    # Only keys the chart's values.yaml (v0.5.30) has; Helm would silently ignore any other.
+    assert set(values) <= {"nodeSelector", "tolerations"}
+    # It runs exactly where the EFA pools' nodes are: their node group carries the selected label.
+    (selector_key, selector_value), = values["nodeSelector"].items()
+    assert node_group(created, "h100").inputs["labels"][selector_key] == selector_value
+    assert selector_key not in node_group(created, "l4").inputs["labels"]
+    assert values["tolerations"] == [created.result.placements["h100"].toleration]
+    assert values["tolerations"][0]["key"] == contract.GPU_TAINT_KEY
+    # Through the cluster's provider, like every Kubernetes resource of the stack.
+    provider = one(created, "pulumi:providers:kubernetes")
+    assert release.provider.split("::")[-2] == provider.name
+
+
+def test_no_efa_device_plugin_without_an_efa_pool(existing):
+    assert helm_releases(existing) == []
+    assert existing.result.rdma_attachments == {}
 
 
 def test_pool_without_efa_has_no_efa_interfaces(created):
@@ -373,8 +413,105 @@ def test_efa_on_an_instance_type_without_it_fails_naming_the_key():
     assert "pools[0].efa" in problem and "g6e.xlarge does not support EFA" in problem
 
 
-def test_capacity_block_without_a_reservation_key_fails_clearly_instead_of_creating_a_dead_pool():
+
+
+# --- Capacity Blocks ---------------------------------------------------------------------------
+
+RESERVATION = "cr-0123456789abcdef0"
+BLOCK_POOL = {"name": "block", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "capacity-block",
+              "capacityReservationId": RESERVATION, "maxNodes": 2}
+
+
+def answering(monkeypatch, answers):
+    """Make the mock provider answer some look-ups as the real cloud would; `answers[token](args)`
+    returns the result, or None to fall back to the default mock answer."""
+    original = RecordingMocks.call
+
+    def call(self, args):
+        answer = answers.get(args.token)
+        result = answer(dict(args.args)) if answer else None
+        if result is None:
+            return original(self, args)
+        self.calls.append((args.token, dict(args.args)))
+        return result
+
+    monkeypatch.setattr(RecordingMocks, "call", call)
+
+
+def block_in(zone, instance_type="p5.48xlarge"):
+    """Look-up answers for a Capacity Block in `zone`, where the default VPC has subnet-mock-b."""
+    def reservation(args):
+        assert args["id"] == RESERVATION
+        return {"id": RESERVATION, "availabilityZone": zone, "instanceType": instance_type}
+
+    def subnets(args):
+        zone_filter = [f for f in args.get("filters", []) if f["name"] == "availability-zone"]
+        if not zone_filter:
+            return None
+        return {"id": "in-zone", "ids": ["subnet-mock-b"] if zone_filter[0]["values"] == ["us-east-1b"] else []}
+
+    return {"aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation": reservation,
+            "aws:ec2/getSubnets:getSubnets": subnets}
+
+
+def test_capacity_block_pool_targets_its_reservation_from_the_launch_template(monkeypatch):
+    answering(monkeypatch, block_in("us-east-1b"))
+    evaluation = run_cloud(lambda: create_cluster(stack([POOLS[0], BLOCK_POOL]), "test"))
+    template = launch_template(evaluation, "block").inputs
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": RESERVATION},
+    }
+    # The instance type lives in the template (EKS's Capacity Block procedure), not in the node group too.
+    assert template["instanceType"] == "p5.48xlarge"
+    group = node_group(evaluation, "block").inputs
+    assert group["capacityType"] == "CAPACITY_BLOCK"
+    assert not group.get("instanceTypes")
+    # Only the subnet in the block's zone: launches elsewhere would fail.
+    assert group["subnetIds"] == ["subnet-mock-b"]
+    # Other pools keep every subnet, their instance types and no reservation.
+    assert node_group(evaluation, "l4").inputs["subnetIds"] == MOCK_SUBNETS
+    assert node_group(evaluation, "l4").inputs["instanceTypes"] == ["g6.xlarge"]
+    assert "capacityReservationSpecification" not in launch_template(evaluation, "l4").inputs
+
+
+def test_capacity_block_with_efa_uses_the_blocks_placement_not_a_placement_group_of_its_own(monkeypatch):
+    answering(monkeypatch, block_in("us-east-1b"))
+    evaluation = run_cloud(lambda: create_cluster(stack([{**BLOCK_POOL, "efa": True}]), "test"))
+    template = launch_template(evaluation, "block").inputs
+    assert len(template["networkInterfaces"]) == efa.EFA_INTERFACES["p5.48xlarge"]
+    assert "placement" not in template
+    assert not evaluation.of_type("aws:ec2/placementGroup:PlacementGroup")
+    assert node_group(evaluation, "block").inputs["subnetIds"] == ["subnet-mock-b"]
+
+
+def test_capacity_block_in_a_zone_without_a_cluster_subnet_fails_naming_the_key(monkeypatch):
+    answering(monkeypatch, block_in("us-east-1f"))
     with pytest.raises(cfg.ConfigError) as err:
-        run_cloud(lambda: create_cluster(stack([{"name": "p", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "capacity-block"}]), "test"))
+        run_cloud(lambda: create_cluster(stack([BLOCK_POOL]), "test"))
     (problem,) = err.value.problems
-    assert "pools[0].capacityType" in problem and "reservation id" in problem
+    assert problem.startswith("Pulumi.test.yaml: pools[0].capacityReservationId: ")
+    assert RESERVATION in problem and "us-east-1f" in problem
+
+
+def test_capacity_block_of_another_instance_type_fails_naming_the_key(monkeypatch):
+    answering(monkeypatch, block_in("us-east-1b", instance_type="p5en.48xlarge"))
+    with pytest.raises(cfg.ConfigError) as err:
+        run_cloud(lambda: create_cluster(stack([BLOCK_POOL]), "test"))
+    (problem,) = err.value.problems
+    assert "pools[0].capacityReservationId" in problem and "p5en.48xlarge" in problem and "p5.48xlarge" in problem
+
+
+# --- subnets EKS refuses -------------------------------------------------------------------------
+
+
+def test_created_cluster_leaves_out_default_subnets_in_zones_eks_does_not_support(monkeypatch):
+    zone_ids = {"subnet-mock-a": "use1-az1", "subnet-mock-b": "use1-az3", "subnet-mock-c": "use1-az6"}
+    answering(monkeypatch, {"aws:ec2/getSubnet:getSubnet": lambda args: {
+        "id": args["id"], "availabilityZoneId": zone_ids[args["id"]]}})
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1]), "test"))
+    kept = ["subnet-mock-a", "subnet-mock-c"]
+    assert one(evaluation, "aws:eks/cluster:Cluster").inputs["vpcConfig"]["subnetIds"] == kept
+    assert node_group(evaluation, "l4").inputs["subnetIds"] == kept
+    assert node_group(evaluation, "system").inputs["subnetIds"] == kept
+    assert sorted(t.inputs["subnetId"] for t in evaluation.of_type("aws:efs/mountTarget:MountTarget")) == kept

@@ -91,6 +91,50 @@ def test_pool_with_min_zero_is_accepted_and_autoscales_on_totals(created):
     assert pool["initialNodeCount"] == 0
 
 
+def test_gpu_pools_live_in_one_zone_by_default_not_every_zone_of_the_region(created):
+    for name in ("l4", "h100", "a100"):
+        assert node_pool(created, name)["nodeLocations"] == ["us-central1-a"]
+        # The pool's location is the cluster's region; node_locations picks the zones inside it.
+        assert node_pool(created, name)["location"] == "us-central1"
+
+
+def test_pool_zones_come_from_config_and_the_start_never_passes_max_nodes():
+    pools = [{"name": "l4", "gpu": "L4", "minNodes": 1, "desiredNodes": 3, "maxNodes": 4,
+              "zones": ["us-central1-b", "us-central1-c"]}]
+    pool = node_pool(run_cloud(lambda: create_cluster(stack(pools), "test")), "l4")
+    assert pool["nodeLocations"] == ["us-central1-b", "us-central1-c"]
+    assert pool["initialNodeCount"] == 2  # per zone: 4 in all, within maxNodes 4
+    assert (pool["autoscaling"]["totalMinNodeCount"], pool["autoscaling"]["totalMaxNodeCount"]) == (1, 4)
+
+
+def test_pool_of_one_node_over_three_zones_with_max_two_fails_instead_of_starting_three():
+    pools = [{"name": "l4", "gpu": "L4", "minNodes": 1, "maxNodes": 2,
+              "zones": ["us-central1-a", "us-central1-b", "us-central1-c"]}]
+    with pytest.raises(cfg.ConfigError) as err:
+        run_cloud(lambda: create_cluster(stack(pools), "test"))
+    (problem,) = err.value.problems
+    assert problem.startswith("Pulumi.test.yaml: pools[0].zones: ")
+    assert "1 node(s) over 3 zones start 3" in problem and "maxNodes (2)" in problem
+
+
+def test_initial_count_per_zone_rounds_up_and_checks_the_total():
+    zones = ["z-a", "z-b", "z-c"]
+    assert [gke.initial_per_zone(n, zones, 9, "pools[0]") for n in (0, 1, 3, 4, 9)] == [0, 1, 1, 2, 3]
+    assert gke.initial_per_zone(5, ["z-a"], 5, "pools[0]") == 5
+    with pytest.raises(cfg.ConfigError):
+        gke.initial_per_zone(4, zones, 5, "pools[0]")  # 2 per zone = 6 > 5
+
+
+def test_default_zone_is_the_regions_a_zone_or_the_zone_a_zonal_cluster_is_in():
+    assert gke.default_zones("us-central1") == ["us-central1-a"]
+    assert gke.default_zones("europe-west4") == ["europe-west4-a"]
+    assert gke.default_zones("us-east1-c") == ["us-east1-c"]
+
+
+def test_no_rdma_attachments_on_gke(created):
+    assert created.result.rdma_attachments == {}
+
+
 def test_accelerators_machine_and_managed_driver_come_from_catalog_and_config(created):
     l4 = node_pool(created, "l4")["nodeConfig"]
     assert l4["machineType"] == "g2-standard-4"
@@ -121,6 +165,13 @@ def test_spot_disk_image_streaming_gvnic_and_gke_metadata(created):
         assert node_config["gvnic"] == {"enabled": True}
         assert node_config["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
         assert node_config["serviceAccount"] == "llm-serving-gpu-nodes@mock-project.iam.gserviceaccount.com"
+
+
+def test_image_streaming_api_is_enabled_and_left_enabled_on_destroy(created):
+    api = one(created, "gcp:projects/service:Service", "containerfilesystem").inputs
+    assert api["service"] == "containerfilesystem.googleapis.com"
+    assert api["project"] == "mock-project"
+    assert api["disableOnDestroy"] is False
 
 
 def test_local_ssd_backs_ephemeral_storage_where_the_machine_has_it_unless_turned_off(created):
@@ -166,7 +217,9 @@ def test_created_cluster_has_an_untainted_cpu_system_pool_for_everything_but_gpu
     assert (node_config["diskSizeGb"], node_config["diskType"]) == (200, "pd-balanced")
     assert (pool["autoscaling"]["totalMinNodeCount"], pool["autoscaling"]["totalMaxNodeCount"]) == (2, 4)
     assert pool["autoscaling"]["locationPolicy"] == "BALANCED"
-    assert pool["initialNodeCount"] == 1  # per zone
+    # One zone by default, so the per-zone initial count is the whole minNodes.
+    assert pool["nodeLocations"] == ["us-central1-a"]
+    assert pool["initialNodeCount"] == 2
     # The same node identity and metadata protection as the GPU pools.
     gpu = node_pool(created, "l4")["nodeConfig"]
     for key in ("serviceAccount", "oauthScopes", "workloadMetadataConfig", "gvnic"):
@@ -184,6 +237,24 @@ def test_system_pool_sizes_and_machine_type_come_from_config():
     assert (pool["autoscaling"]["totalMinNodeCount"], pool["autoscaling"]["totalMaxNodeCount"]) == (3, 9)
     (gpu,) = gpu_node_pools(evaluation)
     assert gpu.inputs["nodeConfig"]["taints"][0]["key"] == contract.GPU_TAINT_KEY
+
+
+def test_system_pool_zones_come_from_config_and_the_initial_count_is_spread_over_them():
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
+        "minNodes": 3, "maxNodes": 6, "zones": ["us-central1-b", "us-central1-c"]}}), "test"))
+    pool = node_pool(evaluation, "system")
+    assert pool["nodeLocations"] == ["us-central1-b", "us-central1-c"]
+    # ceil(3 / 2) per zone: the pool starts with 4 nodes, never fewer than minNodes.
+    assert pool["initialNodeCount"] == 2
+
+
+def test_system_pool_whose_spread_start_would_pass_max_nodes_fails_naming_the_key():
+    with pytest.raises(cfg.ConfigError) as err:
+        run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
+            "minNodes": 2, "maxNodes": 2, "zones": ["us-central1-a", "us-central1-b", "us-central1-c"]}}), "test"))
+    (problem,) = err.value.problems
+    assert problem.startswith("Pulumi.test.yaml: cluster.systemPool.zones: ")
+    assert "start 3" in problem and "maxNodes (2)" in problem
 
 
 def test_existing_cluster_gets_no_system_pool(existing):
@@ -333,5 +404,7 @@ def test_operator_installed_driver_gets_ubuntu_nodes_without_gke_device_plugin()
     [pool] = gpu_node_pools(evaluation)
     node_config = pool.inputs["nodeConfig"]
     assert node_config["imageType"] == "UBUNTU_CONTAINERD"
+    # Image streaming requires Container-Optimized OS with containerd (GKE image streaming docs).
+    assert node_config["gcfsConfig"] == {"enabled": False}
     assert node_config["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
     assert node_config["guestAccelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"] == "INSTALLATION_DISABLED"

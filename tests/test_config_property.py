@@ -65,6 +65,14 @@ models = st.fixed_dictionaries(
         "gated": maybe(st.booleans()),
         "image": maybe(st.sampled_from(["vllm/vllm-openai:v0.32.0", "vllm/vllm-openai:latest", "vllm/vllm-openai"])),
         "maxModelLenght": st.just(1),
+        "autoscaling": maybe(st.fixed_dictionaries({}, optional={
+            "enabled": st.booleans(), "kind": st.sampled_from(["keda", "hpa", "vpa"]),
+            "minReplicas": st.integers(-1, 3), "maxReplicas": st.integers(0, 5), "queueThreshold": st.floats(-1, 20),
+        })),
+        "engine": maybe(st.sampled_from(["vllm", "kserve", "tgi"])),
+        "kserveStorage": maybe(st.sampled_from(["bucket", "hf", "s3"])),
+        "quantization": maybe(st.sampled_from(["fp8", "awq", "awk"])),
+        "pipelineParallelSize": maybe(st.sampled_from([1, 2, 0])),
     },
 )
 stack_configs = st.fixed_dictionaries(
@@ -76,8 +84,32 @@ stack_configs = st.fixed_dictionaries(
     optional={
         "cluster": maybe(st.fixed_dictionaries({}, optional={
             "kubeconfig": st.just("/tmp/kubeconfig"), "rwxStorageClass": st.just("nfs"), "nmae": st.just("x"),
+            "create": st.booleans(), "kubernetesVersion": st.sampled_from(["1.33", "1.x"]),
+            "systemPool": st.fixed_dictionaries({}, optional={
+                "machineType": st.sampled_from(["m6i.2xlarge", "p5.48xlarge", "e2-standard-8"]),
+                "minNodes": st.integers(0, 3), "maxNodes": st.integers(1, 3)}),
         })),
-        "modelStore": maybe(st.fixed_dictionaries({}, optional={"loadFrom": st.sampled_from(["volume", "bucket", "disk"])})),
+        "modelStore": maybe(st.fixed_dictionaries({}, optional={
+            "loadFrom": st.sampled_from(["volume", "bucket", "disk", "existing-claim"]),
+            "existingClaim": st.sampled_from(["weights", "Bad Claim"]), "readMBps": st.floats(-5, 5000),
+            "prefix": st.sampled_from(["models", "/models/"]), "mirrorPool": pool_names,
+        })),
+        "operators": maybe(st.fixed_dictionaries({}, optional={
+            "gpuOperator": st.fixed_dictionaries({}, optional={
+                "driver": st.sampled_from(["auto", "operator", "preinstalled", "magic"]),
+                "migStrategy": st.sampled_from(["none", "single", "mixed"]),
+                "timeSlicingReplicas": st.integers(0, 8), "chartVersion": st.sampled_from(["v26.7.0", "latest"])}),
+            "networkOperator": st.fixed_dictionaries({}, optional={
+                "enabled": st.booleans(), "ipRange": st.sampled_from(["192.168.0.0/24", "10.0.0.1/24", "x"]),
+                "interface": st.just("ens1f0")}),
+            "namespace": st.sampled_from(["gpu-operator", "Bad NS"]),
+        })),
+        "monitoring": maybe(st.fixed_dictionaries({}, optional={
+            "enabled": st.booleans(), "labels": st.dictionaries(st.sampled_from(["release", "bad key"]), st.just("x")),
+            "ttftP95Seconds": st.floats(-1, 10)})),
+        "exposure": maybe(st.fixed_dictionaries({}, optional={
+            "gateway": st.fixed_dictionaries({"name": st.just("gw"), "namespace": st.just("infra")},
+                                             optional={"hostname": st.just("llm.example.com")})})),
         "extraKey": junk,
     },
 )

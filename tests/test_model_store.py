@@ -116,6 +116,11 @@ def test_mirror_command_pins_the_commit_and_never_a_branch():
     assert command[command.index("--repo") + 1] == REPO
     # The files land where servers look for them: the same path the plan computes.
     assert command[command.index("--local-dir") + 1] == f"{contract.MODEL_MOUNT_PATH}/{REPO}/{REV}"
+    # Only the servable files are fetched: every glob of the contract, as repeated flags.
+    pairs = list(zip(command, command[1:]))
+    assert [v for k, v in pairs if k == "--include"] == list(contract.MODEL_FILE_INCLUDE)
+    assert [v for k, v in pairs if k == "--exclude"] == list(contract.MODEL_FILE_EXCLUDE)
+    assert "original/*" in contract.MODEL_FILE_EXCLUDE
     every_word = " ".join(str(w) for c in pod_containers(job) for w in c["command"])
     for branch in ("main", "master", "refs/", "HEAD"):
         assert not re.search(rf"(^|[\s/=@]){re.escape(branch)}($|\s)", every_word), branch
@@ -142,11 +147,35 @@ def test_deadline_and_disk_grow_with_the_model():
     # 140 GB: 2 x (2800 s Hub + 700 s re-hash + 1400 s upload) + 900 s = 10700 s -> whole minutes.
     assert job["spec"]["activeDeadlineSeconds"] == 10740
     fetch = fetch_container(job)
-    # Weights on node disk when streaming from the bucket: ceil(140e9 x 1.25 / GiB) = 163 GiB + scratch.
-    assert fetch["resources"]["requests"]["ephemeral-storage"] == f"{163 + ms.SCRATCH_GIB}Gi"
     assert fetch["resources"]["requests"]["cpu"] == "4"
+    # Streaming from the bucket, the download is staged on a per-pod claim sized like the volume:
+    # ceil(140e9 x 1.25 / GiB) = 163 GiB, of the cluster's default class (no storageClassName).
     weights = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == ms.WEIGHTS_VOLUME)
-    assert weights == {"name": ms.WEIGHTS_VOLUME, "emptyDir": {"sizeLimit": "163Gi"}}
+    claim = weights["ephemeral"]["volumeClaimTemplate"]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "163Gi"}}}
+    assert claim["metadata"]["labels"][contract.LABEL_REVISION] == REV
+
+
+def test_staging_on_a_volume_keeps_node_disk_requests_small():
+    """A 70B model (~141 GB) must schedule on a system node with a 200 GiB disk."""
+    # Llama-3.x-70B's index metadata.total_size (model-metadata/meta-llama/Llama-3.3-70B-Instruct/*/weights.json).
+    llama_70b = 141_107_412_992
+    evaluation, _ = evaluate(bucket=aws_bucket(), stores=[{"weights_bytes": llama_70b, "load_from": "bucket",
+                                                           "storage_class": None, "staging_storage_class": "gp3"}])
+    job = only(evaluation, "Job")
+    for container in pod_containers(job):
+        requested = container["resources"]["requests"]["ephemeral-storage"]
+        assert requested == f"{ms.SCRATCH_GIB}Gi", container["name"]
+        assert int(requested.removesuffix("Gi")) < 50
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["scratch"]["emptyDir"] == {"sizeLimit": f"{ms.SCRATCH_GIB}Gi"}
+    claim = volumes[ms.WEIGHTS_VOLUME]["ephemeral"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "gp3"
+    assert claim["resources"]["requests"]["storage"] == f"{ms.volume_size_gib(llama_70b, 1.25)}Gi" == "165Gi"
+    # The fetch step writes the weights there, the sync step reads them from there.
+    for container in pod_containers(job):
+        mount = next(m for m in container["volumeMounts"] if m["name"] == ms.WEIGHTS_VOLUME)
+        assert mount["mountPath"] == contract.MODEL_MOUNT_PATH
 
 
 def test_mirror_runs_on_cpu_nodes_unless_placed_on_a_gpu_pool():
@@ -175,7 +204,7 @@ def test_ungated_model_gets_no_token_secret():
     evaluation, stores = evaluate()
     assert objects(evaluation, "Secret") == []
     assert stores["llama-3-1-8b-instruct"].hf_token_secret is None
-    assert "HF_TOKEN" not in {e["name"] for e in fetch_container(only(evaluation, "Job"))["env"]}
+    assert contract.HF_TOKEN_KEY not in {e["name"] for e in fetch_container(only(evaluation, "Job"))["env"]}
 
 
 def test_gated_model_without_token_fails_in_config_with_the_command_to_fix_it():
@@ -213,15 +242,15 @@ def test_token_from_secret_config_stays_secret_end_to_end():
     evaluation = mock_runtime.run_in_mocks(program, stack="dev", config=values, secret_keys=["llm-serving:hfToken"])
     secret = next(r for r in evaluation.resources if r.type == "kubernetes:core/v1:Secret")
     assert mock_runtime.secret_paths(secret.inputs) == ["stringData"]
-    assert unwrap_secrets(secret.inputs["stringData"]) == {ms.HF_TOKEN_KEY: TOKEN}
+    assert unwrap_secrets(secret.inputs["stringData"]) == {contract.HF_TOKEN_KEY: TOKEN}
     for resource in evaluation.resources:
         assert not any(TOKEN in s for s in strings_outside_secrets(resource.inputs)), resource.name
     # What a plan file shows (the redacted objects) never holds the token either.
     assert TOKEN not in json.dumps(evaluation.kubernetes_objects)
     env = fetch_container(only(evaluation, "Job"))["env"]
-    token_env = next(e for e in env if e["name"] == "HF_TOKEN")
+    token_env = next(e for e in env if e["name"] == contract.HF_TOKEN_KEY)
     assert "value" not in token_env
-    assert token_env["valueFrom"]["secretKeyRef"] == {"name": "llama-3-1-8b-instruct-hf-token", "key": ms.HF_TOKEN_KEY}
+    assert token_env["valueFrom"]["secretKeyRef"] == {"name": "llama-3-1-8b-instruct-hf-token", "key": contract.HF_TOKEN_KEY}
 
 
 def test_plain_token_passed_by_mistake_is_still_stored_as_a_secret():
@@ -246,6 +275,7 @@ def test_volume_is_rwx_with_the_derived_size():
     assert pvc["spec"]["storageClassName"] == "efs-sc"
     # ceil(16,060,522,496 x 1.25 / 1 GiB) = ceil(18.70) = 19 GiB.
     assert pvc["spec"]["resources"]["requests"]["storage"] == "19Gi"
+    assert pvc["metadata"]["annotations"][contract.ANNOTATION_PLANNED_STORAGE] == "19Gi"
     store = stores["llama-3-1-8b-instruct"]
     job_volume = next(v for v in only(evaluation, "Job")["spec"]["template"]["spec"]["volumes"] if v["name"] == ms.WEIGHTS_VOLUME)
     assert job_volume["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"] == store.claim_name
@@ -356,7 +386,7 @@ def test_two_models_share_one_namespace_and_its_accounts():
     assert len(names) == len(set(names))
 
 
-@pytest.mark.parametrize("case", ["volume", "existing-claim", "bucket-s3", "gcs-gated-gpu"])
+@pytest.mark.parametrize("case", ["volume", "existing-claim", "bucket-s3", "gcs-gated-gpu", "bucket-gcs-staged-gpu"])
 def test_every_emitted_object_validates_strictly(case):
     placement = GpuPlacement(pool="l4", gpu="L4", gpus_per_node=1, max_nodes=1, node_labels=pool_node_labels("l4", "L4"))
     bucket, overrides = {
@@ -364,6 +394,9 @@ def test_every_emitted_object_validates_strictly(case):
         "existing-claim": (None, {"load_from": "existing-claim", "existing_claim": "team-models", "storage_class": None}),
         "bucket-s3": (aws_bucket(), {"load_from": "bucket", "storage_class": None}),
         "gcs-gated-gpu": (gcs_bucket(), {"gated": True, "hf_token": TOKEN, "placement": placement}),
+        "bucket-gcs-staged-gpu": (gcs_bucket(), {"load_from": "bucket", "storage_class": None, "gated": True,
+                                                 "hf_token": TOKEN, "placement": placement,
+                                                 "staging_storage_class": "standard-rwo"}),
     }[case]
     evaluation, _ = evaluate(bucket=bucket, stores=[overrides])
     raw = [unwrap_secrets(r.inputs) for r in evaluation.resources if r.is_kubernetes_object]
@@ -399,7 +432,14 @@ def test_pulumi_waits_as_long_as_the_job_may_run():
     # 140 GB, no bucket: 2 x (2800 s + 700 s) + 900 s = 7900 s -> 7920 s.
     assert deadline == 7920
     timeouts = seen["big-mirror"].custom_timeouts
-    assert (timeouts.create, timeouts.update) == (f"{deadline}s", f"{deadline}s")
+    # Pulumi outwaits the Job by a margin, so the Job's own failure (DeadlineExceeded) is reported.
+    assert ms.PULUMI_WAIT_MARGIN_SECONDS >= 300
+    wait = deadline + ms.PULUMI_WAIT_MARGIN_SECONDS
+    assert (timeouts.create, timeouts.update) == (f"{wait}s", f"{wait}s")
+    # The claim keeps the size it was created with; a changed plan only changes the annotation.
+    assert seen["big-weights"].ignore_changes == ["spec.resources.requests.storage"]
+    pvc = only(evaluation, "PersistentVolumeClaim")
+    assert pvc["metadata"]["annotations"][contract.ANNOTATION_PLANNED_STORAGE] == pvc["spec"]["resources"]["requests"]["storage"]
 
 
 def test_model_store_args_from_a_plan():
@@ -426,6 +466,35 @@ def test_model_store_args_from_a_plan():
     assert made[True].downloader_image == store_config.downloaderImage
     assert made[True].volume_headroom == store_config.volumeHeadroom
     assert made[True].revision == REV and made[True].model_path.endswith(f"/{REPO}/{REV}")
+
+
+def test_mirror_pool_placement_flows_from_model_store_args_to_the_job():
+    """modelStore.mirrorPool: __main__ passes that pool's placement; the Job selects it and tolerates its taint."""
+    from types import SimpleNamespace
+
+    placement = GpuPlacement(pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2,
+                             node_labels=pool_node_labels("h100", "H100-80GB"))
+    plan = SimpleNamespace(repo=REPO, revision=REV, served_name="llama", weights_bytes=LLAMA_8B_BYTES,
+                           model_path=model_path(REPO, REV), load_from="bucket", model=SimpleNamespace(gated=False))
+    made = {}
+
+    def program():
+        shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, aws_bucket()))
+        made["args"] = ms.model_store_args(plan, config.ModelStoreConfig(), shared=shared, storage_class=None,
+                                           bucket=aws_bucket(), hf_token=None, placement=placement,
+                                           staging_storage_class="gp3")
+        ms.ModelStore("llama", made["args"])
+
+    evaluation = mock_runtime.run_in_mocks(program)
+    assert made["args"].placement is placement and made["args"].staging_storage_class == "gp3"
+    pod = only(evaluation, "Job")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {contract.LABEL_POOL: "h100", contract.LABEL_ACCELERATOR: "h100-80gb"}
+    assert pod["tolerations"] == [{"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": contract.GPU_TAINT_EFFECT}]
+    # It runs on the GPU node without taking a GPU from the servers.
+    for container in pod_containers(only(evaluation, "Job")):
+        assert contract.GPU_RESOURCE not in container["resources"].get("limits", {})
+    staging = next(v for v in pod["volumes"] if v["name"] == ms.WEIGHTS_VOLUME)
+    assert staging["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] == "gp3"
 
 
 def test_server_storage_matches_the_vllm_component():

@@ -11,8 +11,8 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components import contract, mock_runtime
-from components.config import GpuOperatorConfig, OperatorsConfig
+from components import contract, gpus, mock_runtime
+from components.config import ConfigError, GpuOperatorConfig, OperatorsConfig, parse_stack_config
 from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.operators import nic_cluster_policy as ncp
 from components.operators import values as ov
@@ -52,18 +52,22 @@ def values_for(cloud: str, driver: str = "auto", gke: str | None = None, net: bo
     )
 
 
-# The combinations a stack can express (cloud, gpuOperator.driver, GKE pools' driver version).
+# The combinations a stack can express and the config accepts (cloud, gpuOperator.driver, GKE
+# pools' driver version); test_config_and_values_agree_on_every_driver_combination proves the list.
 SUPPORTED = [
     ("aws", "auto", None),
     ("aws", "preinstalled", None),
     ("aws", "operator", None),
     ("gcp", "auto", "LATEST"),
     ("gcp", "auto", "DEFAULT"),
-    ("gcp", "preinstalled", "INSTALLATION_DISABLED"),
+    ("gcp", "preinstalled", "LATEST"),
+    ("gcp", "preinstalled", "DEFAULT"),
     ("gcp", "operator", "INSTALLATION_DISABLED"),
     ("existing", "operator", None),
     ("existing", "preinstalled", None),
 ]
+DRIVERS = ("auto", "operator", "preinstalled")
+GKE_VERSIONS = ("DEFAULT", "LATEST", "INSTALLATION_DISABLED")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,17 +92,30 @@ def test_gke_managed_drivers_follow_nvidias_gke_paths_and_leave_the_device_plugi
     assert v["devicePlugin"]["enabled"] is False
 
 
-def test_gke_with_installation_disabled_uses_the_operators_device_plugin():
-    v = values_for("gcp", gke="INSTALLATION_DISABLED")
-    assert v["driver"]["enabled"] is False and v["devicePlugin"]["enabled"] is True
-    assert v["toolkit"]["installDir"] == GKE_DIR
+@pytest.mark.parametrize("driver", ["auto", "preinstalled"])
+def test_gke_installation_disabled_without_the_operator_driver_is_refused(driver):
+    # NVIDIA's other GKE mode needs Google's driver-installer DaemonSet, which nothing here applies.
+    with pytest.raises(ov.OperatorValuesError) as err:
+        values_for("gcp", driver, gke="INSTALLATION_DISABLED")
+    assert err.value.key == ov.GKE_DRIVER_VERSION_KEY and "LATEST or DEFAULT" in err.value.message
 
 
-def test_gke_operator_driver_needs_gke_installation_disabled():
-    with pytest.raises(ov.OperatorValuesError, match="gkeDriverVersion INSTALLATION_DISABLED"):
+def test_gke_operator_driver_needs_gke_installation_disabled_and_runs_ubuntu_without_gkes_plugin():
+    with pytest.raises(ov.OperatorValuesError, match="gkeDriverVersion INSTALLATION_DISABLED") as err:
         values_for("gcp", "operator", gke="LATEST")
+    assert err.value.key == "operators.gpuOperator.driver"
     v = values_for("gcp", "operator", gke="INSTALLATION_DISABLED")
-    assert v["driver"]["enabled"] is True and "hostPaths" not in v
+    assert v["driver"]["enabled"] is True and v["devicePlugin"]["enabled"] is True and "hostPaths" not in v
+    plan = ov.resolve_driver_plan("gcp", "operator", "INSTALLATION_DISABLED")
+    assert plan.gke_image_type == "UBUNTU_CONTAINERD"
+    assert dict(plan.gke_node_labels) == {"gke-no-default-nvidia-gpu-device-plugin": "true"}
+
+
+def test_gke_node_image_follows_the_driver_plan():
+    assert ov.node_image_for("gcp", "auto", "LATEST") == "COS_CONTAINERD"
+    assert ov.node_image_for("gcp", "operator", "INSTALLATION_DISABLED") == "UBUNTU_CONTAINERD"
+    assert ov.node_image_for("aws", "auto", None) is None
+    assert ov.resolve_driver_plan("gcp", "auto", "DEFAULT").gke_node_labels == ()  # GKE's plugin stays on
 
 
 def test_existing_cluster_driver_modes():
@@ -166,11 +183,57 @@ def test_dcgm_service_monitor_switch(enabled):
     assert v["dcgmExporter"]["enabled"] is True
 
 
-@pytest.mark.parametrize("strategy", ["none", "single", "mixed"])
+@pytest.mark.parametrize("strategy", ["none", "single"])
 def test_mig_strategy(strategy):
-    assert values_for("existing", "operator", migStrategy=strategy)["mig"]["strategy"] == strategy
+    v = values_for("existing", "operator", migStrategy=strategy)
+    assert v["mig"]["strategy"] == strategy and v["migManager"] == {"enabled": True}
     config = yaml.safe_load(ov.device_plugin_time_slicing_config(2, strategy))
     assert config["flags"]["migStrategy"] == strategy
+
+
+def test_mixed_mig_strategy_is_refused_because_servers_request_nvidia_com_gpu():
+    with pytest.raises(ov.OperatorValuesError) as err:
+        values_for("aws", migStrategy="mixed")
+    assert err.value.key == "operators.gpuOperator.migStrategy" and "\n" not in str(err.value)
+
+
+def test_mig_manager_is_off_where_gke_partitions_the_gpus_and_reboots_on_gke_ubuntu():
+    assert values_for("gcp", gke="LATEST", migStrategy="single")["migManager"] == {"enabled": False}
+    v = values_for("gcp", "operator", gke="INSTALLATION_DISABLED", migStrategy="single")
+    # NVIDIA: in a CSP environment such as Google Cloud the MIG manager must reboot the node.
+    assert v["migManager"] == {"enabled": True, "env": [{"name": "WITH_REBOOT", "value": "true"}]}
+    assert "env" not in values_for("aws", migStrategy="single")["migManager"]
+
+
+class _Pool:
+    def __init__(self, gpu: str, migProfile: str | None):
+        self.gpu, self.migProfile = gpu, migProfile
+
+
+def test_mig_labels_and_gke_partitions_come_from_the_driver_plan():
+    pool = _Pool("H100-80GB", "1g.10gb")
+    aws = ov.resolve_driver_plan("aws", "auto")
+    assert ov.mig_node_labels(pool, aws) == {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert ov.gke_gpu_partition_size(pool, aws) is None
+    gke = ov.resolve_driver_plan("gcp", "auto", "LATEST")
+    assert ov.mig_node_labels(pool, gke) == {} and ov.gke_gpu_partition_size(pool, gke) == "1g.10gb"
+    gke_ubuntu = ov.resolve_driver_plan("gcp", "operator", "INSTALLATION_DISABLED")
+    assert ov.mig_node_labels(pool, gke_ubuntu) == {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert ov.mig_node_labels(_Pool("H100-80GB", None), aws) == {}
+
+
+def test_sizing_memory_is_the_mig_slice_when_a_profile_is_set():
+    assert gpus.gpu_memory_gib_for(_Pool("H100-80GB", None)) == gpus.CATALOG["H100-80GB"].cuda_total_gib
+    assert gpus.gpu_memory_gib_for(_Pool("H100-80GB", "1g.10gb")) == 9.62
+    assert gpus.gpu_memory_gib_for(_Pool("A100-40GB", "3g.20gb")) == 19.0
+    assert gpus.slices_per_gpu_for(_Pool("H100-80GB", "1g.10gb")) == 7
+    assert gpus.slices_per_gpu_for(_Pool("L4", None)) == 1
+    for gpu, profiles in gpus.MIG_PROFILES.items():
+        total = gpus.CATALOG[gpu].cuda_total_gib
+        for profile in profiles.values():
+            # Never more than the profile's share of the whole GPU, and the name says the GPU class.
+            assert profile.memory_gib <= total * profile.memory_eighths / 8
+            assert profile.instances * profile.memory_eighths <= 8
 
 
 def test_time_slicing_config_and_values():
@@ -186,6 +249,7 @@ def test_time_slicing_config_and_values():
 def test_time_slicing_is_refused_where_gke_runs_the_device_plugin():
     with pytest.raises(ov.OperatorValuesError, match="timeSlicingReplicas"):
         values_for("gcp", gke="LATEST", timeSlicingReplicas=2)
+    assert values_for("gcp", "operator", gke="INSTALLATION_DISABLED", timeSlicingReplicas=2)["devicePlugin"]["enabled"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +260,7 @@ def test_time_slicing_is_refused_where_gke_runs_the_device_plugin():
 @pytest.mark.parametrize("net", [False, True])
 def test_every_gpu_operator_key_exists_in_the_chart(cloud, driver, gke, net):
     time_slicing = {} if (cloud == "gcp" and gke != "INSTALLATION_DISABLED" and driver != "operator") else {"timeSlicingReplicas": 3}
-    v = values_for(cloud, driver, gke, net, migStrategy="mixed", dcgmServiceMonitor=False, **time_slicing)
+    v = values_for(cloud, driver, gke, net, migStrategy="single", dcgmServiceMonitor=False, **time_slicing)
     assert check_chart_values("gpu-operator", v) == []
 
 
@@ -263,6 +327,7 @@ def rendered_cluster_policy(values: dict) -> dict:
             "rollingUpdate": {"maxUnavailable": str(v["daemonsets"]["rollingUpdate"]["maxUnavailable"])},
         },
         "mig": {"strategy": v["mig"]["strategy"]},
+        "migManager": {"enabled": v["migManager"]["enabled"], "env": v["migManager"]["env"]},
         "cdi": {"enabled": v["cdi"]["enabled"]},
         "driver": {"enabled": v["driver"]["enabled"], "rdma": dict(v["driver"]["rdma"])},
         "toolkit": toolkit,
@@ -276,8 +341,9 @@ def rendered_cluster_policy(values: dict) -> dict:
 
 
 @pytest.mark.parametrize("cloud,driver,gke", SUPPORTED)
-def test_rendered_cluster_policy_validates(cloud, driver, gke):
-    v = values_for(cloud, driver, gke, net=True, migStrategy="none")
+@pytest.mark.parametrize("strategy", ["none", "single"])
+def test_rendered_cluster_policy_validates(cloud, driver, gke, strategy):
+    v = values_for(cloud, driver, gke, net=True, migStrategy=strategy)
     schemas.validate_object(rendered_cluster_policy(v))
 
 
@@ -362,16 +428,38 @@ def releases(evaluation) -> dict[str, dict]:
     return {r.inputs["chart"]: r.inputs for r in evaluation.of_type("kubernetes:helm.sh/v3:Release")}
 
 
+# Custom resources emitted here whose CRD schemas are NOT in tests/fixtures/crds, so they are
+# checked by shape in test_secondary_network_uses_nv_ipam_pool_on_the_named_interface only.
+# Why: the team's shared CRD folder (../shared/crds/network-operator) holds only the
+# NicClusterPolicy CRD, and upstream files may not be fetched into the repo by hand. What would
+# close the gap (copy both at tag v26.4.1, record them in tests/fixtures/SOURCES.md, then empty
+# this set):
+# - MacvlanNetwork: Mellanox/network-operator config/crd/bases/mellanox.com_macvlannetworks.yaml
+# - IPPool: Mellanox/network-operator manifests/state-nv-ipam-cni/005-nv-ipam.nvidia.com_ippools.yaml
+#   (the operator installs this CRD itself when it reconciles nvIpam; the chart does not ship it)
+UNVALIDATED_KINDS = {
+    ("mellanox.com/v1alpha1", "MacvlanNetwork"),
+    ("nv-ipam.nvidia.com/v1alpha1", "IPPool"),
+}
+
+
 def test_every_emitted_object_validates():
-    evaluation, _, _ = run_operators("gcp", {"gpuOperator": {"timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
-                                     gke="INSTALLATION_DISABLED", rdma_interface="ens1f0")
+    evaluation, _, _ = run_operators(
+        "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
+        gke="INSTALLATION_DISABLED", rdma_interface="ens1f0",
+    )
     known = schemas.known_custom_kinds()
-    checked = 0
+    # The skip list must stay exact: a CRD added to the fixtures makes its kind validated here.
+    assert not UNVALIDATED_KINDS & known, "a skipped kind now has a CRD fixture; drop it from UNVALIDATED_KINDS"
+    checked, skipped = 0, set()
     for obj in evaluation.kubernetes_objects:
-        if "." in obj["apiVersion"].split("/")[0] and (obj["apiVersion"], obj["kind"]) not in known:
-            continue  # IPPool / MacvlanNetwork: CRDs not in tests/fixtures/crds yet (asked of the lead)
-        schemas.validate_object(obj)
+        kind = (obj["apiVersion"], obj["kind"])
+        if kind in UNVALIDATED_KINDS:
+            skipped.add(kind)
+            continue
+        schemas.validate_object(obj)  # built-in kinds and every custom kind with a CRD fixture
         checked += 1
+    assert skipped == UNVALIDATED_KINDS
     kinds = sorted(o["kind"] for o in evaluation.kubernetes_objects)
     assert kinds == ["ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace", "NicClusterPolicy", "ResourceQuota"]
     assert checked == 5  # both ConfigMaps (one is the node-pool stand-in), Namespace, ResourceQuota, NicClusterPolicy
@@ -471,7 +559,7 @@ def test_secondary_network_uses_nv_ipam_pool_on_the_named_interface():
 
 def test_ordering_pool_then_operators_then_custom_resources(monkeypatch):
     _, _, depends = run_operators(
-        "gcp", {"gpuOperator": {"timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
+        "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
         gke="INSTALLATION_DISABLED", monkeypatch=monkeypatch,
     )
     assert depends["gpu-operator-ns"] == ["node-pool-stand-in"]
@@ -480,3 +568,89 @@ def test_ordering_pool_then_operators_then_custom_resources(monkeypatch):
     assert depends["network-operator-release"] == ["gpu-operator-release"]
     assert depends["network-operator-nic-cluster-policy"] == ["network-operator-release"]
     assert depends["network-operator-ip-pool"] == ["network-operator-nic-cluster-policy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The stack config refuses exactly what the operators' decision functions refuse
+
+SHA = "0" * 39 + "1"  # a well-formed commit for validation only
+
+
+def stack(cloud: str, gpu_operator: dict | None = None, pool: dict | None = None, model: dict | None = None) -> dict:
+    pool = {"name": "gpus", "gpu": "H100-80GB", "gpusPerNode": 8, **(pool or {})}
+    raw = {
+        "cloud": cloud,
+        "pools": [pool],
+        "operators": {"gpuOperator": gpu_operator or {}},
+        "models": [{"repo": "Qwen/Qwen2.5-1.5B-Instruct", "revision": SHA, "pool": "gpus", **(model or {})}],
+    }
+    if cloud == "existing":
+        raw["cluster"] = {"kubeconfig": "~/.kube/config", "rwxStorageClass": "nfs"}
+    return raw
+
+
+def config_problems(raw: dict) -> list[str]:
+    try:
+        parse_stack_config(raw, "Pulumi.dev.yaml")
+    except ConfigError as err:
+        return [p.removeprefix("Pulumi.dev.yaml: ") for p in err.problems]
+    return []
+
+
+@pytest.mark.parametrize("cloud,version", [("aws", None), ("existing", None), *(("gcp", v) for v in GKE_VERSIONS)])
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_config_and_values_agree_on_every_driver_combination(cloud, version, driver):
+    pool = {"gkeDriverVersion": version} if version else {}
+    problems = config_problems(stack(cloud, {"driver": driver}, pool))
+    try:
+        ov.resolve_driver_plan(cloud, driver, version)
+    except ov.OperatorValuesError as err:
+        expected = "pools[0].gkeDriverVersion" if err.key == ov.GKE_DRIVER_VERSION_KEY else err.key
+        assert problems == [f"{expected}: {err.message}"]
+    else:
+        assert problems == []
+        assert (cloud, driver, version if cloud == "gcp" else None) in SUPPORTED
+
+
+def test_supported_lists_only_accepted_combinations():
+    for cloud, driver, version in SUPPORTED:
+        ov.resolve_driver_plan(cloud, driver, version)  # raises for a refused row
+
+
+def test_mixed_mig_strategy_is_refused_in_config_with_one_line():
+    problems = config_problems(stack("aws", {"migStrategy": "mixed"}))
+    assert len(problems) == 1 and problems[0].startswith("operators.gpuOperator.migStrategy: mixed advertises")
+
+
+def test_single_mig_strategy_needs_a_known_profile_per_mig_capable_pool():
+    assert config_problems(stack("aws", {"migStrategy": "single"})) == [
+        "pools[0].migProfile: operators.gpuOperator.migStrategy is single: name the MIG profile this pool's "
+        "H100-80GB GPUs are cut into, one of 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+    ]
+    assert config_problems(stack("aws", {"migStrategy": "single"}, {"migProfile": "1g.10gb"})) == []
+    wrong = config_problems(stack("aws", {"migStrategy": "single"}, {"migProfile": "1g.5gb"}))
+    assert wrong and wrong[0].startswith("pools[0].migProfile: '1g.5gb' is not a MIG profile of H100-80GB")
+    assert config_problems(stack("aws", {}, {"migProfile": "1g.10gb"})) == [
+        "pools[0].migProfile: needs operators.gpuOperator.enabled with migStrategy single"
+    ]
+    # A GPU without MIG under the single strategy is served whole; a profile on it is refused.
+    l4 = {"gpu": "L4", "gpusPerNode": 1}
+    assert config_problems(stack("aws", {"migStrategy": "single"}, l4)) == []
+    assert config_problems(stack("aws", {"migStrategy": "single"}, {**l4, "migProfile": "1g.10gb"})) == [
+        "pools[0].migProfile: L4 has no MIG profiles in the catalog; remove migProfile"
+    ]
+
+
+def test_a_mig_slice_serves_one_unsharded_model():
+    problems = config_problems(stack("aws", {"migStrategy": "single"}, {"migProfile": "3g.40gb"}, {"tensorParallelSize": 2}))
+    assert problems == ["models[0].tensorParallelSize: pool gpus serves MIG slices and a container sees one slice; "
+                        "use 1 (or a pool without migProfile)"]
+
+
+def test_time_sliced_pods_together_stay_within_the_gpus_memory():
+    problems = config_problems(stack("aws", {"timeSlicingReplicas": 4}))  # default utilization 0.9
+    assert problems == ["models[0].gpuMemoryUtilization: 0.9 x 4 pods per GPU (operators.gpuOperator.timeSlicingReplicas) "
+                        "exceeds 0.95 of the GPU's memory; set it to at most 0.23"]
+    assert config_problems(stack("aws", {"timeSlicingReplicas": 4}, model={"gpuMemoryUtilization": 0.23})) == []
+    assert config_problems(stack("aws", {"timeSlicingReplicas": 2}, model={"gpuMemoryUtilization": 0.47})) == []
+    assert config_problems(stack("aws", {"timeSlicingReplicas": 2}, model={"gpuMemoryUtilization": 0.48}))

@@ -92,6 +92,23 @@ def test_image_unknown_during_preview_is_not_a_violation():
     assert result.of("image-tag-pinned") == []
 
 
+def test_container_without_image_is_reported_except_the_kserve_model_container():
+    # checkov CKV_K8S_14 fails a container without `image` (bridgecrewio/checkov
+    # checkov/kubernetes/checks/resource/k8s/ImageTagFixed.py @26aff1f: `else: return FAILED`).
+    p = pod([{"name": "app"}], initContainers=[{"name": "init", "image": None}])
+    messages = sorted(d.message for d in analyze_k8s(p).of("image-tag-pinned"))
+    assert len(messages) == 2
+    assert "container 'app' has no image" in messages[0] and "init container 'init' has no image" in messages[1]
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "m"},
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}, "runtime": "vllm",
+                                             "storageUri": "pvc://models/llama"}}}}
+    assert analyze_k8s(isvc).of("image-tag-pinned") == []
+    # A custom predictor container is not the model container: it needs its image.
+    isvc["spec"]["predictor"]["containers"] = [{"name": "kserve-container"}]
+    (d,) = analyze_k8s(isvc).of("image-tag-pinned")
+    assert "container 'kserve-container' has no image" in d.message
+
+
 def test_enforcement_level_comes_from_pack_config():
     p = pod([{"name": "app", "image": "nginx:latest"}])
     (d,) = analyze_k8s(p, config={"image-tag-pinned": {"enforcementLevel": "advisory"}}).of("image-tag-pinned")
@@ -385,6 +402,75 @@ def test_gcs_bucket():
     assert len(result.of("bucket-private")) == 2
 
 
+# bucket-public-access-block-present (stack) -------------------------------------------------------
+
+S3 = "aws:s3/bucket:Bucket"
+PAB = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+FLAGS = {"blockPublicAcls": True, "blockPublicPolicy": True, "ignorePublicAcls": True, "restrictPublicBuckets": True}
+SSE_PROPS = {"rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]}
+
+
+@pytest.mark.parametrize("bucket_type", [S3, "aws:s3/bucketV2:BucketV2"])
+def test_bare_s3_bucket_fails_the_stack_rule_but_not_bucket_private(bucket_type):
+    result = analyze_stack([(bucket_type, "models", {"bucket": "models-1a2b3c4"})])
+    (v,) = result.of("bucket-public-access-block-present")
+    assert v.level == "mandatory" and v.urn.endswith("::models") and "no public access block" in v.message
+    assert analyze(bucket_type, {"bucket": "models-1a2b3c4"}).of("bucket-private") == []
+
+
+@pytest.mark.parametrize("block_bucket", [
+    "models-1a2b3c4",  # the bucket's (auto-)name, known once the bucket exists
+    "models",  # the bucket's Pulumi name
+    "models-5e6f7a8",  # an auto-name of `models` (`<name>-<suffix>`)
+])
+def test_block_matches_its_bucket_by_name(block_bucket):
+    stack = [(S3, "models", {"bucket": "models-1a2b3c4"}), (PAB, "models-pab", {"bucket": block_bucket, **FLAGS})]
+    assert analyze_stack(stack).violations == []
+
+
+def test_block_of_another_bucket_does_not_cover():
+    stack = [(S3, "models", {}), (S3, "models-logs", {}),
+             (PAB, "logs-pab", {"bucket": "models-logs-1a2b3c4", **FLAGS})]
+    (v,) = analyze_stack(stack).of("bucket-public-access-block-present")
+    assert v.urn.endswith("::models")  # the longer name `models-logs` owns the block, not `models`
+    # An encryption configuration is not a public access block.
+    stack[2] = (SSE, "models-sse", {"bucket": "models-1a2b3c4", **SSE_PROPS})
+    assert len(analyze_stack(stack).of("bucket-public-access-block-present")) == 2
+
+
+def test_unknown_bucket_during_preview_uses_property_dependency_then_counts():
+    # Preview of a new stack: the block's `bucket` is the bucket's id, unknown until it exists.
+    a, b = (S3, "a", {"bucket": "a-1111111"}), (S3, "b", {"bucket": "b-2222222"})
+    block_a = (PAB, "a-pab", {"bucket": UNKNOWN_STRING, **FLAGS}, {"bucket": [(S3, "a")]})
+    (v,) = analyze_stack([a, b, block_a]).of("bucket-public-access-block-present")
+    assert v.urn.endswith("::b")
+    # No dependency information: blocks of unknown buckets cover as many buckets as there are blocks.
+    anonymous = (PAB, "x-pab", {"bucket": UNKNOWN_STRING, **FLAGS})
+    assert analyze_stack([a, b, anonymous, (PAB, "y-pab", {"bucket": UNKNOWN_STRING, **FLAGS})]).violations == []
+    short = analyze_stack([a, b, anonymous]).of("bucket-public-access-block-present")
+    assert len(short) == 2 and "only 1 block whose bucket is not known yet" in short[0].message
+
+
+def test_missing_encryption_configuration_is_not_a_violation():
+    # S3 encrypts every new object with SSE-S3 since January 2023 (see policies/README.md).
+    stack = [(S3, "models", {}), (PAB, "models-pab", {"bucket": "models-1a2b3c4", **FLAGS})]
+    assert analyze_stack(stack).violations == []
+
+
+def test_account_level_block_covers_every_bucket():
+    account = ("aws:s3/accountPublicAccessBlock:AccountPublicAccessBlock", "account", dict(FLAGS))
+    assert analyze_stack([(S3, "models", {}), account]).violations == []
+    half = (account[0], "account", {**FLAGS, "restrictPublicBuckets": False})
+    assert analyze_stack([(S3, "models", {}), half]).policies() == {"bucket-public-access-block-present"}
+
+
+def test_bucket_rule_not_applicable_without_s3_buckets():
+    result = analyze_stack([("gcp:storage/bucket:Bucket", "m", {"publicAccessPrevention": "enforced",
+                                                                "uniformBucketLevelAccess": True})])
+    assert result.violations == [] and "bucket-public-access-block-present" in result.not_applicable
+
+
 # gpu-pool-tainted ---------------------------------------------------------------------------------
 
 EKS = "aws:eks/nodeGroup:NodeGroup"
@@ -463,3 +549,19 @@ def test_unknowns_during_preview_do_not_crash_or_accuse():
     pod_spec(d)["tolerations"][0]["key"] = UNKNOWN_STRING
     assert analyze_k8s(d).violations == []
     assert analyze_stack([k8s_stack_entry(d), k8s_stack_entry(GOOD_PDB)]).violations == []
+
+
+# the README's rules table ------------------------------------------------------------------------
+
+def test_policy_table_lists_every_rule_with_level_and_fix():
+    from policies.docs import policy_table_markdown
+    from policies.registry import RULES
+
+    table = policy_table_markdown()
+    header, rule_line, *rows = table.splitlines()
+    assert header == "| rule | level | what it catches | how to fix |" and rule_line == "|---|---|---|---|"
+    assert len(rows) == len(RULES)
+    for rule, row in zip(RULES, rows):
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        assert len(cells) == 4 and cells[0].startswith(f"`{rule.name}`") and cells[1] == rule.level
+        assert cells[3] and cells[3].endswith(".") and "<" not in row

@@ -100,9 +100,16 @@ def analyze_k8s(obj: dict, config: dict | None = None) -> Result:
     return analyze(kubernetes_type(obj), obj, name, config)
 
 
-def analyze_stack(resources: list[tuple[str, str, dict]], config: dict | None = None) -> Result:
-    request = proto.AnalyzeStackRequest(resources=[
-        proto.AnalyzerResource(type=t, name=n, urn=urn(t, n), properties=struct(p)) for t, n, p in resources])
+def analyze_stack(resources: list[tuple], config: dict | None = None) -> Result:
+    """Each resource is (type, name, props) or (type, name, props, {input: [(type, name), ...]}),
+    the last being the engine's propertyDependencies (which resources an input's value came from)."""
+    entries = []
+    for t, n, p, *rest in resources:
+        deps = {k: proto.AnalyzerPropertyDependencies(urns=[urn(dt, dn) for dt, dn in v])
+                for k, v in (rest[0] if rest else {}).items()}
+        entries.append(proto.AnalyzerResource(type=t, name=n, urn=urn(t, n), properties=struct(p),
+                                              propertyDependencies=deps))
+    request = proto.AnalyzeStackRequest(resources=entries)
     return _result(servicer(config).AnalyzeStack(request, None))
 
 

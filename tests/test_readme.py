@@ -21,6 +21,14 @@ def test_config_reference_is_generated_from_the_models():
         assert key in text
 
 
+def test_policy_table_lists_every_rule_of_the_pack():
+    from policies.registry import RULES
+
+    text = (ROOT / "README.md").read_text()
+    for rule in RULES:
+        assert f"| `{rule.name}`" in text, rule.name
+
+
 def test_stale_reference_is_detected(tmp_path, monkeypatch):
     stale = tmp_path / "README.md"
     stale.write_text((ROOT / "README.md").read_text().replace("`models[].revision`", "`models[].rev`"))

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from components import contract, probes, server_resources, vllm_args
-from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, machine, make_plan
+from components import plan as plan_module
+from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, machine, make_plan, make_plans
 
 
 def flag(argv: list, name: str) -> str | None:
@@ -60,11 +61,11 @@ def test_slower_storage_raises_the_startup_budget():
     fast = make_plan(LLAMA_70B, model_store={"readMBps": 2000})
     slow = make_plan(LLAMA_70B, model_store={"readMBps": 100})
     for p in (fast, slow):
-        pp = probes.probe_plan(p, api_key=False)
+        pp = probes.probe_plan(p)
         assert pp.startup_budget_seconds >= p.load_seconds * 1.5
         assert pp.startup_budget_seconds >= p.startup_budget_seconds
-    assert probes.probe_plan(slow, api_key=False).startup_failure_threshold > \
-        probes.probe_plan(fast, api_key=False).startup_failure_threshold
+    assert probes.probe_plan(slow).startup_failure_threshold > \
+        probes.probe_plan(fast).startup_failure_threshold
 
 
 def test_optional_flags_appear_only_when_configured():
@@ -109,16 +110,15 @@ def test_chat_template_only_when_the_model_ships_none():
 
 def test_probe_numbers():
     p = make_plan(LLAMA_70B)
-    pp = probes.probe_plan(p, api_key=True)
+    pp = probes.probe_plan(p)
     startup = pp.startup_probe()
     assert "initialDelaySeconds" not in startup
     assert startup["httpGet"]["path"] == "/health"
     assert startup["failureThreshold"] * startup["periodSeconds"] >= p.startup_budget_seconds >= p.load_seconds
     live = pp.liveness_probe()
     assert live["periodSeconds"] * live["failureThreshold"] >= 120 and live["timeoutSeconds"] >= 10
-    # With an API key /v1/models answers 401 to a probe; /health is outside vLLM's key guard.
+    # /health checks the engine (and is outside vLLM's key guard); /v1/models would not.
     assert pp.readiness_probe()["httpGet"]["path"] == "/health"
-    assert probes.probe_plan(p, api_key=False).readiness_probe()["httpGet"]["path"] == "/v1/models"
     assert pp.termination_grace_period_seconds == probes.PRESTOP_SLEEP_SECONDS + pp.drain_seconds + probes.EXIT_SECONDS
     assert pp.drain_seconds == int(flag(vllm_args.serve_args(p), "--shutdown-timeout"))
 
@@ -140,10 +140,43 @@ def test_memory_covers_weight_staging_and_fits_the_node():
 
 
 def test_rollout_surges_only_when_the_pool_has_room():
-    p = make_plan(LLAMA_70B)  # 4 GPUs per replica, pool of 4 × 8 GPUs
-    assert server_resources.update_strategy(p, replicas=7) == "RollingUpdate"
-    assert server_resources.update_strategy(p, replicas=8) == "Recreate"
-    assert server_resources.update_strategy(p, replicas=8, configured="RollingUpdate") == "RollingUpdate"
+    # 4 GPUs per replica on a pool of 4 × 8 GPUs: 7 replicas leave room for a surge one, 8 do not.
+    roomy = make_plan({**LLAMA_70B, "replicas": 7})
+    full = make_plan({**LLAMA_70B, "replicas": 8})
+    assert server_resources.update_strategy(roomy) == "RollingUpdate"
+    assert server_resources.update_strategy(full) == "Recreate"
+    assert server_resources.update_strategy(full, configured="RollingUpdate") == "RollingUpdate"
+
+
+def test_surge_room_is_decided_per_pool_across_models():
+    # 4 GPUs per replica on a pool of 32 GPUs. a runs 3 replicas (12 GPUs); b and c scale to 4 and 5
+    # (16 and 20 GPUs). a + b peak at 28 GPUs, so a surge replica (4 more) of either fits; a + c peak
+    # at 32, so neither can surge, although each alone could.
+    a = {**LLAMA_70B, "name": "a", "replicas": 3}
+    b = {**LLAMA_70B, "name": "b", "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 4}}
+    c = {**LLAMA_70B, "name": "c", "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 5}}
+    for alone in (a, b, c):
+        assert server_resources.update_strategy(make_plans([alone])[0]) == "RollingUpdate"
+    together = make_plans([a, b])
+    assert [p.gpus_per_replica * p.replica_bounds[1] for p in together] == [12, 16]
+    assert [server_resources.update_strategy(p) for p in together] == ["RollingUpdate", "RollingUpdate"]
+    crowded = make_plans([a, c])
+    assert [server_resources.update_strategy(p) for p in crowded] == ["Recreate", "Recreate"]
+    # A model on another pool does not take this pool's room.
+    elsewhere = make_plans([a, {**c, "pool": "l4x4", "repo": "meta-llama/Llama-3.1-8B-Instruct",
+                                "maxModelLen": 8192}])
+    assert server_resources.update_strategy(elsewhere[0]) == "RollingUpdate"
+
+
+def test_multi_node_startup_budget_waits_for_worker_nodes():
+    two_nodes = make_plan(LLAMA_70B_TWO_NODES)
+    one_node = make_plan({**LLAMA_70B_TWO_NODES, "pipelineParallelSize": 1})
+    assert two_nodes.nodes_per_replica == 2 and one_node.nodes_per_replica == 1
+    assert two_nodes.worker_wait_seconds == plan_module.NODE_PROVISIONING_ALLOWANCE_SECONDS > 0
+    assert one_node.worker_wait_seconds == 0
+    assert two_nodes.startup_budget_seconds >= (two_nodes.load_seconds * plan_module.STARTUP_MARGIN
+                                                + plan_module.NODE_PROVISIONING_ALLOWANCE_SECONDS)
+    assert probes.probe_plan(two_nodes).startup_budget_seconds >= two_nodes.startup_budget_seconds
 
 
 @pytest.fixture(scope="module")

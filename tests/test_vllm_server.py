@@ -20,17 +20,22 @@ NAMESPACE = "llm-serving"
 def evaluate(model: dict, *, api_key: str | None = API_KEY_VALUE, storage: ServerStorage | None = None,
              has_chat_template: bool = True, **extra):
     p = make_plan(model, has_chat_template=has_chat_template)
+    resolved: dict = {}
 
     def program():
-        VllmServer("srv", VllmServerArgs(
+        server = VllmServer("srv", VllmServerArgs(
             plan=p, placement=placement(p), namespace=NAMESPACE,
             storage=storage or ServerStorage(claim_name="models-rwx", service_account="model-reader"),
             machine=machine(p),
             api_key=pulumi.Output.secret(api_key) if api_key else None,
             **extra,
         ))
+        resolved["server"] = server
+        server.endpoint.apply(lambda v: resolved.__setitem__("endpoint", v))
+        server.internal_endpoint.apply(lambda v: resolved.__setitem__("internal_endpoint", v))
 
     ev = run_in_mocks(program)
+    ev.server = resolved  # the component and its resolved endpoints, for the tests that read them
     return p, ev, ev.kubernetes_objects
 
 
@@ -130,12 +135,15 @@ def test_no_literal_secret_anywhere():
     assert secret["metadata"]["name"] == key["valueFrom"]["secretKeyRef"]["name"]
 
 
-def test_without_api_key_readiness_uses_models_endpoint():
-    _, _, objs = evaluate(LLAMA_8B, api_key=None)
-    c = containers(one(objs, "Deployment")["spec"]["template"])[0]
-    assert c["readinessProbe"]["httpGet"]["path"] == "/v1/models"
-    assert not any(e["name"] == "VLLM_API_KEY" for e in c["env"])
-    assert not kind(objs, "Secret")
+def test_readiness_checks_the_engine_with_or_without_api_key():
+    # /health awaits the engine's health check in 0.32; /v1/models would pass with a dead engine.
+    _, _, with_key = evaluate(LLAMA_8B)
+    _, _, without = evaluate(LLAMA_8B, api_key=None)
+    probes_of = [containers(one(objs, "Deployment")["spec"]["template"])[0] for objs in (with_key, without)]
+    assert [c["readinessProbe"]["httpGet"]["path"] for c in probes_of] == ["/health", "/health"]
+    assert probes_of[0]["readinessProbe"] == probes_of[1]["readinessProbe"]
+    assert not any(e["name"] == "VLLM_API_KEY" for e in probes_of[1]["env"])
+    assert not kind(without, "Secret")
 
 
 def test_model_spanning_nodes_is_a_leader_worker_set():
@@ -158,10 +166,27 @@ def test_model_spanning_nodes_is_a_leader_worker_set():
     # Workers serve no HTTP; their probes watch the raylet's fixed port.
     assert worker["startupProbe"]["tcpSocket"]["port"] == "ray-node"
     assert "--node-manager-port=6380" in worker["command"][2]
+    # The leader waits for the whole group to join Ray before loading, and its budget counts that.
+    assert "LWS_GROUP_SIZE" in leader["command"][2] and "ray.nodes()" in leader["command"][2]
+    assert leader["command"][2].index("LWS_GROUP_SIZE") < leader["command"][2].index("exec vllm serve")
+    probe = leader["startupProbe"]
+    assert probe["failureThreshold"] * probe["periodSeconds"] >= p.load_seconds * 1.5 + p.worker_wait_seconds > 0
     # The Service reaches only leaders (workers serve no HTTP).
     svc = one(objs, "Service")
     assert svc["spec"]["selector"][contract.LABEL_COMPONENT] == tpl["leaderTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT]
     assert tpl["workerTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT] != svc["spec"]["selector"][contract.LABEL_COMPONENT]
+
+
+def test_client_service_never_takes_the_leader_worker_sets_name():
+    # The LWS controller owns a headless Service named after the LeaderWorkerSet.
+    p, ev, objs = evaluate(LLAMA_70B_TWO_NODES)
+    lws, svc = one(objs, "LeaderWorkerSet"), one(objs, "Service")
+    assert svc["metadata"]["name"] != lws["metadata"]["name"]
+    assert svc["metadata"]["name"] == f"{lws['metadata']['name']}-api"
+    assert ev.server["endpoint"] == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc.cluster.local:8000/v1"
+    # Deployments are named alike, so every model's API Service is <model>-api.
+    _, _, single = evaluate(LLAMA_8B)
+    assert one(single, "Service")["metadata"]["name"] == f"{one(single, 'Deployment')['metadata']['name']}-api"
 
 
 def test_bucket_loading_has_no_volume_and_streams():
@@ -256,7 +281,7 @@ def test_gateway_route_and_monitoring():
 
 @pytest.mark.parametrize("model,extra", [
     (LLAMA_8B, {}),
-    ({**LLAMA_70B, "replicas": 2, "autoscaling": {"enabled": True, "maxReplicas": 3}}, {}),
+    ({**LLAMA_70B, "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 3}}, {}),
     ({**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
      {"gateway": GatewayExposure(name="gw", namespace="gateways")}),
     ({**LLAMA_8B, "chatTemplate": "{{ x }}", "autoscaling": {"enabled": True, "kind": "hpa"}}, {}),

@@ -39,8 +39,10 @@ def metadata_loader(has_chat_template: bool | None = True):
     return load
 
 
-def stack(model: dict[str, Any], *, cloud: str = "aws", model_store: dict[str, Any] | None = None) -> config.StackConfig:
-    raw = {"cloud": cloud, "pools": POOLS, "models": [{"revision": REVISION, **model}]}
+def stack(model: dict[str, Any] | list[dict[str, Any]], *, cloud: str = "aws",
+          model_store: dict[str, Any] | None = None) -> config.StackConfig:
+    models = model if isinstance(model, list) else [model]
+    raw = {"cloud": cloud, "pools": POOLS, "models": [{"revision": REVISION, **m} for m in models]}
     if model_store:
         raw["modelStore"] = model_store
     if cloud == "existing":
@@ -52,6 +54,11 @@ def make_plan(model: dict[str, Any], *, has_chat_template: bool | None = True, c
               model_store: dict[str, Any] | None = None) -> plan.ModelPlan:
     sc = stack(model, cloud=cloud, model_store=model_store)
     return plan.build_plans(sc, metadata_loader(has_chat_template))[0]
+
+
+def make_plans(models: list[dict[str, Any]], *, has_chat_template: bool | None = True) -> list[plan.ModelPlan]:
+    """Several models in one stack: the plans see each other (shared pools)."""
+    return plan.build_plans(stack(models), metadata_loader(has_chat_template))
 
 
 def placement(p: plan.ModelPlan) -> GpuPlacement:

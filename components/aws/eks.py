@@ -98,6 +98,8 @@ class NodePoolSpec:
     placement: GpuPlacement
     # EC2 Capacity Block reservation id (cr-...), set when capacityType is capacity-block.
     capacity_reservation_id: str | None = None
+    # Where the pool is in the stack file, for errors found at look-up time ("Pulumi.dev.yaml: pools[1]").
+    config_key: str = "pools"
 
 
 @dataclass(frozen=True)
@@ -348,6 +350,10 @@ class EksCluster(pulumi.ComponentResource):
     rwx_storage_class: str
     # The EFS behind `rwx_storage_class` when this stack manages it; None when the user does.
     rwx_storage: efs.EfsStorage | None
+    # Per EFA pool (by pool name): the `vpc.amazonaws.com/efa` devices a server pod requests.
+    rdma_attachments: dict[str, RdmaAttachment]
+    # AWS's EFA device plugin, installed when any pool has EFA.
+    efa_device_plugin: efa.EfaDevicePlugin | None
     cloud: str = "aws"
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -390,14 +396,21 @@ class EksCluster(pulumi.ComponentResource):
             for key, arn in policies.NODE_MANAGED_POLICIES.items()
         ]
         self.placements = {}
+        # Per EFA pool: the device resource its pods request to reach the fabric.
+        self.rdma_attachments = {}
         for spec in args.pools:
+            pool_subnets = subnet_ids
+            if spec.capacity_reservation_id:
+                pool_subnets = reservation_subnets(
+                    spec.capacity_reservation_id, spec.machine.name, subnet_ids, vpc_id, region, spec.config_key, invoke
+                )
             GpuNodePool(
                 f"{name}-{spec.pool.name}",
                 GpuNodePoolArgs(
                     spec=spec,
                     cluster_name=cluster_name,
                     node_role_arn=node_role.arn,
-                    subnet_ids=subnet_ids,
+                    subnet_ids=pool_subnets,
                     region=region,
                     vpc_id=vpc_id,
                     cluster_security_group_id=cluster_sg,
@@ -406,6 +419,8 @@ class EksCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
             )
             self.placements[spec.pool.name] = spec.placement
+            if spec.pool.efa:
+                self.rdma_attachments[spec.pool.name] = efa.rdma_attachment(spec.machine.name)
 
         if args.create and args.system_pool is not None:
             system = SystemNodeGroup(
@@ -444,6 +459,11 @@ class EksCluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=child,
         )
+        # EFA interfaces reach pods only through AWS's device plugin; install it when a pool has EFA.
+        self.efa_device_plugin = None
+        efa_placements = [spec.placement for spec in args.pools if spec.pool.efa]
+        if efa_placements:
+            self.efa_device_plugin = efa.EfaDevicePlugin(f"{name}-efa", efa_placements, self.provider, opts=child)
         self.rwx_storage_class = args.rwx_storage_class
         self.rwx_storage = None
         if args.manage_rwx_storage:
@@ -477,6 +497,8 @@ class EksCluster(pulumi.ComponentResource):
             region=args.region,
             opts=invoke,
         )
+        # The node groups and EFS mount targets use the same subnets as the control plane.
+        subnet_ids = eks_supported_subnets(sorted(subnets.ids), args.region, invoke)
         role = aws.iam.Role(
             f"{name}-cluster",
             description="EKS control plane of the llm-serving cluster",
@@ -493,7 +515,7 @@ class EksCluster(pulumi.ComponentResource):
             role_arn=role.arn,
             version=args.kubernetes_version,
             vpc_config={
-                "subnet_ids": subnets.ids,
+                "subnet_ids": subnet_ids,
                 "endpoint_public_access": True,
                 "endpoint_private_access": True,
             },
@@ -517,7 +539,7 @@ class EksCluster(pulumi.ComponentResource):
             cluster.name,
             cluster.endpoint,
             cluster.certificate_authority.apply(lambda ca: ca.data),
-            list(subnets.ids),
+            subnet_ids,
             vpc.id,
             cluster.vpc_config.apply(lambda v: v.cluster_security_group_id),
             agent,
@@ -527,21 +549,18 @@ class EksCluster(pulumi.ComponentResource):
 def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
     """EksCluster from the validated stack config."""
     region = stack.cluster.region or DEFAULT_REGION
-    blocks = [i for i, p in enumerate(stack.pools) if p.capacityType == "capacity-block"]
-    if blocks:
-        # A Capacity Block is consumed through a launch template that names its reservation id,
-        # and the stack config has no key for that id yet: refuse rather than create a pool that
-        # can never launch a node.
-        raise cfg.ConfigError([
-            f"Pulumi.{stack_name}.yaml: pools[{i}].capacityType: capacity-block needs the Capacity Block's "
-            "reservation id (cr-...), which this version cannot take yet; use on-demand or spot"
-            for i in blocks
-        ])
     specs = []
-    for pool in stack.pools:
+    for i, pool in enumerate(stack.pools):
         machine = cfg.pool_machine(stack.cloud, pool)
         assert machine is not None, f"pool {pool.name} passed config validation without a machine"
-        specs.append(NodePoolSpec(pool=pool, machine=machine, placement=placement_for(pool, rdma=pool.efa)))
+        specs.append(NodePoolSpec(
+            pool=pool,
+            machine=machine,
+            placement=placement_for(pool, rdma=pool.efa),
+            # Config requires the id exactly when capacityType is capacity-block.
+            capacity_reservation_id=pool.capacityReservationId,
+            config_key=f"Pulumi.{stack_name}.yaml: pools[{i}]",
+        ))
     store = stack.modelStore
     bucket = S3ModelBucketArgs(
         resource_name=bucket_resource_name(stack_name),

@@ -5,6 +5,8 @@ provider every Kubernetes resource of the stack uses.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, replace
 
 import pulumi
@@ -24,7 +26,7 @@ from components.cluster import (
 )
 from components.gcp import iam
 from components.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
-from components.platform import GpuPlacement, ModelBucket
+from components.platform import GpuPlacement, ModelBucket, RdmaAttachment
 
 DEFAULT_REGION = "us-central1"
 RELEASE_CHANNEL = "REGULAR"
@@ -38,6 +40,42 @@ _HYPERDISK_ONLY_PREFIXES = ("a3-ultragpu-", "a4-")
 DEFAULT_SYSTEM_MACHINE_TYPE = "e2-standard-8"
 # Value of contract.LABEL_POOL on the system nodes.
 SYSTEM_POOL = contract.SYSTEM_POOL
+# Zone of a pool without `zones`: the region's "-a" zone. A pool left to span every zone of a
+# regional cluster would ask for its GPU in zones that do not offer it, and GKE's per-zone initial
+# count would multiply. Not every GPU is offered in "-a" (nor every region has one): set
+# `pools[].zones` to zones that offer the pool's GPU (`gcloud compute accelerator-types list
+# --filter="zone~^<region>"`).
+DEFAULT_ZONE_SUFFIX = "-a"
+
+
+# A zone name is its region plus "-<letter>"; an existing zonal cluster is looked up by its zone.
+_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+
+
+def default_zones(location: str) -> list[str]:
+    """`<region>-a`, or the location itself when it already is a zone (a zonal existing cluster)."""
+    return [location] if _ZONE_RE.match(location) else [f"{location}{DEFAULT_ZONE_SUFFIX}"]
+
+
+def initial_per_zone(total: int, zones: list[str], max_nodes: int, where: str) -> int:
+    """GKE's initial node count is per zone of the pool; spread the wanted total over the zones.
+
+    Rounded up, so the pool starts with at least the wanted total; a total that cannot be spread
+    without passing maxNodes is a config error rather than a pool that starts above its maximum.
+    """
+    per_zone = math.ceil(total / len(zones))
+    if per_zone * len(zones) > max_nodes:
+        raise cfg.ConfigError([initial_nodes_problem(where, total, len(zones), max_nodes)])
+    return per_zone
+
+
+def initial_nodes_problem(where: str, total: int, zones: int, max_nodes: int) -> str:
+    per_zone = math.ceil(total / zones)
+    return (
+        f"{where}.zones: GKE starts the same number of nodes in each zone, so {total} node(s) over {zones} zones "
+        f"start {per_zone * zones}, more than maxNodes ({max_nodes}); raise maxNodes to {per_zone * zones} "
+        f"or list fewer zones"
+    )
 
 
 def boot_disk_type(machine_type: str) -> str:
@@ -65,7 +103,8 @@ def node_pool(
     node_config: dict,
     min_nodes: int,
     max_nodes: int,
-    initial_per_zone: int,
+    zones: list[str],
+    initial_nodes_per_zone: int,
     location_policy: str,
 ) -> gcp.container.NodePool:
     """A GKE node pool as this program makes every pool: autoscaled on totals, auto-repaired and
@@ -75,6 +114,9 @@ def node_pool(
         cluster=cluster,
         location=location,
         project=project,
+        # The zones the pool's nodes live in; without it a pool of a regional cluster spans every
+        # zone of the region.
+        node_locations=zones,
         # Totals across all the pool's zones (not per zone), so minNodes/maxNodes mean on GKE
         # what they mean on EKS.
         autoscaling={
@@ -83,7 +125,7 @@ def node_pool(
             "location_policy": location_policy,
         },
         # GKE's initial count is per zone of the pool.
-        initial_node_count=initial_per_zone,
+        initial_node_count=initial_nodes_per_zone,
         management={"auto_repair": True, "auto_upgrade": True},
         # One node at a time during upgrades: a GPU node is expensive and slow to fill, and the
         # system pool keeps serving while one of its nodes is replaced.
@@ -104,6 +146,10 @@ class NodePoolSpec:
     machine: gpus.CloudMachine
     accelerator: str  # GKE accelerator type, e.g. nvidia-l4
     placement: GpuPlacement
+    # node_locations: `pools[].zones`, or `default_zones` of the region.
+    zones: list[str]
+    # Where the pool is in the stack file, for errors ("Pulumi.dev.yaml: pools[1]").
+    config_key: str = "pools"
 
 
 @dataclass(frozen=True)
@@ -126,6 +172,7 @@ class GpuNodePool(pulumi.ComponentResource):
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
 
         operator_driver = pool.gkeDriverVersion == "INSTALLATION_DISABLED"
+        image_type = "UBUNTU_CONTAINERD" if operator_driver else "COS_CONTAINERD"
         labels = dict(placement.node_labels)
         if operator_driver:
             # The GPU Operator installs the driver and runs the device plugin: its driver container
@@ -134,7 +181,7 @@ class GpuNodePool(pulumi.ComponentResource):
             labels["gke-no-default-nvidia-gpu-device-plugin"] = "true"
         node_config: dict = {
             "machine_type": machine.name,
-            "image_type": "UBUNTU_CONTAINERD" if operator_driver else "COS_CONTAINERD",
+            "image_type": image_type,
             "disk_size_gb": pool.diskGib,
             "disk_type": boot_disk_type(machine.name),
             # GPU machine types come with a fixed number of GPUs; the accelerator count must match.
@@ -151,7 +198,9 @@ class GpuNodePool(pulumi.ComponentResource):
             }],
             "spot": pool.capacityType == "spot",
             # Image streaming: containers start before the 10-20 GB engine image is fully pulled.
-            "gcfs_config": {"enabled": True},
+            # It requires the Container-Optimized OS with containerd node image (GKE docs, "Use
+            # Image streaming to pull container images", Requirements), so Ubuntu pools go without.
+            "gcfs_config": {"enabled": image_type == "COS_CONTAINERD"},
             **shared_node_config(args.node_service_account),
         }
         ssds = local_ssd_count(machine, pool.localSsd)
@@ -167,8 +216,14 @@ class GpuNodePool(pulumi.ComponentResource):
             node_config,
             pool.minNodes,
             pool.maxNodes,
-            pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
-            # ANY lets the autoscaler take GPUs from whichever zone has them.
+            spec.zones,
+            initial_per_zone(
+                pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
+                spec.zones,
+                pool.maxNodes,
+                spec.config_key,
+            ),
+            # ANY lets the autoscaler take GPUs from whichever of the pool's zones has them.
             location_policy="ANY",
         )
         self.node_pool_name = pool_resource.name
@@ -183,6 +238,9 @@ class SystemNodePoolArgs:
     location: str
     project: pulumi.Input[str]
     node_service_account: pulumi.Input[str]
+    # node_locations: `cluster.systemPool.zones`, or `default_zones` of the region.
+    zones: list[str]
+    config_key: str = "cluster.systemPool"
 
 
 def system_machine_type(pool: cfg.SystemPoolConfig) -> str:
@@ -220,10 +278,11 @@ class SystemNodePool(pulumi.ComponentResource):
             node_config,
             pool.minNodes,
             pool.maxNodes,
-            # One node per zone at creation (three in a default regional cluster); from then on the
-            # autoscaler keeps the total within minNodes..maxNodes.
-            initial_per_zone=1,
-            # Spread over zones, so the system pods (two CoreDNS replicas) survive a zone outage.
+            args.zones,
+            # minNodes at creation, spread over the zones; then the autoscaler keeps the total
+            # within minNodes..maxNodes.
+            initial_per_zone(pool.minNodes, args.zones, pool.maxNodes, args.config_key),
+            # Spread over the zones (when several are listed), so the system pods survive a zone outage.
             location_policy="BALANCED",
         )
         self.node_pool_name = pool_resource.name
@@ -242,6 +301,8 @@ class GkeClusterArgs:
     rwx_storage_class: str = "standard-rwx"
     # The CPU system node pool; only on a created cluster (an existing one has its own CPU nodes).
     system_pool: cfg.SystemPoolConfig | None = None
+    # Prefix of config errors found here ("Pulumi.dev.yaml: ").
+    config_source: str = ""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -254,6 +315,8 @@ class GkeCluster(pulumi.ComponentResource):
     placements: dict[str, GpuPlacement]
     bucket: ModelBucket | None
     rwx_storage_class: str
+    # No RDMA fabric is set up by the GKE layer (config refuses EFA on gcp).
+    rdma_attachments: dict[str, RdmaAttachment]
     cloud: str = "gcp"
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -312,7 +375,17 @@ class GkeCluster(pulumi.ComponentResource):
             endpoint = found.endpoint
             ca_data = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
 
+        # Image streaming needs the Container File System API (same Requirements section). Left
+        # enabled on destroy: other workloads of the project may use it.
+        gcfs_api = gcp.projects.Service(
+            f"{name}-containerfilesystem-api",
+            service="containerfilesystem.googleapis.com",
+            project=args.project,
+            disable_on_destroy=False,
+            opts=child,
+        )
         self.placements = {}
+        self.rdma_attachments = {}
         for spec in args.pools:
             GpuNodePool(
                 f"{name}-{spec.pool.name}",
@@ -323,7 +396,7 @@ class GkeCluster(pulumi.ComponentResource):
                     project=args.project,
                     node_service_account=node_sa.email,
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_roles, gcfs_api]),
             )
             self.placements[spec.pool.name] = spec.placement
 
@@ -336,6 +409,8 @@ class GkeCluster(pulumi.ComponentResource):
                     location=args.location,
                     project=args.project,
                     node_service_account=node_sa.email,
+                    zones=list(args.system_pool.zones or default_zones(args.location)),
+                    config_key=args.config_source + "cluster.systemPool",
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
             )
@@ -366,12 +441,20 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
     """GkeCluster from the validated stack config."""
     location = stack.cluster.region or DEFAULT_REGION
     project: pulumi.Input[str] = stack.cluster.gcpProject or gcp.organizations.get_client_config_output().project
+    source = f"Pulumi.{stack_name}.yaml: "
     specs = []
-    for pool in stack.pools:
+    for i, pool in enumerate(stack.pools):
         machine = cfg.pool_machine(stack.cloud, pool)
         accelerator = gpus.CATALOG[pool.gpu].gcp_accelerator
         assert machine is not None and accelerator, f"pool {pool.name} passed config validation without a GKE machine"
-        specs.append(NodePoolSpec(pool=pool, machine=machine, accelerator=accelerator, placement=placement_for(pool)))
+        specs.append(NodePoolSpec(
+            pool=pool,
+            machine=machine,
+            accelerator=accelerator,
+            placement=placement_for(pool),
+            zones=list(pool.zones or default_zones(location)),
+            config_key=f"{source}pools[{i}]",
+        ))
     store = stack.modelStore
     bucket = GcsModelBucketArgs(
         resource_name=bucket_resource_name(stack_name),
@@ -396,5 +479,6 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             bucket=bucket,
             rwx_storage_class=stack.cluster.rwxStorageClass or "standard-rwx",
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
+            config_source=source,
         ),
     )

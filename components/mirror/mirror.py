@@ -5,10 +5,13 @@ The model store's mirror Job runs this file (shipped to it in a ConfigMap) insid
 downloader image, so it uses only the standard library and huggingface_hub, which that image
 already carries: nothing is pip-installed at run time.
 
-    mirror.py fetch  --repo ORG/NAME --revision <40-hex> --local-dir DIR
-        `hf download` the revision into DIR, check every file against what the Hub publishes for
-        that commit (the SHA-256 of LFS files, the git blob id of the others), then write
-        DIR/manifest.json: every file with its size and SHA-256.
+    mirror.py fetch  --repo ORG/NAME --revision <40-hex> --local-dir DIR --include GLOB... [--exclude GLOB...]
+        `hf download` the files of the revision the globs select into DIR, check every one against
+        what the Hub publishes for that commit (the SHA-256 of LFS files, the git blob id of the
+        others), then write DIR/manifest.json: every file with its size and SHA-256. The same globs
+        decide what is downloaded and what is expected, matched the way huggingface_hub matches
+        them (fnmatchcase, `*` crossing `/`), so a file the Hub has but the globs leave out (Meta's
+        original/*.pth) is neither fetched nor missed.
     mirror.py verify --local-dir DIR [--manifest FILE]
         Re-hash DIR against a manifest, offline (default: DIR/manifest.json).
 
@@ -20,6 +23,7 @@ not as an error.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import os
@@ -36,6 +40,12 @@ COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 # `hf download --local-dir` keeps its bookkeeping under DIR/.cache/huggingface; it is not a model
 # file, is not on the Hub, and must be neither hashed nor synced to the bucket.
 IGNORED_DIRS = (".cache",)
+# The manifest is written here first and renamed into place: a temp file left by a killed attempt
+# sits inside the ignored bookkeeping folder, where it is neither an "unexpected file" on the next
+# attempt nor synced to the bucket.
+TEMP_DIR = Path(".cache") / "llm-serving"
+INDEX_NAME = "model.safetensors.index.json"
+WEIGHTS_SUFFIX = ".safetensors"
 CHUNK = 8 * 1024 * 1024
 # Hashing is bound by the volume's read speed (EFS/Filestore serve parallel readers faster than
 # one); hashlib releases the GIL on large buffers, so threads are enough.
@@ -144,7 +154,9 @@ def read_manifest(path: Path) -> tuple[dict, dict[str, Expected]]:
 
 def write_manifest(path: Path, manifest: dict) -> None:
     # Written last and atomically: a manifest on the volume means the folder was verified whole.
-    tmp = path.with_name(path.name + ".tmp")
+    # The temp file lives under the folder's .cache/ (same file system, so the rename is atomic).
+    tmp = path.parent / TEMP_DIR / (path.name + ".tmp")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
@@ -152,14 +164,27 @@ def write_manifest(path: Path, manifest: dict) -> None:
 # --- the Hub side -----------------------------------------------------------------------------
 
 
-def hub_expectations(repo: str, revision: str) -> dict[str, Expected]:
-    """What the Hub publishes for each file at this commit (token from HF_TOKEN, if any)."""
+def _glob(pattern: str) -> str:
+    # huggingface_hub turns a folder pattern "dir/" into "dir/*"; do the same so both sides agree.
+    return pattern + "*" if pattern.endswith("/") else pattern
+
+
+def selected(path: str, include: list[str], exclude: list[str]) -> bool:
+    """Does `hf download --include ... --exclude ...` fetch this repo path? (its filter_repo_objects rule)"""
+    return (any(fnmatch.fnmatchcase(path, _glob(p)) for p in include)
+            and not any(fnmatch.fnmatchcase(path, _glob(p)) for p in exclude))
+
+
+def hub_expectations(repo: str, revision: str, include: list[str], exclude: list[str]) -> dict[str, Expected]:
+    """What the Hub publishes for each selected file at this commit (token from HF_TOKEN, if any)."""
     from huggingface_hub import HfApi  # only `fetch` needs the Hub; `verify` runs anywhere
 
     expected = {}
     for entry in HfApi().list_repo_tree(repo, revision=revision, recursive=True):
         if not hasattr(entry, "size") or not hasattr(entry, "blob_id"):
             continue  # a folder
+        if not selected(entry.path, include, exclude):
+            continue  # not part of the served model (README, original/*.pth, ...): not downloaded either
         lfs = getattr(entry, "lfs", None)
         sha256 = None
         if lfs is not None:
@@ -168,8 +193,33 @@ def hub_expectations(repo: str, revision: str) -> dict[str, Expected]:
     return expected
 
 
-def download(repo: str, revision: str, local_dir: Path) -> None:
+def fileset_problems(expected: dict[str, Expected]) -> list[str]:
+    """Checked before anything is downloaded: the globs must leave weights to serve."""
+    if not any(p.endswith(WEIGHTS_SUFFIX) for p in expected):
+        return [f"no *{WEIGHTS_SUFFIX} weights among the files selected at this commit; the servers load "
+                f"safetensors only (a .bin-only or consolidated-only checkpoint cannot be served as is)"]
+    return []
+
+
+def index_problems(local_dir: Path, actual: dict[str, object]) -> list[str]:
+    """Every shard the safetensors index names must have been mirrored (not filtered out by a glob)."""
+    if INDEX_NAME not in actual:
+        return []
+    try:
+        weight_map = json.loads((local_dir / INDEX_NAME).read_text())["weight_map"]
+        shards = set(weight_map.values())
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        return [f"{INDEX_NAME}: unreadable weight_map ({err})"]
+    return [f"{INDEX_NAME}: names shard {s}, which the include/exclude globs left out"
+            for s in sorted(shards - set(actual))]
+
+
+def download(repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str]) -> None:
     cmd = ["hf", "download", repo, "--revision", revision, "--local-dir", str(local_dir)]
+    for pattern in include:
+        cmd += ["--include", pattern]
+    for pattern in exclude:
+        cmd += ["--exclude", pattern]
     print("+ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -177,22 +227,30 @@ def download(repo: str, revision: str, local_dir: Path) -> None:
 # --- commands ---------------------------------------------------------------------------------
 
 
-def cmd_fetch(repo: str, revision: str, local_dir: Path) -> int:
+def cmd_fetch(repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str]) -> int:
     if not COMMIT_RE.match(revision):
         raise UsageError(f"--revision {revision!r} is not a 40-character commit SHA; a branch or tag moves")
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise UsageError("HF_HUB_OFFLINE is set; the mirror Job is the one place that must reach the Hub")
+    if not include:
+        raise UsageError("give at least one --include glob; without one `hf download` fetches every file of the commit")
+    # The listing first: a wrong glob, a gated repo or a missing commit fails in seconds, not after
+    # hours of downloading.
+    expected = hub_expectations(repo, revision, include, exclude)
+    problems = fileset_problems(expected)
+    if problems:
+        return report_mismatch(local_dir, problems)
     local_dir.mkdir(parents=True, exist_ok=True)
-    download(repo, revision, local_dir)
-    expected = hub_expectations(repo, revision)
+    download(repo, revision, local_dir, include, exclude)
     paths = local_files(local_dir)
     non_lfs = {p for p, e in expected.items() if e.sha256 is None}
     actual = hash_tree(local_dir, paths, git_blob_for=non_lfs)
-    problems = compare(expected, actual)
+    problems = compare(expected, actual) or index_problems(local_dir, actual)
     if problems:
         return report_mismatch(local_dir, problems)
     checks = {p: ("hub-lfs-sha256" if expected[p].sha256 else "hub-git-blob-sha1") for p in actual}
     manifest = build_manifest(repo, revision, actual, checks)
+    manifest["include"], manifest["exclude"] = list(include), list(exclude)
     write_manifest(local_dir / MANIFEST_NAME, manifest)
     print(f"verified {len(actual)} files, {manifest['totalBytes']} bytes of {repo}@{revision}; "
           f"wrote {local_dir / MANIFEST_NAME}", flush=True)
@@ -226,13 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     fetch.add_argument("--repo", required=True)
     fetch.add_argument("--revision", required=True)
     fetch.add_argument("--local-dir", required=True, type=Path)
+    fetch.add_argument("--include", action="append", default=[], metavar="GLOB",
+                       help="files to mirror (repeatable; passed to `hf download --include` and applied to the Hub listing)")
+    fetch.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                       help="files to leave out even if included (repeatable)")
     verify = sub.add_parser("verify", help="re-hash a folder against its manifest, offline")
     verify.add_argument("--local-dir", required=True, type=Path)
     verify.add_argument("--manifest", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
-            return cmd_fetch(args.repo, args.revision, args.local_dir)
+            return cmd_fetch(args.repo, args.revision, args.local_dir, args.include, args.exclude)
         return cmd_verify(args.local_dir, args.manifest or args.local_dir / MANIFEST_NAME)
     except UsageError as err:
         print(f"mirror.py {args.command}: {err}", file=sys.stderr)

@@ -59,7 +59,7 @@ def gpu_pool_node_affinity(placements: Sequence[Placement]) -> dict[str, Any]:
         if placement.node_labels
     ]
     if not terms:
-        raise OperatorValuesError("the Network Operator needs at least one GPU pool to run on")
+        raise OperatorValuesError("pools", "the Network Operator needs at least one GPU pool to run on")
     return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
 
 
@@ -114,7 +114,7 @@ def ip_pool_spec(ip_range: str, placements: Sequence[Placement]) -> dict[str, An
         network = ipaddress.ip_network(ip_range, strict=True)
     except ValueError as err:
         raise OperatorValuesError(
-            f"operators.networkOperator.ipRange: {ip_range!r} is not a network in CIDR form ({err})"
+            "operators.networkOperator.ipRange", f"{ip_range!r} is not a network in CIDR form ({err})"
         ) from None
     nodes = max(1, sum(p.max_nodes for p in placements))
     usable = network.num_addresses - 2  # network and broadcast addresses
@@ -123,7 +123,8 @@ def ip_pool_spec(ip_range: str, placements: Sequence[Placement]) -> dict[str, An
     needed = max((p.gpus_per_node for p in placements), default=1)
     if block < needed:
         raise OperatorValuesError(
-            f"operators.networkOperator.ipRange: {ip_range} has {usable} addresses for {nodes} GPU nodes "
+            "operators.networkOperator.ipRange",
+            f"{ip_range} has {usable} addresses for {nodes} GPU nodes "
             f"({block} each) but a node can run {needed} NCCL pods; use a larger range"
         )
     return {

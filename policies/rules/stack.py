@@ -173,8 +173,10 @@ def bucket_public_access_block_present(resources: list[Resource], config: dict) 
     out = []
     for b in uncovered:
         kind = b.type.rsplit(":", 1)[-1]
-        why = (f"the stack has {len(uncovered)} S3 buckets without a matching block and only {unknown} blocks whose "
-               f"bucket is not known yet" if unknown else "no BucketPublicAccessBlock in the stack names it")
+        why = "no BucketPublicAccessBlock in the stack names it"
+        if unknown:
+            why = (f"the stack has {len(uncovered)} S3 buckets without a matching block and only {unknown} "
+                   f"block{'s' if unknown != 1 else ''} whose bucket is not known yet")
         out.append((b, Finding(
             f"{kind}/{b.name}: this S3 bucket has no public access block ({why}), so a bucket policy or ACL can "
             f"still make the model weights public; add an aws.s3.BucketPublicAccessBlock with bucket=<this "
