@@ -22,11 +22,13 @@ try:
     loaded = config.load()
     stack = loaded.config
     plans = plan.build_plans(stack, plan.default_metadata_loader(loaded.hub_token), source=loaded.source)
+    # The cloud layer looks some config up in the account (a Capacity Block's zone), so it can
+    # still find a config problem.
+    cluster = create_cluster(stack, loaded.stack)
 except (ConfigError, PlanError) as err:
     # One line per problem, no traceback: these are the stack file's problems, not the program's.
     raise pulumi.RunError("\n".join(err.problems)) from None
 
-cluster = create_cluster(stack, loaded.stack)
 # Everything on the cluster waits for the whole cluster layer: its node pools, and the RWX
 # StorageClass a model volume binds to (EFS on EKS), not only for the API endpoint.
 k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster])
@@ -61,17 +63,21 @@ shared = ServingNamespace(
 
 gateway = stack.exposure.gateway
 monitoring = stack.monitoring
+mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None
 endpoints = {}
 warnings: list[str] = []
 for model_plan in plans:
     name = model_plan.served_name
     placement = cluster.placements[model_plan.pool.name]
     machine = pool_machine(stack.cloud, model_plan.pool)
-    store = ModelStore(
+    kserve_from_hub = model_plan.model.engine == "kserve" and model_plan.model.kserveStorage == "hf"
+    # A KServe model read from hf:// is fetched by KServe's storage initializer; no mirror for it.
+    store = None if kserve_from_hub else ModelStore(
         name,
         model_store_args(
             model_plan, stack.modelStore, shared=shared, storage_class=cluster.rwx_storage_class,
-            bucket=cluster.bucket, hf_token=loaded.hf_token,
+            bucket=cluster.bucket, hf_token=loaded.hf_token, placement=mirror_placement,
+            staging_storage_class=cluster.staging_storage_class,
         ),
         k8s_opts,
     )
@@ -81,11 +87,11 @@ for model_plan in plans:
             name,
             KServeModelArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=kserve_storage,
-                bucket=cluster.bucket, claim_name=store.claim_name,
+                bucket=cluster.bucket, claim_name=store.claim_name if store else None,
                 reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
-                depends_on=([] if kserve_storage == "hf" else [store.mirror_job]) + operators_ready,
+                depends_on=([store.mirror_job] if store else []) + operators_ready,
             ),
             k8s_opts,
         )

@@ -32,6 +32,8 @@ from components import contract, gpus
 from components.vllm_version import VLLM_IMAGE
 
 PROJECT = "llm-serving"
+# Where a stack without cluster.region lives.
+DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
 # The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
 # its release pins. Pinned here on its own, not to VLLM_IMAGE: bumping the engine must not change
 # the mirror Jobs' pod templates, which would replace every Job and re-download every model.
@@ -278,7 +280,7 @@ class ModelStoreConfig(_Model):
     downloaderImage: str = Field(DOWNLOADER_IMAGE, alias="downloaderImage")
     """Pinned image for the mirror Job; it must carry the `hf` CLI (the vLLM image does, with the huggingface_hub its release pins), so nothing is pip-installed at run time."""
     volumeHeadroom: float = Field(1.25, ge=1.0, le=4.0, alias="volumeHeadroom")
-    """Volume size = total weight size x headroom (tokenizer, manifests, a second revision during a rollout)."""
+    """Volume size = total weight size x headroom: room for the tokenizer, configs, the manifest and download bookkeeping. It does not hold a second revision: the claim keeps its creation size (docs/model-store.md), so grow it before mirroring another commit on a class that enforces sizes."""
 
     @field_validator("namespace")
     @classmethod
@@ -516,6 +518,7 @@ class StackConfig(_Model):
             if m.autoscaling.enabled and not self.monitoring.enabled:
                 problems.append((f"models[{i}].autoscaling.enabled", "autoscaling reads the queue depth Prometheus scrapes "
                                                                      "from the servers; it needs monitoring.enabled true"))
+        problems += _zone_problems(self)
         system_type = self.cluster.systemPool.machineType
         if system_type and self.cloud != Cloud.existing and gpus.find_machine(self.cloud.value, system_type):
             gpu, machine = gpus.find_machine(self.cloud.value, system_type)
@@ -538,6 +541,11 @@ class StackConfig(_Model):
 
     def pool(self, name: str) -> PoolConfig:
         return next(p for p in self.pools if p.name == name)
+
+    @property
+    def region(self) -> str | None:
+        """The cloud region (cluster.region or the cloud's default), None for an existing cluster."""
+        return self.cluster.region or DEFAULT_REGIONS.get(self.cloud.value)
 
     @property
     def gke_driver_version(self) -> str | None:
@@ -593,6 +601,31 @@ def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
         elif machine is not None and not machine.efa:
             efa_types = [m.name for g in gpus.CATALOG.values() for m in g.aws if m.efa]
             problems.append(("efa", f"{machine.name} does not support EFA; EFA instance types: {', '.join(efa_types)}"))
+    return problems
+
+
+def _zone_problems(stack: "StackConfig") -> list[tuple[str, str]]:
+    """GKE pools' zones: in the cluster's region, and an initial size the zones can start."""
+    system = stack.cluster.systemPool
+    if stack.cloud != Cloud.gcp:
+        return [("cluster.systemPool.zones", "zones apply to GKE only")] if system.zones else []
+    # An existing zonal cluster's region is itself a zone; its pools may name that zone.
+    region = stack.region or ""
+    pools = [(f"pools[{i}]", p.zones, p.desiredNodes if p.desiredNodes is not None else p.minNodes, p.maxNodes)
+             for i, p in enumerate(stack.pools)]
+    if stack.cluster.create:
+        pools.append(("cluster.systemPool", system.zones, system.minNodes, system.maxNodes))
+    problems = []
+    for where, zones, initial, max_nodes in pools:
+        for zone in zones or []:
+            if not zone.startswith(f"{region}-") and zone != region:
+                problems.append((f"{where}.zones", f"{zone!r} is not in region {region}; list zones of {region}"))
+        count = len(zones) if zones else 1
+        per_zone = -(-initial // count)
+        if per_zone * count > max_nodes:
+            problems.append((f"{where}.zones", f"GKE starts the same number of nodes in each zone, so {initial} node(s) "
+                                               f"over {count} zones start {per_zone * count}, more than maxNodes "
+                                               f"({max_nodes}); raise maxNodes to {per_zone * count} or list fewer zones"))
     return problems
 
 

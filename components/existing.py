@@ -51,6 +51,8 @@ class ExistingCluster(pulumi.ComponentResource):
         self.placements = {p.pool: p for p in args.placements}
         self.bucket = None
         self.rwx_storage_class = args.rwx_storage_class
+        self.staging_storage_class = None
+        self.rdma_attachments = {}
         self.register_outputs({})
 
 

@@ -111,3 +111,8 @@ class Cluster(Protocol):
     rwx_storage_class: str
     # Which cloud the node images come from; the operators choose driver/toolkit modes from it.
     cloud: str
+    # StorageClass for the mirror Job's ReadWriteOnce staging volume when models load from the
+    # bucket; None means the cluster's default class.
+    staging_storage_class: str | None
+    # Per pool, the RDMA devices a replica spanning nodes requests (AWS EFA); empty elsewhere.
+    rdma_attachments: dict[str, RdmaAttachment]

@@ -119,10 +119,19 @@ def test_pool_of_one_node_over_three_zones_with_max_two_fails_instead_of_startin
 
 def test_initial_count_per_zone_rounds_up_and_checks_the_total():
     zones = ["z-a", "z-b", "z-c"]
-    assert [gke.initial_per_zone(n, zones, 9, "pools[0]") for n in (0, 1, 3, 4, 9)] == [0, 1, 1, 2, 3]
-    assert gke.initial_per_zone(5, ["z-a"], 5, "pools[0]") == 5
-    with pytest.raises(cfg.ConfigError):
-        gke.initial_per_zone(4, zones, 5, "pools[0]")  # 2 per zone = 6 > 5
+    assert [gke.initial_per_zone(n, zones) for n in (0, 1, 3, 4, 9)] == [0, 1, 1, 2, 3]
+    assert gke.initial_per_zone(5, ["z-a"]) == 5
+    raw = {"cloud": "gcp", "pools": [{"name": "l4", "gpu": "L4", "minNodes": 4, "maxNodes": 5,
+                                      "zones": ["us-central1-a", "us-central1-b", "us-central1-c"]}],
+           "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}]}
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.parse_stack_config(raw, "Pulumi.test.yaml")  # 2 per zone = 6 > 5
+    assert info.value.problems == [
+        "Pulumi.test.yaml: pools[0].zones: GKE starts the same number of nodes in each zone, so 4 node(s) over 3 zones "
+        "start 6, more than maxNodes (5); raise maxNodes to 6 or list fewer zones"]
+    raw["pools"][0]["zones"] = ["europe-west4-a"]
+    with pytest.raises(cfg.ConfigError, match=r"pools\[0\].zones: 'europe-west4-a' is not in region us-central1"):
+        cfg.parse_stack_config(raw, "Pulumi.test.yaml")
 
 
 def test_default_zone_is_the_regions_a_zone_or_the_zone_a_zonal_cluster_is_in():

@@ -120,10 +120,16 @@ def test_probe_budget_covers_the_load_estimate_with_the_vllm_path_numbers():
     startup = model["startupProbe"]
     budget = startup["periodSeconds"] * startup["failureThreshold"]
     assert budget == p.startup_budget_seconds >= p.load_seconds
-    pp = probes.probe_plan(p, api_key=False)
+    pp = probes.probe_plan(p)
     assert startup["failureThreshold"] == pp.startup_failure_threshold
-    assert startup["httpGet"] == {"path": kserve.READY_PATH, "port": kserve.HTTP_PORT}
+    # The model's own health route: v0.20's /v2/health/ready and /live answer while the engine loads.
+    health = {"path": f"/openai/v1/models/{p.served_name}", "port": kserve.HTTP_PORT}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert model[probe]["httpGet"] == health, probe
+        assert "/v2/health" not in str(model[probe])
+    # Liveness keeps the vLLM path's lenient numbers: never kill a busy engine for one slow answer.
     assert model["livenessProbe"]["failureThreshold"] == probes.LIVENESS_FAILURE_THRESHOLD
+    assert model["livenessProbe"]["periodSeconds"] == probes.LIVENESS_PERIOD_SECONDS
     # The load estimate rides on the ISVC and on the predictor pods (the policy pack reads it).
     for annotations in (obj["metadata"]["annotations"], obj["spec"]["predictor"]["annotations"]):
         assert annotations[contract.ANNOTATION_LOAD_SECONDS] == str(round(p.load_seconds))
@@ -253,6 +259,146 @@ def test_canary_without_baseline_is_refused_in_config():
 def test_multi_node_replica_is_refused_with_the_fix():
     with pytest.raises(kserve.KServeConfigError, match="engine: vllm"):
         evaluate(LLAMA_70B_TWO_NODES)
+
+
+def test_pipeline_parallelism_is_refused_even_on_one_node():
+    # 4 × 2 = 8 GPUs fits one 8-GPU node, but the runtime would set TP to all 8 GPUs and ask for 16.
+    p = make_plan({"engine": "kserve", **LLAMA_70B, "tensorParallelSize": 4, "pipelineParallelSize": 2})
+    assert p.nodes_per_replica == 1 and p.pipeline_parallel_size == 2
+    with pytest.raises(kserve.KServeConfigError) as err:
+        kserve.check_servable(p)
+    message = str(err.value)
+    assert message.startswith("models[0].pipelineParallelSize:") and "engine: vllm" in message
+    assert "\n" not in message
+
+
+# The container of KServe v0.20.0's kserve-huggingfaceserver ClusterServingRuntime, as far as the
+# merge with the predictor matters (resources, volume mounts) and the runtime's pod volumes.
+# Source: https://github.com/kserve/kserve/blob/v0.20.0/config/runtimes/kserve-huggingfaceserver.yaml
+# (commit 1fb781055dd1567164358233e1125142ca6ef1fe); the Helm chart's copy
+# (charts/kserve-runtime-configs/files/runtimes/resources.yaml) carries the same values.
+RUNTIME_CONTAINER_V0_20 = {
+    "name": "kserve-container",
+    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+    "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
+}
+RUNTIME_VOLUMES_V0_20 = [{"name": "devshm", "emptyDir": {"medium": "Memory"}}]
+
+
+def _merge_list(base: list[dict], patch: list[dict], key: str) -> list[dict]:
+    """Strategic merge of a list of objects by its patch merge key (what KServe's merge does)."""
+    out = {item[key]: dict(item) for item in base}
+    for item in patch:
+        out[item[key]] = _merge_maps(out.get(item[key], {}), item)
+    return list(out.values())
+
+
+def _merge_maps(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for k, v in patch.items():
+        out[k] = _merge_maps(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+def merged_predictor_pod(predictor: dict) -> tuple[dict, list[dict]]:
+    """The kserve-container and pod volumes KServe v0.20 builds: runtime, then predictor on top
+    (MergeRuntimeContainers / MergePodSpec, strategic merge: maps by key, volumeMounts by
+    mountPath, volumes by name)."""
+    model = predictor["model"]
+    container = {
+        "resources": _merge_maps(RUNTIME_CONTAINER_V0_20["resources"], model["resources"]),
+        "volumeMounts": _merge_list(RUNTIME_CONTAINER_V0_20["volumeMounts"], model["volumeMounts"], "mountPath"),
+    }
+    return container, _merge_list(RUNTIME_VOLUMES_V0_20, predictor["volumes"], "name")
+
+
+def quantity(value: str) -> float:
+    units = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * factor
+    return float(value)
+
+
+@pytest.mark.parametrize("model", [LLAMA_8B, LLAMA_70B, {**LLAMA_8B, "pool": "l4x4"}])
+def test_merged_with_the_runtime_the_pod_is_valid(model):
+    p, ev = evaluate(model)
+    ours = isvc(ev)["spec"]["predictor"]
+    assert quantity(ours["model"]["resources"]["requests"]["cpu"]) > 1  # more than the runtime's limit
+    container, volumes = merged_predictor_pod(ours)
+    res = container["resources"]
+    for name, request in res["requests"].items():
+        if name in res["limits"]:
+            assert quantity(request) <= quantity(res["limits"][name]), (name, res)
+    # GPUs still limits == requests, and one bounded /dev/shm (the runtime's unbounded one replaced).
+    assert res["limits"][contract.GPU_RESOURCE] == res["requests"][contract.GPU_RESOURCE] == str(p.gpus_per_pod)
+    shm = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    assert len(shm) == 1
+    [volume] = [v for v in volumes if v["name"] == shm[0]["name"]]
+    assert volume["emptyDir"]["medium"] == "Memory" and volume["emptyDir"]["sizeLimit"]
+    assert len(volumes) == 1
+
+
+def test_the_merge_check_catches_a_cpu_request_above_the_runtime_limit():
+    # Guards the test above: without our CPU limit the runtime's "1" would remain.
+    p, ev = evaluate(LLAMA_70B)
+    predictor = isvc(ev)["spec"]["predictor"]
+    del predictor["model"]["resources"]["limits"]["cpu"]
+    res = merged_predictor_pod(predictor)[0]["resources"]
+    assert quantity(res["requests"]["cpu"]) > quantity(res["limits"]["cpu"]) == 1
+
+
+@pytest.mark.parametrize("storage", ["bucket", "hf"])
+def test_downloaded_weights_get_ephemeral_storage(storage):
+    p, ev = evaluate(LLAMA_70B, storage=storage)
+    requests = isvc(ev)["spec"]["predictor"]["model"]["resources"]["requests"]
+    assert quantity(requests["ephemeral-storage"]) >= p.weights_bytes * 1.1
+
+
+def test_weights_on_a_claim_need_no_ephemeral_storage():
+    p = make_plan({"engine": "kserve", **LLAMA_8B})
+    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, claim_name="llama-weights")
+    ev = run_in_mocks(lambda: kserve.KServeModel("m", args))
+    assert "ephemeral-storage" not in isvc(ev)["spec"]["predictor"]["model"]["resources"]["requests"]
+
+
+def _warnings(model: dict, **extra) -> list[str]:
+    p = make_plan({"engine": "kserve", **model})
+    return kserve.engine_warnings(kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, **extra))
+
+
+def test_api_key_and_custom_image_are_reported_as_not_applied():
+    assert _warnings(LLAMA_8B) == []
+    [key] = _warnings(LLAMA_8B, api_key_configured=True)
+    assert key.startswith("models[0]:") and "apiKey" in key and "engine: vllm" in key
+    [image] = _warnings({**LLAMA_8B, "image": "registry.example.com/vllm/vllm-openai:v0.32.0-patched"})
+    assert image.startswith("models[0].image:") and "registry.example.com" in image
+    # The component reports them in its warnings output.
+    p = make_plan({"engine": "kserve", **LLAMA_8B})
+    holder = {}
+
+    def program():
+        holder["m"] = kserve.KServeModel("m", kserve.KServeModelArgs(
+            plan=p, placement=placement(p), namespace=NAMESPACE, bucket=s3_bucket(), api_key_configured=True))
+
+    run_in_mocks(program)
+    assert any("apiKey" in w for w in holder["m"].warnings)
+
+
+def test_hpa_kind_exposes_the_adapter_rule_it_needs():
+    from components import observability
+
+    holders = {}
+    for kind in ("hpa", "keda"):
+        p = make_plan({"engine": "kserve", **LLAMA_8B, "autoscaling": {"enabled": True, "kind": kind, "maxReplicas": 2}})
+
+        def program(p=p, kind=kind):
+            holders[kind] = kserve.KServeModel("m", kserve.KServeModelArgs(
+                plan=p, placement=placement(p), namespace=NAMESPACE, bucket=s3_bucket()))
+
+        run_in_mocks(program)
+    assert holders["hpa"].prometheus_adapter_rule == observability.prometheus_adapter_rule()
+    assert holders["keda"].prometheus_adapter_rule is None
 
 
 def test_component_type_token():

@@ -13,10 +13,12 @@ from components import vllm_metrics
 TARGET = obs.Target(served_name="llama-3-1-8b-instruct", namespace="llm-serving", workload_name="llama-3-1-8b-instruct",
                     load_seconds=392.2, startup_budget_seconds=590, labels={"app.kubernetes.io/name": "vllm"})
 THRESHOLDS = obs.AlertThresholds(queue_per_replica=8)
+LWS_TARGET = obs.Target(served_name="llama-70b-pp", namespace="llm-serving", workload_name="llama-70b-pp",
+                        load_seconds=900, startup_budget_seconds=2250, workload_kind=obs.LEADER_WORKER_SET)
 
 
 def every_query() -> list[str]:
-    queries = obs.all_queries(TARGET, THRESHOLDS)
+    queries = obs.all_queries(TARGET, THRESHOLDS) + obs.all_queries(LWS_TARGET, THRESHOLDS)
     so = obs.scaled_object("x", TARGET, {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"},
                            min_replicas=1, max_replicas=3, threshold=8, prometheus_url="http://prom:9090")
     queries.append(so["spec"]["triggers"][0]["metadata"]["query"])
@@ -59,10 +61,11 @@ def test_used_metric_names_cover_the_operated_signals():
     assert vllm_metrics.referenced_names(text) <= obs.used_metric_names()
 
 
-def test_queries_select_one_model_in_one_namespace():
-    for expr in every_query():
+@pytest.mark.parametrize("target", [TARGET, LWS_TARGET], ids=["deployment", "lws"])
+def test_queries_select_one_model_in_one_namespace(target):
+    for expr in obs.all_queries(target, THRESHOLDS):
         if "vllm:" in expr:
-            assert 'model_name="llama-3-1-8b-instruct"' in expr and 'namespace="llm-serving"' in expr, expr
+            assert f'model_name="{target.served_name}"' in expr and 'namespace="llm-serving"' in expr, expr
 
 
 def test_each_alert_says_what_to_do():
@@ -77,7 +80,58 @@ def test_each_alert_says_what_to_do():
     assert "histogram_quantile(0.95" in ttft["expr"] and "vllm:time_to_first_token_seconds_bucket" in ttft["expr"]
     restart = next(r for r in rules if r["alert"] == "VllmStartupRestartLoop")
     assert "kube_pod_container_status_restarts_total" in restart["expr"]
-    assert 'pod=~"llama-3-1-8b-instruct-.*"' in restart["expr"]
+
+
+def _pod_regexes(expr: str) -> list[str]:
+    """The pod=~ regexes of every selector in a parsed expression (PromQL anchors them: fullmatch)."""
+    found: list[str] = []
+
+    def walk(node) -> None:
+        matchers = getattr(node, "matchers", None)
+        for m in getattr(matchers, "matchers", None) or []:
+            if m.name == "pod":
+                found.append(m.value)
+        for attr in ("expr", "lhs", "rhs", "vector_selector", "param"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+        for child in getattr(node, "args", None) or []:
+            walk(child)
+
+    walk(promql_parser.parse(expr))
+    return found
+
+
+@pytest.mark.parametrize("target,own,others", [
+    (TARGET,
+     ["llama-3-1-8b-instruct-7d9c8b6f5-x2k4p", "llama-3-1-8b-instruct-5f6b-abcde"],
+     # Another model whose name starts with this one's; this model's KServe twin; an LWS of that name.
+     ["llama-3-1-8b-instruct-fp8-7d9c8b6f5-x2k4p", "llama-3-1-8b-instruct-predictor-7d9c8b6f5-x2k4p",
+      "llama-3-1-8b-instruct-0", "llama-3-1-8b-instruct-long-0-1"]),
+    (LWS_TARGET,
+     ["llama-70b-pp-0", "llama-70b-pp-12"],
+     ["llama-70b-pp-2-0-1", "llama-70b-pp-fp8-0", "llama-70b-pp-7d9c8b6f5-x2k4p"]),
+])
+def test_restart_alert_selects_only_this_models_serving_pods(target, own, others):
+    import re
+
+    expr = next(r for r in obs.alert_rules(target, THRESHOLDS) if r["alert"] == "VllmStartupRestartLoop")["expr"]
+    regexes = _pod_regexes(expr)
+    assert len(regexes) == 2, expr  # the restart (or instance) count and the readiness condition
+    for regex in regexes:
+        assert all(re.fullmatch(regex, pod) for pod in own), (regex, own)
+        assert not any(re.fullmatch(regex, pod) for pod in others), (regex, others)
+
+
+def test_lws_restart_alert_counts_recreated_pods_not_container_restarts():
+    # RecreateGroupOnPodRestart replaces the pods (new UIDs, restart count 0): count UIDs per name.
+    expr = obs.restart_loop_query(LWS_TARGET)
+    promql_parser.parse(expr)
+    assert "kube_pod_info" in expr and "uid" in expr and "kube_pod_container_status_restarts_total" not in expr
+    assert expr.startswith("(count by (namespace, pod) (count by (namespace, pod, uid)")
+    assert ">= 3" in expr and 'condition="true"} == 0' in expr
+    # Both are kube-state-metrics series with these labels (docs/metrics/workload/pod-metrics.md).
+    assert "kube_pod_status_ready" in expr
 
 
 def test_restart_window_grows_with_the_startup_budget():
@@ -110,3 +164,12 @@ def test_prometheus_adapter_rule_serves_the_hpa_metric():
     rule = obs.prometheus_adapter_rule()
     assert rule["name"]["as"] == obs.EXTERNAL_QUEUE_METRIC
     assert vllm_metrics.NUM_REQUESTS_WAITING in rule["seriesQuery"]
+    # The HPA selects by model_name, so the adapter's query must keep that label.
+    hpa = obs.horizontal_pod_autoscaler("x", TARGET, {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"},
+                                        min_replicas=1, max_replicas=2, threshold=8)
+    selector = hpa["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchLabels"]
+    assert set(selector) <= {"model_name"} and "by (model_name)" in rule["metricsQuery"]
+    # With the adapter's template filled in the way it does, the query is valid PromQL.
+    filled = rule["metricsQuery"].replace("<<.Series>>", vllm_metrics.NUM_REQUESTS_WAITING).replace(
+        "<<.LabelMatchers>>", 'namespace="llm-serving", model_name="llama-3-1-8b-instruct"')
+    promql_parser.parse(filled)

@@ -268,7 +268,7 @@ def test_gateway_route_and_monitoring():
     assert route["spec"]["hostnames"] == ["llm.example.com"]
     svc = one(objs, "Service")
     assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["ports"][0]["name"] == "http"
-    assert route["spec"]["rules"][0]["backendRefs"][0]["name"] == svc["metadata"]["name"]
+    assert all(rule["backendRefs"][0]["name"] == svc["metadata"]["name"] for rule in route["spec"]["rules"])
     sm = one(objs, "ServiceMonitor")
     assert sm["spec"]["endpoints"][0] == {"port": "http", "path": "/metrics", "interval": "15s"}
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -277,6 +277,66 @@ def test_gateway_route_and_monitoring():
     assert {"VllmTimeToFirstTokenHigh", "VllmKvCacheNearlyFull", "VllmPreemptions", "VllmStartupRestartLoop"} <= alerts
     board = next(o for o in kind(objs, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1")
     assert json.loads(next(iter(board["data"].values())))["panels"]
+
+
+def route_request(route: dict, path: str) -> str | None:
+    """The path an HTTPRoute hands its backend for a request path (Gateway API semantics), or None.
+
+    PathPrefix matches whole path segments; ReplacePrefixMatch swaps the matched prefix.
+    """
+    for rule in route["spec"]["rules"]:
+        for match in rule["matches"]:
+            prefix = match["path"]["value"]
+            assert match["path"]["type"] == "PathPrefix"
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                rewrite = next((f["urlRewrite"]["path"] for f in rule.get("filters", []) if f["type"] == "URLRewrite"), None)
+                if rewrite is None:
+                    return path
+                assert rewrite["type"] == "ReplacePrefixMatch"
+                rest = path[len(prefix):]
+                return (rewrite["replacePrefixMatch"].rstrip("/") + rest) or "/"
+    return None
+
+
+def test_each_model_has_its_own_gateway_path_and_never_exposes_metrics():
+    gw = GatewayExposure(name="public", namespace="gateways", hostname="llm.example.com")
+    routes = {}
+    for model in (LLAMA_8B, {**LLAMA_8B, "name": "llama-8b-long", "maxModelLen": 16384}):
+        p, ev, objs = evaluate(model, gateway=gw)
+        routes[p.served_name] = one(objs, "HTTPRoute")
+        # The public endpoint carries the model's path; the in-cluster one is the Service's.
+        assert ev.server["endpoint"] == f"https://llm.example.com/{p.served_name}/v1"
+        assert ev.server["internal_endpoint"].startswith(f"http://{p.served_name}-api.{NAMESPACE}.svc")
+        for rule in routes[p.served_name]["spec"]["rules"]:
+            # Gateway API's CEL rule: a ReplacePrefixMatch rewrite needs exactly one PathPrefix match.
+            assert len(rule["matches"]) == 1 and rule["matches"][0]["path"]["type"] == "PathPrefix"
+    (a, ra), (b, rb) = routes.items()
+    assert route_request(ra, f"/{a}/v1/chat/completions") == "/v1/chat/completions"
+    assert route_request(ra, f"/{a}/v1") == "/v1"
+    assert route_request(ra, f"/{a}/health") == "/health"
+    assert route_request(rb, f"/{b}/v1/models") == "/v1/models"
+    # Each route takes its own model's traffic only, and neither serves /metrics or unprefixed paths.
+    assert route_request(ra, f"/{b}/v1/chat/completions") is None
+    assert route_request(rb, f"/{a}/v1/chat/completions") is None
+    for route, name in ((ra, a), (rb, b)):
+        for path in (f"/{name}/metrics", "/metrics", "/v1/models", f"/{name}/v1x", f"/{name}/"):
+            assert route_request(route, path) is None, path
+    validate_all([routes[a], routes[b]])
+
+
+def test_gateway_without_hostname_keeps_the_in_cluster_endpoint():
+    p, ev, _ = evaluate(LLAMA_8B, gateway=GatewayExposure(name="public", namespace="gateways"))
+    assert ev.server["endpoint"] == ev.server["internal_endpoint"] == \
+        f"http://{p.served_name}-api.{NAMESPACE}.svc.cluster.local:8000/v1"
+
+
+def test_hpa_kind_exposes_the_adapter_rule_it_needs():
+    _, ev, _ = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 2}})
+    from components import observability
+
+    assert ev.server["server"].prometheus_adapter_rule == observability.prometheus_adapter_rule()
+    _, keda, _ = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "maxReplicas": 2}})
+    assert keda.server["server"].prometheus_adapter_rule is None
 
 
 @pytest.mark.parametrize("model,extra", [

@@ -25,7 +25,6 @@ from components.cluster import (
 )
 from components.platform import GpuPlacement, ModelBucket, RdmaAttachment
 
-DEFAULT_REGION = "us-east-1"
 # EKS-optimized Amazon Linux 2023 with the NVIDIA driver and container toolkit preinstalled, so the
 # GPU Operator runs with driver/toolkit disabled on EKS.
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -465,6 +464,9 @@ class EksCluster(pulumi.ComponentResource):
         if efa_placements:
             self.efa_device_plugin = efa.EfaDevicePlugin(f"{name}-efa", efa_placements, self.provider, opts=child)
         self.rwx_storage_class = args.rwx_storage_class
+        # EKS has no default StorageClass a mirror's staging volume could use (no EBS CSI driver is
+        # installed); the EFS class this layer manages serves ReadWriteOnce claims too.
+        self.staging_storage_class = args.rwx_storage_class
         self.rwx_storage = None
         if args.manage_rwx_storage:
             self.rwx_storage = efs.EfsStorage(
@@ -548,7 +550,7 @@ class EksCluster(pulumi.ComponentResource):
 
 def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
     """EksCluster from the validated stack config."""
-    region = stack.cluster.region or DEFAULT_REGION
+    region = stack.region
     specs = []
     for i, pool in enumerate(stack.pools):
         machine = cfg.pool_machine(stack.cloud, pool)

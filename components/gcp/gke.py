@@ -28,7 +28,6 @@ from components.gcp import iam
 from components.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.platform import GpuPlacement, ModelBucket, RdmaAttachment
 
-DEFAULT_REGION = "us-central1"
 RELEASE_CHANNEL = "REGULAR"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Every GCP local SSD is 375 GiB; the catalog records each machine's total.
@@ -57,25 +56,13 @@ def default_zones(location: str) -> list[str]:
     return [location] if _ZONE_RE.match(location) else [f"{location}{DEFAULT_ZONE_SUFFIX}"]
 
 
-def initial_per_zone(total: int, zones: list[str], max_nodes: int, where: str) -> int:
+def initial_per_zone(total: int, zones: list[str]) -> int:
     """GKE's initial node count is per zone of the pool; spread the wanted total over the zones.
 
-    Rounded up, so the pool starts with at least the wanted total; a total that cannot be spread
-    without passing maxNodes is a config error rather than a pool that starts above its maximum.
+    Rounded up, so the pool starts with at least the wanted total; components/config.py refuses a
+    total the zones cannot start within maxNodes.
     """
-    per_zone = math.ceil(total / len(zones))
-    if per_zone * len(zones) > max_nodes:
-        raise cfg.ConfigError([initial_nodes_problem(where, total, len(zones), max_nodes)])
-    return per_zone
-
-
-def initial_nodes_problem(where: str, total: int, zones: int, max_nodes: int) -> str:
-    per_zone = math.ceil(total / zones)
-    return (
-        f"{where}.zones: GKE starts the same number of nodes in each zone, so {total} node(s) over {zones} zones "
-        f"start {per_zone * zones}, more than maxNodes ({max_nodes}); raise maxNodes to {per_zone * zones} "
-        f"or list fewer zones"
-    )
+    return math.ceil(total / len(zones))
 
 
 def boot_disk_type(machine_type: str) -> str:
@@ -217,12 +204,7 @@ class GpuNodePool(pulumi.ComponentResource):
             pool.minNodes,
             pool.maxNodes,
             spec.zones,
-            initial_per_zone(
-                pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
-                spec.zones,
-                pool.maxNodes,
-                spec.config_key,
-            ),
+            initial_per_zone(pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes, spec.zones),
             # ANY lets the autoscaler take GPUs from whichever of the pool's zones has them.
             location_policy="ANY",
         )
@@ -281,7 +263,7 @@ class SystemNodePool(pulumi.ComponentResource):
             args.zones,
             # minNodes at creation, spread over the zones; then the autoscaler keeps the total
             # within minNodes..maxNodes.
-            initial_per_zone(pool.minNodes, args.zones, pool.maxNodes, args.config_key),
+            initial_per_zone(pool.minNodes, args.zones),
             # Spread over the zones (when several are listed), so the system pods survive a zone outage.
             location_policy="BALANCED",
         )
@@ -434,12 +416,14 @@ class GkeCluster(pulumi.ComponentResource):
             opts=child,
         )
         self.rwx_storage_class = args.rwx_storage_class
+        # GKE's default class (standard-rwo, Persistent Disk) fits a staging volume.
+        self.staging_storage_class = None
         self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
 
 
 def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
     """GkeCluster from the validated stack config."""
-    location = stack.cluster.region or DEFAULT_REGION
+    location = stack.region
     project: pulumi.Input[str] = stack.cluster.gcpProject or gcp.organizations.get_client_config_output().project
     source = f"Pulumi.{stack_name}.yaml: "
     specs = []
