@@ -66,6 +66,7 @@ monitoring = stack.monitoring
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None
 endpoints = {}
 warnings: list[str] = []
+adapter_rules = []
 for model_plan in plans:
     name = model_plan.served_name
     placement = cluster.placements[model_plan.pool.name]
@@ -91,6 +92,7 @@ for model_plan in plans:
                 reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
+                api_key_configured=loaded.api_key is not None,
                 depends_on=([store.mirror_job] if store else []) + operators_ready,
             ),
             k8s_opts,
@@ -102,7 +104,9 @@ for model_plan in plans:
             name,
             VllmServerArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
-                machine=machine, api_key=loaded.api_key, rdma=rdma,
+                machine=machine, api_key=loaded.api_key,
+                # The pool's own fabric (AWS EFA) where it has one, else the Network Operator's.
+                rdma=cluster.rdma_attachments.get(model_plan.pool.name, rdma),
                 gateway=GatewayExposure(gateway.name, gateway.namespace, gateway.hostname) if gateway else None,
                 update_strategy=model_plan.model.updateStrategy,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
@@ -115,8 +119,13 @@ for model_plan in plans:
         )
     endpoints[name] = server.endpoint
     warnings += server.warnings
+    if server.prometheus_adapter_rule:
+        adapter_rules.append(server.prometheus_adapter_rule)
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
 pulumi.export("warnings", warnings)
+# For autoscaling.kind hpa: the prometheus-adapter rule that turns the queue depth into the external
+# metric the HPAs read (the same rule for every model; docs/autoscaling.md).
+pulumi.export("prometheusAdapterRule", adapter_rules[0] if adapter_rules else None)

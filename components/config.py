@@ -645,6 +645,11 @@ def _operator_problems(stack: "StackConfig") -> list[tuple[str, str]]:
     if stack.cloud == Cloud.gcp and len(versions) > 1:
         problems.append(("pools", f"all GKE pools must use one gkeDriverVersion (the GPU Operator is configured "
                                   f"once for the cluster); found {', '.join(versions)}"))
+    if stack.cloud == Cloud.gcp and not gpu_op.enabled and operator_values.GKE_INSTALLATION_DISABLED in versions:
+        first = next(i for i, p in enumerate(stack.pools) if p.gkeDriverVersion == operator_values.GKE_INSTALLATION_DISABLED)
+        problems.append((f"pools[{first}].gkeDriverVersion", "INSTALLATION_DISABLED needs the GPU Operator to install "
+                                                             "the driver, but operators.gpuOperator.enabled is false; "
+                                                             "use LATEST or DEFAULT"))
     if gpu_op.enabled:
         gke_version = versions[0] if stack.cloud == Cloud.gcp and len(versions) == 1 else None
         for err in operator_values.gpu_operator_problems(stack.cloud.value, gpu_op.driver, gpu_op, gke_version):

@@ -63,6 +63,8 @@ class ModelPlan:
     read_bytes_per_second: float
     load_from: str
     load_seconds: float
+    # `nvidia.com/gpu` the whole pool can offer at maxNodes (MIG slices and time-slicing counted).
+    pool_capacity: int
     pool_has_surge_room: bool = True
     """The pool can hold one more replica of this model on top of every model's maximum replicas on
     it (decided per pool by `build_plans`): a rolling update's surge replica would be scheduled."""
@@ -161,7 +163,7 @@ def with_surge_room(plans: list[ModelPlan]) -> list[ModelPlan]:
         peak[p.pool.name] = peak.get(p.pool.name, 0) + p.gpus_per_replica * p.replica_bounds[1]
     out = []
     for p in plans:
-        capacity = p.pool.gpusPerNode * p.pool.maxNodes
+        capacity = p.pool_capacity
         out.append(dataclasses.replace(p, pool_has_surge_room=peak[p.pool.name] + p.gpus_per_replica <= capacity))
     return out
 
@@ -172,15 +174,23 @@ def pool_capacity_problems(config: StackConfig, plans: list[ModelPlan]) -> list[
     for index, pool in enumerate(config.pools):
         on_pool = [p for p in plans if p.pool.name == pool.name]
         needed = sum(p.gpus_per_replica * p.replica_bounds[0] for p in on_pool)
-        capacity = pool.gpusPerNode * pool.maxNodes
+        per_node = schedulable_gpus_per_node(config, pool)
+        capacity = per_node * pool.maxNodes
         if needed > capacity:
-            nodes = -(-needed // pool.gpusPerNode)
+            nodes = -(-needed // per_node)
             problems.append(
                 f"pools[{index}].maxNodes: the models on pool {pool.name} need {needed} GPUs at their minimum "
-                f"replicas but it has at most {capacity} ({pool.maxNodes} x {pool.gpusPerNode}); raise maxNodes "
+                f"replicas but it has at most {capacity} ({pool.maxNodes} x {per_node}); raise maxNodes "
                 f"to {nodes} or lower models[].replicas"
             )
     return problems
+
+
+def schedulable_gpus_per_node(config: StackConfig, pool: PoolConfig) -> int:
+    """`nvidia.com/gpu` one node of the pool advertises: its GPUs, times the MIG slices of each,
+    times the time-slicing replicas the GPU Operator configures."""
+    time_slices = config.operators.gpuOperator.timeSlicingReplicas or 1
+    return pool.gpusPerNode * gpus.slices_per_gpu_for(pool) * time_slices
 
 
 def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadata: MetadataLoader) -> ModelPlan:
@@ -202,7 +212,8 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
     def request(tp: int) -> sizing.SizingRequest:
         return sizing.SizingRequest(
             arch=arch,
-            gpu_memory_gib=gpu.cuda_total_gib,
+            # A MIG slice offers only its share of the GPU's memory.
+            gpu_memory_gib=gpus.gpu_memory_gib_for(pool),
             tensor_parallel_size=tp,
             pipeline_parallel_size=pp,
             gpu_memory_utilization=model.gpuMemoryUtilization,
@@ -215,13 +226,16 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
             max_num_seqs=model.maxNumSeqs,
         )
 
+    # A container sees one MIG slice or one time-sliced share: no tensor parallelism there.
+    shared_gpus = bool(pool.migProfile) or bool(config.operators.gpuOperator.timeSlicingReplicas)
+    max_tp = 1 if shared_gpus else pool.gpusPerNode
     if model.tensorParallelSize == "auto":
-        tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=pool.gpusPerNode)
+        tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=max_tp)
         if tp is None:
             best = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
             more = f"; {best} GPUs per replica would" if best else ""
             raise PlanError([
-                f"{key}: {model.repo} does not fit on {pool.gpusPerNode} x {gpu.name} (pool {pool.name}) at "
+                f"{key}: {model.repo} does not fit on {max_tp} x {gpu.name}{' slice' if shared_gpus else ''} (pool {pool.name}) at "
                 f"maxModelLen {max_model_len}{more}. Use a pool with more or larger GPUs, lower maxModelLen, "
                 f"set kvCacheDtype: fp8, or add pipelineParallelSize"
             ])
@@ -260,6 +274,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         read_bytes_per_second=read_bps,
         load_from=load_from,
         load_seconds=load_seconds,
+        pool_capacity=schedulable_gpus_per_node(config, pool) * pool.maxNodes,
     )
 
 

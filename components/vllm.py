@@ -165,6 +165,8 @@ class PodBuilder:
                 "name": vllm_args.API_KEY_ENV,
                 "valueFrom": {"secretKeyRef": {"name": self.api_key_secret, "key": API_KEY_SECRET_KEY}},
             })
+        if self.rdma is not None:
+            env += [{"name": key, "value": value} for key, value in self.rdma.env]
         return env
 
     def volumes(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -150,7 +150,8 @@ def test_efa_pool_gets_one_efa_interface_per_network_card_a_placement_group_and_
 
 def test_efa_pool_exposes_the_efa_devices_its_pods_request_and_other_pools_none(created):
     assert created.result.rdma_attachments == {
-        "h100": RdmaAttachment(resource="vpc.amazonaws.com/efa", count=efa.EFA_INTERFACES["p5.48xlarge"]),
+        "h100": RdmaAttachment(resource="vpc.amazonaws.com/efa", count=efa.EFA_INTERFACES["p5.48xlarge"],
+                                env=(("FI_PROVIDER", "efa"),)),
     }
 
 

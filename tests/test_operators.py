@@ -654,3 +654,10 @@ def test_time_sliced_pods_together_stay_within_the_gpus_memory():
     assert config_problems(stack("aws", {"timeSlicingReplicas": 4}, model={"gpuMemoryUtilization": 0.23})) == []
     assert config_problems(stack("aws", {"timeSlicingReplicas": 2}, model={"gpuMemoryUtilization": 0.47})) == []
     assert config_problems(stack("aws", {"timeSlicingReplicas": 2}, model={"gpuMemoryUtilization": 0.48}))
+
+
+def test_gke_without_the_gpu_operator_cannot_disable_gkes_driver():
+    raw = stack("gcp", {"enabled": False}, {"gkeDriverVersion": "INSTALLATION_DISABLED"})
+    assert config_problems(raw) == ["pools[0].gkeDriverVersion: INSTALLATION_DISABLED needs the GPU Operator to install "
+                                    "the driver, but operators.gpuOperator.enabled is false; use LATEST or DEFAULT"]
+    assert config_problems(stack("gcp", {"enabled": False}, {"gkeDriverVersion": "LATEST"})) == []

@@ -201,3 +201,18 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
                                                                        "pipelineParallelSize": 1}]})
     [deployment] = [o for o in kinds(single.kubernetes_objects, "Deployment")]
     assert "rdma/rdma_shared_device_a" not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+
+def test_multi_node_replica_on_eks_uses_every_efa_interface_of_its_nodes():
+    model = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+             "gated": True, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 32768}
+    evaluation = evaluate_stack("prod", overrides={"models": [model]})
+    [lws] = kinds(evaluation.kubernetes_objects, "LeaderWorkerSet")
+    releases = [r for r in evaluation.resources if r.type == "kubernetes:helm.sh/v3:Release"
+                and r.inputs.get("chart") == "aws-efa-k8s-device-plugin"]
+    assert len(releases) == 1
+    for template in (lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"], lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]):
+        container = template["spec"]["containers"][0]
+        # p5.48xlarge has 32 EFA interfaces; one pod per node takes them all.
+        assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
+        assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]

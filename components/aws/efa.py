@@ -59,7 +59,8 @@ def rdma_attachment(instance_type: str) -> RdmaAttachment:
 
     One server pod per node takes all the node's GPUs, so it takes all its EFA interfaces too.
     """
-    return RdmaAttachment(resource=EFA_RESOURCE, count=interfaces(instance_type))
+    # FI_PROVIDER makes libfabric (under NCCL's aws-ofi-nccl plugin) use EFA, not TCP sockets.
+    return RdmaAttachment(resource=EFA_RESOURCE, count=interfaces(instance_type), env=(("FI_PROVIDER", "efa"),))
 
 
 def device_plugin_values(placements: Sequence[GpuPlacement]) -> dict:

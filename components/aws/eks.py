@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from components import config as cfg
 from components import contract, gpus
 from components.aws import efa, efs, policies
+from components.operators import values as operator_values
 from components.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster import (
     MODEL_READER_SERVICE_ACCOUNT,
@@ -97,6 +98,8 @@ class NodePoolSpec:
     placement: GpuPlacement
     # EC2 Capacity Block reservation id (cr-...), set when capacityType is capacity-block.
     capacity_reservation_id: str | None = None
+    # Node labels beyond the placement's, e.g. the MIG manager's partition label.
+    extra_labels: tuple[tuple[str, str], ...] = ()
     # Where the pool is in the stack file, for errors found at look-up time ("Pulumi.dev.yaml: pools[1]").
     config_key: str = "pools"
 
@@ -128,7 +131,7 @@ class GpuNodePool(pulumi.ComponentResource):
 
         launch_template = root_disk_launch_template(pool.diskGib, args.region)
         subnet_ids = list(args.subnet_ids)
-        labels = dict(placement.node_labels)
+        labels = {**placement.node_labels, **dict(spec.extra_labels)}
         if pool.efa:
             # A Capacity Block is already one UltraCluster placement; a cluster placement group of
             # our own would not contain the reservation and its launches would fail.
@@ -552,10 +555,13 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
     """EksCluster from the validated stack config."""
     region = stack.region
     specs = []
+    gpu_operator = stack.operators.gpuOperator
+    driver_plan = operator_values.resolve_driver_plan("aws", gpu_operator.driver if gpu_operator.enabled else "auto")
     for i, pool in enumerate(stack.pools):
         machine = cfg.pool_machine(stack.cloud, pool)
         assert machine is not None, f"pool {pool.name} passed config validation without a machine"
         specs.append(NodePoolSpec(
+            extra_labels=tuple(operator_values.mig_node_labels(pool, driver_plan).items()),
             pool=pool,
             machine=machine,
             placement=placement_for(pool, rdma=pool.efa),

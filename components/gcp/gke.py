@@ -25,6 +25,7 @@ from components.cluster import (
     placement_for,
 )
 from components.gcp import iam
+from components.operators import values as operator_values
 from components.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.platform import GpuPlacement, ModelBucket, RdmaAttachment
 
@@ -135,6 +136,9 @@ class NodePoolSpec:
     placement: GpuPlacement
     # node_locations: `pools[].zones`, or `default_zones` of the region.
     zones: list[str]
+    # Who provides driver, device plugin and MIG partitions on these nodes (decided once, in
+    # components/operators/values.py); it sets the node image and labels here.
+    driver_plan: operator_values.DriverPlan
     # Where the pool is in the stack file, for errors ("Pulumi.dev.yaml: pools[1]").
     config_key: str = "pools"
 
@@ -158,25 +162,24 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("llm-serving:gcp:GpuNodePool", name, None, opts)
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
 
-        operator_driver = pool.gkeDriverVersion == "INSTALLATION_DISABLED"
-        image_type = "UBUNTU_CONTAINERD" if operator_driver else "COS_CONTAINERD"
-        labels = dict(placement.node_labels)
-        if operator_driver:
-            # The GPU Operator installs the driver and runs the device plugin: its driver container
-            # needs Ubuntu nodes, and GKE's own device plugin must stay off (one advertiser of
-            # nvidia.com/gpu per node). Config allows this only with gpuOperator.driver: operator.
-            labels["gke-no-default-nvidia-gpu-device-plugin"] = "true"
+        image_type = spec.driver_plan.gke_image_type
+        labels = {**placement.node_labels, **dict(spec.driver_plan.gke_node_labels),
+                  **operator_values.mig_node_labels(pool, spec.driver_plan)}
+        accelerator = {
+            "type": spec.accelerator,
+            # GPU machine types come with a fixed number of GPUs; the accelerator count must match.
+            "count": machine.gpus,
+            "gpu_driver_installation_config": {"gpu_driver_version": pool.gkeDriverVersion},
+        }
+        partition = operator_values.gke_gpu_partition_size(pool, spec.driver_plan)
+        if partition:
+            accelerator["gpu_partition_size"] = partition
         node_config: dict = {
             "machine_type": machine.name,
             "image_type": image_type,
             "disk_size_gb": pool.diskGib,
             "disk_type": boot_disk_type(machine.name),
-            # GPU machine types come with a fixed number of GPUs; the accelerator count must match.
-            "guest_accelerators": [{
-                "type": spec.accelerator,
-                "count": machine.gpus,
-                "gpu_driver_installation_config": {"gpu_driver_version": pool.gkeDriverVersion},
-            }],
+            "guest_accelerators": [accelerator],
             "labels": labels,
             "taints": [{
                 "key": placement.taint_key,
@@ -187,7 +190,7 @@ class GpuNodePool(pulumi.ComponentResource):
             # Image streaming: containers start before the 10-20 GB engine image is fully pulled.
             # It requires the Container-Optimized OS with containerd node image (GKE docs, "Use
             # Image streaming to pull container images", Requirements), so Ubuntu pools go without.
-            "gcfs_config": {"enabled": image_type == "COS_CONTAINERD"},
+            "gcfs_config": {"enabled": image_type == operator_values.GKE_IMAGE_COS},
             **shared_node_config(args.node_service_account),
         }
         ssds = local_ssd_count(machine, pool.localSsd)
@@ -431,6 +434,10 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
         machine = cfg.pool_machine(stack.cloud, pool)
         accelerator = gpus.CATALOG[pool.gpu].gcp_accelerator
         assert machine is not None and accelerator, f"pool {pool.name} passed config validation without a GKE machine"
+        gpu_operator = stack.operators.gpuOperator
+        driver_plan = operator_values.resolve_driver_plan(
+            "gcp", gpu_operator.driver if gpu_operator.enabled else "auto", pool.gkeDriverVersion
+        )
         specs.append(NodePoolSpec(
             pool=pool,
             machine=machine,
@@ -438,6 +445,7 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             placement=placement_for(pool),
             zones=list(pool.zones or default_zones(location)),
             config_key=f"{source}pools[{i}]",
+            driver_plan=driver_plan,
         ))
     store = stack.modelStore
     bucket = GcsModelBucketArgs(

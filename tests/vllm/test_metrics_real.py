@@ -7,6 +7,7 @@ import pytest
 from components.openai_client import Client
 from components.vllm_metrics import REQUIRED_METRICS, missing_names, referenced_names
 
+from .conftest import SERVED_NAME
 from .stack_commands import collect_metric_reference_texts
 
 
@@ -47,3 +48,15 @@ def test_metric_names_queried_by_alerts_dashboards_and_autoscaler_exist(metrics_
     used = used_metric_names()
     assert used, "components.observability.used_metric_names() returned nothing to check"
     assert missing_names(used, metrics_text) == []
+
+
+def test_queue_metric_carries_the_served_model_name(metrics_text, vllm_server):
+    # The autoscaler, alerts and adapter select series by model_name="<served name>"
+    # (components/observability.Target.selector); a label named otherwise would select nothing.
+    import re
+
+    from components.vllm_metrics import NUM_REQUESTS_WAITING
+
+    pattern = re.compile(rf'^{re.escape(NUM_REQUESTS_WAITING)}\{{[^}}]*\bmodel_name="([^"]*)"', re.MULTILINE)
+    names = set(pattern.findall(metrics_text))
+    assert names == {SERVED_NAME} and vllm_server.model == SERVED_NAME, names
