@@ -328,7 +328,7 @@ class GatewayConfig(_Model):
 
 class ExposureConfig(_Model):
     gateway: GatewayConfig | None = None
-    """Expose every model's /v1 through an HTTPRoute on this Gateway (default: ClusterIP Services only)."""
+    """Expose each model as https://<hostname>/<model>/v1 (and /<model>/health) through an HTTPRoute on this Gateway (default: ClusterIP Services only)."""
 
 
 class MonitoringConfig(_Model):
