@@ -241,6 +241,14 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
             ])
     else:
         tp = model.tensorParallelSize
+        valid = sizing.valid_tensor_parallel_sizes(arch, max_tp=max(tp, max_tp))
+        if tp not in valid:
+            raise PlanError([f"{key}.tensorParallelSize: vLLM cannot shard {model.repo} {tp} ways ({arch.heads} "
+                             f"attention heads, {arch.kv_heads} KV heads); valid sizes: "
+                             f"{', '.join(map(str, valid))}, or auto"])
+        if tp > max_tp and shared_gpus:
+            raise PlanError([f"{key}.tensorParallelSize: pool {pool.name}'s GPUs are shared (MIG or time-slicing), "
+                             f"so a container sees one; use 1 or auto"])
         if tp > pool.gpusPerNode:
             raise PlanError([f"{key}.tensorParallelSize: {tp} exceeds the {pool.gpusPerNode} GPUs per node of pool "
                              f"{pool.name}; tensor parallelism stays inside a node, use pipelineParallelSize across nodes"])

@@ -557,12 +557,19 @@ def size(req: SizingRequest) -> SizingResult:
     )
 
 
+# vLLM pads the vocabulary to a multiple of this before sharding it (DEFAULT_VOCAB_PADDING_SIZE in
+# vllm/model_executor/layers/vocab_parallel_embedding.py).
+VOCAB_PADDING = 64
+
+
 def valid_tensor_parallel_sizes(arch: ModelArch, max_tp: int = 8) -> list[int]:
-    """TP sizes vLLM accepts: they divide the attention heads and the vocabulary (the embedding is
-    sharded), and either divide the KV heads or are a multiple of them (KV heads are replicated)."""
+    """TP sizes vLLM accepts: they divide the attention heads (ModelConfig's parallel check) and the
+    vocabulary padded to a multiple of 64 (VocabParallelEmbedding shards the padded embedding), and
+    either divide the KV heads or are a multiple of them (KV heads are replicated)."""
+    padded_vocab = -(-arch.vocab // VOCAB_PADDING) * VOCAB_PADDING
     sizes = []
     for tp in range(1, max_tp + 1):
-        if arch.heads % tp or arch.vocab % tp:
+        if arch.heads % tp or padded_vocab % tp:
             continue
         if not arch.is_mla and arch.kv_heads % tp and tp % arch.kv_heads:
             continue

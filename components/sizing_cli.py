@@ -22,6 +22,7 @@ from components.sizing import (
     SizingResult,
     size,
     smallest_tensor_parallel_size,
+    valid_tensor_parallel_sizes,
 )
 
 BAR_WIDTH = 50
@@ -109,7 +110,15 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         memory, gpu_name = args.gpu_memory_gib, f"{args.gpu_memory_gib:g} GiB GPU"
     if args.weights_gib is not None and args.weights_gib <= 0:
         raise CliError("--weights-gib must be positive (TOTAL GiB across all GPUs)")
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise CliError("--max-model-len must be a positive number of tokens")
     arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
+    valid = valid_tensor_parallel_sizes(arch, max_tp=max(args.tensor_parallel_size, 8))
+    if args.tensor_parallel_size not in valid:
+        # A warning, not an error: the numbers are still what vLLM would compute if it started.
+        print(f"warning: vLLM refuses --tensor-parallel-size {args.tensor_parallel_size} for this model "
+              f"({arch.heads} attention heads, {arch.kv_heads} KV heads); valid: {', '.join(map(str, valid))}",
+              file=sys.stderr)
     req = SizingRequest(
         arch=arch, gpu_memory_gib=memory,
         tensor_parallel_size=args.tensor_parallel_size,

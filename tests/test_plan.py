@@ -122,3 +122,8 @@ def test_a_config_without_a_context_length_needs_max_model_len():
         plan.build_plans(stack([model(LLAMA_8B)]), lambda m: meta)
     [p] = plan.build_plans(stack([model(LLAMA_8B, maxModelLen=4096)]), lambda m: meta)
     assert p.max_model_len == 4096
+
+
+def test_explicit_tensor_parallelism_must_shard_the_model():
+    with pytest.raises(plan.PlanError, match=r"models\[0\].tensorParallelSize: vLLM cannot shard .* 3 ways .*valid sizes: 1, 2, 4, 8, or auto"):
+        plans_for([model(LLAMA_8B, maxModelLen=8192, tensorParallelSize=3)])

@@ -186,8 +186,9 @@ def test_seventy_b_needs_more_than_one_h100_and_the_search_finds_a_valid_tp():
 
 
 def test_tp_must_divide_heads_and_vocabulary():
-    # phi-4: 40 heads, 10 KV heads, vocabulary 100352. TP 5 divides the heads but not the
-    # vocabulary; TP 4 and 8 neither divide the 10 KV heads nor are multiples of them.
+    # phi-4: 40 heads, 10 KV heads, vocabulary 100352 (= 64 x 1568, already padded). TP 5 divides
+    # the heads but not the padded vocabulary; TP 4 and 8 neither divide the 10 KV heads nor are
+    # multiples of them.
     assert valid_tensor_parallel_sizes(arch("phi-4.json")) == [1, 2]
     # Llama 3.3 70B: 64 heads, 8 KV heads, vocabulary 128256 → 1, 2, 4, 8.
     assert valid_tensor_parallel_sizes(arch("llama-3.3-70b.json")) == [1, 2, 4, 8]

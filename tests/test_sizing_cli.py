@@ -110,3 +110,17 @@ def test_module_entry_point_runs():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["kv_cache_tokens"] > 400_000
+
+
+def test_unshardable_tensor_parallel_size_warns_and_zero_context_is_refused():
+    import subprocess
+    import sys
+
+    config = "tests/fixtures/model_configs/llama-3.1-8b/config.json"
+    proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
+                           "--tensor-parallel-size", "3", "--json"], capture_output=True, text=True)
+    assert proc.returncode in (0, 2)
+    assert "warning: vLLM refuses --tensor-parallel-size 3 for this model (32 attention heads, 8 KV heads)" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
+                           "--max-model-len", "0"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --max-model-len must be a positive number of tokens"
