@@ -13,9 +13,9 @@ from components.config import ConfigError, pool_machine
 from components.kserve import KServeModel, KServeModelArgs
 from components.model_store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
 from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.observability import AlertThresholds
 from components.plan import PlanError
 from components.platform import RdmaAttachment
-from components.observability import AlertThresholds
 from components.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 
 try:
@@ -41,19 +41,18 @@ operator_args = OperatorsArgs(
     placements=placements,
     gke_driver_version=stack.gke_driver_version,
 )
-operator_opts = k8s_opts
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
 rdma = None
 if stack.operators.gpuOperator.enabled:
-    gpu_operator = GpuOperator("gpu-operator", operator_args, operator_opts)
+    gpu_operator = GpuOperator("gpu-operator", operator_args, k8s_opts)
     operators_ready += gpu_operator.ready
 if stack.operators.networkOperator.enabled:
     network_args = NetworkOperatorArgs(
         **vars(operator_args), workload_namespace=stack.modelStore.namespace,
         rdma_interface=stack.operators.networkOperator.interface,
     )
-    network_operator = NetworkOperator("network-operator", network_args, gpu_operator, operator_opts)
+    network_operator = NetworkOperator("network-operator", network_args, gpu_operator, k8s_opts)
     operators_ready += network_operator.ready
     rdma = RdmaAttachment(network_operator.rdma_resource, network=network_operator.network_name)
 

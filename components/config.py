@@ -41,7 +41,6 @@ DOWNLOADER_IMAGE = "vllm/vllm-openai:v0.32.0"
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-# An image reference with a tag or digest; the policy pack enforces "not latest" on the output too.
 LABEL_KEY_RE = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 # Quantization methods vLLM 0.32 accepts for --quantization (vllm/model_executor/layers/quantization).
@@ -49,6 +48,7 @@ QUANTIZATION_METHODS = (
     "awq", "awq_marlin", "gptq", "gptq_marlin", "gptq_marlin_24", "fp8", "fbgemm_fp8", "modelopt",
     "modelopt_fp4", "compressed-tensors", "bitsandbytes", "gguf", "experts_int8", "mxfp4", "torchao",
 )
+# An image reference with a tag or digest; the policy pack enforces "not latest" on the output too.
 IMAGE_RE = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 
 # Secret config keys: only ever read with require_secret/get_secret, and refused as plain values.

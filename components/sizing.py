@@ -25,9 +25,13 @@ source). What the numbers stand for:
   the forward term dominates on small-vocabulary models (CodeLlama, Mixtral).
 * non-torch increase: CUDA/cuBLAS workspaces on one GPU; with TP > 1 releases from 0.17 on also
   count the all-reduce buffers allocated during the profiled forward (~2.1 GiB per GPU).
-* CUDA graphs: ~1 GiB for the default capture sizes; subtracted only from 0.21 on
-  (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS became the default), captured from the unrequested
-  remainder before that.
+* CUDA graphs: 0.2 GiB + 0.02 GiB per layer for the default capture sizes; subtracted only from
+  0.21 on (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS became the default, and the default
+  gpu_memory_utilization rose from 0.9 to 0.92), captured from the unrequested remainder before.
+
+The reported token count changed in 0.20: int(max_concurrency × max_model_len) instead of
+num_blocks // num_groups × block_size (the same number for full attention and a max_model_len that
+is a multiple of the block size; larger for sliding-window hybrids).
 """
 
 from __future__ import annotations
@@ -55,11 +59,27 @@ NON_TORCH_SINGLE_GPU_GIB = 0.25
 NON_TORCH_PP_ONLY_GIB = 0.07
 NON_TORCH_TP_CURRENT_GIB = 2.1  # all-reduce buffers counted from 0.17 on
 NON_TORCH_TP_LEGACY_GIB = 0.3
-# Estimated CUDA graph memory for the default capture sizes (v0.19 "Estimated CUDA graph memory:"
-# lines: 0.5-1.7 GiB, mean ~0.95).
-CUDA_GRAPH_GIB = 0.95
-# Release that made CUDA-graph memory part of the KV budget by default.
+# Estimated CUDA graph memory for the default capture sizes. vLLM measures it by capturing the two
+# largest sizes of each mode and extrapolating (gpu_model_runner.py `profile_cudagraph_memory`:
+# first capture + (n-1) x per-graph), so it grows with the layers captured on a GPU. A fit on the
+# v0.19 "Estimated CUDA graph memory:" lines of the calibration split (0.49-1.92 GiB): 0.2 GiB plus
+# 0.02 GiB per decoder layer of the stage (mean error 0.16 GiB against 0.30 for a flat 0.95 GiB).
+CUDA_GRAPH_BASE_GIB = 0.2
+CUDA_GRAPH_PER_LAYER_GIB = 0.02
+# Release that made CUDA-graph memory part of the KV budget by default: vLLM's own start-up line
+# "CUDA graph memory profiling is enabled (default since v0.21.0)" (gpu_worker.py), and
+# determine_available_memory subtracts `cudagraph_memory_estimate_applied` from requested − non-KV.
 CUDA_GRAPH_IN_BUDGET_FROM = (0, 21)
+# CacheConfig.gpu_memory_utilization defaults to 0.92 in the releases that profile CUDA graphs
+# (vllm/config/cache.py `Field(default=0.92, ...)`, seen at v0.25.0, v0.27.1, v0.30.0, and in the
+# v0.21+ advisory lines "--gpu-memory-utilization=0.9200"); 0.9 before.
+DEFAULT_UTILIZATION_CURRENT = 0.92
+DEFAULT_UTILIZATION_LEGACY = 0.9
+# Release from which the log's "GPU KV cache size: N tokens" is int(max_concurrency × max_model_len)
+# (kv_cache_utils.py `_report_kv_cache_config`, vllm-project/vllm#40691/#40694: the 0.19 formula
+# num_blocks // num_groups × block_size under-reported hybrid models). v0.19.0 logs use the old
+# formula; v0.21+ logs print counts that are not multiples of the block size. 0.20 is assumed new.
+TOKENS_FROM_CONCURRENCY_FROM = (0, 20)
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "fp8": 1,
                "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "int8": 1}
@@ -284,7 +304,7 @@ class SizingRequest:
     gpu_memory_gib: float  # what CUDA reports as the device total
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # None → the release's default (0.9 or 0.92)
     max_model_len: int | None = None  # None → the model's max_position_embeddings
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
@@ -411,6 +431,27 @@ def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
     return tokens, seqs
 
 
+def default_gpu_memory_utilization(vllm_version: str | None) -> float:
+    """vLLM's CacheConfig default for the release (0.92 from the one that profiles CUDA graphs)."""
+    if _parse_version(vllm_version) >= CUDA_GRAPH_IN_BUDGET_FROM:
+        return DEFAULT_UTILIZATION_CURRENT
+    return DEFAULT_UTILIZATION_LEGACY
+
+
+def cuda_graph_bytes(stage_layers: int) -> float:
+    """Estimated CUDA-graph pool of one GPU that holds `stage_layers` decoder layers."""
+    return (CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * stage_layers) * GiB
+
+
+def reported_kv_tokens(num_blocks: int, num_groups: int, blocks_per_request: int, max_len: int,
+                       block_size: int, version: tuple[int, int]) -> int:
+    """The number vLLM prints as "GPU KV cache size: N tokens" for this release."""
+    if version >= TOKENS_FROM_CONCURRENCY_FROM and blocks_per_request:
+        # int(max_concurrency × max_model_len), max_concurrency = num_blocks / blocks per request
+        return int(num_blocks / blocks_per_request * max_len)
+    return num_blocks // num_groups * block_size
+
+
 def weight_bytes_estimate(req: SizingRequest) -> float:
     """Total checkpoint bytes from the parameter count, quantization-aware."""
     arch = req.arch
@@ -485,40 +526,45 @@ def size(req: SizingRequest) -> SizingResult:
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
     if tp < 1 or pp < 1:
         raise SizingError("tensor and pipeline parallel sizes must be at least 1")
-    if not 0 < req.gpu_memory_utilization <= 1:
-        raise SizingError(f"gpu_memory_utilization {req.gpu_memory_utilization} must be in (0, 1]")
+    utilization = req.gpu_memory_utilization
+    if utilization is None:
+        utilization = default_gpu_memory_utilization(req.vllm_version)
+    if not 0 < utilization <= 1:
+        raise SizingError(f"gpu_memory_utilization {utilization} must be in (0, 1]")
     if req.gpu_memory_gib <= 0:
         raise SizingError("GPU memory must be positive")
     max_len = req.max_model_len or arch.max_position_embeddings or 4096
     mnbt, seqs = default_batch_limits(req)
     version = _parse_version(req.vllm_version)
     graphs_in_budget = version >= CUDA_GRAPH_IN_BUDGET_FROM and not req.enforce_eager
-    cuda_graph = 0.0 if req.enforce_eager else CUDA_GRAPH_GIB * GiB
 
     total_weights = req.weights_bytes if req.weights_bytes else weight_bytes_estimate(req)
     weights_per_gpu = total_weights / (tp * pp)
-    requested = req.gpu_memory_gib * GiB * req.gpu_memory_utilization
+    requested = req.gpu_memory_gib * GiB * utilization
     groups = kv_groups(arch)
     kv_dtype = kv_cache_dtype_bytes(req)
     per_layer_token = kv_bytes_per_token_per_layer(arch, tp, kv_dtype)
     page = req.block_size * per_layer_token
 
     # Every pipeline stage sizes its own cache; the engine keeps the smallest block count.
-    stage_blocks, stage_kv, stage_act = [], [], []
+    stage_blocks, stage_kv, stage_act, stage_graphs = [], [], [], []
     for stage, stage_layers in enumerate(layers_per_stage(arch.layers, pp)):
         act = activation_bytes(req, stage, mnbt, seqs)
-        kv_mem = requested - weights_per_gpu - act - non_torch_bytes(req) - (cuda_graph if graphs_in_budget else 0)
+        graphs = 0.0 if req.enforce_eager else cuda_graph_bytes(stage_layers)
+        kv_mem = requested - weights_per_gpu - act - non_torch_bytes(req) - (graphs if graphs_in_budget else 0)
         stage_groups = groups if pp == 1 else [(k, math.ceil(n * stage_layers / arch.layers)) for k, n in groups]
         group_size = max(n for _, n in stage_groups)
         blocks = int(kv_mem // (page * group_size)) if kv_mem > 0 else 0
         stage_blocks.append(blocks)
         stage_kv.append(kv_mem)
         stage_act.append(act)
+        stage_graphs.append(graphs)
     worst = min(range(pp), key=lambda i: stage_blocks[i])
     num_blocks = stage_blocks[worst]
     kv_mem = stage_kv[worst]
-    tokens = num_blocks // len(groups) * req.block_size
+    cuda_graph = stage_graphs[worst]
     need = _blocks_per_request(arch, groups, max_len, mnbt, req.block_size)
+    tokens = reported_kv_tokens(num_blocks, len(groups), need, max_len, req.block_size, version)
     concurrency = num_blocks / need if need else 0.0
     stage_layers = layers_per_stage(arch.layers, pp)[worst]
 

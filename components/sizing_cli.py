@@ -13,7 +13,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Sequence
 
-from components.gpus import UnknownGpuError, get_gpu
+from components.gpus import CATALOG, UnknownGpuError, get_gpu
 from components.sizing import (
     GiB,
     ModelArch,
@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--gpu-memory-gib", type=float, help="CUDA-reported total memory per GPU, GiB")
     p.add_argument("--tensor-parallel-size", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", type=int, default=1)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help="default: the release's (0.92 from vLLM 0.21, 0.9 before)")
     p.add_argument("--max-model-len", type=int, help="default: the model's max_position_embeddings")
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"])
@@ -62,6 +63,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vllm-version", help="vLLM release to model (default: the deployed one)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def canonical_gpu_name(name: str) -> str:
+    """The catalog name for common spellings ("h100", "NVIDIA A100-SXM4-80GB", "l40s", "A100 80GB").
+
+    Only unambiguous spellings map; anything else is returned as given, so the catalog lookup still
+    rejects it with the known names listed.
+    """
+    if name in CATALOG:
+        return name
+    key = name.upper().replace("NVIDIA", "").replace("_", "-").replace(" ", "-").strip("-")
+    key = "-".join(part for part in key.split("-") if part and part not in ("SXM", "SXM4", "SXM5",
+                                                                         "PCIE", "HBM3", "HBM2E"))
+    for known in CATALOG:
+        if key == known.upper():
+            return known
+    by_family = {known.split("-")[0].upper(): known for known in CATALOG}
+    family, _, size = key.partition("-")
+    size = size.replace("GIB", "GB").replace("G", "GB") if size and not size.endswith("GB") else size
+    if f"{family}-{size}" in {k.upper() for k in CATALOG}:
+        return next(k for k in CATALOG if k.upper() == f"{family}-{size}")
+    # A family with a single catalog entry (H100, H200, L4, ...) is unambiguous without a size.
+    families = [known for known in CATALOG if known.split("-")[0].upper() == family]
+    if len(families) == 1 and (not size or families[0].upper().endswith(size)):
+        return by_family[family]
+    return name
 
 
 def load_config(source: str, revision: str | None) -> dict[str, Any]:
@@ -96,18 +123,23 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
     for flag in ("tensor_parallel_size", "pipeline_parallel_size"):
         if getattr(args, flag) < 1:
             raise CliError(f"--{flag.replace('_', '-')} must be at least 1")
-    if not 0 < args.gpu_memory_utilization <= 1:
+    if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CliError("--gpu-memory-utilization must be in (0, 1], e.g. 0.9")
+    device_name = None  # what vLLM's batch defaults look at (the "a100" check)
     if args.gpu:
         try:
-            gpu = get_gpu(args.gpu)
+            gpu = get_gpu(canonical_gpu_name(args.gpu))
         except UnknownGpuError as exc:
             raise CliError(f"--gpu: {exc}") from None
-        memory, gpu_name = gpu.cuda_total_gib, gpu.name
+        memory, gpu_name, device_name = gpu.cuda_total_gib, gpu.name, gpu.name
     else:
         if args.gpu_memory_gib <= 0:
             raise CliError("--gpu-memory-gib must be positive")
         memory, gpu_name = args.gpu_memory_gib, f"{args.gpu_memory_gib:g} GiB GPU"
+        # A total that is exactly one catalog GPU's CUDA total names it (vLLM's larger batch
+        # defaults skip A100s, whose 79.15 GiB would otherwise pass for an H100's 79.19).
+        same = [g.name for g in CATALOG.values() if abs(g.cuda_total_gib - memory) < 0.005]
+        device_name = same[0] if len(same) == 1 else None
     if args.weights_gib is not None and args.weights_gib <= 0:
         raise CliError("--weights-gib must be positive (TOTAL GiB across all GPUs)")
     if args.max_model_len is not None and args.max_model_len < 1:
@@ -129,7 +161,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         weights_bytes=int(args.weights_gib * GiB) if args.weights_gib else None,
         max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
         block_size=args.block_size, enforce_eager=args.enforce_eager,
-        gpu_name=args.gpu, vllm_version=args.vllm_version,
+        gpu_name=device_name, vllm_version=args.vllm_version,
     )
     return req, gpu_name
 

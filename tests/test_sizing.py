@@ -252,3 +252,42 @@ def test_transcribed_configs_match_the_real_files(mine, real):
     fields = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "intermediate", "experts",
               "experts_per_token", "moe_intermediate", "layer_types", "tie_word_embeddings")
     assert {f: getattr(a, f) for f in fields} == {f: getattr(b, f) for f in fields}
+
+
+# --- release mechanics read from vLLM's source (see components/sizing.py for the references) ---
+
+
+def test_default_utilization_follows_the_release():
+    llama = arch("llama-3.1-8b.json")
+    old = size(SizingRequest(arch=llama, gpu_memory_gib=79.19, max_model_len=8192, vllm_version="0.19.0"))
+    new = size(SizingRequest(arch=llama, gpu_memory_gib=79.19, max_model_len=8192, vllm_version="0.21.0"))
+    assert old.requested_gib == pytest.approx(79.19 * 0.9)
+    assert new.requested_gib == pytest.approx(79.19 * 0.92)
+
+
+def test_cuda_graph_estimate_grows_with_the_layers_on_a_gpu():
+    req = SizingRequest(arch=arch("llama-3.3-70b.json"), gpu_memory_gib=79.19, tensor_parallel_size=4,
+                        max_model_len=8192, vllm_version="0.21.0")
+    whole = size(req).cuda_graph_gib
+    half = size(replace(req, tensor_parallel_size=2, pipeline_parallel_size=2)).cuda_graph_gib
+    # 80 layers on one GPU versus 40 per pipeline stage: 0.2 + 0.02 × layers GiB.
+    assert whole == pytest.approx(0.2 + 0.02 * 80) and half == pytest.approx(0.2 + 0.02 * 40)
+    assert size(replace(req, enforce_eager=True)).cuda_graph_gib == 0
+
+
+def test_reported_tokens_come_from_concurrency_from_0_20():
+    case = next(c for c in CASES if c["id"] == "meta-llama-llama---h100-80gb--tp1pp1dp1--8192-dtbf16")
+    old = size(request_for(case))
+    new = size(replace(request_for(case), vllm_version="0.20.0"))
+    # Full attention, max_model_len a multiple of 16: both formulas count num_blocks × 16 (the float
+    # product may land one token under).
+    assert old.num_gpu_blocks == new.num_gpu_blocks
+    assert old.kv_cache_tokens - 1 <= new.kv_cache_tokens <= old.kv_cache_tokens
+    # A max_model_len that is not a multiple of 16 pays for the partial block of every request.
+    odd = size(replace(request_for(case), vllm_version="0.20.0", max_model_len=5000))
+    assert odd.kv_cache_tokens == int(odd.num_gpu_blocks / 313 * 5000)  # cdiv(5000, 16) = 313
+    # gpt-oss (128-token sliding window on half the layers) holds more tokens than blocks // groups × 16.
+    oss = SizingRequest(arch=arch("gpt-oss-20b.json"), gpu_memory_gib=79.19, max_model_len=131072,
+                        quantization="mxfp4", vllm_version="0.20.0")
+    result = size(oss)
+    assert result.kv_cache_tokens > result.num_gpu_blocks // 2 * 16 * 1.8

@@ -124,3 +124,21 @@ def test_unshardable_tensor_parallel_size_warns_and_zero_context_is_refused():
     proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
                            "--max-model-len", "0"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --max-model-len must be a positive number of tokens"
+
+
+@pytest.mark.parametrize("spelling", ["H100", "h100", "NVIDIA H100 80GB HBM3", "H100-SXM5-80GB"])
+def test_common_gpu_spellings_resolve_to_the_catalog(capsys, spelling):
+    code, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu", spelling, "--max-model-len", "8192", "--json")
+    assert code == 0 and json.loads(out)["gpu_memory_gib"] == pytest.approx(79.19)
+
+
+def test_ambiguous_gpu_family_is_still_an_error(capsys):
+    code, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "A100", "--json")
+    assert code == 2 and "A100-40GB" in err and "A100-80GB" in err
+
+
+def test_an_a100_total_gets_vllms_small_batch_defaults(capsys):
+    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.15", "--max-model-len", "8192", "--json")
+    assert json.loads(out)["max_num_batched_tokens"] == 2048
+    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19", "--max-model-len", "8192", "--json")
+    assert json.loads(out)["max_num_batched_tokens"] == 8192
