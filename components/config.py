@@ -90,7 +90,7 @@ class SystemPoolConfig(_Model):
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Boot disk per node; a mirror Job stages a model's files here when models load from the bucket."""
     zones: list[str] | None = Field(None, min_length=1)
-    """GKE: zones of the system pool; default: the first zone of the region."""
+    """GKE: zones of the system pool; default: the region's `-a` zone (`<region>-a`)."""
 
     @model_validator(mode="after")
     def _sizes(self) -> "SystemPoolConfig":
@@ -150,7 +150,7 @@ class PoolConfig(_Model):
     capacityReservationId: str | None = Field(None, alias="capacityReservationId", pattern=r"^cr-[0-9a-f]{17}$")
     """AWS: the Capacity Block's reservation id (cr-...); required with capacityType capacity-block."""
     zones: list[str] | None = Field(None, min_length=1)
-    """GKE: zones of the pool (node_locations); default: the first zone of the region. GPUs are not offered in every zone."""
+    """GKE: zones of the pool (node_locations); default: the region's `-a` zone (`<region>-a`), which not every region has. GPUs are not offered in every zone."""
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Root/boot disk per node in GiB; engine images are 10-20 GB and are unpacked there."""
     efa: bool = False
@@ -557,7 +557,11 @@ def _pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
     """Checks that need the cloud: machine types, GPU counts and EFA against the catalog."""
     gpu = gpus.CATALOG[pool.gpu]
     if cloud == Cloud.existing:
-        return []
+        # Nothing is created on an existing cluster, so options that shape cloud nodes do nothing.
+        cloud_only = {"efa": pool.efa, "capacityReservationId": pool.capacityReservationId,
+                      "machineType": pool.machineType, "zones": pool.zones}
+        return [(key, "applies to pools this program creates on aws or gcp; remove it for cloud existing")
+                for key, value in cloud_only.items() if value]
     cloud_name = cloud.value
     offered = gpu.machines(cloud_name)
     if not offered:

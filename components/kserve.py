@@ -16,7 +16,7 @@ Deployment, Service and autoscaler, this component owns what goes into the Infer
 Weights (`storage`):
 - bucket (default): storageUri = the mirrored bucket folder of the pinned commit
   (`s3://` / `gs://`, ModelBucket.uri), read by KServe's storage initializer as the reader
-  ServiceAccount (IRSA / Workload Identity), so nothing comes from the Hub at start-up. On a cluster
+  ServiceAccount (EKS Pod Identity / GKE Workload Identity), so nothing comes from the Hub at start-up. On a cluster
   without a bucket the model store's ReadWriteMany claim is used instead (`pvc://`).
 - hf: storageUri = `hf://org/name:<commit>` and a ClusterStorageContainer whose storage-initializer
   reads HF_TOKEN from a Secret (see `cluster_storage_container`).

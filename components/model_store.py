@@ -182,7 +182,7 @@ def sync_script(scheme: str, local_dir: str, destination: pulumi.Input[str]) -> 
 class ServingNamespaceArgs:
     namespace: str
     # The model bucket, when the cluster has one: its bindings name the service accounts and carry
-    # the annotations (IRSA role ARN / Workload Identity email) that make them cloud identities.
+    # the annotations (GKE Workload Identity email; EKS Pod Identity needs none) that make them cloud identities.
     bucket: ModelBucket | None = None
     labels: dict[str, str] = field(default_factory=dict)
 

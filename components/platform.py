@@ -72,7 +72,7 @@ class RdmaAttachment:
 class ServiceAccountBinding:
     """What a Kubernetes ServiceAccount needs to act as a cloud identity.
 
-    `annotations` go on the ServiceAccount (IRSA role ARN, GKE Workload Identity GSA email); on EKS
+    `annotations` go on the ServiceAccount (the GKE Workload Identity GSA email); on EKS
     Pod Identity the association is made by the cloud component itself and annotations stay empty.
     """
 

@@ -62,7 +62,7 @@ class ServerStorage:
     weights_uri: Optional[pulumi.Input[str]] = None
     """s3:// or gs:// URI of this revision's folder; vLLM streams it with the Run:ai streamer."""
     service_account: Optional[pulumi.Input[str]] = None
-    """ServiceAccount allowed to read the bucket (IRSA / Workload Identity)."""
+    """ServiceAccount allowed to read the bucket (EKS Pod Identity / GKE Workload Identity)."""
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job (or anything else) that must finish before servers start."""
 

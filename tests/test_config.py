@@ -278,3 +278,15 @@ def test_capacity_block_needs_its_reservation_on_aws():
     assert parse_stack_config(raw, SOURCE).pools[0].capacityReservationId == "cr-0123456789abcdef0"
     raw["pools"][0]["capacityReservationId"] = "cr-nope"
     assert any("pools[0].capacityReservationId: String should match pattern" in p for p in problems_of(raw))
+
+
+def test_cloud_only_pool_options_are_refused_on_an_existing_cluster_and_a_second_driver_on_eks():
+    raw = base("existing")
+    raw["pools"][0].update(efa=True, zones=["us-central1-a"])
+    problems = problems_of(raw)
+    assert any("pools[0].efa: applies to pools this program creates on aws or gcp" in p for p in problems)
+    assert any("pools[0].zones: applies to pools this program creates on aws or gcp" in p for p in problems)
+    raw = base("aws")
+    raw["operators"] = {"gpuOperator": {"driver": "operator"}}
+    assert any("operators.gpuOperator.driver: on EKS the GPU node groups run the AL2023 NVIDIA AMI" in p
+               for p in problems_of(raw))

@@ -57,7 +57,6 @@ def values_for(cloud: str, driver: str = "auto", gke: str | None = None, net: bo
 SUPPORTED = [
     ("aws", "auto", None),
     ("aws", "preinstalled", None),
-    ("aws", "operator", None),
     ("gcp", "auto", "LATEST"),
     ("gcp", "auto", "DEFAULT"),
     ("gcp", "preinstalled", "LATEST"),

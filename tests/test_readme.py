@@ -65,3 +65,14 @@ def test_offline_plan_exits_2_with_the_key_on_a_config_error(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "Pulumi.broken.yaml: models[0].revision: 'main' is a branch or tag; pin a 40-character commit SHA" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_sizing_example_in_the_readme_is_what_the_command_prints():
+    text = (ROOT / "README.md").read_text()
+    command_start = text.index("venv/bin/python -m components.sizing --model-config ")
+    command = text[command_start:text.index("```", command_start)].replace("\\\n", " ").split()
+    block_start = text.index("```\n", text.index("```", command_start) + 3) + 4
+    shown = text[block_start:text.index("```", block_start)]
+    proc = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert shown == proc.stdout

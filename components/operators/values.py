@@ -139,7 +139,8 @@ def resolve_driver_plan(cloud: str, driver: str, gke_driver_version: str | None 
 
     Raises OperatorValuesError (with the key to fix) for combinations nothing would serve:
     - aws: the EKS AL2023 NVIDIA AMI ships the driver and the container toolkit (with containerd
-      already configured), so the operator adds only device plugin, GFD and DCGM exporter.
+      already configured), so the operator adds only device plugin, GFD and DCGM exporter;
+      `operator` (a second driver) is refused.
     - gcp, gkeDriverVersion LATEST/DEFAULT (`auto`/`preinstalled`): GKE installs the driver into
       /home/kubernetes/bin/nvidia and runs its own device plugin on COS nodes; the operator's
       toolkit points there (NVIDIA's GKE guide) and its device plugin stays off.
@@ -162,8 +163,12 @@ def resolve_driver_plan(cloud: str, driver: str, gke_driver_version: str | None 
         return DriverPlan(driver="host", toolkit="operator", device_plugin="operator")
     if cloud == "aws":
         if driver == "operator":
-            # A driverless node image (e.g. EKS-optimised Ubuntu) is the user's responsibility.
-            return DriverPlan(driver="operator", toolkit="operator", device_plugin="operator")
+            # The node groups this program creates run the AL2023 NVIDIA AMI, driver included; a
+            # second driver from the operator's container would fight the one on the host.
+            raise OperatorValuesError(
+                DRIVER_KEY,
+                "on EKS the GPU node groups run the AL2023 NVIDIA AMI, which has the driver; use auto or preinstalled",
+            )
         return DriverPlan(driver="host", toolkit="host", device_plugin="operator")
     if cloud == "gcp":
         gke_installs = gke_driver_version != GKE_INSTALLATION_DISABLED
