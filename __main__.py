@@ -122,6 +122,7 @@ for model_plan in plans:
         adapter_rules.append(server.prometheus_adapter_rule)
 
 pulumi.export("sizing", plan.sizing_table(plans))
+pulumi.export("pools", plan.pool_table(stack))
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
 pulumi.export("warnings", warnings)

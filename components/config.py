@@ -51,6 +51,9 @@ QUANTIZATION_METHODS = (
 # An image reference with a tag or digest; the policy pack enforces "not latest" on the output too.
 IMAGE_RE = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 
+# Config namespaces of the providers and the engine; any other near-miss of PROJECT is a typo.
+PROVIDER_NAMESPACES = frozenset({"pulumi", "aws", "gcp", "kubernetes", "random", "tls", "command"})
+
 # Secret config keys: only ever read with require_secret/get_secret, and refused as plain values.
 SECRET_KEYS = ("hfToken", "apiKey")
 
@@ -173,7 +176,8 @@ class PoolConfig(_Model):
     @classmethod
     def _gpu(cls, v: str) -> str:
         if v not in gpus.CATALOG:
-            hint = _did_you_mean(v, gpus.CATALOG)
+            same_but_case = [name for name in gpus.CATALOG if name.lower() == v.lower()]
+            hint = f" (did you mean {same_but_case[0]!r}?)" if same_but_case else _did_you_mean(v, gpus.CATALOG)
             raise ValueError(f"unknown GPU {v!r}{hint}; known GPUs: {', '.join(gpus.CATALOG)}")
         return v
 
@@ -424,7 +428,8 @@ class ModelConfig(_Model):
         if re.fullmatch(r"[0-9a-fA-F]{40}", v):
             raise ValueError(f"{v!r} has upper-case letters; write the commit SHA in lower case")
         if re.fullmatch(r"[0-9a-f]{7,39}", v):
-            raise ValueError(f"{v!r} is a short SHA; pin the full 40-character commit SHA")
+            raise ValueError(f"{v!r} is a short SHA; pin the full 40-character commit SHA "
+                             "(the Hub shows it under 'Files and versions' > 'History')")
         raise ValueError(
             f"{v!r} is a branch or tag; pin a 40-character commit SHA "
             "(the Hub shows it under 'Files and versions' > 'History')"
@@ -851,19 +856,23 @@ def parse_stack_config(raw: dict[str, Any], source: str) -> StackConfig:
         raise ConfigError([f"{source}: {p}" for p in format_validation_error(err)]) from None
 
 
-def decode_config_values(values: dict[str, str], secret_keys: set[str]) -> tuple[dict[str, Any], list[str]]:
+def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: str = "<stack>") -> tuple[dict[str, Any], list[str]]:
     """Pulumi hands structured config over as JSON strings; decode them, keeping plain strings."""
     raw: dict[str, Any] = {}
     problems: list[str] = []
     for full_key, value in values.items():
         namespace, _, key = full_key.partition(":")
         if namespace != PROJECT:
+            # Other namespaces belong to providers (aws:region, gcp:project, ...); one that is
+            # nearly this project's name is a typo whose keys would otherwise vanish silently.
+            if namespace not in PROVIDER_NAMESPACES and _did_you_mean(namespace, [PROJECT]):
+                problems.append(f"{full_key}: unknown namespace {namespace!r}{_did_you_mean(namespace, [PROJECT])}")
             continue
         if key in SECRET_KEYS:
             if full_key not in secret_keys:
                 problems.append(
-                    f"{key}: is plain config; secrets must be encrypted: "
-                    f"`pulumi config rm {key} && pulumi config set --secret {key} <value>`"
+                    f"{key}: is set as plain text; secrets must be encrypted: `pulumi config rm {key} && "
+                    f"pulumi config set --secret {key} <value> -s {stack}` (and rotate it if the stack file was shared)"
                 )
             continue
         try:
@@ -887,7 +896,7 @@ def load() -> "LoadedConfig":
         values.setdefault(k, v)
     secret_keys = {k for k in values if runtime_config.is_config_secret(k)}
     secret_keys |= set(runtime_config.get_config_secret_keys_env())
-    raw, problems = decode_config_values(values, secret_keys)
+    raw, problems = decode_config_values(values, secret_keys, stack)
     problems = [f"{source}: {p}" for p in problems]
     try:
         stack_config = parse_stack_config(raw, source)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pulumi
+import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.sync_await import _sync_await
 
@@ -231,6 +232,22 @@ class Evaluation:
         return [whole_numbers(redact_secrets(r.inputs)) for r in self.resources if r.is_kubernetes_object]
 
 
+class _StackFileLoader(yaml.SafeLoader):
+    """YAML as the Pulumi CLI reads stack files: a key given twice in one mapping is an error, not
+    a silent override (the CLI refuses such a file, so the offline plan must too)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is defined twice (first on line {seen[key] + 1})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, str], list[str]]:
     """Read Pulumi.<stack>.yaml the way the CLI hands config to a program.
 
@@ -238,16 +255,17 @@ def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, s
     decrypted without the CLI, so they are replaced by a marked placeholder and listed as secret:
     the program sees a secret, never its value.
     """
-    import yaml
-
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(stacks) or 'none'}")
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yaml.load(path.read_text(), Loader=_StackFileLoader) or {}
     except yaml.YAMLError as err:
-        raise ValueError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path.name}:{mark.line + 1}:{mark.column + 1}" if mark else path.name
+        problem = getattr(err, "problem", None) or " ".join(str(err).split())
+        raise ValueError(f"{where}: not valid YAML: {problem}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise ValueError(f"{path.name}: the top level must be a mapping with a `config:` mapping of keys")
     config: dict[str, str] = {}

@@ -67,18 +67,55 @@ def policy_verdicts(evaluation: Evaluation) -> list[Any]:
     return list(check_objects(evaluation.kubernetes_objects + cloud))
 
 
+SUMMARY_COLUMNS = ["model", "revision", "pool", "gpu", "tensorParallelSize", "pipelineParallelSize",
+                   "minReplicas", "maxReplicas", "maxModelLen", "kvCacheTokens", "startupBudgetSeconds"]
+
+
+def _markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    return lines
+
+
+def _model_story(row: dict[str, Any]) -> list[str]:
+    """Where one model's numbers come from, in the order the sizing derives them."""
+    gpus = row["tensorParallelSize"] * row["pipelineParallelSize"]
+    lines = [
+        f"### {row['model']}",
+        "",
+        f"- **Weights**: `{row['repo']}` at `{row['revision']}`, {row['weightsGiB']} GiB in total, "
+        f"{row['weightsGiBPerGpu']} GiB on each of {gpus} {row['gpu']} GPU(s).",
+        f"- **Memory per GPU**: {row['gpuMemoryGiB']} GiB CUDA total x {row['gpuMemoryUtilization']} = "
+        f"{row['requestedGiBPerGpu']} GiB for vLLM: weights {row['weightsGiBPerGpu']} + activations "
+        f"{row['activationGiB']} + non-torch {row['nonTorchGiB']} + CUDA graphs {row['cudaGraphGiB']} + "
+        f"KV cache {row['kvCacheGiBPerGpu']} GiB.",
+        f"- **KV cache**: {row['kvCacheTokens']:,} tokens, room for {row['maxConcurrency']} requests of "
+        f"{row['maxModelLen']:,} tokens at once.",
+        f"- **Start-up**: about {row['loadSecondsEstimate']} s (weights read from the {row['loadFrom']} at "
+        f"{row['readMBps']} MB/s, plus engine start-up); the startup probe allows {row['startupBudgetSeconds']} s "
+        f"(1.5 x the estimate, at least 300 s"
+        + (f", plus {row['workerWaitSeconds']} s for the other nodes of the replica to join" if row["workerWaitSeconds"] else "")
+        + ").",
+        "",
+    ]
+    return lines
+
+
 def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path]) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
     if table:
-        columns = list(table[0].keys())
-        out.append("| " + " | ".join(columns) + " |")
-        out.append("|" + "---|" * len(columns))
+        out += _markdown_table(table, SUMMARY_COLUMNS)
+        out.append("")
         for row in table:
-            out.append("| " + " | ".join(str(row[c]) for c in columns) + " |")
+            out += _model_story(row)
     else:
         out.append("(the program exported no sizing table)")
+    pools = evaluation.outputs.get("pools") or []
+    if pools:
+        out += ["## GPU pools", ""] + _markdown_table(pools, list(pools[0])) + [""]
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [
         f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "
@@ -86,7 +123,7 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
         for key in evaluation.assumed_secrets
     ]
     if warnings:
-        out += ["", "### Warnings", ""] + [f"- {w}" for w in warnings]
+        out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
     out += ["", "## Policy verdicts", ""]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
@@ -111,7 +148,7 @@ def run(stack: str, out_dir: Path) -> int:
     try:
         evaluation = evaluate_stack(stack)
     except Exception as err:  # noqa: BLE001 every failure becomes a message, not a traceback
-        problems = getattr(err, "problems", None) or [str(err).strip() or type(err).__name__]
+        problems = getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines()
         print(f"plan failed for stack {stack}:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
@@ -125,8 +162,8 @@ def run(stack: str, out_dir: Path) -> int:
     print(f"stack {stack}: {len(evaluation.resources)} resources, {len(manifests)} Kubernetes objects, "
           f"{len(verdicts)} policy findings ({len(mandatory)} mandatory)")
     for row in evaluation.outputs.get("sizing") or []:
-        print(f"  {row['model']}: {row['tensorParallelSize']} x {row['gpu']} (TP) x {row['pipelineParallelSize']} (PP), "
-              f"{row['kvCacheTokens']} KV tokens, max concurrency {row['maxConcurrency']} at {row['maxModelLen']} tokens, "
+        print(f"  {row['model']}: TP {row['tensorParallelSize']} x PP {row['pipelineParallelSize']} on {row['gpu']}, "
+              f"{row['kvCacheTokens']:,} KV-cache tokens ({row['maxConcurrency']} requests of {row['maxModelLen']:,}), "
               f"startup budget {row['startupBudgetSeconds']} s")
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")

@@ -186,6 +186,26 @@ def pool_capacity_problems(config: StackConfig, plans: list[ModelPlan]) -> list[
     return problems
 
 
+def does_not_fit(key, model, pool, gpu, max_tp, max_model_len, shared_gpus, request) -> str:
+    """Why a model does not fit a pool's node, and only the fixes that can help."""
+    largest = sizing.size(request(max_tp))
+    where = f"{max_tp} x {gpu.name}{' slice' if shared_gpus else ''} (pool {pool.name})"
+    if largest.kv_cache_gib_per_gpu <= 0:
+        why = (f"even on {where} the weights ({largest.weights_gib_per_gpu:.1f} GiB per GPU) and the runtime "
+               f"({largest.overhead_gib:.1f} GiB) exceed the {largest.requested_gib:.1f} GiB vLLM may use per GPU")
+        fixes = "use a pool with more or larger GPUs"
+    else:
+        why = (f"on {where} the KV cache holds {largest.kv_cache_tokens} tokens, less than one "
+               f"{max_model_len}-token request")
+        fixes = "lower maxModelLen, set kvCacheDtype: fp8, or use a pool with more or larger GPUs"
+    needed = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
+    if needed and needed > pool.gpusPerNode and not shared_gpus:
+        stages = -(-needed // pool.gpusPerNode)
+        fixes += (f", or spread a replica over {stages} nodes (tensorParallelSize {pool.gpusPerNode}, "
+                  f"pipelineParallelSize {stages})")
+    return f"{key}: {model.repo} does not fit: {why}; {fixes}"
+
+
 def schedulable_gpus_per_node(config: StackConfig, pool: PoolConfig) -> int:
     """`nvidia.com/gpu` one node of the pool advertises: its GPUs, times the MIG slices of each,
     times the time-slicing replicas the GPU Operator configures."""
@@ -232,13 +252,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
     if model.tensorParallelSize == "auto":
         tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=max_tp)
         if tp is None:
-            best = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
-            more = f"; {best} GPUs per replica would" if best else ""
-            raise PlanError([
-                f"{key}: {model.repo} does not fit on {max_tp} x {gpu.name}{' slice' if shared_gpus else ''} (pool {pool.name}) at "
-                f"maxModelLen {max_model_len}{more}. Use a pool with more or larger GPUs, lower maxModelLen, "
-                f"set kvCacheDtype: fp8, or add pipelineParallelSize"
-            ])
+            raise PlanError([does_not_fit(key, model, pool, gpu, max_tp, max_model_len, shared_gpus, request)])
     else:
         tp = model.tensorParallelSize
         valid = sizing.valid_tensor_parallel_sizes(arch, max_tp=max(tp, max_tp))
@@ -307,8 +321,38 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "maxConcurrency": round(p.sizing.max_concurrency, 2),
             "loadSecondsEstimate": round(p.load_seconds),
             "startupBudgetSeconds": p.startup_budget_seconds,
+            # How the numbers above came about, for a reviewer of the plan.
+            "gpuMemoryGiB": round(p.sizing.gpu_memory_gib, 2),
+            "gpuMemoryUtilization": p.model.gpuMemoryUtilization,
+            "requestedGiBPerGpu": round(p.sizing.requested_gib, 2),
+            "activationGiB": round(p.sizing.activation_gib, 2),
+            "nonTorchGiB": round(p.sizing.non_torch_gib, 2),
+            "cudaGraphGiB": round(p.sizing.cuda_graph_gib if p.sizing.cuda_graph_in_budget else 0.0, 2),
+            "loadFrom": p.load_from,
+            "readMBps": round(p.read_bytes_per_second / 1e6),
+            "workerWaitSeconds": p.worker_wait_seconds,
         }
         for p in plans
     ]
+
+
+def pool_table(config: StackConfig) -> list[dict[str, object]]:
+    """One row per GPU pool: what the cloud layer will ask for."""
+    from components.config import pool_machine
+
+    rows = []
+    for pool in config.pools:
+        machine = pool_machine(config.cloud, pool)
+        rows.append({
+            "pool": pool.name,
+            "gpu": pool.gpu,
+            "machineType": machine.name if machine else "(existing nodes)",
+            "gpusPerNode": pool.gpusPerNode,
+            "minNodes": pool.minNodes,
+            "maxNodes": pool.maxNodes,
+            "capacityType": pool.capacityType,
+            "diskGiB": pool.diskGib,
+        })
+    return rows
 
 

@@ -216,6 +216,10 @@ def text_line(v: Verdict) -> str:
     return f"{v.file}: {ref}: {v.container or '-'}: {v.policy} [{v.level}]: {v.message}"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m policies.check",
                                      description="Check Kubernetes manifests against the llm-serving policy pack.")
@@ -250,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         for v in verdicts:
             print(text_line(v))
         mandatory = sum(v.level == MANDATORY for v in verdicts)
-        print(f"check: {len(resources)} resources, {len(verdicts)} violations ({mandatory} mandatory)", file=sys.stderr)
+        print(f"check: {_count(len(resources), 'resource')}, {_count(len(verdicts), 'violation')} "
+              f"({mandatory} mandatory)", file=sys.stderr)
     return 1 if any(v.level == MANDATORY for v in verdicts) else 0
 
 

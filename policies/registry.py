@@ -64,7 +64,7 @@ TAINT_KEY_SCHEMA = {"taintKey": {"type": "string", "default": GPU_TAINT_KEY,
 RULES: list[Rule] = [
     Rule("image-tag-pinned",
          "Every container image names an explicit tag other than 'latest', or a digest.",
-         "Pin each image to a version tag such as ':v0.11.0' or a digest '@sha256:...' "
+         "Pin each image to a version tag such as ':v0.32.0' or a digest '@sha256:...' "
          "(a digest for every image with requireDigest).",
          _k8s(images.image_tag_pinned), applies=_kubernetes,
          schema={"requireDigest": {"type": "boolean", "default": False,
@@ -107,7 +107,7 @@ RULES: list[Rule] = [
          _k8s(models.model_revision_pinned), applies=_kubernetes),
     Rule("hub-offline-serving",
          "A server that reads mirrored weights sets HF_HUB_OFFLINE=1.",
-         "Set the env var HF_HUB_OFFLINE=1 on the serving container.",
+         "Serve weights mirrored into a volume or bucket first, then set HF_HUB_OFFLINE=1 on the serving container so it never downloads at start-up.",
          _k8s(models.hub_offline_serving), applies=_kubernetes),
     Rule("no-literal-secrets",
          "Tokens and API keys come from Secrets (secretKeyRef), never from literal values.",

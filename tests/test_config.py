@@ -189,8 +189,9 @@ def test_secret_set_as_plain_config_is_refused():
     with pytest.raises(ConfigError) as info:
         _load(values, [])
     assert info.value.problems == [
-        "Pulumi.dev.yaml: apiKey: is plain config; secrets must be encrypted: "
-        "`pulumi config rm apiKey && pulumi config set --secret apiKey <value>`"
+        "Pulumi.dev.yaml: apiKey: is set as plain text; secrets must be encrypted: "
+        "`pulumi config rm apiKey && pulumi config set --secret apiKey <value> -s dev` "
+        "(and rotate it if the stack file was shared)"
     ]
 
 
@@ -290,3 +291,17 @@ def test_cloud_only_pool_options_are_refused_on_an_existing_cluster_and_a_second
     raw["operators"] = {"gpuOperator": {"driver": "operator"}}
     assert any("operators.gpuOperator.driver: on EKS the GPU node groups run the AL2023 NVIDIA AMI" in p
                for p in problems_of(raw))
+
+
+def test_a_misspelt_project_namespace_is_reported_and_provider_namespaces_pass():
+    values, secret_keys = _config_values(base())
+    values["llm-servng:models"] = "[]"
+    values["aws:region"] = "eu-west-1"
+    with pytest.raises(ConfigError) as info:
+        _load(values, secret_keys)
+    assert info.value.problems == [
+        "Pulumi.dev.yaml: llm-servng:models: unknown namespace 'llm-servng' (did you mean 'llm-serving'?)"]
+
+
+def test_gpu_name_in_the_wrong_case_gets_a_hint():
+    assert any("pools[0].gpu: unknown GPU 'l4' (did you mean 'L4'?)" in p for p in problems_of(edit(base(), "pools[0].gpu", "l4")))

@@ -31,7 +31,11 @@ def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_pla
         assert list(doc)[:3] == ["apiVersion", "kind", "metadata"], path.name
     plan_md = (folder / "plan.md").read_text()
     assert "not `pulumi preview`" in plan_md
-    assert "| llama-3-3-70b-instruct | meta-llama/Llama-3.3-70B-Instruct | 38ff4e01a70559264c95945aa04b900a11e68422 |" in plan_md
+    assert "| llama-3-3-70b-instruct | 38ff4e01a70559264c95945aa04b900a11e68422 | h100 | H100-80GB | 4 | 1 |" in plan_md
+    # Each model's numbers are explained: memory split, KV cache and start-up budget.
+    assert "- **Memory per GPU**: 79.19 GiB CUDA total x 0.9 = " in plan_md
+    assert "the startup probe allows 590 s (1.5 x the estimate, at least 300 s)" in plan_md
+    assert "| h100 | H100-80GB | p5.48xlarge | 8 | 1 | 2 | on-demand | 500 |" in plan_md
     assert "## Policy verdicts" in plan_md and "No violations." in plan_md
     # The resource tree shows components with their children, types and names.
     assert "llm-serving:k8s:VllmServer  llama-3-3-70b-instruct\n  kubernetes:apps/v1:Deployment" in plan_md
@@ -62,7 +66,9 @@ def _with_secret(stack, token):
     [
         ("config: [1, 2]\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
         ("- just\n- a list\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
-        ("config:\n  llm-serving:cloud: [unclosed\n", "Pulumi.broken.yaml: not valid YAML:"),
+        ("config:\n  llm-serving:cloud: [unclosed\n", "Pulumi.broken.yaml:3:1: not valid YAML:"),
+        ("config:\n  llm-serving:cloud: gcp\n  llm-serving:cloud: aws\n",
+         "Pulumi.broken.yaml:3:3: not valid YAML: key 'llm-serving:cloud' is defined twice (first on line 2)"),
     ],
 )
 def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, capsys):
@@ -70,7 +76,7 @@ def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, ca
     (tmp_path / "Pulumi.broken.yaml").write_text(content)
     with pytest.raises(ValueError) as info:
         mock_runtime.stack_file_config("broken", tmp_path)
-    assert str(info.value).startswith(message)
+    assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
 
 

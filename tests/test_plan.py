@@ -67,7 +67,15 @@ def test_auto_that_cannot_fit_in_one_node_says_what_to_change():
     with pytest.raises(plan.PlanError) as info:
         plans_for([model(LLAMA_70B, pool="l4")], pool={"name": "l4", "gpu": "L4", "gpusPerNode": 4, "maxNodes": 1})
     [problem] = info.value.problems
-    assert "does not fit on 4 x L4 (pool l4)" in problem and "lower maxModelLen" in problem
+    # The weights alone overflow four L4s: a shorter context cannot help, so it is not suggested.
+    assert "does not fit: even on 4 x L4 (pool l4) the weights" in problem
+    assert "lower maxModelLen" not in problem
+    assert "spread a replica over 4 nodes (tensorParallelSize 4, pipelineParallelSize 4)" in problem
+    # When only the context does not fit, the context is what to change.
+    with pytest.raises(plan.PlanError) as info:
+        plans_for([model(LLAMA_8B, pool="l4")], pool={"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 1})
+    [problem] = info.value.problems
+    assert "the KV cache holds" in problem and "less than one 131072-token request; lower maxModelLen" in problem
 
 
 def test_tensor_parallelism_stays_inside_a_node():

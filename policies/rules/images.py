@@ -56,7 +56,7 @@ def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
         return []
     require_digest = bool(config.get("requireDigest", False))
     fix = ("pin it by digest (image@sha256:...)" if require_digest
-           else "pin an explicit version tag (e.g. ':v0.11.0') or a digest ('@sha256:...')")
+           else "pin an explicit version tag (e.g. ':v0.32.0') or a digest ('@sha256:...')")
     out = []
     for pod in w.pods:
         for c in pod.containers:
