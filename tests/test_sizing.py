@@ -56,8 +56,10 @@ def request_for(case: dict, *, with_weights: bool = True) -> SizingRequest:
         dtype=case["dtype"],
         kv_cache_dtype=case["kv_cache_dtype"],
         quantization=case["quantization"],
-        # "Model loading took X GiB" is per GPU; the request takes the total.
-        weights_bytes=int(observed["weights_gib_per_gpu"] * GiB * gpus) if with_weights else None,
+        # "Model loading took X GiB" is per GPU; the request takes the total. A log without that
+        # line leaves the weights to the estimate from config.json.
+        weights_bytes=(int(observed["weights_gib_per_gpu"] * GiB * gpus)
+                       if with_weights and observed.get("weights_gib_per_gpu") else None),
         max_num_batched_tokens=case["max_num_batched_tokens"],
         enforce_eager=case["enforce_eager"],
         gpu_name=case["gpu"],
