@@ -85,6 +85,8 @@ class RecordedResource:
     custom: bool | None
     urn: str = ""
     parent_urn: str = ""
+    # URNs this resource explicitly depends on (depends_on): the engine creates those first.
+    dependencies: tuple[str, ...] = ()
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -161,6 +163,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         # The SDK registers resources from a thread pool; the URN travels per thread.
         self.mocks.registering.parent = request.parent
         self.mocks.registering.urn = self.make_urn(request.parent, request.type, request.name)
+        self.mocks.registering.dependencies = tuple(request.dependencies)
         return super().RegisterResource(request)
 
 
@@ -175,6 +178,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             RecordedResource(
                 args.typ, args.name, dict(args.inputs), args.provider, args.custom,
                 urn=getattr(self.registering, "urn", ""), parent_urn=getattr(self.registering, "parent", ""),
+                dependencies=getattr(self.registering, "dependencies", ()),
             )
         )
         outputs = dict(args.inputs)

@@ -63,7 +63,7 @@ def deploy_like_the_stack(cluster: Cluster, box: dict) -> None:
                     "tolerations": placement.tolerations,
                     "containers": [{
                         "name": "vllm",
-                        "image": "vllm/vllm-openai:v0.11.0",
+                        "image": "vllm/vllm-openai:v0.32.0",
                         "resources": {"limits": {contract.GPU_RESOURCE: str(placement.gpus_per_node)}},
                     }],
                 },
@@ -91,12 +91,15 @@ def test_cluster_meets_the_platform_contract(scenario):
     cluster = evaluation.result
     assert isinstance(cluster.provider, k8s.Provider)
     assert cluster.cloud == name.split("-")[0]
-    assert isinstance(cluster.rwx_storage_class, str) and cluster.rwx_storage_class
+    # The class a model volume binds to: EFS managed by the EKS layer, Filestore on GKE, the
+    # configured class on an existing cluster.
+    assert cluster.rwx_storage_class == {"aws": "efs-sc", "gcp": "standard-rwx", "existing": "nfs-rwx"}[cluster.cloud]
+    if cluster.cloud == "aws":
+        [storage_class] = [r for r in evaluation.resources if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
+        assert storage_class.inputs["metadata"]["name"] == "efs-sc"
     assert list(cluster.placements) == ["gpu"]
-    if name != "existing":
-        # No pool of these scenarios has EFA: no RDMA devices to request. (ExistingCluster gets
-        # the attribute from the lead; see the cloud helper's report.)
-        assert cluster.rdma_attachments == {}
+    # No pool of these scenarios has EFA: no RDMA devices to request.
+    assert cluster.rdma_attachments == {}
 
 
 def test_placement_taint_and_toleration_come_from_the_contract(scenario):

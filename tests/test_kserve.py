@@ -199,7 +199,7 @@ def test_hf_on_a_public_model_without_token_uses_no_storage_container():
 
 
 def test_gated_model_on_hf_without_token_is_refused():
-    with pytest.raises(Exception, match="gated"):
+    with pytest.raises(kserve.KServeConfigError, match=r"models\[0\].*gated"):
         evaluate({**LLAMA_8B, "gated": True}, storage="hf", token=None)
 
 

@@ -71,14 +71,15 @@ def test_every_model_is_served_pinned_tolerated_and_probed_from_its_numbers(stac
 
 def test_mirror_jobs_pin_the_commit(stack):
     _, evaluation = stack
-    revisions = {row["revision"] for row in evaluation.outputs["sizing"]}
+    revisions = {row["model"]: row["revision"] for row in evaluation.outputs["sizing"]}
     jobs = kinds(evaluation.kubernetes_objects, "Job")
     assert len(jobs) == len(revisions)
     for job in jobs:
-        command = " ".join(c for container in job["spec"]["template"]["spec"].get("initContainers", []) +
-                           job["spec"]["template"]["spec"]["containers"] for c in container.get("command", []) + container.get("args", []))
-        assert any(f"--revision {rev}" in command for rev in revisions), command
-        assert "--revision main" not in command
+        model = job["metadata"]["labels"][contract.LABEL_MODEL]
+        pod = job["spec"]["template"]["spec"]
+        argv = [a for c in pod.get("initContainers", []) + pod["containers"] for a in c.get("command", []) + c.get("args", [])]
+        pinned = argv[argv.index("--revision") + 1]
+        assert pinned == revisions[model] and len(pinned) == 40 and all(ch in "0123456789abcdef" for ch in pinned)
 
 
 def test_tokens_stay_secret_end_to_end(stack):

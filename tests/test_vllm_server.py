@@ -76,6 +76,12 @@ def test_single_node_model_is_a_deployment_with_gpu_placement():
     c = containers(pod)[0]
     assert c["command"] == ["vllm", "serve"]
     assert c["args"] == vllm_args.serve_args(p)
+    # The numbers the plan decided, read back from the container as vLLM will parse them.
+    args = c["args"]
+    value = lambda flag: args[args.index(flag) + 1]  # noqa: E731
+    assert args[0] == f"{contract.MODEL_MOUNT_PATH}/{p.repo}/{p.revision}"
+    assert (value("--tensor-parallel-size"), value("--max-model-len")) == ("4", str(p.max_model_len))
+    assert value("--served-model-name") == p.served_name
     assert c["image"] == p.model.image and not c["image"].endswith(":latest")
     gpus = str(p.gpus_per_pod)
     assert p.gpus_per_pod == 4
@@ -157,7 +163,9 @@ def test_model_spanning_nodes_is_a_leader_worker_set():
     worker = containers(tpl["workerTemplate"])[0]
     assert "ray start --head" in leader["command"][2]
     assert leader["args"] == vllm_args.serve_args(p)
-    assert "--pipeline-parallel-size" in leader["args"]
+    args = leader["args"]
+    assert args[args.index("--pipeline-parallel-size") + 1] == "2"
+    assert args[args.index("--distributed-executor-backend") + 1] == "ray"
     assert "$LWS_LEADER_ADDRESS" in worker["command"][2]
     for c in (leader, worker):
         assert c["resources"]["limits"][contract.GPU_RESOURCE] == "8"
