@@ -22,3 +22,10 @@ def run_cloud(fn: Callable[[], Any], stack: str = "test") -> Evaluation:
     evaluation.result = box.get("result")  # type: ignore[attr-defined]
     evaluation.calls_made = evaluation.calls  # type: ignore[attr-defined]
     return evaluation
+
+
+def one(evaluation: Evaluation, type_token: str, name_part: str = ""):
+    """The single recorded resource of a type whose name contains `name_part`."""
+    found = [r for r in evaluation.of_type(type_token) if name_part in r.name]
+    assert len(found) == 1, f"expected one {type_token} named *{name_part}*, got {[r.name for r in found]}"
+    return found[0]

@@ -13,7 +13,7 @@ from components.aws.policies import NODE_MANAGED_POLICIES
 from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
 from components.mock_runtime import RecordingMocks
 from components.platform import RdmaAttachment
-from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, run_cloud
+from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, one, run_cloud
 from tests.iam_eval import aws_allows
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -46,12 +46,6 @@ def created():
 @pytest.fixture(scope="module")
 def existing():
     return run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test"))
-
-
-def one(evaluation, type_token, name_part=""):
-    found = [r for r in evaluation.of_type(type_token) if name_part in r.name]
-    assert len(found) == 1, f"expected one {type_token} named *{name_part}*, got {[r.name for r in found]}"
-    return found[0]
 
 
 def node_group(evaluation, pool):

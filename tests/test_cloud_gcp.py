@@ -11,7 +11,7 @@ from components import contract, gpus
 from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
 from components.gcp import gke
 from components.gcp.bucket import GKE_GSA_ANNOTATION
-from tests.cloud_mocks import run_cloud
+from tests.cloud_mocks import one, run_cloud
 from tests.iam_eval import gcs_allows
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -46,12 +46,6 @@ def created():
 @pytest.fixture(scope="module")
 def existing():
     return run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test"))
-
-
-def one(evaluation, type_token, name_part=""):
-    found = [r for r in evaluation.of_type(type_token) if name_part in r.name]
-    assert len(found) == 1, f"expected one {type_token} named *{name_part}*, got {[r.name for r in found]}"
-    return found[0]
 
 
 def node_pool(evaluation, pool):
