@@ -43,11 +43,12 @@ def arch(name: str) -> ModelArch:
     return ModelArch.from_hf_config(json.loads((LOGS / "configs" / name).read_text()))
 
 
-def request_for(case: dict, *, with_weights: bool = True) -> SizingRequest:
+def request_for(case: dict, *, with_weights: bool = True, model: ModelArch | None = None) -> SizingRequest:
+    """The sizing request a logged case describes; `model` when its config lives elsewhere."""
     observed = case["observed"]
     gpus = case["tensor_parallel_size"] * case["pipeline_parallel_size"]
     return SizingRequest(
-        arch=arch(case["config"]),
+        arch=model or arch(case["config"]),
         gpu_memory_gib=case["gpu_memory_gib"],
         tensor_parallel_size=case["tensor_parallel_size"],
         pipeline_parallel_size=case["pipeline_parallel_size"],

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.sizing import GiB, ModelArch, SizingRequest, size
+from components.sizing import ModelArch, size
+from tests.test_sizing import request_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGS = FIXTURES / "vllm_logs"
@@ -39,26 +40,9 @@ def _repo_of(url: str) -> str:
 
 def relative_error(case: dict) -> float:
     """Error of the token count, or of the KV memory where the source quotes only that."""
-    arch = ModelArch.from_hf_config(json.loads((FIXTURES / case["config"]).read_text()))
     observed = case["observed"]
-    gpus = case["tensor_parallel_size"] * case["pipeline_parallel_size"]
-    weights = observed.get("weights_gib_per_gpu")
-    result = size(SizingRequest(
-        arch=arch,
-        gpu_memory_gib=case["gpu_memory_gib"],
-        tensor_parallel_size=case["tensor_parallel_size"],
-        pipeline_parallel_size=case["pipeline_parallel_size"],
-        gpu_memory_utilization=case["gpu_memory_utilization"],
-        max_model_len=case["max_model_len"],
-        dtype=case["dtype"],
-        kv_cache_dtype=case["kv_cache_dtype"],
-        quantization=case["quantization"],
-        weights_bytes=int(weights * GiB * gpus) if weights else None,
-        max_num_batched_tokens=case["max_num_batched_tokens"],
-        enforce_eager=case["enforce_eager"],
-        gpu_name=case["gpu"],
-        vllm_version=case["vllm_version"],
-    ))
+    model = ModelArch.from_hf_config(json.loads((FIXTURES / case["config"]).read_text()))
+    result = size(request_for(case, model=model))
     if observed.get("kv_cache_tokens"):
         return (result.kv_cache_tokens - observed["kv_cache_tokens"]) / observed["kv_cache_tokens"]
     return (result.kv_cache_gib_per_gpu - observed["kv_cache_gib"]) / observed["kv_cache_gib"]

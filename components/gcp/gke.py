@@ -247,7 +247,7 @@ class SystemNodePool(pulumi.ComponentResource):
         machine_type = system_machine_type(pool)
         node_config = {
             "machine_type": machine_type,
-            "image_type": "COS_CONTAINERD",
+            "image_type": operator_values.GKE_IMAGE_COS,
             "disk_size_gb": pool.diskGib,
             "disk_type": boot_disk_type(machine_type),
             "labels": {contract.LABEL_POOL: SYSTEM_POOL},
