@@ -232,8 +232,19 @@ class Evaluation:
 
     @property
     def kubernetes_objects(self) -> list[dict[str, Any]]:
-        """Every Kubernetes object the program asks for, secrets redacted (as a plan shows them)."""
-        return [whole_numbers(redact_secrets(r.inputs)) for r in self.resources if r.is_kubernetes_object]
+        """Every Kubernetes object the program asks for, secrets redacted (as a plan shows them).
+
+        In (kind, namespace, name) order: resources register as their inputs resolve, which varies
+        from run to run, and a plan must read the same for the same program.
+        """
+        objects = [whole_numbers(redact_secrets(r.inputs)) for r in self.resources if r.is_kubernetes_object]
+        return sorted(objects, key=_object_order)
+
+
+def _object_order(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name", "")),
+            json.dumps(obj, sort_keys=True, default=str))
 
 
 class _StackFileLoader(yaml.SafeLoader):
