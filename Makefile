@@ -19,7 +19,7 @@ $(STAMP): requirements.txt
 	cp requirements.txt $@
 
 plan: $(STAMP)
-	$(PY) -m components.offline_plan --stack $(STACK)
+	$(PY) -m offline_plan --stack $(STACK)
 
 # Real-vLLM tests are part of `make test` and must run (not skip) here: LLM_SERVING_REQUIRE_VLLM
 # turns a missing vLLM into a failure.

@@ -2,21 +2,22 @@
 
 Read and validate the stack config, plan every model from its own config.json, then build
 cluster -> operators -> model store -> servers, and export what a person needs to use them.
-Every decision lives in a component or in components/plan.py; this file only connects them.
+Every decision lives in a component or in planner/plan.py; this file only connects them.
 """
 
 import pulumi
 
-from components import config, plan
-from components.cluster import create_cluster
-from components.config import ConfigError, pool_machine
-from components.kserve import KServeModel, KServeModelArgs
-from components.model_store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
+import stack_config as config
+from components.cluster.interface import RdmaAttachment
+from components.cluster.select import create_cluster
+from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
 from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
-from components.observability import AlertThresholds
-from components.plan import PlanError
-from components.platform import RdmaAttachment
-from components.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
+from components.serving.kserve import KServeModel, KServeModelArgs
+from components.serving.observability import AlertThresholds
+from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
+from planner import plan
+from planner.plan import PlanError
+from stack_config import ConfigError, pool_machine
 
 try:
     loaded = config.load()

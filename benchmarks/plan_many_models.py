@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.mock_runtime import PROJECT, evaluate, stack_file_config  # noqa: E402
+from offline_plan.mock_runtime import PROJECT, evaluate, stack_file_config  # noqa: E402
 
 
 def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], list[str]]:

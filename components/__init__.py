@@ -1,0 +1,13 @@
+"""The Pulumi ComponentResources `__main__.py` wires, one package per stage of the serving path.
+
+Owns, in the order the program builds them (and the order imports may flow): `cluster` (the
+cluster contract, EKS, GKE, an existing cluster), `operators` (NVIDIA GPU and Network Operators),
+`model_store` (the namespace, the volume and the mirror Job) and `serving` (vLLM or KServe servers
+with their probes, resources and observability). A later stage may import an earlier one, never
+the reverse.
+May import: `common`, `stack_config`, `planner`.
+Imported by: `__main__.py`, the offline plan, the tests.
+
+`sizing.py`, `smoke.py` and `loadtest.py` here are only the documented command names
+(`python -m components.sizing|smoke|loadtest`); the tools live in `planner` and `endpoint_tools`.
+"""

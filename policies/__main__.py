@@ -2,7 +2,7 @@
 
 Constructing PolicyPack starts the analyzer server and blocks, so this file does nothing else and
 nothing imports it. The Pulumi CLI runs it with policies/ as the working directory; the repository
-root goes on sys.path so `policies.*` and `components.contract` import as they do everywhere else.
+root goes on sys.path so `policies.*` and `common.contract` import as they do everywhere else.
 """
 
 import os

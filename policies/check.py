@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import jsonschema
 import yaml
 
-from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
 from policies.objects import as_str
+from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
 from policies.resource import Resource, from_object
 
 

@@ -6,7 +6,7 @@ rule) and the probe rules all need the same answer.
 
 from __future__ import annotations
 
-from components.contract import GPU_RESOURCE, GPU_TAINT_EFFECT, GPU_TAINT_KEY
+from common.contract import GPU_RESOURCE, GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from policies.objects import as_dict, as_list, as_str, is_unknown
 from policies.workloads import ContainerView, PodView
 

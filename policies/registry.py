@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from components.contract import GPU_TAINT_KEY
+from common.contract import GPU_TAINT_KEY
 from policies.objects import Finding
 from policies.resource import Resource
-from policies.workloads import workload
 from policies.rules import cloud, gpus, helm, images, models, probes, resources, secrets, stack
+from policies.workloads import workload
 
 MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
 LEVELS = (MANDATORY, ADVISORY, DISABLED, "remediate")

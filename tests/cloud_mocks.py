@@ -1,14 +1,14 @@
 """`run_in_mocks` for the cloud layer's tests: keeps what the function returned on the evaluation.
 
 The provider look-ups the cloud layer makes (`aws.eks.get_cluster`, the default VPC's subnets,
-`gcp.container.get_cluster`) are answered by components.mock_runtime itself.
+`gcp.container.get_cluster`) are answered by offline_plan.mock_runtime itself.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from components.mock_runtime import MOCK_CLUSTER_SG, MOCK_SUBNETS, Evaluation, run_in_mocks  # noqa: F401 (re-exported for tests)
+from offline_plan.mock_runtime import MOCK_CLUSTER_SG, MOCK_SUBNETS, Evaluation, run_in_mocks  # noqa: F401 (re-exported for tests)
 
 
 def run_cloud(fn: Callable[[], Any], stack: str = "test") -> Evaluation:

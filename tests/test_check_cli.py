@@ -194,7 +194,7 @@ def test_check_objects_rejects_bad_config():
 
 
 def test_prod_stack_without_its_public_access_block_is_caught():
-    from components.mock_runtime import evaluate_stack
+    from offline_plan.mock_runtime import evaluate_stack
 
     evaluation = evaluate_stack("prod")
     cloud = [{"type": r.type, "name": r.name, "props": r.inputs}

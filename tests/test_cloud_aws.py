@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from components import config as cfg
-from components import contract
-from components.aws import efa, efs, eks
-from components.aws.policies import NODE_MANAGED_POLICIES
-from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
-from components.mock_runtime import RecordingMocks
-from components.platform import RdmaAttachment
+import stack_config as cfg
+from common import contract
+from components.cluster.aws import efa, efs, eks
+from components.cluster.aws.policies import NODE_MANAGED_POLICIES
+from components.cluster.common import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT
+from components.cluster.interface import RdmaAttachment
+from components.cluster.select import create_cluster
+from offline_plan.mock_runtime import RecordingMocks
 from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, one, run_cloud
 from tests.iam_eval import aws_allows
 

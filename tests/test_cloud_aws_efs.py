@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from components import contract
-from components.aws import efs
-from components.cluster import create_cluster
-from components.mock_runtime import RecordingMocks, evaluate_stack
+from common import contract
+from components.cluster.aws import efs
+from components.cluster.select import create_cluster
+from offline_plan.mock_runtime import RecordingMocks, evaluate_stack
 from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, run_cloud
 from tests.schemas import validate_object
 from tests.test_cloud_aws import POOLS, one, stack

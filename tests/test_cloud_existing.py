@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from components import config as cfg
-from components import contract
-from components.cluster import create_cluster
-from components.existing import node_setup_commands
+import stack_config as cfg
+from common import contract
+from components.cluster.existing import node_setup_commands
+from components.cluster.select import create_cluster
 from tests.cloud_mocks import run_cloud
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from components import config as cfg
-from components import contract, gpus
-from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
-from components.gcp import gke
-from components.gcp.bucket import GKE_GSA_ANNOTATION
+import stack_config as cfg
+from common import contract, gpus
+from components.cluster.common import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT
+from components.cluster.gcp import gke
+from components.cluster.gcp.bucket import GKE_GSA_ANNOTATION
+from components.cluster.select import create_cluster
 from tests.cloud_mocks import one, run_cloud
 from tests.iam_eval import gcs_allows
 
@@ -392,8 +393,8 @@ def test_efa_on_gcp_fails_naming_the_key():
 
 
 def test_operator_installed_driver_gets_ubuntu_nodes_without_gke_device_plugin():
-    from components import config as cfg
-    from components.cluster import create_cluster
+    import stack_config as cfg
+    from components.cluster.select import create_cluster
 
     raw = {
         "cloud": "gcp",

@@ -8,10 +8,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import config as cfg
-from components import contract
-from components.cluster import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT, create_cluster
-from components.platform import Cluster
+import stack_config as cfg
+from common import contract
+from components.cluster.common import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT
+from components.cluster.interface import Cluster
+from components.cluster.select import create_cluster
 from tests.cloud_mocks import run_cloud
 from tests.schemas import validate_all
 
@@ -147,7 +148,7 @@ def test_model_store_bindings_are_named_once_for_every_cloud(scenario):
 
 @pytest.mark.parametrize("stack_name", ["dev", "prod"])
 def test_the_committed_stack_files_build_their_cluster_layer(stack_name):
-    from components.mock_runtime import ROOT, stack_file_config
+    from offline_plan.mock_runtime import ROOT, stack_file_config
 
     if not (ROOT / f"Pulumi.{stack_name}.yaml").exists():
         pytest.skip(f"no Pulumi.{stack_name}.yaml")

@@ -8,9 +8,9 @@ import json
 import pulumi
 import pytest
 
-from components import config as cfg
-from components.config import ConfigError, parse_stack_config
-from components.mock_runtime import run_in_mocks
+import stack_config as cfg
+from offline_plan.mock_runtime import run_in_mocks
+from stack_config import ConfigError, parse_stack_config
 
 SOURCE = "Pulumi.dev.yaml"
 SHA = "0" * 39 + "1"  # a well-formed commit for validation tests only; stacks cite real ones

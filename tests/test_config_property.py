@@ -14,10 +14,10 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import gpus
-from components.config import SECRET_KEYS, ConfigError, StackConfig, parse_stack_config
-from components.mock_runtime import PROJECT, evaluate
-from components.plan import PlanError
+from common import gpus
+from offline_plan.mock_runtime import PROJECT, evaluate
+from planner.plan import PlanError
+from stack_config import SECRET_KEYS, ConfigError, StackConfig, parse_stack_config
 
 SOURCE = "Pulumi.fuzz.yaml"
 # Models with committed metadata, so an accepted config can be planned offline.

@@ -1,4 +1,4 @@
-"""components.hub: reading a model's metadata at a pinned commit, offline."""
+"""planner.hub: reading a model's metadata at a pinned commit, offline."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import httpx2
 import pytest
 from huggingface_hub.errors import GatedRepoError
 
-from components import hub
-from components.hub import HubError, load_model_config, load_model_metadata
+from planner import hub
+from planner.hub import HubError, load_model_config, load_model_metadata
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
 PROJECT_METADATA = hub.DEFAULT_METADATA_ROOT

@@ -7,9 +7,10 @@ import re
 import pulumi
 import pytest
 
-from components import contract, kserve, probes
-from components.mock_runtime import run_in_mocks, secret_paths
-from components.platform import ModelBucket, ServiceAccountBinding
+from common import contract
+from components.cluster.interface import ModelBucket, ServiceAccountBinding
+from components.serving import kserve, probes
+from offline_plan.mock_runtime import run_in_mocks, secret_paths
 from tests.schemas import validate_all
 from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, REVISION, machine, make_plan, placement
 
@@ -250,7 +251,7 @@ def test_canary_runs_the_new_commit_beside_the_baseline():
 
 
 def test_canary_without_baseline_is_refused_in_config():
-    from components.config import ConfigError
+    from stack_config import ConfigError
 
     with pytest.raises(ConfigError, match="canaryTrafficPercent needs canaryBaselineRevision"):
         make_plan({"engine": "kserve", **LLAMA_8B, "canaryTrafficPercent": 10})
@@ -386,7 +387,7 @@ def test_api_key_and_custom_image_are_reported_as_not_applied():
 
 
 def test_hpa_kind_exposes_the_adapter_rule_it_needs():
-    from components import observability
+    from components.serving import observability
 
     holders = {}
     for kind in ("hpa", "keda"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components import contract
-from components.mock_runtime import evaluate_stack
+from common import contract
+from offline_plan.mock_runtime import evaluate_stack
 from tests.schemas import validate_all
 
 REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"  # any pinned commit with committed metadata works

@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from components.load_dist import DistributionError, parse_distribution
-from components.load_report import (
+from endpoint_tools.load_dist import DistributionError, parse_distribution
+from endpoint_tools.load_report import (
     RequestSample,
     format_table,
     highest_meeting_slo,
@@ -141,8 +141,8 @@ def test_unreachable_endpoint_exits_1_with_one_line():
 import io  # noqa: E402
 import time  # noqa: E402
 
-from components import loadtest  # noqa: E402
-from components.openai_client import StreamEvent  # noqa: E402
+from endpoint_tools import loadtest  # noqa: E402
+from endpoint_tools.openai_client import StreamEvent  # noqa: E402
 
 # vLLM 0.32's mid-stream failure event (vllm/entrypoints/generate/base/serving.py
 # create_streaming_error_response: json of ErrorResponse{error: ErrorInfo}), then [DONE].

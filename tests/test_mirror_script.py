@@ -15,10 +15,9 @@ import huggingface_hub
 import pytest
 from huggingface_hub.hf_api import RepoFile
 
-from components import contract
-from components.mirror import SCRIPT
-from components.mirror import mirror
-from components.model_store import file_selection_args
+from common import contract
+from components.model_store.mirror import SCRIPT, mirror
+from components.model_store.store import file_selection_args
 
 REPO = "acme/tiny-model"
 REV = "0e9e39f249a16976918f6564b8830bc894c89659"
@@ -135,7 +134,7 @@ def git_blob_id(data: bytes) -> str:
 
 
 def fetch_argv(dest: Path, revision: str = REV) -> list[str]:
-    """The arguments the Job passes (components.model_store builds the same file selection)."""
+    """The arguments the Job passes (components.model_store.store builds the same file selection)."""
     return ["fetch", "--repo", REPO, "--revision", revision, "--local-dir", str(dest), *file_selection_args()]
 
 

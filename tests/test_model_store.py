@@ -8,10 +8,12 @@ import re
 import pulumi
 import pytest
 
-from components import config, contract, mock_runtime
-from components import model_store as ms
-from components.platform import GpuPlacement, ModelBucket, ServiceAccountBinding, pool_node_labels
-from components.plan import model_path
+import stack_config as config
+from common import contract
+from components.cluster.interface import GpuPlacement, ModelBucket, ServiceAccountBinding, pool_node_labels
+from components.model_store import store as ms
+from offline_plan import mock_runtime
+from planner.plan import model_path
 from tests import schemas
 
 REPO = "meta-llama/Llama-3.1-8B-Instruct"
@@ -498,7 +500,7 @@ def test_mirror_pool_placement_flows_from_model_store_args_to_the_job():
 
 
 def test_server_storage_matches_the_vllm_component():
-    from components.vllm import ServerStorage
+    from components.serving.vllm import ServerStorage
 
     _, stores = evaluate(bucket=aws_bucket())
     volume_store = stores["llama-3-1-8b-instruct"]

@@ -7,8 +7,8 @@ import json
 import promql_parser
 import pytest
 
-from components import observability as obs
-from components import vllm_metrics
+from common import engine_metrics as vllm_metrics
+from components.serving import observability as obs
 
 TARGET = obs.Target(served_name="llama-3-1-8b-instruct", namespace="llm-serving", workload_name="llama-3-1-8b-instruct",
                     load_seconds=392.2, startup_budget_seconds=590, labels={"app.kubernetes.io/name": "vllm"})
@@ -45,7 +45,7 @@ def test_every_vllm_name_comes_from_vllm_metrics():
     used = obs.used_metric_names()
     assert used, "no vLLM metric referenced at all"
     unknown = {n for n in used if vllm_metrics.base_name(n) not in known}
-    assert not unknown, f"not declared in components/vllm_metrics.py: {sorted(unknown)}"
+    assert not unknown, f"not declared in common/engine_metrics.py: {sorted(unknown)}"
     assert not used & set(vllm_metrics.REMOVED_METRICS)
     # REQUIRED_METRICS is what tests/vllm checks against the live /metrics of the pinned release.
     assert {vllm_metrics.base_name(n) for n in used} <= set(vllm_metrics.REQUIRED_METRICS)

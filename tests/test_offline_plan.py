@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import mock_runtime, offline_plan
+from offline_plan import mock_runtime
+from offline_plan import write as offline_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,12 +11,13 @@ import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
-from components import contract, gpus, mock_runtime
-from components.config import ConfigError, GpuOperatorConfig, OperatorsConfig, parse_stack_config
+from common import contract, gpu_driver, gpus
+from components.cluster.interface import GpuPlacement, pool_node_labels
 from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.operators import nic_cluster_policy as ncp
 from components.operators import values as ov
-from components.platform import GpuPlacement, pool_node_labels
+from offline_plan import mock_runtime
+from stack_config import ConfigError, GpuOperatorConfig, OperatorsConfig, parse_stack_config
 from tests import schemas
 from tests.helm_values import chart_defaults, check_chart_values, unknown_value_paths
 
@@ -94,27 +95,27 @@ def test_gke_managed_drivers_follow_nvidias_gke_paths_and_leave_the_device_plugi
 @pytest.mark.parametrize("driver", ["auto", "preinstalled"])
 def test_gke_installation_disabled_without_the_operator_driver_is_refused(driver):
     # NVIDIA's other GKE mode needs Google's driver-installer DaemonSet, which nothing here applies.
-    with pytest.raises(ov.OperatorValuesError) as err:
+    with pytest.raises(gpu_driver.OperatorValuesError) as err:
         values_for("gcp", driver, gke="INSTALLATION_DISABLED")
-    assert err.value.key == ov.GKE_DRIVER_VERSION_KEY and "LATEST or DEFAULT" in err.value.message
+    assert err.value.key == gpu_driver.GKE_DRIVER_VERSION_KEY and "LATEST or DEFAULT" in err.value.message
 
 
 def test_gke_operator_driver_needs_gke_installation_disabled_and_runs_ubuntu_without_gkes_plugin():
-    with pytest.raises(ov.OperatorValuesError, match="gkeDriverVersion INSTALLATION_DISABLED") as err:
+    with pytest.raises(gpu_driver.OperatorValuesError, match="gkeDriverVersion INSTALLATION_DISABLED") as err:
         values_for("gcp", "operator", gke="LATEST")
     assert err.value.key == "operators.gpuOperator.driver"
     v = values_for("gcp", "operator", gke="INSTALLATION_DISABLED")
     assert v["driver"]["enabled"] is True and v["devicePlugin"]["enabled"] is True and "hostPaths" not in v
-    plan = ov.resolve_driver_plan("gcp", "operator", "INSTALLATION_DISABLED")
+    plan = gpu_driver.resolve_driver_plan("gcp", "operator", "INSTALLATION_DISABLED")
     assert plan.gke_image_type == "UBUNTU_CONTAINERD"
     assert dict(plan.gke_node_labels) == {"gke-no-default-nvidia-gpu-device-plugin": "true"}
 
 
 def test_gke_node_image_follows_the_driver_plan():
-    assert ov.node_image_for("gcp", "auto", "LATEST") == "COS_CONTAINERD"
-    assert ov.node_image_for("gcp", "operator", "INSTALLATION_DISABLED") == "UBUNTU_CONTAINERD"
-    assert ov.node_image_for("aws", "auto", None) is None
-    assert ov.resolve_driver_plan("gcp", "auto", "DEFAULT").gke_node_labels == ()  # GKE's plugin stays on
+    assert gpu_driver.node_image_for("gcp", "auto", "LATEST") == "COS_CONTAINERD"
+    assert gpu_driver.node_image_for("gcp", "operator", "INSTALLATION_DISABLED") == "UBUNTU_CONTAINERD"
+    assert gpu_driver.node_image_for("aws", "auto", None) is None
+    assert gpu_driver.resolve_driver_plan("gcp", "auto", "DEFAULT").gke_node_labels == ()  # GKE's plugin stays on
 
 
 def test_existing_cluster_driver_modes():
@@ -125,7 +126,7 @@ def test_existing_cluster_driver_modes():
 
 
 def test_existing_cluster_with_auto_driver_is_a_one_line_error_naming_the_key():
-    with pytest.raises(ov.OperatorValuesError) as err:
+    with pytest.raises(gpu_driver.OperatorValuesError) as err:
         values_for("existing", "auto")
     message = str(err.value)
     assert message.startswith("operators.gpuOperator.driver:") and "\n" not in message
@@ -191,7 +192,7 @@ def test_mig_strategy(strategy):
 
 
 def test_mixed_mig_strategy_is_refused_because_servers_request_nvidia_com_gpu():
-    with pytest.raises(ov.OperatorValuesError) as err:
+    with pytest.raises(gpu_driver.OperatorValuesError) as err:
         values_for("aws", migStrategy="mixed")
     assert err.value.key == "operators.gpuOperator.migStrategy" and "\n" not in str(err.value)
 
@@ -211,14 +212,14 @@ class _Pool:
 
 def test_mig_labels_and_gke_partitions_come_from_the_driver_plan():
     pool = _Pool("H100-80GB", "1g.10gb")
-    aws = ov.resolve_driver_plan("aws", "auto")
-    assert ov.mig_node_labels(pool, aws) == {"nvidia.com/mig.config": "all-1g.10gb"}
-    assert ov.gke_gpu_partition_size(pool, aws) is None
-    gke = ov.resolve_driver_plan("gcp", "auto", "LATEST")
-    assert ov.mig_node_labels(pool, gke) == {} and ov.gke_gpu_partition_size(pool, gke) == "1g.10gb"
-    gke_ubuntu = ov.resolve_driver_plan("gcp", "operator", "INSTALLATION_DISABLED")
-    assert ov.mig_node_labels(pool, gke_ubuntu) == {"nvidia.com/mig.config": "all-1g.10gb"}
-    assert ov.mig_node_labels(_Pool("H100-80GB", None), aws) == {}
+    aws = gpu_driver.resolve_driver_plan("aws", "auto")
+    assert gpu_driver.mig_node_labels(pool, aws) == {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert gpu_driver.gke_gpu_partition_size(pool, aws) is None
+    gke = gpu_driver.resolve_driver_plan("gcp", "auto", "LATEST")
+    assert gpu_driver.mig_node_labels(pool, gke) == {} and gpu_driver.gke_gpu_partition_size(pool, gke) == "1g.10gb"
+    gke_ubuntu = gpu_driver.resolve_driver_plan("gcp", "operator", "INSTALLATION_DISABLED")
+    assert gpu_driver.mig_node_labels(pool, gke_ubuntu) == {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert gpu_driver.mig_node_labels(_Pool("H100-80GB", None), aws) == {}
 
 
 def test_sizing_memory_is_the_mig_slice_when_a_profile_is_set():
@@ -246,7 +247,7 @@ def test_time_slicing_config_and_values():
 
 
 def test_time_slicing_is_refused_where_gke_runs_the_device_plugin():
-    with pytest.raises(ov.OperatorValuesError, match="timeSlicingReplicas"):
+    with pytest.raises(gpu_driver.OperatorValuesError, match="timeSlicingReplicas"):
         values_for("gcp", gke="LATEST", timeSlicingReplicas=2)
     assert values_for("gcp", "operator", gke="INSTALLATION_DISABLED", timeSlicingReplicas=2)["devicePlugin"]["enabled"]
 
@@ -379,9 +380,9 @@ def test_ip_pool_splits_the_range_across_gpu_nodes():
     spec = ncp.ip_pool_spec("192.168.100.0/24", [h100_pool(max_nodes=2), l4_pool_custom_taint()])
     assert spec["subnet"] == "192.168.100.0/24"
     assert spec["perNodeBlockSize"] == 254 // 6
-    with pytest.raises(ov.OperatorValuesError, match="operators.networkOperator.ipRange"):
+    with pytest.raises(gpu_driver.OperatorValuesError, match="operators.networkOperator.ipRange"):
         ncp.ip_pool_spec("192.168.100.0/29", [h100_pool(max_nodes=2)])  # 6 addresses, 8 GPUs a node
-    with pytest.raises(ov.OperatorValuesError, match="not a network"):
+    with pytest.raises(gpu_driver.OperatorValuesError, match="not a network"):
         ncp.ip_pool_spec("192.168.100.7/24", [h100_pool()])
 
 
@@ -602,9 +603,9 @@ def test_config_and_values_agree_on_every_driver_combination(cloud, version, dri
     pool = {"gkeDriverVersion": version} if version else {}
     problems = config_problems(stack(cloud, {"driver": driver}, pool))
     try:
-        ov.resolve_driver_plan(cloud, driver, version)
-    except ov.OperatorValuesError as err:
-        expected = "pools[0].gkeDriverVersion" if err.key == ov.GKE_DRIVER_VERSION_KEY else err.key
+        gpu_driver.resolve_driver_plan(cloud, driver, version)
+    except gpu_driver.OperatorValuesError as err:
+        expected = "pools[0].gkeDriverVersion" if err.key == gpu_driver.GKE_DRIVER_VERSION_KEY else err.key
         assert problems == [f"{expected}: {err.message}"]
     else:
         assert problems == []
@@ -613,7 +614,7 @@ def test_config_and_values_agree_on_every_driver_combination(cloud, version, dri
 
 def test_supported_lists_only_accepted_combinations():
     for cloud, driver, version in SUPPORTED:
-        ov.resolve_driver_plan(cloud, driver, version)  # raises for a refused row
+        gpu_driver.resolve_driver_plan(cloud, driver, version)  # raises for a refused row
 
 
 def test_mixed_mig_strategy_is_refused_in_config_with_one_line():

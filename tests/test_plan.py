@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components import plan
-from components.config import parse_stack_config
-from components.hub import ModelMetadata
+from planner import plan
+from planner.hub import ModelMetadata
+from stack_config import parse_stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_8B = ("meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659")

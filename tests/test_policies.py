@@ -7,9 +7,16 @@ import copy
 
 import pytest
 
-from components.contract import ANNOTATION_LOAD_SECONDS, LABEL_REVISION
-from tests.test_policies_support import (UNKNOWN_STRING, analyze, analyze_k8s, analyze_stack, k8s_stack_entry,
-                                         load_fixture, secret)
+from common.contract import ANNOTATION_LOAD_SECONDS, LABEL_REVISION
+from tests.test_policies_support import (
+    UNKNOWN_STRING,
+    analyze,
+    analyze_k8s,
+    analyze_stack,
+    k8s_stack_entry,
+    load_fixture,
+    secret,
+)
 
 SHA = "0e9e39f249a16976918f6564b8830bc894c89659"
 GOOD_SERVER = load_fixture("good", "vllm-deployment.yaml")[0]

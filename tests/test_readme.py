@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components import config_doc
+from offline_plan import config_reference as config_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_config_reference_is_generated_from_the_models():
     text = (ROOT / "README.md").read_text()
-    assert config_doc.updated_readme(text) == text, "run `venv/bin/python -m components.config_doc`"
+    assert config_doc.updated_readme(text) == text, "run `venv/bin/python -m offline_plan.config_reference`"
     # Every key a user can set is documented, nested ones included.
     for key in ("`models[].revision`", "`pools[].gpu`", "`operators.gpuOperator.driver`", "`modelStore.loadFrom`",
                 "`models[].autoscaling.queueThreshold`", "`hfToken` (secret)"):
@@ -55,7 +55,7 @@ def test_offline_plan_exits_2_with_the_key_on_a_config_error(tmp_path):
         (ROOT / "Pulumi.dev.yaml").read_text().replace("0e9e39f249a16976918f6564b8830bc894c89659", "main")
     )
     code = (
-        "import sys; from pathlib import Path; from components import offline_plan, mock_runtime;"
+        "import sys; from pathlib import Path; from offline_plan import write as offline_plan, mock_runtime;"
         f"mock_runtime.ROOT = Path({str(project)!r});"
         "orig = mock_runtime.evaluate_stack;"
         "offline_plan.evaluate_stack = lambda s: orig(s, project_dir=mock_runtime.ROOT);"

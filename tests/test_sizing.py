@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.sizing import (
+from planner.model_arch import ModelArch, SizingError
+from planner.sizing import (
     GiB,
-    ModelArch,
-    SizingError,
     SizingRequest,
     estimate_load_seconds,
     kv_bytes_per_token_per_gpu,
@@ -257,7 +256,7 @@ def test_transcribed_configs_match_the_real_files(mine, real):
     assert {f: getattr(a, f) for f in fields} == {f: getattr(b, f) for f in fields}
 
 
-# --- release mechanics read from vLLM's source (see components/sizing.py for the references) ---
+# --- release mechanics read from vLLM's source (see planner/sizing.py for the references) ---
 
 
 def test_default_utilization_follows_the_release():

@@ -2,7 +2,7 @@
 
 tests/fixtures/vllm_logs/held_out_by_source.yaml holds startup logs from other operators, GPUs and
 releases than cases.yaml (whose calibration and held-out splits both come from the same two
-sources). No constant in components/sizing.py was chosen with these cases in view; this file only
+sources). No constant in planner/sizing.py was chosen with these cases in view; this file only
 measures. A case the engine cannot reproduce for a stated reason is a strict xfail, so it turns
 into a failure the day it starts to match (and the reason must then be revisited).
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.sizing import ModelArch, size
+from planner.model_arch import ModelArch
+from planner.sizing import size
 from tests.test_sizing import request_for
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.sizing_cli import main
+from planner.sizing_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "tests" / "fixtures" / "vllm_logs" / "configs"

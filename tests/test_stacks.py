@@ -11,8 +11,8 @@ import copy
 
 import pytest
 
-from components import contract
-from components.mock_runtime import evaluate_stack, secret_paths
+from common import contract
+from offline_plan.mock_runtime import evaluate_stack, secret_paths
 from policies.check import check_objects
 from tests.schemas import validate_all
 

@@ -11,8 +11,11 @@ import sys
 
 import pytest
 
-from components import contract, probes, server_resources, vllm_args
-from components import plan as plan_module
+from common import contract
+from components.serving import engine_args as vllm_args
+from components.serving import probes
+from components.serving import resources as server_resources
+from planner import plan as plan_module
 from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, machine, make_plan, make_plans
 
 

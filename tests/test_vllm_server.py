@@ -7,9 +7,10 @@ import json
 import pulumi
 import pytest
 
-from components import contract, vllm_args
-from components.mock_runtime import is_secret_value, run_in_mocks, secret_paths
-from components.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
+from common import contract
+from components.serving import engine_args as vllm_args
+from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
+from offline_plan.mock_runtime import is_secret_value, run_in_mocks, secret_paths
 from tests.schemas import validate_all
 from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, machine, make_plan, placement
 
@@ -340,7 +341,7 @@ def test_gateway_without_hostname_keeps_the_in_cluster_endpoint():
 
 def test_hpa_kind_exposes_the_adapter_rule_it_needs():
     _, ev, _ = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 2}})
-    from components import observability
+    from components.serving import observability
 
     assert ev.server["server"].prometheus_adapter_rule == observability.prometheus_adapter_rule()
     _, keda, _ = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "maxReplicas": 2}})
@@ -361,7 +362,9 @@ def test_every_object_validates_against_its_schema(model, extra):
 
 
 def _stack_plans(stack: str):
-    from components import config, mock_runtime, plan
+    import stack_config as config
+    from offline_plan import mock_runtime
+    from planner import plan
 
     values, secrets = mock_runtime.stack_file_config(stack)
     raw, _ = config.decode_config_values(values, set(secrets))
@@ -371,7 +374,8 @@ def _stack_plans(stack: str):
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_startup_budget_covers_load_for_every_model_in_the_stacks(stack, monkeypatch):
-    from components import config, mock_runtime
+    import stack_config as config
+    from offline_plan import mock_runtime
 
     if not (mock_runtime.ROOT / f"Pulumi.{stack}.yaml").exists():
         pytest.skip(f"no Pulumi.{stack}.yaml")

@@ -1,6 +1,6 @@
 """Real ModelPlans for the vLLM server tests, from the committed model configs.
 
-The plans go through the real config validation and sizing engine (components.plan.plan_model),
+The plans go through the real config validation and sizing engine (planner.plan.plan_model),
 so a test that changes the GPU or max-model-len sees the flags and budgets the program would emit.
 Only the Hub read is replaced: the metadata comes from tests/fixtures/model_configs.
 """
@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components import config, hub, plan
-from components.platform import GpuPlacement, pool_node_labels
+import stack_config as config
+from components.cluster.interface import GpuPlacement, pool_node_labels
+from planner import hub, plan
 
 MODEL_CONFIGS = Path(__file__).parent / "fixtures" / "model_configs"
 

@@ -1,4 +1,7 @@
-"""NVIDIA GPU Operator and Network Operator (stage 5 of the serving path).
+"""NVIDIA GPU Operator and Network Operator (stage 5 of the serving path, second half).
+
+May import: `common`, `stack_config`, `planner`, `components.cluster`.
+Imported by: the model store, serving, `__main__.py`.
 
 - `values`: the charts' Helm values, decided per cloud in pure functions.
 - `nic_cluster_policy`: the Network Operator's custom resources, as plain dicts.

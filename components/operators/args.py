@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from components.config import OperatorsConfig
-from components.platform import GpuPlacement
+from components.cluster.interface import GpuPlacement
+from stack_config import OperatorsConfig
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ import ipaddress
 import json
 from typing import Any, Sequence
 
-from components.operators.values import OperatorValuesError, Placement, pool_tolerations
+from common.gpu_driver import OperatorValuesError
+from components.operators.values import Placement, pool_tolerations
 
 # The operator reconciles only the NicClusterPolicy with this name (pkg/consts/consts.go,
 # NicClusterPolicyResourceName) and ignores any other.

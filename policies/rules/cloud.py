@@ -17,8 +17,8 @@ explicit S3 encryption configuration that names no algorithm, and a public ACL. 
 
 from __future__ import annotations
 
-from components import gpus
-from components.contract import GPU_TAINT_KEY
+from common import gpus
+from common.contract import GPU_TAINT_KEY
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 
 S3_PAB = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"

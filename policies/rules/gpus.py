@@ -8,7 +8,7 @@ gpu-toleration-matches-pool compares against the pools' exact taints.
 
 from __future__ import annotations
 
-from components.contract import GPU_TAINT_EFFECT, GPU_TAINT_KEY
+from common.contract import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from policies.gpu import is_gpu_container, pod_tolerates
 from policies.objects import Finding
 from policies.workloads import workload

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from components.contract import LABEL_REVISION, MODEL_MOUNT_PATH
+from common.contract import LABEL_REVISION, MODEL_MOUNT_PATH
 from policies.commands import flag_values, is_reference, literal_env, tokens
 from policies.gpu import is_gpu_container
 from policies.objects import Finding, as_dict, as_list, as_str, is_commit, is_unknown

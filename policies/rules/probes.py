@@ -14,7 +14,7 @@ have probes). Kyverno's require-probes accepts any ONE probe; this rule is stric
 
 from __future__ import annotations
 
-from components.contract import ANNOTATION_LOAD_SECONDS
+from common.contract import ANNOTATION_LOAD_SECONDS
 from policies.gpu import is_gpu_container
 from policies.objects import Finding, as_dict, as_number, is_unknown, seconds
 from policies.workloads import ContainerView, PodView, Workload, workload

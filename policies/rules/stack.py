@@ -25,8 +25,15 @@ from __future__ import annotations
 from policies.gpu import is_gpu_container, pod_tolerates, pod_uses_gpus
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 from policies.resource import Resource
-from policies.rules.cloud import (PAB_FLAGS, POOL_TYPES, S3_ACCOUNT_PAB, S3_BUCKETS, S3_PAB, node_pool_has_gpus,
-                                  pool_taints)
+from policies.rules.cloud import (
+    PAB_FLAGS,
+    POOL_TYPES,
+    S3_ACCOUNT_PAB,
+    S3_BUCKETS,
+    S3_PAB,
+    node_pool_has_gpus,
+    pool_taints,
+)
 from policies.workloads import workload
 
 

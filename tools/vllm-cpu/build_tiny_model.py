@@ -22,7 +22,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from components.prompt_corpus import SENTENCES  # noqa: E402
+from endpoint_tools.prompt_corpus import SENTENCES  # noqa: E402
 
 VOCAB_SIZE = 2000
 MAX_POSITIONS = 4096

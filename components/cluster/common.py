@@ -1,0 +1,96 @@
+"""What every cloud's cluster layer shares, written once.
+
+The model-store identities' names, the kubeconfig shape, the taint spelling of the cloud APIs, a
+pool's placement and the bucket's logical name. The per-cloud modules import this; it imports none
+of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pulumi
+
+import stack_config as cfg
+from components.cluster.interface import GpuPlacement, pool_node_labels
+
+# The Kubernetes ServiceAccounts of the model store: the mirror Job writes the bucket, the servers
+# read it. The cloud identities are bound to exactly these names; the model store creates the
+# ServiceAccounts from the `ServiceAccountBinding`s on `Cluster.bucket`, so it never spells them.
+MODEL_WRITER_SERVICE_ACCOUNT = "model-writer"
+MODEL_READER_SERVICE_ACCOUNT = "model-reader"
+
+# EKS and GKE APIs spell taint effects in upper snake case; Kubernetes in camel case.
+_CLOUD_TAINT_EFFECTS = {
+    "NoSchedule": "NO_SCHEDULE",
+    "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+    "NoExecute": "NO_EXECUTE",
+}
+
+
+def cloud_taint_effect(kubernetes_effect: str) -> str:
+    """`NoSchedule` -> `NO_SCHEDULE`, as the EKS node group and GKE node pool APIs want it."""
+    return _CLOUD_TAINT_EFFECTS[kubernetes_effect]
+
+
+def placement_for(pool: cfg.PoolConfig, rdma: bool = False) -> GpuPlacement:
+    """The one place a pool's labels and taint are decided; node pools and workloads both read it."""
+    return GpuPlacement(
+        pool=pool.name,
+        gpu=pool.gpu,
+        gpus_per_node=pool.gpusPerNode,
+        max_nodes=pool.maxNodes,
+        node_labels=pool_node_labels(pool.name, pool.gpu),
+        rdma=rdma,
+    )
+
+
+def exec_kubeconfig(
+    name: str,
+    server: pulumi.Input[str],
+    ca_data: pulumi.Input[str],
+    command: str,
+    args: Sequence[pulumi.Input[str]],
+    provide_cluster_info: bool = False,
+) -> pulumi.Output[str]:
+    """A kubeconfig for one cluster whose credentials come from an exec plugin at use time.
+
+    No token is stored in state: `aws eks get-token` / `gke-gcloud-auth-plugin` mint a short-lived
+    one from the caller's cloud credentials each time the provider connects.
+    """
+    exec_spec: dict[str, Any] = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": command,
+        "args": list(args),
+        "interactiveMode": "Never",
+    }
+    if provide_cluster_info:
+        exec_spec["provideClusterInfo"] = True
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+        "users": [{"name": name, "user": {"exec": exec_spec}}],
+        "preferences": {},
+    }
+    return pulumi.Output.json_dumps(doc)
+
+
+def https(endpoint: pulumi.Input[str]) -> pulumi.Output[str]:
+    """EKS returns `https://...`, GKE a bare IP; the kubeconfig wants a URL."""
+    return pulumi.Output.from_input(endpoint).apply(lambda e: e if e.startswith("https://") else f"https://{e}")
+
+
+def bucket_resource_name(stack_name: str) -> str:
+    """Logical name of the model bucket; Pulumi appends a random suffix to it for the real name.
+
+    S3 and GCS bucket names are global, so the default name must not collide across accounts:
+    Pulumi's auto-naming (`<logical name>-<7 random hex>`) gives that suffix without pulumi-random.
+    Kept to 55 characters so the suffixed name fits the 63-character bucket name limit.
+    """
+    base = f"{cfg.PROJECT}-{stack_name}".lower()
+    base = "".join(c if c.isalnum() or c == "-" else "-" for c in base).strip("-")
+    return f"{base[:48].rstrip('-')}-models"
+

@@ -1,0 +1,1 @@
+"""GKE: the cluster, its GPU and system node pools and the GCS model bucket."""

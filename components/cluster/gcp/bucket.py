@@ -1,0 +1,116 @@
+"""The GCS model bucket and its two Workload Identity service accounts (writer, reader)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.cluster.gcp import iam
+from components.cluster.interface import ModelBucket, ServiceAccountBinding
+
+# The annotation GKE's metadata server reads to map a Kubernetes ServiceAccount to a GSA.
+GKE_GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
+
+
+@dataclass(frozen=True)
+class GcsModelBucketArgs:
+    # Logical name; the real bucket name is this plus a random suffix unless `bucket_name` is set.
+    resource_name: str
+    prefix: str
+    namespace: str
+    writer_service_account: str
+    reader_service_account: str
+    project: pulumi.Input[str]
+    location: str
+    # Base of the GCP service account ids (`<base>-model-writer`), e.g. the cluster name.
+    account_base: str
+    bucket_name: str | None = None
+
+
+class GcsModelBucket(pulumi.ComponentResource):
+    """Private, versioned bucket (Google encrypts every object at rest); prefix-scoped identities."""
+
+    bucket_name: pulumi.Output[str]
+    writer_email: pulumi.Output[str]
+    reader_email: pulumi.Output[str]
+    model_bucket: ModelBucket
+
+    def __init__(self, name: str, args: GcsModelBucketArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:gcp:ModelBucket", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        # No force_destroy: deleting the stack must not silently delete mirrored weights.
+        bucket = gcp.storage.Bucket(
+            args.resource_name,
+            name=args.bucket_name,
+            project=args.project,
+            location=args.location,
+            # IAM only, no per-object ACLs, and never public whatever a later IAM edit says.
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning={"enabled": True},
+            labels={"llm-serving-purpose": "model-weights"},
+            opts=child,
+        )
+        bucket_name = bucket.name
+        condition_expression = bucket_name.apply(lambda b: iam.prefix_condition_expression(b, args.prefix))
+
+        writer = self._identity(f"{name}-writer", args, args.writer_service_account, iam.WRITER_ROLES,
+                                bucket_name, condition_expression, "writes model weights under the models prefix")
+        reader = self._identity(f"{name}-reader", args, args.reader_service_account, iam.READER_ROLES,
+                                bucket_name, condition_expression, "reads model weights under the models prefix")
+
+        self.bucket_name = bucket_name
+        self.writer_email = writer.email
+        self.reader_email = reader.email
+        self.model_bucket = ModelBucket(
+            scheme="gs",
+            name=bucket_name,
+            prefix=args.prefix,
+            writer=ServiceAccountBinding(args.namespace, args.writer_service_account, {GKE_GSA_ANNOTATION: writer.email}),
+            reader=ServiceAccountBinding(args.namespace, args.reader_service_account, {GKE_GSA_ANNOTATION: reader.email}),
+            region=args.location,
+        )
+        self.register_outputs({
+            "bucketName": self.bucket_name,
+            "writerServiceAccount": self.writer_email,
+            "readerServiceAccount": self.reader_email,
+        })
+
+    def _identity(self, name, args: GcsModelBucketArgs, service_account: str, roles, bucket_name,
+                  condition_expression, what: str) -> gcp.serviceaccount.Account:
+        child = pulumi.ResourceOptions(parent=self)
+        gsa = gcp.serviceaccount.Account(
+            name,
+            account_id=iam.account_id(args.account_base, service_account),
+            display_name=f"{args.namespace}/{service_account} {what}",
+            project=args.project,
+            opts=child,
+        )
+        # Only this Kubernetes ServiceAccount may act as the GSA.
+        gcp.serviceaccount.IAMMember(
+            f"{name}-workload-identity",
+            service_account_id=gsa.name,
+            role=iam.WORKLOAD_IDENTITY_USER,
+            member=pulumi.Output.from_input(args.project).apply(
+                lambda p: iam.workload_identity_member(p, args.namespace, service_account)
+            ),
+            opts=child,
+        )
+        for role in roles:
+            short = role.rsplit(".", 1)[-1]
+            gcp.storage.BucketIAMMember(
+                f"{name}-{short}",
+                bucket=bucket_name,
+                role=role,
+                member=gsa.email.apply(lambda e: f"serviceAccount:{e}"),
+                condition={
+                    "title": f"models-prefix-{short}"[:100],
+                    "description": f"Only objects under {args.prefix}/ and listings of that prefix",
+                    "expression": condition_expression,
+                },
+                opts=child,
+            )
+        return gsa

@@ -1,0 +1,475 @@
+"""GKE: the cluster (created, or an existing one by name), its GPU node pools, the CPU system node
+pool of a created cluster, the model bucket's Workload Identity accounts, and the Kubernetes
+provider every Kubernetes resource of the stack uses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+import stack_config as cfg
+from common import contract, gpu_driver, gpus
+from components.cluster.common import (
+    MODEL_READER_SERVICE_ACCOUNT,
+    MODEL_WRITER_SERVICE_ACCOUNT,
+    bucket_resource_name,
+    cloud_taint_effect,
+    exec_kubeconfig,
+    https,
+    placement_for,
+)
+from components.cluster.gcp import iam
+from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
+from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachment
+
+RELEASE_CHANNEL = "REGULAR"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# Every GCP local SSD is 375 GiB; the catalog records each machine's total.
+LOCAL_SSD_GIB = 375
+# A3 Ultra and A4 boot only from Hyperdisk; the other GPU series boot from Persistent Disk.
+_HYPERDISK_ONLY_PREFIXES = ("a3-ultragpu-", "a4-")
+# The system node pool: untainted CPU nodes for CoreDNS and GKE's own system pods, the operators'
+# controllers, KEDA and the mirror Jobs. 8 vCPU / 32 GiB; `cluster.systemPool.machineType` overrides it.
+DEFAULT_SYSTEM_MACHINE_TYPE = "e2-standard-8"
+# Value of contract.LABEL_POOL on the system nodes.
+SYSTEM_POOL = contract.SYSTEM_POOL
+# Zone of a pool without `zones`: the region's "-a" zone. A pool left to span every zone of a
+# regional cluster would ask for its GPU in zones that do not offer it, and GKE's per-zone initial
+# count would multiply. Not every GPU is offered in "-a" (nor every region has one): set
+# `pools[].zones` to zones that offer the pool's GPU (`gcloud compute accelerator-types list
+# --filter="zone~^<region>"`).
+DEFAULT_ZONE_SUFFIX = "-a"
+
+
+# A zone name is its region plus "-<letter>"; an existing zonal cluster is looked up by its zone.
+_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+
+
+def default_zones(location: str) -> list[str]:
+    """`<region>-a`, or the location itself when it already is a zone (a zonal existing cluster)."""
+    return [location] if _ZONE_RE.match(location) else [f"{location}{DEFAULT_ZONE_SUFFIX}"]
+
+
+def initial_per_zone(total: int, zones: list[str]) -> int:
+    """GKE's initial node count is per zone of the pool; spread the wanted total over the zones.
+
+    Rounded up, so the pool starts with at least the wanted total; stack_config/ refuses a
+    total the zones cannot start within maxNodes.
+    """
+    return math.ceil(total / len(zones))
+
+
+def boot_disk_type(machine_type: str) -> str:
+    return "hyperdisk-balanced" if machine_type.startswith(_HYPERDISK_ONLY_PREFIXES) else "pd-balanced"
+
+
+def shared_node_config(node_service_account: pulumi.Input[str]) -> dict:
+    """node_config settings every node pool of this program has, GPU or system."""
+    return {
+        # gVNIC: the higher-bandwidth virtual NIC (needed for the per-VM bandwidth tiers).
+        "gvnic": {"enabled": True},
+        # Pods see the GKE metadata server (Workload Identity), never the node's credentials.
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "service_account": node_service_account,
+        "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+    }
+
+
+def node_pool(
+    name: str,
+    parent: pulumi.Resource,
+    cluster: pulumi.Input[str],
+    location: str,
+    project: pulumi.Input[str],
+    node_config: dict,
+    min_nodes: int,
+    max_nodes: int,
+    zones: list[str],
+    initial_nodes_per_zone: int,
+    location_policy: str,
+) -> gcp.container.NodePool:
+    """A GKE node pool as this program makes every pool: autoscaled on totals, auto-repaired and
+    auto-upgraded one node at a time, its size left to the autoscaler after creation."""
+    return gcp.container.NodePool(
+        name,
+        cluster=cluster,
+        location=location,
+        project=project,
+        # The zones the pool's nodes live in; without it a pool of a regional cluster spans every
+        # zone of the region.
+        node_locations=zones,
+        # Totals across all the pool's zones (not per zone), so minNodes/maxNodes mean on GKE
+        # what they mean on EKS.
+        autoscaling={
+            "total_min_node_count": min_nodes,
+            "total_max_node_count": max_nodes,
+            "location_policy": location_policy,
+        },
+        # GKE's initial count is per zone of the pool.
+        initial_node_count=initial_nodes_per_zone,
+        management={"auto_repair": True, "auto_upgrade": True},
+        # One node at a time during upgrades: a GPU node is expensive and slow to fill, and the
+        # system pool keeps serving while one of its nodes is replaced.
+        upgrade_settings={"max_surge": 1, "max_unavailable": 0},
+        node_config=node_config,
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["initialNodeCount"]),
+    )
+
+
+def local_ssd_count(machine: gpus.CloudMachine, wanted: bool) -> int:
+    """Local SSDs to back ephemeral storage (image layers, emptyDirs): all the machine has, or none."""
+    return machine.local_ssd_gib // LOCAL_SSD_GIB if wanted else 0
+
+
+@dataclass(frozen=True)
+class NodePoolSpec:
+    pool: cfg.PoolConfig
+    machine: gpus.CloudMachine
+    accelerator: str  # GKE accelerator type, e.g. nvidia-l4
+    placement: GpuPlacement
+    # node_locations: `pools[].zones`, or `default_zones` of the region.
+    zones: list[str]
+    # Who provides driver, device plugin and MIG partitions on these nodes (decided once, in
+    # components/operators/values.py); it sets the node image and labels here.
+    driver_plan: gpu_driver.DriverPlan
+    # Where the pool is in the stack file, for errors ("Pulumi.dev.yaml: pools[1]").
+    config_key: str = "pools"
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    spec: NodePoolSpec
+    cluster: pulumi.Input[str]
+    location: str
+    project: pulumi.Input[str]
+    node_service_account: pulumi.Input[str]
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """A GKE node pool of one GPU machine type, tainted so only GPU work lands on it."""
+
+    node_pool_name: pulumi.Output[str]
+    placement: GpuPlacement
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:gcp:GpuNodePool", name, None, opts)
+        spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
+
+        image_type = spec.driver_plan.gke_image_type
+        labels = {**placement.node_labels, **dict(spec.driver_plan.gke_node_labels),
+                  **gpu_driver.mig_node_labels(pool, spec.driver_plan)}
+        accelerator = {
+            "type": spec.accelerator,
+            # GPU machine types come with a fixed number of GPUs; the accelerator count must match.
+            "count": machine.gpus,
+            "gpu_driver_installation_config": {"gpu_driver_version": pool.gkeDriverVersion},
+        }
+        partition = gpu_driver.gke_gpu_partition_size(pool, spec.driver_plan)
+        if partition:
+            accelerator["gpu_partition_size"] = partition
+        node_config: dict = {
+            "machine_type": machine.name,
+            "image_type": image_type,
+            "disk_size_gb": pool.diskGib,
+            "disk_type": boot_disk_type(machine.name),
+            "guest_accelerators": [accelerator],
+            "labels": labels,
+            "taints": [{
+                "key": placement.taint_key,
+                "value": placement.taint_value,
+                "effect": cloud_taint_effect(placement.taint_effect),
+            }],
+            "spot": pool.capacityType == "spot",
+            # Image streaming: containers start before the 10-20 GB engine image is fully pulled.
+            # It requires the Container-Optimized OS with containerd node image (GKE docs, "Use
+            # Image streaming to pull container images", Requirements), so Ubuntu pools go without.
+            "gcfs_config": {"enabled": image_type == gpu_driver.GKE_IMAGE_COS},
+            **shared_node_config(args.node_service_account),
+        }
+        ssds = local_ssd_count(machine, pool.localSsd)
+        if ssds:
+            node_config["ephemeral_storage_local_ssd_config"] = {"local_ssd_count": ssds}
+
+        pool_resource = node_pool(
+            f"{name}-np",
+            self,
+            args.cluster,
+            args.location,
+            args.project,
+            node_config,
+            pool.minNodes,
+            pool.maxNodes,
+            spec.zones,
+            initial_per_zone(pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes, spec.zones),
+            # ANY lets the autoscaler take GPUs from whichever of the pool's zones has them.
+            location_policy="ANY",
+        )
+        self.node_pool_name = pool_resource.name
+        self.placement = placement
+        self.register_outputs({"nodePoolName": self.node_pool_name})
+
+
+@dataclass(frozen=True)
+class SystemNodePoolArgs:
+    pool: cfg.SystemPoolConfig
+    cluster: pulumi.Input[str]
+    location: str
+    project: pulumi.Input[str]
+    node_service_account: pulumi.Input[str]
+    # node_locations: `cluster.systemPool.zones`, or `default_zones` of the region.
+    zones: list[str]
+    config_key: str = "cluster.systemPool"
+
+
+def system_machine_type(pool: cfg.SystemPoolConfig) -> str:
+    return pool.machineType or DEFAULT_SYSTEM_MACHINE_TYPE
+
+
+class SystemNodePool(pulumi.ComponentResource):
+    """Untainted CPU nodes of a created cluster, for everything that is not a GPU server.
+
+    A created cluster's default pool is removed and the GPU pools carry the GPU taint, so without
+    this pool CoreDNS, the operators' controllers, KEDA and the mirror Jobs would have nowhere to run.
+    """
+
+    node_pool_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SystemNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:gcp:SystemNodePool", name, None, opts)
+        pool = args.pool
+        machine_type = system_machine_type(pool)
+        node_config = {
+            "machine_type": machine_type,
+            "image_type": gpu_driver.GKE_IMAGE_COS,
+            "disk_size_gb": pool.diskGib,
+            "disk_type": boot_disk_type(machine_type),
+            "labels": {contract.LABEL_POOL: SYSTEM_POOL},
+            # No taints: this is where every pod without a GPU toleration lands.
+            **shared_node_config(args.node_service_account),
+        }
+        pool_resource = node_pool(
+            f"{name}-np",
+            self,
+            args.cluster,
+            args.location,
+            args.project,
+            node_config,
+            pool.minNodes,
+            pool.maxNodes,
+            args.zones,
+            # minNodes at creation, spread over the zones; then the autoscaler keeps the total
+            # within minNodes..maxNodes.
+            initial_per_zone(pool.minNodes, args.zones),
+            # Spread over the zones (when several are listed), so the system pods survive a zone outage.
+            location_policy="BALANCED",
+        )
+        self.node_pool_name = pool_resource.name
+        self.register_outputs({"nodePoolName": self.node_pool_name})
+
+
+@dataclass(frozen=True)
+class GkeClusterArgs:
+    name: str
+    create: bool
+    kubernetes_version: str
+    location: str
+    project: pulumi.Input[str]
+    pools: list[NodePoolSpec]
+    bucket: GcsModelBucketArgs | None = None
+    rwx_storage_class: str = "standard-rwx"
+    # The CPU system node pool; only on a created cluster (an existing one has its own CPU nodes).
+    system_pool: cfg.SystemPoolConfig | None = None
+    # Prefix of config errors found here ("Pulumi.dev.yaml: ").
+    config_source: str = ""
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """A GKE cluster with GPU pools; meets `components.cluster.interface.Cluster`."""
+
+    cluster_name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    placements: dict[str, GpuPlacement]
+    bucket: ModelBucket | None
+    rwx_storage_class: str
+    # No RDMA fabric is set up by the GKE layer (config refuses EFA on gcp).
+    rdma_attachments: dict[str, RdmaAttachment]
+    cloud: str = "gcp"
+
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:gcp:GkeCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        node_sa = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id=iam.account_id(args.name, "gpu-nodes"),
+            display_name="GKE nodes of the llm-serving cluster",
+            project=args.project,
+            opts=child,
+        )
+        node_roles = [
+            gcp.projects.IAMMember(
+                f"{name}-nodes-{role.rsplit('.', 1)[-1]}",
+                project=args.project,
+                role=role,
+                member=node_sa.email.apply(lambda e: f"serviceAccount:{e}"),
+                opts=child,
+            )
+            for role in iam.NODE_ROLES
+        ]
+
+        if args.create:
+            cluster = gcp.container.Cluster(
+                name,
+                name=args.name,
+                location=args.location,
+                project=args.project,
+                min_master_version=args.kubernetes_version,
+                release_channel={"channel": RELEASE_CHANNEL},
+                # GPU pools and the system pool are separate node pools; the default pool exists only
+                # because the API wants one at creation, and goes away right after.
+                remove_default_node_pool=True,
+                initial_node_count=1,
+                node_config={"service_account": node_sa.email, "oauth_scopes": [CLOUD_PLATFORM_SCOPE]},
+                workload_identity_config={
+                    "workload_pool": pulumi.Output.from_input(args.project).apply(lambda p: f"{p}.svc.id.goog"),
+                },
+                # Filestore CSI provides the `standard-rwx` StorageClass of the model volume.
+                addons_config={"gcp_filestore_csi_driver_config": {"enabled": True}},
+                # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
+                # stack (`pulumi state protect`) where that is not wanted.
+                deletion_protection=False,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+            )
+            cluster_name = cluster.name
+            endpoint = cluster.endpoint
+            ca_data = cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
+        else:
+            found = gcp.container.get_cluster_output(
+                name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
+            )
+            cluster_name = found.name
+            endpoint = found.endpoint
+            ca_data = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
+
+        # Image streaming needs the Container File System API (same Requirements section). Left
+        # enabled on destroy: other workloads of the project may use it.
+        gcfs_api = gcp.projects.Service(
+            f"{name}-containerfilesystem-api",
+            service="containerfilesystem.googleapis.com",
+            project=args.project,
+            disable_on_destroy=False,
+            opts=child,
+        )
+        self.placements = {}
+        self.rdma_attachments = {}
+        for spec in args.pools:
+            GpuNodePool(
+                f"{name}-{spec.pool.name}",
+                GpuNodePoolArgs(
+                    spec=spec,
+                    cluster=cluster_name,
+                    location=args.location,
+                    project=args.project,
+                    node_service_account=node_sa.email,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_roles, gcfs_api]),
+            )
+            self.placements[spec.pool.name] = spec.placement
+
+        if args.create and args.system_pool is not None:
+            SystemNodePool(
+                f"{name}-system",
+                SystemNodePoolArgs(
+                    pool=args.system_pool,
+                    cluster=cluster_name,
+                    location=args.location,
+                    project=args.project,
+                    node_service_account=node_sa.email,
+                    zones=list(args.system_pool.zones or default_zones(args.location)),
+                    config_key=args.config_source + "cluster.systemPool",
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+            )
+
+        self.bucket = None
+        if args.bucket is not None:
+            self.bucket = GcsModelBucket(f"{name}-models", replace(args.bucket, project=args.project), opts=child).model_bucket
+
+        self.cluster_name = pulumi.Output.from_input(cluster_name)
+        self.endpoint = https(endpoint)
+        # The auth plugin reads the caller's gcloud credentials at connect time; no token in state.
+        self.kubeconfig = exec_kubeconfig(
+            args.name, self.endpoint, ca_data, "gke-gcloud-auth-plugin", [], provide_cluster_info=True
+        )
+        # Every Kubernetes resource of the stack is created through this provider; it is built from
+        # the cluster's own endpoint and CA, never from the ambient kubeconfig.
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+        self.rwx_storage_class = args.rwx_storage_class
+        # GKE's default class (standard-rwo, Persistent Disk) fits a staging volume.
+        self.staging_storage_class = None
+        self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
+
+
+def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
+    """GkeCluster from the validated stack config."""
+    location = stack.region
+    project: pulumi.Input[str] = stack.cluster.gcpProject or gcp.organizations.get_client_config_output().project
+    source = f"Pulumi.{stack_name}.yaml: "
+    specs = []
+    for i, pool in enumerate(stack.pools):
+        machine = cfg.pool_machine(stack.cloud, pool)
+        accelerator = gpus.CATALOG[pool.gpu].gcp_accelerator
+        assert machine is not None and accelerator, f"pool {pool.name} passed config validation without a GKE machine"
+        gpu_operator = stack.operators.gpuOperator
+        driver_plan = gpu_driver.resolve_driver_plan(
+            "gcp", gpu_operator.driver if gpu_operator.enabled else "auto", pool.gkeDriverVersion
+        )
+        specs.append(NodePoolSpec(
+            pool=pool,
+            machine=machine,
+            accelerator=accelerator,
+            placement=placement_for(pool),
+            zones=list(pool.zones or default_zones(location)),
+            config_key=f"{source}pools[{i}]",
+            driver_plan=driver_plan,
+        ))
+    store = stack.modelStore
+    bucket = GcsModelBucketArgs(
+        resource_name=bucket_resource_name(stack_name),
+        prefix=store.prefix,
+        namespace=store.namespace,
+        writer_service_account=MODEL_WRITER_SERVICE_ACCOUNT,
+        reader_service_account=MODEL_READER_SERVICE_ACCOUNT,
+        project=project,
+        location=location.upper(),
+        account_base=stack.cluster.name,
+        bucket_name=store.bucketName,
+    )
+    return GkeCluster(
+        stack.cluster.name,
+        GkeClusterArgs(
+            name=stack.cluster.name,
+            create=stack.cluster.create,
+            kubernetes_version=stack.cluster.kubernetesVersion,
+            location=location,
+            project=project,
+            pools=specs,
+            bucket=bucket,
+            rwx_storage_class=stack.cluster.rwxStorageClass or "standard-rwx",
+            system_pool=stack.cluster.systemPool if stack.cluster.create else None,
+            config_source=source,
+        ),
+    )

@@ -1,0 +1,569 @@
+"""Stage 3 of the serving path: the pinned weights, mirrored once, verified, mounted everywhere.
+
+Two components:
+
+- `ServingNamespace` (`llm-serving:k8s:ServingNamespace`): the one namespace the mirror Jobs and
+  the servers share, with the two ServiceAccounts the cloud's identities are bound to (writer for
+  the mirror, reader for the servers). Created once; every ModelStore receives its outputs.
+- `ModelStore` (`llm-serving:k8s:ModelStore`), one per model: the HF token Secret (gated models
+  only), the ReadWriteMany volume, and the mirror Job that downloads the pinned commit, verifies
+  every file against the Hub's published digests (components/model_store/mirror/mirror.py, shipped in a
+  ConfigMap), writes manifest.json beside the weights and syncs the folder to the model bucket.
+
+Servers take what they need from the ModelStore's attributes (`volume_spec()`, `volume_mount()`,
+`model_path`, `weights_uri`, `reader_service_account`) and wait for the mirror with
+`depends_on=[store.mirror_job]`: the Kubernetes provider does not report a Job as created until it
+has completed, so a server is never rolled out in front of a half-written volume.
+
+Weight paths (`modelStore.loadFrom`):
+- volume: a new RWX PVC; the Job fills <mount>/<org>/<name>/<revision>; servers mount it read-only.
+- existing-claim: the named PVC is mounted in place of a new one. The Job still runs against it:
+  `hf download` skips files already present, so on a pre-filled claim it only re-verifies them and
+  writes the manifest, and on an empty one it fills it. Either way the servers depend on a Job that
+  proved the bytes, and a claim holding different bytes fails loudly instead of serving them.
+- bucket: no model PVC. The Job stages the download on a generic ephemeral volume (a RWO claim of
+  the cluster's default class, or `staging_storage_class`, created with the pod and deleted with
+  it) sized like the model volume, and syncs it to the bucket; servers read `weights_uri` with
+  vLLM's `--load-format runai_streamer`. Staging on the node's disk instead would ask for ~180 GiB
+  of ephemeral storage for a 70B model, more than a 200 GiB system node can offer.
+
+Only the files `contract.MODEL_FILE_INCLUDE` / `MODEL_FILE_EXCLUDE` select are mirrored (the
+weights, configs and tokenizer), never a second checkpoint format. Not every model has a store:
+a model KServe pulls from the Hub itself (`kserveStorage: hf`) gets none, and nothing here
+assumes otherwise. docs/model-store.md describes sizes, deadlines and recovery.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from common import contract
+from components.cluster.interface import GpuPlacement, ModelBucket
+from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
+from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
+
+LoadFrom = Literal["volume", "bucket", "existing-claim"]
+GIB = 1024**3
+
+# Official cloud CLI images for the sync step. The downloader image (vLLM's) carries `hf` but no
+# aws CLI or gcloud, and installing one at run time is exactly what a pinned image is for avoiding.
+# Tags as published on Docker Hub (amazon/aws-cli, google/cloud-sdk); bump them together with a test run.
+AWS_CLI_IMAGE = "amazon/aws-cli:2.37.7"
+GCLOUD_IMAGE = "google/cloud-sdk:587.0.0-slim"
+SYNC_IMAGES = {"s3": AWS_CLI_IMAGE, "gs": GCLOUD_IMAGE}
+
+# Without a bucket binding (an existing cluster) the service accounts still exist, with these names.
+DEFAULT_WRITER_SERVICE_ACCOUNT = "model-mirror"
+DEFAULT_READER_SERVICE_ACCOUNT = "model-reader"
+
+# Volume: weights x headroom, rounded up to whole GiB, never below this floor (tokenizer, configs,
+# manifest and the download bookkeeping of a small model still need room). EFS ignores the size;
+# Filestore rounds it up to its tier's minimum, so the floor only matters for CSI drivers that
+# honour small sizes.
+MIN_VOLUME_GIB = 10
+
+# Mirror Job timing. The deadline has to cover a slow day, not a typical one: it kills the Job, and
+# a killed mirror blocks every server of the model. Figures are deliberately pessimistic:
+# - the Hub (Xet/CDN) usually delivers well over 100 MB/s to a cloud VM, but rate limits and busy
+#   regions drop it; 50 MB/s is the speed we plan for;
+# - re-hashing reads every byte back from the network volume (~200 MB/s for one reader);
+# - the bucket sync uploads every byte once more (~100 MB/s for one `aws s3 sync`/`gcloud storage rsync`);
+# - activeDeadlineSeconds counts across retries, so it allows two full attempts;
+# - plus a fixed allowance for scheduling a node and pulling the ~10 GB downloader image.
+HUB_DOWNLOAD_BYTES_PER_SECOND = 50e6
+VERIFY_READ_BYTES_PER_SECOND = 200e6
+BUCKET_UPLOAD_BYTES_PER_SECOND = 100e6
+ATTEMPTS_WITHIN_DEADLINE = 2
+FIXED_OVERHEAD_SECONDS = 900
+MIN_DEADLINE_SECONDS = 1800
+# Pod failures retried before the Job is Failed (a network blip mid-download); more retries only
+# hide a real problem such as a revoked token or a mismatching file.
+MIRROR_BACKOFF_LIMIT = 3
+
+# Pulumi waits this much longer than the Job's own deadline: were the two equal, Pulumi's timeout
+# could fire first and report "timed out" instead of the Job's DeadlineExceeded / BackoffLimitExceeded.
+PULUMI_WAIT_MARGIN_SECONDS = 600
+
+# Scratch space for HF_HOME (hf_xet's chunk cache, logs) on the node's disk, whichever path is used.
+# It is all the node disk the mirror asks for: the weights go to a volume in every mode.
+SCRATCH_GIB = 16
+# Above this, hashing and Xet's parallel chunk fetches are CPU-bound with 2 cores.
+LARGE_MODEL_BYTES = 64 * GIB
+
+SCRIPT_MOUNT_PATH = "/opt/llm-serving-mirror"
+SCRATCH_MOUNT_PATH = "/scratch"
+WEIGHTS_VOLUME = "model-weights"
+
+
+# --- pure sizing, shared with the tests and the offline plan --------------------------------
+
+
+def volume_size_gib(weights_bytes: int, headroom: float) -> int:
+    return max(MIN_VOLUME_GIB, math.ceil(weights_bytes * headroom / GIB))
+
+
+def mirror_seconds_per_attempt(weights_bytes: int, syncs_to_bucket: bool) -> float:
+    seconds = weights_bytes / HUB_DOWNLOAD_BYTES_PER_SECOND + weights_bytes / VERIFY_READ_BYTES_PER_SECOND
+    if syncs_to_bucket:
+        seconds += weights_bytes / BUCKET_UPLOAD_BYTES_PER_SECOND
+    return seconds
+
+
+def mirror_deadline_seconds(weights_bytes: int, syncs_to_bucket: bool) -> int:
+    budget = ATTEMPTS_WITHIN_DEADLINE * mirror_seconds_per_attempt(weights_bytes, syncs_to_bucket)
+    return max(MIN_DEADLINE_SECONDS, int(math.ceil((budget + FIXED_OVERHEAD_SECONDS) / 60) * 60))
+
+
+def mirror_resources(weights_bytes: int, ephemeral_gib: int = SCRATCH_GIB) -> dict[str, dict[str, str]]:
+    cpu = "4" if weights_bytes > LARGE_MODEL_BYTES else "2"
+    return {
+        "requests": {"cpu": cpu, "memory": "4Gi", "ephemeral-storage": f"{ephemeral_gib}Gi"},
+        "limits": {"memory": "8Gi", "ephemeral-storage": f"{ephemeral_gib}Gi"},
+    }
+
+
+def file_selection_args() -> list[str]:
+    """`--include/--exclude` for mirror.py fetch: the one file selection, from the contract."""
+    args: list[str] = []
+    for pattern in contract.MODEL_FILE_INCLUDE:
+        args += ["--include", pattern]
+    for pattern in contract.MODEL_FILE_EXCLUDE:
+        args += ["--exclude", pattern]
+    return args
+
+
+def _name_of(metadata) -> str:
+    # Typed resources hand metadata back as an ObjectMeta output; mocks and raw dicts as a dict.
+    return metadata["name"] if isinstance(metadata, dict) else metadata.name
+
+
+def k8s_name(base: str, suffix: str) -> str:
+    """`<base>-<suffix>` cut to a 63-character DNS label, keeping the suffix whole."""
+    room = 63 - len(suffix) - 1
+    return f"{base[:room].rstrip('-')}-{suffix}"
+
+
+def sync_script(scheme: str, local_dir: str, destination: pulumi.Input[str]) -> pulumi.Output[str]:
+    """Shell for the sync container: weights first, manifest.json last.
+
+    A manifest in the bucket therefore means a complete, verified copy; a reader that finds the
+    prefix without one is looking at an interrupted sync. `hf download`'s bookkeeping folder
+    (.cache/) stays behind.
+    """
+    if scheme == "s3":
+        body = (
+            'aws s3 sync "$SRC" "$DST" --no-progress --only-show-errors '
+            '--exclude ".cache/*" --exclude "manifest.json"\n'
+            'aws s3 cp "$SRC/manifest.json" "$DST/manifest.json" --no-progress\n'
+        )
+    elif scheme == "gs":
+        body = (
+            'gcloud storage rsync "$SRC" "$DST" --recursive '
+            "--exclude='^\\.cache/|^manifest\\.json$'\n"
+            'gcloud storage cp "$SRC/manifest.json" "$DST/manifest.json"\n'
+        )
+    else:
+        raise ValueError(f"bucket scheme {scheme!r} is not s3 or gs")
+    return pulumi.Output.concat(
+        "set -eu\n", "SRC=", local_dir, "\n", "DST=", destination, "\n",
+        'test -f "$SRC/manifest.json" || { echo "no verified manifest in $SRC; refusing to sync" >&2; exit 1; }\n',
+        body,
+    )
+
+
+# --- the shared namespace ---------------------------------------------------------------------
+
+
+@dataclass
+class ServingNamespaceArgs:
+    namespace: str
+    # The model bucket, when the cluster has one: its bindings name the service accounts and carry
+    # the annotations (GKE Workload Identity email; EKS Pod Identity needs none) that make them cloud identities.
+    bucket: ModelBucket | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class ServingNamespace(pulumi.ComponentResource):
+    """The namespace every mirror Job and server of the stack runs in, and its service accounts."""
+
+    namespace: pulumi.Output[str]
+    writer_service_account: pulumi.Output[str]
+    reader_service_account: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ServingNamespaceArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:k8s:ServingNamespace", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        labels = {contract.LABEL_COMPONENT: "model-serving", **args.labels}
+        bucket = args.bucket
+        if bucket is not None:
+            for role, binding in (("writer", bucket.writer), ("reader", bucket.reader)):
+                if binding.namespace != args.namespace:
+                    raise ValueError(
+                        f"the bucket's {role} identity is bound to namespace {binding.namespace!r} but the model "
+                        f"store uses {args.namespace!r}; bind the identity to modelStore.namespace"
+                    )
+        self.namespace_resource = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata={"name": args.namespace, "labels": labels},
+            opts=child,
+        )
+        self.namespace = self.namespace_resource.metadata.apply(_name_of)
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[self.namespace_resource])
+
+        def account(role: str, binding, default_name: str) -> k8s.core.v1.ServiceAccount:
+            return k8s.core.v1.ServiceAccount(
+                f"{name}-{role}",
+                metadata={
+                    "name": binding.name if binding else default_name,
+                    "namespace": self.namespace,
+                    "labels": {**labels, contract.LABEL_COMPONENT: f"model-{role}"},
+                    "annotations": dict(binding.annotations) if binding else {},
+                },
+                # The mirror and the servers never call the Kubernetes API; a mounted API token
+                # would only widen what a compromised pod can do.
+                automount_service_account_token=False,
+                opts=in_ns,
+            )
+
+        self.writer = account("writer", bucket.writer if bucket else None, DEFAULT_WRITER_SERVICE_ACCOUNT)
+        self.reader = account("reader", bucket.reader if bucket else None, DEFAULT_READER_SERVICE_ACCOUNT)
+        self.writer_service_account = self.writer.metadata.apply(_name_of)
+        self.reader_service_account = self.reader.metadata.apply(_name_of)
+        self.register_outputs({
+            "namespace": self.namespace,
+            "writerServiceAccount": self.writer_service_account,
+            "readerServiceAccount": self.reader_service_account,
+        })
+
+
+# --- one model's store ------------------------------------------------------------------------
+
+
+@dataclass
+class ModelStoreArgs:
+    repo: str
+    revision: str  # a 40-hex commit, validated by config.py
+    served_name: str  # DNS label, the model's Kubernetes name
+    weights_bytes: int
+    model_path: str  # <mount>/<org>/<name>/<revision>, from planner.plan.model_path
+    namespace: pulumi.Input[str]
+    writer_service_account: pulumi.Input[str]
+    reader_service_account: pulumi.Input[str]
+    downloader_image: str
+    load_from: LoadFrom = "volume"
+    storage_class: str | None = None  # RWX class (load_from volume)
+    existing_claim: str | None = None  # load_from existing-claim
+    bucket: ModelBucket | None = None
+    volume_headroom: float = 1.25
+    gated: bool = False
+    hf_token: pulumi.Input[str] | None = None  # a secret Output; required when gated
+    # Run the mirror on a GPU pool (tolerating its taint). None: CPU nodes, which are cheaper and
+    # do not hold a GPU idle for an hour of downloading.
+    placement: GpuPlacement | None = None
+    # StorageClass of the RWO staging volume (load_from bucket). None: the cluster's default class.
+    staging_storage_class: str | None = None
+
+
+def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
+                     bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None,
+                     staging_storage_class: str | None = None) -> ModelStoreArgs:
+    """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
+    return ModelStoreArgs(
+        repo=plan.repo,
+        revision=plan.revision,
+        served_name=plan.served_name,
+        weights_bytes=plan.weights_bytes,
+        model_path=plan.model_path,
+        namespace=shared.namespace,
+        writer_service_account=shared.writer_service_account,
+        reader_service_account=shared.reader_service_account,
+        downloader_image=store_config.downloaderImage,
+        load_from=plan.load_from,
+        storage_class=storage_class,
+        existing_claim=store_config.existingClaim,
+        bucket=bucket,
+        volume_headroom=store_config.volumeHeadroom,
+        gated=plan.model.gated,
+        hf_token=hf_token if plan.model.gated else None,
+        placement=placement,
+        staging_storage_class=staging_storage_class,
+    )
+
+
+class ModelStore(pulumi.ComponentResource):
+    """One model's pinned weights: token Secret, volume, and the mirror Job that fills and proves them."""
+
+    mirror_job: k8s.batch.v1.Job
+    claim_name: str | None
+    model_path: str
+    weights_uri: pulumi.Output[str] | None
+    bucket_uri: pulumi.Output[str] | None
+    load_format: str | None
+    reader_service_account: pulumi.Input[str]
+    revision: str
+
+    def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:k8s:ModelStore", name, None, opts)
+        self._check(args)
+        self.args = args
+        self.revision = args.revision
+        self.model_path = args.model_path
+        self.reader_service_account = args.reader_service_account
+        self.labels = {
+            contract.LABEL_MODEL: args.served_name,
+            contract.LABEL_REVISION: args.revision,
+        }
+        self.annotations = {contract.ANNOTATION_REPO: args.repo}
+        base = args.served_name
+
+        self.hf_token_secret = self._token_secret(name, base) if args.gated else None
+        self.volume_claim = None
+        self.claim_name = None
+        if args.load_from == "volume":
+            self.volume_claim = self._volume_claim(name, base)
+            self.claim_name = k8s_name(base, "weights")
+        elif args.load_from == "existing-claim":
+            self.claim_name = args.existing_claim
+        self.script = k8s.core.v1.ConfigMap(
+            f"{name}-mirror-script",
+            metadata=self._metadata(k8s_name(base, "mirror-script"), "model-mirror"),
+            data={MIRROR_SCRIPT_NAME: MIRROR_SCRIPT.read_text()},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.syncs_to_bucket = args.bucket is not None
+        self.deadline_seconds = mirror_deadline_seconds(args.weights_bytes, self.syncs_to_bucket)
+        self.pulumi_wait_seconds = self.deadline_seconds + PULUMI_WAIT_MARGIN_SECONDS
+        self.mirror_job = self._mirror_job(name, base)
+
+        # The mirrored copy in the bucket (for other clusters, new regions, audits), whatever the
+        # servers read; `weights_uri` is set only when the servers stream from it.
+        self.bucket_uri = args.bucket.uri(args.repo, args.revision) if args.bucket else None
+        if args.load_from == "bucket":
+            self.weights_uri = self.bucket_uri
+            self.load_format = "runai_streamer"
+        else:
+            self.weights_uri = None
+            self.load_format = None
+        self.register_outputs({
+            "claimName": self.claim_name,
+            "modelPath": self.model_path,
+            "bucketUri": self.bucket_uri,
+            "weightsUri": self.weights_uri,
+            "revision": self.revision,
+            "mirrorJob": self.mirror_job.metadata.apply(_name_of),
+        })
+
+    # -- what the servers use --------------------------------------------------------------
+
+    def volume_spec(self, read_only: bool = True) -> dict[str, Any] | None:
+        """The pod volume holding the weights (None when servers stream from the bucket)."""
+        if self.claim_name is None:
+            return None
+        return {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": self.claim_name, "readOnly": read_only}}
+
+    def volume_mount(self, read_only: bool = True) -> dict[str, Any] | None:
+        """Mounted at the one path every container finds weights under; `model_path` lies inside it."""
+        if self.claim_name is None:
+            return None
+        return {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": read_only}
+
+    def server_storage(self) -> dict[str, Any]:
+        """Keyword arguments for components.serving.vllm.ServerStorage: `ServerStorage(**store.server_storage())`."""
+        return {
+            "claim_name": self.claim_name if self.load_format is None else None,
+            "weights_uri": self.weights_uri,
+            "service_account": self.reader_service_account,
+            "depends_on": [self.mirror_job],
+        }
+
+    @property
+    def weights_location(self) -> pulumi.Input[str]:
+        """What a server passes to `vllm serve`: the bucket URI when streaming, else the local path."""
+        return self.weights_uri if self.load_format == "runai_streamer" else self.model_path
+
+    # -- children --------------------------------------------------------------------------
+
+    @staticmethod
+    def _check(args: ModelStoreArgs) -> None:
+        # config.py already turns these into user-facing messages; here they guard the wiring.
+        if args.gated and args.hf_token is None:
+            raise ValueError(f"{args.repo} is gated but no HF token was passed to its ModelStore")
+        if args.load_from == "volume" and not args.storage_class:
+            raise ValueError(f"{args.repo}: loadFrom volume needs the cluster's ReadWriteMany storage class")
+        if args.load_from == "existing-claim" and not args.existing_claim:
+            raise ValueError(f"{args.repo}: loadFrom existing-claim needs the claim name")
+        if args.load_from == "bucket" and args.bucket is None:
+            raise ValueError(f"{args.repo}: loadFrom bucket needs a model bucket")
+        if not args.model_path.startswith(contract.MODEL_MOUNT_PATH + "/"):
+            raise ValueError(f"{args.model_path} is not under {contract.MODEL_MOUNT_PATH}")
+
+    def _metadata(self, resource_name: str, component: str) -> dict[str, Any]:
+        return {
+            "name": resource_name,
+            "namespace": self.args.namespace,
+            "labels": {**self.labels, contract.LABEL_COMPONENT: component},
+            "annotations": dict(self.annotations),
+        }
+
+    def _token_secret(self, name: str, base: str) -> k8s.core.v1.Secret:
+        # Output.secret keeps the token encrypted in state even if the caller passed a plain value;
+        # the provider also marks a Secret's data secret, this makes it independent of that.
+        return k8s.core.v1.Secret(
+            f"{name}-hf-token",
+            metadata=self._metadata(k8s_name(base, "hf-token"), "model-mirror"),
+            type="Opaque",
+            string_data={contract.HF_TOKEN_KEY: pulumi.Output.secret(self.args.hf_token)},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _volume_claim(self, name: str, base: str) -> k8s.core.v1.PersistentVolumeClaim:
+        size = f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"
+        metadata = self._metadata(k8s_name(base, "weights"), "model-store")
+        metadata["annotations"][contract.ANNOTATION_PLANNED_STORAGE] = size
+        return k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-weights",
+            metadata=metadata,
+            spec={
+                # Every replica on every node reads the same files; RWO would pin them to one node.
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": self.args.storage_class,
+                "resources": {"requests": {"storage": size}},
+            },
+            # The request is set once, at creation. A later change of the computed size (other
+            # weights figure, other headroom) would otherwise fail `pulumi up`: the API server
+            # refuses to shrink a claim, and efs-sc cannot expand one. The annotation above keeps
+            # the current plan visible; growing a claim is a manual step (docs/model-store.md).
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["spec.resources.requests.storage"]),
+        )
+
+    def _staging_volume(self) -> dict[str, Any]:
+        """load_from bucket: a per-pod RWO claim for the download, deleted with the pod."""
+        claim_spec: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"}},
+        }
+        if self.args.staging_storage_class:
+            claim_spec["storageClassName"] = self.args.staging_storage_class
+        return {"name": WEIGHTS_VOLUME, "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {"labels": {**self.labels, contract.LABEL_COMPONENT: "model-mirror"}},
+            "spec": claim_spec,
+        }}}
+
+    def _mirror_job(self, name: str, base: str) -> k8s.batch.v1.Job:
+        args = self.args
+        ephemeral = SCRATCH_GIB
+        resources = mirror_resources(args.weights_bytes, ephemeral)
+        if args.load_from == "bucket":
+            weights_volume = self._staging_volume()
+        else:
+            weights_volume = {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": self.claim_name}}
+        env = [
+            # HF_HUB_OFFLINE is deliberately absent: this is the one pod that must reach the Hub.
+            {"name": "HF_HOME", "value": f"{SCRATCH_MOUNT_PATH}/hf-home"},
+            {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+            {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
+        ]
+        if self.hf_token_secret is not None:
+            env.append({
+                "name": contract.HF_TOKEN_KEY,
+                "valueFrom": {"secretKeyRef": {"name": self.hf_token_secret.metadata.apply(
+                    _name_of), "key": contract.HF_TOKEN_KEY}},
+            })
+        fetch = {
+            "name": "fetch",
+            "image": args.downloader_image,
+            # `command` replaces the image's entrypoint (`vllm serve` in the vLLM image). The
+            # revision is the pinned commit, never a branch: the bytes mirrored are the bytes served.
+            # The globs go to `hf download` and filter what the script expects from the Hub alike.
+            "command": [
+                "python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "fetch",
+                "--repo", args.repo, "--revision", args.revision, "--local-dir", args.model_path,
+                *file_selection_args(),
+            ],
+            "env": env,
+            "resources": resources,
+            "volumeMounts": [
+                {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH},
+                {"name": "mirror-script", "mountPath": SCRIPT_MOUNT_PATH, "readOnly": True},
+                {"name": "scratch", "mountPath": SCRATCH_MOUNT_PATH},
+            ],
+            "securityContext": {"allowPrivilegeEscalation": False},
+        }
+        init_containers: list[dict[str, Any]] = []
+        containers = [fetch]
+        if args.bucket is not None:
+            destination = args.bucket.uri(args.repo, args.revision)
+            sync_env = [{"name": "AWS_REGION", "value": args.bucket.region}] if (
+                args.bucket.scheme == "s3" and args.bucket.region is not None) else []
+            sync = {
+                "name": "sync",
+                "image": SYNC_IMAGES[args.bucket.scheme],
+                "command": ["/bin/sh", "-c", sync_script(args.bucket.scheme, args.model_path, destination)],
+                "env": sync_env,
+                # Same ephemeral figure as fetch (scratch only): a pod's effective request is the
+                # larger of its init containers' and the sum of its app containers', so this does
+                # not double it.
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": f"{ephemeral}Gi"},
+                    "limits": {"memory": "2Gi", "ephemeral-storage": f"{ephemeral}Gi"},
+                },
+                "volumeMounts": [{"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True}],
+                "securityContext": {"allowPrivilegeEscalation": False},
+            }
+            # Download and verification must succeed before anything reaches the bucket.
+            init_containers, containers = [fetch], [sync]
+        pod_spec: dict[str, Any] = {
+            "serviceAccountName": args.writer_service_account,
+            # Retries are whole pods (backoffLimit), so each attempt starts from a clean container.
+            "restartPolicy": "Never",
+            "containers": containers,
+            "volumes": [
+                weights_volume,
+                {"name": "mirror-script", "configMap": {
+                    "name": self.script.metadata.apply(_name_of),
+                    "defaultMode": 0o555}},
+                {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
+            ],
+        }
+        if init_containers:
+            pod_spec["initContainers"] = init_containers
+        if args.placement is not None:
+            pod_spec["nodeSelector"] = args.placement.node_selector
+            pod_spec["tolerations"] = args.placement.tolerations
+        depends = [r for r in (self.volume_claim, self.hf_token_secret, self.script) if r is not None]
+        return k8s.batch.v1.Job(
+            f"{name}-mirror",
+            # The name carries the revision: a new commit is a new Job (Job templates are
+            # immutable), and `kubectl get jobs` shows which commit each mirror fetched.
+            metadata=self._metadata(k8s_name(base, f"mirror-{args.revision[:12]}"), "model-mirror"),
+            spec={
+                "backoffLimit": MIRROR_BACKOFF_LIMIT,
+                "activeDeadlineSeconds": self.deadline_seconds,
+                # ttlSecondsAfterFinished is deliberately not set: the cluster would delete the
+                # finished Job, and the next `pulumi up` would recreate it and mirror again.
+                "template": {
+                    "metadata": {
+                        "labels": {**self.labels, contract.LABEL_COMPONENT: "model-mirror"},
+                        "annotations": dict(self.annotations),
+                    },
+                    "spec": pod_spec,
+                },
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=depends,
+                # The name is fixed per revision, so a changed spec (Job templates are immutable)
+                # must free the name before the replacement runs; the re-run only re-verifies.
+                delete_before_replace=True,
+                # The provider waits for the Job to complete (what servers depend on), but gives up
+                # after 10 minutes by default; a 140 GB mirror takes hours. It waits a margin past
+                # the Job's deadline so the Job's own failure reason is what `pulumi up` reports.
+                custom_timeouts=pulumi.CustomTimeouts(create=f"{self.pulumi_wait_seconds}s",
+                                                      update=f"{self.pulumi_wait_seconds}s"),
+            ),
+        )

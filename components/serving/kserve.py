@@ -1,0 +1,565 @@
+"""KServeModel: one model served through a KServe v0.20 InferenceService (the `engine: kserve` path).
+
+The same model, sized by the same plan, as the vLLM path (components/serving/vllm.py); KServe owns the
+Deployment, Service and autoscaler, this component owns what goes into the InferenceService:
+
+- Standard deployment mode. In v0.20 `Standard` is the name of raw-deployment mode and
+  `RawDeployment` is its deprecated alias (kserve/kserve v0.20.0 pkg/constants/constants.go,
+  DeploymentModeType: `LegacyRawDeployment = "RawDeployment" // deprecated: use Standard`).
+- The `huggingface` model format on the kserve-huggingfaceserver runtime with its vLLM backend.
+  The runtime parses the vLLM engine flags with vLLM's own parser (python/huggingfaceserver/
+  huggingfaceserver/__main__.py: `maybe_add_vllm_cli_parser` -> vLLM `make_arg_parser`), so the
+  engine flags are vLLM's spelling, derived by components/serving/engine_args.py like the vLLM path's.
+- Probe budgets from components/serving/probes.py (the plan's startup budget), resources from
+  components/serving/resources.py, the queue signal from components/serving/observability.py.
+
+Weights (`storage`):
+- bucket (default): storageUri = the mirrored bucket folder of the pinned commit
+  (`s3://` / `gs://`, ModelBucket.uri), read by KServe's storage initializer as the reader
+  ServiceAccount (EKS Pod Identity / GKE Workload Identity), so nothing comes from the Hub at start-up. On a cluster
+  without a bucket the model store's ReadWriteMany claim is used instead (`pvc://`).
+- hf: storageUri = `hf://org/name:<commit>` and a ClusterStorageContainer whose storage-initializer
+  reads HF_TOKEN from a Secret (see `cluster_storage_container`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from common import contract
+from common.engine import VLLM_IMAGE
+from components.cluster.interface import GpuPlacement, ModelBucket
+from components.serving import engine_args as vllm_args
+from components.serving import observability, probes
+from components.serving import resources as server_resources
+
+# --- KServe v0.20 names, pinned ---------------------------------------------------------------
+
+KSERVE_VERSION = "v0.20.0"
+API_VERSION = "serving.kserve.io/v1beta1"
+STORAGE_CONTAINER_API_VERSION = "serving.kserve.io/v1alpha1"
+DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+STANDARD_MODE = "Standard"
+# hpa | keda | external | none (pkg/constants/constants.go, AutoscalerClassType).
+AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
+# KServe labels every predictor pod with the InferenceService's name.
+ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
+HUGGINGFACE_FORMAT = "huggingface"
+HUGGINGFACE_RUNTIME = "kserve-huggingfaceserver"
+# The runtime's default image tag is the CPU build; the CUDA build with vLLM 0.24.0 is published as
+# `<version>-gpu` (.github/workflows/huggingface-docker-publish.yml: VERSION="${VERSION}-gpu";
+# python/huggingface_server.Dockerfile ARG VLLM_VERSION=0.24.0). runtimeVersion replaces the tag.
+HUGGINGFACE_RUNTIME_VERSION = f"{KSERVE_VERSION}-gpu"
+STORAGE_INITIALIZER_IMAGE = f"kserve/storage-initializer:{KSERVE_VERSION}"
+# The model server's HTTP port (kserve model_server `--http_port`, default 8080): OpenAI routes under
+# /openai/v1, v2 health routes, and vLLM's /metrics.
+HTTP_PORT = 8080
+# The model's own health route. In v0.20 the HTTP server answers while the engine is still loading
+# (model_server.py `_register_and_check_atleast_one_model_is_ready` registers the model, which the
+# OpenAI base class marks ready at construction, and runs `start_engine` beside the server), and
+# /v2/health/ready and /v2/health/live never look at the model (dataplane.py `ready`/`live` return
+# True / "alive" without a predictor host). GET /openai/v1/models/<name>
+# (protocol/rest/openai/endpoints.py `health`) calls the model's `healthy()`, which for the vLLM
+# backend awaits `engine_client.check_health()` (huggingfaceserver/vllm/vllm_model.py); before
+# `start_engine` has built the engine there is no engine_client, the call raises, and the route
+# answers 503 ModelNotReady. So it passes only once the weights are loaded and the engine is alive.
+# The runtime registers the model under --served-model-name when given (huggingfaceserver/__main__.py).
+OPENAI_ROUTE_PREFIX = "/openai"  # KSERVE_OPENAI_ROUTE_PREFIX default
+
+
+def model_health_path(plan: Any) -> str:
+    return f"{OPENAI_ROUTE_PREFIX}/v1/models/{plan.served_name}"
+
+
+# Where the storage initializer puts the weights and the runtime reads them (--model_dir default).
+KSERVE_MODEL_DIR = "/mnt/models"
+# The canary predictor's name; KServe names its Deployment <isvc>-canary-predictor.
+CANARY_NAME = "canary"
+# The container name in the huggingfaceserver ClusterServingRuntime (charts/kserve-runtime-configs).
+RUNTIME_CONTAINER = "kserve-container"
+HF_TOKEN_KEY = "HF_TOKEN"
+COMPONENT = "kserve-predictor"
+# The runtime's own /dev/shm volume name (config/runtimes/kserve-huggingfaceserver.yaml, an emptyDir
+# of medium Memory without a size limit). KServe strategic-merges the predictor's pod spec onto the
+# runtime's (MergePodSpec: volumes by name, volumeMounts by mountPath), so the same name replaces
+# it with ours instead of leaving an unused, unbounded second volume.
+SHM_VOLUME = "devshm"
+# Room for the storage initializer's download next to the weights themselves: the emptyDir it fills
+# at /mnt/models is node-local ephemeral storage, and a node without room evicts the pod mid-load.
+EPHEMERAL_STORAGE_FACTOR = 1.1
+
+KServeStorage = Literal["bucket", "hf"]
+GIB = 1024**3
+
+# vLLM flags of `vllm_args.serve_args` that are engine settings and so mean the same under KServe.
+# The rest (model path, --served-model-name, --host/--port, --load-format, --chat-template,
+# --shutdown-timeout, --distributed-executor-backend) belong to `vllm serve` and the vLLM path's
+# pod; KServe passes its own model dir and port, and the image's vLLM (0.24.0) predates some of them.
+class KServeConfigError(ValueError):
+    """A model the KServe path cannot serve as configured; the message names the key and the fix."""
+
+
+# --- pure shaping (no resources), shared with the tests ---------------------------------------
+
+
+def engine_args(plan: Any) -> list[str]:
+    """The vLLM engine flags of this plan as `--flag=value` (the huggingface runtime's spelling)."""
+    argv = vllm_args.engine_args(plan)
+    out: list[str] = []
+    for i, token in enumerate(argv):
+        if not token.startswith("--"):
+            continue
+        has_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        out.append(f"{token}={argv[i + 1]}" if has_value else token)
+    return out
+
+
+def model_args(plan: Any) -> list[str]:
+    return [
+        f"--model_name={plan.served_name}",
+        # vLLM labels its metrics with the served name; without it the label is the model dir, and
+        # the autoscaler's query (model_name="<served>") would select nothing.
+        f"--served-model-name={plan.served_name}",
+        # auto falls back to plain transformers for architectures vLLM lacks: a different engine
+        # with different memory needs than the plan sized. Fail instead.
+        "--backend=vllm",
+        *engine_args(plan),
+    ]
+
+
+def hf_uri(repo: str, revision: str) -> str:
+    # KServe's hf:// form is hf://<org>/<name>:<revision>; the commit pins the bytes.
+    return f"hf://{repo}:{revision}"
+
+
+def hf_uri_regex(repo: str, revision: str) -> str:
+    """A Go regexp matching exactly this model's hf:// URI (repo ids allow only . as a metachar)."""
+    return "^" + re.escape(hf_uri(repo, revision)).replace("\\/", "/").replace("\\:", ":") + "$"
+
+
+def probe_specs(plan: Any) -> dict[str, dict[str, Any]]:
+    """Startup, readiness and liveness probes with the vLLM path's numbers on the model's health route.
+
+    All three use the model's health (see OPENAI_ROUTE_PREFIX): startup and readiness pass only once
+    the engine serves, and liveness, with the vLLM path's lenient numbers, restarts an engine that
+    died after loading (the server process itself would keep answering /v2/health/live).
+    """
+    pp = probes.probe_plan(plan)
+    handler = {"httpGet": {"path": model_health_path(plan), "port": HTTP_PORT}}
+    return {
+        "startupProbe": pp.startup_probe(handler),
+        "readinessProbe": pp.readiness_probe(handler),
+        "livenessProbe": pp.liveness_probe(handler),
+    }
+
+
+def check_servable(plan: Any) -> None:
+    key = f"models[{plan.index}]"
+    if plan.nodes_per_replica > 1:
+        raise KServeConfigError(
+            f"{key}: one replica spans {plan.nodes_per_replica} nodes; the KServe path serves single-node replicas "
+            "only, use engine: vllm (LeaderWorkerSet) or a pool with enough GPUs per node")
+    if plan.pipeline_parallel_size > 1:
+        # v0.20's huggingfaceserver overwrites tensor_parallel_size with the visible GPU count
+        # (huggingfaceserver/vllm/vllm_model.py start_engine), so TP × PP asks for PP times the GPUs.
+        raise KServeConfigError(
+            f"{key}.pipelineParallelSize: {plan.pipeline_parallel_size} cannot start on KServe's huggingface "
+            "runtime (it sets tensor parallelism to every GPU of the pod); set it to 1 or use engine: vllm")
+    if vllm_args.needs_chat_template_file(plan):
+        raise KServeConfigError(
+            f"{key}.chatTemplate: the KServe path cannot mount a chat template; remove it or use engine: vllm")
+
+
+@dataclass
+class KServeModelArgs:
+    plan: Any  # planner.plan.ModelPlan
+    placement: GpuPlacement
+    namespace: str
+    storage: KServeStorage = "bucket"
+    """bucket: the mirrored bucket (or the model store's claim); hf: hf://org/name:<commit>."""
+    bucket: Optional[ModelBucket] = None
+    claim_name: Optional[pulumi.Input[str]] = None
+    """The model store's RWX claim; used (pvc://) when storage is bucket but the cluster has no bucket."""
+    reader_service_account: Optional[pulumi.Input[str]] = None
+    """ServiceAccount bound to the bucket's reader identity; the storage initializer runs as it."""
+    hf_token: Optional[pulumi.Input[str]] = None
+    """A secret Output; needed for gated models with storage hf."""
+    machine: Any = None
+    """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
+    canary_baseline_revision: Optional[str] = None
+    """The commit now serving. With canaryTrafficPercent it keeps serving while `plan.revision` runs as a canary."""
+    monitoring: bool = True
+    """Create a PodMonitor so Prometheus scrapes vLLM's metrics (the autoscaler's queue signal)."""
+    monitoring_labels: dict[str, str] = field(default_factory=dict)
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    """The mirror Job: the bucket folder must be complete before a storage initializer reads it."""
+    api_key_configured: bool = False
+    """Whether the stack sets apiKey: the huggingface runtime cannot enforce it, so the user is warned."""
+
+
+def storage_uri(args: KServeModelArgs, revision: str) -> pulumi.Input[str]:
+    plan = args.plan
+    if args.storage == "hf":
+        return hf_uri(plan.repo, revision)
+    if args.bucket is not None:
+        return args.bucket.uri(plan.repo, revision)
+    if args.claim_name is not None:
+        # pvc://<claim>/<path>: KServe mounts the claim; the path holds the mirrored commit.
+        relative = f"{plan.repo}/{revision}"
+        return pulumi.Output.concat("pvc://", args.claim_name, "/", relative)
+    raise KServeConfigError(
+        f"models[{plan.index}]: engine kserve reads weights from the model bucket, but this cluster has none and "
+        "no model volume was given; use modelStore.loadFrom volume/existing-claim or kserveStorage: hf")
+
+
+def target(name: str, args: KServeModelArgs) -> observability.Target:
+    plan = args.plan
+    return observability.Target(
+        served_name=plan.served_name,
+        namespace=args.namespace,
+        # Raw mode names the predictor Deployment <isvc>-predictor; pods start with it.
+        workload_name=f"{name}-predictor",
+        load_seconds=plan.load_seconds,
+        startup_budget_seconds=plan.startup_budget_seconds,
+        labels=pod_labels(plan),
+    )
+
+
+def pod_labels(plan: Any) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "kserve-huggingfaceserver",
+        "app.kubernetes.io/instance": plan.served_name,
+        contract.LABEL_PART_OF: contract.PART_OF,
+        contract.LABEL_MODEL: plan.served_name,
+        contract.LABEL_REVISION: plan.revision,
+        contract.LABEL_COMPONENT: COMPONENT,
+    }
+
+
+def annotations(plan: Any) -> dict[str, str]:
+    return {
+        # The policy pack compares the startup probe against this estimate.
+        contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
+        contract.ANNOTATION_REPO: plan.repo,
+        contract.ANNOTATION_ENGINE_VERSION: f"kserve-{HUGGINGFACE_RUNTIME_VERSION}",
+    }
+
+
+def autoscaler_class(plan: Any) -> str:
+    a = plan.model.autoscaling
+    if not a.enabled:
+        # none: KServe creates no autoscaler and pins the Deployment to minReplicas.
+        return "none"
+    # KServe's own HPA (class hpa) only takes cpu/memory metrics in v0.20 (hpa_reconciler.go
+    # getHPAMetrics skips metrics without `resource`), so the queue-depth HPA is ours and KServe is
+    # told an external autoscaler owns the replica count.
+    return "keda" if a.kind == "keda" else "external"
+
+
+def downloads_weights(args: "KServeModelArgs") -> bool:
+    """The storage initializer copies the weights (hf://, s3://, gs://); a pvc:// claim is mounted."""
+    return args.storage == "hf" or args.bucket is not None
+
+
+def predictor_resources(plan: Any, resources: server_resources.PodResources, *, downloads: bool) -> dict[str, Any]:
+    """The model container's requests and limits, safe to merge onto the runtime's.
+
+    GPU limits == requests (extended resources cannot be overcommitted). KServe strategic-merges
+    this container onto the ClusterServingRuntime's (MergeRuntimeContainers), and v0.20's
+    kserve-huggingfaceserver runtime sets `limits: {cpu: "1", memory: 2Gi}`. A field we leave out
+    keeps the runtime's value, so without our own CPU limit the pod would request e.g. 3400m with a
+    limit of 1 CPU, which the API server rejects (requests must not exceed limits). The CPU limit is
+    therefore set to the request; the vLLM path sets none because throttling stalls the engine loop,
+    and at limit == request the container still gets every CPU it reserved.
+
+    `downloads`: the storage initializer copies the weights into a node-local emptyDir (not for
+    pvc://, which is mounted), so the pod requests ephemeral storage for them.
+    """
+    req = resources.requirements(contract.GPU_RESOURCE)
+    req["limits"]["cpu"] = req["requests"]["cpu"]
+    if downloads:
+        req["requests"]["ephemeral-storage"] = f"{math.ceil(plan.weights_bytes * EPHEMERAL_STORAGE_FACTOR / GIB)}Gi"
+    return req
+
+
+def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, canary: bool = False,
+                   storage_container: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
+    plan = args.plan
+    resources = server_resources.pod_resources(plan, args.machine)
+    pp = probes.probe_plan(plan)
+    model: dict[str, Any] = {
+        "modelFormat": {"name": HUGGINGFACE_FORMAT},
+        "runtime": HUGGINGFACE_RUNTIME,
+        "runtimeVersion": HUGGINGFACE_RUNTIME_VERSION,
+        "storageUri": uri,
+        "args": model_args(plan),
+        "env": [
+            # The storage initializer fetched everything; a Hub call from the server is an outage.
+            {"name": "HF_HUB_OFFLINE", "value": "1"},
+            {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+            {"name": "DO_NOT_TRACK", "value": "1"},
+        ],
+        "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+        "resources": predictor_resources(plan, resources, downloads=downloads_weights(args)),
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+        "lifecycle": pp.lifecycle(),
+        **probe_specs(plan),
+    }
+    spec: dict[str, Any] = {
+        "model": model,
+        "labels": pod_labels(plan) if not canary else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
+        "annotations": annotations(plan),
+        "nodeSelector": args.placement.node_selector,
+        "tolerations": args.placement.tolerations,
+        "terminationGracePeriodSeconds": pp.termination_grace_period_seconds,
+        "volumes": [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{resources.shm_gib}Gi"}}],
+    }
+    if args.reader_service_account is not None and args.storage == "bucket":
+        spec["serviceAccountName"] = args.reader_service_account
+    if storage_container is not None:
+        spec["storageContainerName"] = storage_container
+    if canary:
+        # A canary runs fixed replicas; KServe rejects autoscaling fields on it (validateCanarySpecs).
+        spec["name"] = CANARY_NAME
+        # The v0.20 CRD requires a container name under canary[].predictor.model (and the stable
+        # predictor's validation forbids one there); the runtime's container is kserve-container.
+        model["name"] = RUNTIME_CONTAINER
+        return spec
+    a = plan.model.autoscaling
+    low, most = plan.replica_bounds
+    spec["minReplicas"] = low
+    spec["maxReplicas"] = most
+    if a.enabled and a.kind == "keda":
+        t = target(name, args)
+        spec["autoScaling"] = {
+            "metrics": [{
+                "type": "External",
+                "external": {
+                    "metric": {
+                        "backend": "prometheus",
+                        "serverAddress": a.prometheusUrl,
+                        "query": observability.queue_depth_query(t),
+                    },
+                    # KServe copies target.value into the KEDA trigger's threshold, and KEDA's
+                    # default metric type (AverageValue) makes it per replica, as on the vLLM path.
+                    "target": {"type": "Value", "value": f"{a.queueThreshold:g}"},
+                },
+            }],
+            "behavior": observability.scaling_behavior(t),
+        }
+    return spec
+
+
+def inference_service_spec(name: str, args: KServeModelArgs,
+                           storage_container: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
+    plan = args.plan
+    percent = plan.model.canaryTrafficPercent
+    baseline = args.canary_baseline_revision
+    if percent is not None and baseline and baseline != plan.revision:
+        # v0.20 Standard mode: predictor.canaryTrafficPercent is read only by the Knative
+        # reconciler; the raw-mode canary is spec.canary[] (a second, named predictor Deployment
+        # taking trafficPercent), validated by inference_service_validation.go validateCanarySpecs.
+        stable = predictor_spec(name, args, storage_uri(args, baseline), storage_container=storage_container)
+        stable["labels"] = {**stable["labels"], contract.LABEL_REVISION: baseline}
+        canary = predictor_spec(name, args, storage_uri(args, plan.revision), canary=True,
+                                storage_container=storage_container)
+        return {"predictor": stable, "canary": [{"predictor": canary, "trafficPercent": percent}]}
+    return {"predictor": predictor_spec(name, args, storage_uri(args, plan.revision), storage_container=storage_container)}
+
+
+def engine_warnings(args: KServeModelArgs) -> list[str]:
+    """Settings of the vLLM path that the KServe runtime cannot honour; the stack still deploys."""
+    plan = args.plan
+    key = f"models[{plan.index}]"
+    warnings = []
+    if args.api_key_configured:
+        warnings.append(
+            f"{key}: apiKey is not enforced on engine kserve (the huggingface runtime has no API-key option), so "
+            f"{plan.served_name} answers anyone who reaches its Service; use engine: vllm or put an authenticating "
+            "gateway in front")
+    if plan.model.image != VLLM_IMAGE:
+        warnings.append(
+            f"{key}.image: ignored on engine kserve, which runs the kserve-huggingfaceserver runtime image "
+            f"{HUGGINGFACE_RUNTIME_VERSION}; use engine: vllm to run {plan.model.image}")
+    return warnings
+
+
+def canary_warnings(args: KServeModelArgs) -> list[str]:
+    plan = args.plan
+    key = f"models[{plan.index}]"
+    if plan.model.canaryTrafficPercent is None:
+        return []
+    if not args.canary_baseline_revision:
+        return [f"{key}.canaryTrafficPercent: no baseline revision to split traffic with, so {plan.revision[:12]} "
+                "serves all traffic; set the revision now serving as the baseline to run the new one as a canary"]
+    if args.canary_baseline_revision == plan.revision:
+        return [f"{key}.canaryTrafficPercent: the baseline is the revision being deployed; nothing to canary"]
+    return []
+
+
+def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: pulumi.Input[str]) -> dict[str, Any]:
+    """A ClusterStorageContainer whose storage-initializer reads HF_TOKEN from a Secret.
+
+    KServe's Hugging Face docs hand the token to the storage initializer this way
+    (https://kserve.github.io/website/docs/model-serving/generative-inference/autoscaling, "Create a
+    StorageContainer"; https://kserve.github.io/website/docs/0.20/model-serving/storage/providers/hf):
+    an HF_TOKEN env on the predictor's model container stays on that container. In v0.20 the
+    injector gives the initializer only credentials from the ServiceAccount's secrets or a storage
+    spec (pkg/webhook/admission/pod/storage_initializer_injector.go, pkg/credentials), never the
+    model container's env. The secretKeyRef resolves in the namespace of the pod it lands in.
+
+    Matching is by an anchored regex for exactly this model's URI, and the InferenceService names
+    this container (storageContainerName): v0.20's default ClusterStorageContainer also claims
+    `hf://`, and a broad `hf://` prefix here would hijack other teams' hf:// models, whose pods would
+    then wait for a Secret that does not exist in their namespace.
+    """
+    return {
+        "apiVersion": STORAGE_CONTAINER_API_VERSION,
+        "kind": "ClusterStorageContainer",
+        "metadata": {"name": name, "labels": {contract.LABEL_PART_OF: contract.PART_OF}},
+        "spec": {
+            "container": {
+                # KServe finds the init container by this exact name.
+                "name": "storage-initializer",
+                "image": STORAGE_INITIALIZER_IMAGE,
+                "env": [{
+                    "name": HF_TOKEN_KEY,
+                    "valueFrom": {"secretKeyRef": {"name": token_secret, "key": HF_TOKEN_KEY, "optional": False}},
+                }],
+                # Multi-GB checkpoints: 1Gi (the chart default) gets the initializer OOM-killed.
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+                "securityContext": {"allowPrivilegeEscalation": False},
+            },
+            "supportedUriFormats": [{"regex": r} for r in uri_regexes],
+            "workloadType": "initContainer",
+        },
+    }
+
+
+def pod_monitor(name: str, t: observability.Target, extra_labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {"name": name, "namespace": t.namespace, "labels": {**t.labels, **extra_labels}},
+        "spec": {
+            "selector": {"matchLabels": {contract.LABEL_MODEL: t.served_name}},
+            "namespaceSelector": {"matchNames": [t.namespace]},
+            "podMetricsEndpoints": [{"portNumber": HTTP_PORT, "path": probes.METRICS_PATH,
+                                     "interval": observability.SCRAPE_INTERVAL}],
+        },
+    }
+
+
+def _name_of(resource: Any) -> pulumi.Output[str]:
+    return resource.metadata.apply(lambda m: m["name"] if isinstance(m, dict) else m.name)
+
+
+class KServeModel(pulumi.ComponentResource):
+    """One model behind a KServe InferenceService: the ISVC, its hf:// storage container, monitor and HPA."""
+
+    inference_service_name: str
+    endpoint: str
+    storage_uri: pulumi.Output[str]
+    warnings: list[str]
+    prometheus_adapter_rule: Optional[dict[str, Any]]
+    """With autoscaling kind hpa: the prometheus-adapter `externalRules` entry the HPA's metric needs
+    (docs/autoscaling.md); None otherwise. The same as the vLLM path's, so export it once."""
+
+    def __init__(self, name: str, args: KServeModelArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("llm-serving:k8s:KServeModel", name, None, opts)
+        plan = args.plan
+        check_servable(plan)
+        isvc_name = plan.served_name
+        child = pulumi.ResourceOptions(parent=self)
+        self.warnings = engine_warnings(args) + canary_warnings(args)
+
+        self.token_secret: Optional[k8s.core.v1.Secret] = None
+        self.storage_container: Optional[k8s.apiextensions.CustomResource] = None
+        if args.storage == "hf":
+            self._hf_storage(name, args, isvc_name, child)
+        container_name = _name_of(self.storage_container) if self.storage_container is not None else None
+
+        metadata = {
+            "name": isvc_name,
+            "namespace": args.namespace,
+            "labels": pod_labels(plan),
+            "annotations": {
+                **annotations(plan),
+                DEPLOYMENT_MODE_ANNOTATION: STANDARD_MODE,
+                AUTOSCALER_CLASS_ANNOTATION: autoscaler_class(plan),
+            },
+        }
+        waits = [r for r in (self.token_secret, self.storage_container) if r is not None] + list(args.depends_on)
+        self.inference_service = k8s.apiextensions.CustomResource(
+            f"{name}-isvc", api_version=API_VERSION, kind="InferenceService",
+            metadata=metadata, spec=inference_service_spec(isvc_name, args, container_name),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits),
+        )
+        self.inference_service_name = isvc_name
+        # Standard mode: the ISVC's Service is <isvc>-predictor on the runtime's port.
+        self.endpoint = f"http://{isvc_name}-predictor.{args.namespace}.svc.cluster.local:{HTTP_PORT}/openai/v1"
+        self.storage_uri = pulumi.Output.from_input(storage_uri(args, plan.revision))
+
+        t = target(isvc_name, args)
+        if args.monitoring:
+            pm = pod_monitor(isvc_name, t, args.monitoring_labels)
+            k8s.apiextensions.CustomResource(
+                f"{name}-podmonitor", api_version=pm["apiVersion"], kind=pm["kind"],
+                metadata=pm["metadata"], spec=pm["spec"], opts=child)
+        a = plan.model.autoscaling
+        self.prometheus_adapter_rule = (
+            observability.prometheus_adapter_rule() if a.enabled and a.kind == "hpa" else None)
+        if a.enabled and a.kind == "hpa":
+            low, most = plan.replica_bounds
+            ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": t.workload_name}
+            hpa = observability.horizontal_pod_autoscaler(isvc_name, t, ref, min_replicas=low, max_replicas=most,
+                                                          threshold=a.queueThreshold)
+            k8s.autoscaling.v2.HorizontalPodAutoscaler(
+                f"{name}-hpa", metadata=hpa["metadata"], spec=hpa["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.inference_service]))
+        self.register_outputs({
+            "inferenceServiceName": isvc_name,
+            "endpoint": self.endpoint,
+            "storageUri": self.storage_uri,
+            "warnings": self.warnings,
+            "prometheusAdapterRule": self.prometheus_adapter_rule,
+        })
+
+    def _hf_storage(self, name: str, args: KServeModelArgs, isvc_name: str, child: pulumi.ResourceOptions) -> None:
+        """The token Secret and the ClusterStorageContainer that hands it to the storage initializer.
+
+        Without a token (a public model on a stack with no hfToken) neither exists: v0.20's default
+        storage container downloads hf:// anonymously.
+        """
+        plan = args.plan
+        if args.hf_token is None:
+            if plan.model.gated:
+                raise KServeConfigError(
+                    f"models[{plan.index}] ({plan.repo}) is gated and served from hf://; set hfToken as secret config")
+            return
+        self.token_secret = k8s.core.v1.Secret(
+            f"{name}-hf-token",
+            metadata={"name": f"{isvc_name[:54]}-hf-token", "namespace": args.namespace, "labels": pod_labels(plan)},
+            type="Opaque",
+            # Output.secret keeps the token encrypted in state whatever the caller passed.
+            string_data={HF_TOKEN_KEY: pulumi.Output.secret(args.hf_token)},
+            opts=child,
+        )
+        revisions = [plan.revision]
+        if args.canary_baseline_revision and plan.model.canaryTrafficPercent is not None:
+            revisions.append(args.canary_baseline_revision)
+        # Cluster-scoped: the namespace in the name keeps two stacks' containers apart.
+        csc = cluster_storage_container(f"{args.namespace}-{isvc_name}-hf",
+                                        [hf_uri_regex(plan.repo, r) for r in revisions],
+                                        _name_of(self.token_secret))
+        self.storage_container = k8s.apiextensions.CustomResource(
+            f"{name}-hf-storage", api_version=csc["apiVersion"], kind=csc["kind"],
+            metadata=csc["metadata"], spec=csc["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret]),
+        )

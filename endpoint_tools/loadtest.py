@@ -1,0 +1,451 @@
+"""Load sweep of an OpenAI-compatible (vLLM) endpoint: where does latency break your target?
+
+    python -m components.loadtest --base-url URL --model NAME --concurrency 1,2,4,8 --requests 40 \\
+        --prompt-tokens normal:256,64 --output-tokens uniform:64,256 [--slo-ttft-ms 500] \\
+        [--json sweep.json] [--chart sweep.svg] [--timeout 600] [--seed 0]
+
+For each concurrency level, `--requests` streamed completions are sent by that many concurrent
+clients. Per level it reports time to first token (TTFT), inter-token latency (ITL, the gap between
+streamed chunks) and time per output token (TPOT, per request) at p50, p95 and p99, output tokens
+per second, and errors; then a table, optional JSON and an SVG chart, and,
+with --slo-ttft-ms, the highest concurrency whose p95 TTFT stays within the target.
+
+Distributions (--prompt-tokens, --output-tokens): fixed:N, uniform:LO,HI, normal:MEAN,SD
+(endpoint_tools/load_dist.py); draws use --seed, so a sweep is repeatable.
+
+Prompts: windows of varied text (endpoint_tools/prompt_corpus.py) tokenized once by the server's
+/tokenize and sent as token ids to /v1/completions, so each prompt has exactly the sampled length
+and no two share a long prefix. Without /tokenize (not vLLM), text of about 4 characters per token
+is sent instead and the report says lengths are approximate. Output lengths are made exact with
+vLLM's `ignore_eos` (a random-weight or chatty model would otherwise stop early or late);
+--no-ignore-eos leaves it out for servers that reject unknown parameters.
+
+Bounds: --requests per level, and --timeout seconds for the whole sweep (requests not started by
+then are counted as not started; a request running past it is cut off and counted as an error).
+Exit status: 0 when the sweep ran (errors are results, shown in the table), 1 when the endpoint
+could not be reached or no request succeeded, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import queue
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from endpoint_tools.load_dist import Distribution, DistributionError, parse_distribution
+from endpoint_tools.load_report import (
+    LevelResult,
+    RequestSample,
+    format_table,
+    highest_meeting_slo,
+    render_svg,
+    summarize,
+)
+from endpoint_tools.openai_client import Client, EndpointError, error_message
+from endpoint_tools.prompt_corpus import passage
+
+# Rough characters per token for English text, used only when the server cannot count tokens.
+_CHARS_PER_TOKEN_FALLBACK = 4
+SLO_STAT = "p95"
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    prompt: list[int] | str
+    prompt_tokens: int
+    output_tokens: int
+
+
+class PromptSource:
+    """Prompts of exact token lengths cut from one tokenized, shuffled corpus."""
+
+    def __init__(self, client: Client, model: str, rng: random.Random, longest: int):
+        self.rng = rng
+        self.exact = True
+        text_chars = max(4096, longest * 8)
+        try:
+            tokens: list[int] = []
+            # Grow the corpus until a window of the longest prompt fits with room to move around.
+            while len(tokens) < longest * 2 + 16:
+                tokens = client.tokenize(model, prompt=passage(rng, text_chars), add_special_tokens=False)
+                text_chars *= 2
+            self.tokens = tokens
+        except EndpointError:
+            self.exact = False
+            self.text = passage(rng, longest * _CHARS_PER_TOKEN_FALLBACK * 2 + 64)
+
+    def prompt(self, n_tokens: int) -> list[int] | str:
+        if self.exact:
+            start = self.rng.randrange(0, len(self.tokens) - n_tokens + 1)
+            return self.tokens[start:start + n_tokens]
+        n_chars = n_tokens * _CHARS_PER_TOKEN_FALLBACK
+        start = self.rng.randrange(0, len(self.text) - n_chars + 1)
+        return self.text[start:start + n_chars]
+
+
+def plan_requests(source: PromptSource, rng: random.Random, count: int,
+                  prompt_dist: Distribution, output_dist: Distribution) -> list[PlannedRequest]:
+    planned = []
+    for _ in range(count):
+        n_in, n_out = prompt_dist.sample(rng), output_dist.sample(rng)
+        planned.append(PlannedRequest(source.prompt(n_in), n_in, n_out))
+    return planned
+
+
+def stream_event_error(data: object) -> str | None:
+    """Why a parsed stream event means the request failed, or None for an ordinary chunk.
+
+    vLLM sends `data: {"error": {"message": ..., "code": ...}}` when generation fails after the
+    stream started; older servers send the bare ErrorResponse (`{"object": "error", "message": ...}`).
+    Anything that is not a JSON object is not an OpenAI stream chunk at all.
+    """
+    if not isinstance(data, dict):
+        return f"stream event is not a JSON object: {json.dumps(data)[:120]}"
+    if "error" in data:
+        return "stream error: " + _error_text(data["error"])
+    if data.get("object") == "error":
+        return "stream error: " + _error_text(data)
+    return None
+
+
+def _error_text(error: object) -> str:
+    if isinstance(error, dict):
+        message = error.get("message") or json.dumps(error)[:200]
+        code = error.get("code")
+        return f"{message} (code {code})" if code is not None else str(message)
+    return str(error)[:200]
+
+
+def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
+            ignore_eos: bool = True) -> RequestSample:
+    body = {
+        "model": model,
+        "prompt": req.prompt,
+        "max_tokens": req.output_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    started = time.perf_counter()
+    first = last = None
+    gaps: list[float] = []
+    chunks = 0
+    usage_tokens = None
+    try:
+        timeout = max(1.0, min(request_timeout, deadline - time.monotonic()))
+        for event in client.stream("/v1/completions", body, timeout=timeout):
+            if event.done:
+                break
+            if time.monotonic() > deadline:
+                return RequestSample(ok=False, error="cut off by the sweep's --timeout")
+            data = event.json()
+            failure = stream_event_error(data)
+            if failure:
+                # vLLM reports a failure after the 200 header as an error event (then [DONE]); text
+                # streamed before it does not make the request a success.
+                return RequestSample(ok=False, error=failure)
+            usage = data.get("usage")
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                usage_tokens = usage["completion_tokens"]
+            choices = data.get("choices")
+            if any(isinstance(choice, dict) and choice.get("text") for choice in
+                   (choices if isinstance(choices, list) else [])):
+                chunks += 1
+                if first is None:
+                    first = event.at
+                else:
+                    gaps.append(event.at - last)
+                last = event.at
+    except EndpointError as exc:
+        return RequestSample(ok=False, error=str(exc))
+    except ValueError:
+        return RequestSample(ok=False, error="stream event was not JSON")
+    if first is None:
+        return RequestSample(ok=False, error="stream produced no tokens")
+    return RequestSample(
+        ok=True,
+        ttft=first - started,
+        itl=gaps,
+        output_tokens=usage_tokens if usage_tokens is not None else chunks,
+        prompt_tokens=req.prompt_tokens,
+        latency=last - started,
+    )
+
+
+def measure(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
+            ignore_eos: bool = True) -> RequestSample:
+    """run_one, with any unexpected exception turned into an error sample.
+
+    Requests run in worker threads, where an uncaught exception ends the thread quietly and its
+    request (and every one it would have taken next) vanishes from the results.
+    """
+    try:
+        return run_one(client, model, req, deadline, request_timeout, ignore_eos)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return RequestSample(ok=False, error=f"client error: {type(exc).__name__}: {exc}")
+
+
+class Progress:
+    """A one-line progress bar on stderr; plain lines when stderr is not a terminal (CI logs)."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.errors = total, 0, 0
+        self.stream = stream
+        self.live = hasattr(stream, "isatty") and stream.isatty()
+        self.lock = threading.Lock()
+        self.label = ""
+
+    def start_level(self, label: str) -> None:
+        self.label = label
+        self._draw()
+
+    def advance(self, ok: bool) -> None:
+        with self.lock:
+            self.done += 1
+            self.errors += 0 if ok else 1
+            self._draw()
+
+    def end_level(self) -> None:
+        if not self.live:
+            print(f"loadtest: {self.label} finished, {self.done}/{self.total} requests, {self.errors} errors",
+                  file=self.stream, flush=True)
+
+    def _draw(self) -> None:
+        if not self.live:
+            return
+        width = 30
+        filled = int(width * self.done / self.total) if self.total else width
+        bar = "#" * filled + "." * (width - filled)
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {self.label} errors={self.errors}  ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_level(client: Client, model: str, concurrency: int, planned: list[PlannedRequest],
+              deadline: float, request_timeout: float, progress: Progress, ignore_eos: bool = True) -> LevelResult:
+    work: queue.Queue[PlannedRequest] = queue.Queue()
+    for req in planned:
+        work.put(req)
+    samples: list[RequestSample] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while time.monotonic() < deadline:
+            try:
+                req = work.get_nowait()
+            except queue.Empty:
+                return
+            sample = measure(client, model, req, deadline, request_timeout, ignore_eos)
+            with lock:
+                samples.append(sample)
+            progress.advance(sample.ok)
+
+    progress.start_level(f"concurrency={concurrency}")
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    duration = time.perf_counter() - started
+    progress.end_level()
+    return summarize(concurrency, samples, len(planned), duration)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def _concurrency_list(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers, e.g. 1,2,4,8")
+    if not levels or any(level < 1 for level in levels):
+        raise argparse.ArgumentTypeError(f"{text!r}: every level must be >= 1, e.g. 1,2,4,8")
+    return sorted(set(levels))
+
+
+def _distribution(text: str) -> Distribution:
+    try:
+        return parse_distribution(text)
+    except DistributionError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+        # float() accepts "nan" and "inf"; neither is a usable count, target or time limit.
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
+        return value
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.loadtest",
+        description="Load sweep of an OpenAI-compatible (vLLM) endpoint: latency against concurrency.",
+        epilog="DIST: fixed:N | uniform:LO,HI | normal:MEAN,SD (token counts)",
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
+    parser.add_argument("--model", required=True, help="the served model name")
+    parser.add_argument("--concurrency", type=_concurrency_list, default=[1, 2, 4, 8],
+                        help="comma-separated concurrency levels (default 1,2,4,8)")
+    parser.add_argument("--requests", type=_positive(int), default=20, help="requests per level (default 20)")
+    parser.add_argument("--prompt-tokens", type=_distribution, default=parse_distribution("normal:256,64"),
+                        metavar="DIST", help="prompt length distribution (default normal:256,64)")
+    parser.add_argument("--output-tokens", type=_distribution, default=parse_distribution("uniform:64,256"),
+                        metavar="DIST", help="output length distribution (default uniform:64,256)")
+    parser.add_argument("--slo-ttft-ms", type=_positive(float), help=f"TTFT target; the {SLO_STAT} must stay within it")
+    parser.add_argument("--json", type=pathlib.Path, metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--chart", type=pathlib.Path, metavar="FILE.svg", help="write an SVG chart")
+    parser.add_argument("--timeout", type=_positive(float), default=600.0,
+                        help="seconds for the whole sweep (default 600)")
+    parser.add_argument("--request-timeout", type=_positive(float), default=120.0,
+                        help="seconds one request may wait for data (default 120)")
+    parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                        help="do not send vLLM's ignore_eos (for servers that reject unknown parameters); "
+                             "output lengths then end where the model stops")
+    parser.add_argument("--seed", type=int, default=0, help="random seed for lengths and prompts (default 0)")
+    return parser
+
+
+def output_path_problem(path: pathlib.Path) -> str | None:
+    """Why a report file cannot be written at `path`, or None when it can (checked, not created)."""
+    if path.is_dir():
+        return "is a directory; give a file name"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"folder {folder} does not exist; create it first"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {folder} is not writable"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "exists and is not writable"
+    return None
+
+
+def _server_max_model_len(client: Client, model: str) -> int | None:
+    resp = client.get("/v1/models")
+    if resp.status != 200:
+        raise EndpointError(f"GET /v1/models answered HTTP {resp.status}: {error_message(resp)}")
+    data = resp.json()
+    entries = data.get("data", []) if isinstance(data, dict) else []
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("id") == model:
+            value = entry.get("max_model_len")
+            return value if isinstance(value, int) else None
+    ids = [e.get("id") for e in entries if isinstance(e, dict)]
+    raise EndpointError(f"--model {model!r} is not served here; /v1/models lists {ids}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.chart and args.chart.suffix.lower() != ".svg":
+        parser.error(f"--chart {args.chart}: only SVG is written; use a name ending in .svg")
+    # Checked before the sweep: a bad path found after it would throw away minutes of results.
+    for flag, path in (("--json", args.json), ("--chart", args.chart)):
+        problem = output_path_problem(path) if path else None
+        if problem:
+            parser.error(f"{flag} {path}: {problem}")
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            parser.error(f"--api-key-env: environment variable {args.api_key_env} is not set or empty")
+    try:
+        client = Client(args.base_url, api_key=api_key, timeout=args.request_timeout)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    deadline = time.monotonic() + args.timeout
+    try:
+        max_len = _server_max_model_len(client, args.model)
+    except EndpointError as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return 1
+    longest = args.prompt_tokens.upper_bound + args.output_tokens.upper_bound
+    if max_len is not None and longest > max_len:
+        parser.error(f"--prompt-tokens/--output-tokens reach {longest} tokens, over the server's "
+                     f"max_model_len {max_len}; lower the distributions")
+
+    rng = random.Random(args.seed)
+    try:
+        source = PromptSource(client, args.model, rng, args.prompt_tokens.upper_bound)
+    except EndpointError as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return 1
+    if not source.exact:
+        print("loadtest: the server has no /tokenize; prompt lengths are approximate", file=sys.stderr)
+
+    # One unmeasured request first, so one-off start-up costs do not land in the first level.
+    measure(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout,
+            args.ignore_eos)
+
+    progress = Progress(args.requests * len(args.concurrency))
+    levels: list[LevelResult] = []
+    for concurrency in args.concurrency:
+        planned = plan_requests(source, rng, args.requests, args.prompt_tokens, args.output_tokens)
+        levels.append(run_level(client, args.model, concurrency, planned, deadline, args.request_timeout,
+                                progress, args.ignore_eos))
+    progress.close()
+
+    print(format_table(levels))
+    best = None
+    if args.slo_ttft_ms:
+        best = highest_meeting_slo(levels, args.slo_ttft_ms, SLO_STAT)
+        print(f"SLO TTFT {SLO_STAT} <= {args.slo_ttft_ms:g} ms: "
+              + (f"met up to concurrency {best}" if best is not None else "not met at any tested concurrency"))
+    for level in levels:
+        for message in level.error_samples:
+            print(f"errors at concurrency {level.concurrency}: {message}")
+
+    title = f"{args.model}: prompt {args.prompt_tokens}, output {args.output_tokens}"
+    if args.json:
+        report = {
+            "base_url": client.base_url,
+            "model": args.model,
+            "concurrency": args.concurrency,
+            "requests_per_level": args.requests,
+            "prompt_tokens": str(args.prompt_tokens),
+            "output_tokens": str(args.output_tokens),
+            "prompt_lengths_exact": source.exact,
+            "seed": args.seed,
+            "ignore_eos": args.ignore_eos,
+            "slo": {"ttft_ms": args.slo_ttft_ms, "statistic": SLO_STAT, "highest_concurrency_meeting": best},
+            "levels": [level.to_json() for level in levels],
+        }
+    outputs = []
+    if args.json:
+        outputs.append(("--json", args.json, json.dumps(report, indent=2) + "\n"))
+    if args.chart:
+        outputs.append(("--chart", args.chart, render_svg(levels, title, args.slo_ttft_ms)))
+    for flag, path, text in outputs:
+        try:
+            path.write_text(text)
+        except OSError as exc:  # the folder was checked up front; it can still vanish or fill up
+            print(f"loadtest: {flag} {path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+    return 0 if any(level.completed for level in levels) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

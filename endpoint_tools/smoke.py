@@ -1,0 +1,378 @@
+"""Smoke checks for an OpenAI-compatible (vLLM) endpoint, run after `pulumi up`.
+
+    python -m components.smoke --base-url URL --model NAME [--api-key-env VAR] [--max-model-len N]
+
+Each check prints PASS or FAIL with its evidence; the exit status is 0 only when every check
+passes (1 when one fails, 2 for a usage error). Checks, in order:
+
+  health       GET /health answers 200
+  models       GET /v1/models lists the served model name
+  chat         one short chat completion returns text, a finish_reason and usage
+  stream       a streamed chat completion ends with `data: [DONE]`
+  context      a prompt of exactly max-model-len minus the output budget succeeds with the whole
+               budget; one token more is either rejected with a 4xx or served with max_tokens
+               clamped so prompt + output stays within max-model-len; a prompt one token over
+               max-model-len is rejected with a 4xx; /health still answers 200 afterwards (token
+               counts come from the server's /tokenize, chat template included, so the boundary
+               is exact; see judge_context)
+  metrics      GET /metrics exposes every series the stack's alerts and autoscaler query
+               (common/engine_metrics.py)
+
+Standard library only, so it also runs as an in-cluster Job from a plain python image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from common.engine_metrics import REQUIRED_METRICS, describe_missing, missing_names
+from endpoint_tools.openai_client import Client, EndpointError, Response, error_message
+
+# Tokens asked for in the context-boundary check: the prompt is sized so prompt + budget is exactly
+# max-model-len, the largest request the server must accept.
+OUTPUT_BUDGET = 8
+# Filler pieces tried for sizing a prompt token by token; the first that costs exactly one token per
+# repetition with this tokenizer is used (most BPE vocabularies have several of these).
+_FILLER_CANDIDATES = (" the", " a", " and", " of", " x", " hello", "!", ".", " 1")
+
+
+@dataclass
+class CheckResult:
+    name: str
+    passed: bool
+    evidence: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'}  {self.name:<8} {self.evidence}"
+
+
+class CheckFailed(Exception):
+    """A check's expectation was not met; the message is the evidence."""
+
+
+@dataclass
+class SmokeContext:
+    client: Client
+    model: str
+    max_model_len: int | None
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+
+def check_health(ctx: SmokeContext) -> str:
+    resp = ctx.client.get("/health")
+    if resp.status != 200:
+        raise CheckFailed(f"GET /health answered HTTP {resp.status}: {error_message(resp)}")
+    return "GET /health -> 200"
+
+
+def check_models(ctx: SmokeContext) -> str:
+    resp = ctx.client.get("/v1/models")
+    if resp.status != 200:
+        raise CheckFailed(f"GET /v1/models answered HTTP {resp.status}: {error_message(resp)}")
+    data = resp.json()
+    entries = data.get("data", []) if isinstance(data, dict) else []
+    ids = [e.get("id") for e in entries if isinstance(e, dict)]
+    if ctx.model not in ids:
+        raise CheckFailed(f"/v1/models lists {ids}, not {ctx.model!r} (check --model or --served-model-name)")
+    entry = next(e for e in entries if e.get("id") == ctx.model)
+    if ctx.max_model_len is None and isinstance(entry.get("max_model_len"), int):
+        # vLLM reports the context length it was started with; use it when not given.
+        ctx.max_model_len = entry["max_model_len"]
+    extra = f", max_model_len={entry['max_model_len']}" if "max_model_len" in entry else ""
+    return f"/v1/models lists {ctx.model!r}{extra}"
+
+
+def _chat_body(model: str, content: str, max_tokens: int, **extra) -> dict:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        **extra,
+    }
+
+
+def check_chat(ctx: SmokeContext) -> str:
+    resp = ctx.client.post("/v1/chat/completions", _chat_body(ctx.model, "Say hello in five words.", 16))
+    if resp.status != 200:
+        raise CheckFailed(f"chat completion answered HTTP {resp.status}: {error_message(resp)}")
+    data = resp.json()
+    try:
+        choice = data["choices"][0]
+        text = choice["message"]["content"]
+        finish = choice["finish_reason"]
+        usage = data["usage"]
+    except (KeyError, IndexError, TypeError):
+        raise CheckFailed(f"chat completion lacks choices/message/finish_reason/usage: {str(data)[:200]}")
+    if not text:
+        raise CheckFailed(f"chat completion returned empty text (finish_reason={finish})")
+    if not finish:
+        raise CheckFailed("chat completion has no finish_reason")
+    if not usage.get("completion_tokens"):
+        raise CheckFailed(f"chat completion usage has no completion_tokens: {usage}")
+    return (
+        f"{len(text)} chars, finish_reason={finish}, usage prompt={usage.get('prompt_tokens')} "
+        f"completion={usage.get('completion_tokens')}"
+    )
+
+
+def check_stream(ctx: SmokeContext) -> str:
+    body = _chat_body(ctx.model, "Count from one to five.", 16, stream=True,
+                      stream_options={"include_usage": True})
+    chunks = 0
+    pieces: list[str] = []
+    last = None
+    for event in ctx.client.stream("/v1/chat/completions", body):
+        last = event.data
+        if event.done:
+            break
+        chunks += 1
+        try:
+            for choice in event.json().get("choices", []):
+                pieces.append((choice.get("delta") or {}).get("content") or "")
+        except ValueError:
+            raise CheckFailed(f"stream event is not JSON: {event.data[:120]!r}")
+    if last != "[DONE]":
+        raise CheckFailed(f"stream ended after {chunks} events without data: [DONE] (last: {str(last)[:80]!r})")
+    if not "".join(pieces):
+        raise CheckFailed(f"stream of {chunks} events carried no text")
+    return f"{chunks} events, {len(''.join(pieces))} chars, ended with data: [DONE]"
+
+
+def _sized_messages(ctx: SmokeContext, target: int) -> tuple[list[dict], int]:
+    """Chat messages whose templated prompt is exactly `target` tokens by the server's count."""
+    base = "Repeat the last word of this text:"
+
+    def count(filler: str, n: int) -> int:
+        return len(ctx.client.tokenize(ctx.model, messages=[{"role": "user", "content": base + filler * n}]))
+
+    for filler in _FILLER_CANDIDATES:
+        at_10, at_11, at_20 = count(filler, 10), count(filler, 11), count(filler, 20)
+        if at_11 - at_10 != 1 or at_20 - at_10 != 10:
+            continue  # this filler merges with its neighbours; its cost is not one token each
+        n = target - (at_10 - 10)
+        if n < 0:
+            raise CheckFailed(f"max-model-len {ctx.max_model_len} is too small for the check's prompt")
+        messages = [{"role": "user", "content": base + filler * n}]
+        got = len(ctx.client.tokenize(ctx.model, messages=messages))
+        if got == target:
+            return messages, got
+    raise CheckFailed("could not build a prompt of an exact token length with this tokenizer")
+
+
+@dataclass(frozen=True)
+class BoundaryReply:
+    """One context-boundary request: the prompt length by the server's /tokenize and its answer."""
+
+    prompt_tokens: int
+    response: Response
+
+    @property
+    def status(self) -> int:
+        return self.response.status
+
+    def usage(self) -> dict:
+        """The answer's usage block ({} when absent or not JSON)."""
+        try:
+            data = json.loads(self.response.body)
+        except ValueError:
+            return {}
+        usage = data.get("usage") if isinstance(data, dict) else None
+        return usage if isinstance(usage, dict) else {}
+
+    def counted_prompt(self) -> int:
+        """The server's own prompt count when it reports one, else the /tokenize count."""
+        value = self.usage().get("prompt_tokens")
+        return value if isinstance(value, int) else self.prompt_tokens
+
+    def completion_tokens(self) -> int | None:
+        value = self.usage().get("completion_tokens")
+        return value if isinstance(value, int) else None
+
+
+def _boundary_request(ctx: SmokeContext, messages: list[dict], n_prompt: int) -> BoundaryReply:
+    # ignore_eos (a vLLM sampling parameter; /tokenize already makes this check vLLM-only) makes the
+    # server generate every token it allows, so "the full budget" and "clamped" are measurable
+    # rather than hidden behind a model that happened to stop early.
+    body = {"model": ctx.model, "messages": messages, "max_tokens": OUTPUT_BUDGET, "temperature": 0,
+            "ignore_eos": True}
+    return BoundaryReply(n_prompt, ctx.client.post("/v1/chat/completions", body))
+
+
+def judge_context(limit: int, budget: int, fit: BoundaryReply, edge: BoundaryReply, over: BoundaryReply,
+                  health_after: int) -> str:
+    """Judge the three boundary answers; the evidence of every part, or CheckFailed naming the failures.
+
+      fit   prompt = limit - budget       must answer 200 with exactly `budget` completion tokens;
+      edge  prompt = limit - budget + 1   must either be rejected with a 4xx, or be served with at most
+                                          budget - 1 tokens so prompt + output never exceeds the limit
+                                          (vLLM 0.32 clamps max_tokens to what fits; older vLLM rejected);
+      over  prompt = limit + 1            must be rejected with a 4xx (the prompt alone cannot fit);
+    and /health must answer 200 after all three.
+    """
+    parts: list[str] = []
+    failures: list[str] = []
+
+    def judge(ok: bool, text: str) -> None:
+        parts.append(text if ok else f"FAILED {text}")
+        if not ok:
+            failures.append(text)
+
+    # fit: the largest request that must be accepted whole.
+    label = f"{fit.prompt_tokens}+{budget}={limit}"
+    if fit.status != 200:
+        judge(False, f"{label} -> HTTP {fit.status} ({error_message(fit.response)}), expected 200")
+    else:
+        produced = fit.completion_tokens()
+        judge(produced == budget and fit.counted_prompt() == limit - budget,
+              f"{label} -> 200 with prompt {fit.counted_prompt()} + {produced} output tokens "
+              f"(expected {limit - budget} + {budget})")
+
+    # edge: one token more than fits with the full budget.
+    label = f"{edge.prompt_tokens}+{budget}={limit + 1}"
+    if 400 <= edge.status < 500:
+        judge(True, f"{label} -> rejected with HTTP {edge.status} ({error_message(edge.response)[:80]})")
+    elif edge.status == 200:
+        produced = edge.completion_tokens()
+        if produced is None:
+            judge(False, f"{label} -> 200 without usage.completion_tokens; cannot tell whether output "
+                         f"stayed within max-model-len {limit}")
+        else:
+            total = edge.counted_prompt() + produced
+            judge(produced <= budget - 1 and total <= limit,
+                  f"{label} -> 200 with {produced} output tokens, prompt+output {total} "
+                  f"({'within' if total <= limit else 'over'} max-model-len {limit}; max_tokens clamped)")
+    else:
+        judge(False, f"{label} -> HTTP {edge.status} ({error_message(edge.response)[:80]}), expected a 4xx "
+                     f"or a 200 clamped to {budget - 1} tokens")
+
+    # over: the prompt alone is over the limit.
+    judge(400 <= over.status < 500,
+          f"{over.prompt_tokens} -> {over.status} (prompt one over max-model-len; {error_message(over.response)[:80]})"
+          + ("" if 400 <= over.status < 500 else ", expected a 4xx rejection"))
+
+    judge(health_after == 200, f"/health afterwards -> {health_after}")
+
+    evidence = f"max-model-len {limit}, budget {budget}: " + "; ".join(parts)
+    if failures:
+        raise CheckFailed(evidence)
+    return evidence
+
+
+def check_context(ctx: SmokeContext) -> str:
+    """The context limit is enforced exactly and an over-long prompt does not hurt the server.
+
+    Three prompts, sized exactly by the server's own /tokenize (chat template included), judged by
+    judge_context; /health is asked after all three.
+    """
+    if ctx.max_model_len is None:
+        raise CheckFailed("max-model-len unknown: pass --max-model-len (the server did not report it)")
+    limit = ctx.max_model_len
+    replies = []
+    for target in (limit - OUTPUT_BUDGET, limit - OUTPUT_BUDGET + 1, limit + 1):
+        messages, n_prompt = _sized_messages(ctx, target)
+        replies.append(_boundary_request(ctx, messages, n_prompt))
+    health = ctx.client.get("/health")
+    return judge_context(limit, OUTPUT_BUDGET, *replies, health_after=health.status)
+
+
+def check_metrics(ctx: SmokeContext) -> str:
+    resp = ctx.client.get("/metrics")
+    if resp.status != 200:
+        raise CheckFailed(f"GET /metrics answered HTTP {resp.status}")
+    missing = missing_names(REQUIRED_METRICS, resp.text())
+    if missing:
+        raise CheckFailed("/metrics lacks " + ", ".join(describe_missing(m) for m in missing))
+    return f"/metrics exposes all {len(REQUIRED_METRICS)} required series"
+
+
+CHECKS: tuple[tuple[str, Callable[[SmokeContext], str]], ...] = (
+    ("health", check_health),
+    ("models", check_models),
+    ("chat", check_chat),
+    ("stream", check_stream),
+    ("context", check_context),
+    ("metrics", check_metrics),
+)
+
+
+def run_checks(ctx: SmokeContext) -> list[CheckResult]:
+    results = []
+    for name, check in CHECKS:
+        try:
+            results.append(CheckResult(name, True, check(ctx)))
+        except (CheckFailed, EndpointError) as exc:
+            results.append(CheckResult(name, False, str(exc)))
+    return results
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+    # float() accepts "nan" and "inf"; neither is a usable HTTP timeout.
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.smoke",
+        description="Smoke-check an OpenAI-compatible (vLLM) endpoint.",
+    )
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
+    parser.add_argument("--model", required=True, help="the served model name")
+    parser.add_argument("--api-key-env", metavar="VAR",
+                        help="name of the environment variable holding the API key (never the key itself)")
+    parser.add_argument("--max-model-len", type=int,
+                        help="context length the server enforces (default: what /v1/models reports)")
+    parser.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per HTTP request (default 60)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            parser.error(f"--api-key-env: environment variable {args.api_key_env} is not set or empty")
+    if args.max_model_len is not None and args.max_model_len <= OUTPUT_BUDGET + 1:
+        parser.error(f"--max-model-len must be greater than {OUTPUT_BUDGET + 1}")
+    try:
+        client = Client(args.base_url, api_key=api_key, timeout=args.timeout)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    # An unreachable endpoint would fail every check the same way: say it once, plainly.
+    try:
+        client.get("/health", timeout=min(args.timeout, 10.0))
+    except EndpointError as exc:
+        print(f"smoke: cannot reach {client.base_url}: {exc}", file=sys.stderr)
+        return 1
+
+    results = run_checks(SmokeContext(client, args.model, args.max_model_len))
+    for result in results:
+        print(result.line())
+    failed = [r.name for r in results if not r.passed]
+    print(f"smoke: {len(results) - len(failed)}/{len(results)} checks passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

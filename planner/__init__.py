@@ -1,0 +1,8 @@
+"""The planner: from a model's own config.json to every number the deployment needs.
+
+Owns: `hub` (model metadata at a pinned commit), `sizing` (vLLM's memory arithmetic, pure) and its
+command line `sizing_cli`, and `plan` (one `ModelPlan` per model: tensor parallelism, KV cache,
+load time, probe budgets, replica bounds, pool capacity).
+May import: `common`, `stack_config`. No Pulumi: the program, the CLI and the tests share it.
+Imported by: the components, `__main__.py`, the offline plan.
+"""

@@ -1,0 +1,225 @@
+"""`python -m components.sizing`: will this model fit on that GPU, and how much KV cache is left?
+
+Exit codes: 0 it fits; 2 bad input or it does not fit (one line on stderr saying why and, when a
+larger tensor-parallel size would fit, which one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+from typing import Any, Sequence
+
+from common.gpus import CATALOG, UnknownGpuError, get_gpu
+from planner.model_arch import ModelArch, SizingError
+from planner.sizing import (
+    GiB,
+    SizingRequest,
+    SizingResult,
+    size,
+    smallest_tensor_parallel_size,
+    valid_tensor_parallel_sizes,
+)
+
+BAR_WIDTH = 50
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + error
+        raise CliError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m components.sizing", description=__doc__.splitlines()[0])
+    p.add_argument("--model-config", required=True,
+                   help="path to a config.json, or a Hub repo id (then --revision is required)")
+    p.add_argument("--revision", help="40-hex commit of the Hub repo (with a repo id)")
+    gpu = p.add_mutually_exclusive_group(required=True)
+    gpu.add_argument("--gpu", help="GPU name from the catalog (common/gpus.py), e.g. H100-80GB")
+    gpu.add_argument("--gpu-memory-gib", type=float, help="CUDA-reported total memory per GPU, GiB")
+    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", type=int, default=1)
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help="default: the release's (0.92 from vLLM 0.21, 0.9 before)")
+    p.add_argument("--max-model-len", type=int, help="default: the model's max_position_embeddings")
+    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
+    p.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"])
+    p.add_argument("--quantization", help="vLLM --quantization (fp8, awq, gptq, mxfp4, ...)")
+    p.add_argument("--weights-gib", type=float, metavar="TOTAL",
+                   help="TOTAL weight memory across all GPUs in GiB (e.g. the log's per-GPU "
+                        "'Model loading took X GiB' × TP × PP); default: estimated from the config")
+    p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's default for the GPU")
+    p.add_argument("--max-num-seqs", type=int, help="default: vLLM's default for the GPU")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--vllm-version", help="vLLM release to model (default: the deployed one)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def canonical_gpu_name(name: str) -> str:
+    """The catalog name for common spellings ("h100", "NVIDIA A100-SXM4-80GB", "l40s", "A100 80GB").
+
+    Only unambiguous spellings map; anything else is returned as given, so the catalog lookup still
+    rejects it with the known names listed.
+    """
+    if name in CATALOG:
+        return name
+    key = name.upper().replace("NVIDIA", "").replace("_", "-").replace(" ", "-").strip("-")
+    key = "-".join(part for part in key.split("-") if part and part not in ("SXM", "SXM4", "SXM5",
+                                                                         "PCIE", "HBM3", "HBM2E"))
+    for known in CATALOG:
+        if key == known.upper():
+            return known
+    by_family = {known.split("-")[0].upper(): known for known in CATALOG}
+    family, _, size = key.partition("-")
+    size = size.replace("GIB", "GB").replace("G", "GB") if size and not size.endswith("GB") else size
+    if f"{family}-{size}" in {k.upper() for k in CATALOG}:
+        return next(k for k in CATALOG if k.upper() == f"{family}-{size}")
+    # A family with a single catalog entry (H100, H200, L4, ...) is unambiguous without a size.
+    families = [known for known in CATALOG if known.split("-")[0].upper() == family]
+    if len(families) == 1 and (not size or families[0].upper().endswith(size)):
+        return by_family[family]
+    return name
+
+
+def load_config(source: str, revision: str | None) -> dict[str, Any]:
+    if os.path.exists(source):
+        path = os.path.join(source, "config.json") if os.path.isdir(source) else source
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return json.load(fh)
+        except FileNotFoundError:
+            raise CliError(f"--model-config: no config.json in {source}") from None
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--model-config: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except OSError as exc:
+            raise CliError(f"--model-config: cannot read {path}: {exc.strerror}") from None
+    looks_like_repo = source.count("/") == 1 and not source.endswith(".json") and not source.startswith((".", "/"))
+    if not looks_like_repo:
+        raise CliError(f"--model-config: {source} does not exist (give a config.json path or a Hub repo id)")
+    if not revision:
+        raise CliError(f"--revision is required with the Hub repo id {source} (a 40-character commit SHA)")
+    try:
+        from planner.hub import load_model_config  # optional: only needed for Hub ids
+    except ImportError:
+        raise CliError("--model-config: Hub repo ids need planner/hub.py, which is not installed; "
+                       "pass a config.json path") from None
+    try:
+        return load_model_config(source, revision)
+    except Exception as exc:  # the hub module's own errors carry the reason
+        raise CliError(f"--model-config: {exc}") from None
+
+
+def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
+    for flag in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if getattr(args, flag) < 1:
+            raise CliError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
+        raise CliError("--gpu-memory-utilization must be in (0, 1], e.g. 0.9")
+    device_name = None  # what vLLM's batch defaults look at (the "a100" check)
+    if args.gpu:
+        try:
+            gpu = get_gpu(canonical_gpu_name(args.gpu))
+        except UnknownGpuError as exc:
+            raise CliError(f"--gpu: {exc}") from None
+        memory, gpu_name, device_name = gpu.cuda_total_gib, gpu.name, gpu.name
+    else:
+        if args.gpu_memory_gib <= 0:
+            raise CliError("--gpu-memory-gib must be positive")
+        memory, gpu_name = args.gpu_memory_gib, f"{args.gpu_memory_gib:g} GiB GPU"
+        # A total that is exactly one catalog GPU's CUDA total names it (vLLM's larger batch
+        # defaults skip A100s, whose 79.15 GiB would otherwise pass for an H100's 79.19).
+        same = [g.name for g in CATALOG.values() if abs(g.cuda_total_gib - memory) < 0.005]
+        device_name = same[0] if len(same) == 1 else None
+    if args.weights_gib is not None and args.weights_gib <= 0:
+        raise CliError("--weights-gib must be positive (TOTAL GiB across all GPUs)")
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise CliError("--max-model-len must be a positive number of tokens")
+    arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
+    valid = valid_tensor_parallel_sizes(arch, max_tp=max(args.tensor_parallel_size, 8))
+    if args.tensor_parallel_size not in valid:
+        # A warning, not an error: the numbers are still what vLLM would compute if it started.
+        print(f"warning: vLLM refuses --tensor-parallel-size {args.tensor_parallel_size} for this model "
+              f"({arch.heads} attention heads, {arch.kv_heads} KV heads); valid: {', '.join(map(str, valid))}",
+              file=sys.stderr)
+    req = SizingRequest(
+        arch=arch, gpu_memory_gib=memory,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len, dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype,
+        quantization=args.quantization,
+        weights_bytes=int(args.weights_gib * GiB) if args.weights_gib else None,
+        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+        block_size=args.block_size, enforce_eager=args.enforce_eager,
+        gpu_name=device_name, vllm_version=args.vllm_version,
+    )
+    return req, gpu_name
+
+
+def render_bar(result: SizingResult, gpu_name: str) -> str:
+    """The seed's "Will it fit?" bar, one per GPU: weights, runtime overhead, KV cache, spare."""
+    total = result.gpu_memory_gib
+    overhead = result.overhead_gib
+    kv = result.kv_cache_gib_per_gpu
+    spare = max(total - result.weights_gib_per_gpu - overhead - kv, 0.0)
+    parts = [("W", result.weights_gib_per_gpu), ("R", overhead), ("K", kv), (".", spare)]
+    cells = "".join(ch * round(BAR_WIDTH * gib / total) for ch, gib in parts)[:BAR_WIDTH].ljust(BAR_WIDTH, ".")
+    gpus = result.tensor_parallel_size * result.pipeline_parallel_size
+    lines = [
+        f"Will it fit? {'yes' if result.fits else 'NO'} - {gpus} × {gpu_name} "
+        f"({total:.2f} GiB CUDA total), TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}, "
+        f"max_model_len {result.max_model_len:,}",
+    ]
+    for gpu in range(gpus):
+        lines.append(f"  GPU {gpu} [{cells}]")
+    graphs = "" if result.cuda_graph_in_budget else f" (+ CUDA graphs {result.cuda_graph_gib:.2f} GiB from spare)"
+    lines += [
+        f"  W weights          {result.weights_gib_per_gpu:7.2f} GiB per GPU",
+        f"  R runtime overhead {overhead:7.2f} GiB (activations {result.activation_gib:.2f}, "
+        f"non-torch {result.non_torch_gib:.2f}"
+        + (f", CUDA graphs {result.cuda_graph_gib:.2f}" if result.cuda_graph_in_budget else "") + ")",
+        f"  K KV cache         {kv:7.2f} GiB = {result.kv_cache_tokens:,} tokens "
+        f"({result.kv_bytes_per_token_per_gpu:,} B/token/GPU), {result.max_concurrency:.2f}× "
+        f"{result.max_model_len:,}-token requests",
+        f"  . spare            {spare:7.2f} GiB (outside gpu_memory_utilization){graphs}",
+    ]
+    if not result.fits:
+        lines.append(f"  {result.reason}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        req, gpu_name = request_from_args(args)
+        result = size(req)
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=None, sort_keys=True))
+        else:
+            print(render_bar(result, gpu_name))
+        if not result.fits:
+            tp = smallest_tensor_parallel_size(replace(req, tensor_parallel_size=1))
+            hint = (f"smallest tensor-parallel size that fits: {tp}" if tp
+                    else "no tensor-parallel size up to 8 fits; use a larger GPU or a shorter max_model_len")
+            raise CliError(f"does not fit: {result.reason}; {hint}")
+        return 0
+    except (CliError, SizingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error of the sizing.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The stack file, read once: typed, validated, with errors that name the file, the key and the fix.
+
+Owns: the schema of every section (cluster, pools, operators, model store, models, exposure,
+monitoring), the checks across sections, and turning Pulumi's config into a `StackConfig`. It is
+the only package that reads Pulumi config.
+May import: `common` (the contract, the GPU catalog, the pinned engine, the driver plan).
+Imported by: the planner, the components, `__main__.py` and the offline plan; never by `common`,
+`endpoint_tools` or `policies`.
+
+The names below are its public face; the modules behind them each hold one concern.
+"""
+
+from stack_config.cluster import (
+    DEFAULT_REGIONS,
+    CapacityType,
+    Cloud,
+    ClusterConfig,
+    PoolConfig,
+    SystemPoolConfig,
+    pool_machine,
+)
+from stack_config.errors import ConfigError
+from stack_config.formats import default_model_name, validate_image
+from stack_config.loader import PROJECT, SECRET_KEYS, LoadedConfig, decode_config_values, load, parse_stack_config
+from stack_config.models import AutoscalingConfig, ModelConfig
+from stack_config.operators import GpuOperatorConfig, NetworkOperatorConfig, OperatorsConfig
+from stack_config.serving import (
+    DOWNLOADER_IMAGE,
+    ExposureConfig,
+    GatewayConfig,
+    LoadFrom,
+    ModelStoreConfig,
+    MonitoringConfig,
+)
+from stack_config.stack import StackConfig
+
+__all__ = [
+    "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "PROJECT", "SECRET_KEYS",
+    "AutoscalingConfig", "CapacityType", "Cloud", "ClusterConfig", "ConfigError", "ExposureConfig",
+    "GatewayConfig", "GpuOperatorConfig", "LoadFrom", "LoadedConfig", "ModelConfig", "ModelStoreConfig",
+    "MonitoringConfig", "NetworkOperatorConfig", "OperatorsConfig", "PoolConfig", "StackConfig",
+    "SystemPoolConfig", "decode_config_values", "default_model_name", "load", "parse_stack_config",
+    "pool_machine", "validate_image",
+]

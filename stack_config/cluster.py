@@ -1,0 +1,200 @@
+"""The cluster and its node pools: which cloud, which machines, how many, where."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from common import contract, gpus
+from stack_config.base import StrictModel
+from stack_config.formats import did_you_mean, dns_label
+
+# Where a stack without cluster.region lives.
+DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
+
+
+class Cloud(str, Enum):
+    aws = "aws"
+    gcp = "gcp"
+    existing = "existing"
+
+
+class SystemPoolConfig(StrictModel):
+    machineType: str | None = Field(None, alias="machineType")
+    """CPU machine type. Default: m6i.2xlarge on AWS, e2-standard-8 on GCP."""
+    minNodes: int = Field(2, ge=1, alias="minNodes")
+    """At least one node: CoreDNS, the operators' controllers and the mirror Jobs run here."""
+    maxNodes: int = Field(4, ge=1, alias="maxNodes")
+    """Upper bound for the autoscaler."""
+    diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
+    """Boot disk per node; a mirror Job stages a model's files here when models load from the bucket."""
+    zones: list[str] | None = Field(None, min_length=1)
+    """GKE: zones of the system pool; default: the region's `-a` zone (`<region>-a`)."""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "SystemPoolConfig":
+        if self.minNodes > self.maxNodes:
+            raise ValueError(f"minNodes ({self.minNodes}) is greater than maxNodes ({self.maxNodes})")
+        return self
+
+
+class ClusterConfig(StrictModel):
+    create: bool = True
+    """Create the cluster (true) or reuse an existing one by name (false). Ignored for `cloud: existing`."""
+    name: str = "llm-serving"
+    """Cluster name: created with this name, or looked up by it when `create` is false."""
+    kubernetesVersion: str = Field("1.33", alias="kubernetesVersion", pattern=r"^1\.\d{2}$")
+    """Kubernetes minor version of a created cluster (EKS `version`, GKE `min_master_version`)."""
+    region: str | None = None
+    """Cloud region (AWS region, GCP region). Defaults: us-east-1 on AWS, us-central1 on GCP."""
+    gcpProject: str | None = Field(None, alias="gcpProject")
+    """GCP project id. Required on GCP unless `gcp:project` is set for the provider."""
+    kubeconfig: str | None = None
+    """For `cloud: existing`: path to the kubeconfig to use. Never falls back to the ambient one."""
+    context: str | None = None
+    """For `cloud: existing`: kubeconfig context to use (default: the file's current context)."""
+    rwxStorageClass: str | None = Field(None, alias="rwxStorageClass")
+    """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI); required for `cloud: existing` unless models load from the bucket or an existing claim."""
+    manageRwxStorage: bool | None = Field(None, alias="manageRwxStorage")
+    """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc; set false when the cluster already has them."""
+    systemPool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, alias="systemPool")
+    """Untainted CPU nodes of a created cluster (create: true) for everything that is not a GPU server; GPU pools are tainted, so a cluster with only GPU nodes cannot run CoreDNS or the mirror Jobs."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return dns_label(v)
+
+
+CapacityType = Literal["on-demand", "spot", "capacity-block"]
+
+
+class PoolConfig(StrictModel):
+    name: str
+    """Pool name (DNS label). Models name the pool they run on."""
+    gpu: str
+    """GPU model from the catalog (common/gpus.py): A10G, L4, L40S, A100-40GB, A100-80GB, H100-80GB, H200, B200."""
+    gpusPerNode: int = Field(1, ge=1, le=16, alias="gpusPerNode")
+    """GPUs per node. With no `machineType`, the smallest machine with exactly this many GPUs is used."""
+    machineType: str | None = Field(None, alias="machineType")
+    """EC2 instance type or GCE machine type; must carry this pool's GPU. Default: derived from `gpu` and `gpusPerNode`."""
+    minNodes: int = Field(0, ge=0, alias="minNodes")
+    """Minimum nodes; 0 lets an idle pool scale to nothing."""
+    maxNodes: int = Field(1, ge=1, alias="maxNodes")
+    """Maximum nodes the autoscaler may add."""
+    desiredNodes: int | None = Field(None, ge=0, alias="desiredNodes")
+    """Initial node count (EKS desired size / GKE initial count). Default: `minNodes`."""
+    capacityType: CapacityType = Field("on-demand", alias="capacityType")
+    """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML, with capacityReservationId)."""
+    capacityReservationId: str | None = Field(None, alias="capacityReservationId", pattern=r"^cr-[0-9a-f]{17}$")
+    """AWS: the Capacity Block's reservation id (cr-...); required with capacityType capacity-block."""
+    zones: list[str] | None = Field(None, min_length=1)
+    """GKE: zones of the pool (node_locations); default: the region's `-a` zone (`<region>-a`), which not every region has. GPUs are not offered in every zone."""
+    diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
+    """Root/boot disk per node in GiB; engine images are 10-20 GB and are unpacked there."""
+    efa: bool = False
+    """AWS: attach Elastic Fabric Adapter interfaces (p4d/p5 families) for multi-node NCCL."""
+    gkeDriverVersion: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field("LATEST", alias="gkeDriverVersion")
+    """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver `operator` (the pools then run Ubuntu node images)."""
+    localSsd: bool = Field(True, alias="localSsd")
+    """GKE: use the machine's local SSDs for ephemeral storage (image layers, emptyDirs) where it has them."""
+    migProfile: str | None = Field(None, alias="migProfile")
+    """MIG profile every GPU of this pool is cut into (e.g. 1g.10gb on H100-80GB), each slice one nvidia.com/gpu; needs operators.gpuOperator.migStrategy single. Profiles per GPU: common/gpus.py MIG_PROFILES."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if v == contract.SYSTEM_POOL:
+            raise ValueError(f"{v!r} is reserved for the CPU system pool of a created cluster; choose another name")
+        return dns_label(v)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        if v not in gpus.CATALOG:
+            same_but_case = [name for name in gpus.CATALOG if name.lower() == v.lower()]
+            hint = f" (did you mean {same_but_case[0]!r}?)" if same_but_case else did_you_mean(v, gpus.CATALOG)
+            raise ValueError(f"unknown GPU {v!r}{hint}; known GPUs: {', '.join(gpus.CATALOG)}")
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "PoolConfig":
+        if self.minNodes > self.maxNodes:
+            raise ValueError(f"minNodes ({self.minNodes}) is greater than maxNodes ({self.maxNodes})")
+        if self.desiredNodes is not None and not self.minNodes <= self.desiredNodes <= self.maxNodes:
+            raise ValueError(
+                f"desiredNodes ({self.desiredNodes}) must lie between minNodes ({self.minNodes}) "
+                f"and maxNodes ({self.maxNodes})"
+            )
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# A pool against the cloud's catalog (StackConfig runs this for every pool).
+
+
+def pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
+    """Checks that need the cloud: machine types, GPU counts and EFA against the catalog."""
+    gpu = gpus.CATALOG[pool.gpu]
+    if cloud == Cloud.existing:
+        # Nothing is created on an existing cluster, so options that shape cloud nodes do nothing.
+        cloud_only = {"efa": pool.efa, "capacityReservationId": pool.capacityReservationId,
+                      "machineType": pool.machineType, "zones": pool.zones}
+        return [(key, "applies to pools this program creates on aws or gcp; remove it for cloud existing")
+                for key, value in cloud_only.items() if value]
+    cloud_name = cloud.value
+    offered = gpu.machines(cloud_name)
+    if not offered:
+        clouds = [c for c in ("aws", "gcp") if gpu.machines(c)]
+        others = [g.name for g in gpus.CATALOG.values() if g.machines(cloud_name)]
+        return [("gpu", f"{pool.gpu} is not offered on {cloud_name} (only on {', '.join(clouds) or 'no cloud in the catalog'}); "
+                        f"GPUs on {cloud_name}: {', '.join(others)}")]
+    problems = []
+    if pool.machineType is not None:
+        found = gpus.find_machine(cloud_name, pool.machineType)
+        if found is None:
+            problems.append(("machineType", f"{pool.machineType!r} is not a GPU machine type on {cloud_name}; "
+                                            f"{pool.gpu} machines: {', '.join(m.name for m in offered)}"))
+            return problems
+        machine_gpu, machine = found
+        if machine_gpu.name != pool.gpu:
+            problems.append(("machineType", f"{pool.machineType} carries {machine_gpu.name}, not {pool.gpu}"))
+        elif pool.gpusPerNode != machine.gpus:
+            # The cloud attaches all of a machine's GPUs; planning for fewer would leave GPUs idle
+            # and every capacity number wrong.
+            problems.append(("gpusPerNode", f"{pool.machineType} has {machine.gpus} GPU(s); set gpusPerNode to "
+                                            f"{machine.gpus} or drop machineType"))
+    else:
+        machine = gpus.default_machine(gpu, cloud_name, pool.gpusPerNode)
+        if machine is None:
+            counts = sorted({m.gpus for m in offered})
+            problems.append(("gpusPerNode", f"no {cloud_name} machine has {pool.gpusPerNode} x {pool.gpu}; choose one of {counts}"))
+    if pool.capacityType == "capacity-block":
+        if cloud != Cloud.aws:
+            problems.append(("capacityType", "capacity-block is an AWS EC2 Capacity Block; on gcp use on-demand or spot"))
+        elif not pool.capacityReservationId:
+            problems.append(("capacityReservationId", "capacityType is capacity-block: give the Capacity Block's "
+                                                      "reservation id (cr-...) from the EC2 console"))
+    elif pool.capacityReservationId:
+        problems.append(("capacityReservationId", "only used with capacityType capacity-block"))
+    if pool.zones and cloud != Cloud.gcp:
+        problems.append(("zones", "zones are set per pool on GKE only; on EKS node groups use the cluster's subnets"))
+    if pool.efa:
+        if cloud != Cloud.aws:
+            problems.append(("efa", "EFA is an AWS feature; remove it on gcp"))
+        elif machine is not None and not machine.efa:
+            efa_types = [m.name for g in gpus.CATALOG.values() for m in g.aws if m.efa]
+            problems.append(("efa", f"{machine.name} does not support EFA; EFA instance types: {', '.join(efa_types)}"))
+    return problems
+
+
+def pool_machine(cloud: Cloud, pool: PoolConfig) -> gpus.CloudMachine | None:
+    """The machine a validated pool runs on (None on an existing cluster)."""
+    if cloud == Cloud.existing:
+        return None
+    if pool.machineType:
+        found = gpus.find_machine(cloud.value, pool.machineType)
+        return found[1] if found else None
+    return gpus.default_machine(gpus.CATALOG[pool.gpu], cloud.value, pool.gpusPerNode)

@@ -1,0 +1,115 @@
+"""Reading the running stack's config: Pulumi's values decoded, validated, secrets kept secret."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from stack_config.errors import ConfigError, format_validation_error
+from stack_config.formats import did_you_mean
+from stack_config.stack import StackConfig
+
+PROJECT = "llm-serving"
+# Config namespaces of the providers and the engine; any other near-miss of PROJECT is a typo.
+PROVIDER_NAMESPACES = frozenset({"pulumi", "aws", "gcp", "kubernetes", "random", "tls", "command"})
+
+# Secret config keys: only ever read with require_secret/get_secret, and refused as plain values.
+SECRET_KEYS = ("hfToken", "apiKey")
+
+
+def parse_stack_config(raw: dict[str, Any], source: str) -> StackConfig:
+    """Validate the project's config keys (namespace already stripped) into a StackConfig.
+
+    `source` names the stack file in every message, so a person knows where to look.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{source}: the config must be a mapping of keys, got {type(raw).__name__}"])
+    plain = {k: v for k, v in raw.items() if k not in SECRET_KEYS}
+    try:
+        return StackConfig.model_validate(plain)
+    except ValidationError as err:
+        raise ConfigError([f"{source}: {p}" for p in format_validation_error(err, StackConfig)]) from None
+
+
+def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: str = "<stack>") -> tuple[dict[str, Any], list[str]]:
+    """Pulumi hands structured config over as JSON strings; decode them, keeping plain strings."""
+    raw: dict[str, Any] = {}
+    problems: list[str] = []
+    for full_key, value in values.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != PROJECT:
+            # Other namespaces belong to providers (aws:region, gcp:project, ...); one that is
+            # nearly this project's name is a typo whose keys would otherwise vanish silently.
+            if namespace not in PROVIDER_NAMESPACES and did_you_mean(namespace, [PROJECT]):
+                problems.append(f"{full_key}: unknown namespace {namespace!r}{did_you_mean(namespace, [PROJECT])}")
+            continue
+        if key in SECRET_KEYS:
+            if full_key not in secret_keys:
+                problems.append(
+                    f"{key}: is set as plain text; secrets must be encrypted: `pulumi config rm {key} && "
+                    f"pulumi config set --secret {key} <value> -s {stack}` (and rotate it if the stack file was shared)"
+                )
+            continue
+        try:
+            raw[key] = json.loads(value)
+        except (json.JSONDecodeError, TypeError):
+            raw[key] = value
+    return raw, problems
+
+
+def load() -> "LoadedConfig":
+    """Read and validate the running stack's config (the program's single entry point)."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    stack = pulumi.get_stack()
+    source = f"Pulumi.{stack}.yaml"
+    # Every key of the stack (not only known ones), so a misspelt top-level key is reported
+    # instead of silently ignored. The SDK keeps them in this map; PULUMI_CONFIG is its fallback.
+    values = {k: v for k, v in runtime_config.CONFIG.get().items()}
+    for k, v in runtime_config.get_config_env().items():
+        values.setdefault(k, v)
+    secret_keys = {k for k in values if runtime_config.is_config_secret(k)}
+    secret_keys |= set(runtime_config.get_config_secret_keys_env())
+    raw, problems = decode_config_values(values, secret_keys, stack)
+    problems = [f"{source}: {p}" for p in problems]
+    try:
+        stack_config = parse_stack_config(raw, source)
+    except ConfigError as err:
+        raise ConfigError(problems + err.problems) from None
+    if problems:
+        raise ConfigError(problems)
+    cfg = pulumi.Config(PROJECT)
+    hf_token = cfg.get_secret("hfToken")
+    api_key = cfg.get_secret("apiKey")
+    gated = [f"models[{i}] ({m.repo})" for i, m in enumerate(stack_config.models) if m.gated]
+    if gated and hf_token is None:
+        named = ", ".join(gated[:3]) + (f" and {len(gated) - 3} more" if len(gated) > 3 else "")
+        raise ConfigError([
+            f"{source}: hfToken: {named} {'is' if len(gated) == 1 else 'are'} gated and need"
+            f"{'s' if len(gated) == 1 else ''} a Hugging Face token; set it with "
+            f"`pulumi config set --secret hfToken hf_... -s {stack}`"
+        ])
+    hub_token = values.get(f"{PROJECT}:hfToken")
+    if hub_token is not None and hub_token.startswith("<secret "):
+        hub_token = None  # the offline plan's stand-in for a value only the CLI can decrypt
+    return LoadedConfig(stack=stack, source=source, config=stack_config, hf_token=hf_token,
+                        api_key=api_key, hub_token=hub_token)
+
+
+class LoadedConfig:
+    """The validated config plus the secrets, which stay pulumi Output secrets end to end."""
+
+    def __init__(self, stack: str, source: str, config: StackConfig, hf_token, api_key, hub_token=None):
+        self.stack = stack
+        self.source = source
+        self.config = config
+        # Output secrets: what resources receive.
+        self.hf_token = hf_token
+        self.api_key = api_key
+        # The same HF token as a plain string, for one purpose only: authenticating the Hub
+        # download of a gated model's config.json while planning. It never reaches a resource.
+        self.hub_token = hub_token
+

@@ -1,0 +1,154 @@
+"""One model to serve: which commit, on which pool, with which engine options."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE
+from stack_config.base import StrictModel
+from stack_config.formats import COMMIT_RE, REPO_ID_RE, default_model_name, did_you_mean, dns_label, validate_image
+
+
+class AutoscalingConfig(StrictModel):
+    enabled: bool = False
+    """Scale replicas on vLLM's queue depth (vllm:num_requests_waiting)."""
+    kind: Literal["keda", "hpa"] = "keda"
+    """keda: a KEDA ScaledObject on a Prometheus query; hpa: an HPA on the same signal via an external metrics adapter."""
+    minReplicas: int = Field(1, ge=0, alias="minReplicas")
+    """Replicas kept warm; a cold start costs the full load time."""
+    maxReplicas: int = Field(4, ge=1, alias="maxReplicas")
+    """Upper bound of replicas."""
+    queueThreshold: float = Field(5, gt=0, alias="queueThreshold")
+    """Waiting requests per replica that trigger a scale-up."""
+    prometheusUrl: str = Field("http://prometheus-operated.monitoring.svc:9090", alias="prometheusUrl")
+    """Prometheus that scrapes the servers (KEDA's query target)."""
+
+
+
+TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
+
+
+class ModelConfig(StrictModel):
+    repo: str
+    """Hugging Face Hub repo id, `org/name`."""
+    revision: str
+    """The 40-character commit SHA to serve. Branches and tags move; a commit proves which bytes are served."""
+    name: str | None = None
+    """Served model name and Kubernetes name (DNS label). Default: the repo name, lower-cased."""
+    gated: bool = False
+    """The repo needs an accepted licence and an HF token (set `hfToken` as secret config)."""
+    engine: Literal["vllm", "kserve"] = "vllm"
+    """vllm: a Deployment/LeaderWorkerSet running `vllm serve`; kserve: a KServe InferenceService."""
+    pool: str
+    """Name of the GPU pool (in `pools`) the servers run on."""
+    tensorParallelSize: TensorParallel = Field("auto", alias="tensorParallelSize")
+    """GPUs one replica shards the model across inside a node, or `auto` for the smallest size that fits."""
+    pipelineParallelSize: int = Field(1, ge=1, le=64, alias="pipelineParallelSize")
+    """Pipeline stages; more than one spreads a replica across nodes (needs RDMA to be fast)."""
+    maxModelLen: int | None = Field(None, ge=16, alias="maxModelLen")
+    """Longest prompt + output in tokens. Default: the model's own maximum (max_position_embeddings)."""
+    gpuMemoryUtilization: float = Field(0.9, gt=0.05, le=0.99, alias="gpuMemoryUtilization")
+    """Share of each GPU's memory vLLM may take (weights + activations + KV cache)."""
+    kvCacheDtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field("auto", alias="kvCacheDtype")
+    """KV-cache element type; fp8 halves KV memory (needs compute capability 8.9+ to be fast)."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Activation/weight dtype; auto takes the checkpoint's."""
+    quantization: str | None = None
+    """Weight quantization method passed to vLLM (fp8, awq, gptq, ...); default: what the checkpoint declares."""
+    replicas: int = Field(1, ge=1, le=100)
+    """Serving replicas (each is TP x PP GPUs)."""
+    image: str = VLLM_IMAGE
+    """Engine image, pinned by tag (not latest) or digest."""
+    maxNumSeqs: int | None = Field(None, ge=1, alias="maxNumSeqs")
+    """vLLM --max-num-seqs; default: vLLM's."""
+    maxNumBatchedTokens: int | None = Field(None, ge=16, alias="maxNumBatchedTokens")
+    """vLLM --max-num-batched-tokens; changes peak activation memory and so KV capacity."""
+    enablePrefixCaching: bool = Field(True, alias="enablePrefixCaching")
+    """Reuse KV cache across requests that share a prefix (system prompts, chat history)."""
+    chatTemplate: str | None = Field(None, alias="chatTemplate")
+    """A Jinja chat template for models that ship none; ignored (with a warning) when the model has one."""
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
+    """Queue-depth autoscaling."""
+    updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
+    """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
+    canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
+    """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving the rest)."""
+    canaryBaselineRevision: str | None = Field(None, alias="canaryBaselineRevision")
+    """KServe only: the 40-character commit now serving. With canaryTrafficPercent it stays the stable predictor while `revision` runs as the canary; promote by setting it to `revision` or removing canaryTrafficPercent."""
+    kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
+    """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token handed over through a ClusterStorageContainer."""
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if not REPO_ID_RE.match(v):
+            raise ValueError(f"{v!r} is not a Hub repo id; write it as `org/name`, e.g. Qwen/Qwen2.5-7B-Instruct")
+        return v
+
+    @field_validator("revision", "canaryBaselineRevision")
+    @classmethod
+    def _revision(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if COMMIT_RE.match(v):
+            return v
+        if re.fullmatch(r"[0-9a-fA-F]{40}", v):
+            raise ValueError(f"{v!r} has upper-case letters; write the commit SHA in lower case")
+        if re.fullmatch(r"[0-9a-f]{7,39}", v):
+            raise ValueError(f"{v!r} is a short SHA; pin the full 40-character commit SHA "
+                             "(the Hub shows it under 'Files and versions' > 'History')")
+        raise ValueError(
+            f"{v!r} is a branch or tag; pin a 40-character commit SHA "
+            "(the Hub shows it under 'Files and versions' > 'History')"
+        )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return None if v is None else dns_label(v)
+
+    @field_validator("quantization")
+    @classmethod
+    def _quantization(cls, v: str | None) -> str | None:
+        if v is not None and v not in QUANTIZATION_METHODS:
+            hint = did_you_mean(v, QUANTIZATION_METHODS)
+            raise ValueError(f"{v!r} is not a vLLM quantization method{hint}; known: {', '.join(QUANTIZATION_METHODS)}")
+        return v
+
+    @field_validator("tensorParallelSize", mode="before")
+    @classmethod
+    def _tp(cls, v: Any) -> Any:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64):
+            return v
+        raise ValueError(f"{v!r} is not allowed; use `auto` or a whole number of GPUs from 1 to 64")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        return validate_image(v)
+
+    @property
+    def served_name(self) -> str:
+        return self.name or default_model_name(self.repo)
+
+    @model_validator(mode="after")
+    def _replicas(self) -> "ModelConfig":
+        a = self.autoscaling
+        if a.enabled and a.minReplicas > a.maxReplicas:
+            raise ValueError(f"autoscaling.minReplicas ({a.minReplicas}) exceeds maxReplicas ({a.maxReplicas})")
+        if a.enabled and "replicas" in self.model_fields_set:
+            raise ValueError("replicas is decided by the autoscaler when autoscaling is enabled; "
+                             "set autoscaling.minReplicas and maxReplicas instead")
+        kserve_only = {"canaryTrafficPercent": self.canaryTrafficPercent, "canaryBaselineRevision": self.canaryBaselineRevision,
+                       "kserveStorage": None if self.kserveStorage == "bucket" else self.kserveStorage}
+        for key, value in kserve_only.items():
+            if value is not None and self.engine != "kserve":
+                raise ValueError(f"{key} applies to engine: kserve only")
+        if self.canaryTrafficPercent is not None and self.canaryBaselineRevision is None:
+            raise ValueError("canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest")
+        return self
+
+

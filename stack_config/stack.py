@@ -1,0 +1,214 @@
+"""The whole stack file: every section, and the checks that need more than one of them.
+
+Each check returns (key path, message) pairs; `StackConfig` raises them together, so one run names
+every key to fix.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field, model_validator
+
+from common import gpu_driver, gpus
+from stack_config.base import StrictModel
+from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
+from stack_config.errors import CrossCheckError
+from stack_config.formats import did_you_mean
+from stack_config.models import ModelConfig
+from stack_config.operators import OperatorsConfig
+from stack_config.serving import ExposureConfig, ModelStoreConfig, MonitoringConfig
+
+
+class StackConfig(StrictModel):
+    cloud: Cloud
+    """Where the cluster lives: aws (EKS), gcp (GKE) or existing (any cluster reached through a kubeconfig)."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """The Kubernetes cluster."""
+    pools: list[PoolConfig] = Field(min_length=1)
+    """GPU node pools."""
+    operators: OperatorsConfig = Field(default_factory=OperatorsConfig)
+    """NVIDIA operators."""
+    modelStore: ModelStoreConfig = Field(default_factory=ModelStoreConfig, alias="modelStore")
+    """Where mirrored weights live and how servers read them."""
+    models: list[ModelConfig] = Field(min_length=1)
+    """Models to serve."""
+    exposure: ExposureConfig = Field(default_factory=ExposureConfig)
+    """How clients outside the cluster reach the models."""
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    """Prometheus Operator objects and Grafana dashboards for the servers."""
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "StackConfig":
+        problems = stack_problems(self)
+        if problems:
+            raise CrossCheckError(problems)
+        return self
+
+    def pool(self, name: str) -> PoolConfig:
+        return next(p for p in self.pools if p.name == name)
+
+    @property
+    def region(self) -> str | None:
+        """The cloud region (cluster.region or the cloud's default), None for an existing cluster."""
+        return self.cluster.region or DEFAULT_REGIONS.get(self.cloud.value)
+
+    @property
+    def gke_driver_version(self) -> str | None:
+        """The GPU driver version of the GKE pools (validated to be one), None off GKE."""
+        return self.pools[0].gkeDriverVersion if self.cloud == Cloud.gcp else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks across sections
+
+
+def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """Every problem that needs more than one section of the stack file, as (key path, message)."""
+    problems: list[tuple[str, str]] = []
+    pool_names = [p.name for p in stack.pools]
+    for dup in sorted({n for n in pool_names if pool_names.count(n) > 1}):
+        problems.append(("pools", f"pool name {dup!r} is used twice; pool names must be unique"))
+    for i, pool in enumerate(stack.pools):
+        problems += [(f"pools[{i}].{k}", m) for k, m in pool_problems(stack.cloud, pool)]
+    served = [m.served_name for m in stack.models]
+    for dup in sorted({n for n in served if served.count(n) > 1}):
+        problems.append(("models", f"two models are served as {dup!r}; give one a distinct `name`"))
+    for i, model in enumerate(stack.models):
+        if model.pool not in pool_names:
+            hint = did_you_mean(model.pool, pool_names)
+            problems.append((f"models[{i}].pool", f"no pool named {model.pool!r}{hint}; pools: {', '.join(pool_names)}"))
+    if stack.modelStore.mirrorPool is not None and stack.modelStore.mirrorPool not in pool_names:
+        problems.append(("modelStore.mirrorPool", f"no pool named {stack.modelStore.mirrorPool!r}; pools: {', '.join(pool_names)}"))
+    if stack.cloud == Cloud.gcp and len(stack.cluster.name) > 40:
+        problems.append(("cluster.name", f"GKE cluster names have at most 40 characters; {stack.cluster.name!r} has {len(stack.cluster.name)}"))
+    for i, m in enumerate(stack.models):
+        if m.autoscaling.enabled and not stack.monitoring.enabled:
+            problems.append((f"models[{i}].autoscaling.enabled", "autoscaling reads the queue depth Prometheus scrapes "
+                                                                 "from the servers; it needs monitoring.enabled true"))
+    problems += zone_problems(stack)
+    system_type = stack.cluster.systemPool.machineType
+    if system_type and stack.cloud != Cloud.existing and gpus.find_machine(stack.cloud.value, system_type):
+        gpu, machine = gpus.find_machine(stack.cloud.value, system_type)
+        problems.append(("cluster.systemPool.machineType",
+                         f"{system_type} is a GPU machine type ({machine.gpus} x {gpu.name}); the system pool "
+                         "runs untainted CPU work, so use a CPU type or leave it unset"))
+    if stack.cloud == Cloud.existing and stack.modelStore.loadFrom == "volume" and not stack.cluster.rwxStorageClass:
+        problems.append((
+            "cluster.rwxStorageClass",
+            "cloud is existing and models load from a volume, so name the cluster's ReadWriteMany StorageClass",
+        ))
+    if stack.cloud == Cloud.existing and stack.modelStore.loadFrom == "bucket":
+        problems.append(("modelStore.loadFrom", "bucket loading needs a cloud bucket; use volume or existing-claim on an existing cluster"))
+    problems += operator_problems(stack)
+    if stack.cloud == Cloud.existing and not stack.cluster.kubeconfig:
+        problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
+    return problems
+
+
+def zone_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """GKE pools' zones: in the cluster's region, and an initial size the zones can start."""
+    system = stack.cluster.systemPool
+    if stack.cloud != Cloud.gcp:
+        return [("cluster.systemPool.zones", "zones apply to GKE only")] if system.zones else []
+    # An existing zonal cluster's region is itself a zone; its pools may name that zone.
+    region = stack.region or ""
+    pools = [(f"pools[{i}]", p.zones, p.desiredNodes if p.desiredNodes is not None else p.minNodes, p.maxNodes)
+             for i, p in enumerate(stack.pools)]
+    if stack.cluster.create:
+        pools.append(("cluster.systemPool", system.zones, system.minNodes, system.maxNodes))
+    problems = []
+    for where, zones, initial, max_nodes in pools:
+        for zone in zones or []:
+            if not zone.startswith(f"{region}-") and zone != region:
+                problems.append((f"{where}.zones", f"{zone!r} is not in region {region}; list zones of {region}"))
+        count = len(zones) if zones else 1
+        per_zone = -(-initial // count)
+        if per_zone * count > max_nodes:
+            problems.append((f"{where}.zones", f"GKE starts the same number of nodes in each zone, so {initial} node(s) "
+                                               f"over {count} zones start {per_zone * count}, more than maxNodes "
+                                               f"({max_nodes}); raise maxNodes to {per_zone * count} or list fewer zones"))
+    return problems
+
+
+def operator_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """Operator options that cannot work with the chosen cloud, node images, pools and models.
+
+    Driver mode, MIG strategy and time-slicing on GKE are decided by the operators' own decision
+    functions (common/gpu_driver.py), so the config refuses exactly what the chart
+    values and the GKE node pools would not serve.
+    """
+
+    gpu_op = stack.operators.gpuOperator
+    problems: list[tuple[str, str]] = []
+    versions = sorted({p.gkeDriverVersion for p in stack.pools})
+    if stack.cloud == Cloud.gcp and len(versions) > 1:
+        problems.append(("pools", f"all GKE pools must use one gkeDriverVersion (the GPU Operator is configured "
+                                  f"once for the cluster); found {', '.join(versions)}"))
+    if stack.cloud == Cloud.gcp and not gpu_op.enabled and gpu_driver.GKE_INSTALLATION_DISABLED in versions:
+        first = next(i for i, p in enumerate(stack.pools) if p.gkeDriverVersion == gpu_driver.GKE_INSTALLATION_DISABLED)
+        problems.append((f"pools[{first}].gkeDriverVersion", "INSTALLATION_DISABLED needs the GPU Operator to install "
+                                                             "the driver, but operators.gpuOperator.enabled is false; "
+                                                             "use LATEST or DEFAULT"))
+    if gpu_op.enabled:
+        gke_version = versions[0] if stack.cloud == Cloud.gcp and len(versions) == 1 else None
+        for err in gpu_driver.gpu_operator_problems(stack.cloud.value, gpu_op.driver, gpu_op, gke_version):
+            key = err.key
+            if key == gpu_driver.GKE_DRIVER_VERSION_KEY:
+                first = next(i for i, p in enumerate(stack.pools) if p.gkeDriverVersion == gke_version)
+                key = f"pools[{first}].gkeDriverVersion"
+            problems.append((key, err.message))
+    problems += mig_problems(stack)
+    if stack.cloud == Cloud.aws and stack.operators.networkOperator.enabled:
+        problems.append(("operators.networkOperator.enabled", "on EKS, multi-node NCCL goes over EFA (pools[].efa), "
+                                                              "not the Network Operator; turn it off"))
+    replicas = gpu_op.timeSlicingReplicas if gpu_op.enabled else None
+    if replicas:
+        for i, m in enumerate(stack.models):
+            if isinstance(m.tensorParallelSize, int) and m.tensorParallelSize * m.pipelineParallelSize > 1:
+                problems.append((f"models[{i}].tensorParallelSize", "GPU time-slicing gives each pod one shared GPU; "
+                                                                    "a model sharded across GPUs cannot run on it"))
+            # N pods share one GPU's memory; vLLM refuses to start when the free memory is below its
+            # share, and CUDA contexts need the rest.
+            if m.gpuMemoryUtilization * replicas > TIME_SLICED_MEMORY_LIMIT:
+                largest = math.floor(TIME_SLICED_MEMORY_LIMIT / replicas * 100) / 100
+                problems.append((f"models[{i}].gpuMemoryUtilization",
+                                 f"{m.gpuMemoryUtilization} x {replicas} pods per GPU "
+                                 f"(operators.gpuOperator.timeSlicingReplicas) exceeds {TIME_SLICED_MEMORY_LIMIT} of "
+                                 f"the GPU's memory; set it to at most {largest}"))
+    return problems
+
+
+# Share of a time-sliced GPU's memory all its pods together may claim.
+TIME_SLICED_MEMORY_LIMIT = 0.95
+
+
+def mig_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """MIG slices reach the servers only as nvidia.com/gpu under the single strategy, one slice per pod."""
+    gpu_op = stack.operators.gpuOperator
+    single = gpu_op.enabled and gpu_op.migStrategy == "single"
+    problems: list[tuple[str, str]] = []
+    mig_pools = set()
+    for i, pool in enumerate(stack.pools):
+        profiles = gpus.MIG_PROFILES.get(pool.gpu, {})
+        key = f"pools[{i}].migProfile"
+        if pool.migProfile is None:
+            if single and profiles:
+                problems.append((key, f"operators.gpuOperator.migStrategy is single: name the MIG profile this "
+                                      f"pool's {pool.gpu} GPUs are cut into, one of {', '.join(profiles)}"))
+            continue
+        if not single:
+            problems.append((key, "needs operators.gpuOperator.enabled with migStrategy single"))
+        elif not profiles:
+            problems.append((key, f"{pool.gpu} has no MIG profiles in the catalog; remove migProfile"))
+        elif pool.migProfile not in profiles:
+            hint = did_you_mean(pool.migProfile, profiles)
+            problems.append((key, f"{pool.migProfile!r} is not a MIG profile of {pool.gpu}{hint}; "
+                                  f"use one of {', '.join(profiles)}"))
+        else:
+            mig_pools.add(pool.name)
+    for i, m in enumerate(stack.models):
+        if m.pool in mig_pools and isinstance(m.tensorParallelSize, int) and m.tensorParallelSize * m.pipelineParallelSize > 1:
+            problems.append((f"models[{i}].tensorParallelSize", f"pool {m.pool} serves MIG slices and a container "
+                                                                "sees one slice; use 1 (or a pool without migProfile)"))
+    return problems
