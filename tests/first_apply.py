@@ -1,0 +1,97 @@
+"""Rules a real first `pulumi up` enforces that the SDK's mock runtime does not.
+
+The mocks accept any resource in any order: a custom resource before its CRD, an IAM binding before
+the identity pool it names, a node with 32 interfaces in a public subnet. The engine and the clouds
+do not. This module turns each such rule into a check over what the mock runtime recorded: every
+resource, its parent, its provider and the dependencies the SDK sent the engine (explicit
+`depends_on` plus every resource whose output an input reads; a component is expanded to its
+custom resources, as the SDK does).
+
+A rule is a function of an `ApplyGraph` returning `Violation`s, registered with `@rule("name")`;
+`check(evaluation)` runs them all. Each rule has a broken variant in the tests that proves it fires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from offline_plan.mock_runtime import Evaluation, RecordedResource
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    resource: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.resource}: {self.message}"
+
+
+def describe(resource: RecordedResource) -> str:
+    kind = resource.inputs.get("kind") if resource.is_kubernetes_object else None
+    return f"{resource.type} {resource.name}" + (f" ({kind})" if kind else "")
+
+
+class ApplyGraph:
+    """The order a real engine would create the recorded resources in."""
+
+    def __init__(self, evaluation: Evaluation):
+        self.evaluation = evaluation
+        self.resources = list(evaluation.resources)
+        self.by_urn = {r.urn: r for r in self.resources if r.urn}
+        self._upstream: dict[str, frozenset[str]] = {}
+
+    def direct(self, resource: RecordedResource) -> set[str]:
+        """URNs the engine creates before `resource`: its dependencies and its provider."""
+        urns = set(resource.dependencies)
+        if resource.provider:
+            # Provider references are "<urn>::<id>"; the provider waits for what its inputs read.
+            urns.add(resource.provider.rsplit("::", 1)[0])
+        return {u for u in urns if u in self.by_urn}
+
+    def upstream(self, resource: RecordedResource) -> frozenset[str]:
+        """Every URN created before `resource`, transitively."""
+        if resource.urn in self._upstream:
+            return self._upstream[resource.urn]
+        seen: set[str] = set()
+        todo = list(self.direct(resource))
+        while todo:
+            urn = todo.pop()
+            if urn in seen:
+                continue
+            seen.add(urn)
+            todo.extend(self.direct(self.by_urn[urn]) - seen)
+        result = frozenset(seen)
+        self._upstream[resource.urn] = result
+        return result
+
+    def waits_for(self, later: RecordedResource, earlier: RecordedResource) -> bool:
+        return earlier.urn in self.upstream(later)
+
+    def of_type(self, *type_tokens: str) -> list[RecordedResource]:
+        return [r for r in self.resources if r.type in type_tokens]
+
+    def kubernetes_objects(self) -> list[RecordedResource]:
+        return [r for r in self.resources if r.is_kubernetes_object]
+
+
+Rule = Callable[[ApplyGraph], Iterable[Violation]]
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        if name in RULES:
+            raise ValueError(f"first-apply rule {name!r} registered twice")
+        RULES[name] = fn
+        return fn
+
+    return register
+
+
+def check(evaluation: Evaluation, only: Iterable[str] | None = None) -> list[Violation]:
+    graph = ApplyGraph(evaluation)
+    names = list(only) if only is not None else list(RULES)
+    return [v for name in names for v in RULES[name](graph)]
