@@ -12,6 +12,7 @@ Pure Python, no project imports beyond the pinned release.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from common.engine import VLLM_VERSION
 
@@ -20,6 +21,7 @@ class ReleaseError(ValueError):
     """A release string that is not a version number."""
 
 
+@lru_cache(maxsize=64)
 def parse_release(version: str | None) -> tuple[int, int]:
     """(major, minor) of a release like "0.19.0", "v0.22.1rc1" or "0.13.0+nv26.01"; None → the pinned one."""
     text = str(version or VLLM_VERSION).lstrip("v")
