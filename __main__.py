@@ -118,7 +118,7 @@ for model_plan in plans:
             k8s_opts,
         )
     endpoints[name] = server.endpoint
-    warnings += server.warnings
+    warnings += list(model_plan.sizing_warnings) + server.warnings
     if server.prometheus_adapter_rule:
         adapter_rules.append(server.prometheus_adapter_rule)
 

@@ -4,15 +4,31 @@ Memory is the figure CUDA reports (`torch.cuda.mem_get_info()[1]`, which vLLM lo
 not the marketing number: an "80 GB" H100 reports 79.19 GiB, and sizing against 80 would promise
 KV cache that does not exist.
 
-Where the CUDA totals come from: H100-80GB's 79.19 GiB is what the vLLM startup logs in
-tests/fixtures/vllm_logs/cases.yaml state. The other totals are the framebuffer nvidia-smi shows
-less the few hundred MiB the driver keeps back (nvidia-smi's 81559 MiB against CUDA's 79.19 GiB on
-an H100; an NVIDIA L4 shows 23034 MiB); no log in this repository confirms them yet, so they can
-be off by up to about 1%. When a real log states a total, put it here; the sizing CLI takes
-`--gpu-memory-gib` to size against a measured figure meanwhile.
-H200's 139.81 GiB agrees with a vLLM 0.10.2 log (Qwen3-Next-80B, TP 2): "Free memory on device
-(139.21/139.81 GiB) on startup" — a public GitHub file found through the code index (file id
-7292846353), whose repository the index does not name; treat it as corroboration, not a citation.
+Every CUDA total either cites a log that states it for a named GPU (`cuda_total_source`) or is
+marked unconfirmed (`cuda_total_source=None`): then it is the framebuffer nvidia-smi shows less the
+few hundred MiB the driver keeps back, which can be off by up to about 1%, and the offline plan
+says so in plan.md for every model it sizes against such a figure. When a log states a total,
+put it here with its source; `python -m components.sizing --gpu-memory-gib` sizes against a
+measured figure meanwhile. The command that measures one on a node of the pool:
+
+    python3 -c "import torch; print(torch.cuda.mem_get_info()[1] / 1024**3)"
+
+Interconnect (what joins the GPUs of one machine), which decides the memory NCCL takes
+(planner/sizing.py):
+- NVSwitch: HGX A100/H100/H200/B200 8-GPU baseboards ("Platform Support for NVIDIA NVSwitch",
+  https://docs.nvidia.com/ai-enterprise/release-8/8.0/infra-software/vgpu/features/nvswitch.html,
+  which adds that multicast, the base of NCCL's NVLS, exists on Hopper and Blackwell only); on AWS
+  "A100 (P4), H100(P5), B200(P6) ... systems have NVSwitches"
+  (https://github.com/aws/aws-parallelcluster-cookbook/pull/3018, cookbooks/.../nvidia.rb); on GCP
+  the A2/A3 GPUs are "NVLink Full Mesh @ 600/900 GBps" (GCP's GPU table as quoted in
+  https://huggingface.co/spaces/Elfsong/gcp_allocator/commit/3a1a5af88c8fd7c36675800b52069eaf40fed2b4).
+- PCIe: AWS's GPU table lists g5.12xlarge/24xlarge A10Gs as "PCIe"
+  (https://gist.github.com/shashankprasanna/10ebe6dc1ba1d8d93db17da4e2cc890e); GCP's lists L4 as
+  "N/A" (no NVLink); L40S has no NVLink (vLLM's docs as quoted in kubesimplify/website@8b1d2a5c
+  content/blog/running-a-single-llm-across-two-gpus-with-vllm.md: "if the GPUs on the node do not
+  have NVLINK interconnect (e.g. L40S)"); eight RTX PRO 6000 Server Edition cards show `SYS`
+  between every pair in `nvidia-smi topo -m` (same post).
+- Unified: GB10 (DGX Spark), where CPU and GPU share one memory.
 
 Pure Python, no Pulumi import: the sizing CLI, the config validator and the policy pack use it.
 """
@@ -49,10 +65,26 @@ class Gpu:
     # GKE accelerator type name (`nvidia-l4`, ...) and the machine types that carry it.
     gcp_accelerator: str | None = None
     gcp: tuple[CloudMachine, ...] = field(default=())
+    # Where a log states `cuda_total_gib` for this GPU (URL and the quoted figure); None = unconfirmed.
+    cuda_total_source: str | None = None
+    # What joins the GPUs of its multi-GPU machines: "nvswitch" or "pcie" (see the module docstring).
+    multi_gpu_interconnect: str = "pcie"
+    # CPU and GPU share one memory (GB10): vLLM counts host memory as the GPU's.
+    unified_memory: bool = False
 
     @property
     def cuda_total_bytes(self) -> int:
         return int(self.cuda_total_gib * 1024**3)
+
+    @property
+    def cuda_total_confirmed(self) -> bool:
+        return self.cuda_total_source is not None
+
+    def interconnect(self, gpus_per_node: int) -> str:
+        """What joins the GPUs one replica spans inside a node of this GPU."""
+        if self.unified_memory:
+            return "unified"
+        return "single" if gpus_per_node <= 1 else self.multi_gpu_interconnect
 
     @property
     def supports_fp8(self) -> bool:
@@ -73,6 +105,8 @@ CATALOG: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
         Gpu(
+            # Unconfirmed: no log naming an A10G with its CUDA total was found (an NVIDIA A10, a
+            # different card, reads 22.06 GiB in vllm-project/vllm#928).
             "A10G", 22.05, 600, (8, 6),
             aws=(
                 _m("g5.xlarge", 1, 4, 16, 250), _m("g5.2xlarge", 1, 8, 32, 450),
@@ -82,7 +116,12 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            "L4", 22.05, 300, (8, 9),
+            # "GPU 0 has a total capacity of 21.96 GiB" with "GPU 0: NVIDIA L4" (4 x L4 on AWS,
+            # driver 535.183.01). A vLLM CI log on an unnamed 22.05 GiB GPU suggests the figure moves
+            # by ~0.1 GiB with the driver; the smaller one is kept.
+            "L4", 21.96, 300, (8, 9),
+            cuda_total_source=("https://github.com/vllm-project/vllm/issues/12539 (\"GPU 0 has a total capacity of "
+                               "21.96 GiB\", collect_env: \"GPU 0: NVIDIA L4\")"),
             aws=(
                 _m("g6.xlarge", 1, 4, 16, 250), _m("g6.2xlarge", 1, 8, 32, 450),
                 _m("g6.4xlarge", 1, 16, 64, 600), _m("g6.8xlarge", 1, 32, 128, 900),
@@ -99,6 +138,9 @@ CATALOG: dict[str, Gpu] = {
         ),
         Gpu(
             "L40S", 44.42, 864, (8, 9),
+            cuda_total_source=("https://github.com/tim-roethig/ai-platform/blob/7c54612e18653a2d2ccc125072c093010d89691b/"
+                               "platform/benchmarks/qwen3_235b_on_8xl40s.md (\"Free memory on device (43.93/44.42 GiB)\", "
+                               "nvidia-smi in the same file: NVIDIA L40S)"),
             aws=(
                 _m("g6e.xlarge", 1, 4, 32, 250), _m("g6e.2xlarge", 1, 8, 64, 450),
                 _m("g6e.4xlarge", 1, 16, 128, 600), _m("g6e.8xlarge", 1, 32, 256, 900),
@@ -107,7 +149,8 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            "A100-40GB", 39.39, 1555, (8, 0),
+            # Unconfirmed: 39.39 GiB appears only in logs that do not name the GPU.
+            "A100-40GB", 39.39, 1555, (8, 0), multi_gpu_interconnect="nvswitch",
             aws=(_m("p4d.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-tesla-a100",
             gcp=(
@@ -117,7 +160,8 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            "A100-80GB", 79.15, 2039, (8, 0),
+            # Unconfirmed: 79.15 GiB appears only in logs that do not name the GPU.
+            "A100-80GB", 79.15, 2039, (8, 0), multi_gpu_interconnect="nvswitch",
             aws=(_m("p4de.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-a100-80gb",
             gcp=(
@@ -126,7 +170,9 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            "H100-80GB", 79.19, 3350, (9, 0),
+            "H100-80GB", 79.19, 3350, (9, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/"
+                               "accuracy/results/v0.19.0/logs/ (\"worker init memory snapshot: ... total_memory=79.19GiB\")"),
             aws=(
                 _m("p5.4xlarge", 1, 16, 256, 3800),
                 _m("p5.48xlarge", 8, 192, 2048, 30400, efa=True),
@@ -138,16 +184,36 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            "H200", 139.81, 4800, (9, 0),
+            # Unconfirmed: 139.81 GiB is in an H200 log read through a code index whose repository
+            # is not named (no citable URL).
+            "H200", 139.81, 4800, (9, 0), multi_gpu_interconnect="nvswitch",
             aws=(_m("p5en.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-h200-141gb",
             gcp=(_m("a3-ultragpu-8g", 8, 224, 2952, 12000),),
         ),
         Gpu(
-            "B200", 178.35, 8000, (10, 0),
+            # Unconfirmed: 178.35 GiB appears only in logs that do not name the GPU.
+            "B200", 178.35, 8000, (10, 0), multi_gpu_interconnect="nvswitch",
             aws=(_m("p6-b200.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-b200",
             gcp=(_m("a4-highgpu-8g", 8, 224, 3968, 12000),),
+        ),
+        Gpu(
+            # For existing clusters (GCP's G4 machines carry it, but their GKE accelerator name was not
+            # found, so no cloud machines are listed yet). Bandwidth: "approximately 1.8 TB/s"
+            # (kubesimplify/website@c3935fb3 content/blog/bonsai-27b-rtx-pro-6000-dgx-spark.md).
+            "RTX-PRO-6000", 95.01, 1800, (12, 0),
+            cuda_total_source=("https://github.com/kubesimplify/website/blob/8b1d2a5c3e94d3fad7aebfef7cecfa10b6bcc21b/"
+                               "content/blog/running-a-single-llm-across-two-gpus-with-vllm.md (\"GPU 0: NVIDIA RTX PRO "
+                               "6000 Blackwell Server Edition 95.01 GiB sm_120\")"),
+        ),
+        Gpu(
+            # DGX Spark, existing clusters only. The total moves with the host's own use of the
+            # shared memory (121.63 GiB is reported on another box). 273 GB/s: same post as above.
+            "GB10", 121.69, 273, (12, 1), unified_memory=True,
+            cuda_total_source=("https://github.com/kubesimplify/website/blob/75e403657199c4aa151273e0cb816deccc75f23e/"
+                               "content/blog/qwen3-8-27b-on-dgx-spark.md (vLLM: \"Free memory 74.82/121.69 GiB is less "
+                               "than desired 0.8 utilization\")"),
         ),
     )
 }

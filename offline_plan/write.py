@@ -77,6 +77,15 @@ def _markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]
     return lines
 
 
+def _interconnect_note(row: dict[str, Any]) -> str:
+    """What the non-torch memory is, by what joins the replica's GPUs (planner/sizing.py)."""
+    kind = row.get("interconnect", "single")
+    if row["tensorParallelSize"] == 1:
+        return "CUDA workspaces" + ("; unified memory counts the host's growth too" if kind == "unified" else "")
+    return {"nvswitch": "NCCL over NVSwitch, with NVLS buffers on Hopper and newer",
+            "pcie": "NCCL ring buffers over PCIe"}.get(kind, f"NCCL over {kind}")
+
+
 def _model_story(row: dict[str, Any]) -> list[str]:
     """Where one model's numbers come from, in the order the sizing derives them."""
     gpus = row["tensorParallelSize"] * row["pipelineParallelSize"]
@@ -87,8 +96,9 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         f"{row['weightsGiBPerGpu']} GiB on each of {gpus} {row['gpu']} GPU(s).",
         f"- **Memory per GPU**: {row['gpuMemoryGiB']} GiB CUDA total x {row['gpuMemoryUtilization']} = "
         f"{row['requestedGiBPerGpu']} GiB for vLLM: weights {row['weightsGiBPerGpu']} + activations "
-        f"{row['activationGiB']} + non-torch {row['nonTorchGiB']} + CUDA graphs {row['cudaGraphGiB']} + "
-        f"KV cache {row['kvCacheGiBPerGpu']} GiB.",
+        f"{row['activationGiB']} + non-torch {row['nonTorchGiB']} ({_interconnect_note(row)}) + CUDA graphs "
+        f"{row['cudaGraphGiB']} + KV cache {row['kvCacheGiBPerGpu']} GiB"
+        + ("" if row.get("cudaTotalConfirmed", True) else " (the CUDA total is not confirmed by a cited log)") + ".",
         f"- **KV cache**: {row['kvCacheTokens']:,} tokens, room for {row['maxConcurrency']} requests of "
         f"{row['maxModelLen']:,} tokens at once.",
         f"- **Start-up**: about {row['loadSecondsEstimate']} s (weights read from the {row['loadFrom']} at "

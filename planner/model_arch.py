@@ -19,6 +19,28 @@ class SizingError(ValueError):
 NON_GATED_MLP_MODEL_TYPES = frozenset({"phi", "gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode",
                                        "starcoder2", "opt", "bloom", "mpt"})
 
+# Layer kinds with a per-token KV cache, and kinds with a fixed-size recurrent state.
+ATTENTION_KINDS = frozenset({"full", "sliding"})
+STATE_KINDS = frozenset({"linear", "mamba"})
+
+
+def _layer_kind(declared: object) -> str:
+    """Map a config.json layer type ("full_attention", "linear_attention", "mamba", ...) to a kind."""
+    text = str(declared).lower()
+    if "sliding" in text:
+        return "sliding"
+    if "linear" in text:
+        return "linear"
+    if "mamba" in text:
+        return "mamba"
+    return "full"
+
+
+def _hybrid_override_kinds(pattern: str) -> tuple[str, ...]:
+    """Nemotron-H's hybrid_override_pattern: M = Mamba2, * = attention, - = MLP only."""
+    return tuple({"M": "mamba", "*": "full"}.get(ch, "none") for ch in pattern)
+
+
 @dataclass(frozen=True)
 class ModelArch:
     """What sizing needs from a Hugging Face config.json."""
@@ -45,9 +67,32 @@ class ModelArch:
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     q_lora_rank: int = 0
-    # Attention type of every layer: "full" or "sliding" (empty → all full)
+    # Cache kind of every layer (empty → all full attention): "full" or "sliding" attention, or a
+    # state layer of a hybrid model: "linear" (gated DeltaNet, Qwen3-Next/3.5), "mamba" (Mamba2,
+    # Nemotron-H), "none" (an MLP-only layer that caches nothing).
     layer_types: tuple[str, ...] = ()
     sliding_window: int | None = None
+    # Gated DeltaNet ("linear_attention") layers: config.json's linear_* fields
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    # Mamba2 layers: mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel
+    mamba_num_heads: int = 0
+    mamba_head_dim: int = 0
+    mamba_state_size: int = 0
+    mamba_groups: int = 0
+    mamba_conv_kernel: int = 0
+    # dtype of the recurrent (SSM) state when config.json pins it (Qwen3.5's mamba_ssm_dtype float32)
+    mamba_ssm_dtype: str | None = None
+    # Multi-token-prediction layers shipped with the checkpoint (the MTP drafter's attention layers)
+    mtp_layers: int = 0
+    # Qwen-VL-style vision tower (vision_config with spatial_merge_size): the encoder vLLM profiles
+    vision_hidden: int = 0
+    vision_intermediate: int = 0
+    vision_spatial_merge: int = 0
+    vision_patch_values: int = 0  # in_channels x temporal_patch_size x patch_size^2 per patch
     # Quantization of the checkpoint (quant_method, bits) when config.json declares one
     quant_method: str | None = None
     quant_bits: int | None = None
@@ -64,6 +109,18 @@ class ModelArch:
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with a per-token KV cache (state and MLP-only layers of hybrids excluded)."""
+        if not self.layer_types:
+            return self.layers
+        return sum(1 for kind in self.layer_types if kind in ATTENTION_KINDS)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers keep a fixed-size recurrent state instead of a per-token KV cache."""
+        return any(kind in STATE_KINDS for kind in self.layer_types)
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any]) -> "ModelArch":
@@ -101,9 +158,13 @@ class ModelArch:
         window = get("sliding_window")
         layer_types: tuple[str, ...] = ()
         if isinstance(get("layer_types"), list):
-            layer_types = tuple(
-                "sliding" if "sliding" in str(t) else "full" for t in get("layer_types")
-            )
+            layer_types = tuple(_layer_kind(t) for t in get("layer_types"))
+        elif isinstance(get("hybrid_override_pattern"), str):
+            layer_types = _hybrid_override_kinds(get("hybrid_override_pattern"))
+        elif get("full_attention_interval") and get("linear_num_value_heads"):
+            # Qwen3-Next without layer_types: every full_attention_interval-th layer is attention.
+            interval = int(get("full_attention_interval"))
+            layer_types = tuple("full" if (i + 1) % interval == 0 else "linear" for i in range(layers))
         elif window and get("model_type") == "gemma2":
             # Gemma 2 alternates local (sliding) and global layers, starting with a local one.
             layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
@@ -119,10 +180,20 @@ class ModelArch:
 
         extra = 0
         vision = top.get("vision_config")
+        vision_fields: dict[str, int] = {}
+        if isinstance(vision, dict) and vision.get("spatial_merge_size") and vision.get("hidden_size"):
+            patch = int(vision.get("patch_size") or 14)
+            vision_fields = dict(
+                vision_hidden=int(vision["hidden_size"]),
+                vision_intermediate=int(vision.get("intermediate_size") or 4 * int(vision["hidden_size"])),
+                vision_spatial_merge=int(vision["spatial_merge_size"]),
+                vision_patch_values=int(vision.get("in_channels") or 3) * int(vision.get("temporal_patch_size") or 1) * patch * patch,
+            )
         if isinstance(vision, dict) and vision.get("hidden_size"):
             vh = int(vision["hidden_size"])
             vi = int(vision.get("intermediate_size") or 4 * vh)
-            extra = int(vision.get("num_hidden_layers") or 24) * (4 * vh * vh + 2 * vh * vi)
+            # Qwen-VL vision towers name their layer count `depth`.
+            extra = int(vision.get("num_hidden_layers") or vision.get("depth") or 24) * (4 * vh * vh + 2 * vh * vi)
 
         qcfg = get("quantization_config") or top.get("quantization_config") or {}
         quant_method, quant_bits = None, None
@@ -158,6 +229,19 @@ class ModelArch:
             v_head_dim=int(get("v_head_dim") or 0),
             q_lora_rank=int(get("q_lora_rank") or 0),
             layer_types=layer_types, sliding_window=int(window) if window else None,
+            linear_num_key_heads=int(get("linear_num_key_heads") or 0),
+            linear_num_value_heads=int(get("linear_num_value_heads") or 0),
+            linear_key_head_dim=int(get("linear_key_head_dim") or 0),
+            linear_value_head_dim=int(get("linear_value_head_dim") or 0),
+            linear_conv_kernel_dim=int(get("linear_conv_kernel_dim") or 0),
+            mamba_num_heads=int(get("mamba_num_heads") or 0),
+            mamba_head_dim=int(get("mamba_head_dim") or 0),
+            mamba_state_size=int(get("ssm_state_size") or 0),
+            mamba_groups=int(get("n_groups") or 0),
+            mamba_conv_kernel=int(get("conv_kernel") or 0),
+            mamba_ssm_dtype=str(get("mamba_ssm_dtype")) if get("mamba_ssm_dtype") else None,
+            mtp_layers=int(get("mtp_num_hidden_layers") or get("num_nextn_predict_layers") or 0),
+            **vision_fields,
             quant_method=quant_method, quant_bits=quant_bits, architecture=str(archs[0]),
             gated_mlp=model_type not in NON_GATED_MLP_MODEL_TYPES, extra_params=extra,
         )

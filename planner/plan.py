@@ -67,6 +67,8 @@ class ModelPlan:
     load_seconds: float
     # `nvidia.com/gpu` the whole pool can offer at maxNodes (MIG slices and time-slicing counted).
     pool_capacity: int
+    # Sizing findings a user should read before deploying (plan.md and the stack's `warnings`).
+    sizing_warnings: tuple[str, ...] = ()
     pool_has_surge_room: bool = True
     """The pool can hold one more replica of this model on top of every model's maximum replicas on
     it (decided per pool by `build_plans`): a rolling update's surge replica would be scheduled."""
@@ -231,7 +233,11 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
                          f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])
     pp = model.pipelineParallelSize
 
-    def request(tp: int) -> sizing.SizingRequest:
+    # A container sees one MIG slice or one time-sliced share: no tensor parallelism there.
+    shared_gpus = bool(pool.migProfile) or bool(config.operators.gpuOperator.timeSlicingReplicas)
+    max_tp = 1 if shared_gpus else pool.gpusPerNode
+
+    def request(tp: int, length: int = max_model_len) -> sizing.SizingRequest:
         return sizing.SizingRequest(
             arch=arch,
             # A MIG slice offers only its share of the GPU's memory.
@@ -239,20 +245,26 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
             tensor_parallel_size=tp,
             pipeline_parallel_size=pp,
             gpu_memory_utilization=model.gpuMemoryUtilization,
-            max_model_len=max_model_len,
+            max_model_len=length,
             dtype=model.dtype,
             kv_cache_dtype=model.kvCacheDtype,
             quantization=model.quantization,
             weights_bytes=metadata.weights_bytes,
             max_num_batched_tokens=model.maxNumBatchedTokens,
             max_num_seqs=model.maxNumSeqs,
+            gpu_name=gpu.name,
+            # Tensor parallelism stays inside a node: its GPUs' interconnect decides NCCL's buffers.
+            interconnect="single" if shared_gpus else gpu.interconnect(pool.gpusPerNode),
+            enable_prefix_caching=model.enablePrefixCaching,
         )
 
-    # A container sees one MIG slice or one time-sliced share: no tensor parallelism there.
-    shared_gpus = bool(pool.migProfile) or bool(config.operators.gpuOperator.timeSlicingReplicas)
-    max_tp = 1 if shared_gpus else pool.gpusPerNode
+    target = model.targetConcurrentRequests
     if model.tensorParallelSize == "auto":
-        tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=max_tp)
+        tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=max_tp, min_concurrency=target)
+        if tp is None:
+            # No size inside the node reaches the target: the one that holds the most requests, if any fits.
+            fitting = [t for t in sizing.valid_tensor_parallel_sizes(arch, max_tp) if sizing.size(request(t)).fits]
+            tp = fitting[-1] if fitting else None
         if tp is None:
             raise PlanError([does_not_fit(key, model, pool, gpu, max_tp, max_model_len, shared_gpus, request)])
     else:
@@ -280,6 +292,8 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
     if replica_gpus > pool.gpusPerNode and tp != pool.gpusPerNode and pp > 1 and replica_gpus % pool.gpusPerNode:
         raise PlanError([f"{key}: a replica spanning nodes needs tensorParallelSize equal to the pool's "
                          f"gpusPerNode ({pool.gpusPerNode}) so each pipeline stage fills one node"])
+    warnings = sizing_warnings(key, model, gpu, pool, result, request, max_tp=max_tp,
+                               model_max=model_max, valid=sizing.valid_tensor_parallel_sizes(arch, max_tp))
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
     load_from = config.modelStore.loadFrom
     read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
@@ -299,7 +313,55 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         load_from=load_from,
         load_seconds=load_seconds,
         pool_capacity=schedulable_gpus_per_node(config, pool) * pool.maxNodes,
+        sizing_warnings=tuple(warnings),
     )
+
+
+# A context window at least this long, left at the model's own maximum, gets a warning with its cost.
+LONG_CONTEXT_TOKENS = 32768
+# The context the warning compares against: a common serving length for chat.
+SHORTER_CONTEXT_TOKENS = 8192
+# The command that measures a GPU's CUDA total on a node of the pool (common/gpus.py).
+MEASURE_CUDA_TOTAL = 'python3 -c "import torch; print(torch.cuda.mem_get_info()[1] / 1024**3)"'
+
+
+def sizing_warnings(key: str, model: ModelConfig, gpu: gpus.Gpu, pool: PoolConfig, result: sizing.SizingResult,
+                    request: Callable[..., sizing.SizingRequest], *, max_tp: int, model_max: int | None,
+                    valid: list[int]) -> list[str]:
+    """What the sizing found that deploys but costs the user: each finding with its number and the fix."""
+    warnings: list[str] = []
+    tp, length = result.tensor_parallel_size, result.max_model_len
+    if not gpu.cuda_total_confirmed and not pool.migProfile:
+        warnings.append(
+            f"{key}: sized against {gpu.name}'s CUDA total of {gpu.cuda_total_gib} GiB, which no cited log confirms "
+            f"(common/gpus.py); measure it on a node of pool {pool.name} with `{MEASURE_CUDA_TOTAL}` and correct "
+            f"the catalog, or the KV-cache figures below may be off by about 1%")
+    target = model.targetConcurrentRequests
+    if result.max_concurrency < target:
+        fixes = []
+        room = int(result.kv_cache_tokens / target) // 1024 * 1024
+        if room >= 1024:
+            fixes.append(f"lower maxModelLen to {room:,}")
+        if model.kvCacheDtype == "auto" and gpu.supports_fp8:
+            fixes.append("set kvCacheDtype: fp8")
+        larger = [t for t in valid if t > tp]
+        if larger and model.tensorParallelSize != "auto":
+            fixes.append(f"raise tensorParallelSize to {larger[0]}")
+        elif not larger:
+            fixes.append(f"use a pool with more than {max_tp} GPU(s) per node")
+        fixes.append(f"or lower targetConcurrentRequests to {max(1, int(result.max_concurrency))}")
+        warnings.append(
+            f"{key}: {model.repo} holds {result.max_concurrency:.2f} requests of {length:,} tokens at once on "
+            f"{tp} x {gpu.name}, below targetConcurrentRequests {target}; " + ", ".join(fixes))
+    if model.maxModelLen is None and model_max and model_max >= LONG_CONTEXT_TOKENS:
+        shorter = sizing.size(request(tp, SHORTER_CONTEXT_TOKENS))
+        per_request = result.kv_cache_gib_per_gpu / result.max_concurrency if result.max_concurrency else 0.0
+        warnings.append(
+            f"{key}.maxModelLen: left at {model.repo}'s maximum of {model_max:,} tokens; one full-length request "
+            f"takes {per_request:.2f} GiB of KV cache per GPU, so a replica holds {result.max_concurrency:.2f} of them "
+            f"at once (at {SHORTER_CONTEXT_TOKENS:,} tokens it would hold {shorter.max_concurrency:.2f}); set maxModelLen "
+            f"to the longest prompt plus output you serve")
+    return warnings
 
 
 def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
@@ -333,6 +395,9 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "loadFrom": p.load_from,
             "readMBps": round(p.read_bytes_per_second / 1e6),
             "workerWaitSeconds": p.worker_wait_seconds,
+            "interconnect": p.sizing.interconnect,
+            "targetConcurrentRequests": p.model.targetConcurrentRequests,
+            "cudaTotalConfirmed": p.gpu.cuda_total_confirmed,
         }
         for p in plans
     ]

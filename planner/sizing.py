@@ -3,35 +3,43 @@
 Pure Python, no Pulumi import: the program, the tests and the CLI (`python -m components.sizing`,
 planner/sizing_cli.py) share it.
 
-The budget follows vLLM V1's own arithmetic (vllm/v1/worker/gpu_worker.py,
-`determine_available_memory`, and vllm/utils `memory_profiling`):
+The budget follows vLLM V1's own arithmetic (vllm v0.32.0 v1/worker/gpu_worker.py:
+determine_available_memory and utils/mem_utils.py:memory_profiling):
 
     requested = cuda_total × gpu_memory_utilization
     kv_memory = requested − weights_on_this_gpu − torch_activation_peak − non_torch_increase
-                [− estimated CUDA-graph memory, from the release that profiles it by default]
+                [− estimated CUDA-graph memory, from the release that subtracts it]
 
-and the token count follows vllm/v1/core/kv_cache_utils.py: layers are grouped by attention type
-(full / sliding window), every group has the same number of layers (`group_size`), one block of a
-group costs `page_bytes × group_size`, so `num_blocks = kv_memory // (page × group_size)` and the
-log's "GPU KV cache size: N tokens" is `num_blocks // num_groups × block_size`.
+Each term is a mechanism with the source line of the release that does it:
 
-The activation, non-torch and CUDA-graph terms are not derivable from the config alone; they are
-calibrated on real vLLM startup logs (tests/fixtures/vllm_logs/cases.yaml, every case with its
-source). What the numbers stand for:
+* weights: "Model loading took X GiB" when known, else the parameter count (quantization-aware).
+* torch activation peak: max(forward pass of `max_num_batched_tokens` tokens, sampler warm-up on
+  `min(max_num_seqs, max_num_batched_tokens)` rows of full-vocabulary logits), plus the fused-MoE
+  workspace. The batch defaults are vLLM's per device (planner/vllm_releases.py).
+* non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
+  allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
+  - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)
+    all-reduce, whose multicast buffers are large: vllm-project/vllm#9699 quotes NCCL's
+    "NVLS comm ... nvlsPerRankSize 301989888 nvlsTotalSize 2415919104" on 8 H200s;
+  - PCIe boxes (L4, L40S, A10G, RTX PRO 6000 machines) and A100 NVSwitch systems (no NVLS before
+    Hopper) only get NCCL's ring/tree buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer). vLLM's
+    custom all-reduce is switched off on more than two PCIe-only GPUs and without P2P access
+    (vllm v0.32.0 distributed/device_communicators/custom_all_reduce.py:CustomAllreduce.__init__),
+    and where it runs its 8 MiB IPC buffers are allocated with the communicator, before vLLM's
+    memory snapshot (gpu_worker.py:init_device), so they never reach the KV budget;
+  - on unified memory (GB10) vLLM reads free memory from the host (planner/vllm_releases.py), so
+    the host memory the process grows while profiling (torch.compile, Inductor) counts here too.
+* CUDA graphs: vLLM estimates the pool by capturing the two largest sizes of each mode and
+  extrapolating (vllm v0.32.0 v1/worker/gpu_model_runner.py:profile_cudagraph_memory), so the
+  estimate grows with the layers on a GPU and the number of capture sizes, which follows
+  max_num_seqs, speculative decoding and the release (planner/vllm_releases.py).
 
-* torch activation peak = max(forward pass of `max_num_batched_tokens` tokens, sampler warm-up on
-  `min(max_num_seqs, max_num_batched_tokens)` rows of full-vocabulary logits). The sampler term is
-  the big one on large-vocabulary models (Gemma's 256k vocabulary costs ~3.6 GiB at 1024 seqs);
-  the forward term dominates on small-vocabulary models (CodeLlama, Mixtral).
-* non-torch increase: CUDA/cuBLAS workspaces on one GPU; with TP > 1 releases from 0.17 on also
-  count the all-reduce buffers allocated during the profiled forward (~2.1 GiB per GPU).
-* CUDA graphs: 0.2 GiB + 0.02 GiB per layer for the default capture sizes; subtracted only from
-  0.21 on (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS became the default, and the default
-  gpu_memory_utilization rose from 0.9 to 0.92), captured from the unrequested remainder before.
+The token count then follows the KV-cache manager's layout (planner/kv_layout.py: pages, hybrid
+block sizes and page padding, groups, the reported number of each release).
 
-The reported token count changed in 0.20: int(max_concurrency × max_model_len) instead of
-num_blocks // num_groups × block_size (the same number for full attention and a max_model_len that
-is a multiple of the block size; larger for sliding-window hybrids).
+The activation, workspace and communication terms are not derivable from config.json alone; their
+constants are calibrated on the calibration sources of tests/fixtures/vllm_logs (README.md there
+names them and the held-out sources nothing is tuned on).
 """
 
 from __future__ import annotations
@@ -40,13 +48,15 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from common.engine import VLLM_VERSION
+from common import gpus
+from planner import kv_layout
 from planner.model_arch import ModelArch, SizingError
+from planner.vllm_releases import Release, ReleaseError
 
 GiB = 1024**3
 
 # ---------------------------------------------------------------------------------------------
-# Calibrated constants (see module docstring; fitted on tests/fixtures/vllm_logs/cases.yaml).
+# Calibrated constants (see module docstring; fitted on the calibration sources only).
 # ---------------------------------------------------------------------------------------------
 
 # Bytes per logits element the sampler warm-up holds at its peak (bf16 logits, fp32 copy,
@@ -57,60 +67,48 @@ SAMPLER_BYTES_PER_LOGIT = {"legacy": 10.0, "v0.11": 38.0, "current": 15.3}
 # the activation output (3 × intermediate / TP) plus ~4.25 hidden-sized residual/norm buffers.
 FORWARD_INTERMEDIATE_FACTOR = 3.0
 FORWARD_HIDDEN_FACTOR = 4.25
-# Non-torch memory that appears during the profiled forward (GiB).
+# Non-torch memory of one GPU that appears during the profiled forward (CUDA/cuBLAS workspaces):
+# 0.24-0.27 GiB in the v0.19 H100 logs ("non-torch forward increase memory").
 NON_TORCH_SINGLE_GPU_GIB = 0.25
+# A pipeline stage without tensor parallelism: 0.07 GiB in the v0.19 H100 PP 2/4 logs.
 NON_TORCH_PP_ONLY_GIB = 0.07
-NON_TORCH_TP_CURRENT_GIB = 2.1  # all-reduce buffers counted from 0.17 on
-NON_TORCH_TP_LEGACY_GIB = 0.3
-# Estimated CUDA graph memory for the default capture sizes. vLLM measures it by capturing the two
-# largest sizes of each mode and extrapolating (gpu_model_runner.py `profile_cudagraph_memory`:
-# first capture + (n-1) x per-graph), so it grows with the layers captured on a GPU. A fit on the
-# v0.19 "Estimated CUDA graph memory:" lines of the calibration split (0.49-1.92 GiB): 0.2 GiB plus
-# 0.02 GiB per decoder layer of the stage (mean error 0.16 GiB against 0.30 for a flat 0.95 GiB).
+# NCCL's ring/tree buffers on top of the single-GPU workspaces: the A100 pairs of
+# dennislee22/vLLM-benchmarking (vLLM 0.10.1.1, no P2P, custom all-reduce disabled) need 0.3 GiB in all.
+NCCL_RING_BUFFERS_GIB = 0.05
+# NCCL's NVLS buffers on an NVSwitch system of Hopper/Blackwell GPUs, on top of the above: the v0.19
+# H100 logs at TP 2 and 4 show 2.06-2.21 GiB of non-torch memory against 0.25 on one GPU.
+NCCL_NVLS_BUFFERS_GIB = 1.8
+# Host memory that a unified-memory GPU's process grows while vLLM profiles (counted as the GPU's
+# non-torch memory, see the docstring). Calibration: the text-only guardkit GB10 run (Qwen3-30B-A3B-
+# FP8, vLLM 0.13) leaves 1.7 GiB unexplained. The multimodal hybrid Qwen3.5 runs of the same box leave
+# 4.5-5.6 GiB (not modelled: a larger constant would wreck the text-only case, whose KV cache is only
+# 4 GiB); two failed start-ups of one command differ by 1.3 GiB, so this term is noisy by nature.
+UNIFIED_MEMORY_HOST_GROWTH_GIB = 1.7
+# Estimated CUDA graph memory for the default capture sizes of the v0.19 H100 runs (51 sizes in
+# each of two modes). A fit on their "Estimated CUDA graph memory:" lines (0.49-1.92 GiB): 0.2 GiB
+# plus 0.02 GiB per decoder layer of the stage (mean error 0.16 GiB against 0.30 for a flat
+# 0.95 GiB). The per-layer part scales with the number of graphs beyond the first
+# (profile_cudagraph_memory: first capture + (n - 1) × per-graph).
 CUDA_GRAPH_BASE_GIB = 0.2
 CUDA_GRAPH_PER_LAYER_GIB = 0.02
-# Release that made CUDA-graph memory part of the KV budget by default: vLLM's own start-up line
-# "CUDA graph memory profiling is enabled (default since v0.21.0)" (gpu_worker.py), and
-# determine_available_memory subtracts `cudagraph_memory_estimate_applied` from requested − non-KV.
-CUDA_GRAPH_IN_BUDGET_FROM = (0, 21)
-# CacheConfig.gpu_memory_utilization defaults to 0.92 in the releases that profile CUDA graphs
-# (vllm/config/cache.py `Field(default=0.92, ...)`, seen at v0.25.0, v0.27.1, v0.30.0, and in the
-# v0.21+ advisory lines "--gpu-memory-utilization=0.9200"); 0.9 before.
-DEFAULT_UTILIZATION_CURRENT = 0.92
-DEFAULT_UTILIZATION_LEGACY = 0.9
-# Release from which the log's "GPU KV cache size: N tokens" is int(max_concurrency × max_model_len)
-# (kv_cache_utils.py `_report_kv_cache_config`, vllm-project/vllm#40691/#40694: the 0.19 formula
-# num_blocks // num_groups × block_size under-reported hybrid models). v0.19.0 logs use the old
-# formula; v0.21+ logs print counts that are not multiples of the block size. 0.20 is assumed new.
-TOKENS_FROM_CONCURRENCY_FROM = (0, 20)
+CUDA_GRAPH_REFERENCE_SIZES = 51
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "fp8": 1,
                "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "int8": 1}
-
 
 # vLLM pads MXFP4 expert weights for its kernels: gpt-oss-20b loads as 2 × 7.01 GiB at TP2 against
 # ~12.8 GiB of checkpoint (llm-d-planner v0.19 sweep).
 MXFP4_LOADED_OVERHEAD = 1.1
 
+# What joins the GPUs of one replica (see the module docstring).
+INTERCONNECTS = ("single", "nvswitch", "nvlink", "pcie", "unified", "network")
 
 
-
-def _parse_version(version: str | None) -> tuple[int, int]:
-    if not version:
-        version = VLLM_VERSION  # the deployed release
-    parts = str(version).lstrip("v").split(".")
+def _release(version: str | None) -> Release:
     try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        raise SizingError(f"--vllm-version {version!r} is not a release number like 0.19.0") from None
-
-
-def _regime(version: tuple[int, int]) -> str:
-    if version >= (0, 17):
-        return "current"
-    if version >= (0, 11):
-        return "v0.11"
-    return "legacy"
+        return Release.of(version)
+    except ReleaseError as exc:
+        raise SizingError(f"--vllm-version: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,8 +132,13 @@ class SizingRequest:
     max_num_seqs: int | None = None
     block_size: int = 16
     enforce_eager: bool = False
-    gpu_name: str | None = None  # vLLM picks larger defaults on ≥70 GiB GPUs that are not A100s
+    gpu_name: str | None = None  # catalog name: batch defaults, NVLS, unified memory
     vllm_version: str | None = None  # None → the release the project deploys
+    # What joins the GPUs: one of INTERCONNECTS; None → the catalog GPU's machines (see gpus.Gpu).
+    interconnect: str | None = None
+    expert_parallel: bool = False  # --enable-expert-parallel: whole experts per GPU
+    speculative_tokens: int = 0  # MTP draft tokens (--speculative-config num_speculative_tokens)
+    enable_prefix_caching: bool | None = None  # None → the release's default
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,9 @@ class SizingResult:
     fits: bool
     reason: str = ""
     kv_groups: tuple[str, ...] = field(default=())
+    interconnect: str = "single"
+    block_size: int = 16
+    padding_layers: int = 0
 
     @property
     def overhead_gib(self) -> float:
@@ -196,37 +202,42 @@ def _model_dtype(req: SizingRequest) -> str:
     return "bfloat16" if dtype in ("float32", "float") else dtype
 
 
+def _catalog_gpu(req: SizingRequest) -> gpus.Gpu | None:
+    return gpus.CATALOG.get(req.gpu_name or "")
+
+
+def interconnect(req: SizingRequest) -> str:
+    """What joins the GPUs of one replica: the request's, else the catalog GPU's machines'."""
+    if req.interconnect is not None:
+        if req.interconnect not in INTERCONNECTS:
+            raise SizingError(f"interconnect {req.interconnect!r} is not one of {', '.join(INTERCONNECTS)}")
+        return req.interconnect
+    gpu = _catalog_gpu(req)
+    if gpu is not None and gpu.unified_memory:
+        return "unified"
+    if req.tensor_parallel_size * req.pipeline_parallel_size == 1:
+        return "single"
+    # An unknown multi-GPU box is sized with the largest known communication footprint.
+    return gpu.multi_gpu_interconnect if gpu is not None else "nvswitch"
+
+
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     """vLLM's even split of decoder layers over pipeline stages (remainder to the last stages)."""
     base, rest = divmod(layers, pp)
     return [base + (1 if i >= pp - rest else 0) for i in range(pp)]
 
 
-def kv_groups(arch: ModelArch) -> list[tuple[str, int]]:
-    """(attention type, layers) per KV-cache group, as vLLM V1's hybrid manager forms them."""
-    types = arch.layer_types or tuple("full" for _ in range(arch.layers))
-    counts: dict[str, int] = {}
-    for t in types:
-        counts[t] = counts.get(t, 0) + 1
-    if len(counts) == 1:
-        kind, n = next(iter(counts.items()))
-        return [(kind, n)]
-    smallest, largest = min(counts.values()), max(counts.values())
-    # vLLM pads groups up to the largest type when types are within 25%, otherwise splits each
-    # type into groups of the smallest type's size.
-    group_size = largest if largest < smallest * 1.25 else smallest
-    groups: list[tuple[str, int]] = []
-    for kind, n in counts.items():
-        groups += [(kind, group_size)] * math.ceil(n / group_size)
-    return groups
+def _with_mtp(req: SizingRequest) -> bool:
+    return req.speculative_tokens > 0 and req.arch.mtp_layers > 0
+
+
+def kv_groups(arch: ModelArch, vllm_version: str | None = None) -> list[tuple[str, int]]:
+    """(layer kind, layers) per KV-cache group, as vLLM V1's hybrid manager forms them."""
+    return list(kv_layout.group_layers(kv_layout.layer_counts(arch), _release(vllm_version)))
 
 
 def kv_bytes_per_token_per_layer(arch: ModelArch, tp: int, kv_dtype_bytes: int) -> int:
-    if arch.is_mla:
-        # One compressed latent plus the rotary key per token, replicated on every TP rank.
-        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_dtype_bytes
-    # K and V; vLLM replicates KV heads when TP exceeds their number.
-    return 2 * max(1, arch.kv_heads // tp) * arch.head_dim * kv_dtype_bytes
+    return kv_layout.attention_bytes_per_token(arch, tp, kv_dtype_bytes)
 
 
 def kv_cache_dtype_bytes(req: SizingRequest) -> int:
@@ -236,40 +247,57 @@ def kv_cache_dtype_bytes(req: SizingRequest) -> int:
 
 
 def kv_bytes_per_token_per_gpu(req: SizingRequest, layers_on_gpu: int | None = None) -> int:
-    layers = req.arch.layers if layers_on_gpu is None else layers_on_gpu
+    """Per-token KV bytes of the attention layers on one GPU (state layers cost per request)."""
+    layers = req.arch.attention_layers if layers_on_gpu is None else layers_on_gpu
     return layers * kv_bytes_per_token_per_layer(req.arch, req.tensor_parallel_size, kv_cache_dtype_bytes(req))
 
 
 def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
-    """vLLM's OpenAI-server defaults (engine/arg_utils.py): larger on ≥70 GiB non-A100 GPUs."""
-    big = req.gpu_memory_gib >= 70 and "a100" not in (req.gpu_name or "").lower()
-    version = _parse_version(req.vllm_version)
-    if version < (0, 9):
-        big = False  # the per-device defaults arrived in 0.9
-    tokens = req.max_num_batched_tokens or (8192 if big else 2048)
-    seqs = req.max_num_seqs or (1024 if big else 256)
-    return tokens, seqs
+    """vLLM's OpenAI-server defaults of max_num_batched_tokens and max_num_seqs for the device.
+
+    vLLM asks NVML for the device's memory (vllm v0.32.0 platforms/cuda.py:get_device_total_memory);
+    a unified-memory GB10 has no NVML memory figure ("nvidia-smi cannot report memory usage on GB10
+    (Not Supported)", kubesimplify/website@75e40365 content/blog/qwen3-8-27b-on-dgx-spark.md), the
+    query raises and vLLM falls back to the small-GPU defaults (engine/arg_utils.py:get_batch_defaults).
+    """
+    release = _release(req.vllm_version)
+    memory = 0.0 if interconnect(req) == "unified" else req.gpu_memory_gib
+    tokens, seqs = 2048, 256
+    if release.per_device_batch_defaults:
+        if release.largest_batch_defaults and memory >= 160:
+            tokens, seqs = 16384, 1024
+        elif memory >= 70 and "a100" not in (req.gpu_name or "").lower():
+            tokens, seqs = 8192, 1024
+    return req.max_num_batched_tokens or tokens, req.max_num_seqs or seqs
 
 
 def default_gpu_memory_utilization(vllm_version: str | None) -> float:
-    """vLLM's CacheConfig default for the release (0.92 from the one that profiles CUDA graphs)."""
-    if _parse_version(vllm_version) >= CUDA_GRAPH_IN_BUDGET_FROM:
-        return DEFAULT_UTILIZATION_CURRENT
-    return DEFAULT_UTILIZATION_LEGACY
+    """vLLM's CacheConfig default for the release (0.92 from 0.20, 0.9 before)."""
+    return _release(vllm_version).default_gpu_memory_utilization
 
 
-def cuda_graph_bytes(stage_layers: int) -> float:
+def cuda_graph_capture_sizes(req: SizingRequest, max_num_seqs: int) -> list[int]:
+    """vLLM's default CUDA-graph capture sizes for the release (planner/vllm_releases.py)."""
+    if req.enforce_eager:
+        return []
+    release = _release(req.vllm_version)
+    decode_query_len = 1 + req.speculative_tokens
+    gpu = _catalog_gpu(req)
+    blackwell = gpu is not None and gpu.compute_capability[0] == 10
+    cap = 1024 if (release.blackwell_capture_cap and blackwell) else 512
+    largest = min(max_num_seqs * decode_query_len * 2, cap)
+    if not release.capture_sizes_stride_16:
+        return [s for s in [1, 2, 4] + list(range(8, largest + 1, 8)) if s <= largest]
+    sizes = [1, 2, 4] + list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    return [s for s in sizes if s <= largest]
+
+
+def cuda_graph_bytes(stage_layers: int, capture_sizes: int = CUDA_GRAPH_REFERENCE_SIZES) -> float:
     """Estimated CUDA-graph pool of one GPU that holds `stage_layers` decoder layers."""
-    return (CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * stage_layers) * GiB
-
-
-def reported_kv_tokens(num_blocks: int, num_groups: int, blocks_per_request: int, max_len: int,
-                       block_size: int, version: tuple[int, int]) -> int:
-    """The number vLLM prints as "GPU KV cache size: N tokens" for this release."""
-    if version >= TOKENS_FROM_CONCURRENCY_FROM and blocks_per_request:
-        # int(max_concurrency × max_model_len), max_concurrency = num_blocks / blocks per request
-        return int(num_blocks / blocks_per_request * max_len)
-    return num_blocks // num_groups * block_size
+    if capture_sizes == 0:
+        return 0.0
+    per_graph_share = (capture_sizes - 1) / (CUDA_GRAPH_REFERENCE_SIZES - 1)
+    return (CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * stage_layers * per_graph_share) * GiB
 
 
 def weight_bytes_estimate(req: SizingRequest) -> float:
@@ -295,6 +323,42 @@ def weight_bytes_estimate(req: SizingRequest) -> float:
     return (embed + dense_body + experts) * act_bytes
 
 
+def _embedding_bytes_per_gpu(req: SizingRequest) -> float:
+    """The input embedding (or the LM head) on one GPU: vocabulary x hidden in the model dtype,
+    sharded over TP (VocabParallelEmbedding / ParallelLMHead)."""
+    arch = req.arch
+    return arch.vocab * arch.hidden * _dtype_bytes(_model_dtype(req)) / req.tensor_parallel_size
+
+
+def stage_weight_bytes(req: SizingRequest, total_weights: float) -> list[float]:
+    """Weights on one GPU of each pipeline stage: the decoder layers by share, the embedding on the
+    first stage and the LM head on the last (vllm v0.32.0 distributed/utils.py:get_pp_indices splits
+    the layers; the models build embed_tokens on the first rank and lm_head on the last). A tied head
+    becomes a second copy when the two ends sit on different stages."""
+    tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
+    per_tp = total_weights / tp
+    if pp == 1:
+        return [per_tp]
+    embed = _embedding_bytes_per_gpu(req)
+    head_in_checkpoint = 0.0 if req.arch.tie_word_embeddings else embed
+    body = max(per_tp - embed - head_in_checkpoint, 0.0)
+    stages = layers_per_stage(req.arch.layers, pp)
+    return [body * n / req.arch.layers + (embed if i == 0 else 0.0) + (embed if i == pp - 1 else 0.0)
+            for i, n in enumerate(stages)]
+
+
+def total_weights_from_first_stage(req: SizingRequest, first_stage_bytes: float) -> float:
+    """The checkpoint total behind one first-stage GPU's "Model loading took" (what a PP log prints)."""
+    tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
+    if pp == 1:
+        return first_stage_bytes * tp
+    embed = _embedding_bytes_per_gpu(req)
+    head_in_checkpoint = 0.0 if req.arch.tie_word_embeddings else embed
+    first_layers = layers_per_stage(req.arch.layers, pp)[0]
+    body = (first_stage_bytes - embed) * req.arch.layers / first_layers
+    return (body + embed + head_in_checkpoint) * tp
+
+
 def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> float:
     arch = req.arch
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
@@ -304,36 +368,72 @@ def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> fl
     sampler = 0.0
     if stage == pp - 1:  # only the last pipeline stage computes logits and samples
         rows = min(seqs, mnbt)
-        sampler = SAMPLER_BYTES_PER_LOGIT[_regime(_parse_version(req.vllm_version))] * rows * arch.vocab
-    peak = max(forward, sampler)
+        sampler = SAMPLER_BYTES_PER_LOGIT[_release(req.vllm_version).sampler_regime] * rows * arch.vocab
+    peak = max(forward, sampler, vision_encoder_bytes(req, mnbt) if stage == 0 else 0.0)
     if arch.is_moe and (req.quantization or arch.quant_method or "") != "mxfp4":
         # The fused-MoE kernel's workspace (per routed token: the gate/up output and the expert
         # outputs before the weighted sum) stays allocated while the sampler runs, so it adds on
         # top. v0.19 logs: Qwen3-30B-A3B 2.68 GiB, Qwen1.5-MoE 2.47, DeepSeek-V2-Lite 1.93 against
         # sampler terms of 2.22, 2.22 and 1.49. gpt-oss (MXFP4 kernels) shows no such extra.
-        peak += mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / tp)
+        # With expert parallelism each GPU holds whole experts, so the intermediate is not split by
+        # TP; the kernel still sizes its caches for every routed token (vllm v0.32.0
+        # model_executor/layers/fused_moe/fused_moe.py: intermediate caches of M x top_k rows).
+        moe_shard = 1 if req.expert_parallel else tp
+        peak += mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
     return peak
 
 
+# The encoder budget vLLM profiles Qwen-VL-style towers with: "Encoder cache will be initialized
+# with a budget of 16384 tokens, and profiled with 1 image items of the maximum feature size"
+# (guardkit GB10 logs, vLLM 0.18.1, max_num_batched_tokens 2048; 99sono/DockerBuildFiles, 0.22.1,
+# 8192): the budget is max(max_num_batched_tokens, the largest image's tokens), 16384 for these towers.
+VISION_ENCODER_TOKENS_PER_IMAGE = 16384
+
+
+def vision_encoder_bytes(req: SizingRequest, mnbt: int) -> float:
+    """Torch peak of the vision tower's dummy forward on the largest image (vllm v0.32.0
+    v1/worker/gpu_model_runner.py:profile_run runs the encoder before the decoder, so the peak is the
+    larger of the two). Per patch alive at the MLP: the residual stream and its normed copy (hidden
+    each) and the fc1 output and its activation (intermediate each, column-parallel over TP), plus the
+    pixel values; a merged token is spatial_merge^2 patches.
+    """
+    arch = req.arch
+    if not arch.vision_spatial_merge:
+        return 0.0
+    act = _dtype_bytes(_model_dtype(req))
+    tokens = max(mnbt, VISION_ENCODER_TOKENS_PER_IMAGE)
+    patches = tokens * arch.vision_spatial_merge**2
+    per_patch = 2 * arch.vision_hidden + 2 * arch.vision_intermediate / req.tensor_parallel_size + arch.vision_patch_values
+    return patches * per_patch * act
+
+
 def non_torch_bytes(req: SizingRequest) -> float:
+    """Memory outside PyTorch's allocator that grows from vLLM's snapshot to the end of profiling."""
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
+    kind = interconnect(req)
     if tp > 1:
-        current = _regime(_parse_version(req.vllm_version)) == "current"
-        return (NON_TORCH_TP_CURRENT_GIB if current else NON_TORCH_TP_LEGACY_GIB) * GiB
-    if pp > 1:
-        return NON_TORCH_PP_ONLY_GIB * GiB
-    return NON_TORCH_SINGLE_GPU_GIB * GiB
+        gib = NON_TORCH_SINGLE_GPU_GIB + NCCL_RING_BUFFERS_GIB
+        if kind == "nvswitch" and _has_nvls(req):
+            gib += NCCL_NVLS_BUFFERS_GIB
+    elif pp > 1:
+        gib = NON_TORCH_PP_ONLY_GIB
+    else:
+        gib = NON_TORCH_SINGLE_GPU_GIB
+    if kind == "unified" and _release(req.vllm_version).unified_memory_counts_host_growth:
+        gib += UNIFIED_MEMORY_HOST_GROWTH_GIB
+    return gib * GiB
 
 
-def _blocks_per_request(arch: ModelArch, groups: list[tuple[str, int]], max_len: int, mnbt: int,
-                        block: int) -> int:
-    need = 0
-    for kind, _ in groups:
-        if kind == "sliding" and arch.sliding_window:
-            need += math.ceil(min(arch.sliding_window - 1 + mnbt, max_len) / block) + 1
-        else:
-            need += math.ceil(max_len / block)
-    return need
+def _has_nvls(req: SizingRequest) -> bool:
+    """NVLink SHARP needs NVSwitch and a Hopper or newer GPU (A100 NVSwitch systems have none)."""
+    gpu = _catalog_gpu(req)
+    return gpu is None or gpu.compute_capability >= (9, 0)
+
+
+def _prefix_caching(req: SizingRequest) -> bool:
+    if req.enable_prefix_caching is not None:
+        return req.enable_prefix_caching
+    return _release(req.vllm_version).hybrid_prefix_caching_by_default
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,53 +446,57 @@ def size(req: SizingRequest) -> SizingResult:
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
     if tp < 1 or pp < 1:
         raise SizingError("tensor and pipeline parallel sizes must be at least 1")
+    release = _release(req.vllm_version)
     utilization = req.gpu_memory_utilization
     if utilization is None:
-        utilization = default_gpu_memory_utilization(req.vllm_version)
+        utilization = release.default_gpu_memory_utilization
     if not 0 < utilization <= 1:
         raise SizingError(f"gpu_memory_utilization {utilization} must be in (0, 1]")
     if req.gpu_memory_gib <= 0:
         raise SizingError("GPU memory must be positive")
+    if req.speculative_tokens < 0:
+        raise SizingError("speculative tokens must be 0 or more")
     max_len = req.max_model_len or arch.max_position_embeddings or 4096
     mnbt, seqs = default_batch_limits(req)
-    version = _parse_version(req.vllm_version)
-    graphs_in_budget = version >= CUDA_GRAPH_IN_BUDGET_FROM and not req.enforce_eager
+    graphs_in_budget = not req.enforce_eager and release.estimates_cuda_graphs(arch.architecture, arch.is_moe, arch.is_hybrid)
+    capture_sizes = len(cuda_graph_capture_sizes(req, seqs))
 
     total_weights = req.weights_bytes if req.weights_bytes else weight_bytes_estimate(req)
-    weights_per_gpu = total_weights / (tp * pp)
+    stage_weights = stage_weight_bytes(req, total_weights)
     requested = req.gpu_memory_gib * GiB * utilization
-    groups = kv_groups(arch)
-    kv_dtype = kv_cache_dtype_bytes(req)
-    per_layer_token = kv_bytes_per_token_per_layer(arch, tp, kv_dtype)
-    page = req.block_size * per_layer_token
+    non_torch = non_torch_bytes(req)
+    model_bytes = _dtype_bytes(_model_dtype(req))
+    counts = kv_layout.layer_counts(arch, with_mtp=_with_mtp(req))
 
     # Every pipeline stage sizes its own cache; the engine keeps the smallest block count.
-    stage_blocks, stage_kv, stage_act, stage_graphs = [], [], [], []
-    for stage, stage_layers in enumerate(layers_per_stage(arch.layers, pp)):
+    stages = []
+    stage_layer_counts = layers_per_stage(arch.layers, pp)
+    for stage, stage_layers in enumerate(stage_layer_counts):
         act = activation_bytes(req, stage, mnbt, seqs)
-        graphs = 0.0 if req.enforce_eager else cuda_graph_bytes(stage_layers)
-        kv_mem = requested - weights_per_gpu - act - non_torch_bytes(req) - (graphs if graphs_in_budget else 0)
-        stage_groups = groups if pp == 1 else [(k, math.ceil(n * stage_layers / arch.layers)) for k, n in groups]
-        group_size = max(n for _, n in stage_groups)
-        blocks = int(kv_mem // (page * group_size)) if kv_mem > 0 else 0
-        stage_blocks.append(blocks)
-        stage_kv.append(kv_mem)
-        stage_act.append(act)
-        stage_graphs.append(graphs)
-    worst = min(range(pp), key=lambda i: stage_blocks[i])
-    num_blocks = stage_blocks[worst]
-    kv_mem = stage_kv[worst]
-    cuda_graph = stage_graphs[worst]
-    need = _blocks_per_request(arch, groups, max_len, mnbt, req.block_size)
-    tokens = reported_kv_tokens(num_blocks, len(groups), need, max_len, req.block_size, version)
-    concurrency = num_blocks / need if need else 0.0
-    stage_layers = layers_per_stage(arch.layers, pp)[worst]
+        graphs = cuda_graph_bytes(stage_layers, capture_sizes)
+        kv_mem = requested - stage_weights[stage] - act - non_torch - (graphs if graphs_in_budget else 0)
+        stage_counts = counts if pp == 1 else {k: math.ceil(n * stage_layers / arch.layers) for k, n in counts.items()}
+        layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
+                                     block_size=req.block_size, release=release, counts=stage_counts,
+                                     speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
+        blocks = int(kv_mem // (layout.page_bytes * layout.group_size)) if kv_mem > 0 else 0
+        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage]))
+    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu = min(stages, key=lambda s: s[0])
+    full_layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
+                                      block_size=req.block_size, release=release, counts=counts,
+                                      speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
+    spec = req.speculative_tokens if _with_mtp(req) else 0
+    need = kv_layout.blocks_per_request(full_layout, arch, max_len, mnbt, mamba_align=_prefix_caching(req),
+                                        speculative_tokens=spec)
+    tokens = kv_layout.reported_tokens(blocks, full_layout, need, max_len, release)
+    concurrency = blocks / need if need else 0.0
+    attention_on_stage = round(arch.attention_layers * stage_layers / arch.layers) if pp > 1 else arch.attention_layers
 
     fits, reason = True, ""
     if kv_mem <= 0:
         fits = False
         reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB + runtime "
-                  f"{(stage_act[worst] + non_torch_bytes(req) + (cuda_graph if graphs_in_budget else 0)) / GiB:.2f}"
+                  f"{(act + non_torch + (graphs if graphs_in_budget else 0)) / GiB:.2f}"
                   f" GiB exceed the requested "
                   f"{requested / GiB:.2f} GiB per GPU")
     elif concurrency < 1:
@@ -401,15 +505,15 @@ def size(req: SizingRequest) -> SizingResult:
                   f"more; lower max_model_len or raise tensor_parallel_size")
     return SizingResult(
         weights_gib_per_gpu=weights_per_gpu / GiB,
-        activation_gib=stage_act[worst] / GiB,
-        non_torch_gib=non_torch_bytes(req) / GiB,
-        cuda_graph_gib=cuda_graph / GiB,
+        activation_gib=act / GiB,
+        non_torch_gib=non_torch / GiB,
+        cuda_graph_gib=graphs / GiB,
         cuda_graph_in_budget=graphs_in_budget,
         requested_gib=requested / GiB,
         kv_cache_gib_per_gpu=max(kv_mem, 0) / GiB,
-        kv_bytes_per_token_per_gpu=per_layer_token * stage_layers,
+        kv_bytes_per_token_per_gpu=layout.attention_bytes_per_token * attention_on_stage,
         kv_cache_tokens=tokens,
-        num_gpu_blocks=num_blocks,
+        num_gpu_blocks=blocks,
         max_model_len=max_len,
         max_concurrency=concurrency,
         max_num_batched_tokens=mnbt,
@@ -419,7 +523,10 @@ def size(req: SizingRequest) -> SizingResult:
         pipeline_parallel_size=pp,
         fits=fits,
         reason=reason,
-        kv_groups=tuple(f"{kind}x{n}" for kind, n in groups),
+        kv_groups=tuple(f"{kind}x{n}" for kind, n in full_layout.groups),
+        interconnect=interconnect(req),
+        block_size=full_layout.block_size,
+        padding_layers=full_layout.padding_layers,
     )
 
 
@@ -443,9 +550,12 @@ def valid_tensor_parallel_sizes(arch: ModelArch, max_tp: int = 8) -> list[int]:
     return sizes
 
 
-def smallest_tensor_parallel_size(req_without_tp: SizingRequest, max_tp: int = 8) -> int | None:
+def smallest_tensor_parallel_size(req_without_tp: SizingRequest, max_tp: int = 8,
+                                  min_concurrency: float = 0.0) -> int | None:
+    """The smallest valid TP at which the model fits and holds `min_concurrency` full-length requests."""
     for tp in valid_tensor_parallel_sizes(req_without_tp.arch, max_tp):
-        if size(replace(req_without_tp, tensor_parallel_size=tp)).fits:
+        result = size(replace(req_without_tp, tensor_parallel_size=tp))
+        if result.fits and result.max_concurrency >= min_concurrency:
             return tp
     return None
 

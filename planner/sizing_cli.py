@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from common.gpus import CATALOG, UnknownGpuError, get_gpu
 from planner.model_arch import ModelArch, SizingError
 from planner.sizing import (
+    INTERCONNECTS,
     GiB,
     SizingRequest,
     SizingResult,
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     p.add_argument("--vllm-version", help="vLLM release to model (default: the deployed one)")
+    p.add_argument("--interconnect", choices=list(INTERCONNECTS),
+                   help="what joins the GPUs (default: the catalog GPU's multi-GPU machines; nvswitch "
+                        "for --gpu-memory-gib, the larger NCCL footprint)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -131,6 +135,10 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         except UnknownGpuError as exc:
             raise CliError(f"--gpu: {exc}") from None
         memory, gpu_name, device_name = gpu.cuda_total_gib, gpu.name, gpu.name
+        if not gpu.cuda_total_confirmed:
+            print(f"warning: {gpu.name}'s CUDA total ({gpu.cuda_total_gib} GiB) is not confirmed by a cited log "
+                  f"(common/gpus.py); measure it on the GPU with python3 -c \"import torch; "
+                  f"print(torch.cuda.mem_get_info()[1] / 1024**3)\" and pass --gpu-memory-gib", file=sys.stderr)
     else:
         if args.gpu_memory_gib <= 0:
             raise CliError("--gpu-memory-gib must be positive")
@@ -160,7 +168,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         weights_bytes=int(args.weights_gib * GiB) if args.weights_gib else None,
         max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
         block_size=args.block_size, enforce_eager=args.enforce_eager,
-        gpu_name=device_name, vllm_version=args.vllm_version,
+        gpu_name=device_name, vllm_version=args.vllm_version, interconnect=args.interconnect,
     )
     return req, gpu_name
 
@@ -177,7 +185,7 @@ def render_bar(result: SizingResult, gpu_name: str) -> str:
     lines = [
         f"Will it fit? {'yes' if result.fits else 'NO'} - {gpus} × {gpu_name} "
         f"({total:.2f} GiB CUDA total), TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}, "
-        f"max_model_len {result.max_model_len:,}",
+        f"max_model_len {result.max_model_len:,}, interconnect {result.interconnect}",
     ]
     for gpu in range(gpus):
         lines.append(f"  GPU {gpu} [{cells}]")

@@ -149,8 +149,8 @@ def pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
     if not offered:
         clouds = [c for c in ("aws", "gcp") if gpu.machines(c)]
         others = [g.name for g in gpus.CATALOG.values() if g.machines(cloud_name)]
-        return [("gpu", f"{pool.gpu} is not offered on {cloud_name} (only on {', '.join(clouds) or 'no cloud in the catalog'}); "
-                        f"GPUs on {cloud_name}: {', '.join(others)}")]
+        where = f"only on {', '.join(clouds)}" if clouds else "the catalog lists no cloud machine for it; use cloud: existing"
+        return [("gpu", f"{pool.gpu} is not offered on {cloud_name} ({where}); GPUs on {cloud_name}: {', '.join(others)}")]
     problems = []
     if pool.machineType is not None:
         found = gpus.find_machine(cloud_name, pool.machineType)

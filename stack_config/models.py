@@ -46,6 +46,8 @@ class ModelConfig(StrictModel):
     """Name of the GPU pool (in `pools`) the servers run on."""
     tensorParallelSize: TensorParallel = Field("auto", alias="tensorParallelSize")
     """GPUs one replica shards the model across inside a node, or `auto` for the smallest size that fits."""
+    targetConcurrentRequests: int = Field(4, ge=1, le=4096, alias="targetConcurrentRequests")
+    """Full-length (maxModelLen) requests one replica's KV cache should hold at once: tensorParallelSize auto picks the smallest size that reaches it; the plan warns when the chosen size falls short."""
     pipelineParallelSize: int = Field(1, ge=1, le=64, alias="pipelineParallelSize")
     """Pipeline stages; more than one spreads a replica across nodes (needs RDMA to be fast)."""
     maxModelLen: int | None = Field(None, ge=16, alias="maxModelLen")

