@@ -2,7 +2,8 @@
 
 Owns: `hub` (model metadata at a pinned commit), `sizing` (vLLM's memory arithmetic, pure) and its
 command line `sizing_cli`, and `plan` (one `ModelPlan` per model: tensor parallelism, KV cache,
-load time, probe budgets, replica bounds, pool capacity).
+load time, probe budgets, replica bounds, pool capacity, node-provisioning allowance and rollout
+deadline), and `driver_check` (the engine image's CUDA against the nodes' NVIDIA driver).
 May import: `common`, `stack_config`. No Pulumi: the program, the CLI and the tests share it.
 Imported by: the components, `__main__.py`, the offline plan.
 """

@@ -325,13 +325,14 @@ def pool_subnets(spec: NodePoolSpec, zones: PoolZones, net: EksNetwork) -> list[
         raise cfg.ConfigError([f"{where}.capacityReservationId: {spec.capacity_reservation_id} is in "
                                f"{zones.block_zone}, where the cluster has no {'private ' if spec.pool.efa else ''}"
                                "node subnet; buy the block in a zone of the cluster's subnets"])
-    have = ", ".join(f"{s.key} ({s.zone}, {'private' if s.private else 'public'})" for s in net.node_subnets)
+    known = {s.key: s for s in [*net.cluster_subnets, *net.node_subnets]}.values()
+    have = ", ".join(f"{s.key} ({s.zone}, {'private' if s.private else 'public'})" for s in known)
     if spec.pool.efa:
         raise cfg.ConfigError([f"{where}.efa: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'}, "
-                               f"and the cluster has no private subnet there (its node subnets: {have}); "
+                               f"and the cluster has no private subnet there (its subnets: {have}); "
                                f"{cfg.EFA_NEEDS_PRIVATE_SUBNETS}"])
     raise cfg.ConfigError([f"{where}.machineType: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'} "
-                           f"of the region, where the cluster has no node subnet (its node subnets: {have}); choose "
+                           f"of the region, where the cluster has no node subnet (its subnets: {have}); choose "
                            "another instance type"])
 
 
