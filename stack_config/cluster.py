@@ -52,7 +52,7 @@ class NetworkConfig(StrictModel):
     cidr: str = "10.0.0.0/16"
     """EKS, vpc create: the VPC's IPv4 range, /16 to /20; each zone gets a private subnet of 1/8 of it, the public subnets share the last 1/8."""
     zoneCount: int = Field(3, ge=2, le=6, alias="zoneCount")
-    """EKS, vpc create: Availability Zones the VPC spans (EKS needs two); zones offering each EFA pool's instance type are included first."""
+    """EKS, vpc create: Availability Zones the VPC spans (EKS needs two); a zone offering each pool's instance type is included first."""
     natGateways: NatGateways = Field("single", alias="natGateways")
     """EKS, vpc create: `single` NAT gateway for every private subnet (cheapest; egress stops if its zone fails) or one `per-zone`."""
     privateSubnetIds: list[str] | None = Field(None, alias="privateSubnetIds", min_length=2)
