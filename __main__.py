@@ -15,7 +15,7 @@ from components.operators import GpuOperator, NetworkOperator, NetworkOperatorAr
 from components.serving.kserve import KServeModel, KServeModelArgs
 from components.serving.observability import AlertThresholds
 from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
-from planner import plan
+from planner import driver_check, plan
 from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
 
@@ -124,9 +124,15 @@ for model_plan in plans:
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))
+# Network, NAT, node autoscaler, APIs: what the cluster layer built the pools on.
+pulumi.export("platform", cluster.platform)
+drivers = driver_check.driver_rows(stack, plans)
+warnings += [f"{row['model']}: the NVIDIA driver on pool {row['pool']} ({row['driver']}) is {row['verdict']}"
+             for row in drivers if row["verdict"].startswith("TOO OLD")]
+pulumi.export("drivers", drivers)
+pulumi.export("warnings", warnings)
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
-pulumi.export("warnings", warnings)
 # For autoscaling.kind hpa: the prometheus-adapter rule that turns the queue depth into the external
 # metric the HPAs read (the same rule for every model; docs/autoscaling.md).
 pulumi.export("prometheusAdapterRule", adapter_rules[0] if adapter_rules else None)

@@ -2,8 +2,10 @@
 
 Owns: `contract` (the taint, label and annotation keys, the model mount path, the server port),
 `gpus` (the GPU catalog: CUDA totals, cloud machines, MIG profiles), `engine` (the pinned vLLM
-release and image), `engine_metrics` (the metric names that release exports) and `gpu_driver`
-(who installs the NVIDIA driver on each cloud).
+release and image, and the CUDA it was built with), `engine_metrics` (the metric names that release
+exports), `gpu_driver` (who installs the NVIDIA driver on each cloud), `driver_versions` (which
+driver that yields: the pinned EKS AMI release, the GPU Operator's default, GKE's) and `facts` (an
+outside fact with its source and, if unsettled, the command that settles it).
 May import: the standard library only, so the endpoint tools and the policy pack can use it alone.
 Imported by: everything else.
 """

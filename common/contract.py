@@ -30,6 +30,13 @@ ANNOTATION_LOAD_SECONDS = f"{PREFIX}/load-time-estimate-seconds"
 # The engine build a server runs (vLLM version, or the KServe runtime tag), on workloads and pods.
 ANNOTATION_ENGINE_VERSION = f"{PREFIX}/engine-version"
 
+# Karpenter never voluntarily disrupts (consolidates, or replaces on drift) a node that runs a pod
+# with this annotation set to "true" (Karpenter v1.14 docs, concepts/disruption.md "Pod-Level
+# Controls", aws/karpenter-provider-aws@1d927085:website/content/en/v1.14/concepts/disruption.md:394-410).
+# Every server pod carries it, so no node is taken away under a stream it is serving; elsewhere
+# than on Karpenter nodes it means nothing.
+ANNOTATION_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
 # The well-known label (kubernetes.io/docs/concepts/overview/working-with-objects/common-labels)
 # that marks every object this program creates as part of one application.
 LABEL_PART_OF = "app.kubernetes.io/part-of"

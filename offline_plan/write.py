@@ -105,10 +105,47 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         f"{row['readMBps']} MB/s, plus engine start-up); the startup probe allows {row['startupBudgetSeconds']} s "
         f"(1.5 x the estimate, at least 300 s"
         + (f", plus {row['workerWaitSeconds']} s for the other nodes of the replica to join" if row["workerWaitSeconds"] else "")
-        + ").",
+        + ")."
+        + (f" A rollout may take {row['rolloutDeadlineSeconds']} s, including {row['nodeProvisioningSeconds']} s for "
+           "a node to be launched (the pool may have to grow for it)." if row.get("nodeProvisioningSeconds") else
+           (f" A rollout may take {row['rolloutDeadlineSeconds']} s." if row.get("rolloutDeadlineSeconds") else "")),
         "",
     ]
     return lines
+
+
+PLATFORM_LABELS = {
+    "vpc": "Network", "zones": "Zones", "nodeSubnets": "Node subnets", "nat": "NAT",
+    "autoscaler": "Node autoscaler", "nodeImage": "Node image", "apis": "Google APIs enabled",
+    "apisByHand": "APIs to enable once by hand",
+}
+
+
+def _platform_section(platform: dict[str, Any]) -> list[str]:
+    """Network, NAT, autoscaler, APIs and each pool's nodes, as the cluster layer built them."""
+    out = ["## Cluster platform (network, NAT, node autoscaling)", ""]
+    for key, label in PLATFORM_LABELS.items():
+        if key in platform:
+            value = platform[key]
+            out.append(f"- **{label}**: `{value}`" if key == "apisByHand" else f"- **{label}**: {value}")
+    pools = platform.get("pools") or []
+    if pools:
+        out += [""] + _markdown_table(pools, list(pools[0]))
+    return out + [""]
+
+
+def _driver_section(rows: list[dict[str, Any]]) -> list[str]:
+    """Engine CUDA against the nodes' NVIDIA driver; what is not established, and how to settle it."""
+    out = ["## NVIDIA driver and engine CUDA", ""]
+    out += _markdown_table(rows, ["model", "pool", "engineCuda", "driver", "verdict"]) + [""]
+    unresolved = sorted({cmd for row in rows for cmd in row.get("toResolve", "").split(" | ") if cmd})
+    if unresolved:
+        out += ["Not established here (checked with the best evidence; run these where the tool or cloud is "
+                "available and update common/engine.py or common/driver_versions.py):", ""]
+        out += [f"- `{cmd}`" for cmd in unresolved] + [""]
+    sources = sorted({src for row in rows for src in row.get("sources", "").split(" | ") if src})
+    out += ["Sources: " + "; ".join(sources), ""]
+    return out
 
 
 def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path]) -> str:
@@ -125,6 +162,12 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     pools = evaluation.outputs.get("pools") or []
     if pools:
         out += ["## GPU pools", ""] + _markdown_table(pools, list(pools[0])) + [""]
+    platform = evaluation.outputs.get("platform")
+    if platform:
+        out += _platform_section(platform)
+    drivers = evaluation.outputs.get("drivers") or []
+    if drivers:
+        out += _driver_section(drivers)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [
         f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "

@@ -19,7 +19,7 @@ from common import contract, gpus
 from planner import sizing
 from planner.hub import HubError, ModelMetadata, load_model_metadata
 from planner.model_arch import ModelArch, SizingError
-from stack_config import ModelConfig, PoolConfig, StackConfig, pool_machine
+from stack_config import ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
 
 # Default read speed of each weight path, bytes/s. A network volume (EFS/Filestore) sustains about
 # 500 MB/s for one reader; the Run:ai streamer reading S3/GCS in parallel reaches 1-2 GB/s from one
@@ -42,6 +42,8 @@ PROBE_PERIOD_SECONDS = 10
 # https://github.com/kubernetes/autoscaler/pull/461: "GPU node start-up + driver installation ...
 # defaults to 15 minutes"); a user there measured 4-6 minutes on AWS, so 15 is the slow case.
 NODE_PROVISIONING_ALLOWANCE_SECONDS = 900
+# A rollout may take at least this long whatever the plan says (the Deployment default, 600 s).
+MIN_ROLLOUT_DEADLINE_SECONDS = 600
 
 
 class PlanError(Exception):
@@ -65,13 +67,20 @@ class ModelPlan:
     read_bytes_per_second: float
     load_from: str
     load_seconds: float
-    # `nvidia.com/gpu` the whole pool can offer at maxNodes (MIG slices and time-slicing counted).
+    # `nvidia.com/gpu` the whole pool can reach (MIG slices and time-slicing counted): at maxNodes
+    # only where an autoscaler can grow it (stack_config.pool_scaling), else at its fixed size.
     pool_capacity: int
     # Sizing findings a user should read before deploying (plan.md and the stack's `warnings`).
     sizing_warnings: tuple[str, ...] = ()
     pool_has_surge_room: bool = True
     """The pool can hold one more replica of this model on top of every model's maximum replicas on
     it (decided per pool by `build_plans`): a rolling update's surge replica would be scheduled."""
+    pool_starts_empty: bool = False
+    """The pool has no node until a pod asks for one (minNodes 0 where an autoscaler grows it)."""
+    pool_waits_for_nodes: bool = False
+    """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
+    on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
+    pool by `build_plans`; always true when the pool starts empty)."""
 
     @property
     def served_name(self) -> str:
@@ -121,6 +130,20 @@ class ModelPlan:
         return NODE_PROVISIONING_ALLOWANCE_SECONDS if self.nodes_per_replica > 1 else 0
 
     @property
+    def node_provisioning_seconds(self) -> int:
+        """What every wait on this model's pods adds for a node to be launched and made GPU-ready:
+        the allowance when the pool may have to grow for them, else nothing."""
+        return NODE_PROVISIONING_ALLOWANCE_SECONDS if self.pool_waits_for_nodes else 0
+
+    @property
+    def rollout_deadline_seconds(self) -> int:
+        """How long a rollout of this model may take: pulling a 10-20 GB engine image and the startup
+        budget (twice the budget, at least 10 minutes), plus a node's provisioning where the pool
+        may have to grow. The Deployment's progressDeadlineSeconds and, with a margin, how long
+        `pulumi up` waits for the server workload (LeaderWorkerSet, InferenceService included)."""
+        return max(MIN_ROLLOUT_DEADLINE_SECONDS, self.startup_budget_seconds * 2) + self.node_provisioning_seconds
+
+    @property
     def startup_budget_seconds(self) -> int:
         budget = max(STARTUP_MIN_SECONDS, self.load_seconds * STARTUP_MARGIN) + self.worker_wait_seconds
         return int(math.ceil(budget / PROBE_PERIOD_SECONDS) * PROBE_PERIOD_SECONDS)
@@ -152,7 +175,26 @@ def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str 
     problems += [f"{source}: {p}" for p in pool_capacity_problems(config, plans)]
     if problems:
         raise PlanError(problems)
-    return with_surge_room(plans)
+    return with_node_waits(config, with_surge_room(plans))
+
+
+def with_node_waits(config: StackConfig, plans: list[ModelPlan]) -> list[ModelPlan]:
+    """Decide per pool whether its pods may wait for a node to be launched.
+
+    A pool that starts empty always does. Otherwise the pods wait when every model on it at its
+    maximum replicas, plus one surge replica, needs more GPUs than the nodes it starts with: which
+    pod is the one left Pending is the scheduler's choice, so every model on the pool gets the
+    allowance.
+    """
+    out = []
+    for p in plans:
+        scaling = pool_scaling(config, p.pool)
+        on_pool = [q for q in plans if q.pool.name == p.pool.name]
+        peak = sum(q.gpus_per_replica * q.replica_bounds[1] for q in on_pool) + max(q.gpus_per_replica for q in on_pool)
+        start_gpus = schedulable_gpus_per_node(config, p.pool) * scaling.start_nodes
+        waits = scaling.can_grow and (scaling.starts_empty or peak > start_gpus)
+        out.append(dataclasses.replace(p, pool_starts_empty=scaling.starts_empty, pool_waits_for_nodes=waits))
+    return out
 
 
 def with_surge_room(plans: list[ModelPlan]) -> list[ModelPlan]:
@@ -179,14 +221,22 @@ def pool_capacity_problems(config: StackConfig, plans: list[ModelPlan]) -> list[
         on_pool = [p for p in plans if p.pool.name == pool.name]
         needed = sum(p.gpus_per_replica * p.replica_bounds[0] for p in on_pool)
         per_node = schedulable_gpus_per_node(config, pool)
-        capacity = per_node * pool.maxNodes
+        scaling = pool_scaling(config, pool)
+        capacity = per_node * scaling.reachable_nodes
         if needed > capacity:
             nodes = -(-needed // per_node)
-            problems.append(
-                f"pools[{index}].maxNodes: the models on pool {pool.name} need {needed} GPUs at their minimum "
-                f"replicas but it has at most {capacity} ({pool.maxNodes} x {per_node}); raise maxNodes "
-                f"to {nodes} or lower models[].replicas"
-            )
+            if scaling.why_fixed:
+                problems.append(
+                    f"pools[{index}].minNodes: the models on pool {pool.name} need {needed} GPUs at their minimum "
+                    f"replicas but it has {capacity} ({scaling.reachable_nodes} x {per_node}): {scaling.why_fixed}; "
+                    f"raise minNodes (or desiredNodes) to {nodes} or lower models[].replicas"
+                )
+            else:
+                problems.append(
+                    f"pools[{index}].maxNodes: the models on pool {pool.name} need {needed} GPUs at their minimum "
+                    f"replicas but it has at most {capacity} ({pool.maxNodes} x {per_node}); raise maxNodes "
+                    f"to {nodes} or lower models[].replicas"
+                )
     return problems
 
 
@@ -286,9 +336,10 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         hint = f" the smallest tensor-parallel size that fits is {smallest}" if smallest else " no tensor-parallel size up to 64 fits"
         raise PlanError([f"{key}: {model.repo} does not fit on {tp} x {gpu.name}: {result.reason};{hint}"])
     replica_gpus = tp * pp
-    if replica_gpus > pool.gpusPerNode and replica_gpus > pool.gpusPerNode * pool.maxNodes:
-        raise PlanError([f"{key}: one replica needs {replica_gpus} GPUs but pool {pool.name} has at most "
-                         f"{pool.gpusPerNode * pool.maxNodes}; raise pools[].maxNodes"])
+    reachable_nodes = pool_scaling(config, pool).reachable_nodes
+    if replica_gpus > pool.gpusPerNode and replica_gpus > pool.gpusPerNode * reachable_nodes:
+        raise PlanError([f"{key}: one replica needs {replica_gpus} GPUs but pool {pool.name} can have at most "
+                         f"{pool.gpusPerNode * reachable_nodes}; raise pools[].maxNodes"])
     if replica_gpus > pool.gpusPerNode and tp != pool.gpusPerNode and pp > 1 and replica_gpus % pool.gpusPerNode:
         raise PlanError([f"{key}: a replica spanning nodes needs tensorParallelSize equal to the pool's "
                          f"gpusPerNode ({pool.gpusPerNode}) so each pipeline stage fills one node"])
@@ -312,7 +363,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         read_bytes_per_second=read_bps,
         load_from=load_from,
         load_seconds=load_seconds,
-        pool_capacity=schedulable_gpus_per_node(config, pool) * pool.maxNodes,
+        pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
         sizing_warnings=tuple(warnings),
     )
 
@@ -398,6 +449,8 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "interconnect": p.sizing.interconnect,
             "targetConcurrentRequests": p.model.targetConcurrentRequests,
             "cudaTotalConfirmed": p.gpu.cuda_total_confirmed,
+            "nodeProvisioningSeconds": p.node_provisioning_seconds,
+            "rolloutDeadlineSeconds": p.rollout_deadline_seconds,
         }
         for p in plans
     ]
@@ -408,6 +461,7 @@ def pool_table(config: StackConfig) -> list[dict[str, object]]:
     rows = []
     for pool in config.pools:
         machine = pool_machine(config.cloud, pool)
+        scaling = pool_scaling(config, pool)
         rows.append({
             "pool": pool.name,
             "gpu": pool.gpu,
@@ -417,6 +471,8 @@ def pool_table(config: StackConfig) -> list[dict[str, object]]:
             "maxNodes": pool.maxNodes,
             "capacityType": pool.capacityType,
             "diskGiB": pool.diskGib,
+            "autoscaler": scaling.autoscaler.value,
+            "nodesCounted": scaling.reachable_nodes,
         })
     return rows
 

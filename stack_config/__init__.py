@@ -15,6 +15,7 @@ from stack_config.cluster import (
     CapacityType,
     Cloud,
     ClusterConfig,
+    NetworkConfig,
     PoolConfig,
     SystemPoolConfig,
     pool_machine,
@@ -32,11 +33,12 @@ from stack_config.serving import (
     ModelStoreConfig,
     MonitoringConfig,
 )
-from stack_config.stack import StackConfig
+from stack_config.scaling import Autoscaler, PoolScaling, initial_nodes, pool_scaling
+from stack_config.stack import EFA_NEEDS_PRIVATE_SUBNETS, StackConfig
 
 __all__ = [
     "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "PROJECT", "SECRET_KEYS",
-    "AutoscalingConfig", "CapacityType", "Cloud", "ClusterConfig", "ConfigError", "ExposureConfig",
+    "Autoscaler", "AutoscalingConfig", "CapacityType", "NetworkConfig", "PoolScaling", "pool_scaling", "initial_nodes", "EFA_NEEDS_PRIVATE_SUBNETS", "Cloud", "ClusterConfig", "ConfigError", "ExposureConfig",
     "GatewayConfig", "GpuOperatorConfig", "LoadFrom", "LoadedConfig", "ModelConfig", "ModelStoreConfig",
     "MonitoringConfig", "NetworkOperatorConfig", "OperatorsConfig", "PoolConfig", "StackConfig",
     "SystemPoolConfig", "decode_config_values", "default_model_name", "load", "parse_stack_config",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from enum import Enum
 from typing import Literal
 
@@ -40,6 +42,46 @@ class SystemPoolConfig(StrictModel):
         return self
 
 
+VpcMode = Literal["create", "default", "existing"]
+NatGateways = Literal["single", "per-zone"]
+
+
+class NetworkConfig(StrictModel):
+    vpc: VpcMode = "create"
+    """EKS: `create` a VPC (private node subnets behind NAT, public subnets for load balancers), use the account's `default` VPC (public subnets only, no NAT, no EFA), or an `existing` one (privateSubnetIds). GKE: `create` a VPC network and subnet, or the project's `default` network."""
+    cidr: str = "10.0.0.0/16"
+    """EKS, vpc create: the VPC's IPv4 range, /16 to /20; each zone gets a private subnet of 1/8 of it, the public subnets share the last 1/8."""
+    zoneCount: int = Field(3, ge=2, le=6, alias="zoneCount")
+    """EKS, vpc create: Availability Zones the VPC spans (EKS needs two); a zone offering each pool's instance type is included first."""
+    natGateways: NatGateways = Field("single", alias="natGateways")
+    """EKS, vpc create: `single` NAT gateway for every private subnet (cheapest; egress stops if its zone fails) or one `per-zone`."""
+    privateSubnetIds: list[str] | None = Field(None, alias="privateSubnetIds", min_length=2)
+    """EKS, vpc existing: the private subnets (behind NAT) for the cluster and its nodes, in at least two zones; looked up at preview, and refused if one routes to an internet gateway."""
+    privateNodes: bool = Field(False, alias="privateNodes")
+    """GKE: nodes get internal IP addresses only, and a Cloud Router with Cloud NAT gives them egress (image pulls from Docker Hub, the Hub)."""
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        try:
+            network = ipaddress.IPv4Network(v, strict=True)
+        except ValueError as err:
+            raise ValueError(f"{v!r} is not an IPv4 network in CIDR form such as 10.0.0.0/16 ({err})") from None
+        if not 16 <= network.prefixlen <= 20:
+            raise ValueError(f"{v!r} is a /{network.prefixlen}; use a /16 to /20 (EKS needs room for pod IPs)")
+        return v
+
+    @field_validator("privateSubnetIds")
+    @classmethod
+    def _subnets(cls, v: list[str] | None) -> list[str] | None:
+        for subnet in v or []:
+            if not re.fullmatch(r"subnet-[0-9a-f]{8,17}", subnet):
+                raise ValueError(f"{subnet!r} is not a subnet id (subnet-...)")
+        if v and len(set(v)) != len(v):
+            raise ValueError("a subnet is listed twice")
+        return v
+
+
 class ClusterConfig(StrictModel):
     create: bool = True
     """Create the cluster (true) or reuse an existing one by name (false). Ignored for `cloud: existing`."""
@@ -59,6 +101,8 @@ class ClusterConfig(StrictModel):
     """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI); required for `cloud: existing` unless models load from the bucket or an existing claim."""
     manageRwxStorage: bool | None = Field(None, alias="manageRwxStorage")
     """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc; set false when the cluster already has them."""
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    """Where a created cluster's nodes live: VPC, subnets, NAT (docs/config-cloud.md, "Networking")."""
     systemPool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, alias="systemPool")
     """Untainted CPU nodes of a created cluster (create: true) for everything that is not a GPU server; GPU pools are tainted, so a cluster with only GPU nodes cannot run CoreDNS or the mirror Jobs."""
 
@@ -81,11 +125,11 @@ class PoolConfig(StrictModel):
     machineType: str | None = Field(None, alias="machineType")
     """EC2 instance type or GCE machine type; must carry this pool's GPU. Default: derived from `gpu` and `gpusPerNode`."""
     minNodes: int = Field(0, ge=0, alias="minNodes")
-    """Minimum nodes; 0 lets an idle pool scale to nothing."""
+    """Nodes that are always on; 0 lets an idle pool scale to nothing. On a created EKS cluster these are a fixed-size managed node group and Karpenter adds the rest; on an EKS cluster this program did not create nothing adds nodes (docs/config-cloud.md)."""
     maxNodes: int = Field(1, ge=1, alias="maxNodes")
-    """Maximum nodes the autoscaler may add."""
+    """The most nodes the pool may have: the GKE autoscaler's total, or minNodes plus what Karpenter may add on a created EKS cluster (its NodePool's limits.nodes)."""
     desiredNodes: int | None = Field(None, ge=0, alias="desiredNodes")
-    """Initial node count (EKS desired size / GKE initial count). Default: `minNodes`."""
+    """Initial node count: GKE's initial count, the desired size of a node group on an existing EKS cluster. Default: `minNodes`. Not used on a created EKS cluster (Karpenter launches nodes for pending pods)."""
     capacityType: CapacityType = Field("on-demand", alias="capacityType")
     """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML, with capacityReservationId)."""
     capacityReservationId: str | None = Field(None, alias="capacityReservationId", pattern=r"^cr-[0-9a-f]{17}$")

@@ -10,7 +10,7 @@ import math
 
 from pydantic import Field, model_validator
 
-from common import gpu_driver, gpus
+from common import driver_versions, gpu_driver, gpus
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
 from stack_config.errors import CrossCheckError
@@ -87,6 +87,7 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
             problems.append((f"models[{i}].autoscaling.enabled", "autoscaling reads the queue depth Prometheus scrapes "
                                                                  "from the servers; it needs monitoring.enabled true"))
     problems += zone_problems(stack)
+    problems += network_problems(stack)
     system_type = stack.cluster.systemPool.machineType
     if system_type and stack.cloud != Cloud.existing and gpus.find_machine(stack.cloud.value, system_type):
         gpu, machine = gpus.find_machine(stack.cloud.value, system_type)
@@ -103,6 +104,71 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems += operator_problems(stack)
     if stack.cloud == Cloud.existing and not stack.cluster.kubeconfig:
         problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
+    return problems
+
+
+# The default VPC's subnets are public (a route to the internet gateway, public IPs on launch).
+# EC2 assigns a public IPv4 address only to an instance launched with one network interface
+# (EC2 API, InstanceNetworkInterfaceSpecification.AssociatePublicIpAddress; Karpenter v1.14 docs,
+# concepts/nodeclasses.md "associatePublicIPAddress"), so an EFA node, with one interface per
+# network card, gets none there and cannot reach ECR, EKS or STS: it never joins.
+EFA_NEEDS_PRIVATE_SUBNETS = (
+    "EFA nodes carry one network interface per network card, and EC2 gives a public IPv4 address only to "
+    "instances with a single interface, so in public subnets they have no route to ECR, EKS or STS and never "
+    "join the cluster; use cluster.network.vpc create (private subnets behind NAT) or existing"
+)
+
+
+def network_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """Networking keys against the cloud and the VPC mode; EFA only where nodes are private."""
+    network = stack.cluster.network
+    given = network.model_fields_set
+    key = "cluster.network"
+    problems: list[tuple[str, str]] = []
+    if stack.cloud == Cloud.existing or (stack.cloud == Cloud.aws and not stack.cluster.create) or (
+            stack.cloud == Cloud.gcp and not stack.cluster.create):
+        if given:
+            why = ("cloud is existing: nothing is created" if stack.cloud == Cloud.existing
+                   else "cluster.create is false: node pools join the cluster's own network")
+            problems.append((key, f"{why}; remove cluster.network"))
+        return problems
+    create_only = {"cidr", "zoneCount", "natGateways"} & given
+    if stack.cloud == Cloud.gcp:
+        for field in sorted(create_only | ({"privateSubnetIds"} & given)):
+            problems.append((f"{key}.{field}", "applies to EKS only; on GKE the program sizes its own subnet"))
+        if network.vpc == "existing":
+            problems.append((f"{key}.vpc", "existing is supported on EKS only; on GKE use create or default"))
+        if network.privateNodes and network.vpc == "default":
+            problems.append((f"{key}.privateNodes", "private nodes need the Cloud NAT of a network this stack "
+                                                    "creates; set vpc: create"))
+        return problems
+    # aws, created cluster
+    if "privateNodes" in given:
+        problems.append((f"{key}.privateNodes", "applies to GKE only; on EKS nodes are in private subnets with "
+                                                "vpc create or existing"))
+    if network.vpc != "create":
+        for field in sorted(create_only):
+            problems.append((f"{key}.{field}", f"applies only with vpc: create (vpc is {network.vpc})"))
+    if network.vpc == "existing" and not network.privateSubnetIds:
+        problems.append((f"{key}.privateSubnetIds", "vpc is existing: list the private subnets (at least two zones) "
+                                                    "the cluster and its nodes use"))
+    if network.vpc != "existing" and network.privateSubnetIds:
+        problems.append((f"{key}.privateSubnetIds", "applies only with vpc: existing"))
+    if network.vpc == "default":
+        for i, pool in enumerate(stack.pools):
+            if pool.efa:
+                problems.append((f"pools[{i}].efa", f"cluster.network.vpc is default, whose subnets are public: "
+                                                    f"{EFA_NEEDS_PRIVATE_SUBNETS}"))
+    version = stack.cluster.kubernetesVersion
+    if driver_versions.eks_release_version(version) is None:
+        known = ", ".join(sorted(driver_versions.EKS_RELEASE_VERSIONS))
+        problems.append(("cluster.kubernetesVersion", f"{version} has no EKS AMI release pinned by this program "
+                                                      f"(AMI {driver_versions.EKS_AMI_RELEASE}: {known}); use one of those"))
+    for i, pool in enumerate(stack.pools):
+        if pool.desiredNodes is not None and pool.desiredNodes != pool.minNodes:
+            problems.append((f"pools[{i}].desiredNodes", "on a created EKS cluster minNodes nodes are always on and "
+                                                         "Karpenter launches the rest for pending pods; remove "
+                                                         "desiredNodes"))
     return problems
 
 

@@ -44,8 +44,16 @@ class ApplyGraph:
         self._upstream: dict[str, frozenset[str]] = {}
 
     def direct(self, resource: RecordedResource) -> set[str]:
-        """URNs the engine creates before `resource`: its dependencies and its provider."""
+        """URNs the engine creates before `resource`: its dependencies, its provider and its parent.
+
+        The parent counts because the SDK registers a child only once its parent's URN resolves
+        (pulumi/runtime/resource.py, prepare_resource: "Wait for our parent to resolve"), and a
+        parent registers only once its own dependencies are done ("Before we can proceed, all our
+        dependencies must be finished"): a component's `depends_on` holds back its children.
+        """
         urns = set(resource.dependencies)
+        if resource.parent_urn:
+            urns.add(resource.parent_urn)
         if resource.provider:
             # Provider references are "<urn>::<id>"; the provider waits for what its inputs read.
             urns.add(resource.provider.rsplit("::", 1)[0])

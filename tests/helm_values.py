@@ -27,7 +27,13 @@ HELM_FIXTURES = Path(__file__).parent / "fixtures" / "helm"
 CHART_VALUES_FILES = {
     "gpu-operator": HELM_FIXTURES / "gpu-operator-values.yaml",
     "network-operator": HELM_FIXTURES / "network-operator-values.yaml",
+    "karpenter": HELM_FIXTURES / "karpenter-values.yaml",
 }
+
+# Paths whose default is a mapping with keys but which the chart renders whole (toYaml), so any key
+# is valid there: karpenter's `nodeSelector` (templates/deployment.yaml:252-255 at v1.14.1:
+# `{{- with .Values.nodeSelector }} nodeSelector: {{- toYaml . | nindent 8 }}`).
+OPEN_MAPPINGS = {"karpenter": {"nodeSelector"}}
 
 
 @functools.cache
@@ -38,11 +44,14 @@ def chart_defaults(chart: str) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 
-def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix: str = "") -> list[str]:
+def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix: str = "",
+                        open_paths: frozenset[str] = frozenset()) -> list[str]:
     """Every path in `values` the chart's `defaults` do not have, with the reason; [] when all exist."""
     problems: list[str] = []
     for key, value in values.items():
         path = f"{prefix}.{key}" if prefix else str(key)
+        if path in open_paths:
+            continue
         if key not in defaults:
             problems.append(f"{path}: not a key of the chart's values.yaml")
             continue
@@ -51,7 +60,7 @@ def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix
             if not isinstance(value, dict):
                 problems.append(f"{path}: the chart expects a mapping here, got {type(value).__name__}")
                 continue
-            problems += unknown_value_paths(value, default, path)
+            problems += unknown_value_paths(value, default, path, open_paths)
         elif isinstance(value, dict) and default is not None and not isinstance(default, dict):
             problems.append(f"{path}: the chart has a {type(default).__name__} here, got a mapping")
         # An empty mapping, a list or a null default is open: the value is a leaf.
@@ -59,4 +68,5 @@ def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix
 
 
 def check_chart_values(chart: str, values: dict[str, Any]) -> list[str]:
-    return [f"{chart}: {p}" for p in unknown_value_paths(values, chart_defaults(chart))]
+    open_paths = frozenset(OPEN_MAPPINGS.get(chart, ()))
+    return [f"{chart}: {p}" for p in unknown_value_paths(values, chart_defaults(chart), open_paths=open_paths)]

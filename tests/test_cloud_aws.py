@@ -1,4 +1,6 @@
-"""EKS cluster layer under mocks: GPU node groups, node role, model bucket and its identities."""
+"""EKS cluster layer under mocks: GPU pools (always-on node groups and Karpenter), node roles, the
+system node group, the model bucket and its identities. The VPC and Karpenter themselves:
+tests/test_cloud_aws_network.py and tests/test_cloud_aws_karpenter.py."""
 
 from __future__ import annotations
 
@@ -7,15 +9,16 @@ import json
 import pytest
 
 import stack_config as cfg
-from common import contract
-from components.cluster.aws import efa, efs, eks
+from common import contract, driver_versions
+from components.cluster.aws import efa, efs, eks, karpenter
 from components.cluster.aws.policies import NODE_MANAGED_POLICIES
 from components.cluster.common import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
-from offline_plan.mock_runtime import RecordingMocks
-from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, one, run_cloud
+from offline_plan.mock_runtime import MOCK_PRIVATE_SUBNETS, RecordingMocks, mock_id
+from tests.cloud_mocks import MOCK_CLUSTER_SG, one, run_cloud
 from tests.iam_eval import aws_allows
+from tests.schemas import validate_object
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
@@ -33,10 +36,14 @@ def stack(pools, cluster=None, model_store=None) -> cfg.StackConfig:
     return cfg.parse_stack_config(raw, "Pulumi.test.yaml")
 
 
+# l4 starts empty (Karpenter only); h100 has one always-on node and Karpenter may add one more.
 POOLS = [
     {"name": "l4", "gpu": "L4", "minNodes": 0, "maxNodes": 3, "diskGib": 300},
-    {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True, "capacityType": "spot", "maxNodes": 2},
+    {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True, "capacityType": "spot", "minNodes": 1,
+     "maxNodes": 2},
 ]
+# The created VPC's private subnets, by zone (mock ids of aws:ec2/subnet:Subnet).
+PRIVATE = {z: mock_id("aws:ec2/subnet:Subnet", f"llm-serving-network-private-us-east-1{z}") for z in "abcd"}
 
 
 @pytest.fixture(scope="module")
@@ -61,20 +68,38 @@ def role_policy(evaluation, role_part):
     return json.loads(one(evaluation, "aws:iam/rolePolicy:RolePolicy", role_part).inputs["policy"])
 
 
-# --- GPU node groups ---------------------------------------------------------------------------
+def custom(evaluation, kind, pool):
+    found = [r.inputs for r in evaluation.resources if r.is_kubernetes_object and r.inputs["kind"] == kind
+             and r.inputs["metadata"]["name"] == karpenter.object_name(pool)]
+    assert len(found) == 1, f"expected one {kind} for pool {pool}"
+    return found[0]
+
+
+# --- GPU pools: always-on node groups and Karpenter ------------------------------------------
 
 
 def gpu_node_groups(evaluation):
     return [g for g in evaluation.of_type("aws:eks/nodeGroup:NodeGroup") if g.inputs["amiType"] == eks.GPU_AMI_TYPE]
 
 
-def test_every_gpu_node_group_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
-    groups = gpu_node_groups(created)
-    assert sorted(g.name for g in groups) == ["llm-serving-h100-ng", "llm-serving-l4-ng"]
-    for group in groups:
-        assert group.inputs["taints"] == [
-            {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}
-        ]
+def test_a_pool_starting_empty_has_no_node_group_and_karpenter_may_launch_up_to_max_nodes(created):
+    assert [g.name for g in gpu_node_groups(created)] == ["llm-serving-h100-ng"]
+    assert custom(created, "NodePool", "l4")["spec"]["limits"] == {"nodes": "3"}
+
+
+def test_min_nodes_are_a_fixed_size_node_group_and_karpenter_adds_the_rest(created):
+    scaling = node_group(created, "h100").inputs["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (1, 1, 1)
+    # maxNodes 2 = the one always-on node + at most one Karpenter node.
+    assert custom(created, "NodePool", "h100")["spec"]["limits"] == {"nodes": "1"}
+
+
+def test_every_gpu_node_source_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
+    assert node_group(created, "h100").inputs["taints"] == [
+        {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}]
+    for pool in ("l4", "h100"):
+        assert custom(created, "NodePool", pool)["spec"]["template"]["spec"]["taints"] == [
+            {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": contract.GPU_TAINT_EFFECT}]
 
 
 def test_node_labels_are_the_placement_labels_workloads_select_on(created):
@@ -83,37 +108,46 @@ def test_node_labels_are_the_placement_labels_workloads_select_on(created):
     extra = {"l4": {}, "h100": {efa.EFA_NODE_LABEL: "true"}}
     for pool in ("l4", "h100"):
         placement = cluster.placements[pool]
-        assert node_group(created, pool).inputs["labels"] == {**placement.node_selector, **extra[pool]}
+        expected = {**placement.node_selector, **extra[pool]}
+        assert custom(created, "NodePool", pool)["spec"]["template"]["metadata"]["labels"] == expected
         assert placement.node_selector == {contract.LABEL_POOL: pool, contract.LABEL_ACCELERATOR: placement.gpu.lower()}
         assert placement.toleration == {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    assert node_group(created, "h100").inputs["labels"] == {**cluster.placements["h100"].node_selector,
+                                                            efa.EFA_NODE_LABEL: "true"}
 
 
-def test_pool_with_min_zero_is_accepted_and_starts_empty(created):
-    scaling = node_group(created, "l4").inputs["scalingConfig"]
-    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (0, 0, 3)
+def test_nodes_run_the_pinned_nvidia_ami_and_the_catalog_instance_type(created):
+    group = node_group(created, "h100").inputs
+    assert group["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert group["instanceTypes"] == ["p5.48xlarge"]
+    # The AMI release is pinned, so the NVIDIA driver on the nodes is a known fact.
+    assert group["releaseVersion"] == driver_versions.EKS_RELEASE_VERSIONS["1.33"] == "1.33.13-20260714"
+    assert custom(created, "EC2NodeClass", "l4")["spec"]["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
+    requirement = {r["key"]: r["values"] for r in custom(created, "NodePool", "l4")["spec"]["template"]["spec"]["requirements"]}
+    assert requirement["node.kubernetes.io/instance-type"] == ["g6.xlarge"]
 
 
-def test_node_groups_use_the_nvidia_al2023_ami_and_the_catalog_instance_type(created):
-    assert node_group(created, "l4").inputs["amiType"] == "AL2023_x86_64_NVIDIA"
-    assert node_group(created, "l4").inputs["instanceTypes"] == ["g6.xlarge"]
-    assert node_group(created, "h100").inputs["instanceTypes"] == ["p5.48xlarge"]
-
-
-def test_capacity_type_is_spelled_as_eks_wants_it(created):
-    assert node_group(created, "l4").inputs["capacityType"] == "ON_DEMAND"
+def test_capacity_type_is_spelled_as_eks_and_karpenter_want_it(created):
     assert node_group(created, "h100").inputs["capacityType"] == "SPOT"
+    for pool, wanted in (("l4", ["on-demand"]), ("h100", ["spot"])):
+        requirements = custom(created, "NodePool", pool)["spec"]["template"]["spec"]["requirements"]
+        assert {r["key"]: r["values"] for r in requirements}["karpenter.sh/capacity-type"] == wanted
 
 
-def test_root_disk_is_sized_from_disk_gib_and_encrypted(created):
-    (mapping,) = launch_template(created, "l4").inputs["blockDeviceMappings"]
+def test_root_disk_is_sized_from_disk_gib_and_encrypted_on_both_node_sources(created):
+    (mapping,) = launch_template(created, "h100").inputs["blockDeviceMappings"]
     assert mapping["deviceName"] == eks.ROOT_DEVICE
-    assert mapping["ebs"]["volumeSize"] == 300
-    assert mapping["ebs"]["encrypted"] == "true"
-    assert mapping["ebs"]["volumeType"] == "gp3"
+    assert mapping["ebs"]["volumeSize"] == 200
+    assert (mapping["ebs"]["encrypted"], mapping["ebs"]["volumeType"]) == ("true", "gp3")
     # A node group with a launch template must not also set disk_size (EKS refuses it).
-    assert "diskSize" not in node_group(created, "l4").inputs
-    group_template = node_group(created, "l4").inputs["launchTemplate"]
-    assert group_template["id"].endswith("-l4-lt-id") and group_template["version"] == "1"
+    assert "diskSize" not in node_group(created, "h100").inputs
+    group_template = node_group(created, "h100").inputs["launchTemplate"]
+    assert group_template["id"] == mock_id("aws:ec2/launchTemplate:LaunchTemplate", "llm-serving-h100-lt")
+    assert group_template["version"] == "1"
+    (device,) = custom(created, "EC2NodeClass", "l4")["spec"]["blockDeviceMappings"]
+    assert device["deviceName"] == eks.ROOT_DEVICE
+    assert device["ebs"]["volumeSize"] == "300Gi" and device["ebs"]["encrypted"] is True
+    assert custom(created, "EC2NodeClass", "l4")["spec"]["metadataOptions"]["httpTokens"] == "required"
 
 
 def test_node_role_has_exactly_the_three_node_policies_and_nothing_inline(created):
@@ -125,22 +159,33 @@ def test_node_role_has_exactly_the_three_node_policies_and_nothing_inline(create
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
 
 
-def test_efa_pool_gets_one_efa_interface_per_network_card_a_placement_group_and_one_subnet(created):
+def test_efa_pool_gets_interfaces_a_placement_group_and_one_private_subnet_in_a_zone_offering_it(created):
     template = launch_template(created, "h100").inputs
     interfaces = template["networkInterfaces"]
     assert len(interfaces) == efa.EFA_INTERFACES["p5.48xlarge"] == 32
     assert {i["interfaceType"] for i in interfaces} == {"efa"}
     assert [i["networkCardIndex"] for i in interfaces] == list(range(len(interfaces)))
     assert interfaces[0]["deviceIndex"] == 0 and {i["deviceIndex"] for i in interfaces[1:]} == {1}
+    # No subnet in a managed node group's launch template (EKS refuses it); the node group has one.
+    assert not any("subnetId" in i for i in interfaces)
     efa_sg = one(created, "aws:ec2/securityGroup:SecurityGroup", "h100-efa")
     for interface in interfaces:
-        assert interface["securityGroups"] == [MOCK_CLUSTER_SG, f"{efa_sg.name}-id"]
+        assert interface["securityGroups"] == [MOCK_CLUSTER_SG, mock_id(efa_sg.type, efa_sg.name)]
     assert efa_sg.inputs["ingress"][0]["self"] is True
     group = one(created, "aws:ec2/placementGroup:PlacementGroup", "h100-pg")
     assert group.inputs["strategy"] == "cluster"
     assert template["placement"]["groupName"] == group.name
-    assert node_group(created, "h100").inputs["subnetIds"] == MOCK_SUBNETS[:1]
+    # p5.48xlarge is offered in zones b and d of the mock region: the private subnet of zone b.
+    assert node_group(created, "h100").inputs["subnetIds"] == [PRIVATE["b"]]
     assert created.result.placements["h100"].rdma is True
+    # Karpenter's nodes of the pool: same subnet, zone, placement group and security groups.
+    node_class = custom(created, "EC2NodeClass", "h100")["spec"]
+    assert node_class["subnetSelectorTerms"] == [{"id": PRIVATE["b"]}]
+    assert node_class["placementGroupSelector"] == {"name": group.name}
+    assert node_class["securityGroupSelectorTerms"] == [{"id": MOCK_CLUSTER_SG}, {"id": mock_id(efa_sg.type, efa_sg.name)}]
+    assert node_class["associatePublicIPAddress"] is False
+    requirements = custom(created, "NodePool", "h100")["spec"]["template"]["spec"]["requirements"]
+    assert {r["key"]: r["values"] for r in requirements}["topology.kubernetes.io/zone"] == ["us-east-1b"]
 
 
 def test_efa_pool_exposes_the_efa_devices_its_pods_request_and_other_pools_none(created):
@@ -150,12 +195,12 @@ def test_efa_pool_exposes_the_efa_devices_its_pods_request_and_other_pools_none(
     }
 
 
-def helm_releases(evaluation):
-    return evaluation.of_type("kubernetes:helm.sh/v3:Release")
+def helm_releases(evaluation, chart_part=""):
+    return [r for r in evaluation.of_type("kubernetes:helm.sh/v3:Release") if chart_part in r.inputs["chart"]]
 
 
 def test_efa_device_plugin_is_installed_pinned_on_efa_nodes_tolerating_the_gpu_taint(created):
-    (release,) = helm_releases(created)
+    (release,) = helm_releases(created, "efa")
     inputs = release.inputs
     assert inputs["chart"] == "aws-efa-k8s-device-plugin"
     assert inputs["version"] == efa.EFA_CHART_VERSION == "v0.5.30"
@@ -164,26 +209,34 @@ def test_efa_device_plugin_is_installed_pinned_on_efa_nodes_tolerating_the_gpu_t
     values = inputs["values"]
     # Only keys the chart's values.yaml (v0.5.30) has; Helm would silently ignore any other.
     assert set(values) <= {"nodeSelector", "tolerations"}
-    # It runs exactly where the EFA pools' nodes are: their node group carries the selected label.
+    # It runs exactly where the EFA pools' nodes are: both node sources carry the selected label.
     (selector_key, selector_value), = values["nodeSelector"].items()
     assert node_group(created, "h100").inputs["labels"][selector_key] == selector_value
-    assert selector_key not in node_group(created, "l4").inputs["labels"]
+    assert custom(created, "NodePool", "h100")["spec"]["template"]["metadata"]["labels"][selector_key] == selector_value
+    assert selector_key not in custom(created, "NodePool", "l4")["spec"]["template"]["metadata"]["labels"]
     assert values["tolerations"] == [created.result.placements["h100"].toleration]
-    assert values["tolerations"][0]["key"] == contract.GPU_TAINT_KEY
     # Through the cluster's provider, like every Kubernetes resource of the stack.
     provider = one(created, "pulumi:providers:kubernetes")
     assert release.provider.split("::")[-2] == provider.name
 
 
 def test_no_efa_device_plugin_without_an_efa_pool(existing):
-    assert helm_releases(existing) == []
+    assert helm_releases(existing, "efa") == []
     assert existing.result.rdma_attachments == {}
 
 
-def test_pool_without_efa_has_no_efa_interfaces(created):
-    assert "networkInterfaces" not in launch_template(created, "l4").inputs
-    assert node_group(created, "l4").inputs["subnetIds"] == MOCK_SUBNETS
+def test_pool_without_efa_uses_every_private_subnet_of_a_zone_offering_its_type(created):
+    node_class = custom(created, "EC2NodeClass", "l4")["spec"]
+    assert node_class["subnetSelectorTerms"] == [{"id": PRIVATE[z]} for z in "abc"]
+    assert "placementGroupSelector" not in node_class
+    assert node_class["securityGroupSelectorTerms"] == [{"id": MOCK_CLUSTER_SG}]
     assert created.result.placements["l4"].rdma is False
+
+
+def test_karpenter_objects_validate_against_the_v1_14_1_crds(created):
+    for pool in ("l4", "h100"):
+        validate_object(custom(created, "NodePool", pool))
+        validate_object(custom(created, "EC2NodeClass", pool))
 
 
 # --- system node group ---------------------------------------------------------------------------
@@ -194,13 +247,15 @@ def test_created_cluster_has_an_untainted_cpu_system_node_group_for_everything_b
     assert not group.get("taints")
     assert group["labels"] == {contract.LABEL_POOL: "system"}
     assert group["amiType"] == "AL2023_x86_64_STANDARD"
+    assert group["releaseVersion"] == "1.33.13-20260714"
     assert group["instanceTypes"] == [eks.DEFAULT_SYSTEM_INSTANCE_TYPE] == ["m6i.2xlarge"]
     assert group["capacityType"] == "ON_DEMAND"
     scaling = group["scalingConfig"]
     assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (2, 2, 4)
-    assert group["subnetIds"] == MOCK_SUBNETS
+    # Every private subnet of the created VPC (zone b for p5, then a and c).
+    assert group["subnetIds"] == [PRIVATE[z] for z in "abc"]
     # Its nodes join with the same role as the GPU nodes (the three node policies, nothing else).
-    assert group["nodeRoleArn"] == node_group(created, "l4").inputs["nodeRoleArn"] == "arn:aws:mock:::llm-serving-gpu-node"
+    assert group["nodeRoleArn"] == node_group(created, "h100").inputs["nodeRoleArn"] == "arn:aws:mock:::llm-serving-gpu-node"
     # Its pool label value is no GPU pool's, so no GPU server's node selector can match it.
     assert "system" not in created.result.placements
 
@@ -211,18 +266,16 @@ def test_system_node_group_root_disk_is_encrypted_gp3_from_the_launch_template(c
     assert (mapping["ebs"]["volumeType"], mapping["ebs"]["encrypted"]) == ("gp3", "true")
     assert launch_template(created, "system").inputs["metadataOptions"]["httpTokens"] == "required"
     assert "diskSize" not in node_group(created, "system").inputs
-    assert node_group(created, "system").inputs["launchTemplate"]["id"].endswith("-system-lt-id")
 
 
 def test_system_pool_sizes_and_instance_type_come_from_config():
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[1:], cluster={"systemPool": {
         "machineType": "m7i.xlarge", "minNodes": 1, "maxNodes": 6, "diskGib": 120}}), "test"))
     group = node_group(evaluation, "system").inputs
     assert group["instanceTypes"] == ["m7i.xlarge"]
     scaling = group["scalingConfig"]
     assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (1, 1, 6)
     assert launch_template(evaluation, "system").inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"] == 120
-    # The GPU pool is unchanged by it: still tainted, still the NVIDIA AMI.
     (gpu,) = gpu_node_groups(evaluation)
     assert gpu.inputs["taints"][0]["key"] == contract.GPU_TAINT_KEY
 
@@ -240,10 +293,22 @@ def test_the_efs_csi_add_on_waits_for_the_system_nodes_its_controller_runs_on(mo
     assert sorted(type(r).__name__ for r in seen) == ["Addon", "SystemNodeGroup"]
 
 
-def test_existing_cluster_gets_no_system_node_group(existing):
+def test_existing_cluster_gets_no_system_node_group_and_no_karpenter(existing):
     # An existing cluster is assumed to have its own CPU nodes: only the GPU pool is added.
     assert [g.name for g in existing.of_type("aws:eks/nodeGroup:NodeGroup")] == ["shared-gpu-l4-ng"]
     assert [t.name for t in existing.of_type("aws:ec2/launchTemplate:LaunchTemplate")] == ["shared-gpu-l4-lt"]
+    assert helm_releases(existing, "karpenter") == []
+    assert not [r for r in existing.resources if r.is_kubernetes_object and r.inputs["kind"] == "NodePool"]
+
+
+def test_existing_cluster_node_group_keeps_min_desired_max_and_its_private_subnets(existing):
+    group = node_group(existing, "l4").inputs
+    scaling = group["scalingConfig"]
+    assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (0, 0, 3)
+    # The cluster lists three public and three private subnets: nodes go in the private ones.
+    assert group["subnetIds"] == MOCK_PRIVATE_SUBNETS[:3]
+    # The pinned AMI release of the cluster's own Kubernetes version (1.33 in the mock).
+    assert group["releaseVersion"] == "1.33.13-20260714"
 
 
 # --- model bucket --------------------------------------------------------------------------------
@@ -335,11 +400,14 @@ def test_bindings_name_the_service_accounts_and_need_no_annotation_with_pod_iden
     assert (bucket.reader.namespace, bucket.reader.name, bucket.reader.annotations) == ("llm-serving", MODEL_READER_SERVICE_ACCOUNT, {})
 
 
+
+
 def test_created_cluster_uses_api_access_entries_and_installs_the_pod_identity_agent(created):
     cluster = one(created, "aws:eks/cluster:Cluster").inputs
     assert cluster["name"] == "llm-serving" and cluster["version"] == "1.33"
     assert cluster["accessConfig"]["authenticationMode"] == "API"
-    assert cluster["vpcConfig"]["subnetIds"] == MOCK_SUBNETS
+    # The control plane's interfaces in the private subnets of the created VPC.
+    assert cluster["vpcConfig"]["subnetIds"] == [PRIVATE[z] for z in "abc"]
     assert one(created, "aws:eks/addon:Addon", "pod-identity-agent").inputs["addonName"] == "eks-pod-identity-agent"
 
 
@@ -362,13 +430,14 @@ def test_provider_kubeconfig_comes_from_the_cluster_and_mints_tokens_with_aws_cl
     assert user["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "llm-serving", "--region", "us-east-1", "--output", "json"]
 
 
+
 def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
     assert not existing.of_type("aws:eks/cluster:Cluster")
+    assert not existing.of_type("aws:ec2/vpc:Vpc")
     # The cluster's own add-ons are its owner's; only the EFS CSI driver (tests/test_cloud_aws_efs.py) is added.
     assert [a.inputs["addonName"] for a in existing.of_type("aws:eks/addon:Addon")] == ["aws-efs-csi-driver"]
     assert ("aws:eks/getCluster:getCluster", {"name": "shared-gpu", "region": "us-east-1"}) in existing.calls_made
     assert node_group(existing, "l4").inputs["clusterName"] == "shared-gpu"
-    assert node_group(existing, "l4").inputs["subnetIds"] == MOCK_SUBNETS
     config = kubeconfig(existing)
     assert config["clusters"][0]["cluster"]["server"] == "https://mock-existing-eks-endpoint.example"
     assert "shared-gpu" in config["users"][0]["user"]["exec"]["args"]
@@ -376,8 +445,10 @@ def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
 
 def test_region_from_config_reaches_every_regional_resource():
     evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"region": "eu-west-1"}), "test"))
-    regional = [r for r in evaluation.resources if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/", "aws:efs/"))]
+    regional = [r for r in evaluation.resources if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/", "aws:efs/",
+                                                                      "aws:sqs/", "aws:cloudwatch/"))]
     assert regional and {r.inputs.get("region") for r in regional} == {"eu-west-1"}
+    assert {s.inputs["availabilityZone"][:-1] for s in evaluation.of_type("aws:ec2/subnet:Subnet")} == {"eu-west-1"}
 
 
 # --- config errors -----------------------------------------------------------------------------
@@ -411,11 +482,12 @@ def test_efa_on_an_instance_type_without_it_fails_naming_the_key():
 
 
 
+
 # --- Capacity Blocks ---------------------------------------------------------------------------
 
 RESERVATION = "cr-0123456789abcdef0"
 BLOCK_POOL = {"name": "block", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "capacity-block",
-              "capacityReservationId": RESERVATION, "maxNodes": 2}
+              "capacityReservationId": RESERVATION, "minNodes": 1, "maxNodes": 2}
 
 
 def answering(monkeypatch, answers):
@@ -429,29 +501,22 @@ def answering(monkeypatch, answers):
         if result is None:
             return original(self, args)
         self.calls.append((args.token, dict(args.args)))
+        self.call_results.append((args.token, dict(args.args), result))
         return result
 
     monkeypatch.setattr(RecordingMocks, "call", call)
 
 
 def block_in(zone, instance_type="p5.48xlarge"):
-    """Look-up answers for a Capacity Block in `zone`, where the default VPC has subnet-mock-b."""
     def reservation(args):
         assert args["id"] == RESERVATION
         return {"id": RESERVATION, "availabilityZone": zone, "instanceType": instance_type}
 
-    def subnets(args):
-        zone_filter = [f for f in args.get("filters", []) if f["name"] == "availability-zone"]
-        if not zone_filter:
-            return None
-        return {"id": "in-zone", "ids": ["subnet-mock-b"] if zone_filter[0]["values"] == ["us-east-1b"] else []}
-
-    return {"aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation": reservation,
-            "aws:ec2/getSubnets:getSubnets": subnets}
+    return {"aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation": reservation}
 
 
-def test_capacity_block_pool_targets_its_reservation_from_the_launch_template(monkeypatch):
-    answering(monkeypatch, block_in("us-east-1b"))
+def test_capacity_block_pool_targets_its_reservation_from_the_launch_template_and_karpenter(monkeypatch):
+    answering(monkeypatch, block_in("us-east-1d"))
     evaluation = run_cloud(lambda: create_cluster(stack([POOLS[0], BLOCK_POOL]), "test"))
     template = launch_template(evaluation, "block").inputs
     assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
@@ -463,12 +528,16 @@ def test_capacity_block_pool_targets_its_reservation_from_the_launch_template(mo
     group = node_group(evaluation, "block").inputs
     assert group["capacityType"] == "CAPACITY_BLOCK"
     assert not group.get("instanceTypes")
-    # Only the subnet in the block's zone: launches elsewhere would fail.
-    assert group["subnetIds"] == ["subnet-mock-b"]
-    # Other pools keep every subnet, their instance types and no reservation.
-    assert node_group(evaluation, "l4").inputs["subnetIds"] == MOCK_SUBNETS
-    assert node_group(evaluation, "l4").inputs["instanceTypes"] == ["g6.xlarge"]
-    assert "capacityReservationSpecification" not in launch_template(evaluation, "l4").inputs
+    # The VPC spans the block's zone and the pool gets only its subnet there.
+    assert group["subnetIds"] == [PRIVATE["d"]]
+    # Karpenter consumes the block as reserved capacity (tasks/odcrs.md).
+    node_class = custom(evaluation, "EC2NodeClass", "block")["spec"]
+    assert node_class["capacityReservationSelectorTerms"] == [{"id": RESERVATION}]
+    requirements = custom(evaluation, "NodePool", "block")["spec"]["template"]["spec"]["requirements"]
+    assert {r["key"]: r["values"] for r in requirements}["karpenter.sh/capacity-type"] == ["reserved"]
+    validate_object(custom(evaluation, "EC2NodeClass", "block"))
+    # Other pools keep every private subnet of a zone offering their type and no reservation.
+    assert "capacityReservationSelectorTerms" not in custom(evaluation, "EC2NodeClass", "l4")["spec"]
 
 
 def test_capacity_block_with_efa_uses_the_blocks_placement_not_a_placement_group_of_its_own(monkeypatch):
@@ -478,16 +547,26 @@ def test_capacity_block_with_efa_uses_the_blocks_placement_not_a_placement_group
     assert len(template["networkInterfaces"]) == efa.EFA_INTERFACES["p5.48xlarge"]
     assert "placement" not in template
     assert not evaluation.of_type("aws:ec2/placementGroup:PlacementGroup")
-    assert node_group(evaluation, "block").inputs["subnetIds"] == ["subnet-mock-b"]
+    assert "placementGroupSelector" not in custom(evaluation, "EC2NodeClass", "block")["spec"]
+    assert node_group(evaluation, "block").inputs["subnetIds"] == [PRIVATE["b"]]
 
 
-def test_capacity_block_in_a_zone_without_a_cluster_subnet_fails_naming_the_key(monkeypatch):
-    answering(monkeypatch, block_in("us-east-1f"))
+def test_capacity_block_in_a_zone_eks_refuses_fails_naming_the_key(monkeypatch):
+    # us-east-1e is use1-az3 in the mock account, where EKS takes no cluster subnet.
+    answering(monkeypatch, block_in("us-east-1e"))
     with pytest.raises(cfg.ConfigError) as err:
         run_cloud(lambda: create_cluster(stack([BLOCK_POOL]), "test"))
     (problem,) = err.value.problems
     assert problem.startswith("Pulumi.test.yaml: pools[0].capacityReservationId: ")
-    assert RESERVATION in problem and "us-east-1f" in problem
+    assert "us-east-1e" in problem
+
+
+def test_capacity_block_outside_an_existing_clusters_zones_fails_naming_the_key(monkeypatch):
+    answering(monkeypatch, block_in("us-east-1d"))
+    with pytest.raises(cfg.ConfigError) as err:
+        run_cloud(lambda: create_cluster(stack([BLOCK_POOL], cluster={"create": False, "name": "shared"}), "test"))
+    (problem,) = err.value.problems
+    assert "pools[0].capacityReservationId" in problem and RESERVATION in problem and "us-east-1d" in problem
 
 
 def test_capacity_block_of_another_instance_type_fails_naming_the_key(monkeypatch):
@@ -498,16 +577,24 @@ def test_capacity_block_of_another_instance_type_fails_naming_the_key(monkeypatc
     assert "pools[0].capacityReservationId" in problem and "p5en.48xlarge" in problem and "p5.48xlarge" in problem
 
 
-# --- subnets EKS refuses -------------------------------------------------------------------------
+# --- zones and subnets EKS refuses ---------------------------------------------------------------
 
 
-def test_created_cluster_leaves_out_default_subnets_in_zones_eks_does_not_support(monkeypatch):
+def test_created_vpc_never_spans_a_zone_eks_refuses():
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"network": {"zoneCount": 6}}), "test"))
+    zones = sorted(s.inputs["availabilityZone"] for s in evaluation.of_type("aws:ec2/subnet:Subnet")
+                   if "private" in s.name)
+    # Six zones in the mock region, one of them (us-east-1e = use1-az3) refused by EKS.
+    assert zones == ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"]
+
+
+def test_default_vpc_leaves_out_default_subnets_in_zones_eks_does_not_support(monkeypatch):
     zone_ids = {"subnet-mock-a": "use1-az1", "subnet-mock-b": "use1-az3", "subnet-mock-c": "use1-az6"}
     answering(monkeypatch, {"aws:ec2/getSubnet:getSubnet": lambda args: {
-        "id": args["id"], "availabilityZoneId": zone_ids[args["id"]]}})
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1]), "test"))
+        "id": args["id"], "availabilityZoneId": zone_ids[args["id"]], "availabilityZone": f"us-east-1{args['id'][-1]}"}})
+    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"network": {"vpc": "default"}}), "test"))
     kept = ["subnet-mock-a", "subnet-mock-c"]
     assert one(evaluation, "aws:eks/cluster:Cluster").inputs["vpcConfig"]["subnetIds"] == kept
-    assert node_group(evaluation, "l4").inputs["subnetIds"] == kept
     assert node_group(evaluation, "system").inputs["subnetIds"] == kept
+    assert custom(evaluation, "EC2NodeClass", "l4")["spec"]["subnetSelectorTerms"] == [{"id": s} for s in kept]
     assert sorted(t.inputs["subnetId"] for t in evaluation.of_type("aws:efs/mountTarget:MountTarget")) == kept

@@ -10,10 +10,10 @@ import pytest
 from common import contract
 from components.cluster.aws import efs
 from components.cluster.select import create_cluster
-from offline_plan.mock_runtime import RecordingMocks, evaluate_stack
-from tests.cloud_mocks import MOCK_CLUSTER_SG, MOCK_SUBNETS, run_cloud
+from offline_plan.mock_runtime import RecordingMocks, evaluate_stack, mock_id
+from tests.cloud_mocks import MOCK_CLUSTER_SG, run_cloud
 from tests.schemas import validate_object
-from tests.test_cloud_aws import POOLS, one, stack
+from tests.test_cloud_aws import POOLS, PRIVATE, custom, one, stack
 
 EFS_TYPES = ("aws:efs/",)
 
@@ -62,15 +62,17 @@ def test_file_system_is_encrypted_with_elastic_throughput(created):
     assert not fs.get("lifecyclePolicies")
 
 
-def test_one_mount_target_per_node_subnet_all_on_this_file_system(created):
+def test_one_mount_target_per_zone_of_the_private_node_subnets_all_on_this_file_system(created):
     fs = one(created, "aws:efs/fileSystem:FileSystem")
     targets = created.of_type("aws:efs/mountTarget:MountTarget")
-    node_subnets = set(one(created, "aws:eks/nodeGroup:NodeGroup", "-l4-ng").inputs["subnetIds"])
-    assert sorted(t.inputs["subnetId"] for t in targets) == sorted(node_subnets) == sorted(MOCK_SUBNETS)
+    node_subnets = [t["id"] for t in custom(created, "EC2NodeClass", "l4")["spec"]["subnetSelectorTerms"]]
+    assert sorted(t.inputs["subnetId"] for t in targets) == sorted(node_subnets) == [PRIVATE[z] for z in "abc"]
+    # Named by zone: a created VPC's subnet ids are unknown until it exists.
+    assert sorted(t.name for t in targets) == [f"llm-serving-efs-mount-us-east-1{z}" for z in "abc"]
     group = nfs_group(created)
     for target in targets:
         assert target.inputs["fileSystemId"] == f"{fs.name}-id"
-        assert target.inputs["securityGroups"] == [f"{group.name}-id"]
+        assert target.inputs["securityGroups"] == [mock_id(group.type, group.name)]
     # The EFA pool's single subnet is one of them, so its nodes mount in their own zone.
     efa_subnets = one(created, "aws:eks/nodeGroup:NodeGroup", "-h100-ng").inputs["subnetIds"]
     assert set(efa_subnets) <= {t.inputs["subnetId"] for t in targets}
@@ -78,7 +80,7 @@ def test_one_mount_target_per_node_subnet_all_on_this_file_system(created):
 
 def test_nfs_is_admitted_only_from_the_cluster_security_group_on_2049(created):
     group = nfs_group(created).inputs
-    assert group["vpcId"] == "vpc-mock-default"
+    assert group["vpcId"] == mock_id("aws:ec2/vpc:Vpc", "llm-serving-network-vpc")
     assert admits(group, MOCK_CLUSTER_SG, 2049)
     assert not admits(group, MOCK_CLUSTER_SG, 2049, "udp")
     assert not admits(group, MOCK_CLUSTER_SG, 22) and not admits(group, MOCK_CLUSTER_SG, 111)
@@ -169,9 +171,9 @@ def test_existing_cluster_gets_efs_in_its_own_vpc_behind_its_own_security_group(
 
 def test_existing_cluster_with_two_subnets_per_zone_gets_one_mount_target_per_zone(monkeypatch):
     # An existing cluster commonly lists a public and a private subnet in each zone; EFS refuses a
-    # second mount target in a zone, so the program must pick one subnet per zone.
-    zones = {"subnet-pub-a": "use1-az1", "subnet-priv-a": "use1-az1", "subnet-pub-b": "use1-az2",
-             "subnet-priv-b": "use1-az2", "subnet-only-c": "use1-az4"}
+    # second mount target in a zone, so the program picks one node (private) subnet per zone.
+    zones = {"subnet-pub-a": "us-east-1a", "subnet-priv-a": "us-east-1a", "subnet-pub-b": "us-east-1b",
+             "subnet-priv-b": "us-east-1b", "subnet-priv2-b": "us-east-1b", "subnet-only-c": "us-east-1c"}
     original = RecordingMocks.call
 
     def call(self, args):
@@ -179,14 +181,17 @@ def test_existing_cluster_with_two_subnets_per_zone_gets_one_mount_target_per_zo
         if args.token == "aws:eks/getCluster:getCluster":
             result["vpcConfig"] = {**result["vpcConfig"], "subnetIds": list(zones)}
         if args.token == "aws:ec2/getSubnet:getSubnet":
-            result["availabilityZoneId"] = zones[args.args["id"]]
+            result["availabilityZone"] = zones[args.args["id"]]
+        if args.token == "aws:ec2/getRouteTables:getRouteTables":
+            subnet = [f["values"][0] for f in args.args.get("filters", []) if f["name"] == "association.subnet-id"]
+            if subnet and "pub" not in subnet[0]:
+                result["ids"] = ["rtb-mock-private"]
         return result
 
     monkeypatch.setattr(RecordingMocks, "call", call)
     evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test"))
     mounted = sorted(t.inputs["subnetId"] for t in evaluation.of_type("aws:efs/mountTarget:MountTarget"))
     assert mounted == ["subnet-only-c", "subnet-priv-a", "subnet-priv-b"]
-    assert sorted({zones[s] for s in mounted}) == sorted(set(zones.values()))
 
 
 # --- who manages the class -------------------------------------------------------------------------
@@ -231,8 +236,6 @@ def test_manage_rwx_storage_false_leaves_an_existing_efs_sc_class_to_the_cluster
     assert not [r for r in evaluation.resources if r.type.startswith(EFS_TYPES)]
     assert not [r for r in evaluation.resources if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
     assert not evaluation.of_type("aws:eks/addon:Addon")
-    # No subnet look-ups either: mount targets are not needed.
-    assert not [token for token, _ in evaluation.calls_made if token == "aws:ec2/getSubnet:getSubnet"]
 
 
 def test_manage_rwx_storage_true_creates_efs_behind_a_class_of_the_configured_name():
@@ -245,7 +248,7 @@ def test_manage_rwx_storage_true_creates_efs_behind_a_class_of_the_configured_na
     assert sc.inputs["metadata"]["name"] == "team-efs"
     fs = one(evaluation, "aws:efs/fileSystem:FileSystem")
     assert sc.inputs["parameters"]["fileSystemId"] == f"{fs.name}-id"
-    assert len(evaluation.of_type("aws:efs/mountTarget:MountTarget")) == len(MOCK_SUBNETS)
+    assert len(evaluation.of_type("aws:efs/mountTarget:MountTarget")) == len(PRIVATE) - 1  # three zones
     assert one(evaluation, "aws:eks/addon:Addon", "-efs-csi-driver").inputs["addonName"] == "aws-efs-csi-driver"
 
 

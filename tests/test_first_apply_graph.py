@@ -21,6 +21,7 @@ class Box(pulumi.ComponentResource):
 
 def program():
     cluster = k8s.core.v1.Namespace("cluster-stand-in", metadata={"name": "a"})
+    Box("held-back", opts=pulumi.ResourceOptions(depends_on=[cluster]))
     provider = k8s.Provider("k8s", kubeconfig=cluster.metadata.apply(lambda m: "{}"))
     box = Box("box")
     k8s.core.v1.ConfigMap("after-box", data={"x": "y"}, opts=pulumi.ResourceOptions(depends_on=[box]))
@@ -50,6 +51,11 @@ def test_a_resource_waits_for_its_provider_and_what_the_provider_reads(graph):
     later = named(graph, "through-provider")
     assert graph.waits_for(later, named(graph, "k8s"))
     assert graph.waits_for(later, named(graph, "cluster-stand-in"))
+
+
+def test_a_child_waits_for_what_its_parent_component_depends_on(graph):
+    assert graph.waits_for(named(graph, "held-back-inner"), named(graph, "cluster-stand-in"))
+    assert not graph.waits_for(named(graph, "box-inner"), named(graph, "cluster-stand-in"))
 
 
 def test_unrelated_resources_do_not_wait_for_each_other(graph):

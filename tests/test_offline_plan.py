@@ -43,6 +43,25 @@ def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_pla
     assert "`hfToken` is not set in Pulumi.prod.yaml; this plan used a placeholder" in plan_md
 
 
+def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unresolved(prod_plan, tmp_path):
+    _, folder = prod_plan
+    plan_md = (folder / "plan.md").read_text()
+    assert "## Cluster platform (network, NAT, node autoscaling)" in plan_md
+    assert "- **Network**: created, 10.0.0.0/16" in plan_md
+    assert "- **NAT**: 1 NAT gateway(s) (single)" in plan_md
+    assert "- **Node autoscaler**: Karpenter 1.14.1" in plan_md
+    assert "| h100 | p5.48xlarge | us-east-1b, us-east-1d | us-east-1b | private | 1 | 1 | placement group |" in plan_md
+    assert "aws:ec2/natGateway:NatGateway" in plan_md and "kubernetes:karpenter.sh/v1:NodePool" in plan_md
+    assert "| llama-3-3-70b-instruct | h100 | 13.0 (unresolved) | 580.159.03 | runs (CUDA 13.0 needs >= 580.95.05) |" in plan_md
+    assert '`docker run --rm --entrypoint python3 vllm/vllm-openai:v0.32.0 -c "import torch; print(torch.version.cuda)"`' in plan_md
+    assert offline_plan.run("dev", tmp_path) == 0
+    dev_md = (tmp_path / "dev" / "plan.md").read_text()
+    assert "- **Google APIs enabled**: container.googleapis.com, compute.googleapis.com" in dev_md
+    assert "gcloud services enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com" in dev_md
+    assert "| llama-3-1-8b-instruct | l4 | 13.0 (unresolved) | unknown (unresolved) | unknown |" in dev_md
+    assert "nvidia-smi --query-gpu=driver_version" in dev_md
+
+
 def test_no_secret_value_reaches_a_plan_file(tmp_path, monkeypatch):
     token = "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123"
     monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack: _with_secret(stack, token))

@@ -53,6 +53,15 @@ class ExistingCluster(pulumi.ComponentResource):
         self.rwx_storage_class = args.rwx_storage_class
         self.staging_storage_class = None
         self.rdma_attachments = {}
+        self.platform = {
+            "cloud": "existing",
+            "vpc": "the cluster's own",
+            "nat": "the cluster's own",
+            # The stack describes the cluster's nodes; whatever grows them is the cluster's.
+            "autoscaler": "the cluster's own, if any (the plan counts pools at maxNodes as the stack declares them)",
+            "pools": [{"pool": p.pool, "maxNodes": p.max_nodes, "nodeSetup": "; ".join(node_setup_commands(p))}
+                      for p in args.placements],
+        }
         self.register_outputs({})
 
 

@@ -116,3 +116,5 @@ class Cluster(Protocol):
     staging_storage_class: str | None
     # Per pool, the RDMA devices a replica spanning nodes requests (AWS EFA); empty elsewhere.
     rdma_attachments: dict[str, RdmaAttachment]
+    # Plain values for the offline plan: network, NAT, node autoscaler, APIs, each pool's nodes.
+    platform: dict

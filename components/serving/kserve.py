@@ -314,7 +314,8 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
     spec: dict[str, Any] = {
         "model": model,
         "labels": pod_labels(plan) if not canary else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
-        "annotations": annotations(plan),
+        # The predictor's annotations go on its pods; Karpenter must not take a serving pod's node.
+        "annotations": {**annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true"},
         "nodeSelector": args.placement.node_selector,
         "tolerations": args.placement.tolerations,
         "terminationGracePeriodSeconds": pp.termination_grace_period_seconds,

@@ -125,13 +125,10 @@ def workload_annotations(plan: Any) -> dict[str, str]:
 
 
 def rollout_deadline_seconds(plan: Any) -> int:
-    """How long a rollout may take: pulling a 10-20 GB engine image, then the startup budget.
-
-    Twice the startup budget, at least 10 minutes. It is the Deployment's progressDeadlineSeconds
-    and, with a minute to spare, how long `pulumi up` waits for the workload: the provider's
-    default of 10 minutes would fail an update while a 70B model is still loading.
-    """
-    return max(600, plan.startup_budget_seconds * 2)
+    """The plan's rollout deadline (planner/plan.py `ModelPlan.rollout_deadline_seconds`): the
+    Deployment's progressDeadlineSeconds and, with a minute to spare, how long `pulumi up` waits for
+    the workload. It includes a node's provisioning when the pool may have to grow for the pods."""
+    return plan.rollout_deadline_seconds
 
 
 def api_service_name(plan: Any) -> str:
@@ -283,7 +280,8 @@ class PodBuilder:
 
     def template(self, container: dict[str, Any], component: str) -> dict[str, Any]:
         labels = {**_labels(self.plan, component), contract.LABEL_REVISION: self.plan.revision}
-        annotations = workload_annotations(self.plan)
+        # Pod-only: Karpenter reads it from pods, and a server pod must keep its node mid-stream.
+        annotations = {**workload_annotations(self.plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true"}
         if self.rdma is not None and self.rdma.network:
             annotations = {**annotations, MULTUS_NETWORKS_ANNOTATION: self.rdma.network}
         return {

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -63,29 +62,15 @@ def manages_rwx_storage(configured_class: str | None, manage: bool | None) -> bo
     return manage if manage is not None else manages_storage_class(configured_class)
 
 
-def one_subnet_per_zone(subnet_ids: Sequence[str], region: str, opts: pulumi.InvokeOptions | None = None) -> list[str]:
-    """The first subnet (by id) of each Availability Zone among `subnet_ids`.
-
-    An EFS file system takes at most one mount target per Availability Zone, and a mount target is
-    reachable from every subnet of its zone, so one per zone serves all node subnets. An existing
-    cluster often lists a public and a private subnet per zone, hence the look-up.
-    """
-    chosen: dict[str, str] = {}
-    for subnet_id in sorted(set(subnet_ids)):
-        subnet = aws.ec2.get_subnet(id=subnet_id, region=region, opts=opts)
-        # A real subnet always has a zone; only an offline evaluation may leave it unknown, and then
-        # the subnet stands for itself rather than hiding its neighbours.
-        zone = subnet.availability_zone_id or subnet.availability_zone or subnet_id
-        chosen.setdefault(zone, subnet_id)
-    return sorted(chosen.values())
-
-
 @dataclass(frozen=True)
 class EfsStorageArgs:
     cluster_name: pulumi.Input[str]
     vpc_id: pulumi.Input[str]
-    # Plain ids, at most one per Availability Zone (see `one_subnet_per_zone`): one mount target each.
-    mount_subnet_ids: list[str]
+    # (stable key, subnet id), one per Availability Zone (`EksNetwork.one_per_zone`): EFS takes one
+    # mount target per zone, and a mount target serves every subnet of its zone. The key (the
+    # subnet id when looked up, the zone for a created VPC) names the mount target, so a change
+    # in the list never renames (replaces) the rest.
+    mount_subnets: list[tuple[str, pulumi.Input[str]]]
     # Every node of the cluster is in this group (EKS attaches it to managed node groups, and EFA
     # launch templates list it explicitly), so NFS from it means NFS from the nodes.
     cluster_security_group_id: pulumi.Input[str]
@@ -151,15 +136,14 @@ class EfsStorage(pulumi.ComponentResource):
 
         mount_targets = [
             aws.efs.MountTarget(
-                # Named by subnet, so a change in the subnet list never renames (replaces) the rest.
-                f"{name}-mount-{subnet_id}",
+                f"{name}-mount-{key}",
                 file_system_id=file_system.id,
                 subnet_id=subnet_id,
                 security_groups=[security_group.id],
                 region=region,
                 opts=child,
             )
-            for subnet_id in args.mount_subnet_ids
+            for key, subnet_id in args.mount_subnets
         ]
 
         controller_role = aws.iam.Role(

@@ -1,6 +1,7 @@
-"""EKS: the cluster (created, or an existing one by name), its GPU managed node groups, the CPU
-system node group of a created cluster, the model bucket's identities, and the Kubernetes provider
-every Kubernetes resource of the stack uses.
+"""EKS: the cluster (created, or an existing one by name), its network, its GPU pools (an always-on
+managed node group and, on a created cluster, Karpenter for the rest), the CPU system node group of
+a created cluster, the model bucket's identities, and the Kubernetes provider every Kubernetes
+resource of the stack uses.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 import stack_config as cfg
-from common import contract, gpu_driver, gpus
-from components.cluster.aws import efa, efs, policies
+from common import contract, driver_versions, gpu_driver, gpus
+from components.cluster.aws import efa, efs, karpenter, karpenter_iam, network, policies
 from components.cluster.aws.bucket import S3ModelBucket, S3ModelBucketArgs
+from components.cluster.aws.network import EksNetwork, Subnet
 from components.cluster.common import (
     MODEL_READER_SERVICE_ACCOUNT,
     MODEL_WRITER_SERVICE_ACCOUNT,
@@ -29,14 +31,14 @@ from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachme
 # GPU Operator runs with driver/toolkit disabled on EKS.
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 # Root device of the AL2023 EKS AMIs.
-ROOT_DEVICE = "/dev/xvda"
+ROOT_DEVICE = karpenter.ROOT_DEVICE
 # gp3 defaults to 125 MB/s; unpacking a 10-20 GB engine image is bound by disk writes, so pay for
 # 500 MB/s (of gp3's 1000 MB/s maximum) on GPU nodes whose hourly price dwarfs the disk's.
 ROOT_DISK_THROUGHPUT_MBPS = 500
 ROOT_DISK_IOPS = 6000
 
-# The system node group: untainted CPU nodes for CoreDNS, the operators' controllers, the EFS CSI
-# controller, KEDA and the mirror Jobs. Standard EKS-optimized AL2023 (no GPU driver needed).
+# The system node group: untainted CPU nodes for CoreDNS, the operators' controllers, Karpenter,
+# the EFS CSI controller, KEDA and the mirror Jobs. Standard EKS-optimized AL2023 (no GPU driver).
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # 8 vCPU / 32 GiB: room for the controllers plus a mirror Job hashing and uploading a model's
 # files. `cluster.systemPool.machineType` overrides it.
@@ -46,12 +48,7 @@ SYSTEM_POOL = contract.SYSTEM_POOL
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK"}
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
-# Availability Zones (by zone id, which is the same in every account) where EKS refuses cluster
-# subnets. The default VPC of us-east-1 has a default subnet in use1-az3 (us-east-1e in most
-# accounts), so without this filter a created cluster in the default region fails with
-# UnsupportedAvailabilityZoneException. Source: Amazon EKS User Guide, "View Amazon EKS networking
-# requirements for VPC and subnets" (subnet requirements).
-EKS_UNSUPPORTED_ZONE_IDS = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
+EKS_UNSUPPORTED_ZONE_IDS = network.EKS_UNSUPPORTED_ZONE_IDS
 
 
 def root_disk_launch_template(disk_gib: int, region: str) -> dict:
@@ -95,6 +92,8 @@ class NodePoolSpec:
     pool: cfg.PoolConfig
     machine: gpus.CloudMachine
     placement: GpuPlacement
+    # How the pool gets its nodes (stack_config.pool_scaling): the planner counts the same.
+    scaling: cfg.PoolScaling
     # EC2 Capacity Block reservation id (cr-...), set when capacityType is capacity-block.
     capacity_reservation_id: str | None = None
     # Node labels beyond the placement's, e.g. the MIG manager's partition label.
@@ -102,43 +101,94 @@ class NodePoolSpec:
     # Where the pool is in the stack file, for errors found at look-up time ("Pulumi.dev.yaml: pools[1]").
     config_key: str = "pools"
 
+    @property
+    def node_labels(self) -> dict[str, str]:
+        labels = {**self.placement.node_labels, **dict(self.extra_labels)}
+        if self.pool.efa:
+            # The EFA device plugin's DaemonSet selects EFA nodes of every pool by this label.
+            labels[efa.EFA_NODE_LABEL] = efa.EFA_NODE_LABEL_VALUE
+        return labels
+
+    @property
+    def managed_nodes(self) -> bool:
+        """Does the pool have a managed node group: its always-on nodes, or on a cluster this stack did
+        not create, the whole pool."""
+        return self.scaling.autoscaler != cfg.Autoscaler.karpenter or self.scaling.start_nodes > 0
+
+    @property
+    def karpenter_nodes(self) -> int:
+        """Nodes Karpenter may add on top of the managed node group (0: no NodePool)."""
+        if self.scaling.autoscaler != cfg.Autoscaler.karpenter:
+            return 0
+        return self.scaling.reachable_nodes - self.scaling.start_nodes
+
+
+@dataclass(frozen=True)
+class EfaPlacement:
+    """What every node of an EFA pool shares, whoever launches it."""
+
+    # Allows all traffic within itself (the EFA requirement); on every EFA interface.
+    security_group_id: pulumi.Input[str]
+    # The pool's cluster placement group; None with a Capacity Block, which is placed already.
+    placement_group_name: pulumi.Input[str] | None
+
+
+def efa_placement(name: str, vpc_id: pulumi.Input[str], region: str, capacity_block: bool,
+                  opts: pulumi.ResourceOptions) -> EfaPlacement:
+    # EFA traffic must be allowed to and from the security group itself (AWS EFA setup guide).
+    efa_sg = aws.ec2.SecurityGroup(
+        f"{name}-efa",
+        description="EFA traffic between the GPU nodes of one pool",
+        vpc_id=vpc_id,
+        ingress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}],
+        egress=[
+            {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True},
+            {"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": ["0.0.0.0/0"]},
+        ],
+        region=region,
+        opts=opts,
+    )
+    group = None
+    if not capacity_block:
+        # A Capacity Block is already one UltraCluster placement; a cluster placement group of our
+        # own would not contain the reservation and its launches would fail.
+        group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", region=region, opts=opts).name
+    return EfaPlacement(security_group_id=efa_sg.id, placement_group_name=group)
+
 
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
     spec: NodePoolSpec
     cluster_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
-    # The subnets this pool may use (already narrowed to a Capacity Block's zone, see
-    # `reservation_subnets`); an EFA pool takes the first of them.
-    subnet_ids: list[str]
+    # The subnets this pool may use (`pool_subnets`: in zones offering the instance type; the one
+    # private subnet of an EFA pool; the Capacity Block's zone).
+    subnet_ids: list[pulumi.Input[str]]
     region: str
-    vpc_id: pulumi.Input[str] | None = None
+    # Managed node group AMI release (`1.33.13-20260714`): pins the NVIDIA driver.
+    release_version: str
+    efa: EfaPlacement | None = None
     cluster_security_group_id: pulumi.Input[str] | None = None
 
 
 class GpuNodePool(pulumi.ComponentResource):
-    """A managed node group of one GPU instance type, tainted so only GPU work lands on it."""
+    """A managed node group of one GPU instance type, tainted so only GPU work lands on it.
+
+    On a created cluster it holds the pool's always-on nodes (exactly minNodes; Karpenter adds
+    the rest); on a cluster this stack did not create, the whole pool at its desired size.
+    """
 
     node_group_name: pulumi.Output[str]
     placement: GpuPlacement
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:aws:GpuNodePool", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
         capacity_block = pool.capacityType == "capacity-block"
 
         launch_template = root_disk_launch_template(pool.diskGib, args.region)
-        subnet_ids = list(args.subnet_ids)
-        labels = {**placement.node_labels, **dict(spec.extra_labels)}
-        if pool.efa:
-            # A Capacity Block is already one UltraCluster placement; a cluster placement group of
-            # our own would not contain the reservation and its launches would fail.
-            launch_template.update(self._efa(name, args, machine, placement_group=not capacity_block))
-            # A cluster placement group lives in one Availability Zone, so the pool gets one subnet.
-            subnet_ids = subnet_ids[:1]
-            # The EFA device plugin's DaemonSet selects EFA nodes of every pool by this label.
-            labels[efa.EFA_NODE_LABEL] = efa.EFA_NODE_LABEL_VALUE
+        if args.efa is not None:
+            launch_template.update(self._efa(args, machine))
         instance_types: list[str] | None = [machine.name]
         if capacity_block:
             # Capacity Blocks are consumed only through a launch template that targets the block and
@@ -150,22 +200,30 @@ class GpuNodePool(pulumi.ComponentResource):
             }
             launch_template["instance_type"] = machine.name
             instance_types = None
-        lt = aws.ec2.LaunchTemplate(f"{name}-lt", **launch_template, opts=child)
+        lt = aws.ec2.LaunchTemplate(f"{name}-lt", **launch_template, opts=pulumi.ResourceOptions(parent=self))
 
+        if spec.scaling.autoscaler == cfg.Autoscaler.karpenter:
+            # Fixed at minNodes: Karpenter, not this group, adds nodes for pending pods.
+            size = spec.scaling.start_nodes
+            scaling = {"min_size": size, "max_size": size, "desired_size": size}
+            ignore: list[str] = []
+        else:
+            # A cluster this stack did not create: its owner's autoscaler (if any) may resize it
+            # within min..max; Pulumi leaves the current size alone after creation.
+            scaling = {"min_size": pool.minNodes, "max_size": pool.maxNodes,
+                       "desired_size": cfg.initial_nodes(pool)}
+            ignore = ["scalingConfig.desiredSize"]
         node_group = aws.eks.NodeGroup(
             f"{name}-ng",
             cluster_name=args.cluster_name,
             node_role_arn=args.node_role_arn,
-            subnet_ids=subnet_ids,
+            subnet_ids=args.subnet_ids,
             instance_types=instance_types,
             ami_type=GPU_AMI_TYPE,
+            release_version=args.release_version,
             capacity_type=CAPACITY_TYPES[pool.capacityType],
-            scaling_config={
-                "min_size": pool.minNodes,
-                "max_size": pool.maxNodes,
-                "desired_size": pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes,
-            },
-            labels=labels,
+            scaling_config=scaling,
+            labels=spec.node_labels,
             taints=[{
                 "key": placement.taint_key,
                 "value": placement.taint_value,
@@ -176,32 +234,23 @@ class GpuNodePool(pulumi.ComponentResource):
             update_config={"max_unavailable": 1},
             region=args.region,
             tags={"llm-serving/pool": pool.name},
-            # The cluster autoscaler owns the current size once the pool exists.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=ignore or None),
         )
         self.node_group_name = node_group.node_group_name
         self.placement = placement
         self.register_outputs({"nodeGroupName": self.node_group_name})
 
-    def _efa(self, name: str, args: GpuNodePoolArgs, machine: gpus.CloudMachine, placement_group: bool) -> dict:
-        """EFA interfaces (one per network card), their security group, and a placement group."""
-        child = pulumi.ResourceOptions(parent=self)
-        # EFA traffic must be allowed to and from the security group itself (AWS EFA setup guide).
-        efa_sg = aws.ec2.SecurityGroup(
-            f"{name}-efa",
-            description="EFA traffic between the GPU nodes of one pool",
-            vpc_id=args.vpc_id,
-            ingress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True}],
-            egress=[
-                {"protocol": "-1", "from_port": 0, "to_port": 0, "self": True},
-                {"protocol": "-1", "from_port": 0, "to_port": 0, "cidr_blocks": ["0.0.0.0/0"]},
-            ],
-            region=args.region,
-            opts=child,
-        )
+    @staticmethod
+    def _efa(args: GpuNodePoolArgs, machine: gpus.CloudMachine) -> dict:
+        """EFA interfaces (one per network card) in the launch template, and the placement group.
+
+        No subnet in the interfaces: a launch template of a managed node group may not name one
+        (EKS API, LaunchTemplateSpecification); the node group's single private subnet applies.
+        """
+        assert args.efa is not None
         # Interfaces in a launch template replace the node's default ENI and its security groups,
         # so the cluster security group is listed again next to the EFA one.
-        security_groups = [sg for sg in (args.cluster_security_group_id, efa_sg.id) if sg is not None]
+        security_groups = [sg for sg in (args.cluster_security_group_id, args.efa.security_group_id) if sg is not None]
         interfaces = [
             {
                 "device_index": 0 if card == 0 else 1,
@@ -213,63 +262,82 @@ class GpuNodePool(pulumi.ComponentResource):
             for card in range(efa.interfaces(machine.name))
         ]
         template: dict = {"network_interfaces": interfaces}
-        if placement_group:
-            group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", region=args.region, opts=child)
-            template["placement"] = {"group_name": group.name}
+        if args.efa.placement_group_name is not None:
+            template["placement"] = {"group_name": args.efa.placement_group_name}
         return template
 
 
-def reservation_subnets(
-    reservation_id: str,
-    instance_type: str,
-    subnet_ids: list[str],
-    vpc_id: str,
-    region: str,
-    where: str,
-    opts: pulumi.InvokeOptions | None = None,
-) -> list[str]:
-    """The cluster subnets in the Availability Zone of a Capacity Block.
+# ---------------------------------------------------------------------------------------------
+# Which subnets a pool may use
+
+
+def capacity_block_zone(spec: NodePoolSpec, region: str, opts: pulumi.InvokeOptions | None = None) -> str | None:
+    """The zone of the pool's Capacity Block, after checking the block reserves the pool's type.
 
     A Capacity Block exists in one zone; a node group with subnets elsewhere launches there at
-    random and fails ("The following supplied instance types do not exist"). The reservation is
-    looked up, so its zone and instance type are checked before anything is created.
+    random and fails ("The following supplied instance types do not exist").
     """
-    block = aws.ec2.get_capacity_block_reservation(id=reservation_id, region=region, opts=opts)
-    problems = []
-    if block.instance_type and block.instance_type != instance_type:
-        problems.append(
-            f"{where}.capacityReservationId: {reservation_id} reserves {block.instance_type}, but the pool runs "
-            f"{instance_type}; set machineType to {block.instance_type} or use the matching block"
-        )
-    zone = block.availability_zone
-    if zone is None:
-        # Only an offline evaluation answers without a zone: keep every subnet.
-        chosen = list(subnet_ids)
-    else:
-        in_zone = aws.ec2.get_subnets(
-            filters=[{"name": "vpc-id", "values": [vpc_id]}, {"name": "availability-zone", "values": [zone]}],
-            region=region,
-            opts=opts,
-        )
-        chosen = [s for s in subnet_ids if s in set(in_zone.ids)]
-        if not chosen:
-            problems.append(
-                f"{where}.capacityReservationId: {reservation_id} is in {zone}, where the cluster has no subnet; "
-                "buy the block in a zone of the cluster's subnets"
-            )
-    if problems:
-        raise cfg.ConfigError(problems)
-    return chosen
+    if not spec.capacity_reservation_id:
+        return None
+    block = aws.ec2.get_capacity_block_reservation(id=spec.capacity_reservation_id, region=region, opts=opts)
+    if block.instance_type and block.instance_type != spec.machine.name:
+        raise cfg.ConfigError([
+            f"{spec.config_key}.capacityReservationId: {spec.capacity_reservation_id} reserves {block.instance_type}, "
+            f"but the pool runs {spec.machine.name}; set machineType to {block.instance_type} or use the matching block"
+        ])
+    return block.availability_zone
 
 
-def eks_supported_subnets(subnet_ids: list[str], region: str, opts: pulumi.InvokeOptions | None = None) -> list[str]:
-    """`subnet_ids` without those in zones where EKS refuses cluster subnets."""
-    kept = []
-    for subnet_id in subnet_ids:
-        zone_id = aws.ec2.get_subnet(id=subnet_id, region=region, opts=opts).availability_zone_id
-        if zone_id not in EKS_UNSUPPORTED_ZONE_IDS:
-            kept.append(subnet_id)
-    return kept
+@dataclass(frozen=True)
+class PoolZones:
+    """Where one pool's nodes may go, known before the network is built."""
+
+    # Zones offering the pool's instance type (EC2 DescribeInstanceTypeOfferings).
+    offered: list[str]
+    # The Capacity Block's zone, when the pool consumes one.
+    block_zone: str | None = None
+
+    @property
+    def acceptable(self) -> list[str]:
+        return [self.block_zone] if self.block_zone else self.offered
+
+
+def pool_zones(spec: NodePoolSpec, region: str, opts: pulumi.InvokeOptions | None = None) -> PoolZones:
+    return PoolZones(offered=network.offering_zones(spec.machine.name, region, opts),
+                     block_zone=capacity_block_zone(spec, region, opts))
+
+
+def pool_subnets(spec: NodePoolSpec, zones: PoolZones, net: EksNetwork) -> list[Subnet]:
+    """The node subnets one pool may use.
+
+    Only zones that offer its instance type (or the Capacity Block's zone). An EFA pool takes one
+    private subnet: a cluster placement group lives in one zone, and its nodes, with one interface
+    per network card, get no public address.
+    """
+    where = spec.config_key
+    acceptable = set(zones.acceptable)
+    candidates = sorted(net.node_subnets_in(acceptable), key=lambda s: (s.zone, s.key))
+    if spec.pool.efa:
+        candidates = [s for s in candidates if s.private]
+    if candidates:
+        return candidates[:1] if spec.pool.efa else candidates
+    if zones.block_zone:
+        raise cfg.ConfigError([f"{where}.capacityReservationId: {spec.capacity_reservation_id} is in "
+                               f"{zones.block_zone}, where the cluster has no {'private ' if spec.pool.efa else ''}"
+                               "node subnet; buy the block in a zone of the cluster's subnets"])
+    known = {s.key: s for s in [*net.cluster_subnets, *net.node_subnets]}.values()
+    have = ", ".join(f"{s.key} ({s.zone}, {'private' if s.private else 'public'})" for s in known)
+    if spec.pool.efa:
+        raise cfg.ConfigError([f"{where}.efa: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'}, "
+                               f"and the cluster has no private subnet there (its subnets: {have}); "
+                               f"{cfg.EFA_NEEDS_PRIVATE_SUBNETS}"])
+    raise cfg.ConfigError([f"{where}.machineType: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'} "
+                           f"of the region, where the cluster has no node subnet (its subnets: {have}); choose "
+                           "another instance type"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The system node group
 
 
 @dataclass(frozen=True)
@@ -277,8 +345,9 @@ class SystemNodeGroupArgs:
     pool: cfg.SystemPoolConfig
     cluster_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
-    subnet_ids: pulumi.Input[list[str]]
+    subnet_ids: list[pulumi.Input[str]]
     region: str
+    release_version: str
 
 
 def system_instance_type(pool: cfg.SystemPoolConfig) -> str:
@@ -289,7 +358,7 @@ class SystemNodeGroup(pulumi.ComponentResource):
     """Untainted CPU nodes of a created cluster, for everything that is not a GPU server.
 
     The GPU pools carry the GPU taint, so without these nodes CoreDNS, the operators' controllers,
-    the EFS CSI controller, KEDA and the mirror Jobs would have nowhere to run.
+    Karpenter, the EFS CSI controller, KEDA and the mirror Jobs would have nowhere to run.
     """
 
     node_group_name: pulumi.Output[str]
@@ -304,10 +373,11 @@ class SystemNodeGroup(pulumi.ComponentResource):
             f"{name}-ng",
             cluster_name=args.cluster_name,
             node_role_arn=args.node_role_arn,
-            # Every subnet of the cluster, so the system pods (two CoreDNS replicas) can spread over zones.
+            # Every node subnet of the cluster, so the system pods (two CoreDNS replicas) can spread over zones.
             subnet_ids=args.subnet_ids,
             instance_types=[system_instance_type(pool)],
             ami_type=SYSTEM_AMI_TYPE,
+            release_version=args.release_version,
             # On-demand: losing CoreDNS or a controller to a spot reclaim stalls the whole cluster.
             capacity_type="ON_DEMAND",
             scaling_config={"min_size": pool.minNodes, "max_size": pool.maxNodes, "desired_size": pool.minNodes},
@@ -323,6 +393,10 @@ class SystemNodeGroup(pulumi.ComponentResource):
         self.register_outputs({"nodeGroupName": self.node_group_name})
 
 
+# ---------------------------------------------------------------------------------------------
+# The cluster
+
+
 @dataclass(frozen=True)
 class EksClusterArgs:
     name: str
@@ -330,6 +404,7 @@ class EksClusterArgs:
     kubernetes_version: str
     region: str
     pools: list[NodePoolSpec]
+    network: cfg.NetworkConfig = field(default_factory=cfg.NetworkConfig)
     bucket: S3ModelBucketArgs | None = None
     rwx_storage_class: str = efs.DEFAULT_STORAGE_CLASS
     # Create EFS, its CSI driver and the `rwx_storage_class` StorageClass (see efs.manages_rwx_storage).
@@ -337,6 +412,8 @@ class EksClusterArgs:
     # The CPU system node group; only on a created cluster (an existing one has its own CPU nodes).
     system_pool: cfg.SystemPoolConfig | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # Prefix of config errors found at look-up time ("Pulumi.prod.yaml: ").
+    config_source: str = ""
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -355,6 +432,11 @@ class EksCluster(pulumi.ComponentResource):
     rdma_attachments: dict[str, RdmaAttachment]
     # AWS's EFA device plugin, installed when any pool has EFA.
     efa_device_plugin: efa.EfaDevicePlugin | None
+    # Karpenter, on a created cluster with a pool that can grow.
+    karpenter: karpenter.Karpenter | None
+    network: EksNetwork
+    # What the plan shows about the network, the autoscaler and each pool's nodes.
+    platform: dict
     cloud: str = "aws"
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -362,30 +444,40 @@ class EksCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         region = args.region
 
-        # Look-ups are direct (not `_output`) so the subnet ids are plain values: EFS needs one
-        # mount target resource per zone, and resources are never created inside `apply`.
+        # Look-ups are direct (not `_output`) so zones and subnet ids are plain values: the VPC has
+        # one subnet per zone, EFS one mount target per zone, and resources are never created
+        # inside `apply`.
         invoke = pulumi.InvokeOptions(parent=self)
+        zones = {spec.pool.name: pool_zones(spec, region, invoke) for spec in args.pools}
         addons_ready: list[pulumi.Resource] = []
         if args.create:
-            cluster_name, endpoint, ca_data, subnet_ids, vpc_id, cluster_sg, agent = self._create(name, args)
+            self.network = self._network(name, args, zones, invoke)
+            cluster_name, endpoint, ca_data, cluster_sg, agent = self._create(name, args)
             addons_ready.append(agent)
-            # Default subnets are one per Availability Zone by definition: no look-up needed.
-            mount_subnet_ids = sorted(subnet_ids)
+            kubernetes_version = args.kubernetes_version
         else:
             found = aws.eks.get_cluster(name=args.name, region=region, opts=invoke)
             cluster_name = found.name
             endpoint = found.endpoint
             ca_data = found.certificate_authorities[0].data
-            subnet_ids = list(found.vpc_config.subnet_ids)
-            vpc_id = found.vpc_config.vpc_id
             cluster_sg = found.vpc_config.cluster_security_group_id
-            mount_subnet_ids = (
-                efs.one_subnet_per_zone(subnet_ids, region, invoke) if args.manage_rwx_storage else []
-            )
+            kubernetes_version = found.version or args.kubernetes_version
+            self.network = network.cluster_subnets(list(found.vpc_config.subnet_ids), found.vpc_config.vpc_id,
+                                                   region, invoke)
+        release_version = driver_versions.eks_release_version(kubernetes_version)
+        if release_version is None:
+            raise cfg.ConfigError([
+                f"{args.config_source}cluster.name: EKS cluster {args.name} runs Kubernetes {kubernetes_version}, for "
+                f"which this program pins no EKS AMI release ({driver_versions.EKS_AMI_RELEASE} covers "
+                f"{', '.join(sorted(driver_versions.EKS_RELEASE_VERSIONS))}); upgrade the cluster or add the release"
+            ])
+        net = self.network
+        # Nodes in private subnets join only once their route out (NAT) exists.
+        node_opts = list(net.egress_ready)
 
-        # One role for every node group (GPU pools and the system pool): they need the same three
-        # node policies. The logical name predates the system pool; renaming it would replace the
-        # role and with it every node group.
+        # One role for every managed node group (GPU pools and the system pool): they need the same
+        # three node policies. The logical name predates the system pool; renaming it would replace
+        # the role and with it every node group.
         node_role = aws.iam.Role(
             f"{name}-gpu-node",
             description="Nodes of the llm-serving EKS cluster",
@@ -396,33 +488,40 @@ class EksCluster(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(f"{name}-gpu-node-{key}", role=node_role.name, policy_arn=arn, opts=child)
             for key, arn in policies.NODE_MANAGED_POLICIES.items()
         ]
+
         self.placements = {}
         # Per EFA pool: the device resource its pods request to reach the fabric.
         self.rdma_attachments = {}
+        subnets_of: dict[str, list[Subnet]] = {}
+        efa_of: dict[str, EfaPlacement] = {}
         for spec in args.pools:
-            pool_subnets = subnet_ids
-            if spec.capacity_reservation_id:
-                pool_subnets = reservation_subnets(
-                    spec.capacity_reservation_id, spec.machine.name, subnet_ids, vpc_id, region, spec.config_key, invoke
+            pool = spec.pool
+            subnets = pool_subnets(spec, zones[pool.name], net)
+            subnets_of[pool.name] = subnets
+            if pool.efa:
+                efa_of[pool.name] = efa_placement(f"{name}-{pool.name}", net.vpc_id, region,
+                                                  capacity_block=pool.capacityType == "capacity-block", opts=child)
+            if spec.managed_nodes:
+                GpuNodePool(
+                    f"{name}-{pool.name}",
+                    GpuNodePoolArgs(
+                        spec=spec,
+                        cluster_name=cluster_name,
+                        node_role_arn=node_role.arn,
+                        subnet_ids=[s.id for s in subnets],
+                        region=region,
+                        release_version=release_version,
+                        efa=efa_of.get(pool.name),
+                        cluster_security_group_id=cluster_sg,
+                    ),
+                    # Nodes that join before their role can pull images or assign IPs never get Ready.
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, *node_opts]),
                 )
-            GpuNodePool(
-                f"{name}-{spec.pool.name}",
-                GpuNodePoolArgs(
-                    spec=spec,
-                    cluster_name=cluster_name,
-                    node_role_arn=node_role.arn,
-                    subnet_ids=pool_subnets,
-                    region=region,
-                    vpc_id=vpc_id,
-                    cluster_security_group_id=cluster_sg,
-                ),
-                # Nodes that join before their role can pull images or assign IPs never get Ready.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
-            )
-            self.placements[spec.pool.name] = spec.placement
-            if spec.pool.efa:
-                self.rdma_attachments[spec.pool.name] = efa.rdma_attachment(spec.machine.name)
+            self.placements[pool.name] = spec.placement
+            if pool.efa:
+                self.rdma_attachments[pool.name] = efa.rdma_attachment(spec.machine.name)
 
+        system = None
         if args.create and args.system_pool is not None:
             system = SystemNodeGroup(
                 f"{name}-system",
@@ -430,10 +529,11 @@ class EksCluster(pulumi.ComponentResource):
                     pool=args.system_pool,
                     cluster_name=cluster_name,
                     node_role_arn=node_role.arn,
-                    subnet_ids=subnet_ids,
+                    subnet_ids=[s.id for s in net.node_subnets],
                     region=region,
+                    release_version=release_version,
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, *node_opts]),
             )
             # The EFS CSI add-on turns ACTIVE only once its controller runs, and that needs these nodes.
             addons_ready.append(system)
@@ -460,6 +560,38 @@ class EksCluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=child,
         )
+
+        self.karpenter = None
+        growing = [spec for spec in args.pools if spec.karpenter_nodes > 0]
+        if growing:
+            assert system is not None and args.system_pool is not None, "Karpenter runs on a created cluster's system pool"
+            self.karpenter = self._karpenter(name, args, cluster_name, endpoint, system, addons_ready, node_opts)
+            for spec in growing:
+                subnets = subnets_of[spec.pool.name]
+                placement = efa_of.get(spec.pool.name)
+                karpenter.KarpenterPool(
+                    f"{name}-{spec.pool.name}-karpenter",
+                    karpenter.KarpenterPoolSpec(
+                        pool=spec.pool.name,
+                        placement=spec.placement,
+                        instance_type=spec.machine.name,
+                        capacity_type=spec.pool.capacityType,
+                        nodes=spec.karpenter_nodes,
+                        disk_gib=spec.pool.diskGib,
+                        labels=spec.node_labels,
+                        subnet_ids=[s.id for s in subnets],
+                        zones=sorted({s.zone for s in subnets}),
+                        security_group_ids=[sg for sg in (cluster_sg, placement and placement.security_group_id) if sg],
+                        node_role=self.karpenter.node_role_name,
+                        placement_group=placement.placement_group_name if placement else None,
+                        capacity_reservation_id=spec.capacity_reservation_id,
+                        efa=spec.pool.efa,
+                    ),
+                    self.provider,
+                    wait_for=[self.karpenter.release, *self.karpenter.nodes_may_join, *node_opts],
+                    opts=child,
+                )
+
         # EFA interfaces reach pods only through AWS's device plugin; install it when a pool has EFA.
         self.efa_device_plugin = None
         efa_placements = [spec.placement for spec in args.pools if spec.pool.efa]
@@ -475,8 +607,8 @@ class EksCluster(pulumi.ComponentResource):
                 f"{name}-efs",
                 efs.EfsStorageArgs(
                     cluster_name=cluster_name,
-                    vpc_id=vpc_id,
-                    mount_subnet_ids=mount_subnet_ids,
+                    vpc_id=net.vpc_id,
+                    mount_subnets=[(s.key, s.id) for s in net.one_per_zone()],
                     cluster_security_group_id=cluster_sg,
                     region=region,
                     provider=self.provider,
@@ -485,24 +617,32 @@ class EksCluster(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        self.platform = platform_summary(args, net, zones, subnets_of, release_version)
         self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
+
+    def _network(self, name: str, args: EksClusterArgs, zones: dict[str, PoolZones],
+                 invoke: pulumi.InvokeOptions) -> EksNetwork:
+        config = args.network
+        where = f"{args.config_source}cluster.network"
+        if config.vpc == "default":
+            return network.default_vpc(args.region, invoke)
+        if config.vpc == "existing":
+            assert config.privateSubnetIds, "config requires privateSubnetIds with vpc existing"
+            return network.existing_vpc(list(config.privateSubnetIds), args.region, where, invoke)
+        # Each pool needs a zone offering its instance type (a Capacity Block: its own zone).
+        needs = [(f"{spec.config_key}.capacityReservationId" if spec.capacity_reservation_id
+                  else f"{spec.config_key}.machineType", zones[spec.pool.name].acceptable) for spec in args.pools]
+        chosen = network.choose_zones(network.supported_zones(args.region, invoke), needs, config.zoneCount, where)
+        vpc = network.EksVpc(
+            f"{name}-network",
+            network.VpcArgs(cluster_name=args.name, region=args.region, cidr=config.cidr, zones=chosen,
+                            nat_gateways=config.natGateways, tags=args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return vpc.network
 
     def _create(self, name: str, args: EksClusterArgs):
         child = pulumi.ResourceOptions(parent=self)
-        invoke = pulumi.InvokeOptions(parent=self)
-        # Without subnets in config, a created cluster uses the account's default VPC and its
-        # default subnets (one per Availability Zone).
-        vpc = aws.ec2.get_vpc(default=True, region=args.region, opts=invoke)
-        subnets = aws.ec2.get_subnets(
-            filters=[
-                {"name": "vpc-id", "values": [vpc.id]},
-                {"name": "default-for-az", "values": ["true"]},
-            ],
-            region=args.region,
-            opts=invoke,
-        )
-        # The node groups and EFS mount targets use the same subnets as the control plane.
-        subnet_ids = eks_supported_subnets(sorted(subnets.ids), args.region, invoke)
         role = aws.iam.Role(
             f"{name}-cluster",
             description="EKS control plane of the llm-serving cluster",
@@ -519,7 +659,8 @@ class EksCluster(pulumi.ComponentResource):
             role_arn=role.arn,
             version=args.kubernetes_version,
             vpc_config={
-                "subnet_ids": subnet_ids,
+                # The control plane's interfaces go in the node subnets (private, with a created VPC).
+                "subnet_ids": [s.id for s in self.network.cluster_subnets],
                 "endpoint_public_access": True,
                 "endpoint_private_access": True,
             },
@@ -530,8 +671,8 @@ class EksCluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
         )
-        # Pod Identity (the model bucket's writer and reader) needs this agent on every node.
-        # Version left to EKS: it installs the default build for the cluster's Kubernetes version.
+        # Pod Identity (the model bucket's writer and reader, Karpenter) needs this agent on every
+        # node. Version left to EKS: it installs the default build for the cluster's Kubernetes version.
         agent = aws.eks.Addon(
             f"{name}-pod-identity-agent",
             cluster_name=cluster.name,
@@ -543,11 +684,70 @@ class EksCluster(pulumi.ComponentResource):
             cluster.name,
             cluster.endpoint,
             cluster.certificate_authority.apply(lambda ca: ca.data),
-            subnet_ids,
-            vpc.id,
             cluster.vpc_config.apply(lambda v: v.cluster_security_group_id),
             agent,
         )
+
+    def _karpenter(self, name: str, args: EksClusterArgs, cluster_name, endpoint, system: SystemNodeGroup,
+                   addons_ready: list[pulumi.Resource], node_opts: list[pulumi.Resource]) -> karpenter.Karpenter:
+        invoke = pulumi.InvokeOptions(parent=self)
+        scope = karpenter_iam.Scope(
+            cluster=args.name,
+            region=args.region,
+            account=aws.get_caller_identity(opts=invoke).account_id,
+            partition=aws.get_partition(opts=invoke).partition,
+        )
+        assert args.system_pool is not None
+        return karpenter.Karpenter(
+            f"{name}-karpenter",
+            karpenter.KarpenterArgs(
+                cluster_name=cluster_name,
+                cluster_endpoint=endpoint,
+                scope=scope,
+                system_nodes=args.system_pool.minNodes,
+                provider=self.provider,
+                # The controller runs on the system nodes and takes its credentials from Pod Identity.
+                depends_on=[system, *addons_ready, *node_opts],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+
+def platform_summary(args: EksClusterArgs, net: EksNetwork, zones: dict[str, PoolZones],
+                     subnets_of: dict[str, list[Subnet]], release_version: str) -> dict:
+    """What the offline plan shows about the network, the autoscaler and each pool's nodes."""
+    pools = []
+    for spec in args.pools:
+        subnets = subnets_of[spec.pool.name]
+        pools.append({
+            "pool": spec.pool.name,
+            "instanceType": spec.machine.name,
+            "zonesOffering": ", ".join(zones[spec.pool.name].offered) or "(none found)",
+            "nodeZones": ", ".join(sorted({s.zone for s in subnets})),
+            "subnets": "private" if all(s.private for s in subnets) else "public",
+            "alwaysOnNodes": spec.scaling.start_nodes if spec.managed_nodes else 0,
+            "karpenterNodes": spec.karpenter_nodes,
+            "efa": "placement group" if spec.pool.efa and spec.pool.capacityType != "capacity-block"
+                   else ("Capacity Block" if spec.pool.efa else "no"),
+        })
+    nat = {"create": f"{net.nat_gateways} NAT gateway(s) ({args.network.natGateways})",
+           "default": "none (default VPC: public subnets)",
+           "existing": "the VPC's own (private subnets checked)",
+           "cluster": "the cluster's own"}[net.mode]
+    return {
+        "cloud": "aws",
+        "vpc": {"create": f"created, {args.network.cidr}", "default": "the account's default VPC",
+                "existing": "existing (cluster.network.privateSubnetIds)",
+                "cluster": "the existing cluster's"}[net.mode],
+        "zones": ", ".join(net.zones),
+        "nodeSubnets": "private" if all(s.private for s in net.node_subnets) else "public",
+        "nat": nat,
+        "autoscaler": f"Karpenter {karpenter.VERSION}" if any(s.karpenter_nodes for s in args.pools)
+                      else ("none (fixed-size node groups)" if not args.create else "none needed (no pool grows)"),
+        "nodeImage": f"EKS AL2023 AMI {driver_versions.EKS_AMI_RELEASE} (managed node groups: release {release_version}; "
+                     f"Karpenter: {driver_versions.KARPENTER_AMI_ALIAS})",
+        "pools": pools,
+    }
 
 
 def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
@@ -556,6 +756,7 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
     specs = []
     gpu_operator = stack.operators.gpuOperator
     driver_plan = gpu_driver.resolve_driver_plan("aws", gpu_operator.driver if gpu_operator.enabled else "auto")
+    source = f"Pulumi.{stack_name}.yaml: "
     for i, pool in enumerate(stack.pools):
         machine = cfg.pool_machine(stack.cloud, pool)
         assert machine is not None, f"pool {pool.name} passed config validation without a machine"
@@ -564,9 +765,10 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             pool=pool,
             machine=machine,
             placement=placement_for(pool, rdma=pool.efa),
+            scaling=cfg.pool_scaling(stack, pool),
             # Config requires the id exactly when capacityType is capacity-block.
             capacity_reservation_id=pool.capacityReservationId,
-            config_key=f"Pulumi.{stack_name}.yaml: pools[{i}]",
+            config_key=f"{source}pools[{i}]",
         ))
     store = stack.modelStore
     bucket = S3ModelBucketArgs(
@@ -587,9 +789,11 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             kubernetes_version=stack.cluster.kubernetesVersion,
             region=region,
             pools=specs,
+            network=stack.cluster.network,
             bucket=bucket,
             rwx_storage_class=stack.cluster.rwxStorageClass or efs.DEFAULT_STORAGE_CLASS,
             manage_rwx_storage=efs.manages_rwx_storage(stack.cluster.rwxStorageClass, stack.cluster.manageRwxStorage),
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
+            config_source=source,
         ),
     )

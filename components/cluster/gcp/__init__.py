@@ -1,1 +1,2 @@
-"""GKE: the cluster, its GPU and system node pools and the GCS model bucket."""
+"""GKE: the cluster, its network (`network`: VPC-native subnet, Cloud NAT for private nodes), the
+Google APIs it uses (`apis`), its GPU and system node pools and the GCS model bucket."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -27,6 +27,13 @@ class GcsModelBucketArgs:
     # Base of the GCP service account ids (`<base>-model-writer`), e.g. the cluster name.
     account_base: str
     bucket_name: str | None = None
+    # The Storage and IAM APIs' enablement: the bucket and the accounts are created after them.
+    apis_ready: list[pulumi.Resource] = field(default_factory=list)
+    # What creates the project's Workload Identity pool (a created WI-enabled cluster). GCP refuses a
+    # binding to `<project>.svc.id.goog[ns/ksa]` before the pool exists ("Identity Pool does not
+    # exist", terraform-google-modules/terraform-google-kubernetes-engine#916), and the pool exists
+    # only once the first WI-enabled cluster of the project does. Empty for an existing cluster.
+    identity_pool_ready: list[pulumi.Resource] = field(default_factory=list)
 
 
 class GcsModelBucket(pulumi.ComponentResource):
@@ -39,7 +46,7 @@ class GcsModelBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GcsModelBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:gcp:ModelBucket", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready)
 
         # No force_destroy: deleting the stack must not silently delete mirrored weights.
         bucket = gcp.storage.Bucket(
@@ -81,7 +88,7 @@ class GcsModelBucket(pulumi.ComponentResource):
 
     def _identity(self, name, args: GcsModelBucketArgs, service_account: str, roles, bucket_name,
                   condition_expression, what: str) -> gcp.serviceaccount.Account:
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready)
         gsa = gcp.serviceaccount.Account(
             name,
             account_id=iam.account_id(args.account_base, service_account),
@@ -97,7 +104,7 @@ class GcsModelBucket(pulumi.ComponentResource):
             member=pulumi.Output.from_input(args.project).apply(
                 lambda p: iam.workload_identity_member(p, args.namespace, service_account)
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.apis_ready, *args.identity_pool_ready]),
         )
         for role in roles:
             short = role.rsplit(".", 1)[-1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pulumi
 import pulumi_gcp as gcp
@@ -24,7 +24,8 @@ from components.cluster.common import (
     https,
     placement_for,
 )
-from components.cluster.gcp import iam
+from components.cluster.gcp import apis, iam
+from components.cluster.gcp import network as gke_network
 from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachment
 
@@ -93,6 +94,7 @@ def node_pool(
     zones: list[str],
     initial_nodes_per_zone: int,
     location_policy: str,
+    private_nodes: bool = False,
 ) -> gcp.container.NodePool:
     """A GKE node pool as this program makes every pool: autoscaled on totals, auto-repaired and
     auto-upgraded one node at a time, its size left to the autoscaler after creation."""
@@ -118,6 +120,9 @@ def node_pool(
         # system pool keeps serving while one of its nodes is replaced.
         upgrade_settings={"max_surge": 1, "max_unavailable": 0},
         node_config=node_config,
+        # Internal addresses only; egress through the network's Cloud NAT (NodePool
+        # network_config.enable_private_nodes: "Whether nodes have internal IP addresses only").
+        network_config={"enable_private_nodes": True} if private_nodes else None,
         opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["initialNodeCount"]),
     )
 
@@ -149,6 +154,7 @@ class GpuNodePoolArgs:
     location: str
     project: pulumi.Input[str]
     node_service_account: pulumi.Input[str]
+    private_nodes: bool = False
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -209,6 +215,7 @@ class GpuNodePool(pulumi.ComponentResource):
             initial_per_zone(pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes, spec.zones),
             # ANY lets the autoscaler take GPUs from whichever of the pool's zones has them.
             location_policy="ANY",
+            private_nodes=args.private_nodes,
         )
         self.node_pool_name = pool_resource.name
         self.placement = placement
@@ -225,6 +232,7 @@ class SystemNodePoolArgs:
     # node_locations: `cluster.systemPool.zones`, or `default_zones` of the region.
     zones: list[str]
     config_key: str = "cluster.systemPool"
+    private_nodes: bool = False
 
 
 def system_machine_type(pool: cfg.SystemPoolConfig) -> str:
@@ -268,6 +276,7 @@ class SystemNodePool(pulumi.ComponentResource):
             initial_per_zone(pool.minNodes, args.zones),
             # Spread over the zones (when several are listed), so the system pods survive a zone outage.
             location_policy="BALANCED",
+            private_nodes=args.private_nodes,
         )
         self.node_pool_name = pool_resource.name
         self.register_outputs({"nodePoolName": self.node_pool_name})
@@ -287,6 +296,7 @@ class GkeClusterArgs:
     system_pool: cfg.SystemPoolConfig | None = None
     # Prefix of config errors found here ("Pulumi.dev.yaml: ").
     config_source: str = ""
+    network: cfg.NetworkConfig = field(default_factory=cfg.NetworkConfig)
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -307,12 +317,22 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__("llm-serving:gcp:GkeCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
+        # Every API the resources below use, enabled first (a fresh project has them off).
+        image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
+        self.apis = apis.ProjectApis(
+            f"{name}-apis",
+            apis.ProjectApisArgs(project=args.project,
+                                 apis=apis.needed_apis(filestore=args.create, image_streaming=image_streaming)),
+            opts=child,
+        )
+        needs = self.apis.needs
+
         node_sa = gcp.serviceaccount.Account(
             f"{name}-nodes",
             account_id=iam.account_id(args.name, "gpu-nodes"),
             display_name="GKE nodes of the llm-serving cluster",
             project=args.project,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=needs(apis.IAM)),
         )
         node_roles = [
             gcp.projects.IAMMember(
@@ -325,7 +345,13 @@ class GkeCluster(pulumi.ComponentResource):
             for role in iam.NODE_ROLES
         ]
 
+        net = None
+        private_nodes = False
+        # The pool of Workload Identity exists once a WI-enabled cluster does; bindings wait for it.
+        identity_pool: list[pulumi.Resource] = []
         if args.create:
+            net = self._network(name, args)
+            private_nodes = net.private_nodes
             cluster = gcp.container.Cluster(
                 name,
                 name=args.name,
@@ -333,6 +359,12 @@ class GkeCluster(pulumi.ComponentResource):
                 project=args.project,
                 min_master_version=args.kubernetes_version,
                 release_channel={"channel": RELEASE_CHANNEL},
+                # VPC-native: pod and Service addresses from the subnet's secondary ranges, routable
+                # in the VPC (and needed by private nodes, Filestore and container-native LBs).
+                networking_mode="VPC_NATIVE",
+                network=net.network,
+                subnetwork=net.subnetwork,
+                ip_allocation_policy=net.ip_allocation_policy,
                 # GPU pools and the system pool are separate node pools; the default pool exists only
                 # because the API wants one at creation, and goes away right after.
                 remove_default_node_pool=True,
@@ -346,11 +378,13 @@ class GkeCluster(pulumi.ComponentResource):
                 # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
                 # stack (`pulumi state protect`) where that is not wanted.
                 deletion_protection=False,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[
+                    *node_roles, *needs(apis.CONTAINER, apis.COMPUTE, apis.FILESTORE)]),
             )
             cluster_name = cluster.name
             endpoint = cluster.endpoint
             ca_data = cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
+            identity_pool.append(cluster)
         else:
             found = gcp.container.get_cluster_output(
                 name=args.name, location=args.location, project=args.project, opts=pulumi.InvokeOptions(parent=self)
@@ -359,18 +393,11 @@ class GkeCluster(pulumi.ComponentResource):
             endpoint = found.endpoint
             ca_data = found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
 
-        # Image streaming needs the Container File System API (same Requirements section). Left
-        # enabled on destroy: other workloads of the project may use it.
-        gcfs_api = gcp.projects.Service(
-            f"{name}-containerfilesystem-api",
-            service="containerfilesystem.googleapis.com",
-            project=args.project,
-            disable_on_destroy=False,
-            opts=child,
-        )
+        pool_waits = [*node_roles, *needs(apis.CONTAINER, apis.COMPUTE), *(net.egress_ready if net else [])]
         self.placements = {}
         self.rdma_attachments = {}
         for spec in args.pools:
+            streams = spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS
             GpuNodePool(
                 f"{name}-{spec.pool.name}",
                 GpuNodePoolArgs(
@@ -379,8 +406,10 @@ class GkeCluster(pulumi.ComponentResource):
                     location=args.location,
                     project=args.project,
                     node_service_account=node_sa.email,
+                    private_nodes=private_nodes,
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[*node_roles, gcfs_api]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[
+                    *pool_waits, *(needs(apis.CONTAINER_FILESYSTEM) if streams else [])]),
             )
             self.placements[spec.pool.name] = spec.placement
 
@@ -395,13 +424,17 @@ class GkeCluster(pulumi.ComponentResource):
                     node_service_account=node_sa.email,
                     zones=list(args.system_pool.zones or default_zones(args.location)),
                     config_key=args.config_source + "cluster.systemPool",
+                    private_nodes=private_nodes,
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=node_roles),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=pool_waits),
             )
 
         self.bucket = None
         if args.bucket is not None:
-            self.bucket = GcsModelBucket(f"{name}-models", replace(args.bucket, project=args.project), opts=child).model_bucket
+            bucket_args = replace(
+                args.bucket, project=args.project,
+                apis_ready=needs(apis.STORAGE, apis.IAM, apis.IAM_CREDENTIALS), identity_pool_ready=identity_pool)
+            self.bucket = GcsModelBucket(f"{name}-models", bucket_args, opts=child).model_bucket
 
         self.cluster_name = pulumi.Output.from_input(cluster_name)
         self.endpoint = https(endpoint)
@@ -420,7 +453,45 @@ class GkeCluster(pulumi.ComponentResource):
         self.rwx_storage_class = args.rwx_storage_class
         # GKE's default class (standard-rwo, Persistent Disk) fits a staging volume.
         self.staging_storage_class = None
+        self.platform = platform_summary(args)
         self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
+
+    def _network(self, name: str, args: GkeClusterArgs) -> gke_network.GkeNetwork:
+        if args.network.vpc == "default":
+            return gke_network.default_network()
+        vpc = gke_network.GkeVpc(
+            f"{name}-network",
+            gke_network.GkeNetworkArgs(name=args.name, project=args.project, region=args.location,
+                                       private_nodes=args.network.privateNodes,
+                                       depends_on=self.apis.needs(apis.COMPUTE)),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return vpc.network
+
+
+def platform_summary(args: GkeClusterArgs) -> dict:
+    """What the offline plan shows about the network, the APIs, the autoscaler and the pools."""
+    if not args.create:
+        vpc, nat = "the existing cluster's", "the existing cluster's"
+    elif args.network.vpc == "default":
+        vpc, nat = "the project's default network (VPC-native, ranges picked by GKE)", "none (nodes have public IPs)"
+    else:
+        vpc = (f"created, VPC-native: nodes {gke_network.NODE_RANGE}, pods {gke_network.PODS_RANGE}, "
+               f"services {gke_network.SERVICES_RANGE}, Private Google Access")
+        nat = ("Cloud Router + Cloud NAT (private nodes)" if args.network.privateNodes
+               else "none (nodes have public IPs; cluster.network.privateNodes puts them behind Cloud NAT)")
+    image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
+    return {
+        "cloud": "gcp",
+        "vpc": vpc,
+        "nat": nat,
+        "apis": ", ".join(apis.needed_apis(filestore=args.create, image_streaming=image_streaming)),
+        "apisByHand": apis.BOOTSTRAP_COMMAND,
+        "autoscaler": "GKE cluster autoscaler (on every node pool)",
+        "pools": [{"pool": spec.pool.name, "machineType": spec.machine.name, "zones": ", ".join(spec.zones),
+                   "minNodes": spec.pool.minNodes, "maxNodes": spec.pool.maxNodes,
+                   "gpuDriverVersion": spec.pool.gkeDriverVersion} for spec in args.pools],
+    }
 
 
 def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
@@ -471,5 +542,6 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             rwx_storage_class=stack.cluster.rwxStorageClass or "standard-rwx",
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
+            network=stack.cluster.network,
         ),
     )
