@@ -42,6 +42,12 @@ PROBE_PERIOD_SECONDS = 10
 # https://github.com/kubernetes/autoscaler/pull/461: "GPU node start-up + driver installation ...
 # defaults to 15 minutes"); a user there measured 4-6 minutes on AWS, so 15 is the slow case.
 NODE_PROVISIONING_ALLOWANCE_SECONDS = 900
+# A rollout may take twice the startup budget (the 10-20 GB engine image is pulled before the
+# startup probe's clock starts), never less than Kubernetes' own default progress deadline.
+ROLLOUT_MIN_SECONDS = 600
+# `pulumi up` waits this much longer than the rollout deadline, so the workload's own failure
+# (ProgressDeadlineExceeded, a failed condition) is what the update reports, not a bare timeout.
+WAIT_MARGIN_SECONDS = 60
 
 
 class PlanError(Exception):
@@ -122,6 +128,28 @@ class ModelPlan:
     def startup_budget_seconds(self) -> int:
         budget = max(STARTUP_MIN_SECONDS, self.load_seconds * STARTUP_MARGIN) + self.worker_wait_seconds
         return int(math.ceil(budget / PROBE_PERIOD_SECONDS) * PROBE_PERIOD_SECONDS)
+
+    @property
+    def node_provisioning_allowance_seconds(self) -> int:
+        """Time for a node to be launched and made GPU-ready before the first server pod can start.
+
+        Counted when the pool can start empty (`minNodes: 0`): the autoscaler launches the node only
+        once the pod is Pending, so the pod's clock, and every deadline that waits for it, starts
+        a node later. The one function every deadline reads this from.
+        """
+        return NODE_PROVISIONING_ALLOWANCE_SECONDS if self.pool.minNodes == 0 else 0
+
+    @property
+    def rollout_deadline_seconds(self) -> int:
+        """How long a rollout of this model may take: a node where the pool may start empty, the
+        image pull and the startup budget. The Deployment's progressDeadlineSeconds and the base of
+        every wait `pulumi up` makes for this model's servers."""
+        return max(ROLLOUT_MIN_SECONDS, self.startup_budget_seconds * 2) + self.node_provisioning_allowance_seconds
+
+    @property
+    def server_wait_seconds(self) -> int:
+        """`pulumi up`'s wait (customTimeouts) for the model's workload to become ready."""
+        return self.rollout_deadline_seconds + WAIT_MARGIN_SECONDS
 
 
 def model_path(repo: str, revision: str) -> str:
@@ -333,6 +361,9 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "loadFrom": p.load_from,
             "readMBps": round(p.read_bytes_per_second / 1e6),
             "workerWaitSeconds": p.worker_wait_seconds,
+            "nodeProvisioningSeconds": p.node_provisioning_allowance_seconds,
+            "rolloutDeadlineSeconds": p.rollout_deadline_seconds,
+            "serverWaitSeconds": p.server_wait_seconds,
         }
         for p in plans
     ]
