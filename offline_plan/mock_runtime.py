@@ -398,10 +398,22 @@ def _run(
             raise
     finally:
         evaluation.outputs = _stack_outputs(root)
+        _settle(loop)
         _forget_unfinished_work()
         loop.close()
         asyncio.set_event_loop(None)
     return evaluation
+
+
+def _settle(loop: asyncio.AbstractEventLoop) -> None:
+    """After a program failed mid-way: cancel what it left running and wait for the monitor calls
+    still in the loop's thread pool, so nothing of this run keeps executing beside the next one."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_default_executor())
 
 
 def _forget_unfinished_work() -> None:

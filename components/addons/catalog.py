@@ -99,6 +99,8 @@ class AddOn:
     CRDs exist and the controller (and its admission webhooks) answer."""
     requires: tuple[str, ...] = ()
     """Other add-ons installed first (KServe's webhooks need cert-manager's certificates)."""
+    crd_step: int = 0
+    """Which step installs `crds` (each add-on's first: a CRD chart, or a chart carrying its CRDs)."""
     docs: str = ""
 
     @property

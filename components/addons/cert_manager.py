@@ -36,7 +36,8 @@ ADDON = AddOn(
     title="cert-manager",
     version="v1.21.1",
     steps=(CHART,),
-    # The program creates no cert-manager objects; KServe's chart does (a Certificate and an Issuer).
-    crds=(),
+    # The program creates no cert-manager objects itself; kserve-resources renders these two
+    # (files/kserve/certificate-patch.yaml, templates/common/certmanager.yaml at kserve v0.20.0).
+    crds=(Crd("cert-manager.io", "Certificate", "certificates"), Crd("cert-manager.io", "Issuer", "issuers")),
     docs="Only as KServe's dependency: kserve-resources renders a cert-manager Certificate for its webhooks.",
 )
