@@ -175,6 +175,9 @@ def test_declared_add_ons_are_looked_up_not_installed_and_objects_wait_for_the_l
     assert [r for r in evaluation.of_type(RELEASE) if r.inputs["name"] in ("keda", "kube-prometheus-stack")] == []
     [monitor] = [r for r in evaluation.resources if r.is_kubernetes_object and r.inputs["kind"] == "ServiceMonitor"]
     assert reads["servicemonitors.monitoring.coreos.com"].urn in monitor.dependencies
+    # Read through the existing cluster's provider (its kubeconfig), which is known at preview.
+    [provider] = evaluation.of_type("pulumi:providers:kubernetes")
+    assert {r.provider.rsplit("::", 1)[0] for r in reads.values()} == {provider.urn}
 
 
 def test_a_declared_but_missing_crd_fails_the_preview_naming_the_add_on_and_its_install_command():

@@ -102,3 +102,13 @@ def test_durations_parse_as_pulumi_writes_them():
     assert [waits.duration_seconds(t) for t in ("90s", "10m", "1h30m", "1.5h")] == [90, 600, 5400, 5400]
     with pytest.raises(ValueError):
         waits.duration_seconds("soon")
+
+
+def test_the_docs_state_the_computed_figures(chains):
+    minutes = round(chains["prod"][0] / 60)
+    timeout = workflow_timeout_minutes(WORKFLOW.read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"({minutes} minutes for prod" in readme and f"workflow allows {timeout}." in readme
+    addons_doc = " ".join((ROOT / "docs" / "addons.md").read_text().split())
+    assert f"{minutes} minutes; dev's {round(chains['dev'][0] / 60)}" in addons_doc
+    assert f"allows {timeout} minutes" in addons_doc
