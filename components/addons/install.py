@@ -17,7 +17,7 @@ output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pulumi
@@ -46,7 +46,6 @@ class AddOnsArgs:
     creates_cluster: bool
     system_node_selector: Mapping[str, str] | None = None
     """Node labels of the untainted system pool of a created cluster; add-on pods are pinned there."""
-    releases: dict[str, k8s.helm.v3.Release] = field(default_factory=dict)
 
 
 class AddOns(pulumi.ComponentResource):
@@ -61,7 +60,8 @@ class AddOns(pulumi.ComponentResource):
     def __init__(self, name: str, args: AddOnsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:k8s:AddOns", name, None, opts)
         # Children do not inherit a component's depends_on (the cluster layer); pass it on.
-        self._after_cluster = list(opts.depends_on or []) if opts and isinstance(opts.depends_on, list) else []
+        after = opts.depends_on if opts else None
+        self._after_cluster = list(after) if isinstance(after, (list, tuple)) else ([after] if after else [])
         self.crds = CrdSources()
         self.values = {}
         self.ready = {}
