@@ -135,3 +135,12 @@ def test_a_config_without_a_context_length_needs_max_model_len():
 def test_explicit_tensor_parallelism_must_shard_the_model():
     with pytest.raises(plan.PlanError, match=r"models\[0\].tensorParallelSize: vLLM cannot shard .* 3 ways .*valid sizes: 1, 2, 4, 8, or auto"):
         plans_for([model(LLAMA_8B, maxModelLen=8192, tensorParallelSize=3)])
+
+
+@pytest.mark.parametrize("min_nodes, allowance", [(0, plan.NODE_PROVISIONING_ALLOWANCE_SECONDS), (1, 0)])
+def test_deadlines_include_node_provisioning_when_the_pool_can_start_empty(min_nodes, allowance):
+    pool = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "minNodes": min_nodes, "maxNodes": 2}
+    [p] = plans_for([model(LLAMA_70B, maxModelLen=32768)], pool=pool)
+    assert p.node_provisioning_allowance_seconds == allowance
+    assert p.rollout_deadline_seconds == max(plan.ROLLOUT_MIN_SECONDS, 2 * p.startup_budget_seconds) + allowance
+    assert p.server_wait_seconds == p.rollout_deadline_seconds + plan.WAIT_MARGIN_SECONDS
