@@ -8,6 +8,8 @@ Every decision lives in a component or in planner/plan.py; this file only connec
 import pulumi
 
 import stack_config as config
+from common import contract
+from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, undeclared_problems
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
 from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
@@ -23,6 +25,11 @@ try:
     loaded = config.load()
     stack = loaded.config
     plans = plan.build_plans(stack, plan.default_metadata_loader(loaded.hub_token), source=loaded.source)
+    # The add-ons the stack's custom resources need; an existing cluster must declare them.
+    addon_needs = needed_addons(stack, plans)
+    undeclared = undeclared_problems(stack, addon_needs, loaded.source)
+    if undeclared:
+        raise ConfigError(undeclared)
     # The cloud layer looks some config up in the account (a Capacity Block's zone), so it can
     # still find a config problem.
     cluster = create_cluster(stack, loaded.stack)
@@ -34,6 +41,18 @@ except (ConfigError, PlanError) as err:
 # StorageClass a model volume binds to (EFS on EKS), not only for the API endpoint.
 k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster])
 
+# Add-ons first (installed on a created cluster, looked up on an existing one): every custom
+# resource below waits for what provides its kind, through `addons.crds`.
+addons = AddOns(
+    "addons",
+    AddOnsArgs(
+        needs=addon_needs,
+        creates_cluster=stack.creates_cluster,
+        system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
+    ),
+    k8s_opts,
+)
+
 # Operators wait for the cluster (and so its GPU pools); servers wait for the operators.
 placements = list(cluster.placements.values())
 operator_args = OperatorsArgs(
@@ -41,6 +60,7 @@ operator_args = OperatorsArgs(
     cloud=stack.cloud.value,
     placements=placements,
     gke_driver_version=stack.gke_driver_version,
+    crds=addons.crds,
 )
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
@@ -88,6 +108,7 @@ for model_plan in plans:
             name,
             KServeModelArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=kserve_storage,
+                crds=addons.crds,
                 bucket=cluster.bucket, claim_name=store.claim_name if store else None,
                 reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
@@ -104,6 +125,7 @@ for model_plan in plans:
             name,
             VllmServerArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
+                crds=addons.crds,
                 machine=machine, api_key=loaded.api_key,
                 # The pool's own fabric (AWS EFA) where it has one, else the Network Operator's.
                 rdma=cluster.rdma_attachments.get(model_plan.pool.name, rdma),
@@ -131,6 +153,7 @@ warnings += [f"{row['model']}: the NVIDIA driver on pool {row['pool']} ({row['dr
              for row in drivers if row["verdict"].startswith("TOO OLD")]
 pulumi.export("drivers", drivers)
 pulumi.export("warnings", warnings)
+pulumi.export("addons", addon_table(addon_needs, stack.creates_cluster))
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
 # For autoscaling.kind hpa: the prometheus-adapter rule that turns the queue depth into the external

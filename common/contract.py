@@ -71,3 +71,22 @@ MODEL_FILE_EXCLUDE = ("original/*", "consolidated*")
 
 # Port vLLM's OpenAI-compatible server listens on (also its /metrics).
 SERVER_PORT = 8000
+
+# The Prometheus this program installs on a cluster it creates (components/addons/
+# prometheus_operator.py): release `kube-prometheus-stack` in namespace `monitoring`. The chart
+# names the Prometheus Service `<fullname>-prometheus`, and the fullname is the release name when
+# that already contains the chart name (templates/_helpers.tpl "kube-prometheus-stack.fullname",
+# templates/prometheus/service.yaml at tag kube-prometheus-stack-88.3.0), on port 9090
+# (values.yaml prometheus.service.port). KEDA's queue query defaults to this URL, so the default
+# and the installed Prometheus cannot drift apart.
+MONITORING_NAMESPACE = "monitoring"
+PROMETHEUS_RELEASE = "kube-prometheus-stack"
+PROMETHEUS_PORT = 9090
+PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-prometheus.{MONITORING_NAMESPACE}.svc:{PROMETHEUS_PORT}"
+
+# pulumi-kubernetes' await overrides, read from an object's annotations (provider/pkg/metadata/
+# annotations.go and overrides.go): without `waitFor` a custom resource counts as created the moment
+# the API server accepts it, and its customTimeouts bound nothing; `skipAwait` turns off the
+# built-in wait of a kind (e.g. a Service's wait for ready endpoints).
+PULUMI_WAIT_FOR = "pulumi.com/waitFor"
+PULUMI_SKIP_AWAIT = "pulumi.com/skipAwait"

@@ -1,7 +1,8 @@
 """The Pulumi ComponentResources `__main__.py` wires, one package per stage of the serving path.
 
 Owns, in the order the program builds them (and the order imports may flow): `cluster` (the
-cluster contract, EKS, GKE, an existing cluster), `operators` (NVIDIA GPU and Network Operators),
+cluster contract, EKS, GKE, an existing cluster), `addons` (Prometheus Operator, KEDA,
+LeaderWorkerSet, KServe, Gateway API CRDs), `operators` (NVIDIA GPU and Network Operators),
 `model_store` (the namespace, the volume and the mirror Job) and `serving` (vLLM or KServe servers
 with their probes, resources and observability). A later stage may import an earlier one, never
 the reverse.

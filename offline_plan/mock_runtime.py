@@ -88,6 +88,11 @@ class RecordedResource:
     parent_urn: str = ""
     # URNs this resource explicitly depends on (depends_on): the engine creates those first.
     dependencies: tuple[str, ...] = ()
+    # The resource's customTimeouts option ({"create": "1200s", ...}; empty when unset).
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    # For a read of an existing object (`Resource.get`): the id it was read by; None for a resource
+    # the program creates.
+    read_id: str | None = None
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -257,33 +262,77 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-class RecordingMonitor(pulumi_mocks.MockMonitor):
-    """The SDK's mock monitor, also noting each resource's URN and parent (for the resource tree)."""
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 
-    def RegisterResource(self, request):
-        # The SDK registers resources from a thread pool; the URN travels per thread.
+
+class MissingResourceError(Exception):
+    """What the engine reports for a read of an object that does not exist, as the CLI prints it.
+
+    pulumi/pulumi pkg/resource/deploy/step.go (ReadStep.Apply): `resource '<id>' does not exist`;
+    in a preview the diagnostic is prefixed "Preview failed: " (sdk/go/common/diag/errors.go,
+    GetPreviewFailedError) and shown under the resource's "<type> (<name>):" header
+    (pkg/backend/display/progress.go, resourceHeader).
+    """
+
+    def __init__(self, type_: str, name: str, resource_id: str):
+        self.type, self.name, self.resource_id = type_, name, resource_id
+        super().__init__(f"  {type_} ({name}):\n    error: Preview failed: resource '{resource_id}' does not exist")
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also noting each resource's URN, parent, dependencies and options."""
+
+    def _note(self, request, read: bool) -> None:
+        # The SDK registers resources from a thread pool; these travel per thread.
         self.mocks.registering.parent = request.parent
         self.mocks.registering.urn = self.make_urn(request.parent, request.type, request.name)
         self.mocks.registering.dependencies = tuple(request.dependencies)
+        self.mocks.registering.read = read
+        timeouts = getattr(request, "customTimeouts", None)
+        self.mocks.registering.custom_timeouts = (
+            {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)}
+            if timeouts is not None else {})
+
+    def RegisterResource(self, request):
+        self._note(request, read=False)
         return super().RegisterResource(request)
+
+    def ReadResource(self, request):
+        self._note(request, read=True)
+        return super().ReadResource(request)
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
+    """Echoing mocks that record every resource.
+
+    `cluster_crds`: the CRD names an existing cluster stand-in has. None (the offline plan, which
+    cannot see a cluster) answers every CRD read as present; a set makes a read of any other CRD
+    fail as the engine fails it, so tests can observe a missing add-on.
+    """
+
+    def __init__(self, cluster_crds: set[str] | None = None) -> None:
         self.resources: list[RecordedResource] = []
         self.calls: list[tuple[str, dict]] = []
         # The same look-ups with what they answered: rules about looked-up things read these.
         self.call_results: list[tuple[str, dict, dict]] = []
         self.registering = threading.local()
+        self.cluster_crds = cluster_crds
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        read = getattr(self.registering, "read", False)
         self.resources.append(
             RecordedResource(
                 args.typ, args.name, dict(args.inputs), args.provider, args.custom,
                 urn=getattr(self.registering, "urn", ""), parent_urn=getattr(self.registering, "parent", ""),
                 dependencies=getattr(self.registering, "dependencies", ()),
+                custom_timeouts=dict(getattr(self.registering, "custom_timeouts", {}) or {}),
+                read_id=args.resource_id if read else None,
             )
         )
+        if read and args.typ == CRD_TYPE and self.cluster_crds is not None and args.resource_id not in self.cluster_crds:
+            raise MissingResourceError(args.typ, args.name, args.resource_id)
+        if read:
+            return args.resource_id, {"metadata": {"name": args.resource_id}}
         outputs = dict(args.inputs)
         resource_id = mock_id(args.typ, args.name)
         outputs.setdefault("name", args.inputs.get("name", args.name))
@@ -412,9 +461,10 @@ def run_in_mocks(
     stack: str = "test",
     config: dict[str, str] | None = None,
     secret_keys: list[str] | None = None,
+    cluster_crds: set[str] | None = None,
 ) -> Evaluation:
     """Run `fn` (which creates resources, e.g. one component) under mocks; for component tests."""
-    return _run(lambda: fn(), stack, config or {}, secret_keys)
+    return _run(lambda: fn(), stack, config or {}, secret_keys, cluster_crds=cluster_crds)
 
 
 def evaluate(
@@ -423,11 +473,13 @@ def evaluate(
     secret_keys: list[str] | None = None,
     program: Path = PROGRAM,
     raise_errors: bool = True,
+    cluster_crds: set[str] | None = None,
 ) -> Evaluation:
     """Run the program once under mocks with the given config and return what it registered."""
     if str(program.parent) not in sys.path:
         sys.path.insert(0, str(program.parent))
-    return _run(lambda: runpy.run_path(str(program), run_name="__main__"), stack, config, secret_keys, raise_errors)
+    return _run(lambda: runpy.run_path(str(program), run_name="__main__"), stack, config, secret_keys, raise_errors,
+                cluster_crds)
 
 
 def _run(
@@ -436,10 +488,11 @@ def _run(
     config: dict[str, str],
     secret_keys: list[str] | None,
     raise_errors: bool = True,
+    cluster_crds: set[str] | None = None,
 ) -> Evaluation:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    mocks = RecordingMocks()
+    mocks = RecordingMocks(cluster_crds)
     pulumi.runtime.set_all_config(dict(config), list(secret_keys or []))
     pulumi.runtime.set_mocks(
         mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
@@ -455,9 +508,36 @@ def _run(
             raise
     finally:
         evaluation.outputs = _stack_outputs(root)
+        _settle(loop)
+        _forget_unfinished_work()
         loop.close()
         asyncio.set_event_loop(None)
     return evaluation
+
+
+def _settle(loop: asyncio.AbstractEventLoop) -> None:
+    """After a program failed mid-way: cancel what it left running and wait for the monitor calls
+    still in the loop's thread pool, so nothing of this run keeps executing beside the next one."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_default_executor())
+
+
+def _forget_unfinished_work() -> None:
+    """Drop the SDK's process-wide record of outstanding outputs and RPCs.
+
+    A program that fails mid-way (a missing CRD read, a config error in a component) leaves tasks of
+    its event loop in these sets; the next evaluation in the same process would wait on them and
+    fail with "Event loop is closed".
+    """
+    from pulumi.runtime.settings import SETTINGS, _get_rpc_manager
+
+    with SETTINGS.lock:
+        SETTINGS.outputs.clear()
+    _get_rpc_manager().clear()
 
 
 def _stack_outputs(root) -> dict[str, Any]:
@@ -477,6 +557,7 @@ def evaluate_stack(
     project_dir: Path = ROOT,
     overrides: dict[str, Any] | None = None,
     assume_secrets: bool = True,
+    cluster_crds: set[str] | None = None,
     raise_errors: bool = True,
 ) -> Evaluation:
     """Evaluate a stack from its stack file, optionally overriding config keys (tests).
@@ -484,7 +565,8 @@ def evaluate_stack(
     Secrets are set with `pulumi config set --secret` on the machine that deploys, so a committed
     stack file usually lacks them. With `assume_secrets`, each missing one is stood in for by a
     marked secret placeholder and listed in `Evaluation.assumed_secrets`, so the plan can say that
-    `pulumi up` will need it.
+    `pulumi up` will need it. `cluster_crds` stands in for an existing cluster's CRDs (see
+    RecordingMocks).
     """
     config, secret_keys = stack_file_config(stack, project_dir)
     for key, value in (overrides or {}).items():
@@ -498,6 +580,7 @@ def evaluate_stack(
                 config[full_key] = f"<secret {full_key} (not set in Pulumi.{stack}.yaml)>"
                 secret_keys.append(full_key)
                 assumed.append(key)
-    evaluation = evaluate(stack, config, secret_keys, program=project_dir / "__main__.py", raise_errors=raise_errors)
+    evaluation = evaluate(stack, config, secret_keys, program=project_dir / "__main__.py",
+                          raise_errors=raise_errors, cluster_crds=cluster_crds)
     evaluation.assumed_secrets = assumed
     return evaluation

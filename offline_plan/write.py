@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from offline_plan.mock_runtime import ROOT, Evaluation, evaluate_stack, redact_secrets, whole_numbers
+from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
 
 NOT_PREVIEW = (
@@ -148,6 +149,32 @@ def _driver_section(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _addons_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The add-ons the stack's custom resources stand on, each with its version and why it is needed."""
+    out = ["## Add-ons", ""]
+    if not rows:
+        return out + ["None: the stack creates no custom resources that need one.", ""]
+    out += ["| add-on | version | how | why |", "|---|---|---|---|"]
+    for row in rows:
+        out.append(f"| {row['title']} (`{row['addon']}`) | {row['version']} | {row['how']} | "
+                   f"{'; '.join(row['reasons'])} |")
+    return out + [""]
+
+
+def _waits_section(evaluation: Evaluation) -> list[str]:
+    """The longest chain of waits one `pulumi up` may block on (offline_plan/waits.py)."""
+    table = chain_table(evaluation)
+    out = ["## Longest blocking wait", "",
+           f"`pulumi up` may wait up to {table['totalSeconds'] / 60:.0f} min along this chain (each step's "
+           "longest wait: its customTimeouts, Helm's timeout per phase, or the provider's default); with "
+           f"{WORKFLOW_SETUP_SECONDS // 60} min of job set-up the `pulumi up` workflow needs "
+           f"timeout-minutes >= {table['requiredJobMinutes']} (a GitHub-hosted job stops at "
+           f"{GITHUB_HOSTED_JOB_LIMIT_MINUTES}).", "",
+           "| step | wait (s) | bounded by |", "|---|---|---|"]
+    out += [f"| `{step['resource']}` | {step['seconds']} | {step['why']} |" for step in table["steps"]]
+    return out + [""]
+
+
 def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path]) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     table = evaluation.outputs.get("sizing") or []
@@ -168,6 +195,8 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     drivers = evaluation.outputs.get("drivers") or []
     if drivers:
         out += _driver_section(drivers)
+    out += _addons_section(evaluation.outputs.get("addons") or [])
+    out += _waits_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [
         f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "

@@ -42,8 +42,12 @@ PROBE_PERIOD_SECONDS = 10
 # https://github.com/kubernetes/autoscaler/pull/461: "GPU node start-up + driver installation ...
 # defaults to 15 minutes"); a user there measured 4-6 minutes on AWS, so 15 is the slow case.
 NODE_PROVISIONING_ALLOWANCE_SECONDS = 900
-# A rollout may take at least this long whatever the plan says (the Deployment default, 600 s).
+# A rollout may take twice the startup budget (the 10-20 GB engine image is pulled before the
+# startup probe's clock starts), never less than Kubernetes' own default progress deadline.
 MIN_ROLLOUT_DEADLINE_SECONDS = 600
+# `pulumi up` waits this much longer than the rollout deadline, so the workload's own failure
+# (ProgressDeadlineExceeded, a failed condition) is what the update reports, not a bare timeout.
+WAIT_MARGIN_SECONDS = 60
 
 
 class PlanError(Exception):
@@ -147,6 +151,11 @@ class ModelPlan:
     def startup_budget_seconds(self) -> int:
         budget = max(STARTUP_MIN_SECONDS, self.load_seconds * STARTUP_MARGIN) + self.worker_wait_seconds
         return int(math.ceil(budget / PROBE_PERIOD_SECONDS) * PROBE_PERIOD_SECONDS)
+
+    @property
+    def server_wait_seconds(self) -> int:
+        """`pulumi up`'s wait (customTimeouts) for the model's workload to become ready."""
+        return self.rollout_deadline_seconds + WAIT_MARGIN_SECONDS
 
 
 def model_path(repo: str, revision: str) -> str:
@@ -451,6 +460,7 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "cudaTotalConfirmed": p.gpu.cuda_total_confirmed,
             "nodeProvisioningSeconds": p.node_provisioning_seconds,
             "rolloutDeadlineSeconds": p.rollout_deadline_seconds,
+            "serverWaitSeconds": p.server_wait_seconds,
         }
         for p in plans
     ]

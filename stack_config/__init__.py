@@ -1,7 +1,7 @@
 """The stack file, read once: typed, validated, with errors that name the file, the key and the fix.
 
 Owns: the schema of every section (cluster, pools, operators, model store, models, exposure,
-monitoring), the checks across sections, and turning Pulumi's config into a `StackConfig`. It is
+monitoring, add-ons), the checks across sections, and turning Pulumi's config into a `StackConfig`. It is
 the only package that reads Pulumi config.
 May import: `common` (the contract, the GPU catalog, the pinned engine, the driver plan).
 Imported by: the planner, the components, `__main__.py` and the offline plan; never by `common`,
@@ -10,6 +10,7 @@ Imported by: the planner, the components, `__main__.py` and the offline plan; ne
 The names below are its public face; the modules behind them each hold one concern.
 """
 
+from stack_config.addons import AddOnName, AddonsConfig
 from stack_config.cluster import (
     DEFAULT_REGIONS,
     CapacityType,
@@ -37,8 +38,9 @@ from stack_config.scaling import Autoscaler, PoolScaling, initial_nodes, pool_sc
 from stack_config.stack import EFA_NEEDS_PRIVATE_SUBNETS, StackConfig
 
 __all__ = [
-    "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "PROJECT", "SECRET_KEYS",
-    "Autoscaler", "AutoscalingConfig", "CapacityType", "NetworkConfig", "PoolScaling", "pool_scaling", "initial_nodes", "EFA_NEEDS_PRIVATE_SUBNETS", "Cloud", "ClusterConfig", "ConfigError", "ExposureConfig",
+    "AddOnName", "AddonsConfig", "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "EFA_NEEDS_PRIVATE_SUBNETS", "PROJECT",
+    "SECRET_KEYS", "Autoscaler", "AutoscalingConfig", "CapacityType", "Cloud", "ClusterConfig", "ConfigError",
+    "ExposureConfig", "NetworkConfig", "PoolScaling", "initial_nodes", "pool_scaling",
     "GatewayConfig", "GpuOperatorConfig", "LoadFrom", "LoadedConfig", "ModelConfig", "ModelStoreConfig",
     "MonitoringConfig", "NetworkOperatorConfig", "OperatorsConfig", "PoolConfig", "StackConfig",
     "SystemPoolConfig", "decode_config_values", "default_model_name", "load", "parse_stack_config",

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from common import contract
 from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE
 from stack_config.base import StrictModel
 from stack_config.formats import COMMIT_RE, REPO_ID_RE, default_model_name, did_you_mean, dns_label, validate_image
@@ -23,8 +24,8 @@ class AutoscalingConfig(StrictModel):
     """Upper bound of replicas."""
     queueThreshold: float = Field(5, gt=0, alias="queueThreshold")
     """Waiting requests per replica that trigger a scale-up."""
-    prometheusUrl: str = Field("http://prometheus-operated.monitoring.svc:9090", alias="prometheusUrl")
-    """Prometheus that scrapes the servers (KEDA's query target)."""
+    prometheusUrl: str = Field(contract.PROMETHEUS_URL, alias="prometheusUrl")
+    """Prometheus that scrapes the servers (KEDA's query target). Default: the Prometheus the program installs on a cluster it creates; on an existing cluster, set your Prometheus' URL."""
 
 
 

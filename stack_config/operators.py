@@ -23,7 +23,7 @@ class GpuOperatorConfig(StrictModel):
     timeSlicingReplicas: int | None = Field(None, ge=2, le=64, alias="timeSlicingReplicas")
     """Share each GPU between N pods by time-slicing (dev/test only: no memory isolation)."""
     dcgmServiceMonitor: bool = Field(True, alias="dcgmServiceMonitor")
-    """Create a ServiceMonitor for the DCGM exporter (needs the Prometheus Operator CRDs)."""
+    """Create a ServiceMonitor for the DCGM exporter (needs the Prometheus Operator: installed on a created cluster, `addons.preinstalled` on an existing one)."""
 
     @field_validator("chartVersion")
     @classmethod

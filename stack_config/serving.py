@@ -76,9 +76,9 @@ class ExposureConfig(StrictModel):
 
 class MonitoringConfig(StrictModel):
     enabled: bool = True
-    """Create ServiceMonitors, PrometheusRules and Grafana dashboards (needs the Prometheus Operator CRDs)."""
+    """Create ServiceMonitors, PrometheusRules and Grafana dashboards (needs the Prometheus Operator: installed on a created cluster, `addons.preinstalled` on an existing one)."""
     labels: dict[str, str] = Field(default_factory=dict)
-    """Labels your Prometheus' serviceMonitorSelector/ruleSelector match, e.g. {release: kube-prometheus-stack}."""
+    """Labels your Prometheus' serviceMonitorSelector/ruleSelector match on an existing cluster, e.g. {release: kube-prometheus-stack}; the Prometheus installed on a created cluster selects every monitor and rule."""
 
     @field_validator("labels")
     @classmethod

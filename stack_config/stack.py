@@ -11,6 +11,7 @@ import math
 from pydantic import Field, model_validator
 
 from common import driver_versions, gpu_driver, gpus
+from stack_config.addons import AddonsConfig
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
 from stack_config.errors import CrossCheckError
@@ -37,6 +38,8 @@ class StackConfig(StrictModel):
     """How clients outside the cluster reach the models."""
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
     """Prometheus Operator objects and Grafana dashboards for the servers."""
+    addons: AddonsConfig = Field(default_factory=AddonsConfig)
+    """Cluster add-ons (Prometheus Operator, KEDA, LeaderWorkerSet, KServe, Gateway API): installed by the program on a cluster it creates, declared here on an existing one."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "StackConfig":
@@ -52,6 +55,11 @@ class StackConfig(StrictModel):
     def region(self) -> str | None:
         """The cloud region (cluster.region or the cloud's default), None for an existing cluster."""
         return self.cluster.region or DEFAULT_REGIONS.get(self.cloud.value)
+
+    @property
+    def creates_cluster(self) -> bool:
+        """The program creates the cluster (and so installs the add-ons its objects need)."""
+        return self.cloud != Cloud.existing and self.cluster.create
 
     @property
     def gke_driver_version(self) -> str | None:
@@ -102,6 +110,9 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     if stack.cloud == Cloud.existing and stack.modelStore.loadFrom == "bucket":
         problems.append(("modelStore.loadFrom", "bucket loading needs a cloud bucket; use volume or existing-claim on an existing cluster"))
     problems += operator_problems(stack)
+    if stack.creates_cluster and stack.addons.preinstalled:
+        problems.append(("addons.preinstalled", "this stack creates its cluster, so nothing is installed on it yet and the "
+                                                "program installs the add-ons the stack needs; remove addons.preinstalled"))
     if stack.cloud == Cloud.existing and not stack.cluster.kubeconfig:
         problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
     return problems

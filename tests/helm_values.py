@@ -5,6 +5,9 @@ Helm accepts any key and silently ignores one no template reads, so a misspelled
 gpu-operator nor the network-operator chart ships a values.schema.json, so the upstream
 values.yaml is the reference (tests/fixtures/helm, provenance in tests/fixtures/SOURCES.md).
 
+The add-on charts (components/addons) are checked against a transcribed list of the key paths the
+program sets instead (tests/fixtures/helm/addon-value-keys.yaml), with the same rules.
+
 Rules of the walk:
 - a key must exist at the same path in the chart's values;
 - where the chart's default is a mapping with keys, the program's mapping is walked further;
@@ -67,6 +70,51 @@ def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix
     return problems
 
 
-def check_chart_values(chart: str, values: dict[str, Any]) -> list[str]:
+# The add-on charts (components/addons): not whole values files but the transcribed list of the key
+# paths the program sets, each with its line in the upstream file at the tag (provenance in the file
+# and in tests/fixtures/SOURCES.md).
+ADDON_VALUE_KEYS = HELM_FIXTURES / "addon-value-keys.yaml"
+
+
+@functools.cache
+def addon_value_keys() -> dict[str, dict[str, Any]]:
+    return yaml.safe_load(ADDON_VALUE_KEYS.read_text())
+
+
+def unlisted_value_paths(values: dict[str, Any], keys: dict[str, dict[str, Any]], prefix: str = "") -> list[str]:
+    """Every path in `values` the transcribed key list does not have, with the reason; [] when all do.
+
+    A `mapping` key is walked further; an `open` key takes whatever is set there; a `scalar` key
+    must not receive a mapping.
+    """
+    problems: list[str] = []
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        entry = keys.get(path)
+        if entry is None:
+            problems.append(f"{path}: not a key the chart's values.yaml has (tests/fixtures/helm/addon-value-keys.yaml)")
+        elif entry["shape"] == "mapping":
+            if isinstance(value, dict):
+                problems += unlisted_value_paths(value, keys, path)
+            else:
+                problems.append(f"{path}: the chart expects a mapping here, got {type(value).__name__}")
+        elif entry["shape"] == "scalar" and isinstance(value, dict):
+            problems.append(f"{path}: the chart has a {type(entry.get('default')).__name__} here, got a mapping")
+    return problems
+
+
+def chart_name(chart: str) -> str:
+    """`oci://ghcr.io/kserve/charts/kserve-crd` -> `kserve-crd`; a repo chart name stays as it is."""
+    return chart.rsplit("/", 1)[-1]
+
+
+def check_chart_values(chart: str, values: dict[str, Any], version: str | None = None) -> list[str]:
+    name = chart_name(chart)
+    listed = addon_value_keys().get(name)
+    if listed is not None:
+        problems = unlisted_value_paths(values, listed["keys"] or {})
+        if version is not None and str(listed["version"]) != version:
+            problems.append(f"version {version}: the key list was transcribed from {listed['version']}; regenerate it")
+        return [f"{name}: {p}" for p in problems]
     open_paths = frozenset(OPEN_MAPPINGS.get(chart, ()))
     return [f"{chart}: {p}" for p in unknown_value_paths(values, chart_defaults(chart), open_paths=open_paths)]

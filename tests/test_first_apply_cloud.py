@@ -37,12 +37,14 @@ VARIANTS = {
     "dev-kserve": ("dev", {"pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}], "models": KSERVE_MODELS}),
     "dev-private-nodes": ("dev", {"cluster": {"name": "llm-serving-dev", "region": "us-central1",
                                               "network": {"privateNodes": True}}}),
-    "dev-existing-cluster": ("dev", {"cluster": {"name": "shared-gpu", "region": "us-central1", "create": False}}),
+    "dev-existing-cluster": ("dev", {"cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+                                     "addons": {"preinstalled": ["prometheusOperator"]}}),
     "prod-multi-node": ("prod", {"models": MULTI_NODE_MODELS}),
     "prod-existing-vpc": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {
         "vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}}),
     "prod-per-zone-nat": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"natGateways": "per-zone"}}}),
-    "prod-existing-cluster": ("prod", {"cluster": {"name": "shared-gpu", "create": False}}),
+    "prod-existing-cluster": ("prod", {"cluster": {"name": "shared-gpu", "create": False},
+                                       "addons": {"preinstalled": ["prometheusOperator", "keda"]}}),
     "prod-default-vpc-no-efa": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
                                          "pools": [{**PROD_POOL, "efa": False}]}),
 }
@@ -144,7 +146,7 @@ def efa_node_group_zone(evaluation):
 
 @pytest.mark.parametrize("overrides,expected", [
     ({}, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
-    ({"cluster": {"name": "shared-gpu", "create": False}}, MOCK_PRIVATE_SUBNETS[1]),
+    ({"cluster": {"name": "shared-gpu", "create": False}, "addons": {"preinstalled": ["prometheusOperator", "keda"]}}, MOCK_PRIVATE_SUBNETS[1]),
     ({"cluster": {"name": "llm-serving-prod", "network": {"vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}},
      MOCK_PRIVATE_SUBNETS[1]),
 ])

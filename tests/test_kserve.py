@@ -11,6 +11,7 @@ from common import contract
 from components.cluster.interface import ModelBucket, ServiceAccountBinding
 from components.serving import kserve, probes
 from offline_plan.mock_runtime import run_in_mocks, secret_paths
+from tests.addon_fixtures import crds_present
 from tests.schemas import validate_all
 from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, REVISION, machine, make_plan, placement
 
@@ -33,7 +34,7 @@ def evaluate(model: dict, *, storage: str = "bucket", bucket: ModelBucket | None
 
     def program():
         kserve.KServeModel("m", kserve.KServeModelArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE, storage=storage,
+            plan=p, placement=placement(p), namespace=NAMESPACE, storage=storage, crds=crds_present(),
             bucket=bucket if bucket is not None else (s3_bucket() if storage == "bucket" else None),
             reader_service_account="model-reader", machine=machine(p),
             hf_token=pulumi.Output.secret(token) if token else None, **extra,
@@ -154,14 +155,14 @@ def test_gcs_bucket_uri():
 
 def test_without_a_bucket_the_model_store_claim_is_used():
     p = make_plan({"engine": "kserve", **LLAMA_8B})
-    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, claim_name="llama-weights")
+    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), claim_name="llama-weights")
     ev = run_in_mocks(lambda: kserve.KServeModel("m", args))
     assert isvc(ev)["spec"]["predictor"]["model"]["storageUri"] == f"pvc://llama-weights/{p.repo}/{p.revision}"
 
 
 def test_no_weights_source_is_a_clear_error():
     p = make_plan({"engine": "kserve", **LLAMA_8B})
-    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE)
+    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present())
     with pytest.raises(kserve.KServeConfigError, match=r"models\[0\].*kserveStorage: hf"):
         kserve.storage_uri(args, p.revision)
 
@@ -358,14 +359,14 @@ def test_downloaded_weights_get_ephemeral_storage(storage):
 
 def test_weights_on_a_claim_need_no_ephemeral_storage():
     p = make_plan({"engine": "kserve", **LLAMA_8B})
-    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, claim_name="llama-weights")
+    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), claim_name="llama-weights")
     ev = run_in_mocks(lambda: kserve.KServeModel("m", args))
     assert "ephemeral-storage" not in isvc(ev)["spec"]["predictor"]["model"]["resources"]["requests"]
 
 
 def _warnings(model: dict, **extra) -> list[str]:
     p = make_plan({"engine": "kserve", **model})
-    return kserve.engine_warnings(kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, **extra))
+    return kserve.engine_warnings(kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), **extra))
 
 
 def test_api_key_and_custom_image_are_reported_as_not_applied():
@@ -380,7 +381,8 @@ def test_api_key_and_custom_image_are_reported_as_not_applied():
 
     def program():
         holder["m"] = kserve.KServeModel("m", kserve.KServeModelArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE, bucket=s3_bucket(), api_key_configured=True))
+            plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket(),
+            api_key_configured=True))
 
     run_in_mocks(program)
     assert any("apiKey" in w for w in holder["m"].warnings)
@@ -395,7 +397,7 @@ def test_hpa_kind_exposes_the_adapter_rule_it_needs():
 
         def program(p=p, kind=kind):
             holders[kind] = kserve.KServeModel("m", kserve.KServeModelArgs(
-                plan=p, placement=placement(p), namespace=NAMESPACE, bucket=s3_bucket()))
+                plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()))
 
         run_in_mocks(program)
     assert holders["hpa"].prometheus_adapter_rule == observability.prometheus_adapter_rule()

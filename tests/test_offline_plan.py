@@ -104,3 +104,13 @@ def test_an_unknown_stack_names_the_ones_that_exist():
     with pytest.raises(FileNotFoundError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
         mock_runtime.stack_file_config("staging")
     assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
+
+
+def test_the_plan_lists_the_add_ons_with_versions_and_reasons_and_the_longest_wait(prod_plan):
+    _, folder = prod_plan
+    plan_md = (folder / "plan.md").read_text()
+    assert "## Add-ons" in plan_md
+    assert ("| KEDA (`keda`) | 2.20.2 | installed: keda 2.20.2 | models[0] (llama-3-1-8b-instruct) scales with "
+            "autoscaling.kind keda (a ScaledObject) |") in plan_md
+    assert "installed: prometheus-operator-crds 31.0.0; kube-prometheus-stack 88.3.0" in plan_md
+    assert "## Longest blocking wait" in plan_md and "`kubernetes:batch/v1:Job llama-3-3-70b-instruct-mirror` | 11400 |" in plan_md

@@ -19,6 +19,7 @@ from components.operators import values as ov
 from offline_plan import mock_runtime
 from stack_config import ConfigError, GpuOperatorConfig, OperatorsConfig, parse_stack_config
 from tests import schemas
+from tests.addon_fixtures import crds_present
 from tests.helm_values import chart_defaults, check_chart_values, unknown_value_paths
 
 GKE_DIR = "/home/kubernetes/bin/nvidia"
@@ -410,12 +411,13 @@ def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface:
     def program():
         provider = k8s.Provider("cluster", kubeconfig="{}")
         node_pool = k8s.core.v1.ConfigMap("node-pool-stand-in", data={"pool": "h100"})
+        monitoring_crds = k8s.core.v1.ConfigMap("prometheus-crds-stand-in", data={"crds": "monitoring"})
         opts = pulumi.ResourceOptions(provider=provider, depends_on=[node_pool])
-        args = OperatorsArgs(operators, cloud, placements, gke)
+        args = OperatorsArgs(operators, cloud, placements, gke, crds=crds_present([monitoring_crds]))
         gpu = GpuOperator("gpu-operator", args, opts) if operators.gpuOperator.enabled else None
         net = None
         if operators.networkOperator.enabled:
-            net_args = NetworkOperatorArgs(operators, cloud, placements, gke, rdma_interface=rdma_interface,
+            net_args = NetworkOperatorArgs(operators, cloud, placements, gke, crds=args.crds, rdma_interface=rdma_interface,
                                            workload_namespace="llm-serving")
             net = NetworkOperator("network-operator", net_args, gpu, opts)
         made.update(gpu=gpu, net=net)
@@ -461,8 +463,11 @@ def test_every_emitted_object_validates():
         checked += 1
     assert skipped == UNVALIDATED_KINDS
     kinds = sorted(o["kind"] for o in evaluation.kubernetes_objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace", "NicClusterPolicy", "ResourceQuota"]
-    assert checked == 5  # both ConfigMaps (one is the node-pool stand-in), Namespace, ResourceQuota, NicClusterPolicy
+    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace", "NicClusterPolicy",
+                     "ResourceQuota"]
+    # The ConfigMaps (two are stand-ins for the node pool and the Prometheus CRDs), Namespace,
+    # ResourceQuota, NicClusterPolicy.
+    assert checked == 6
 
 
 @pytest.mark.parametrize(
@@ -563,7 +568,9 @@ def test_ordering_pool_then_operators_then_custom_resources(monkeypatch):
         gke="INSTALLATION_DISABLED", monkeypatch=monkeypatch,
     )
     assert depends["gpu-operator-ns"] == ["node-pool-stand-in"]
-    assert set(depends["gpu-operator-release"]) == {"gpu-operator-ns", "gpu-operator-critical-pods", "gpu-operator-time-slicing"}
+    # The DCGM ServiceMonitor the chart renders needs the Prometheus Operator's CRDs first.
+    assert set(depends["gpu-operator-release"]) == {"gpu-operator-ns", "gpu-operator-critical-pods", "gpu-operator-time-slicing",
+                                                    "prometheus-crds-stand-in"}
     # The Network Operator waits for the GPU Operator's release, whose NFD (and CRDs) it relies on.
     assert depends["network-operator-release"] == ["gpu-operator-release"]
     assert depends["network-operator-nic-cluster-policy"] == ["network-operator-release"]

@@ -199,3 +199,12 @@ def test_the_pools_interconnect_reaches_the_sizing():
                           pool={"name": "l40s", "gpu": "L40S", "gpusPerNode": 8, "maxNodes": 1})
     assert on_l40s.sizing.interconnect == "pcie"
     assert on_l40s.sizing.non_torch_gib < on_h100.sizing.non_torch_gib
+
+
+@pytest.mark.parametrize("min_nodes, allowance", [(0, plan.NODE_PROVISIONING_ALLOWANCE_SECONDS), (1, 0)])
+def test_deadlines_include_node_provisioning_when_the_pool_can_start_empty(min_nodes, allowance):
+    pool = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "minNodes": min_nodes, "maxNodes": 2}
+    [p] = plans_for([model(LLAMA_70B, maxModelLen=32768)], pool=pool)
+    assert p.node_provisioning_seconds == allowance
+    assert p.rollout_deadline_seconds == max(plan.MIN_ROLLOUT_DEADLINE_SECONDS, 2 * p.startup_budget_seconds) + allowance
+    assert p.server_wait_seconds == p.rollout_deadline_seconds + plan.WAIT_MARGIN_SECONDS

@@ -182,6 +182,7 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
         "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
         "operators": {"gpuOperator": {"driver": "preinstalled"},
                       "networkOperator": {"enabled": True, "interface": "ens1f0"}},
+        "addons": {"preinstalled": ["prometheusOperator", "leaderWorkerSet"]},
         "models": [{"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
                     "gated": True, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2,
                     "maxModelLen": 32768}],

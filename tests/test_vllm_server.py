@@ -11,6 +11,7 @@ from common import contract
 from components.serving import engine_args as vllm_args
 from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 from offline_plan.mock_runtime import is_secret_value, run_in_mocks, secret_paths
+from tests.addon_fixtures import crds_present
 from tests.schemas import validate_all
 from tests.vllm_server_fixtures import LLAMA_8B, LLAMA_70B, LLAMA_70B_TWO_NODES, machine, make_plan, placement
 
@@ -25,7 +26,7 @@ def evaluate(model: dict, *, api_key: str | None = API_KEY_VALUE, storage: Serve
 
     def program():
         server = VllmServer("srv", VllmServerArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE,
+            plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(),
             storage=storage or ServerStorage(claim_name="models-rwx", service_account="model-reader"),
             machine=machine(p),
             api_key=pulumi.Output.secret(api_key) if api_key else None,
@@ -386,7 +387,7 @@ def test_startup_budget_covers_load_for_every_model_in_the_stacks(stack, monkeyp
     for p in served:
         def program(p=p):
             VllmServer(p.served_name, VllmServerArgs(
-                plan=p, placement=placement(p), namespace=sc.modelStore.namespace,
+                plan=p, placement=placement(p), namespace=sc.modelStore.namespace, crds=crds_present(),
                 storage=ServerStorage(claim_name="models"), machine=config.pool_machine(sc.cloud, p.pool),
                 api_key=pulumi.Output.secret("k"),
             ))

@@ -4,5 +4,5 @@ Owns: `interface` (what every cloud hands the later stages: a provider, one `Gpu
 pool, the `ModelBucket`), `common` (what the clouds share), `aws/` (EKS), `gcp/` (GKE),
 `existing` (a cluster reached through a kubeconfig) and `select` (`create_cluster`, by cloud).
 May import: `common`, `stack_config`, `planner`.
-Imported by: the operators, the model store, serving, `__main__.py`.
+Imported by: the add-ons, the operators, the model store, serving, `__main__.py`.
 """

@@ -148,27 +148,85 @@ def k8s_name(base: str, suffix: str) -> str:
     return f"{base[:room].rstrip('-')}-{suffix}"
 
 
+# The sync command per bucket scheme: fetch one object to a local file, upload the weights (not
+# the manifest, not hf's bookkeeping), and upload the manifest create-only.
+#
+# Re-runs (a replaced Job, a retry after a failed attempt) must pass with the writer's permissions
+# as they are, without delete: on GCS, replacing an object needs storage.objects.delete besides
+# create ("To replace an existing object, both storage.objects.create and storage.objects.delete are
+# required", https://cloud.google.com/storage/docs/access-control/iam-permissions), which the writer
+# (objectCreator + objectViewer) lacks by design, so any overwrite is a 403. Hence:
+# - the manifest goes last and create-only: on GCS with --if-generation-match=0 (a precondition
+#   that holds only when no live object has the name; https://cloud.google.com/storage/docs/
+#   request-preconditions), on S3 with If-None-Match: * (PutObject answers 412 when the key exists;
+#   botocore's s3 model, PutObjectRequest.IfNoneMatch). A manifest in the bucket therefore always
+#   means a complete, verified copy written once;
+# - when the bucket already holds a manifest, the copy is complete: an identical manifest (the
+#   same files with the same SHA-256) means there is nothing to upload, a different one means the
+#   bucket holds other bytes for this commit, and the Job fails saying so instead of overwriting;
+# - without a manifest (an earlier attempt stopped mid-way) the weights are synced again, skipping
+#   objects already there with the same content: GCS rsync compares hashes with --checksums-only
+#   ("skip modification time check and compare object hashes", `gcloud storage rsync --help`), so
+#   a re-downloaded file with a new mtime is not re-uploaded (which would be an overwrite, a 403);
+#   `aws s3 sync` re-uploads a file newer than its object, which S3 allows without a delete
+#   permission (the bucket's versioning keeps the earlier version).
+_SYNC_COMMANDS = {
+    "s3": {
+        "fetch": 'aws s3 cp "$1" "$2" --no-progress --only-show-errors',
+        "weights": ('aws s3 sync "$SRC" "$DST" --no-progress --only-show-errors '
+                    '--exclude ".cache/*" --exclude "manifest.json"'),
+        # put-object takes bucket and key apart: s3://<bucket>/<key...>.
+        "weights_failed": "uploading the weights to $DST failed",
+        "prepare": 'KEY="${DST#s3://}"; BUCKET="${KEY%%/*}"; KEY="${KEY#*/}/manifest.json"',
+        "manifest": ('aws s3api put-object --bucket "$BUCKET" --key "$KEY" --body "$SRC/manifest.json" '
+                     "--if-none-match '*' >/dev/null"),
+    },
+    "gs": {
+        "fetch": 'gcloud storage cp "$1" "$2" --no-user-output-enabled',
+        "weights": ('gcloud storage rsync "$SRC" "$DST" --recursive --checksums-only '
+                    "--exclude='^\\.cache/|^manifest\\.json$'"),
+        "weights_failed": ("uploading the weights to $DST failed; an object there that differs from the verified "
+                           "file cannot be replaced by the writer (no delete permission, by design)"),
+        "prepare": "",
+        "manifest": 'gcloud storage cp --if-generation-match=0 "$SRC/manifest.json" "$DST/manifest.json"',
+    },
+}
+
+
 def sync_script(scheme: str, local_dir: str, destination: pulumi.Input[str]) -> pulumi.Output[str]:
-    """Shell for the sync container: weights first, manifest.json last.
+    """Shell for the sync container: weights first, manifest.json last, re-runnable (see above).
 
     A manifest in the bucket therefore means a complete, verified copy; a reader that finds the
     prefix without one is looking at an interrupted sync. `hf download`'s bookkeeping folder
     (.cache/) stays behind.
     """
-    if scheme == "s3":
-        body = (
-            'aws s3 sync "$SRC" "$DST" --no-progress --only-show-errors '
-            '--exclude ".cache/*" --exclude "manifest.json"\n'
-            'aws s3 cp "$SRC/manifest.json" "$DST/manifest.json" --no-progress\n'
-        )
-    elif scheme == "gs":
-        body = (
-            'gcloud storage rsync "$SRC" "$DST" --recursive '
-            "--exclude='^\\.cache/|^manifest\\.json$'\n"
-            'gcloud storage cp "$SRC/manifest.json" "$DST/manifest.json"\n'
-        )
-    else:
+    if scheme not in _SYNC_COMMANDS:
         raise ValueError(f"bucket scheme {scheme!r} is not s3 or gs")
+    cmd = _SYNC_COMMANDS[scheme]
+    body = (
+        f"fetch() {{ {cmd['fetch']}; }}\n"
+        'same() { [ "$(sha256sum < "$1")" = "$(sha256sum < "$2")" ]; }\n'
+        'REMOTE="$(mktemp)"\n'
+        "# A complete copy is already there: identical, or different bytes for the same commit.\n"
+        'if fetch "$DST/manifest.json" "$REMOTE" 2>/dev/null; then\n'
+        '  if same "$SRC/manifest.json" "$REMOTE"; then\n'
+        '    echo "$DST already holds this verified copy (identical manifest.json); nothing to upload"; exit 0\n'
+        "  fi\n"
+        '  echo "$DST/manifest.json differs from the verified download in $SRC: the bucket holds other bytes for '
+        'this commit. The writer cannot replace objects (no delete permission, by design); compare the two '
+        'manifests, then remove the prefix with an identity that may delete and re-run the Job" >&2; exit 1\n'
+        "fi\n"
+        f"{cmd['weights']} || {{ echo \"{cmd['weights_failed']}\" >&2; exit 1; }}\n"
+        "# Create-only: if another run wrote the manifest meanwhile, it must be the same one.\n"
+        + (f"{cmd['prepare']}\n" if cmd["prepare"] else "")
+        + f"if ! {cmd['manifest']}; then\n"
+        '  if fetch "$DST/manifest.json" "$REMOTE" && same "$SRC/manifest.json" "$REMOTE"; then\n'
+        '    echo "another run completed $DST with the same manifest"; exit 0\n'
+        "  fi\n"
+        '  echo "could not write $DST/manifest.json, and the bucket holds no identical one" >&2; exit 1\n'
+        "fi\n"
+        'echo "synced the verified copy to $DST"\n'
+    )
     return pulumi.Output.concat(
         "set -eu\n", "SRC=", local_dir, "\n", "DST=", destination, "\n",
         'test -f "$SRC/manifest.json" || { echo "no verified manifest in $SRC; refusing to sync" >&2; exit 1; }\n',

@@ -1,6 +1,6 @@
 """NVIDIA GPU Operator and Network Operator (stage 5 of the serving path, second half).
 
-May import: `common`, `stack_config`, `planner`, `components.cluster`.
+May import: `common`, `stack_config`, `planner`, `components.cluster`, `components.addons` (`CrdSources`).
 Imported by: the model store, serving, `__main__.py`.
 
 - `values`: the charts' Helm values, decided per cloud in pure functions.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from components.addons.crd_sources import CrdSources
 from components.cluster.interface import GpuPlacement
 from stack_config import OperatorsConfig
 
@@ -25,6 +26,9 @@ class OperatorsArgs:
     # GKE pools' gpu-driver-version (PoolConfig.gkeDriverVersion, the same on every pool);
     # decides whether GKE or the operator runs the device plugin. Ignored off GKE.
     gke_driver_version: str | None = None
+    # Where custom resource kinds come from (components/addons): the GPU Operator chart renders a
+    # ServiceMonitor for DCGM when `dcgmServiceMonitor` is on, so its release waits for that CRD.
+    crds: CrdSources | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from components.operators.values import (
 # Fixed Helm release name: the chart names its objects after it, and a Pulumi auto-name suffix
 # would rename them on every replacement.
 RELEASE_NAME = "gpu-operator"
+SERVICE_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 TIME_SLICING_CONFIG_MAP = "device-plugin-config"
 # Helm waits for the operator Deployment and NFD (master, gc, worker DaemonSet) to be ready:
 # images come from nvcr.io and the NFD worker must start on every node. The operands (driver,
@@ -62,6 +63,13 @@ class GpuOperator(pulumi.ComponentResource):
             )
             before_helm.append(config_map)
             config_map_name = TIME_SLICING_CONFIG_MAP
+
+        if options.dcgmServiceMonitor:
+            # Helm refuses the whole release when one rendered object's kind is unknown.
+            if args.crds is None:
+                raise ValueError("the GPU Operator's DCGM ServiceMonitor needs the Prometheus Operator CRDs: "
+                                 "pass OperatorsArgs.crds (components/addons) or turn dcgmServiceMonitor off")
+            before_helm += args.crds.depends_on(SERVICE_MONITOR_API_VERSION, "ServiceMonitor")
 
         self.values = gpu_operator_values(
             args.cloud,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from common import contract
 from components.operators.args import NetworkOperatorArgs
 from components.operators.gpu_operator import GpuOperator
 from components.operators.namespace import operator_namespace
@@ -18,6 +19,7 @@ from components.operators.nic_cluster_policy import (
     NIC_CLUSTER_POLICY_API_VERSION,
     NIC_CLUSTER_POLICY_NAME,
     RDMA_RESOURCE,
+    READY,
     SECONDARY_NETWORK_NAME,
     ip_pool_spec,
     macvlan_network_spec,
@@ -27,6 +29,10 @@ from components.operators.values import NETWORK_OPERATOR_CHART, NVIDIA_HELM_REPO
 
 RELEASE_NAME = "network-operator"
 HELM_TIMEOUT_SECONDS = 600
+# The policy turns ready once its DaemonSets (RDMA device plugin, Multus, CNI plugins, NVIDIA IPAM)
+# run on every GPU node: one wave of image pulls from nvcr.io per node, as for the operator's own
+# release (HELM_TIMEOUT_SECONDS), twice for nodes that join while it rolls out.
+POLICY_READY_SECONDS = 2 * HELM_TIMEOUT_SECONDS
 
 
 class NetworkOperator(pulumi.ComponentResource):
@@ -85,16 +91,20 @@ class NetworkOperator(pulumi.ComponentResource):
         # The chart ships the NicClusterPolicy CRD but no policy; the operator deploys nothing
         # on the nodes until one named nic-cluster-policy exists.
         self.nic_cluster_policy_spec = nic_cluster_policy_spec(config.chartVersion, placements, config.rdmaSharedDevices)
+        ready_wait = f"{POLICY_READY_SECONDS}s"
         policy = k8s.apiextensions.CustomResource(
             f"{name}-nic-cluster-policy",
             api_version=NIC_CLUSTER_POLICY_API_VERSION,
             kind="NicClusterPolicy",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=NIC_CLUSTER_POLICY_NAME),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=NIC_CLUSTER_POLICY_NAME,
+                                                annotations={contract.PULUMI_WAIT_FOR: READY}),
             spec=self.nic_cluster_policy_spec,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[release]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[release],
+                                        custom_timeouts=pulumi.CustomTimeouts(create=ready_wait, update=ready_wait)),
         )
-        # The IPPool CRD is installed by the operator once it reconciles nvIpam (not by the chart);
-        # the provider retries creation while the kind is not yet served.
+        # The IPPool CRD is applied by the operator while it reconciles nvIpam (not by the chart):
+        # the pool waits for the policy to be ready, by when the kind is served. Relying on the
+        # provider's retry of an unknown kind would give the operator about a minute.
         pool = k8s.apiextensions.CustomResource(
             f"{name}-ip-pool",
             api_version=IPPOOL_API_VERSION,
@@ -110,7 +120,9 @@ class NetworkOperator(pulumi.ComponentResource):
                 f"{name}-secondary-network",
                 api_version=NIC_CLUSTER_POLICY_API_VERSION,
                 kind="MacvlanNetwork",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=SECONDARY_NETWORK_NAME),
+                # Pods name this network; the NetworkAttachmentDefinition exists once it is ready.
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=SECONDARY_NETWORK_NAME,
+                                                    annotations={contract.PULUMI_WAIT_FOR: READY}),
                 spec=macvlan_network_spec(args.rdma_interface, args.workload_namespace),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
             )

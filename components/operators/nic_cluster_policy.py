@@ -39,6 +39,18 @@ RDMA_HCA_MAX = 63
 # the release ("network-operator-v26.4.1"), so the tags follow the pinned chart version.
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 
+# Readiness both kinds report in .status.state ("ready" is StateReady; api/v1alpha1/
+# nicclusterpolicy_types.go and macvlannetwork_types.go at v26.4.1), as a `pulumi.com/waitFor`.
+READY = "jsonpath={.status.state}=ready"
+
+# Where the kinds this component creates come from. The chart ships NicClusterPolicy and
+# MacvlanNetwork in its crds/ folder (deployment/network-operator/crds/ at v26.4.1); the IPPool CRD
+# is not in the chart: the operator applies it while it reconciles the policy's nvIpam state
+# (manifests/state-nv-ipam-cni/005-nv-ipam.nvidia.com_ippools.yaml, pkg/state/factory.go), so an
+# IPPool must wait for the policy to be ready.
+CHART_KINDS = (("mellanox.com", "NicClusterPolicy"), ("mellanox.com", "MacvlanNetwork"))
+RUNTIME_KINDS = (("nv-ipam.nvidia.com", "IPPool"),)
+
 SECONDARY_NETWORK_NAME = "rdma-net"
 IPPOOL_NAME = "rdma-pool"
 

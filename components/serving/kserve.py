@@ -34,6 +34,8 @@ import pulumi_kubernetes as k8s
 
 from common import contract
 from common.engine import VLLM_IMAGE
+from components.addons import kserve as kserve_addon
+from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.serving import engine_args as vllm_args
 from components.serving import observability, probes
@@ -41,11 +43,11 @@ from components.serving import resources as server_resources
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
 
-KSERVE_VERSION = "v0.20.0"
+KSERVE_VERSION = kserve_addon.VERSION
 API_VERSION = "serving.kserve.io/v1beta1"
 STORAGE_CONTAINER_API_VERSION = "serving.kserve.io/v1alpha1"
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-STANDARD_MODE = "Standard"
+STANDARD_MODE = kserve_addon.STANDARD_MODE
 # hpa | keda | external | none (pkg/constants/constants.go, AutoscalerClassType).
 AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
 # KServe labels every predictor pod with the InferenceService's name.
@@ -181,6 +183,9 @@ class KServeModelArgs:
     plan: Any  # planner.plan.ModelPlan
     placement: GpuPlacement
     namespace: str
+    crds: CrdSources
+    """Where each custom resource kind comes from (components/addons): the InferenceService, its
+    ClusterStorageContainer and PodMonitor wait for it."""
     storage: KServeStorage = "bucket"
     """bucket: the mirrored bucket (or the model store's claim); hf: hf://org/name:<commit>."""
     bucket: Optional[ModelBucket] = None
@@ -494,13 +499,19 @@ class KServeModel(pulumi.ComponentResource):
                 **annotations(plan),
                 DEPLOYMENT_MODE_ANNOTATION: STANDARD_MODE,
                 AUTOSCALER_CLASS_ANNOTATION: autoscaler_class(plan),
+                # `pulumi up` waits for the predictor to serve; without it the InferenceService
+                # would count as created when the API server accepts it.
+                contract.PULUMI_WAIT_FOR: kserve_addon.READY,
             },
         }
         waits = [r for r in (self.token_secret, self.storage_container) if r is not None] + list(args.depends_on)
-        self.inference_service = k8s.apiextensions.CustomResource(
-            f"{name}-isvc", api_version=API_VERSION, kind="InferenceService",
-            metadata=metadata, spec=inference_service_spec(isvc_name, args, container_name),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=waits),
+        manifest = {"apiVersion": API_VERSION, "kind": "InferenceService", "metadata": metadata,
+                    "spec": inference_service_spec(isvc_name, args, container_name)}
+        wait = f"{plan.server_wait_seconds}s"
+        self.inference_service = custom_resource(
+            f"{name}-isvc", manifest, args.crds,
+            pulumi.ResourceOptions(parent=self, depends_on=waits,
+                                   custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait)),
         )
         self.inference_service_name = isvc_name
         # Standard mode: the ISVC's Service is <isvc>-predictor on the runtime's port.
@@ -510,9 +521,7 @@ class KServeModel(pulumi.ComponentResource):
         t = target(isvc_name, args)
         if args.monitoring:
             pm = pod_monitor(isvc_name, t, args.monitoring_labels)
-            k8s.apiextensions.CustomResource(
-                f"{name}-podmonitor", api_version=pm["apiVersion"], kind=pm["kind"],
-                metadata=pm["metadata"], spec=pm["spec"], opts=child)
+            custom_resource(f"{name}-podmonitor", pm, args.crds, child)
         a = plan.model.autoscaling
         self.prometheus_adapter_rule = (
             observability.prometheus_adapter_rule() if a.enabled and a.kind == "hpa" else None)
@@ -559,8 +568,5 @@ class KServeModel(pulumi.ComponentResource):
         csc = cluster_storage_container(f"{args.namespace}-{isvc_name}-hf",
                                         [hf_uri_regex(plan.repo, r) for r in revisions],
                                         _name_of(self.token_secret))
-        self.storage_container = k8s.apiextensions.CustomResource(
-            f"{name}-hf-storage", api_version=csc["apiVersion"], kind=csc["kind"],
-            metadata=csc["metadata"], spec=csc["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret]),
-        )
+        self.storage_container = custom_resource(
+            f"{name}-hf-storage", csc, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret]))

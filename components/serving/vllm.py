@@ -24,6 +24,8 @@ import pulumi_kubernetes as k8s
 
 from common import contract
 from common.engine import VLLM_VERSION
+from components.addons import leader_worker_set
+from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
 from components.serving import engine_args as vllm_args
 from components.serving import observability, probes
@@ -85,6 +87,9 @@ class VllmServerArgs:
     placement: GpuPlacement
     namespace: str
     storage: ServerStorage
+    crds: CrdSources
+    """Where each custom resource kind comes from (components/addons): every LeaderWorkerSet,
+    HTTPRoute, ServiceMonitor, PrometheusRule and ScaledObject waits for it."""
     machine: Any = None
     """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
     api_key: Optional[pulumi.Input[str]] = None
@@ -125,9 +130,9 @@ def workload_annotations(plan: Any) -> dict[str, str]:
 
 
 def rollout_deadline_seconds(plan: Any) -> int:
-    """The plan's rollout deadline (planner/plan.py `ModelPlan.rollout_deadline_seconds`): the
-    Deployment's progressDeadlineSeconds and, with a minute to spare, how long `pulumi up` waits for
-    the workload. It includes a node's provisioning when the pool may have to grow for the pods."""
+    """The plan's rollout deadline (planner/plan.py decides it): the Deployment's
+    progressDeadlineSeconds, including a node's provisioning when the pool may have to grow for the
+    pods; `pulumi up` waits `plan.server_wait_seconds`, a minute longer."""
     return plan.rollout_deadline_seconds
 
 
@@ -318,10 +323,14 @@ def leader_worker_set_manifest(name: str, args: VllmServerArgs, pods: PodBuilder
     rollout["rollingUpdateConfiguration"] = (
         {"maxUnavailable": 0, "maxSurge": 1} if strategy == "RollingUpdate" else {"maxUnavailable": replicas, "maxSurge": 0}
     )
+    metadata = _metadata(name, args, COMPONENT_SERVER)
+    # Without it `pulumi up` would report the LeaderWorkerSet created the moment the API server
+    # accepts it, long before any group runs, and its customTimeouts would bound nothing.
+    metadata["annotations"][contract.PULUMI_WAIT_FOR] = leader_worker_set.READY
     return {
         "apiVersion": LWS_API_VERSION,
         "kind": "LeaderWorkerSet",
-        "metadata": _metadata(name, args, COMPONENT_SERVER),
+        "metadata": metadata,
         "spec": {
             "replicas": replicas,
             "startupPolicy": "LeaderCreated",
@@ -337,10 +346,15 @@ def leader_worker_set_manifest(name: str, args: VllmServerArgs, pods: PodBuilder
 
 
 def service_manifest(name: str, args: VllmServerArgs) -> dict[str, Any]:
+    metadata = _metadata(name, args, COMPONENT_SERVER, annotations=False)
+    # The provider would otherwise hold the Service until a ready pod backs it, for at most its
+    # default 10 minutes (pulumi-kubernetes provider/pkg/await/service.go), while the pods wait for
+    # the mirror and a model load that take far longer. The workload's own wait owns readiness.
+    metadata["annotations"] = {contract.PULUMI_SKIP_AWAIT: "true"}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(name, args, COMPONENT_SERVER, annotations=False),
+        "metadata": metadata,
         "spec": {
             "type": "ClusterIP",
             # Only the leader of a group (or every Deployment pod) serves HTTP, /v1 and /metrics.
@@ -489,16 +503,13 @@ class VllmServer(pulumi.ComponentResource):
             depends_on=list(args.storage.depends_on),
             ignore_changes=["spec.replicas"] if autoscaled else None,
             custom_timeouts=pulumi.CustomTimeouts(
-                create=f"{rollout_deadline_seconds(plan) + 60}s", update=f"{rollout_deadline_seconds(plan) + 60}s"
+                create=f"{plan.server_wait_seconds}s", update=f"{plan.server_wait_seconds}s"
             ),
         )
         if pods.multi_node:
             self.workload_kind = "LeaderWorkerSet"
             manifest = leader_worker_set_manifest(k8s_name, args, pods, replicas, strategy)
-            workload = k8s.apiextensions.CustomResource(
-                f"{name}-lws", api_version=manifest["apiVersion"], kind=manifest["kind"],
-                metadata=manifest["metadata"], spec=manifest["spec"], opts=workload_opts,
-            )
+            workload = custom_resource(f"{name}-lws", manifest, args.crds, workload_opts)
             target_ref = {"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": k8s_name}
         else:
             self.workload_kind = "Deployment"
@@ -520,10 +531,7 @@ class VllmServer(pulumi.ComponentResource):
 
         if args.gateway is not None:
             route = http_route_manifest(k8s_name, args, api_service_name(plan))
-            k8s.apiextensions.CustomResource(
-                f"{name}-route", api_version=route["apiVersion"], kind=route["kind"],
-                metadata=route["metadata"], spec=route["spec"], opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
-            )
+            custom_resource(f"{name}-route", route, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[service]))
 
         if most > 1:
             pdb = pod_disruption_budget_manifest(k8s_name, args)
@@ -536,15 +544,9 @@ class VllmServer(pulumi.ComponentResource):
                                          queue_per_replica=a.queueThreshold)
         if args.monitoring:
             sm = observability.service_monitor(k8s_name, target, selector_labels(plan), args.monitoring_labels)
-            k8s.apiextensions.CustomResource(
-                f"{name}-servicemonitor", api_version=sm["apiVersion"], kind=sm["kind"],
-                metadata=sm["metadata"], spec=sm["spec"], opts=child,
-            )
+            custom_resource(f"{name}-servicemonitor", sm, args.crds, child)
             rule = observability.prometheus_rule(k8s_name, target, thresholds, args.monitoring_labels)
-            k8s.apiextensions.CustomResource(
-                f"{name}-alerts", api_version=rule["apiVersion"], kind=rule["kind"],
-                metadata=rule["metadata"], spec=rule["spec"], opts=child,
-            )
+            custom_resource(f"{name}-alerts", rule, args.crds, child)
             board = observability.dashboard_config_map(f"{k8s_name}-dashboard", target, args.dashboard_namespace)
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=child)
 
@@ -557,10 +559,7 @@ class VllmServer(pulumi.ComponentResource):
                     k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most,
                     threshold=a.queueThreshold, prometheus_url=a.prometheusUrl,
                 )
-                k8s.apiextensions.CustomResource(
-                    f"{name}-scaledobject", api_version=so["apiVersion"], kind=so["kind"],
-                    metadata=so["metadata"], spec=so["spec"], opts=scale_opts,
-                )
+                custom_resource(f"{name}-scaledobject", so, args.crds, scale_opts)
             else:
                 hpa = observability.horizontal_pod_autoscaler(
                     k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most, threshold=a.queueThreshold,

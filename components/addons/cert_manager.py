@@ -1,0 +1,43 @@
+"""cert-manager: issues the certificates of KServe's admission webhooks.
+
+cert-manager/cert-manager at tag v1.21.1; the chart version keeps the "v" (make/manifests.mk
+packages with --version $(VERSION), the git tag). CRDs are templates gated by `crds.enabled`,
+default false, so the install turns them on (KServe's own install script does the same:
+hack/setup/quick-install/kserve-standard-mode-full-install-helm.sh at kserve v0.20.0).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from components.addons.catalog import AddOn, Crd, HelmChart
+
+
+def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"crds": {"enabled": True}}
+    if system_node_selector:
+        # Merged into every component's own nodeSelector (templates/deployment.yaml at the tag).
+        out["global"] = {"nodeSelector": dict(system_node_selector)}
+    return out
+
+
+CHART = HelmChart(
+    release="cert-manager",
+    chart="cert-manager",
+    version="v1.21.1",
+    namespace="cert-manager",
+    repo="https://charts.jetstack.io",
+    values_url="https://github.com/cert-manager/cert-manager/blob/v1.21.1/deploy/charts/cert-manager/values.yaml",
+    values=values,
+)
+
+ADDON = AddOn(
+    key="certManager",
+    title="cert-manager",
+    version="v1.21.1",
+    steps=(CHART,),
+    # The program creates no cert-manager objects itself; kserve-resources renders these two
+    # (files/kserve/certificate-patch.yaml, templates/common/certmanager.yaml at kserve v0.20.0).
+    crds=(Crd("cert-manager.io", "Certificate", "certificates"), Crd("cert-manager.io", "Issuer", "issuers")),
+    docs="Only as KServe's dependency: kserve-resources renders a cert-manager Certificate for its webhooks.",
+)

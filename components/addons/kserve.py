@@ -1,0 +1,64 @@
+"""KServe v0.20.0: InferenceServices for models with `engine: kserve`.
+
+Three charts from `oci://ghcr.io/kserve/charts` at v0.20.0 (kserve/kserve at tag v0.20.0,
+charts/*/Chart.yaml `version: v0.20.0`), installed in the order KServe's own Helm install script
+uses (hack/setup/quick-install/kserve-standard-mode-full-install-helm.sh): `kserve-crd`, then
+`kserve-resources` (the controller, its webhooks, the inferenceservice ConfigMap), then
+`kserve-runtime-configs` with `kserve.servingruntime.enabled` (the ClusterServingRuntimes,
+kserve-huggingfaceserver among them). `kserve-resources` always renders a cert-manager
+Certificate for the webhook server, so cert-manager comes first.
+
+`kserve.controller.deploymentMode: Standard` makes raw Deployments the default, the mode every
+InferenceService of this program asks for by annotation; the default (Knative) needs Knative
+Serving, which the program does not install.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from components.addons.catalog import AddOn, Crd, HelmChart
+
+VERSION = "v0.20.0"
+OCI = "oci://ghcr.io/kserve/charts"
+NAMESPACE = "kserve"
+_VALUES = f"https://github.com/kserve/kserve/blob/{VERSION}/charts/{{chart}}/values.yaml"
+GROUP = "serving.kserve.io"
+# `pulumi.com/waitFor` for an InferenceService: its aggregated Ready condition
+# (pkg/apis/serving/v1beta1/inference_service_status.go at v0.20.0).
+READY = "condition=Ready"
+STANDARD_MODE = "Standard"
+
+
+def resources_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+    controller: dict[str, Any] = {"deploymentMode": STANDARD_MODE}
+    if system_node_selector:
+        controller["nodeSelector"] = dict(system_node_selector)
+    return {"kserve": {"controller": controller}}
+
+
+def runtime_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"kserve": {"servingruntime": {"enabled": True}}}
+
+
+CRD_CHART = HelmChart(release="kserve-crd", chart=f"{OCI}/kserve-crd", version=VERSION, namespace=NAMESPACE,
+                      values_url=_VALUES.format(chart="kserve-crd"))
+RESOURCES_CHART = HelmChart(release="kserve-resources", chart=f"{OCI}/kserve-resources", version=VERSION,
+                            namespace=NAMESPACE, values_url=_VALUES.format(chart="kserve-resources"),
+                            values=resources_values)
+RUNTIMES_CHART = HelmChart(release="kserve-runtime-configs", chart=f"{OCI}/kserve-runtime-configs", version=VERSION,
+                           namespace=NAMESPACE, values_url=_VALUES.format(chart="kserve-runtime-configs"),
+                           values=runtime_values)
+
+ADDON = AddOn(
+    key="kserve",
+    title="KServe",
+    version=VERSION,
+    steps=(CRD_CHART, RESOURCES_CHART, RUNTIMES_CHART),
+    crds=(
+        Crd(GROUP, "InferenceService", "inferenceservices"),
+        Crd(GROUP, "ClusterStorageContainer", "clusterstoragecontainers"),
+    ),
+    requires=("certManager",),
+    docs="InferenceServices in Standard (raw Deployment) mode on the kserve-huggingfaceserver runtime.",
+)

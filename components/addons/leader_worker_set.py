@@ -1,0 +1,43 @@
+"""LeaderWorkerSet: one replica of a model whose tensor x pipeline parallelism spans nodes.
+
+kubernetes-sigs/lws at tag v0.10.0. The chart is published as `oci://registry.k8s.io/lws/charts/lws`
+with version `0.10.0` (the project's install docs, site/content/en/docs/installation/_index.md,
+"Install by Helm"; the promotion to registry.k8s.io drops the tag's "v"). Its CRD carries a
+conversion webhook served from namespace `lws-system`, so it is installed there, as the docs do.
+Its admission webhooks (failurePolicy Fail, also for Pods) reject a LeaderWorkerSet until the
+controller runs: the LeaderWorkerSet waits for the release, which waits for the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from components.addons.catalog import AddOn, Crd, HelmChart
+
+# `pulumi.com/waitFor` for a LeaderWorkerSet: the controller sets condition Available (reason
+# AllGroupsReady) once every group is ready and updated (api/leaderworkerset/v1/
+# leaderworkerset_types.go, pkg/controllers/leaderworkerset_controller.go at v0.10.0).
+READY = "condition=Available"
+
+
+def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"nodeSelector": dict(system_node_selector)} if system_node_selector else {}
+
+
+CHART = HelmChart(
+    release="lws",
+    chart="oci://registry.k8s.io/lws/charts/lws",
+    version="0.10.0",
+    namespace="lws-system",
+    values_url="https://github.com/kubernetes-sigs/lws/blob/v0.10.0/charts/lws/values.yaml",
+    values=values,
+)
+
+ADDON = AddOn(
+    key="leaderWorkerSet",
+    title="LeaderWorkerSet",
+    version="v0.10.0",
+    steps=(CHART,),
+    crds=(Crd("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "leaderworkersets"),),
+    docs="A replica that spans nodes is one LeaderWorkerSet group (leader + workers), recreated as a whole.",
+)

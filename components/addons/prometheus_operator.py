@@ -1,0 +1,89 @@
+"""The Prometheus Operator and one Prometheus that scrapes every ServiceMonitor, PodMonitor and
+PrometheusRule in the cluster (when monitoring is on, or the GPU Operator's DCGM ServiceMonitor is).
+
+Two releases, both carrying prometheus-operator v0.93.0 (the version of the project's CRD
+fixtures, tests/fixtures/crds/monitoring.coreos.com_*.yaml):
+- `prometheus-operator-crds` 31.0.0: only the CRDs, as templates, so Helm also upgrades them
+  (kube-prometheus-stack's own copy sits in a `crds/` folder Helm installs once and never updates:
+  its README, "CRDs created by this chart are not updated by default");
+- `kube-prometheus-stack` 88.3.0 with `crds.enabled: false`: the operator, Prometheus,
+  Alertmanager, Grafana (whose dashboard sidecar already watches every namespace for ConfigMaps
+  labelled grafana_dashboard: "1", the label the servers' dashboards carry), kube-state-metrics and
+  node-exporter.
+
+Selection: with `*SelectorNilUsesHelmValues: false` and the selectors left empty, the chart renders
+empty selectors, and an empty selector matches every object in every namespace
+(templates/prometheus/prometheus.yaml at the tag renders `serviceMonitorSelector: {}` in that case).
+Without it, the Prometheus would select only objects labelled `release: kube-prometheus-stack`
+and ignore the servers' monitors.
+
+Chart facts: prometheus-community/helm-charts at tags kube-prometheus-stack-88.3.0 and
+prometheus-operator-crds-31.0.0 (Chart.yaml appVersion v0.93.0 in both).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from common import contract
+from components.addons.catalog import AddOn, Crd, HelmChart
+
+REPO = "https://prometheus-community.github.io/helm-charts"
+_VALUES = "https://github.com/prometheus-community/helm-charts/blob/{tag}/charts/{chart}/values.yaml"
+
+CRDS_CHART = HelmChart(
+    release="prometheus-operator-crds",
+    chart="prometheus-operator-crds",
+    version="31.0.0",
+    namespace=contract.MONITORING_NAMESPACE,
+    repo=REPO,
+    values_url=_VALUES.format(tag="prometheus-operator-crds-31.0.0", chart="prometheus-operator-crds"),
+)
+
+
+def stack_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+    """kube-prometheus-stack values: CRDs from their own release, every monitor and rule selected."""
+    spec: dict[str, Any] = {
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+    }
+    values: dict[str, Any] = {
+        "crds": {"enabled": False},
+        "prometheus": {"prometheusSpec": spec},
+    }
+    if system_node_selector:
+        selector = dict(system_node_selector)
+        spec["nodeSelector"] = selector
+        values["prometheusOperator"] = {
+            "nodeSelector": selector,
+            "admissionWebhooks": {"deployment": {"nodeSelector": selector}, "patch": {"nodeSelector": selector}},
+        }
+        values["alertmanager"] = {"alertmanagerSpec": {"nodeSelector": selector}}
+    return values
+
+
+STACK_CHART = HelmChart(
+    release=contract.PROMETHEUS_RELEASE,
+    chart="kube-prometheus-stack",
+    version="88.3.0",
+    namespace=contract.MONITORING_NAMESPACE,
+    repo=REPO,
+    values_url=_VALUES.format(tag="kube-prometheus-stack-88.3.0", chart="kube-prometheus-stack"),
+    values=stack_values,
+)
+
+GROUP = "monitoring.coreos.com"
+ADDON = AddOn(
+    key="prometheusOperator",
+    title="Prometheus Operator (kube-prometheus-stack)",
+    version="v0.93.0 (kube-prometheus-stack 88.3.0)",
+    steps=(CRDS_CHART, STACK_CHART),
+    crds=(
+        Crd(GROUP, "ServiceMonitor", "servicemonitors"),
+        Crd(GROUP, "PodMonitor", "podmonitors"),
+        Crd(GROUP, "PrometheusRule", "prometheusrules"),
+    ),
+    docs=f"Prometheus at {contract.PROMETHEUS_URL} selects every ServiceMonitor, PodMonitor and PrometheusRule; "
+         "Grafana loads every ConfigMap labelled grafana_dashboard: \"1\".",
+)
