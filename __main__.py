@@ -11,9 +11,9 @@ import stack_config as config
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
 from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
-from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.serving.alerts import AlertThresholds
 from components.serving.kserve import KServeModel, KServeModelArgs
-from components.serving.observability import AlertThresholds
 from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 from planner import plan
 from planner.plan import PlanError
@@ -36,11 +36,13 @@ k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster
 
 # Operators wait for the cluster (and so its GPU pools); servers wait for the operators.
 placements = list(cluster.placements.values())
+monitoring = stack.monitoring
 operator_args = OperatorsArgs(
     config=stack.operators,
     cloud=stack.cloud.value,
     placements=placements,
     gke_driver_version=stack.gke_driver_version,
+    gpu_alerting=GpuAlerting(dict(monitoring.labels), monitoring.runbookUrl) if monitoring.enabled else None,
 )
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
@@ -62,7 +64,6 @@ shared = ServingNamespace(
 )
 
 gateway = stack.exposure.gateway
-monitoring = stack.monitoring
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None
 endpoints = {}
 warnings: list[str] = []
@@ -112,21 +113,22 @@ for model_plan in plans:
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
                 dashboard_namespace=monitoring.dashboardNamespace,
                 alert_thresholds=AlertThresholds(
-                    ttft_p95_seconds=monitoring.ttftP95Seconds, kv_cache_usage=monitoring.kvCacheUsageAlert
+                    kv_cache_usage=monitoring.kvCacheUsageAlert, error_ratio=monitoring.errorRateAlert
                 ),
+                runbook_url=monitoring.runbookUrl,
             ),
             k8s_opts,
         )
     endpoints[name] = server.endpoint
     warnings += server.warnings
-    if server.prometheus_adapter_rule:
-        adapter_rules.append(server.prometheus_adapter_rule)
+    adapter_rules = adapter_rules or server.prometheus_adapter_rules
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
 pulumi.export("warnings", warnings)
-# For autoscaling.kind hpa: the prometheus-adapter rule that turns the queue depth into the external
-# metric the HPAs read (the same rule for every model; docs/autoscaling.md).
-pulumi.export("prometheusAdapterRule", adapter_rules[0] if adapter_rules else None)
+# For autoscaling.kind hpa: the prometheus-adapter `rules.external` entries that turn the queue depth
+# and the KV-cache usage into the external metrics the HPAs read (the same for every model;
+# docs/autoscaling.md).
+pulumi.export("prometheusAdapterRules", adapter_rules or None)

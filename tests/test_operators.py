@@ -13,7 +13,7 @@ import yaml
 
 from common import contract, gpu_driver, gpus
 from components.cluster.interface import GpuPlacement, pool_node_labels
-from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.operators import nic_cluster_policy as ncp
 from components.operators import values as ov
 from offline_plan import mock_runtime
@@ -391,7 +391,7 @@ def test_ip_pool_splits_the_range_across_gpu_nodes():
 
 
 def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface: str | None = None,
-                  placements=None, monkeypatch=None):
+                  placements=None, monkeypatch=None, gpu_alerting: GpuAlerting | None = None):
     """Evaluate both components like __main__ wires them; returns (evaluation, components, depends_on by name)."""
     operators = OperatorsConfig.model_validate(cfg)
     placements = placements or [h100_pool()]
@@ -411,7 +411,7 @@ def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface:
         provider = k8s.Provider("cluster", kubeconfig="{}")
         node_pool = k8s.core.v1.ConfigMap("node-pool-stand-in", data={"pool": "h100"})
         opts = pulumi.ResourceOptions(provider=provider, depends_on=[node_pool])
-        args = OperatorsArgs(operators, cloud, placements, gke)
+        args = OperatorsArgs(operators, cloud, placements, gke, gpu_alerting=gpu_alerting)
         gpu = GpuOperator("gpu-operator", args, opts) if operators.gpuOperator.enabled else None
         net = None
         if operators.networkOperator.enabled:
@@ -446,7 +446,7 @@ UNVALIDATED_KINDS = {
 def test_every_emitted_object_validates():
     evaluation, _, _ = run_operators(
         "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
-        gke="INSTALLATION_DISABLED", rdma_interface="ens1f0",
+        gke="INSTALLATION_DISABLED", rdma_interface="ens1f0", gpu_alerting=GpuAlerting({"release": "kps"}),
     )
     known = schemas.known_custom_kinds()
     # The skip list must stay exact: a CRD added to the fixtures makes its kind validated here.
@@ -461,8 +461,11 @@ def test_every_emitted_object_validates():
         checked += 1
     assert skipped == UNVALIDATED_KINDS
     kinds = sorted(o["kind"] for o in evaluation.kubernetes_objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace", "NicClusterPolicy", "ResourceQuota"]
-    assert checked == 5  # both ConfigMaps (one is the node-pool stand-in), Namespace, ResourceQuota, NicClusterPolicy
+    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace", "NicClusterPolicy",
+                     "PrometheusRule", "ResourceQuota"]
+    # The ConfigMaps (node-pool stand-in, time-slicing, DCGM counters), Namespace, ResourceQuota,
+    # NicClusterPolicy and the GPU alerts' PrometheusRule (against the Prometheus Operator's CRD).
+    assert checked == 7
 
 
 @pytest.mark.parametrize(
@@ -510,8 +513,8 @@ def test_time_slicing_config_map_is_what_the_values_name():
     evaluation, _, _ = run_operators("existing", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 3}})
     values = releases(evaluation)["gpu-operator"]["values"]
     config_map = next(r.inputs for r in evaluation.of_type("kubernetes:core/v1:ConfigMap")
-                      if r.inputs.get("metadata", {}).get("namespace") == "gpu-operator")
-    assert config_map["metadata"]["name"] == values["devicePlugin"]["config"]["name"]
+                      if r.inputs.get("metadata", {}).get("name") == values["devicePlugin"]["config"]["name"])
+    assert config_map["metadata"]["namespace"] == "gpu-operator"
     config = yaml.safe_load(config_map["data"][values["devicePlugin"]["config"]["default"]])
     assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 3}]
 
@@ -563,7 +566,8 @@ def test_ordering_pool_then_operators_then_custom_resources(monkeypatch):
         gke="INSTALLATION_DISABLED", monkeypatch=monkeypatch,
     )
     assert depends["gpu-operator-ns"] == ["node-pool-stand-in"]
-    assert set(depends["gpu-operator-release"]) == {"gpu-operator-ns", "gpu-operator-critical-pods", "gpu-operator-time-slicing"}
+    assert set(depends["gpu-operator-release"]) == {"gpu-operator-ns", "gpu-operator-critical-pods", "gpu-operator-time-slicing",
+                                                    "gpu-operator-dcgm-metrics"}
     # The Network Operator waits for the GPU Operator's release, whose NFD (and CRDs) it relies on.
     assert depends["network-operator-release"] == ["gpu-operator-release"]
     assert depends["network-operator-nic-cluster-policy"] == ["network-operator-release"]

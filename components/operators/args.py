@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
+from common.alerting import RUNBOOK_DOC
 from components.cluster.interface import GpuPlacement
 from stack_config import OperatorsConfig
+
+
+@dataclass(frozen=True)
+class GpuAlerting:
+    """The GPU alerts' PrometheusRule: labels the Prometheus' ruleSelector matches, and the runbook."""
+
+    rule_labels: dict[str, str] = field(default_factory=dict)
+    runbook_url: str = RUNBOOK_DOC
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,9 @@ class OperatorsArgs:
     # GKE pools' gpu-driver-version (PoolConfig.gkeDriverVersion, the same on every pool);
     # decides whether GKE or the operator runs the device plugin. Ignored off GKE.
     gke_driver_version: str | None = None
+    # Where the GPU alerts go; None: no GPU PrometheusRule (monitoring off, or no Prometheus
+    # Operator to scrape the exporter: operators.gpuOperator.dcgmServiceMonitor false).
+    gpu_alerting: GpuAlerting | None = None
 
 
 @dataclass(frozen=True)
