@@ -7,7 +7,7 @@ import pytest
 from common.engine_metrics import REQUIRED_METRICS, missing_names, referenced_names
 from endpoint_tools.openai_client import Client
 
-from .conftest import SERVED_NAME
+from .conftest import FIGURES, SERVED_NAME
 from .stack_commands import collect_metric_reference_texts
 
 
@@ -146,18 +146,31 @@ def test_failure_reasons_and_http_status_classes_exist_before_any_failure(metric
 
 
 def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server):
-    # Measured, not assumed: the error alert must not page because users close a tab. The stream is
-    # cut after its first chunk, long before its 900 tokens; vLLM aborts the request and records it
-    # under no finished_reason (not abort, not length), while its first token was observed.
+    # Measured, not assumed: the error alert must not page because users close a tab. The client
+    # resets the connection after the first chunk of a 900-token stream. Measured on vLLM 0.32 (CPU),
+    # 8 runs: 6 times the server aborted the request and recorded it under NO finished_reason, twice
+    # it missed the reset and finished the stream ("length"). Never was it an abort or an error.
     import json
     import socket
+    import struct
     import time
     from urllib.parse import urlparse
 
-    from common.engine_metrics import NUM_REQUESTS_RUNNING, REQUEST_SUCCESS, TIME_TO_FIRST_TOKEN
+    from common.engine_metrics import GENERATION_TOKENS, NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, REQUEST_SUCCESS
 
     client = Client(vllm_server.base_url)
-    before = client.get("/metrics").text()
+
+    def idle_metrics() -> str:
+        # Requests other tests left running would finish during the measurement; wait them out.
+        deadline = time.monotonic() + 120
+        while True:
+            text = client.get("/metrics").text()
+            if _sample(text, NUM_REQUESTS_RUNNING) == 0 and _sample(text, NUM_REQUESTS_WAITING) == 0:
+                return text
+            assert time.monotonic() < deadline, "the server did not become idle within 120 s"
+            time.sleep(0.5)
+
+    before = idle_metrics()
     url = urlparse(vllm_server.base_url)
     body = json.dumps({"model": vllm_server.model, "prompt": "Once upon a time", "max_tokens": 900,
                        "ignore_eos": True, "stream": True}).encode()
@@ -165,16 +178,23 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
         assert b"data: " in sock.recv(4096) or b"data: " in sock.recv(4096)
-    deadline = time.monotonic() + 60
-    while True:
-        after = client.get("/metrics").text()
-        if _sample(after, NUM_REQUESTS_RUNNING) == 0 and _sample(after, f"{TIME_TO_FIRST_TOKEN}_count") > _sample(
-                before, f"{TIME_TO_FIRST_TOKEN}_count"):
-            break
-        assert time.monotonic() < deadline, "the cut stream still runs after 60 s"
-        time.sleep(0.5)
-    for reason in ("stop", "length", "abort", "error"):
-        assert _sample(after, REQUEST_SUCCESS, finished_reason=reason) == _sample(before, REQUEST_SUCCESS, finished_reason=reason), reason
+        # Hang up the way a killed client does: a reset, not an orderly close the server may only
+        # notice at its next write.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    time.sleep(1)
+    after = idle_metrics()
+
+    def counted(reason: str, text: str = after, since: str = before) -> float:
+        return _sample(text, REQUEST_SUCCESS, finished_reason=reason) - _sample(since, REQUEST_SUCCESS, finished_reason=reason)
+
+    generated = _sample(after, GENERATION_TOKENS) - _sample(before, GENERATION_TOKENS)
+    assert counted("abort") == counted("error") == counted("stop") == 0
+    if generated < 900:  # cut: recorded under no reason at all
+        assert generated > 0 and counted("length") == 0, generated
+        FIGURES.append(f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, counted under no finished_reason")
+    else:  # the reset was missed and the stream ran to its end
+        assert counted("length") == 1
+        FIGURES.append("client reset mid-stream: not noticed, the stream ran its 900 tokens (finished_reason length)")
     # The same comparison does see a request that finishes: the counters move when they should.
     assert client.post("/v1/completions", {"model": vllm_server.model, "prompt": "Hi", "max_tokens": 2}).status == 200
     done = client.get("/metrics").text()
