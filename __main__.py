@@ -13,9 +13,9 @@ from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, un
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
 from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
-from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.serving.alerts import AlertThresholds
 from components.serving.kserve import KServeModel, KServeModelArgs
-from components.serving.observability import AlertThresholds
 from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 from planner import driver_check, plan
 from planner.plan import PlanError
@@ -55,12 +55,14 @@ addons = AddOns(
 
 # Operators wait for the cluster (and so its GPU pools); servers wait for the operators.
 placements = list(cluster.placements.values())
+monitoring = stack.monitoring
 operator_args = OperatorsArgs(
     config=stack.operators,
     cloud=stack.cloud.value,
     placements=placements,
     gke_driver_version=stack.gke_driver_version,
     crds=addons.crds,
+    gpu_alerting=GpuAlerting(dict(monitoring.labels), monitoring.runbookUrl) if monitoring.enabled else None,
 )
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
@@ -82,7 +84,6 @@ shared = ServingNamespace(
 )
 
 gateway = stack.exposure.gateway
-monitoring = stack.monitoring
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None
 endpoints = {}
 warnings: list[str] = []
@@ -134,15 +135,15 @@ for model_plan in plans:
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
                 dashboard_namespace=monitoring.dashboardNamespace,
                 alert_thresholds=AlertThresholds(
-                    ttft_p95_seconds=monitoring.ttftP95Seconds, kv_cache_usage=monitoring.kvCacheUsageAlert
+                    kv_cache_usage=monitoring.kvCacheUsageAlert, error_ratio=monitoring.errorRateAlert
                 ),
+                runbook_url=monitoring.runbookUrl,
             ),
             k8s_opts,
         )
     endpoints[name] = server.endpoint
     warnings += list(model_plan.sizing_warnings) + server.warnings
-    if server.prometheus_adapter_rule:
-        adapter_rules.append(server.prometheus_adapter_rule)
+    adapter_rules = adapter_rules or server.prometheus_adapter_rules
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))
@@ -156,6 +157,7 @@ pulumi.export("warnings", warnings)
 pulumi.export("addons", addon_table(addon_needs, stack.creates_cluster))
 pulumi.export("endpoints", endpoints)
 pulumi.export("revisions", {p.served_name: f"{p.repo}@{p.revision}" for p in plans})
-# For autoscaling.kind hpa: the prometheus-adapter rule that turns the queue depth into the external
-# metric the HPAs read (the same rule for every model; docs/autoscaling.md).
-pulumi.export("prometheusAdapterRule", adapter_rules[0] if adapter_rules else None)
+# For autoscaling.kind hpa: the prometheus-adapter `rules.external` entries that turn the queue depth
+# and the KV-cache usage into the external metrics the HPAs read (the same for every model;
+# docs/autoscaling.md).
+pulumi.export("prometheusAdapterRules", adapter_rules or None)

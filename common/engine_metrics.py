@@ -1,11 +1,15 @@
 """The vLLM metric names this stack depends on, and how to find them in text.
 
-The stack's alerts, dashboards, ServiceMonitor relabelling and the KEDA/HPA autoscaler query vLLM's
+The stack's alerts, SLO recording rules, dashboards and the KEDA/HPA autoscaler query vLLM's
 /metrics. vLLM renames series between releases (0.32 has no `vllm:gpu_cache_usage_perc`), and a
 query on a missing series is silently empty: the alert never fires, the autoscaler never scales.
-So the names live here once; the server components build their queries from them, the smoke
-command checks a live endpoint exposes them, and tests/vllm checks them against the real /metrics
-of the pinned release (common/engine.py).
+So the names (and the label values and histogram buckets the queries depend on) live here once;
+the server components build their queries from them, the smoke command checks a live endpoint
+exposes them, and tests/vllm checks them against the real /metrics of the pinned release
+(common/engine.py).
+
+GPU metric names (the DCGM exporter's) are in common/gpu_metrics.py; kube-state-metrics names are
+written where they are used (components/serving/alerts.py) and checked against its documentation.
 """
 
 from __future__ import annotations
@@ -30,6 +34,46 @@ TIME_PER_OUTPUT_TOKEN = "vllm:request_time_per_output_token_seconds"
 E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"
 QUEUE_TIME = "vllm:request_queue_time_seconds"
 
+# vllm:request_success_total counts finished requests by `finished_reason` (vllm/v1/engine/__init__.py
+# FinishReason: stop, length, abort, error, repetition; every value is pre-created at 0, so the series
+# exist before the first failure). "error" is an internal request-level failure, always answered with
+# a 500; "abort" is a request the engine aborted. A client that hangs up mid-stream is NOT counted
+# under any reason (the output processor drops the request before its stats are recorded; measured
+# on the real server in tests/vllm/test_metrics_real.py), so neither value pages for impatient users.
+FINISHED_REASON_LABEL = "finished_reason"
+FINISHED_ERROR = "error"
+FINISHED_ABORT = "abort"
+
+# The HTTP layer: vLLM's API server instruments every route with prometheus-fastapi-instrumentator
+# (vllm/entrypoints/serve/instrumentator/metrics.py, attach_router): a counter per `handler` (the
+# route template, e.g. /v1/chat/completions), `method` and `status`, where status is the class
+# ("2xx", "4xx", "5xx": the instrumentator groups status codes by default). /metrics, /health,
+# /load, /ping, /version and /server_info are excluded. It has no model_name label: queries select
+# the pods instead (components/serving/observability.Target.serving_pod_selector).
+HTTP_REQUESTS = "http_requests_total"
+HTTP_STATUS_LABEL = "status"
+HTTP_SERVER_ERROR = "5xx"
+# The OpenAI API routes (the only ones clients call); health probes never reach the counter anyway.
+HTTP_API_HANDLERS = "/v1/.+"
+
+# Default bucket bounds (seconds) of the two latency histograms the SLOs count against, from
+# vllm/v1/metrics/buckets.py (TIME_TO_FIRST_TOKEN_BUCKETS line 57, INTER_TOKEN_LATENCY_BUCKETS
+# line 84) of vLLM 0.32.0. A latency SLO counts the requests under a threshold by reading the
+# cumulative bucket `le=<threshold>`, so a threshold must be one of these bounds; tests/vllm checks
+# the live /metrics offers exactly these `le` values.
+TIME_TO_FIRST_TOKEN_BUCKETS: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0, 160.0, 640.0, 2560.0,
+)
+INTER_TOKEN_LATENCY_BUCKETS: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+)
+HISTOGRAM_BUCKETS: dict[str, tuple[float, ...]] = {
+    TIME_TO_FIRST_TOKEN: TIME_TO_FIRST_TOKEN_BUCKETS,
+    INTER_TOKEN_LATENCY: INTER_TOKEN_LATENCY_BUCKETS,
+}
+
 REQUIRED_METRICS: tuple[str, ...] = (
     NUM_REQUESTS_WAITING,
     NUM_REQUESTS_RUNNING,
@@ -45,6 +89,7 @@ REQUIRED_METRICS: tuple[str, ...] = (
     TIME_PER_OUTPUT_TOKEN,
     E2E_REQUEST_LATENCY,
     QUEUE_TIME,
+    HTTP_REQUESTS,
 )
 
 # Names from older releases and tutorials that 0.32 no longer exposes, with their replacement, so a
@@ -55,9 +100,10 @@ REMOVED_METRICS: dict[str, str] = {
     "vllm:time_per_output_token_seconds": INTER_TOKEN_LATENCY,
 }
 
-# A vLLM series name as it appears in PromQL, dashboard JSON or relabel regexes. Stops at anything
-# that cannot be part of a metric name ({, [, space, quote, parenthesis, operator).
-_VLLM_NAME = re.compile(r"vllm:[A-Za-z0-9_:]+")
+# A series name the engine exposes as it appears in PromQL, dashboard JSON or relabel regexes: the
+# `vllm:` families, and the HTTP counter that has no prefix. Stops at anything that cannot be part
+# of a metric name ({, [, space, quote, parenthesis, operator).
+_ENGINE_NAME = re.compile(r"vllm:[A-Za-z0-9_:]+|(?<![A-Za-z0-9_:])" + re.escape(HTTP_REQUESTS) + r"(?![A-Za-z0-9_:])")
 _HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count", "_created")
 
 
@@ -96,8 +142,14 @@ def exposed_names(metrics_text: str) -> set[str]:
 
 
 def referenced_names(text: str) -> set[str]:
-    """The vLLM series names a query, rule or dashboard text refers to."""
-    return set(_VLLM_NAME.findall(text))
+    """The engine's series names a query, rule or dashboard text refers to."""
+    return set(_ENGINE_NAME.findall(text))
+
+
+def bucket_bounds(metrics_text: str, family: str) -> set[float]:
+    """The finite `le` bounds a text exposition offers for a histogram family (any label set)."""
+    pattern = re.compile(rf'^{re.escape(family)}_bucket\{{[^}}]*\ble="([^"]+)"', re.MULTILINE)
+    return {float(v) for v in pattern.findall(metrics_text) if v != "+Inf"}
 
 
 def base_name(name: str) -> str:

@@ -3,30 +3,94 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from common import contract
-from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE
+from common import contract, engine_metrics
+from common.alerting import lowest_alertable_objective
+from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE, VLLM_VERSION
 from stack_config.base import StrictModel
 from stack_config.formats import COMMIT_RE, REPO_ID_RE, default_model_name, did_you_mean, dns_label, validate_image
 
 
 class AutoscalingConfig(StrictModel):
     enabled: bool = False
-    """Scale replicas on vLLM's queue depth (vllm:num_requests_waiting)."""
+    """Scale replicas on whichever saturates first: vLLM's queue depth (vllm:num_requests_waiting) or its KV-cache usage (vllm:kv_cache_usage_perc)."""
     kind: Literal["keda", "hpa"] = "keda"
-    """keda: a KEDA ScaledObject on a Prometheus query; hpa: an HPA on the same signal via an external metrics adapter."""
+    """keda: a KEDA ScaledObject with a Prometheus trigger per signal; hpa: an HPA on the same two signals via an external metrics adapter."""
     minReplicas: int = Field(1, ge=0, alias="minReplicas")
     """Replicas kept warm; a cold start costs the full load time."""
     maxReplicas: int = Field(4, ge=1, alias="maxReplicas")
     """Upper bound of replicas."""
     queueThreshold: float = Field(5, gt=0, alias="queueThreshold")
     """Waiting requests per replica that trigger a scale-up."""
+    kvCacheThreshold: float = Field(0.8, gt=0, le=1, alias="kvCacheThreshold")
+    """Average KV-cache usage per replica (0..1) that triggers a scale-up, before requests queue for cache blocks or get preempted."""
     prometheusUrl: str = Field(contract.PROMETHEUS_URL, alias="prometheusUrl")
     """Prometheus that scrapes the servers (KEDA's query target). Default: the Prometheus the program installs on a cluster it creates; on an existing cluster, set your Prometheus' URL."""
 
+
+
+class LatencyObjective(StrictModel):
+    """A latency SLO on one of vLLM's histograms: `objective` of the observations within `seconds`.
+
+    The SLO counts the observations under the threshold from the histogram's cumulative bucket
+    `le=<seconds>`, so the threshold must be one of the bucket bounds the pinned vLLM exports
+    (common/engine_metrics.py). Below the objective `lowest_alertable_objective()` the fastest
+    burn-rate page would need more than 100% errors and could never fire.
+    """
+
+    histogram: ClassVar[str]
+
+    @field_validator("seconds", check_fields=False)
+    @classmethod
+    def _bucket_bound(cls, v: float) -> float:
+        bounds = engine_metrics.HISTOGRAM_BUCKETS[cls.histogram]
+        if v not in bounds:
+            below = max((b for b in bounds if b < v), default=None)
+            above = min((b for b in bounds if b > v), default=None)
+            nearest = " or ".join(f"{b:g}" for b in (below, above) if b is not None)
+            raise ValueError(
+                f"{v:g} s is not a bucket bound of {cls.histogram} in vLLM {VLLM_VERSION}, so no series counts the "
+                f"requests under it; use a bound (nearest: {nearest}); bounds: {', '.join(f'{b:g}' for b in bounds)}")
+        return v
+
+    @field_validator("objective", check_fields=False)
+    @classmethod
+    def _reachable(cls, v: float) -> float:
+        lowest = lowest_alertable_objective()
+        if not lowest < v < 1:
+            fastest = 1 / (1 - lowest)
+            raise ValueError(
+                f"{v:g} must be above {lowest:.4f} and below 1: the error budget is 1 - objective, and the fastest "
+                f"burn-rate page fires at {fastest:g} x the budget, which must stay below 100% errors; e.g. 0.99 or 0.995")
+        return v
+
+
+class TimeToFirstTokenObjective(LatencyObjective):
+    histogram: ClassVar[str] = engine_metrics.TIME_TO_FIRST_TOKEN
+    seconds: float = 2.5
+    """Time to first token a request should not exceed (a bucket bound of vllm:time_to_first_token_seconds: ..., 1, 2.5, 5, 7.5, 10, ...)."""
+    objective: float = 0.99
+    """Share of requests, over 30 days, whose first token arrives within `seconds`."""
+
+
+class InterTokenLatencyObjective(LatencyObjective):
+    histogram: ClassVar[str] = engine_metrics.INTER_TOKEN_LATENCY
+    seconds: float = 0.1
+    """Gap between two streamed tokens that should not be exceeded (a bucket bound of vllm:inter_token_latency_seconds: ..., 0.075, 0.1, 0.15, 0.2, ...)."""
+    objective: float = 0.99
+    """Share of inter-token gaps, over 30 days, within `seconds`."""
+
+
+class SloConfig(StrictModel):
+    enabled: bool = True
+    """Record the SLIs and alert on error-budget burn (1h/5m and 6h/30m pages, 3d/6h ticket); needs monitoring.enabled."""
+    timeToFirstToken: TimeToFirstTokenObjective = Field(default_factory=TimeToFirstTokenObjective, alias="timeToFirstToken")
+    """How long a chat user waits for the answer to start."""
+    interTokenLatency: InterTokenLatencyObjective = Field(default_factory=InterTokenLatencyObjective, alias="interTokenLatency")
+    """How smoothly the answer streams once it started."""
 
 
 TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
@@ -74,7 +138,9 @@ class ModelConfig(StrictModel):
     chatTemplate: str | None = Field(None, alias="chatTemplate")
     """A Jinja chat template for models that ship none; ignored (with a warning) when the model has one."""
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
-    """Queue-depth autoscaling."""
+    """Autoscaling on queue depth and KV-cache usage."""
+    slo: SloConfig = Field(default_factory=SloConfig)
+    """Latency objectives for this model and the burn-rate alerts on them (engine: vllm)."""
     updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
     """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
@@ -152,6 +218,9 @@ class ModelConfig(StrictModel):
                 raise ValueError(f"{key} applies to engine: kserve only")
         if self.canaryTrafficPercent is not None and self.canaryBaselineRevision is None:
             raise ValueError("canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest")
+        if self.engine == "kserve" and "slo" in self.model_fields_set:
+            # KServe's runtime is another vLLM release whose histograms were not checked here.
+            raise ValueError("slo applies to engine: vllm only (the KServe runtime's latency histograms are not verified)")
         return self
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from common.alerting import RUNBOOK_DOC
 from stack_config.base import StrictModel
 from stack_config.formats import LABEL_KEY_RE, LABEL_VALUE_RE, dns_label
 
@@ -91,9 +92,30 @@ class MonitoringConfig(StrictModel):
         return v
     dashboardNamespace: str | None = Field(None, alias="dashboardNamespace")
     """Namespace the Grafana sidecar watches for dashboard ConfigMaps; default: the serving namespace."""
-    ttftP95Seconds: float = Field(2.0, gt=0, alias="ttftP95Seconds")
-    """Alert when the p95 time to first token stays above this many seconds."""
     kvCacheUsageAlert: float = Field(0.95, gt=0, le=1, alias="kvCacheUsageAlert")
     """Alert when KV-cache usage stays above this fraction (requests start to queue or be preempted)."""
+    errorRateAlert: float = Field(0.05, gt=0, lt=1, alias="errorRateAlert")
+    """Alert when more than this share of a model's requests fail (HTTP 5xx, or finished by the engine with an error or abort) over 5 minutes."""
+    runbookUrl: str = Field(RUNBOOK_DOC, alias="runbookUrl")
+    """Where alerts link for what to do: this repository's docs/runbook.md, relative, or its published https:// address; each alert appends #<its name>."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: object) -> object:
+        # Removed keys get their replacement named instead of a bare "unknown key".
+        if isinstance(data, dict) and "ttftP95Seconds" in data:
+            raise ValueError("ttftP95Seconds was replaced by per-model latency SLOs: set "
+                             "models[].slo.timeToFirstToken {seconds, objective} instead")
+        return data
+
+    @field_validator("runbookUrl")
+    @classmethod
+    def _runbook(cls, v: str) -> str:
+        web = re.fullmatch(r"https?://[^\s#]+", v)
+        relative = re.fullmatch(r"[^\s#:]+\.md", v) and not v.startswith("/")
+        if not (web or relative):
+            raise ValueError(f"{v!r} is neither an http(s) address nor a relative path to a .md file (without #anchor); "
+                             f"e.g. https://github.com/<org>/<repo>/blob/main/{RUNBOOK_DOC}")
+        return v
 
 

@@ -94,6 +94,11 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
         if m.autoscaling.enabled and not stack.monitoring.enabled:
             problems.append((f"models[{i}].autoscaling.enabled", "autoscaling reads the queue depth Prometheus scrapes "
                                                                  "from the servers; it needs monitoring.enabled true"))
+        if m.autoscaling.enabled and stack.monitoring.enabled and m.autoscaling.kvCacheThreshold >= stack.monitoring.kvCacheUsageAlert:
+            problems.append((f"models[{i}].autoscaling.kvCacheThreshold",
+                             f"{m.autoscaling.kvCacheThreshold:g} is not below monitoring.kvCacheUsageAlert "
+                             f"({stack.monitoring.kvCacheUsageAlert:g}): the KV-cache alert would fire before the autoscaler "
+                             "adds a replica; lower the threshold or raise the alert"))
     problems += zone_problems(stack)
     problems += network_problems(stack)
     system_type = stack.cluster.systemPool.machineType

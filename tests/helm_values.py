@@ -13,7 +13,9 @@ Rules of the walk:
 - where the chart's default is a mapping with keys, the program's mapping is walked further;
 - where the chart leaves a value open (an empty mapping such as `labels: {}` or `data: {}`, a
   list such as `tolerations`, or a null), whatever the program puts there is a leaf;
-- a mapping set where the chart has a scalar (or the reverse) is reported too.
+- a mapping set where the chart has a scalar (or the reverse) is reported too;
+- a few keys the chart's templates read although its values.yaml only shows them in a comment
+  (TEMPLATE_ONLY_KEYS) count as keys, each with the template line that reads it.
 """
 
 from __future__ import annotations
@@ -39,12 +41,29 @@ CHART_VALUES_FILES = {
 OPEN_MAPPINGS = {"karpenter": {"nodeSelector"}}
 
 
+# Chart -> dotted key path -> where a template reads it. The value of such a key is a leaf.
+TEMPLATE_ONLY_KEYS = {
+    "gpu-operator": {
+        # values.yaml lines 348-349 show `# config:` / `# name: custom-dcgm-exporter-metrics` commented.
+        "dcgmExporter.config.name":
+            "NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/templates/clusterpolicy.yaml:561-564",
+    },
+}
+
+
 @functools.cache
 def chart_defaults(chart: str) -> dict[str, Any]:
     path = CHART_VALUES_FILES.get(chart)
     if path is None:
         raise KeyError(f"no upstream values.yaml for chart {chart!r}; add it under tests/fixtures/helm")
-    return yaml.safe_load(path.read_text()) or {}
+    defaults = yaml.safe_load(path.read_text()) or {}
+    for dotted in TEMPLATE_ONLY_KEYS.get(chart, {}):
+        *parents, leaf = dotted.split(".")
+        node = defaults
+        for part in parents:
+            node = node.setdefault(part, {})
+        node.setdefault(leaf, None)
+    return defaults
 
 
 def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix: str = "",

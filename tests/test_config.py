@@ -309,3 +309,61 @@ def test_a_misspelt_project_namespace_is_reported_and_provider_namespaces_pass()
 
 def test_gpu_name_in_the_wrong_case_gets_a_hint():
     assert any("pools[0].gpu: unknown GPU 'l4' (did you mean 'L4'?)" in p for p in problems_of(edit(base(), "pools[0].gpu", "l4")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Latency SLOs, alerting and the second scaling signal
+
+
+def test_slo_defaults_are_chat_targets_on_bucket_bounds():
+    model = parse_stack_config(base(), SOURCE).models[0]
+    assert (model.slo.enabled, model.slo.timeToFirstToken.seconds, model.slo.timeToFirstToken.objective,
+            model.slo.interTokenLatency.seconds, model.slo.interTokenLatency.objective) == (True, 2.5, 0.99, 0.1, 0.99)
+    assert model.autoscaling.kvCacheThreshold == 0.8
+    ok = edit(base(), "models[0].slo", {"timeToFirstToken": {"seconds": 1, "objective": 0.995},
+                                        "interTokenLatency": {"seconds": 0.075, "objective": 0.95}})
+    slo = parse_stack_config(ok, SOURCE).models[0].slo
+    assert (slo.timeToFirstToken.seconds, slo.interTokenLatency.objective) == (1.0, 0.95)
+
+
+@pytest.mark.parametrize("path,value,expected", [
+    ("models[0].slo.timeToFirstToken.seconds", 3,
+     "models[0].slo.timeToFirstToken.seconds: 3 s is not a bucket bound of vllm:time_to_first_token_seconds in vLLM "
+     "0.32.0, so no series counts the requests under it; use a bound (nearest: 2.5 or 5)"),
+    ("models[0].slo.interTokenLatency.seconds", 0.12,
+     "models[0].slo.interTokenLatency.seconds: 0.12 s is not a bucket bound of vllm:inter_token_latency_seconds"),
+    ("models[0].slo.interTokenLatency.seconds", 100, "(nearest: 80)"),
+    ("models[0].slo.timeToFirstToken.objective", 0.9,
+     "models[0].slo.timeToFirstToken.objective: 0.9 must be above 0.9306 and below 1"),
+    ("models[0].slo.timeToFirstToken.objective", 1, "must be above 0.9306 and below 1"),
+    ("models[0].slo.timeToFirstToken.secs", 3, "models[0].slo.timeToFirstToken.secs"),
+    ("monitoring.ttftP95Seconds", 2.0, "monitoring: ttftP95Seconds was replaced by per-model latency SLOs: set "
+                                       "models[].slo.timeToFirstToken"),
+    ("monitoring.runbookUrl", "file:///runbook.md", "monitoring.runbookUrl: 'file:///runbook.md' is neither"),
+    ("monitoring.runbookUrl", "docs/runbook.md#top", "monitoring.runbookUrl:"),
+    ("monitoring.errorRateAlert", 1, "monitoring.errorRateAlert"),
+    ("models[0].autoscaling.kvCacheThreshold", 0, "models[0].autoscaling.kvCacheThreshold"),
+])
+def test_slo_and_alerting_values_name_the_key_and_the_fix(path, value, expected):
+    problems = problems_of(edit(base(), path, value))
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_runbook_url_may_be_relative_or_a_web_address():
+    for url in ("docs/runbook.md", "https://github.com/acme/llm-serving/blob/main/docs/runbook.md"):
+        assert parse_stack_config(edit(base(), "monitoring.runbookUrl", url), SOURCE).monitoring.runbookUrl == url
+
+
+def test_kv_cache_scaling_must_act_before_the_kv_cache_alert():
+    raw = edit(base(), "models[0].autoscaling", {"enabled": True, "kvCacheThreshold": 0.95})
+    [problem] = problems_of(raw)
+    assert problem == (f"{SOURCE}: models[0].autoscaling.kvCacheThreshold: 0.95 is not below monitoring.kvCacheUsageAlert "
+                       "(0.95): the KV-cache alert would fire before the autoscaler adds a replica; lower the threshold "
+                       "or raise the alert")
+    assert parse_stack_config(edit(raw, "monitoring.kvCacheUsageAlert", 0.98), SOURCE)
+
+
+def test_slo_is_refused_on_kserve_models():
+    raw = edit(edit(base(), "models[0].engine", "kserve"), "models[0].slo", {"enabled": False})
+    [problem] = problems_of(raw)
+    assert "models[0]: slo applies to engine: vllm only" in problem

@@ -68,6 +68,14 @@ models = st.fixed_dictionaries(
         "autoscaling": maybe(st.fixed_dictionaries({}, optional={
             "enabled": st.booleans(), "kind": st.sampled_from(["keda", "hpa", "vpa"]),
             "minReplicas": st.integers(-1, 3), "maxReplicas": st.integers(0, 5), "queueThreshold": st.floats(-1, 20),
+            "kvCacheThreshold": st.floats(-0.5, 1.5),
+        })),
+        "slo": maybe(st.fixed_dictionaries({}, optional={
+            "enabled": st.booleans(),
+            "timeToFirstToken": st.fixed_dictionaries({}, optional={
+                "seconds": st.sampled_from([2.5, 3, 0.001, -1, "fast"]), "objective": st.floats(0.5, 1.5)}),
+            "interTokenLatency": st.fixed_dictionaries({}, optional={
+                "seconds": st.sampled_from([0.1, 0.12, 80]), "objective": st.floats(0.9, 1.0)}),
         })),
         "engine": maybe(st.sampled_from(["vllm", "kserve", "tgi"])),
         "kserveStorage": maybe(st.sampled_from(["bucket", "hf", "s3"])),
@@ -106,7 +114,8 @@ stack_configs = st.fixed_dictionaries(
         })),
         "monitoring": maybe(st.fixed_dictionaries({}, optional={
             "enabled": st.booleans(), "labels": st.dictionaries(st.sampled_from(["release", "bad key"]), st.just("x")),
-            "ttftP95Seconds": st.floats(-1, 10)})),
+            "ttftP95Seconds": st.floats(-1, 10), "errorRateAlert": st.floats(-1, 2),
+            "runbookUrl": st.sampled_from(["docs/runbook.md", "https://x.example/runbook.md", "ftp://x", "a b.md"])})),
         "exposure": maybe(st.fixed_dictionaries({}, optional={
             "gateway": st.fixed_dictionaries({"name": st.just("gw"), "namespace": st.just("infra")},
                                              optional={"hostname": st.just("llm.example.com")})})),

@@ -212,12 +212,17 @@ def test_keda_autoscaling_uses_the_vllm_queue_signal_and_min_replicas():
     assert obj["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
     pred = obj["spec"]["predictor"]
     assert (pred["minReplicas"], pred["maxReplicas"]) == (2, 4)
-    [metric] = pred["autoScaling"]["metrics"]
-    ext = metric["external"]
-    assert metric["type"] == "External" and ext["metric"]["backend"] == "prometheus"
-    assert ext["metric"]["query"] == (f'sum(vllm:num_requests_waiting{{model_name="{p.served_name}", '
-                                      f'namespace="{NAMESPACE}"}})')
-    assert ext["target"] == {"type": "Value", "value": "3"}
+    # One metric per signal; KServe v0.20 turns each into a KEDA trigger (keda_reconciler.go
+    # getKedaMetrics loops over autoScaling.metrics), so the model scales on whichever saturates first.
+    queue, kv = pred["autoScaling"]["metrics"]
+    for metric in (queue, kv):
+        assert metric["type"] == "External" and metric["external"]["metric"]["backend"] == "prometheus"
+    assert queue["external"]["metric"]["query"] == (f'sum(vllm:num_requests_waiting{{model_name="{p.served_name}", '
+                                                    f'namespace="{NAMESPACE}"}})')
+    assert queue["external"]["target"] == {"type": "Value", "value": "3"}
+    assert kv["external"]["metric"]["query"] == (f'sum(vllm:kv_cache_usage_perc{{model_name="{p.served_name}", '
+                                                 f'namespace="{NAMESPACE}"}})')
+    assert kv["external"]["target"] == {"type": "Value", "value": "0.8"}
     assert not objects(ev, "HorizontalPodAutoscaler")
 
 
@@ -388,8 +393,8 @@ def test_api_key_and_custom_image_are_reported_as_not_applied():
     assert any("apiKey" in w for w in holder["m"].warnings)
 
 
-def test_hpa_kind_exposes_the_adapter_rule_it_needs():
-    from components.serving import observability
+def test_hpa_kind_exposes_the_adapter_rules_it_needs():
+    from components.serving import scaling
 
     holders = {}
     for kind in ("hpa", "keda"):
@@ -400,8 +405,8 @@ def test_hpa_kind_exposes_the_adapter_rule_it_needs():
                 plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()))
 
         run_in_mocks(program)
-    assert holders["hpa"].prometheus_adapter_rule == observability.prometheus_adapter_rule()
-    assert holders["keda"].prometheus_adapter_rule is None
+    assert holders["hpa"].prometheus_adapter_rules == scaling.prometheus_adapter_rules()
+    assert holders["keda"].prometheus_adapter_rules == []
 
 
 def test_component_type_token():

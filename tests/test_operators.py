@@ -13,7 +13,7 @@ import yaml
 
 from common import contract, gpu_driver, gpus
 from components.cluster.interface import GpuPlacement, pool_node_labels
-from components.operators import GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
+from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.operators import nic_cluster_policy as ncp
 from components.operators import values as ov
 from offline_plan import mock_runtime
@@ -392,7 +392,7 @@ def test_ip_pool_splits_the_range_across_gpu_nodes():
 
 
 def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface: str | None = None,
-                  placements=None, monkeypatch=None):
+                  placements=None, monkeypatch=None, gpu_alerting: GpuAlerting | None = None):
     """Evaluate both components like __main__ wires them; returns (evaluation, components, depends_on by name)."""
     operators = OperatorsConfig.model_validate(cfg)
     placements = placements or [h100_pool()]
@@ -413,7 +413,8 @@ def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface:
         node_pool = k8s.core.v1.ConfigMap("node-pool-stand-in", data={"pool": "h100"})
         monitoring_crds = k8s.core.v1.ConfigMap("prometheus-crds-stand-in", data={"crds": "monitoring"})
         opts = pulumi.ResourceOptions(provider=provider, depends_on=[node_pool])
-        args = OperatorsArgs(operators, cloud, placements, gke, crds=crds_present([monitoring_crds]))
+        args = OperatorsArgs(operators, cloud, placements, gke, crds=crds_present([monitoring_crds]),
+                             gpu_alerting=gpu_alerting)
         gpu = GpuOperator("gpu-operator", args, opts) if operators.gpuOperator.enabled else None
         net = None
         if operators.networkOperator.enabled:
@@ -448,7 +449,7 @@ UNVALIDATED_KINDS = {
 def test_every_emitted_object_validates():
     evaluation, _, _ = run_operators(
         "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
-        gke="INSTALLATION_DISABLED", rdma_interface="ens1f0",
+        gke="INSTALLATION_DISABLED", rdma_interface="ens1f0", gpu_alerting=GpuAlerting({"release": "kps"}),
     )
     known = schemas.known_custom_kinds()
     # The skip list must stay exact: a CRD added to the fixtures makes its kind validated here.
@@ -463,11 +464,12 @@ def test_every_emitted_object_validates():
         checked += 1
     assert skipped == UNVALIDATED_KINDS
     kinds = sorted(o["kind"] for o in evaluation.kubernetes_objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace", "NicClusterPolicy",
-                     "ResourceQuota"]
-    # The ConfigMaps (two are stand-ins for the node pool and the Prometheus CRDs), Namespace,
-    # ResourceQuota, NicClusterPolicy.
-    assert checked == 6
+    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace",
+                     "NicClusterPolicy", "PrometheusRule", "ResourceQuota"]
+    # The ConfigMaps (stand-ins for the node pool and the Prometheus CRDs, time-slicing, DCGM
+    # counters), Namespace, ResourceQuota, NicClusterPolicy and the GPU alerts' PrometheusRule
+    # (against the Prometheus Operator's CRD).
+    assert checked == 8
 
 
 @pytest.mark.parametrize(
@@ -515,8 +517,8 @@ def test_time_slicing_config_map_is_what_the_values_name():
     evaluation, _, _ = run_operators("existing", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 3}})
     values = releases(evaluation)["gpu-operator"]["values"]
     config_map = next(r.inputs for r in evaluation.of_type("kubernetes:core/v1:ConfigMap")
-                      if r.inputs.get("metadata", {}).get("namespace") == "gpu-operator")
-    assert config_map["metadata"]["name"] == values["devicePlugin"]["config"]["name"]
+                      if r.inputs.get("metadata", {}).get("name") == values["devicePlugin"]["config"]["name"])
+    assert config_map["metadata"]["namespace"] == "gpu-operator"
     config = yaml.safe_load(config_map["data"][values["devicePlugin"]["config"]["default"]])
     assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 3}]
 
@@ -565,12 +567,15 @@ def test_secondary_network_uses_nv_ipam_pool_on_the_named_interface():
 def test_ordering_pool_then_operators_then_custom_resources(monkeypatch):
     _, _, depends = run_operators(
         "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
-        gke="INSTALLATION_DISABLED", monkeypatch=monkeypatch,
+        gke="INSTALLATION_DISABLED", monkeypatch=monkeypatch, gpu_alerting=GpuAlerting({"release": "kps"}),
     )
     assert depends["gpu-operator-ns"] == ["node-pool-stand-in"]
     # The DCGM ServiceMonitor the chart renders needs the Prometheus Operator's CRDs first.
     assert set(depends["gpu-operator-release"]) == {"gpu-operator-ns", "gpu-operator-critical-pods", "gpu-operator-time-slicing",
+                                                    "gpu-operator-dcgm-metrics",
                                                     "prometheus-crds-stand-in"}
+    # So does the GPU alerts' PrometheusRule.
+    assert "prometheus-crds-stand-in" in depends["gpu-operator-gpu-alerts"]
     # The Network Operator waits for the GPU Operator's release, whose NFD (and CRDs) it relies on.
     assert depends["network-operator-release"] == ["gpu-operator-release"]
     assert depends["network-operator-nic-cluster-policy"] == ["network-operator-release"]

@@ -242,15 +242,19 @@ def test_keda_scaled_object_from_cold_start():
     spec = so["spec"]
     assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": p.served_name}
     assert spec["minReplicaCount"] == 1 and spec["maxReplicaCount"] == 3
-    trig = spec["triggers"][0]
-    assert trig["metadata"]["threshold"] == "8"
-    assert f'model_name="{p.served_name}"' in trig["metadata"]["query"]
-    assert "vllm:num_requests_waiting" in trig["metadata"]["query"]
+    # Two triggers, one per signal: the HPA KEDA manages scales on whichever asks for more replicas.
+    queue, kv = spec["triggers"]
+    assert (queue["name"], kv["name"]) == ("queue-depth", "kv-cache-usage")
+    assert queue["metadata"]["threshold"] == "8" and kv["metadata"]["threshold"] == "0.8"
+    assert all(t["metricType"] == "AverageValue" and f'model_name="{p.served_name}"' in t["metadata"]["query"]
+               for t in (queue, kv))
+    assert queue["metadata"]["query"].startswith("sum(vllm:num_requests_waiting{")
+    assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{")
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
     assert not kind(objs, "HorizontalPodAutoscaler")
     backlog = next(r for r in one(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]
-                   if r["alert"] == "VllmRequestQueueBacklog")
+                   if r.get("alert") == "VllmRequestQueueBacklog")
     assert backlog["expr"].endswith("> 8")
 
 
@@ -258,8 +262,11 @@ def test_hpa_kind_uses_external_metric():
     model = {**LLAMA_8B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 2}}
     p, _, objs = evaluate(model)
     hpa = one(objs, "HorizontalPodAutoscaler")
-    metric = hpa["spec"]["metrics"][0]["external"]
-    assert metric["metric"]["selector"]["matchLabels"] == {"model_name": p.served_name}
+    queue, kv = (m["external"] for m in hpa["spec"]["metrics"])
+    assert (queue["metric"]["name"], kv["metric"]["name"]) == ("vllm_num_requests_waiting", "vllm_kv_cache_usage_perc")
+    assert queue["metric"]["selector"]["matchLabels"] == kv["metric"]["selector"]["matchLabels"] == {"model_name": p.served_name}
+    assert queue["target"] == {"type": "AverageValue", "averageValue": "5"}
+    assert kv["target"] == {"type": "AverageValue", "averageValue": "0.8"}
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
     assert not kind(objs, "ScaledObject")
 
@@ -283,8 +290,11 @@ def test_gateway_route_and_monitoring():
     assert sm["spec"]["endpoints"][0] == {"port": "http", "path": "/metrics", "interval": "15s"}
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert all(sm["spec"]["selector"]["matchLabels"][k] == v for k, v in svc["spec"]["selector"].items())
-    alerts = {r["alert"] for r in one(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]}
-    assert {"VllmTimeToFirstTokenHigh", "VllmKvCacheNearlyFull", "VllmPreemptions", "VllmStartupRestartLoop"} <= alerts
+    groups = one(objs, "PrometheusRule")["spec"]["groups"]
+    alerts = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
+    assert {"VllmNoReadyReplica", "VllmRequestErrors", "VllmKvCacheNearlyFull", "VllmPreemptions", "VllmStartupRestartLoop",
+            "VllmTimeToFirstTokenSloFastBurn", "VllmInterTokenLatencySloSlowBurn"} <= alerts
+    assert sum("record" in r for g in groups for r in g["rules"]) == 2 * 5  # two SLIs x five windows
     board = next(o for o in kind(objs, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1")
     assert json.loads(next(iter(board["data"].values())))["panels"]
 
@@ -342,11 +352,11 @@ def test_gateway_without_hostname_keeps_the_in_cluster_endpoint():
 
 def test_hpa_kind_exposes_the_adapter_rule_it_needs():
     _, ev, _ = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 2}})
-    from components.serving import observability
+    from components.serving import scaling
 
-    assert ev.server["server"].prometheus_adapter_rule == observability.prometheus_adapter_rule()
+    assert ev.server["server"].prometheus_adapter_rules == scaling.prometheus_adapter_rules()
     _, keda, _ = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "maxReplicas": 2}})
-    assert keda.server["server"].prometheus_adapter_rule is None
+    assert keda.server["server"].prometheus_adapter_rules == []
 
 
 @pytest.mark.parametrize("model,extra", [

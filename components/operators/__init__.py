@@ -4,6 +4,7 @@ May import: `common`, `stack_config`, `planner`, `components.cluster`, `componen
 Imported by: the model store, serving, `__main__.py`.
 
 - `values`: the charts' Helm values, decided per cloud in pure functions.
+- `gpu_alerts`: the alerts on the GPUs (DCGM exporter series), as a PrometheusRule dict.
 - `nic_cluster_policy`: the Network Operator's custom resources, as plain dicts.
 - `gpu_operator`, `network_operator`: the ComponentResources that install them.
 
@@ -15,8 +16,8 @@ Wiring in __main__ (servers then depend on `ready`):
     net = NetworkOperator("network-operator", NetworkOperatorArgs(...), gpu, opts) if ... else None
 """
 
-from components.operators.args import NetworkOperatorArgs, OperatorsArgs
+from components.operators.args import GpuAlerting, NetworkOperatorArgs, OperatorsArgs
 from components.operators.gpu_operator import GpuOperator
 from components.operators.network_operator import NetworkOperator
 
-__all__ = ["GpuOperator", "NetworkOperator", "NetworkOperatorArgs", "OperatorsArgs"]
+__all__ = ["GpuAlerting", "GpuOperator", "NetworkOperator", "NetworkOperatorArgs", "OperatorsArgs"]

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from components.addons.crd_sources import CrdSources
+from common.alerting import RUNBOOK_DOC
 from components.cluster.interface import GpuPlacement
 from stack_config import OperatorsConfig
+
+
+@dataclass(frozen=True)
+class GpuAlerting:
+    """The GPU alerts' PrometheusRule: labels the Prometheus' ruleSelector matches, and the runbook."""
+
+    rule_labels: dict[str, str] = field(default_factory=dict)
+    runbook_url: str = RUNBOOK_DOC
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,9 @@ class OperatorsArgs:
     # Where custom resource kinds come from (components/addons): the GPU Operator chart renders a
     # ServiceMonitor for DCGM when `dcgmServiceMonitor` is on, so its release waits for that CRD.
     crds: CrdSources | None = None
+    # Where the GPU alerts go; None: no GPU PrometheusRule (monitoring off, or no Prometheus
+    # Operator to scrape the exporter: operators.gpuOperator.dcgmServiceMonitor false).
+    gpu_alerting: GpuAlerting | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from common import gpu_metrics
+from components.addons.crd_sources import custom_resource
 from components.operators.args import OperatorsArgs
+from components.operators.gpu_alerts import gpu_prometheus_rule
 from components.operators.namespace import operator_namespace
 from components.operators.values import (
     GPU_OPERATOR_CHART,
@@ -21,6 +24,10 @@ from components.operators.values import (
 RELEASE_NAME = "gpu-operator"
 SERVICE_MONITOR_API_VERSION = "monitoring.coreos.com/v1"
 TIME_SLICING_CONFIG_MAP = "device-plugin-config"
+# The DCGM exporter's counters file (common/gpu_metrics.py): the default series plus what the GPU
+# alerts need. Must exist before the operator deploys the exporter, which reads it at start.
+DCGM_METRICS_CONFIG_MAP = "dcgm-exporter-metrics"
+GPU_ALERTS_RULE = "gpu-alerts"
 # Helm waits for the operator Deployment and NFD (master, gc, worker DaemonSet) to be ready:
 # images come from nvcr.io and the NFD worker must start on every node. The operands (driver,
 # device plugin, DCGM) are created afterwards by the operator itself and are not awaited here.
@@ -28,7 +35,8 @@ HELM_TIMEOUT_SECONDS = 600
 
 
 class GpuOperator(pulumi.ComponentResource):
-    """The gpu-operator Helm release (pinned), its namespace and the device-plugin sharing config.
+    """The gpu-operator Helm release (pinned), its namespace, the device-plugin sharing config, the
+    DCGM exporter's counters file and, with monitoring, the GPU alerts.
 
     Servers depend on `ready`; pass the node pools as `depends_on` in `opts`.
     """
@@ -71,6 +79,14 @@ class GpuOperator(pulumi.ComponentResource):
                                  "pass OperatorsArgs.crds (components/addons) or turn dcgmServiceMonitor off")
             before_helm += args.crds.depends_on(SERVICE_MONITOR_API_VERSION, "ServiceMonitor")
 
+        dcgm_metrics = k8s.core.v1.ConfigMap(
+            f"{name}-dcgm-metrics",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=DCGM_METRICS_CONFIG_MAP, namespace=ns.metadata.name),
+            data={gpu_metrics.METRICS_CONFIG_KEY: gpu_metrics.metrics_csv()},
+            opts=child,
+        )
+        before_helm.append(dcgm_metrics)
+
         self.values = gpu_operator_values(
             args.cloud,
             options.driver,
@@ -80,6 +96,7 @@ class GpuOperator(pulumi.ComponentResource):
             gke_driver_version=args.gke_driver_version,
             network_operator=args.config.networkOperator.enabled,
             time_slicing_config_map=config_map_name,
+            dcgm_metrics_config_map=DCGM_METRICS_CONFIG_MAP,
         )
         release = k8s.helm.v3.Release(
             f"{name}-release",
@@ -100,6 +117,15 @@ class GpuOperator(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=before_helm),
         )
+        alerting = args.gpu_alerting
+        if alerting is not None and options.dcgmServiceMonitor:
+            # Evaluated cluster-wide whatever its namespace; next to the exporter it watches.
+            rule = gpu_prometheus_rule(GPU_ALERTS_RULE, args.config.namespace, alerting.rule_labels, alerting.runbook_url)
+            if args.crds is None:
+                raise ValueError("the GPU alerts' PrometheusRule needs the Prometheus Operator CRDs: "
+                                 "pass OperatorsArgs.crds (components/addons)")
+            custom_resource(f"{name}-gpu-alerts", {**rule, "metadata": {**rule["metadata"], "namespace": ns.metadata.name}},
+                            args.crds, child)
         self.namespace = ns.metadata.name
         self.release_status = release.status
         self.ready = [release]

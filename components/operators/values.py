@@ -129,11 +129,14 @@ def gpu_operator_values(
     gke_driver_version: str | None = None,
     network_operator: bool = False,
     time_slicing_config_map: str | None = None,
+    dcgm_metrics_config_map: str | None = None,
 ) -> dict[str, Any]:
     """Values for the gpu-operator chart.
 
     `driver_mode` is `gpuOperator.driver` (auto|operator|preinstalled); `time_slicing_config_map`
-    names the ConfigMap holding `device_plugin_time_slicing_config` (required when time-slicing).
+    names the ConfigMap holding `device_plugin_time_slicing_config` (required when time-slicing);
+    `dcgm_metrics_config_map` the ConfigMap holding the DCGM exporter's counters file
+    (common/gpu_metrics.metrics_csv under key `dcgm-metrics.csv`), in the release's namespace.
     """
     problems = gpu_operator_problems(cloud, driver_mode, options, gke_driver_version)
     if problems:
@@ -147,8 +150,16 @@ def gpu_operator_values(
         "gfd": {"enabled": True},
         "dcgmExporter": {
             "enabled": True,
-            # Needs the Prometheus Operator's CRDs; off for clusters without them.
-            "serviceMonitor": {"enabled": bool(options.dcgmServiceMonitor)},
+            "serviceMonitor": {
+                # Needs the Prometheus Operator's CRDs; off for clusters without them.
+                "enabled": bool(options.dcgmServiceMonitor),
+                # Keep the exporter's namespace/pod labels (the pod using each GPU) instead of
+                # renaming them exported_namespace/exported_pod on the clash with the scrape
+                # target's own: each model's dashboard selects its GPUs by them (common/gpu_metrics.py).
+                # The operator copies it into the ServiceMonitor (controllers/object_controls.go
+                # lines 5002-5003 at v26.7.0).
+                "honorLabels": True,
+            },
         },
         "mig": {"strategy": options.migStrategy},
         # Where GKE partitions the GPUs, a MIG manager would reset them to its default layout
@@ -179,6 +190,11 @@ def gpu_operator_values(
         # Google Cloud VMs need a reboot to switch MIG mode (NVIDIA's GKE and MIG guides:
         # migManager.env WITH_REBOOT=true in a CSP environment such as Google Cloud).
         values["migManager"]["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
+    if dcgm_metrics_config_map:
+        # The chart writes it into the ClusterPolicy (templates/clusterpolicy.yaml lines 561-564 at
+        # v26.7.0); the operator then mounts the ConfigMap's `dcgm-metrics.csv` and points
+        # DCGM_EXPORTER_COLLECTORS at it instead of the image's default file.
+        values["dcgmExporter"]["config"] = {"name": dcgm_metrics_config_map}
     replicas = options.timeSlicingReplicas
     if replicas:
         if not time_slicing_config_map:

@@ -11,7 +11,7 @@ Deployment, Service and autoscaler, this component owns what goes into the Infer
   huggingfaceserver/__main__.py: `maybe_add_vllm_cli_parser` -> vLLM `make_arg_parser`), so the
   engine flags are vLLM's spelling, derived by components/serving/engine_args.py like the vLLM path's.
 - Probe budgets from components/serving/probes.py (the plan's startup budget), resources from
-  components/serving/resources.py, the queue signal from components/serving/observability.py.
+  components/serving/resources.py, the scaling signals from components/serving/scaling.py.
 
 Weights (`storage`):
 - bucket (default): storageUri = the mirrored bucket folder of the pinned commit
@@ -38,7 +38,7 @@ from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.serving import engine_args as vllm_args
-from components.serving import observability, probes
+from components.serving import observability, probes, scaling, targets
 from components.serving import resources as server_resources
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
@@ -223,9 +223,9 @@ def storage_uri(args: KServeModelArgs, revision: str) -> pulumi.Input[str]:
         "no model volume was given; use modelStore.loadFrom volume/existing-claim or kserveStorage: hf")
 
 
-def target(name: str, args: KServeModelArgs) -> observability.Target:
+def target(name: str, args: KServeModelArgs) -> targets.Target:
     plan = args.plan
-    return observability.Target(
+    return targets.Target(
         served_name=plan.served_name,
         namespace=args.namespace,
         # Raw mode names the predictor Deployment <isvc>-predictor; pods start with it.
@@ -343,21 +343,10 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
     spec["maxReplicas"] = most
     if a.enabled and a.kind == "keda":
         t = target(name, args)
+        scale_at = scaling.ScalingTargets.of_model(a)
         spec["autoScaling"] = {
-            "metrics": [{
-                "type": "External",
-                "external": {
-                    "metric": {
-                        "backend": "prometheus",
-                        "serverAddress": a.prometheusUrl,
-                        "query": observability.queue_depth_query(t),
-                    },
-                    # KServe copies target.value into the KEDA trigger's threshold, and KEDA's
-                    # default metric type (AverageValue) makes it per replica, as on the vLLM path.
-                    "target": {"type": "Value", "value": f"{a.queueThreshold:g}"},
-                },
-            }],
-            "behavior": observability.scaling_behavior(t),
+            "metrics": scaling.kserve_external_metrics(t, scale_at, a.prometheusUrl),
+            "behavior": scaling.scaling_behavior(t),
         }
     return spec
 
@@ -448,7 +437,7 @@ def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: p
     }
 
 
-def pod_monitor(name: str, t: observability.Target, extra_labels: dict[str, str]) -> dict[str, Any]:
+def pod_monitor(name: str, t: targets.Target, extra_labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
@@ -473,9 +462,9 @@ class KServeModel(pulumi.ComponentResource):
     endpoint: str
     storage_uri: pulumi.Output[str]
     warnings: list[str]
-    prometheus_adapter_rule: Optional[dict[str, Any]]
-    """With autoscaling kind hpa: the prometheus-adapter `externalRules` entry the HPA's metric needs
-    (docs/autoscaling.md); None otherwise. The same as the vLLM path's, so export it once."""
+    prometheus_adapter_rules: list[dict[str, Any]]
+    """With autoscaling kind hpa: the prometheus-adapter `rules.external` entries the HPA's metrics
+    need (docs/autoscaling.md); [] otherwise. The same as the vLLM path's, so export them once."""
 
     def __init__(self, name: str, args: KServeModelArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("llm-serving:k8s:KServeModel", name, None, opts)
@@ -523,13 +512,13 @@ class KServeModel(pulumi.ComponentResource):
             pm = pod_monitor(isvc_name, t, args.monitoring_labels)
             custom_resource(f"{name}-podmonitor", pm, args.crds, child)
         a = plan.model.autoscaling
-        self.prometheus_adapter_rule = (
-            observability.prometheus_adapter_rule() if a.enabled and a.kind == "hpa" else None)
+        self.prometheus_adapter_rules = scaling.prometheus_adapter_rules() if a.enabled and a.kind == "hpa" else []
         if a.enabled and a.kind == "hpa":
             low, most = plan.replica_bounds
             ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": t.workload_name}
-            hpa = observability.horizontal_pod_autoscaler(isvc_name, t, ref, min_replicas=low, max_replicas=most,
-                                                          threshold=a.queueThreshold)
+            hpa = scaling.horizontal_pod_autoscaler(
+                isvc_name, t, ref, min_replicas=low, max_replicas=most,
+                scale_at=scaling.ScalingTargets.of_model(a))
             k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa", metadata=hpa["metadata"], spec=hpa["spec"],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.inference_service]))
@@ -538,7 +527,7 @@ class KServeModel(pulumi.ComponentResource):
             "endpoint": self.endpoint,
             "storageUri": self.storage_uri,
             "warnings": self.warnings,
-            "prometheusAdapterRule": self.prometheus_adapter_rule,
+            "prometheusAdapterRules": self.prometheus_adapter_rules,
         })
 
     def _hf_storage(self, name: str, args: KServeModelArgs, isvc_name: str, child: pulumi.ResourceOptions) -> None:

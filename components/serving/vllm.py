@@ -5,7 +5,8 @@ Stages 5-9 of the path for the vllm engine. Every number comes from the model's 
 - components/serving/engine_args.py: the engine flags;
 - components/serving/probes.py: startup/readiness/liveness probes, preStop and grace period;
 - components/serving/resources.py: CPU, memory, /dev/shm, rollout strategy;
-- components/serving/observability.py: ServiceMonitor, alerts, dashboard, KEDA ScaledObject or HPA.
+- components/serving/observability.py: ServiceMonitor and PrometheusRule (alerts.py, slo.py);
+  dashboard.py: the Grafana dashboard; scaling.py: KEDA ScaledObject or HPA.
 
 A replica that fits one node is a Deployment. A replica whose tensor × pipeline parallelism spans
 nodes is a LeaderWorkerSet group: tensor parallelism inside each node, one pipeline stage per node,
@@ -23,15 +24,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract
+from common.alerting import RUNBOOK_DOC
 from common.engine import VLLM_VERSION
 from components.addons import leader_worker_set
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
+from components.serving import alerts, dashboard, observability, probes, scaling, slo, targets
 from components.serving import engine_args as vllm_args
-from components.serving import observability, probes
 from components.serving import resources as server_resources
 
-CONTAINER_NAME = observability.SERVER_CONTAINER
+CONTAINER_NAME = targets.SERVER_CONTAINER
 COMPONENT_SERVER = "vllm-server"
 COMPONENT_WORKER = "vllm-worker"
 API_KEY_SECRET_KEY = "api-key"
@@ -101,7 +103,9 @@ class VllmServerArgs:
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     """Labels the Prometheus' serviceMonitorSelector / ruleSelector match (e.g. release: kube-prometheus-stack)."""
     dashboard_namespace: Optional[str] = None
-    alert_thresholds: Optional[observability.AlertThresholds] = None
+    alert_thresholds: Optional[alerts.AlertThresholds] = None
+    runbook_url: str = RUNBOOK_DOC
+    """Where the alerts' runbook_url annotations point (monitoring.runbookUrl)."""
     rdma: Optional[RdmaAttachment] = None
     """The Network Operator's RDMA devices and network; used only by replicas that span nodes."""
 
@@ -428,16 +432,17 @@ def _metadata(name: str, args: VllmServerArgs, component: str, annotations: bool
     return meta
 
 
-def observability_target(name: str, args: VllmServerArgs) -> observability.Target:
+def observability_target(name: str, args: VllmServerArgs) -> targets.Target:
     plan = args.plan
-    return observability.Target(
+    return targets.Target(
         served_name=plan.served_name,
         namespace=args.namespace,
         workload_name=name,
         load_seconds=plan.load_seconds,
         startup_budget_seconds=plan.startup_budget_seconds,
         labels=_labels(plan, COMPONENT_SERVER),
-        workload_kind=observability.LEADER_WORKER_SET if plan.nodes_per_replica > 1 else observability.DEPLOYMENT,
+        workload_kind=targets.LEADER_WORKER_SET if plan.nodes_per_replica > 1 else targets.DEPLOYMENT,
+        ready_deadline_seconds=rollout_deadline_seconds(plan),
     )
 
 
@@ -451,9 +456,9 @@ class VllmServer(pulumi.ComponentResource):
     internal_endpoint: pulumi.Output[str]
     workload_kind: str
     warnings: list[str]
-    prometheus_adapter_rule: Optional[dict[str, Any]]
-    """With autoscaling kind hpa: the prometheus-adapter `externalRules` entry the HPA's metric needs
-    (docs/autoscaling.md); None otherwise. Identical for every model, so export it once."""
+    prometheus_adapter_rules: list[dict[str, Any]]
+    """With autoscaling kind hpa: the prometheus-adapter `rules.external` entries the HPA's metrics
+    need (docs/autoscaling.md); [] otherwise. Identical for every model, so export them once."""
 
     def __init__(self, name: str, args: VllmServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("llm-serving:k8s:VllmServer", name, None, opts)
@@ -539,30 +544,32 @@ class VllmServer(pulumi.ComponentResource):
 
         target = observability_target(k8s_name, args)
         a = plan.model.autoscaling
+        scale_at = scaling.ScalingTargets.of_model(a)
         # The backlog alert fires at the same per-replica queue the autoscaler scales on.
-        thresholds = dataclasses.replace(args.alert_thresholds or observability.AlertThresholds(),
+        thresholds = dataclasses.replace(args.alert_thresholds or alerts.AlertThresholds(),
                                          queue_per_replica=a.queueThreshold)
+        objectives = slo.latency_slos(plan.model.slo)
         if args.monitoring:
             sm = observability.service_monitor(k8s_name, target, selector_labels(plan), args.monitoring_labels)
             custom_resource(f"{name}-servicemonitor", sm, args.crds, child)
-            rule = observability.prometheus_rule(k8s_name, target, thresholds, args.monitoring_labels)
+            rule = observability.prometheus_rule(k8s_name, target, thresholds, objectives, args.runbook_url,
+                                                 args.monitoring_labels)
             custom_resource(f"{name}-alerts", rule, args.crds, child)
-            board = observability.dashboard_config_map(f"{k8s_name}-dashboard", target, args.dashboard_namespace)
+            board = dashboard.dashboard_config_map(f"{k8s_name}-dashboard", target, objectives, args.dashboard_namespace)
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=child)
 
-        self.prometheus_adapter_rule = (
-            observability.prometheus_adapter_rule() if a.enabled and a.kind == "hpa" else None)
+        self.prometheus_adapter_rules = scaling.prometheus_adapter_rules() if a.enabled and a.kind == "hpa" else []
         if a.enabled:
             scale_opts = pulumi.ResourceOptions(parent=self, depends_on=[workload])
             if a.kind == "keda":
-                so = observability.scaled_object(
+                so = scaling.scaled_object(
                     k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most,
-                    threshold=a.queueThreshold, prometheus_url=a.prometheusUrl,
+                    scale_at=scale_at, prometheus_url=a.prometheusUrl,
                 )
                 custom_resource(f"{name}-scaledobject", so, args.crds, scale_opts)
             else:
-                hpa = observability.horizontal_pod_autoscaler(
-                    k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most, threshold=a.queueThreshold,
+                hpa = scaling.horizontal_pod_autoscaler(
+                    k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most, scale_at=scale_at,
                 )
                 k8s.autoscaling.v2.HorizontalPodAutoscaler(
                     f"{name}-hpa", metadata=hpa["metadata"], spec=hpa["spec"], opts=scale_opts,
@@ -574,5 +581,5 @@ class VllmServer(pulumi.ComponentResource):
             "internalEndpoint": self.internal_endpoint,
             "workloadKind": self.workload_kind,
             "warnings": self.warnings,
-            "prometheusAdapterRule": self.prometheus_adapter_rule,
+            "prometheusAdapterRules": self.prometheus_adapter_rules,
         })

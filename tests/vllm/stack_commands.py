@@ -135,6 +135,30 @@ def collect_metric_reference_texts() -> dict[str, str]:
     }
 
 
+def promql_in_object(obj: dict) -> list[str]:
+    """Every PromQL expression in one manifest: rules, KEDA triggers, KServe metrics, dashboard panels."""
+    import json
+
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    if kind == "PrometheusRule":
+        return [r["expr"] for g in spec.get("groups", []) for r in g.get("rules", [])]
+    if kind == "ScaledObject":
+        return [t["metadata"]["query"] for t in spec.get("triggers", []) if t.get("type") == "prometheus"]
+    if kind == "InferenceService":
+        metrics = (spec.get("predictor") or {}).get("autoScaling", {}).get("metrics", [])
+        return [m["external"]["metric"]["query"] for m in metrics if m.get("type") == "External"]
+    if kind == "ConfigMap" and (obj.get("metadata", {}).get("labels") or {}).get("grafana_dashboard") == "1":
+        boards = [json.loads(text) for text in (obj.get("data") or {}).values()]
+        return [t["expr"] for board in boards for panel in board["panels"] for t in panel["targets"]]
+    return []
+
+
+def collect_promql_expressions() -> list[tuple[str, str]]:
+    """(source, expression) for every PromQL expression the stacks emit."""
+    return [(f"{stack}:{obj['kind']}/{obj['metadata'].get('name')}", expr)
+            for stack, objects in stack_objects().items() for obj in objects for expr in promql_in_object(obj)]
+
+
 def collect_metric_reference_files(build: pathlib.Path = BUILD) -> list[pathlib.Path]:
     """Manifest files under a build folder (for manifests written by `make plan` or by hand)."""
     return manifest_files(build)

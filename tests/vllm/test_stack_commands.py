@@ -50,3 +50,21 @@ def test_no_build_directory_means_no_lines(tmp_path):
 def test_swap_model_keeps_flags():
     assert swap_model(["--model=/m", "--port", "1"], "/t") == ["--model=/t", "--port", "1"]
     assert swap_model(["--port", "1"], "/t") == ["--port", "1"]
+
+
+def test_promql_is_collected_from_rules_triggers_isvc_metrics_and_dashboards():
+    import json
+
+    from .stack_commands import promql_in_object
+
+    objects = [
+        {"kind": "PrometheusRule", "spec": {"groups": [{"rules": [{"record": "r", "expr": "a"}, {"alert": "A", "expr": "b > 1"}]}]}},
+        {"kind": "ScaledObject", "spec": {"triggers": [{"type": "prometheus", "metadata": {"query": "sum(c)"}},
+                                                       {"type": "cpu", "metadata": {"value": "50"}}]}},
+        {"kind": "InferenceService", "spec": {"predictor": {"autoScaling": {"metrics": [
+            {"type": "External", "external": {"metric": {"query": "sum(d)"}}}]}}}},
+        {"kind": "ConfigMap", "metadata": {"labels": {"grafana_dashboard": "1"}},
+         "data": {"x.json": json.dumps({"panels": [{"targets": [{"expr": "e"}]}]})}},
+        {"kind": "ConfigMap", "metadata": {"labels": {}}, "data": {"x.json": "{}"}},
+    ]
+    assert [e for o in objects for e in promql_in_object(o)] == ["a", "b > 1", "sum(c)", "sum(d)", "e"]
