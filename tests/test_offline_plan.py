@@ -10,6 +10,7 @@ import yaml
 
 from offline_plan import mock_runtime
 from offline_plan import write as offline_plan
+from stack_config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,13 +76,13 @@ def _with_secret(stack, token):
 def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, capsys):
     shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
     (tmp_path / "Pulumi.broken.yaml").write_text(content)
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ConfigError) as info:
         mock_runtime.stack_file_config("broken", tmp_path)
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_an_unknown_stack_names_the_ones_that_exist():
-    with pytest.raises(FileNotFoundError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
+    with pytest.raises(ConfigError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
         mock_runtime.stack_file_config("staging")
     assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
