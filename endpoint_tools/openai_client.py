@@ -207,7 +207,7 @@ class Client:
             watchdog.cancel()
             conn.close()
             if watchdog.fired:
-                raise EndpointError(f"{where}: no answer within {seconds:g} s (deadline)") from None
+                raise EndpointError(f"{where}: no answer within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where} failed: {_describe(exc)}") from None
         return conn, resp, watchdog, seconds
 
@@ -229,11 +229,11 @@ class Client:
                     raise EndpointError(f"{where}: answer larger than the {MAX_BODY_BYTES:,} bytes this tool reads")
                 chunks.append(chunk)
             if watchdog.fired:
-                raise EndpointError(f"{where}: answer not complete within {seconds:g} s (deadline)")
+                raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)")
             return Response(resp.status, b"".join(chunks), path)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if watchdog.fired:
-                raise EndpointError(f"{where}: answer not complete within {seconds:g} s (deadline)") from None
+                raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where}: reading the answer failed: {_describe(exc)}") from None
         finally:
             watchdog.cancel()
@@ -262,7 +262,7 @@ class Client:
             while True:
                 line = resp.readline(MAX_EVENT_BYTES + 1)
                 if watchdog.fired:
-                    raise EndpointError(f"{where}: stream not finished within {seconds:g} s (deadline)")
+                    raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)")
                 if not line:
                     break
                 total += len(line)
@@ -279,7 +279,7 @@ class Client:
                 yield StreamEvent(time.perf_counter(), line[5:].strip().decode("utf-8", errors="replace"))
         except (OSError, http.client.HTTPException, ValueError) as exc:
             if watchdog.fired:
-                raise EndpointError(f"{where}: stream not finished within {seconds:g} s (deadline)") from None
+                raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where}: stream broke: {_describe(exc)}") from None
         finally:
             watchdog.cancel()

@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from offline_plan.mock_runtime import ROOT, Evaluation, evaluate_stack, redact_secrets, whole_numbers
+from common.untrusted import excerpt
+from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from policies.check import check_objects
 
 NOT_PREVIEW = (
@@ -143,12 +144,14 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     return "\n".join(out)
 
 
-def run(stack: str, out_dir: Path) -> int:
+def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
+    """Exit status: 0 planned, 1 a mandatory policy violation, 2 the stack file or config is unusable."""
     try:
-        evaluation = evaluate_stack(stack)
+        evaluation = evaluate_stack(stack, project_dir)
     except Exception as err:  # noqa: BLE001 every failure becomes a message, not a traceback
         problems = getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines()
-        print(f"plan failed for stack {stack}:", file=sys.stderr)
+        shown = stack if STACK_NAME_RE.fullmatch(stack) else excerpt(stack)
+        print(f"plan failed for stack {shown}:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 2

@@ -42,6 +42,11 @@ from safe_yaml import YamlInputError, load_all
 from safe_yaml.bounded import json_value_problems
 
 
+# Largest magnitude a numeric setting may have: thresholds are seconds or counts, and beyond 2^53 a
+# float no longer holds every integer.
+MAX_SETTING_NUMBER = 2**53
+
+
 class InputError(ValueError):
     """Input the checker cannot read; the message is one line naming the file/key and the fix."""
 
@@ -109,6 +114,11 @@ def validate_config(config) -> dict:
             if isinstance(setting_value, float) and not math.isfinite(setting_value):
                 raise InputError(f"config['{key}'].{setting} is {setting_value}; use a finite number "
                                  f"({allowed_values(schema)})")
+            if isinstance(setting_value, int) and not isinstance(setting_value, bool) \
+                    and abs(setting_value) > MAX_SETTING_NUMBER:
+                # The rules compare in floats; a 400-digit integer has no float.
+                raise InputError(f"config['{key}'].{setting} is {excerpt(setting_value)}; use a number of at most "
+                                 f"{MAX_SETTING_NUMBER:.0e} ({allowed_values(schema)})")
             if not _setting_is_valid(schema, setting_value):
                 raise InputError(f"config['{key}'].{setting} must be {allowed_values(schema)}, "
                                  f"not {excerpt(setting_value)}")
@@ -271,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         config = None
         if args.config:
             try:
-                config = loads_json(read_text_file(args.config, MAX_PACK_CONFIG_BYTES), f"--config {args.config}",
+                what = f"--config {args.config}"
+                config = loads_json(read_text_file(args.config, MAX_PACK_CONFIG_BYTES, what), what,
                                     max_bytes=MAX_PACK_CONFIG_BYTES)
             except InputLimitError as e:
                 raise InputError(str(e)) from None

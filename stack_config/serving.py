@@ -7,7 +7,16 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from stack_config.base import StrictModel
-from stack_config.fields import BucketName, Hostname, LabelKey, LabelValue, NamespaceName, ObjectName, PrintableName
+from stack_config.fields import (
+    BucketName,
+    Hostname,
+    ImageRef,
+    LabelKey,
+    LabelValue,
+    NamespaceName,
+    ObjectName,
+    PrintableName,
+)
 from stack_config.formats import dns_label
 
 # The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
@@ -34,7 +43,7 @@ class ModelStoreConfig(StrictModel):
     """Name of an existing ReadWriteMany PVC holding `<org>/<name>/<revision>/` folders (loadFrom: existing-claim)."""
     readMBps: float | None = Field(None, ge=10, le=200_000, alias="readMBps")
     """Read speed of the chosen load path in MB/s (10 to 200,000), for load-time estimates and the startup probe's budget. Default per path: volume 500, bucket 1500, existing-claim 500."""
-    downloaderImage: str = Field(DOWNLOADER_IMAGE, alias="downloaderImage")
+    downloaderImage: ImageRef = Field(DOWNLOADER_IMAGE, alias="downloaderImage")
     """Pinned image for the mirror Job; it must carry the `hf` CLI (the vLLM image does, with the huggingface_hub its release pins), so nothing is pip-installed at run time."""
     volumeHeadroom: float = Field(1.25, ge=1.0, le=4.0, alias="volumeHeadroom")
     """Volume size = total weight size x headroom: room for the tokenizer, configs, the manifest and download bookkeeping. It does not hold a second revision: the claim keeps its creation size (docs/model-store.md), so grow it before mirroring another commit on a class that enforces sizes."""

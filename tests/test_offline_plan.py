@@ -46,7 +46,7 @@ def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_pla
 
 def test_no_secret_value_reaches_a_plan_file(tmp_path, monkeypatch):
     token = "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123"
-    monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack: _with_secret(stack, token))
+    monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack, project_dir=None: _with_secret(stack, token))
     assert offline_plan.run("prod", tmp_path) == 0
     for path in tmp_path.rglob("*"):
         if path.is_file():
