@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_fuzz_endpoints import (
+from tests.fuzz.endpoint_runs import (  # noqa: F401 - server: a fixture
     MARGIN_SECONDS,
     RUN_SECONDS,
     clean_problems,
     loadtest,
-    server,  # noqa: F401 - the fixture
+    server,
     smoke,
 )
 

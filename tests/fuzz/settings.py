@@ -12,6 +12,13 @@ import os
 from hypothesis import HealthCheck, settings
 
 EXAMPLES_ENV = "LLM_SERVING_FUZZ_EXAMPLES"
+# Survey mode (`make fuzz-survey`): record every failing case in the figures and go on, instead of
+# stopping at the first one; for counting what a tree does wrong, not for passing or failing it.
+SURVEY_ENV = "LLM_SERVING_FUZZ_SURVEY"
+
+
+def survey() -> bool:
+    return bool(os.environ.get(SURVEY_ENV))
 
 
 def long_run() -> bool:
