@@ -242,3 +242,26 @@ def test_the_stack_file_reader_caps_size_and_refuses_fifos(tmp_path):
 def test_error_messages_quote_only_a_short_escaped_excerpt(tmp_path, capsys):
     line = refused(tmp_path, capsys, edited(DEV, "cluster", "region", "x" * 50_000), "cluster.region")
     assert len(line) < 400 and "(50,000 characters)" in line
+
+
+@pytest.mark.parametrize("value, says", [
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than 100 levels"),
+    ('{"a": "' + "x" * (2 * 1024 * 1024) + '"}', "more than the 1,048,576"),
+])
+def test_config_json_from_the_pulumi_cli_is_bounded(value, says):
+    # `pulumi up` hands structured config to the program as JSON strings (stack_config/loader.py).
+    from stack_config import decode_config_values
+
+    raw, problems = decode_config_values({"llm-serving:monitoring": value}, set(), "dev")
+    assert "monitoring" not in raw and len(problems) == 1 and says in problems[0] and len(problems[0]) < 300
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", '{"x": NaN}', "9" * 5000])
+def test_config_strings_that_json_reads_as_nan_or_huge_stay_strings_or_are_refused(value):
+    from stack_config import ConfigError, decode_config_values, parse_stack_config
+
+    raw, problems = decode_config_values({"llm-serving:cloud": value}, set(), "dev")
+    assert problems or raw["cloud"] == value  # never float("nan") or a 5,000-digit int
+    if not problems:
+        with pytest.raises(ConfigError, match="cloud"):
+            parse_stack_config({**raw, "pools": [], "models": []}, "Pulumi.dev.yaml")
