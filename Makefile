@@ -33,7 +33,10 @@ test-fast: $(STAMP)
 # The long fuzz run (not part of `make test`): the properties of tests/test_fuzz_*.py with many more
 # cases. The seed is printed first and last; `make fuzz SEED=<seed>` replays the same cases.
 FUZZ_EXAMPLES ?= 2500
-SEED ?= $(shell $(PYTHON) -c "import random; print(random.randrange(2**32))")
+# Drawn once (`:=`), so the seed printed is the seed used.
+ifndef SEED
+SEED := $(shell $(PYTHON) -c "import random; print(random.randrange(2**32))")
+endif
 FUZZ_FIGURES := build/fuzz/figures.jsonl
 fuzz: $(STAMP)
 	@echo "fuzz seed: $(SEED)  (replay: make fuzz SEED=$(SEED) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES))"
