@@ -8,6 +8,7 @@ hybrid layer types, quantization configs. Pure Python; `planner.sizing` does the
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,8 @@ class ModelArch:
         # Gemma configs leave tie_word_embeddings at its default, which is True for Gemma.
         tie_default = model_type.startswith("gemma")
         dtype = read.text("torch_dtype") or read.text("dtype") or _Reader(top).text("torch_dtype") or "bfloat16"
+        if not re.fullmatch(r"[A-Za-z0-9_.]{1,40}", dtype):
+            raise SizingError(f"config.json: torch_dtype {excerpt(dtype)} is not a dtype name such as bfloat16")
         archs = top.get("architectures") or cfg.get("architectures") or [""]
         architecture = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
         max_positions = read.count(("max_position_embeddings",), MAX_CONTEXT)

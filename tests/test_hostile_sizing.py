@@ -104,3 +104,10 @@ def test_quantization_the_checkpoint_cannot_use_is_refused(capsys, tmp_path):
 def test_does_not_fit_is_exit_1_not_2(capsys, tmp_path):
     code, out, err, _ = run(capsys, LLAMA_8B, "--gpu-memory-utilization", "0.1", tmp_path=tmp_path)
     assert code == 1 and "Will it fit? NO" in out and err.startswith("error: does not fit: ")
+
+
+def test_a_torch_dtype_with_a_line_break_is_refused_in_one_line(capsys, tmp_path):
+    # Found by `make fuzz` (seed 492264081): the dtype check quoted the checkpoint's torch_dtype as it
+    # was, so a newline in it split the one error line in two.
+    config = {**LLAMA_8B, "torch_dtype": "us-central1\n", "quantization_config": {"quant_method": "mxfp4"}}
+    refused(capsys, tmp_path, config, "--dtype", "float16", says="torch_dtype")
