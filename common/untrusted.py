@@ -66,12 +66,20 @@ _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# Prefixed tokens whose body is random mixed-case text; a lower-case name that happens to start
+# with the prefix (sk-llama-3-finetune) is not one.
+_MIXED_CASE_KINDS = frozenset({"a Hugging Face token (hf_...)", "an OpenAI-style API key (sk-...)"})
+
+
 def secret_kind(text: str) -> str | None:
     """What kind of secret `text` carries (e.g. "a Hugging Face token (hf_...)"), or None."""
     if not isinstance(text, str):
         return None
     for kind, pattern in _SECRET_PATTERNS:
-        if pattern.search(text):
+        for match in pattern.finditer(text):
+            body = match.group()
+            if kind in _MIXED_CASE_KINDS and not (any(c.isupper() for c in body) and any(c.islower() for c in body)):
+                continue
             return kind
     return None
 
