@@ -318,7 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.loadtest",
         description="Load sweep of an OpenAI-compatible (vLLM) endpoint: latency against concurrency.",
-        epilog="DIST: fixed:N | uniform:LO,HI | normal:MEAN,SD (token counts)",
+        epilog="DIST: fixed:N | uniform:LO,HI | normal:MEAN,SD (token counts). exit status: 0 the sweep ran "
+               "(failed requests are results); 1 the endpoint is unreachable, answers /v1/models or /tokenize "
+               "malformed, or no request succeeded; 2 usage error",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", required=True, help="the served model name")

@@ -396,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.smoke",
         description="Smoke-check an OpenAI-compatible (vLLM) endpoint.",
+        epilog="exit status: 0 every check passed; 1 a check failed or the endpoint cannot be reached; 2 usage error",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", required=True, help="the served model name")

@@ -7,6 +7,9 @@ no CLI, no credentials and no cloud: Helm charts are not rendered, values a clou
 endpoints, ARNs) are placeholders, and encrypted secrets are never decrypted. What it does show is
 exactly what the program asks for: every Kubernetes object as YAML, the resource tree, the sizing
 of every model and the policy pack's verdicts on all of it.
+
+Exit status: 0 planned; 1 a mandatory policy violation; 2 the stack file or its config is unusable
+(one line per problem naming the stack file and the key; limits in docs/hostile-input.md).
 """
 
 from __future__ import annotations

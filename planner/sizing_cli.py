@@ -82,7 +82,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m components.sizing", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m components.sizing", description=__doc__.splitlines()[0],
+                epilog="exit status: 0 it fits; 1 it does not fit; 2 unusable input (a bad flag or value, an "
+                       "unreadable or implausible config.json, or a request vLLM refuses to start with)")
     p.add_argument("--model-config", required=True,
                    help="path to a config.json, or a Hub repo id (then --revision is required)")
     p.add_argument("--revision", help="40-hex commit of the Hub repo (with a repo id)")

@@ -8,8 +8,11 @@ level, message; the namespace follows kind/name as ` -n NAMESPACE` when the obje
 with --json one object
 {"resources": [{"file", "kind", "name", "namespace", "violations": [{"policy", "level", "message"}]}]}
 with one entry per object read (in file order; two objects that differ only by namespace are two
-entries). Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unreadable input or a
-config that the pack's PolicyConfigSchema would reject.
+entries). Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unusable input (a file
+that is not a regular file of at most 64 MiB of UTF-8 YAML within the nesting and alias limits, a value
+no API server takes such as NaN or an integer beyond int64) or a config that the pack's
+PolicyConfigSchema would reject or that holds a non-finite or oversized number. FIFOs and devices in
+a scanned folder are skipped with a note.
 
 `check_objects(objects, config)` is the same check as a library call (the offline plan uses it).
 """
@@ -271,7 +274,10 @@ def _count(n: int, noun: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m policies.check",
-                                     description="Check Kubernetes manifests against the llm-serving policy pack.")
+                                     description="Check Kubernetes manifests against the llm-serving policy pack.",
+                                     epilog="exit status: 0 no mandatory violation; 1 a mandatory violation; 2 "
+                                            "unusable input (unreadable or oversized files, YAML past the nesting or "
+                                            "alias limits, values no API server takes, a bad --config)")
     parser.add_argument("--config", metavar="FILE.json",
                         help='per-policy settings, e.g. {"image-tag-pinned": {"requireDigest": true}}')
     parser.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
