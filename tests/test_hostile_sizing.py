@@ -34,7 +34,7 @@ def refused(capsys, tmp_path, config, *flags, raw=None, says=""):
     assert "fits" not in out and "yes" not in out
     lines = [line for line in err.splitlines() if not line.startswith("warning:")]
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], err
-    assert seconds < 5
+    assert seconds < 30  # a bound for a hang (10^7 layers used to loop for minutes), not a speed test
     return lines[0]
 
 
