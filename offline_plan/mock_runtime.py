@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import runpy
 import sys
 import threading
@@ -19,11 +20,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.sync_await import _sync_await
 
-from stack_config import PROJECT, SECRET_KEYS
+from common.untrusted import MAX_STACK_FILE_BYTES, InputLimitError, excerpt, read_text_file
+from safe_yaml import load_one
+from safe_yaml.bounded import json_value_problems
+from stack_config import PROJECT, SECRET_KEYS, ConfigError
+
+# Values the aliases of a stack file may stand for (a stack file is hand-written and small; an
+# alias bomb must stop long before validation copies it).
+MAX_STACK_ALIAS_VALUES = 10_000
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
@@ -406,20 +413,9 @@ def _object_order(obj: dict[str, Any]) -> tuple[str, str, str, str]:
             json.dumps(obj, sort_keys=True, default=str))
 
 
-class _StackFileLoader(yaml.SafeLoader):
-    """YAML as the Pulumi CLI reads stack files: a key given twice in one mapping is an error, not
-    a silent override (the CLI refuses such a file, so the offline plan must too)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is defined twice (first on line {seen[key] + 1})", key_node.start_mark
-                )
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
+# Pulumi stack names: letters, digits, '-', '_' and '.', at most 100 characters (the CLI's own rule
+# for `pulumi stack init`); anything else cannot name a Pulumi.<stack>.yaml beside the program.
+STACK_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, str], list[str]]:
@@ -428,31 +424,59 @@ def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, s
     Values become strings (structured ones as JSON). Encrypted values (`secure: ...`) cannot be
     decrypted without the CLI, so they are replaced by a marked placeholder and listed as secret:
     the program sees a secret, never its value.
+
+    The file is untrusted input: read within limits (a regular file of at most
+    MAX_STACK_FILE_BYTES, UTF-8, YAML through safe_yaml: libyaml, bounded nesting and aliases, a key
+    given twice refused as the CLI refuses it), and only plain data goes on (string keys, finite
+    numbers). Every problem is a ConfigError line naming the file and the key.
     """
+    if not isinstance(stack, str) or not STACK_NAME_RE.fullmatch(stack) or stack in (".", ".."):
+        raise ConfigError([f"stack name {excerpt(stack)} is not a Pulumi stack name; use letters, digits, '-', '_' "
+                           "or '.' (e.g. dev)"])
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
-        raise FileNotFoundError(f"no stack file {path.name}; stacks here: {', '.join(stacks) or 'none'}")
+        raise ConfigError([f"no stack file {path.name}; stacks here: {', '.join(stacks) or 'none'}"])
     try:
-        doc = yaml.load(path.read_text(), Loader=_StackFileLoader) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path.name}:{mark.line + 1}:{mark.column + 1}" if mark else path.name
-        problem = getattr(err, "problem", None) or " ".join(str(err).split())
-        raise ValueError(f"{where}: not valid YAML: {problem}") from None
+        text = read_text_file(path, MAX_STACK_FILE_BYTES, path.name)
+        doc = load_one(text, path.name, unique_keys=True, max_alias_values=MAX_STACK_ALIAS_VALUES)
+    except InputLimitError as err:
+        raise ConfigError([str(err)]) from None
+    doc = doc or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
-        raise ValueError(f"{path.name}: the top level must be a mapping with a `config:` mapping of keys")
+        raise ConfigError([f"{path.name}: the top level must be a mapping with a `config:` mapping of keys"])
+    entries = doc.get("config") or {}
+    problems = [f"{path.name}: {where.removeprefix(PROJECT + ':')}: {problem}"
+                for where, problem in json_value_problems(entries, plain_only=True)]
+    if problems:
+        raise ConfigError(problems)
     config: dict[str, str] = {}
     secret_keys: list[str] = []
-    for key, value in (doc.get("config") or {}).items():
+    spelled: dict[str, str] = {}
+    for key, value in entries.items():
         full_key = key if ":" in key else f"{PROJECT}:{key}"
-        if isinstance(value, dict) and set(value) == {"secure"}:
+        short = full_key.removeprefix(f"{PROJECT}:")
+        if full_key in spelled:
+            # `hfToken` and `llm-serving:hfToken` are one key to the CLI; keeping either silently
+            # would hide the other (a plain-text token beside its `secure:` twin, say).
+            problems.append(f"{path.name}: {excerpt(short)}: set twice, as {excerpt(spelled[full_key])} and "
+                            f"{excerpt(key)}; keep one (secrets only as `secure:`, set with "
+                            f"`pulumi config set --secret {short}`)")
+            continue
+        spelled[full_key] = key
+        if isinstance(value, dict) and "secure" in value:
+            if set(value) != {"secure"} or not isinstance(value["secure"], str):
+                problems.append(f"{path.name}: {excerpt(short)}: a `secure:` entry holds only the ciphertext the CLI "
+                                "wrote; remove the other keys (never put the plain value next to it)")
+                continue
             config[full_key] = f"<secret {full_key} (encrypted in {path.name})>"
             secret_keys.append(full_key)
         elif isinstance(value, str):
             config[full_key] = value
         else:
             config[full_key] = json.dumps(value)
+    if problems:
+        raise ConfigError(problems)
     return config, secret_keys
 
 

@@ -7,6 +7,9 @@ no CLI, no credentials and no cloud: Helm charts are not rendered, values a clou
 endpoints, ARNs) are placeholders, and encrypted secrets are never decrypted. What it does show is
 exactly what the program asks for: every Kubernetes object as YAML, the resource tree, the sizing
 of every model and the policy pack's verdicts on all of it.
+
+Exit status: 0 planned; 1 a mandatory policy violation; 2 the stack file or its config is unusable
+(one line per problem naming the stack file and the key; limits in docs/hostile-input.md).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from offline_plan.mock_runtime import ROOT, Evaluation, evaluate_stack, redact_secrets, whole_numbers
+from common.untrusted import excerpt
+from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
 
@@ -225,12 +229,14 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     return "\n".join(out)
 
 
-def run(stack: str, out_dir: Path) -> int:
+def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
+    """Exit status: 0 planned, 1 a mandatory policy violation, 2 the stack file or config is unusable."""
     try:
-        evaluation = evaluate_stack(stack)
+        evaluation = evaluate_stack(stack, project_dir)
     except Exception as err:  # noqa: BLE001 every failure becomes a message, not a traceback
         problems = getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines()
-        print(f"plan failed for stack {stack}:", file=sys.stderr)
+        shown = stack if STACK_NAME_RE.fullmatch(stack) else excerpt(stack)
+        print(f"plan failed for stack {shown}:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 2

@@ -17,7 +17,6 @@ sized for one commit and mirrors another is exactly the drift this project exist
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -35,6 +34,8 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+
+from common.untrusted import MAX_MODEL_CONFIG_BYTES, InputLimitError, NotJsonError, loads_json, read_regular_file
 
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 # Hub ids are "<org>/<name>"; both parts start with an alphanumeric (huggingface_hub's own rule).
@@ -312,13 +313,14 @@ def _populate_hint(repo_id: str, revision: str, committed: Path) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    # Files from the Hub, the cache or a folder someone names: read within the shared limits
+    # (regular files only, bounded size and nesting, no NaN), so a hostile config.json is an error.
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise HubError(f"{path}: malformed JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); re-download the file") from None
-    except OSError as exc:
-        raise HubError(f"{path}: cannot be read ({exc.strerror})") from None
+        data = loads_json(read_regular_file(path, MAX_MODEL_CONFIG_BYTES), str(path), max_bytes=MAX_MODEL_CONFIG_BYTES)
+    except NotJsonError as exc:
+        raise HubError(f"{exc}; re-download the file") from None
+    except InputLimitError as exc:
+        raise HubError(str(exc)) from None
     if not isinstance(data, dict):
         raise HubError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data

@@ -7,12 +7,93 @@ hybrid layer types, quantization configs. Pure Python; `planner.sizing` does the
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
+
+from common.untrusted import excerpt
 
 
 class SizingError(ValueError):
     """Bad sizing input (unreadable config, impossible request); the message names the fix."""
+
+
+# Ranges a config.json number must lie in. Far above every published model (Llama 3.1 405B: 126
+# layers, hidden 16384, 128 heads; DeepSeek-V3: 256 routed experts; Gemma 3: 262,144 vocabulary
+# entries; Llama 4 Scout: 10,485,760 positions), and low enough that sizing's loops over layers and
+# tensor-parallel sizes stay instant and its arithmetic exact.
+MAX_LAYERS = 1024
+MAX_WIDTH = 2**20
+MAX_HEADS = 2**16
+MAX_VOCAB = 2**24
+MAX_EXPERTS = 2**16
+MAX_CONTEXT = 2**31 - 1
+MAX_QUANT_BITS = 32
+
+
+class _Reader:
+    """Typed reads of one config.json mapping; `prefix` names nested ones in messages."""
+
+    def __init__(self, cfg: dict[str, Any], prefix: str = ""):
+        self.cfg = cfg
+        self.prefix = prefix
+
+    def count(self, keys: tuple[str, ...], upper: int, required: bool = False) -> int | None:
+        """The first of `keys` that is set (not 0, null or false, as before), as a whole number in
+        1..upper; None when none is set."""
+        for key in keys:
+            value = self.cfg.get(key)
+            if value in (None, 0, False) or (isinstance(value, float) and value == 0):
+                continue
+            whole = _whole(value)
+            if whole is None or not 1 <= whole <= upper:
+                raise SizingError(f"config.json: {self.prefix}{key} must be a whole number from 1 to {upper:,}, "
+                                  f"got {excerpt(value)}")
+            return whole
+        if required:
+            raise SizingError(
+                f"config.json lacks {self.prefix}{' / '.join(keys)}; pass the language model's config.json"
+            )
+        return None
+
+    def text(self, key: str) -> str:
+        value = self.cfg.get(key)
+        return value[:200] if isinstance(value, str) else ""
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _quantization(qcfg: Any) -> tuple[str | None, int | None]:
+    """(method, bits) a checkpoint's quantization_config declares, or (None, None)."""
+    if not isinstance(qcfg, dict) or not qcfg:
+        return None, None
+    method = qcfg.get("quant_method") or qcfg.get("format") or "unknown"
+    method = (method if isinstance(method, str) else "unknown")[:64].lower()
+    bits = qcfg.get("bits") or qcfg.get("w_bit")
+    if not bits and isinstance(qcfg.get("config_groups"), dict):
+        for group in qcfg["config_groups"].values():
+            weights = group.get("weights") if isinstance(group, dict) else None
+            bits = (weights.get("num_bits") if isinstance(weights, dict) else None) or bits
+    if not bits and method in ("fp8", "fbgemm_fp8"):
+        bits = 8
+    if not bits and method == "mxfp4":
+        bits = 4
+    if not bits:
+        return method, None
+    whole = _whole(bits)
+    if whole is None or not 1 <= whole <= MAX_QUANT_BITS:
+        raise SizingError(f"config.json: quantization_config bits must be a whole number from 1 to {MAX_QUANT_BITS}, "
+                          f"got {excerpt(bits)}")
+    return method, whole
 
 
 # Model types whose MLP is up-projection + down-projection without a gate.
@@ -124,6 +205,8 @@ class ModelArch:
 
     @classmethod
     def from_hf_config(cls, cfg: dict[str, Any]) -> "ModelArch":
+        """Read what sizing needs; every number checked (type and range), so a broken or hostile
+        config.json is a SizingError naming the key, never a traceback, a hang or a wrong answer."""
         if not isinstance(cfg, dict):
             raise SizingError("config.json must be a JSON object")
         top = cfg
@@ -131,49 +214,59 @@ class ModelArch:
         # text_config; sizing is about the language model's KV cache.
         if isinstance(cfg.get("text_config"), dict) and "num_hidden_layers" in cfg["text_config"]:
             cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k in ("quantization_config",)}}
-        get = cfg.get
-        try:
-            layers = int(get("num_hidden_layers") or get("n_layer") or get("num_layers"))
-            hidden = int(get("hidden_size") or get("n_embd") or get("d_model"))
-            heads = int(get("num_attention_heads") or get("n_head"))
-        except (TypeError, ValueError):
-            raise SizingError(
-                "config.json lacks num_hidden_layers / hidden_size / num_attention_heads; "
-                "pass the language model's config.json"
-            ) from None
-        kv_heads = int(get("num_key_value_heads") or get("num_kv_heads") or heads)
-        head_dim = int(get("head_dim") or hidden // heads)
-        vocab = int(get("vocab_size") or top.get("vocab_size") or 32000)
-        intermediate = int(get("intermediate_size") or get("n_inner") or 4 * hidden)
-        experts = int(get("num_local_experts") or get("num_experts") or get("n_routed_experts") or 0)
-        topk = int(get("num_experts_per_tok") or get("experts_per_token") or get("moe_topk") or 0)
-        moe_i = int(get("moe_intermediate_size") or (intermediate if experts else 0))
-        shared = int(get("shared_expert_intermediate_size") or 0)
-        if get("n_shared_experts"):
-            shared = int(get("n_shared_experts")) * moe_i
-        dense_layers = int(get("first_k_dense_replace") or 0)
-        if experts and get("mlp_only_layers"):
-            dense_layers = len(get("mlp_only_layers"))
+        read = _Reader(cfg)
+        layers = read.count(("num_hidden_layers", "n_layer", "num_layers"), MAX_LAYERS, required=True)
+        hidden = read.count(("hidden_size", "n_embd", "d_model"), MAX_WIDTH, required=True)
+        heads = read.count(("num_attention_heads", "n_head"), MAX_HEADS, required=True)
+        kv_heads = read.count(("num_key_value_heads", "num_kv_heads"), MAX_HEADS) or heads
+        head_dim = read.count(("head_dim",), MAX_WIDTH) or hidden // heads
+        if head_dim < 1:
+            raise SizingError(f"config.json: hidden_size {hidden} over {heads} attention heads leaves no head "
+                              "dimension; set head_dim or check num_attention_heads")
+        vocab = read.count(("vocab_size",), MAX_VOCAB) or _Reader(top).count(("vocab_size",), MAX_VOCAB) or 32000
+        intermediate = read.count(("intermediate_size", "n_inner"), MAX_WIDTH) or 4 * hidden
+        experts = read.count(("num_local_experts", "num_experts", "n_routed_experts"), MAX_EXPERTS) or 0
+        topk = read.count(("num_experts_per_tok", "experts_per_token", "moe_topk"), MAX_EXPERTS) or 0
+        moe_i = read.count(("moe_intermediate_size",), MAX_WIDTH) or (intermediate if experts else 0)
+        shared = read.count(("shared_expert_intermediate_size",), MAX_WIDTH) or 0
+        n_shared = read.count(("n_shared_experts",), MAX_EXPERTS)
+        if n_shared:
+            shared = n_shared * moe_i
+        dense_layers = read.count(("first_k_dense_replace",), MAX_LAYERS) or 0
+        mlp_only = cfg.get("mlp_only_layers")
+        if experts and mlp_only:
+            if not isinstance(mlp_only, list) or len(mlp_only) > layers:
+                raise SizingError(f"config.json: mlp_only_layers must list at most {layers} layer numbers, "
+                                  f"got {excerpt(mlp_only)}")
+            dense_layers = len(mlp_only)
 
-        window = get("sliding_window")
+        window = read.count(("sliding_window",), MAX_CONTEXT)
+        model_type = read.text("model_type") or _Reader(top).text("model_type")
         layer_types: tuple[str, ...] = ()
-        if isinstance(get("layer_types"), list):
-            layer_types = tuple(_layer_kind(t) for t in get("layer_types"))
-        elif isinstance(get("hybrid_override_pattern"), str):
-            layer_types = _hybrid_override_kinds(get("hybrid_override_pattern"))
-        elif get("full_attention_interval") and get("linear_num_value_heads"):
+        declared = cfg.get("layer_types")
+        pattern_text = cfg.get("hybrid_override_pattern")
+        if isinstance(declared, list):
+            if len(declared) > MAX_LAYERS:
+                raise SizingError(f"config.json: layer_types lists {len(declared):,} layers; at most {MAX_LAYERS:,}")
+            layer_types = tuple(_layer_kind(str(t)[:64]) for t in declared)
+        elif isinstance(pattern_text, str):
+            if len(pattern_text) > MAX_LAYERS:
+                raise SizingError(f"config.json: hybrid_override_pattern has {len(pattern_text):,} layers; "
+                                  f"at most {MAX_LAYERS:,}")
+            layer_types = _hybrid_override_kinds(pattern_text)
+        elif read.count(("full_attention_interval",), MAX_LAYERS) and read.count(("linear_num_value_heads",), MAX_HEADS):
             # Qwen3-Next without layer_types: every full_attention_interval-th layer is attention.
-            interval = int(get("full_attention_interval"))
+            interval = read.count(("full_attention_interval",), MAX_LAYERS)
             layer_types = tuple("full" if (i + 1) % interval == 0 else "linear" for i in range(layers))
-        elif window and get("model_type") == "gemma2":
+        elif window and model_type == "gemma2":
             # Gemma 2 alternates local (sliding) and global layers, starting with a local one.
             layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
-        elif window and (get("sliding_window_pattern") or get("model_type", "").startswith("gemma3")):
-            pattern = int(get("sliding_window_pattern") or 6)
+        elif window and (cfg.get("sliding_window_pattern") or model_type.startswith("gemma3")):
+            pattern = read.count(("sliding_window_pattern",), MAX_LAYERS) or 6
             layer_types = tuple(
                 "full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)
             )
-        elif window and get("use_sliding_window", True) and get("model_type") in ("mistral", "mixtral"):
+        elif window and cfg.get("use_sliding_window", True) and model_type in ("mistral", "mixtral"):
             layer_types = tuple("sliding" for _ in range(layers))
         if layer_types and len(layer_types) != layers:
             raise SizingError(f"config.json layer_types has {len(layer_types)} entries for {layers} layers")
@@ -181,68 +274,62 @@ class ModelArch:
         extra = 0
         vision = top.get("vision_config")
         vision_fields: dict[str, int] = {}
-        if isinstance(vision, dict) and vision.get("spatial_merge_size") and vision.get("hidden_size"):
-            patch = int(vision.get("patch_size") or 14)
-            vision_fields = dict(
-                vision_hidden=int(vision["hidden_size"]),
-                vision_intermediate=int(vision.get("intermediate_size") or 4 * int(vision["hidden_size"])),
-                vision_spatial_merge=int(vision["spatial_merge_size"]),
-                vision_patch_values=int(vision.get("in_channels") or 3) * int(vision.get("temporal_patch_size") or 1) * patch * patch,
-            )
         if isinstance(vision, dict) and vision.get("hidden_size"):
-            vh = int(vision["hidden_size"])
-            vi = int(vision.get("intermediate_size") or 4 * vh)
+            seen = _Reader(vision, "vision_config.")
+            vh = seen.count(("hidden_size",), MAX_WIDTH, required=True)
+            vi = seen.count(("intermediate_size",), MAX_WIDTH) or 4 * vh
             # Qwen-VL vision towers name their layer count `depth`.
-            extra = int(vision.get("num_hidden_layers") or vision.get("depth") or 24) * (4 * vh * vh + 2 * vh * vi)
+            extra = (seen.count(("num_hidden_layers", "depth"), MAX_LAYERS) or 24) * (4 * vh * vh + 2 * vh * vi)
+            merge = seen.count(("spatial_merge_size",), MAX_WIDTH)
+            if merge:
+                patch = seen.count(("patch_size",), MAX_WIDTH) or 14
+                vision_fields = dict(
+                    vision_hidden=vh, vision_intermediate=vi, vision_spatial_merge=merge,
+                    vision_patch_values=(seen.count(("in_channels",), MAX_WIDTH) or 3)
+                    * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1) * patch * patch,
+                )
 
-        qcfg = get("quantization_config") or top.get("quantization_config") or {}
-        quant_method, quant_bits = None, None
-        if isinstance(qcfg, dict) and qcfg:
-            quant_method = str(qcfg.get("quant_method") or qcfg.get("format") or "unknown").lower()
-            bits = qcfg.get("bits") or qcfg.get("w_bit")
-            if not bits and isinstance(qcfg.get("config_groups"), dict):
-                for group in qcfg["config_groups"].values():
-                    weights = (group or {}).get("weights") or {}
-                    bits = weights.get("num_bits") or bits
-            if not bits and quant_method in ("fp8", "fbgemm_fp8"):
-                bits = 8
-            if not bits and quant_method == "mxfp4":
-                bits = 4
-            quant_bits = int(bits) if bits else None
+        quant_method, quant_bits = _quantization(cfg.get("quantization_config") or top.get("quantization_config") or {})
 
-        model_type = str(get("model_type") or top.get("model_type") or "")
         # Gemma configs leave tie_word_embeddings at its default, which is True for Gemma.
         tie_default = model_type.startswith("gemma")
-        dtype = str(get("torch_dtype") or get("dtype") or top.get("torch_dtype") or "bfloat16")
+        dtype = read.text("torch_dtype") or read.text("dtype") or _Reader(top).text("torch_dtype") or "bfloat16"
+        if not re.fullmatch(r"[A-Za-z0-9_.]{1,40}", dtype):
+            raise SizingError(f"config.json: torch_dtype {excerpt(dtype)} is not a dtype name such as bfloat16")
+        ssm_dtype = read.text("mamba_ssm_dtype") or None
+        if ssm_dtype is not None and not re.fullmatch(r"[A-Za-z0-9_.]{1,40}", ssm_dtype):
+            raise SizingError(f"config.json: mamba_ssm_dtype {excerpt(ssm_dtype)} is not a dtype name such as float32")
         archs = top.get("architectures") or cfg.get("architectures") or [""]
+        architecture = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+        max_positions = read.count(("max_position_embeddings",), MAX_CONTEXT)
         return cls(
             layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             vocab=vocab, intermediate=intermediate,
-            max_position_embeddings=get("max_position_embeddings"),
+            max_position_embeddings=max_positions,
             torch_dtype=dtype.replace("torch.", ""),
-            tie_word_embeddings=bool(get("tie_word_embeddings", top.get("tie_word_embeddings", tie_default))),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", top.get("tie_word_embeddings", tie_default))),
             experts=experts, experts_per_token=topk, moe_intermediate=moe_i,
             shared_expert_intermediate=shared, dense_layers=dense_layers,
-            kv_lora_rank=int(get("kv_lora_rank") or 0),
-            qk_rope_head_dim=int(get("qk_rope_head_dim") or 0),
-            qk_nope_head_dim=int(get("qk_nope_head_dim") or 0),
-            v_head_dim=int(get("v_head_dim") or 0),
-            q_lora_rank=int(get("q_lora_rank") or 0),
-            layer_types=layer_types, sliding_window=int(window) if window else None,
-            linear_num_key_heads=int(get("linear_num_key_heads") or 0),
-            linear_num_value_heads=int(get("linear_num_value_heads") or 0),
-            linear_key_head_dim=int(get("linear_key_head_dim") or 0),
-            linear_value_head_dim=int(get("linear_value_head_dim") or 0),
-            linear_conv_kernel_dim=int(get("linear_conv_kernel_dim") or 0),
-            mamba_num_heads=int(get("mamba_num_heads") or 0),
-            mamba_head_dim=int(get("mamba_head_dim") or 0),
-            mamba_state_size=int(get("ssm_state_size") or 0),
-            mamba_groups=int(get("n_groups") or 0),
-            mamba_conv_kernel=int(get("conv_kernel") or 0),
-            mamba_ssm_dtype=str(get("mamba_ssm_dtype")) if get("mamba_ssm_dtype") else None,
-            mtp_layers=int(get("mtp_num_hidden_layers") or get("num_nextn_predict_layers") or 0),
+            kv_lora_rank=read.count(("kv_lora_rank",), MAX_WIDTH) or 0,
+            qk_rope_head_dim=read.count(("qk_rope_head_dim",), MAX_WIDTH) or 0,
+            qk_nope_head_dim=read.count(("qk_nope_head_dim",), MAX_WIDTH) or 0,
+            v_head_dim=read.count(("v_head_dim",), MAX_WIDTH) or 0,
+            q_lora_rank=read.count(("q_lora_rank",), MAX_WIDTH) or 0,
+            layer_types=layer_types, sliding_window=window or None,
+            linear_num_key_heads=read.count(("linear_num_key_heads",), MAX_HEADS) or 0,
+            linear_num_value_heads=read.count(("linear_num_value_heads",), MAX_HEADS) or 0,
+            linear_key_head_dim=read.count(("linear_key_head_dim",), MAX_WIDTH) or 0,
+            linear_value_head_dim=read.count(("linear_value_head_dim",), MAX_WIDTH) or 0,
+            linear_conv_kernel_dim=read.count(("linear_conv_kernel_dim",), MAX_WIDTH) or 0,
+            mamba_num_heads=read.count(("mamba_num_heads",), MAX_HEADS) or 0,
+            mamba_head_dim=read.count(("mamba_head_dim",), MAX_WIDTH) or 0,
+            mamba_state_size=read.count(("ssm_state_size",), MAX_WIDTH) or 0,
+            mamba_groups=read.count(("n_groups",), MAX_HEADS) or 0,
+            mamba_conv_kernel=read.count(("conv_kernel",), MAX_WIDTH) or 0,
+            mamba_ssm_dtype=ssm_dtype,
+            mtp_layers=read.count(("mtp_num_hidden_layers", "num_nextn_predict_layers"), MAX_LAYERS) or 0,
             **vision_fields,
-            quant_method=quant_method, quant_bits=quant_bits, architecture=str(archs[0]),
+            quant_method=quant_method, quant_bits=quant_bits, architecture=architecture[:200],
             gated_mlp=model_type not in NON_GATED_MLP_MODEL_TYPES, extra_params=extra,
         )
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from common import contract, gpus
-from planner import sizing
+from planner import checkpoint, sizing
 from planner.hub import HubError, ModelMetadata, load_model_metadata
 from planner.model_arch import ModelArch, SizingError
 from stack_config import ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
@@ -291,6 +291,12 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         raise PlanError([f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
                          f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])
     pp = model.pipelineParallelSize
+    problems = checkpoint_problems(key, model, arch)
+    if problems:
+        raise PlanError(problems)
+    # The checkpoint's bytes as they sit in GPU memory (a bf16 checkpoint served as float32 doubles).
+    loaded_bytes = None if metadata.weights_bytes is None else checkpoint.loaded_weight_bytes(
+        metadata.weights_bytes, arch, model.dtype, model.quantization)
 
     # A container sees one MIG slice or one time-sliced share: no tensor parallelism there.
     shared_gpus = bool(pool.migProfile) or bool(config.operators.gpuOperator.timeSlicingReplicas)
@@ -308,7 +314,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
             dtype=model.dtype,
             kv_cache_dtype=model.kvCacheDtype,
             quantization=model.quantization,
-            weights_bytes=metadata.weights_bytes,
+            weights_bytes=loaded_bytes,
             max_num_batched_tokens=model.maxNumBatchedTokens,
             max_num_seqs=model.maxNumSeqs,
             gpu_name=gpu.name,
@@ -422,6 +428,23 @@ def sizing_warnings(key: str, model: ModelConfig, gpu: gpus.Gpu, pool: PoolConfi
             f"at once (at {SHORTER_CONTEXT_TOKENS:,} tokens it would hold {shorter.max_concurrency:.2f}); set maxModelLen "
             f"to the longest prompt plus output you serve")
     return warnings
+
+
+def checkpoint_problems(key: str, model: ModelConfig, arch: ModelArch) -> list[str]:
+    """The stack's requests for this model that its checkpoint cannot meet (vLLM would not start, or
+    the sizing arithmetic has nothing to work on), each naming its key."""
+    problems = []
+    if model.pipelineParallelSize > arch.layers:
+        problems.append(f"{key}.pipelineParallelSize: {model.pipelineParallelSize} stages for {model.repo}'s "
+                        f"{arch.layers} decoder layers; every stage needs at least one layer, use at most {arch.layers}")
+    problem = checkpoint.quantization_problem(arch, model.quantization)
+    if problem:
+        problems.append(f"{key}.quantization: {problem}")
+    else:
+        problem = checkpoint.dtype_problem(arch, model.dtype, model.quantization)
+        if problem:
+            problems.append(f"{key}.dtype: {problem}")
+    return problems
 
 
 def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:

@@ -50,7 +50,8 @@ from typing import Any
 
 from common import gpus
 from planner import kv_layout
-from planner.model_arch import ModelArch, SizingError
+from planner.checkpoint import served_dtype
+from planner.model_arch import MAX_CONTEXT, MAX_LAYERS, ModelArch, SizingError
 from planner.vllm_releases import Release, ReleaseError
 
 GiB = 1024**3
@@ -195,11 +196,8 @@ def _dtype_bytes(name: str, fallback: str = "bfloat16") -> int:
 
 
 def _model_dtype(req: SizingRequest) -> str:
-    if req.dtype and req.dtype != "auto":
-        return req.dtype
-    dtype = req.arch.torch_dtype
-    # vLLM serves float32 checkpoints in bfloat16 unless told otherwise.
-    return "bfloat16" if dtype in ("float32", "float") else dtype
+    # vLLM serves float32 checkpoints in bfloat16 unless told otherwise (planner.checkpoint).
+    return served_dtype(req.arch, req.dtype)
 
 
 def _catalog_gpu(req: SizingRequest) -> gpus.Gpu | None:
@@ -441,21 +439,66 @@ def _prefix_caching(req: SizingRequest) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+# Ranges of a request, each far above any real deployment, so no request can make the arithmetic
+# loop for long, overflow or divide by zero.
+MAX_TENSOR_PARALLEL = 512
+MAX_GPU_MEMORY_GIB = 4096.0
+MAX_BLOCK_SIZE = 4096  # vLLM's CacheConfig.block_size: any int > 0 (vllm/config/cache.py)
+MAX_BATCHED_TOKENS = 2**24
+MAX_NUM_SEQS = 2**20
+MAX_WEIGHT_BYTES = 2**50  # 1 PiB
+MAX_SPECULATIVE_TOKENS = 64
+
+
+def _whole_in(value, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def request_problem(req: SizingRequest) -> str | None:
+    """Why a request cannot be sized (a value out of range), or None. The CLI and the planner check
+    their inputs with their own words first; this is the engine's own guard."""
+    arch = req.arch
+    if not _whole_in(req.tensor_parallel_size, 1, MAX_TENSOR_PARALLEL):
+        return f"tensor_parallel_size must be a whole number from 1 to {MAX_TENSOR_PARALLEL}"
+    if not _whole_in(req.pipeline_parallel_size, 1, MAX_LAYERS):
+        return f"pipeline_parallel_size must be a whole number from 1 to {MAX_LAYERS}"
+    if req.pipeline_parallel_size > arch.layers:
+        # vLLM splits the decoder layers evenly over the stages (vllm/distributed/utils.py
+        # get_pp_indices); a stage without a layer holds nothing to size or to serve.
+        return (f"pipeline_parallel_size {req.pipeline_parallel_size} exceeds the model's {arch.layers} decoder "
+                f"layers; every pipeline stage needs at least one layer, so use at most {arch.layers}")
+    memory = req.gpu_memory_gib
+    if not isinstance(memory, (int, float)) or not math.isfinite(memory) or not 0 < memory <= MAX_GPU_MEMORY_GIB:
+        return f"GPU memory must be a finite number of GiB above 0 and at most {MAX_GPU_MEMORY_GIB:g}"
+    utilization = req.gpu_memory_utilization
+    if utilization is not None and not (isinstance(utilization, (int, float)) and math.isfinite(utilization)
+                                        and 0 < utilization <= 1):
+        return f"gpu_memory_utilization {utilization} must be in (0, 1]"
+    if req.weights_bytes is not None and not _whole_in(req.weights_bytes, 0, MAX_WEIGHT_BYTES):
+        return "weight bytes must be a whole number from 0 to 1 PiB"
+    if req.max_model_len is not None and not _whole_in(req.max_model_len, 1, MAX_CONTEXT):
+        return f"max_model_len must be a whole number of tokens from 1 to {MAX_CONTEXT:,}"
+    if req.max_num_batched_tokens is not None and not _whole_in(req.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS):
+        return f"max_num_batched_tokens must be a whole number from 1 to {MAX_BATCHED_TOKENS:,}"
+    if req.max_num_seqs is not None and not _whole_in(req.max_num_seqs, 1, MAX_NUM_SEQS):
+        return f"max_num_seqs must be a whole number from 1 to {MAX_NUM_SEQS:,}"
+    if not _whole_in(req.block_size, 1, MAX_BLOCK_SIZE):
+        return f"block_size must be a whole number from 1 to {MAX_BLOCK_SIZE}"
+    if not _whole_in(req.speculative_tokens, 0, MAX_SPECULATIVE_TOKENS):
+        return f"speculative tokens must be a whole number from 0 to {MAX_SPECULATIVE_TOKENS}"
+    return None
+
+
 def size(req: SizingRequest) -> SizingResult:
     arch = req.arch
+    problem = request_problem(req)
+    if problem:
+        raise SizingError(problem)
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
-    if tp < 1 or pp < 1:
-        raise SizingError("tensor and pipeline parallel sizes must be at least 1")
     release = _release(req.vllm_version)
     utilization = req.gpu_memory_utilization
     if utilization is None:
         utilization = release.default_gpu_memory_utilization
-    if not 0 < utilization <= 1:
-        raise SizingError(f"gpu_memory_utilization {utilization} must be in (0, 1]")
-    if req.gpu_memory_gib <= 0:
-        raise SizingError("GPU memory must be positive")
-    if req.speculative_tokens < 0:
-        raise SizingError("speculative tokens must be 0 or more")
     max_len = req.max_model_len or arch.max_position_embeddings or 4096
     mnbt, seqs = default_batch_limits(req)
     graphs_in_budget = not req.enforce_eager and release.estimates_cuda_graphs(arch.architecture, arch.is_moe, arch.is_hybrid)

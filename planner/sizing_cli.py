@@ -1,22 +1,38 @@
 """`python -m components.sizing`: will this model fit on that GPU, and how much KV cache is left?
 
-Exit codes: 0 it fits; 2 bad input or it does not fit (one line on stderr saying why and, when a
-larger tensor-parallel size would fit, which one).
+Exit codes: 0 it fits; 1 it does not fit (the report, then one line on stderr saying why and, when a
+larger tensor-parallel size would fit, which one); 2 unusable input: a bad flag or value, an
+unreadable or implausible config.json, or a request vLLM itself would refuse to start with (one line
+on stderr naming the flag or key).
+
+Limits: config.json is read only from a regular file of at most 16 MiB, nested at most 100 levels;
+its numbers must be whole and in range (planner/model_arch.py); flags are bounded (--help).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sys
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from common.engine import QUANTIZATION_METHODS, VLLM_VERSION
 from common.gpus import CATALOG, UnknownGpuError, get_gpu
-from planner.model_arch import ModelArch, SizingError
+from common.untrusted import MAX_MODEL_CONFIG_BYTES, InputLimitError, excerpt, loads_json, read_text_file
+from planner.checkpoint import dtype_problem, quantization_problem
+from planner.model_arch import MAX_CONTEXT, MAX_LAYERS, ModelArch, SizingError
 from planner.sizing import (
     INTERCONNECTS,
+    MAX_BATCHED_TOKENS,
+    MAX_BLOCK_SIZE,
+    MAX_GPU_MEMORY_GIB,
+    MAX_NUM_SEQS,
+    MAX_TENSOR_PARALLEL,
+    MAX_WEIGHT_BYTES,
     GiB,
     SizingRequest,
     SizingResult,
@@ -32,33 +48,72 @@ class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+class DoesNotFit(Exception):
+    """The model does not fit: printed as one line after the report, exit code 1."""
+
+
+def _whole(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high:,}")
+        return value
+    return parse
+
+
+def _finite(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a number") from None
+        # float() accepts "nan" and "inf"; neither is a size, and NaN compares false with every bound.
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a finite {name}")
+        return value
+    return parse
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of usage + error
         raise CliError(f"{message} (see --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m components.sizing", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m components.sizing", description=__doc__.splitlines()[0],
+                epilog="exit status: 0 it fits; 1 it does not fit; 2 unusable input (a bad flag or value, an "
+                       "unreadable or implausible config.json, or a request vLLM refuses to start with)")
     p.add_argument("--model-config", required=True,
                    help="path to a config.json, or a Hub repo id (then --revision is required)")
     p.add_argument("--revision", help="40-hex commit of the Hub repo (with a repo id)")
     gpu = p.add_mutually_exclusive_group(required=True)
     gpu.add_argument("--gpu", help="GPU name from the catalog (common/gpus.py), e.g. H100-80GB")
-    gpu.add_argument("--gpu-memory-gib", type=float, help="CUDA-reported total memory per GPU, GiB")
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--pipeline-parallel-size", type=int, default=1)
-    p.add_argument("--gpu-memory-utilization", type=float,
-                   help="default: the release's (0.92 from vLLM 0.21, 0.9 before)")
-    p.add_argument("--max-model-len", type=int, help="default: the model's max_position_embeddings")
+    gpu.add_argument("--gpu-memory-gib", type=_finite("GiB"),
+                     help=f"CUDA-reported total memory per GPU, GiB (above 0, at most {MAX_GPU_MEMORY_GIB:g})")
+    p.add_argument("--tensor-parallel-size", type=_whole(-(2**31), 2**31), default=1,
+                   help=f"1 to {MAX_TENSOR_PARALLEL} (default 1)")
+    p.add_argument("--pipeline-parallel-size", type=_whole(-(2**31), 2**31), default=1,
+                   help="1 to the model's number of layers (default 1)")
+    p.add_argument("--gpu-memory-utilization", type=_finite("fraction"),
+                   help="in (0, 1]; default: the release's (0.92 from vLLM 0.21, 0.9 before)")
+    p.add_argument("--max-model-len", type=_whole(-(2**63), 2**63),
+                   help="default: the model's max_position_embeddings")
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"])
-    p.add_argument("--quantization", help="vLLM --quantization (fp8, awq, gptq, mxfp4, ...)")
-    p.add_argument("--weights-gib", type=float, metavar="TOTAL",
+    p.add_argument("--quantization", help="vLLM --quantization (fp8, awq, gptq, mxfp4, ...): one the deployed "
+                                          "release knows, that the checkpoint can use")
+    p.add_argument("--weights-gib", type=_finite("GiB"), metavar="TOTAL",
                    help="TOTAL weight memory across all GPUs in GiB (e.g. the log's per-GPU "
                         "'Model loading took X GiB' × TP × PP); default: estimated from the config")
-    p.add_argument("--max-num-batched-tokens", type=int, help="default: vLLM's default for the GPU")
-    p.add_argument("--max-num-seqs", type=int, help="default: vLLM's default for the GPU")
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--max-num-batched-tokens", type=_whole(1, MAX_BATCHED_TOKENS),
+                   help=f"1 to {MAX_BATCHED_TOKENS:,}; default: vLLM's default for the GPU")
+    p.add_argument("--max-num-seqs", type=_whole(1, MAX_NUM_SEQS),
+                   help=f"1 to {MAX_NUM_SEQS:,}; default: vLLM's default for the GPU")
+    p.add_argument("--block-size", type=_whole(1, MAX_BLOCK_SIZE), default=16,
+                   help=f"tokens per KV-cache block, 1 to {MAX_BLOCK_SIZE} (default 16)")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     p.add_argument("--vllm-version", help="vLLM release to model (default: the deployed one)")
     p.add_argument("--interconnect", choices=list(INTERCONNECTS),
@@ -97,20 +152,18 @@ def canonical_gpu_name(name: str) -> str:
 def load_config(source: str, revision: str | None) -> dict[str, Any]:
     if os.path.exists(source):
         path = os.path.join(source, "config.json") if os.path.isdir(source) else source
+        if os.path.isdir(source) and not os.path.exists(path):
+            raise CliError(f"--model-config: no config.json in {source}")
         try:
-            with open(path, encoding="utf-8") as fh:
-                return json.load(fh)
-        except FileNotFoundError:
-            raise CliError(f"--model-config: no config.json in {source}") from None
-        except json.JSONDecodeError as exc:
-            raise CliError(f"--model-config: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        except OSError as exc:
-            raise CliError(f"--model-config: cannot read {path}: {exc.strerror}") from None
+            text = read_text_file(path, MAX_MODEL_CONFIG_BYTES, path)
+            return loads_json(text, path, max_bytes=MAX_MODEL_CONFIG_BYTES)
+        except InputLimitError as exc:
+            raise CliError(f"--model-config: {exc}") from None
     looks_like_repo = source.count("/") == 1 and not source.endswith(".json") and not source.startswith((".", "/"))
     if not looks_like_repo:
-        raise CliError(f"--model-config: {source} does not exist (give a config.json path or a Hub repo id)")
+        raise CliError(f"--model-config: {excerpt(source)} does not exist (give a config.json path or a Hub repo id)")
     if not revision:
-        raise CliError(f"--revision is required with the Hub repo id {source} (a 40-character commit SHA)")
+        raise CliError(f"--revision is required with the Hub repo id {excerpt(source)} (a 40-character commit SHA)")
     try:
         from planner.hub import load_model_config  # optional: only needed for Hub ids
     except ImportError:
@@ -123,11 +176,19 @@ def load_config(source: str, revision: str | None) -> dict[str, Any]:
 
 
 def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
-    for flag in ("tensor_parallel_size", "pipeline_parallel_size"):
+    for flag, high in (("tensor_parallel_size", MAX_TENSOR_PARALLEL), ("pipeline_parallel_size", MAX_LAYERS)):
         if getattr(args, flag) < 1:
             raise CliError(f"--{flag.replace('_', '-')} must be at least 1")
+        if getattr(args, flag) > high:
+            raise CliError(f"--{flag.replace('_', '-')} must be at most {high}")
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CliError("--gpu-memory-utilization must be in (0, 1], e.g. 0.9")
+    if args.quantization is not None and args.quantization not in QUANTIZATION_METHODS:
+        raise CliError(f"--quantization {excerpt(args.quantization)} is not a method vLLM {VLLM_VERSION} knows; "
+                       f"use one of {', '.join(QUANTIZATION_METHODS)}")
+    if args.vllm_version is not None and not re.fullmatch(r"v?\d{1,4}\.\d{1,4}(\.\d{1,4})?([.+-][0-9A-Za-z.+-]{1,32})?",
+                                                          args.vllm_version):
+        raise CliError(f"--vllm-version {excerpt(args.vllm_version)} is not a release number like 0.19.0")
     device_name = None  # what vLLM's batch defaults look at (the "a100" check)
     if args.gpu:
         try:
@@ -140,18 +201,27 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
                   f"(common/gpus.py); measure it on the GPU with python3 -c \"import torch; "
                   f"print(torch.cuda.mem_get_info()[1] / 1024**3)\" and pass --gpu-memory-gib", file=sys.stderr)
     else:
-        if args.gpu_memory_gib <= 0:
-            raise CliError("--gpu-memory-gib must be positive")
+        if not 0 < args.gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
+            raise CliError(f"--gpu-memory-gib must be above 0 and at most {MAX_GPU_MEMORY_GIB:g}")
         memory, gpu_name = args.gpu_memory_gib, f"{args.gpu_memory_gib:g} GiB GPU"
         # A total that is exactly one catalog GPU's CUDA total names it (vLLM's larger batch
         # defaults skip A100s, whose 79.15 GiB would otherwise pass for an H100's 79.19).
         same = [g.name for g in CATALOG.values() if abs(g.cuda_total_gib - memory) < 0.005]
         device_name = same[0] if len(same) == 1 else None
-    if args.weights_gib is not None and args.weights_gib <= 0:
-        raise CliError("--weights-gib must be positive (TOTAL GiB across all GPUs)")
+    if args.weights_gib is not None and not 0 < args.weights_gib * GiB <= MAX_WEIGHT_BYTES:
+        raise CliError("--weights-gib must be positive (TOTAL GiB across all GPUs) and at most 1 PiB")
     if args.max_model_len is not None and args.max_model_len < 1:
         raise CliError("--max-model-len must be a positive number of tokens")
+    if args.max_model_len is not None and args.max_model_len > MAX_CONTEXT:
+        raise CliError(f"--max-model-len must be at most {MAX_CONTEXT:,} tokens")
     arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
+    if args.pipeline_parallel_size > arch.layers:
+        raise CliError(f"--pipeline-parallel-size {args.pipeline_parallel_size} exceeds the model's {arch.layers} "
+                       f"decoder layers; every pipeline stage needs at least one layer")
+    for flag, problem in (("--quantization", quantization_problem(arch, args.quantization)),
+                          ("--dtype", dtype_problem(arch, args.dtype, args.quantization))):
+        if problem:
+            raise CliError(f"{flag}: {problem}")
     valid = valid_tensor_parallel_sizes(arch, max_tp=max(args.tensor_parallel_size, 8))
     if args.tensor_parallel_size not in valid:
         # A warning, not an error: the numbers are still what vLLM would compute if it started.
@@ -218,8 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tp = smallest_tensor_parallel_size(replace(req, tensor_parallel_size=1))
             hint = (f"smallest tensor-parallel size that fits: {tp}" if tp
                     else "no tensor-parallel size up to 8 fits; use a larger GPU or a shorter max_model_len")
-            raise CliError(f"does not fit: {result.reason}; {hint}")
+            raise DoesNotFit(f"does not fit: {result.reason}; {hint}")
         return 0
+    except DoesNotFit as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except (CliError, SizingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

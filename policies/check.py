@@ -8,8 +8,11 @@ level, message; the namespace follows kind/name as ` -n NAMESPACE` when the obje
 with --json one object
 {"resources": [{"file", "kind", "name", "namespace", "violations": [{"policy", "level", "message"}]}]}
 with one entry per object read (in file order; two objects that differ only by namespace are two
-entries). Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unreadable input or a
-config that the pack's PolicyConfigSchema would reject.
+entries). Exit status: 1 when a mandatory rule is violated, 0 otherwise, 2 on unusable input (a file
+that is not a regular file of at most 64 MiB of UTF-8 YAML within the nesting and alias limits, a value
+no API server takes such as NaN or an integer beyond int64) or a config that the pack's
+PolicyConfigSchema would reject or that holds a non-finite or oversized number. FIFOs and devices in
+a scanned folder are skipped with a note.
 
 `check_objects(objects, config)` is the same check as a library call (the offline plan uses it).
 """
@@ -18,16 +21,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
 
 import jsonschema
-import yaml
 
+from common.untrusted import (
+    MAX_MANIFEST_FILE_BYTES,
+    MAX_PACK_CONFIG_BYTES,
+    InputLimitError,
+    excerpt,
+    file_kind,
+    is_regular_file,
+    loads_json,
+    read_text_file,
+)
 from policies.objects import as_str
 from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
 from policies.resource import Resource, from_object
+from safe_yaml import YamlInputError, load_all
+from safe_yaml.bounded import json_value_problems
+
+
+# Largest magnitude a numeric setting may have: thresholds are seconds or counts, and beyond 2^53 a
+# float no longer holds every integer.
+MAX_SETTING_NUMBER = 2**53
 
 
 class InputError(ValueError):
@@ -76,25 +96,35 @@ def validate_config(config) -> dict:
         raise InputError("config must be a JSON object of {\"policy-name\": {\"enforcementLevel\": ..., ...}}")
     for key, value in config.items():
         if key != "all" and key not in BY_NAME:
-            raise InputError(f"config names unknown policy '{key}'; known policies: {', '.join(BY_NAME)}")
+            raise InputError(f"config names unknown policy {excerpt(key)}; known policies: {', '.join(BY_NAME)}")
         if isinstance(value, str):
             value = {"enforcementLevel": value}
         if not isinstance(value, dict):
             raise InputError(f"config['{key}'] must be an enforcement level string or an object")
         level = value.get("enforcementLevel")
         if level is not None and level not in LEVELS:
-            raise InputError(f"config['{key}'].enforcementLevel is '{level}'; use one of {', '.join(LEVELS)}")
+            raise InputError(f"config['{key}'].enforcementLevel is {excerpt(level)}; use one of {', '.join(LEVELS)}")
         rule = BY_NAME.get(key)
         for setting, setting_value in value.items():
             if setting == "enforcementLevel":
                 continue
             if rule is None or setting not in rule.schema:
                 known = ", ".join(rule.schema) if rule and rule.schema else "none"
-                raise InputError(f"config['{key}'] has unknown setting '{setting}'; settings of this policy: {known}")
+                raise InputError(f"config['{key}'] has unknown setting {excerpt(setting)}; settings of this policy: {known}")
             schema = rule.schema[setting]
+            # JSON Schema's "type: number" admits NaN, and every comparison with NaN is false: a NaN
+            # threshold would silently turn its rule off. Infinity is no threshold either.
+            if isinstance(setting_value, float) and not math.isfinite(setting_value):
+                raise InputError(f"config['{key}'].{setting} is {setting_value}; use a finite number "
+                                 f"({allowed_values(schema)})")
+            if isinstance(setting_value, int) and not isinstance(setting_value, bool) \
+                    and abs(setting_value) > MAX_SETTING_NUMBER:
+                # The rules compare in floats; a 400-digit integer has no float.
+                raise InputError(f"config['{key}'].{setting} is {excerpt(setting_value)}; use a number of at most "
+                                 f"{MAX_SETTING_NUMBER:.0e} ({allowed_values(schema)})")
             if not _setting_is_valid(schema, setting_value):
                 raise InputError(f"config['{key}'].{setting} must be {allowed_values(schema)}, "
-                                 f"not {json.dumps(setting_value)}")
+                                 f"not {excerpt(setting_value)}")
     return config
 
 
@@ -157,30 +187,48 @@ def check_objects(objects: list[dict], config: dict | None = None) -> list[Verdi
 
 
 def _yaml_files(path: str) -> list[str]:
-    if os.path.isfile(path):
-        return [path]
+    """The manifest files a PATH argument names: the file itself, or a folder's *.yaml / *.yml.
+
+    Only regular files: a FIFO would block the read forever and a device would never end, so a
+    folder's other entries are skipped (with a note) and a PATH naming one is refused.
+    """
     if os.path.isdir(path):
         found = []
         for root, dirs, files in os.walk(path):
             dirs.sort()
-            found += [os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml"))]
+            for name in sorted(files):
+                if not name.endswith((".yaml", ".yml")):
+                    continue
+                full = os.path.join(root, name)
+                if is_regular_file(full):
+                    found.append(full)
+                else:
+                    print(f"check: {full}: skipped, {_kind(full)}", file=sys.stderr)
         if not found:
             raise InputError(f"{path}: folder holds no *.yaml or *.yml files; pass manifest files or a folder of them")
         return found
+    if os.path.exists(path):
+        if not is_regular_file(path):
+            raise InputError(f"{path}: {_kind(path)}; pass manifest files or folders")
+        return [path]
     raise InputError(f"{path}: no such file or folder; pass existing manifest files or folders")
+
+
+def _kind(path: str) -> str:
+    try:
+        return f"is {file_kind(os.stat(path).st_mode)}, not a regular file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
 
 
 def load_file(path: str) -> list[Resource]:
     try:
-        with open(path, encoding="utf-8") as f:
-            docs = list(yaml.safe_load_all(f))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"{path}: malformed YAML{where}: {problem}; fix the YAML syntax") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read file ({e.__class__.__name__}: {e}); check the path and encoding") from None
+        text = read_text_file(path, MAX_MANIFEST_FILE_BYTES)
+        docs = load_all(text, path)
+    except YamlInputError as e:
+        raise InputError(f"{e}; fix the YAML") from None
+    except InputLimitError as e:
+        raise InputError(str(e)) from None
     resources = []
     for index, doc in enumerate(docs, start=1):
         if doc is None:
@@ -188,6 +236,10 @@ def load_file(path: str) -> list[Resource]:
         if not isinstance(doc, dict):
             raise InputError(f"{path}: document {index} is a {type(doc).__name__}, not a mapping; every YAML "
                              f"document must be one Kubernetes object")
+        # Values no API server accepts (a 400-digit integer, .nan) make the file unusable, and the
+        # rules' arithmetic must never meet them.
+        for where, problem in json_value_problems(doc, plain_only=False, limit=1):
+            raise InputError(f"{path}: document {index}: {where}: {problem}; Kubernetes would refuse it")
         for item in _flatten(doc):
             if not isinstance(item.get("kind"), str):
                 print(f"check: {path}: document {index} has no 'kind'; skipped (not a Kubernetes object)",
@@ -222,7 +274,10 @@ def _count(n: int, noun: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m policies.check",
-                                     description="Check Kubernetes manifests against the llm-serving policy pack.")
+                                     description="Check Kubernetes manifests against the llm-serving policy pack.",
+                                     epilog="exit status: 0 no mandatory violation; 1 a mandatory violation; 2 "
+                                            "unusable input (unreadable or oversized files, YAML past the nesting or "
+                                            "alias limits, values no API server takes, a bad --config)")
     parser.add_argument("--config", metavar="FILE.json",
                         help='per-policy settings, e.g. {"image-tag-pinned": {"requireDigest": true}}')
     parser.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
@@ -232,13 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         config = None
         if args.config:
             try:
-                with open(args.config, encoding="utf-8") as f:
-                    config = json.load(f)
-            except OSError as e:
-                raise InputError(f"--config {args.config}: cannot read ({e.strerror}); pass an existing JSON file") from None
-            except json.JSONDecodeError as e:
-                raise InputError(f"--config {args.config}: not valid JSON at line {e.lineno}, column {e.colno}: "
-                                 f"{e.msg}") from None
+                what = f"--config {args.config}"
+                config = loads_json(read_text_file(args.config, MAX_PACK_CONFIG_BYTES, what), what,
+                                    max_bytes=MAX_PACK_CONFIG_BYTES)
+            except InputLimitError as e:
+                raise InputError(str(e)) from None
         config = validate_config(config)
         resources: list[Resource] = []
         for path in args.paths:

@@ -8,6 +8,7 @@ During `pulumi preview` some values are not known yet; the Pulumi adapter replac
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -67,7 +68,10 @@ def as_number(value: Any) -> float | None:
     """A probe field or replica count as a number; bools and strings are not numbers."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float range: larger than any threshold
+        return math.inf if value > 0 else -math.inf
 
 
 def present(value: Any) -> bool:

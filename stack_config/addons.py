@@ -15,7 +15,7 @@ AddOnName = Literal["prometheusOperator", "keda", "leaderWorkerSet", "kserve", "
 
 
 class AddonsConfig(StrictModel):
-    preinstalled: list[AddOnName] = Field(default_factory=list)
+    preinstalled: list[AddOnName] = Field(default_factory=list, max_length=16)
     """Add-ons already installed on an existing cluster (`cloud: existing`, or `cluster.create: false`): prometheusOperator, keda, leaderWorkerSet, kserve, gatewayApi. On such a cluster the program installs no add-on; it looks up each needed add-on's CRDs during `pulumi preview` and fails there, naming the add-on and its install command, when one is missing. Must stay empty on a cluster the program creates (it installs what the stack needs)."""
 
     @field_validator("preinstalled")

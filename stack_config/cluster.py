@@ -10,7 +10,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from common import contract, gpus
+from common.untrusted import excerpt
 from stack_config.base import StrictModel
+from stack_config.fields import MAX_NODES, FilePath, GcpProject, GcpZone, Location, MachineType, ObjectName, PrintableName
 from stack_config.formats import did_you_mean, dns_label
 
 # Where a stack without cluster.region lives.
@@ -24,15 +26,15 @@ class Cloud(str, Enum):
 
 
 class SystemPoolConfig(StrictModel):
-    machineType: str | None = Field(None, alias="machineType")
+    machineType: MachineType | None = Field(None, alias="machineType")
     """CPU machine type. Default: m6i.2xlarge on AWS, e2-standard-8 on GCP."""
-    minNodes: int = Field(2, ge=1, alias="minNodes")
+    minNodes: int = Field(2, ge=1, le=MAX_NODES, alias="minNodes")
     """At least one node: CoreDNS, the operators' controllers and the mirror Jobs run here."""
-    maxNodes: int = Field(4, ge=1, alias="maxNodes")
+    maxNodes: int = Field(4, ge=1, le=MAX_NODES, alias="maxNodes")
     """Upper bound for the autoscaler."""
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Boot disk per node; a mirror Job stages a model's files here when models load from the bucket."""
-    zones: list[str] | None = Field(None, min_length=1)
+    zones: list[GcpZone] | None = Field(None, min_length=1, max_length=16)
     """GKE: zones of the system pool; default: the region's `-a` zone (`<region>-a`)."""
 
     @model_validator(mode="after")
@@ -55,7 +57,7 @@ class NetworkConfig(StrictModel):
     """EKS, vpc create: Availability Zones the VPC spans (EKS needs two); a zone offering each pool's instance type is included first."""
     natGateways: NatGateways = Field("single", alias="natGateways")
     """EKS, vpc create: `single` NAT gateway for every private subnet (cheapest; egress stops if its zone fails) or one `per-zone`."""
-    privateSubnetIds: list[str] | None = Field(None, alias="privateSubnetIds", min_length=2)
+    privateSubnetIds: list[str] | None = Field(None, alias="privateSubnetIds", min_length=2, max_length=64)
     """EKS, vpc existing: the private subnets (behind NAT) for the cluster and its nodes, in at least two zones; looked up at preview, and refused if one routes to an internet gateway."""
     privateNodes: bool = Field(False, alias="privateNodes")
     """GKE: nodes get internal IP addresses only, and a Cloud Router with Cloud NAT gives them egress (image pulls from Docker Hub, the Hub)."""
@@ -89,15 +91,15 @@ class ClusterConfig(StrictModel):
     """Cluster name: created with this name, or looked up by it when `create` is false."""
     kubernetesVersion: str = Field("1.33", alias="kubernetesVersion", pattern=r"^1\.\d{2}$")
     """Kubernetes minor version of a created cluster (EKS `version`, GKE `min_master_version`)."""
-    region: str | None = None
+    region: Location | None = None
     """Cloud region (AWS region, GCP region). Defaults: us-east-1 on AWS, us-central1 on GCP."""
-    gcpProject: str | None = Field(None, alias="gcpProject")
+    gcpProject: GcpProject | None = Field(None, alias="gcpProject")
     """GCP project id. Required on GCP unless `gcp:project` is set for the provider."""
-    kubeconfig: str | None = None
+    kubeconfig: FilePath | None = Field(None, max_length=4096)
     """For `cloud: existing`: path to the kubeconfig to use. Never falls back to the ambient one."""
-    context: str | None = None
+    context: PrintableName | None = None
     """For `cloud: existing`: kubeconfig context to use (default: the file's current context)."""
-    rwxStorageClass: str | None = Field(None, alias="rwxStorageClass")
+    rwxStorageClass: ObjectName | None = Field(None, alias="rwxStorageClass")
     """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI); required for `cloud: existing` unless models load from the bucket or an existing claim."""
     manageRwxStorage: bool | None = Field(None, alias="manageRwxStorage")
     """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc; set false when the cluster already has them."""
@@ -122,19 +124,19 @@ class PoolConfig(StrictModel):
     """GPU model from the catalog (common/gpus.py): A10G, L4, L40S, A100-40GB, A100-80GB, H100-80GB, H200, B200."""
     gpusPerNode: int = Field(1, ge=1, le=16, alias="gpusPerNode")
     """GPUs per node. With no `machineType`, the smallest machine with exactly this many GPUs is used."""
-    machineType: str | None = Field(None, alias="machineType")
+    machineType: MachineType | None = Field(None, alias="machineType")
     """EC2 instance type or GCE machine type; must carry this pool's GPU. Default: derived from `gpu` and `gpusPerNode`."""
-    minNodes: int = Field(0, ge=0, alias="minNodes")
+    minNodes: int = Field(0, ge=0, le=MAX_NODES, alias="minNodes")
     """Nodes that are always on; 0 lets an idle pool scale to nothing. On a created EKS cluster these are a fixed-size managed node group and Karpenter adds the rest; on an EKS cluster this program did not create nothing adds nodes (docs/config-cloud.md)."""
-    maxNodes: int = Field(1, ge=1, alias="maxNodes")
+    maxNodes: int = Field(1, ge=1, le=MAX_NODES, alias="maxNodes")
     """The most nodes the pool may have: the GKE autoscaler's total, or minNodes plus what Karpenter may add on a created EKS cluster (its NodePool's limits.nodes)."""
-    desiredNodes: int | None = Field(None, ge=0, alias="desiredNodes")
+    desiredNodes: int | None = Field(None, ge=0, le=MAX_NODES, alias="desiredNodes")
     """Initial node count: GKE's initial count, the desired size of a node group on an existing EKS cluster. Default: `minNodes`. Not used on a created EKS cluster (Karpenter launches nodes for pending pods)."""
     capacityType: CapacityType = Field("on-demand", alias="capacityType")
     """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML, with capacityReservationId)."""
     capacityReservationId: str | None = Field(None, alias="capacityReservationId", pattern=r"^cr-[0-9a-f]{17}$")
     """AWS: the Capacity Block's reservation id (cr-...); required with capacityType capacity-block."""
-    zones: list[str] | None = Field(None, min_length=1)
+    zones: list[GcpZone] | None = Field(None, min_length=1, max_length=16)
     """GKE: zones of the pool (node_locations); default: the region's `-a` zone (`<region>-a`), which not every region has. GPUs are not offered in every zone."""
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Root/boot disk per node in GiB; engine images are 10-20 GB and are unpacked there."""
@@ -144,14 +146,14 @@ class PoolConfig(StrictModel):
     """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver `operator` (the pools then run Ubuntu node images)."""
     localSsd: bool = Field(True, alias="localSsd")
     """GKE: use the machine's local SSDs for ephemeral storage (image layers, emptyDirs) where it has them."""
-    migProfile: str | None = Field(None, alias="migProfile")
+    migProfile: PrintableName | None = Field(None, alias="migProfile")
     """MIG profile every GPU of this pool is cut into (e.g. 1g.10gb on H100-80GB), each slice one nvidia.com/gpu; needs operators.gpuOperator.migStrategy single. Profiles per GPU: common/gpus.py MIG_PROFILES."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if v == contract.SYSTEM_POOL:
-            raise ValueError(f"{v!r} is reserved for the CPU system pool of a created cluster; choose another name")
+            raise ValueError(f"{excerpt(v)} is reserved for the CPU system pool of a created cluster; choose another name")
         return dns_label(v)
 
     @field_validator("gpu")
@@ -160,7 +162,7 @@ class PoolConfig(StrictModel):
         if v not in gpus.CATALOG:
             same_but_case = [name for name in gpus.CATALOG if name.lower() == v.lower()]
             hint = f" (did you mean {same_but_case[0]!r}?)" if same_but_case else did_you_mean(v, gpus.CATALOG)
-            raise ValueError(f"unknown GPU {v!r}{hint}; known GPUs: {', '.join(gpus.CATALOG)}")
+            raise ValueError(f"unknown GPU {excerpt(v)}{hint}; known GPUs: {', '.join(gpus.CATALOG)}")
         return v
 
     @model_validator(mode="after")
@@ -199,7 +201,7 @@ def pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
     if pool.machineType is not None:
         found = gpus.find_machine(cloud_name, pool.machineType)
         if found is None:
-            problems.append(("machineType", f"{pool.machineType!r} is not a GPU machine type on {cloud_name}; "
+            problems.append(("machineType", f"{excerpt(pool.machineType)} is not a GPU machine type on {cloud_name}; "
                                             f"{pool.gpu} machines: {', '.join(m.name for m in offered)}"))
             return problems
         machine_gpu, machine = found

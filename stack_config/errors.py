@@ -7,7 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from common.untrusted import excerpt
 from stack_config.formats import did_you_mean
+
+# A key the user wrote, shown as a path segment as is; anything else is quoted (escaped, shortened).
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 class ConfigError(Exception):
@@ -30,16 +34,19 @@ class CrossCheckError(ValueError):
 
 
 def _loc_to_path(loc: tuple) -> str:
+    if loc and loc[-1] == "[key]":
+        loc = loc[:-2]  # a bad key of a mapping: the message quotes the key, the path names the mapping
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
         elif str(part).startswith(("function-after", "function-before", "tagged-union")):
             continue
-        elif part in ("int", "literal['auto']", "constrained-int"):
+        elif part in ("int", "literal['auto']", "constrained-int", "[key]"):
             continue
         else:
-            path += f".{part}" if path else str(part)
+            text = str(part) if _PLAIN_KEY.fullmatch(str(part)) else f"[{excerpt(part)}]"
+            path += f".{text}" if path and not text.startswith("[") else text
     return path
 
 
@@ -61,6 +68,15 @@ def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     return [f.alias or n for n, f in current.model_fields.items()]
 
 
+def _fix(e: dict) -> str:
+    """pydantic's message, with the fix spelled out where its words alone do not say it."""
+    if e["type"] == "finite_number":
+        return "must be a finite number (not .nan or .inf); write a number"
+    if e["type"] in ("less_than_equal", "less_than", "greater_than_equal", "greater_than"):
+        return e["msg"].replace("Input should be", "must be")
+    return e["msg"]
+
+
 def format_validation_error(err: ValidationError, root: type[BaseModel]) -> list[str]:
     """One line per problem; `root` is the model validated, for the keys allowed at each path."""
     problems: list[str] = []
@@ -77,20 +93,21 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> list
             known = _known_keys(root, loc)
             key = str(loc[-1])
             hint = did_you_mean(key, known)
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key):
+            if not _PLAIN_KEY.fullmatch(key):
                 # An empty or odd key cannot be shown as a path; name its parent and quote it.
                 path = _loc_to_path(loc[:-1]) or "(top level)"
-                hint = f" {key!r}{hint}"
+                hint = f" {excerpt(loc[-1])}{hint}"
             problems.append(f"{path}: unknown key{hint}; allowed here: {', '.join(known)}")
         elif e["type"] == "missing":
             problems.append(f"{path}: required key is missing")
         elif e["type"] == "value_error":
             problems.append(f"{path}: {str(ctx_error or e['msg']).removeprefix('Value error, ')}")
         elif e["type"] in ("literal_error", "enum"):
-            problems.append(f"{path}: {e['input']!r} is not allowed; {e['msg'].removeprefix('Input should be ').replace('should be', 'use')}".replace(
-                f"{e['input']!r} is not allowed; ", f"{e['input']!r} is not allowed; use "))
+            allowed = e["msg"].removeprefix("Input should be ").replace("should be", "use")
+            problems.append(f"{path}: {excerpt(e['input'])} is not allowed; use {allowed}")
         else:
-            problems.append(f"{path}: {e['msg']} (got {e['input']!r})" if "input" in e and not isinstance(e["input"], (dict, list)) else f"{path}: {e['msg']}")
+            got = f" (got {excerpt(e['input'])})" if "input" in e and not isinstance(e["input"], (dict, list)) else ""
+            problems.append(f"{path}: {_fix(e)}{got}")
     # A union (tensorParallelSize: "auto" | int) reports once per branch; keep one line per path.
     seen: dict[str, str] = {}
     for p in problems:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any
 
 from pydantic import ValidationError
 
+from common.untrusted import MAX_CONFIG_VALUE_BYTES, InputLimitError, NotJsonError, excerpt, loads_json
 from stack_config.errors import ConfigError, format_validation_error
 from stack_config.formats import did_you_mean
 from stack_config.stack import StackConfig
@@ -34,7 +35,11 @@ def parse_stack_config(raw: dict[str, Any], source: str) -> StackConfig:
 
 
 def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: str = "<stack>") -> tuple[dict[str, Any], list[str]]:
-    """Pulumi hands structured config over as JSON strings; decode them, keeping plain strings."""
+    """Pulumi hands structured config over as JSON strings; decode them, keeping plain strings.
+
+    The JSON is bounded like every other untrusted input (size, nesting, no NaN): a value that is
+    not JSON at all is a plain string, as the CLI meant it; one beyond the limits is a problem.
+    """
     raw: dict[str, Any] = {}
     problems: list[str] = []
     for full_key, value in values.items():
@@ -43,7 +48,8 @@ def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: s
             # Other namespaces belong to providers (aws:region, gcp:project, ...); one that is
             # nearly this project's name is a typo whose keys would otherwise vanish silently.
             if namespace not in PROVIDER_NAMESPACES and did_you_mean(namespace, [PROJECT]):
-                problems.append(f"{full_key}: unknown namespace {namespace!r}{did_you_mean(namespace, [PROJECT])}")
+                shown = full_key if re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", full_key) else excerpt(full_key)
+                problems.append(f"{shown}: unknown namespace {excerpt(namespace)}{did_you_mean(namespace, [PROJECT])}")
             continue
         if key in SECRET_KEYS:
             if full_key not in secret_keys:
@@ -52,10 +58,15 @@ def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: s
                     f"pulumi config set --secret {key} <value> -s {stack}` (and rotate it if the stack file was shared)"
                 )
             continue
-        try:
-            raw[key] = json.loads(value)
-        except (json.JSONDecodeError, TypeError):
+        if not isinstance(value, str):
             raw[key] = value
+            continue
+        try:
+            raw[key] = loads_json(value, key if key.isidentifier() else excerpt(key), max_bytes=MAX_CONFIG_VALUE_BYTES)
+        except NotJsonError:
+            raw[key] = value
+        except InputLimitError as err:
+            problems.append(f"{err}; shorten or flatten the value")
     return raw, problems
 
 

@@ -10,8 +10,10 @@ from pydantic import Field, field_validator, model_validator
 from common import contract, engine_metrics
 from common.alerting import lowest_alertable_objective
 from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE, VLLM_VERSION
+from common.untrusted import excerpt
 from stack_config.base import StrictModel
-from stack_config.formats import COMMIT_RE, REPO_ID_RE, default_model_name, did_you_mean, dns_label, validate_image
+from stack_config.fields import MAX_REPLICAS, MAX_TOKENS, HttpUrl, PrintableName, RepoId
+from stack_config.formats import COMMIT_RE, URL_MAX, default_model_name, did_you_mean, dns_label, validate_image
 
 
 class AutoscalingConfig(StrictModel):
@@ -19,15 +21,15 @@ class AutoscalingConfig(StrictModel):
     """Scale replicas on whichever saturates first: vLLM's queue depth (vllm:num_requests_waiting) or its KV-cache usage (vllm:kv_cache_usage_perc)."""
     kind: Literal["keda", "hpa"] = "keda"
     """keda: a KEDA ScaledObject with a Prometheus trigger per signal; hpa: an HPA on the same two signals via an external metrics adapter."""
-    minReplicas: int = Field(1, ge=0, alias="minReplicas")
+    minReplicas: int = Field(1, ge=0, le=MAX_REPLICAS, alias="minReplicas")
     """Replicas kept warm; a cold start costs the full load time."""
-    maxReplicas: int = Field(4, ge=1, alias="maxReplicas")
+    maxReplicas: int = Field(4, ge=1, le=MAX_REPLICAS, alias="maxReplicas")
     """Upper bound of replicas."""
-    queueThreshold: float = Field(5, gt=0, alias="queueThreshold")
-    """Waiting requests per replica that trigger a scale-up."""
+    queueThreshold: float = Field(5, gt=0, le=10_000, alias="queueThreshold")
+    """Waiting requests per replica that trigger a scale-up (at most 10,000: a server's whole batch is far smaller)."""
     kvCacheThreshold: float = Field(0.8, gt=0, le=1, alias="kvCacheThreshold")
     """Average KV-cache usage per replica (0..1) that triggers a scale-up, before requests queue for cache blocks or get preempted."""
-    prometheusUrl: str = Field(contract.PROMETHEUS_URL, alias="prometheusUrl")
+    prometheusUrl: HttpUrl = Field(contract.PROMETHEUS_URL, max_length=URL_MAX, alias="prometheusUrl")
     """Prometheus that scrapes the servers (KEDA's query target). Default: the Prometheus the program installs on a cluster it creates; on an existing cluster, set your Prometheus' URL."""
 
 
@@ -97,7 +99,9 @@ TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
 
 
 class ModelConfig(StrictModel):
-    repo: str
+    multiline_fields = frozenset({"chatTemplate"})
+
+    repo: RepoId
     """Hugging Face Hub repo id, `org/name`."""
     revision: str
     """The 40-character commit SHA to serve. Branches and tags move; a commit proves which bytes are served."""
@@ -107,7 +111,7 @@ class ModelConfig(StrictModel):
     """The repo needs an accepted licence and an HF token (set `hfToken` as secret config)."""
     engine: Literal["vllm", "kserve"] = "vllm"
     """vllm: a Deployment/LeaderWorkerSet running `vllm serve`; kserve: a KServe InferenceService."""
-    pool: str
+    pool: PrintableName
     """Name of the GPU pool (in `pools`) the servers run on."""
     tensorParallelSize: TensorParallel = Field("auto", alias="tensorParallelSize")
     """GPUs one replica shards the model across inside a node, or `auto` for the smallest size that fits."""
@@ -115,7 +119,7 @@ class ModelConfig(StrictModel):
     """Full-length (maxModelLen) requests one replica's KV cache should hold at once: tensorParallelSize auto picks the smallest size that reaches it; the plan warns when the chosen size falls short."""
     pipelineParallelSize: int = Field(1, ge=1, le=64, alias="pipelineParallelSize")
     """Pipeline stages; more than one spreads a replica across nodes (needs RDMA to be fast)."""
-    maxModelLen: int | None = Field(None, ge=16, alias="maxModelLen")
+    maxModelLen: int | None = Field(None, ge=16, le=MAX_TOKENS, alias="maxModelLen")
     """Longest prompt + output in tokens. Default: the model's own maximum (max_position_embeddings)."""
     gpuMemoryUtilization: float = Field(0.9, gt=0.05, le=0.99, alias="gpuMemoryUtilization")
     """Share of each GPU's memory vLLM may take (weights + activations + KV cache)."""
@@ -125,17 +129,17 @@ class ModelConfig(StrictModel):
     """Activation/weight dtype; auto takes the checkpoint's."""
     quantization: str | None = None
     """Weight quantization method passed to vLLM (fp8, awq, gptq, ...); default: what the checkpoint declares."""
-    replicas: int = Field(1, ge=1, le=100)
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
     """Serving replicas (each is TP x PP GPUs)."""
     image: str = VLLM_IMAGE
     """Engine image, pinned by tag (not latest) or digest."""
-    maxNumSeqs: int | None = Field(None, ge=1, alias="maxNumSeqs")
+    maxNumSeqs: int | None = Field(None, ge=1, le=65_536, alias="maxNumSeqs")
     """vLLM --max-num-seqs; default: vLLM's."""
-    maxNumBatchedTokens: int | None = Field(None, ge=16, alias="maxNumBatchedTokens")
+    maxNumBatchedTokens: int | None = Field(None, ge=16, le=MAX_TOKENS, alias="maxNumBatchedTokens")
     """vLLM --max-num-batched-tokens; changes peak activation memory and so KV capacity."""
     enablePrefixCaching: bool = Field(True, alias="enablePrefixCaching")
     """Reuse KV cache across requests that share a prefix (system prompts, chat history)."""
-    chatTemplate: str | None = Field(None, alias="chatTemplate")
+    chatTemplate: str | None = Field(None, max_length=65_536, alias="chatTemplate")
     """A Jinja chat template for models that ship none; ignored (with a warning) when the model has one."""
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     """Autoscaling on queue depth and KV-cache usage."""
@@ -150,27 +154,23 @@ class ModelConfig(StrictModel):
     kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
     """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token handed over through a ClusterStorageContainer."""
 
-    @field_validator("repo")
-    @classmethod
-    def _repo(cls, v: str) -> str:
-        if not REPO_ID_RE.match(v):
-            raise ValueError(f"{v!r} is not a Hub repo id; write it as `org/name`, e.g. Qwen/Qwen2.5-7B-Instruct")
-        return v
-
     @field_validator("revision", "canaryBaselineRevision")
     @classmethod
     def _revision(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        if COMMIT_RE.match(v):
+        if COMMIT_RE.fullmatch(v):
             return v
         if re.fullmatch(r"[0-9a-fA-F]{40}", v):
-            raise ValueError(f"{v!r} has upper-case letters; write the commit SHA in lower case")
+            raise ValueError(f"{excerpt(v)} has upper-case letters; write the commit SHA in lower case")
         if re.fullmatch(r"[0-9a-f]{7,39}", v):
-            raise ValueError(f"{v!r} is a short SHA; pin the full 40-character commit SHA "
+            raise ValueError(f"{excerpt(v)} is a short SHA; pin the full 40-character commit SHA "
+                             "(the Hub shows it under 'Files and versions' > 'History')")
+        if not re.fullmatch(r"[A-Za-z0-9._/-]{1,255}", v):
+            raise ValueError(f"{excerpt(v)} is not a commit SHA; pin a 40-character commit SHA "
                              "(the Hub shows it under 'Files and versions' > 'History')")
         raise ValueError(
-            f"{v!r} is a branch or tag; pin a 40-character commit SHA "
+            f"{excerpt(v)} is a branch or tag; pin a 40-character commit SHA "
             "(the Hub shows it under 'Files and versions' > 'History')"
         )
 
@@ -184,7 +184,7 @@ class ModelConfig(StrictModel):
     def _quantization(cls, v: str | None) -> str | None:
         if v is not None and v not in QUANTIZATION_METHODS:
             hint = did_you_mean(v, QUANTIZATION_METHODS)
-            raise ValueError(f"{v!r} is not a vLLM quantization method{hint}; known: {', '.join(QUANTIZATION_METHODS)}")
+            raise ValueError(f"{excerpt(v)} is not a vLLM quantization method{hint}; known: {', '.join(QUANTIZATION_METHODS)}")
         return v
 
     @field_validator("tensorParallelSize", mode="before")
@@ -192,7 +192,7 @@ class ModelConfig(StrictModel):
     def _tp(cls, v: Any) -> Any:
         if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64):
             return v
-        raise ValueError(f"{v!r} is not allowed; use `auto` or a whole number of GPUs from 1 to 64")
+        raise ValueError(f"{excerpt(v)} is not allowed; use `auto` or a whole number of GPUs from 1 to 64")
 
     @field_validator("image")
     @classmethod

@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from common.untrusted import excerpt
 from stack_config.base import StrictModel
+from stack_config.fields import KernelName, NicName
 from stack_config.formats import dns_label, exact_chart_version
 
 
@@ -36,11 +38,12 @@ class NetworkOperatorConfig(StrictModel):
     """Install NVIDIA's Network Operator for RDMA/GPUDirect; needed only when pipeline parallelism crosses nodes."""
     chartVersion: str = Field("26.4.1", alias="chartVersion")
     """Exact network-operator Helm chart version from https://helm.ngc.nvidia.com/nvidia."""
-    rdmaSharedDevices: list[str] = Field(default_factory=lambda: ["mlx5_core"], alias="rdmaSharedDevices")
+    rdmaSharedDevices: list[KernelName] = Field(default_factory=lambda: ["mlx5_core"], max_length=32,
+                                                alias="rdmaSharedDevices")
     """Kernel drivers (ifNames/vendors are matched by the RDMA shared device plugin) exposed as rdma/rdma_shared_device_a."""
     ipRange: str = Field("192.168.100.0/24", alias="ipRange")
     """IP range (NVIDIA IPAM pool) of the secondary network NCCL uses."""
-    interface: str | None = None
+    interface: NicName | None = None
     """Host RDMA NIC (e.g. ens1f0) the secondary network's macvlan sits on; without it no network attachment is created (the CNI would pick the management interface)."""
 
     @field_validator("chartVersion")
@@ -54,7 +57,8 @@ class NetworkOperatorConfig(StrictModel):
         try:
             ipaddress.ip_network(v, strict=True)
         except ValueError as err:
-            raise ValueError(f"{v!r} is not a network in CIDR form ({err}); e.g. 192.168.100.0/24") from None
+            raise ValueError(f"{excerpt(v)} is not a network in CIDR form ({excerpt(str(err), 80)}); "
+                             "e.g. 192.168.100.0/24") from None
         return v
 
 

@@ -9,7 +9,17 @@ from pydantic import Field, field_validator, model_validator
 
 from common.alerting import RUNBOOK_DOC
 from stack_config.base import StrictModel
-from stack_config.formats import LABEL_KEY_RE, LABEL_VALUE_RE, dns_label
+from stack_config.fields import (
+    BucketName,
+    Hostname,
+    ImageRef,
+    LabelKey,
+    LabelValue,
+    NamespaceName,
+    ObjectName,
+    PrintableName,
+)
+from stack_config.formats import dns_label
 
 # The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
 # its release pins. Pinned here on its own, not to VLLM_IMAGE: bumping the engine must not change
@@ -23,19 +33,19 @@ LoadFrom = Literal["volume", "bucket", "existing-claim"]
 class ModelStoreConfig(StrictModel):
     namespace: str = "llm-serving"
     """Namespace of the servers, the mirror Jobs and their service accounts."""
-    bucketName: str | None = Field(None, alias="bucketName")
+    bucketName: BucketName | None = Field(None, alias="bucketName")
     """Model bucket name. Default: `<project>-<stack>-models-<random suffix>` (globally unique)."""
-    prefix: str = Field("models", pattern=r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
+    prefix: str = Field("models", max_length=512, pattern=r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
     """Object prefix for mirrored weights, without leading or trailing slash; the writer identity may write only under it."""
-    mirrorPool: str | None = Field(None, alias="mirrorPool")
+    mirrorPool: PrintableName | None = Field(None, alias="mirrorPool")
     """Run the mirror Jobs on this GPU pool (tolerating its taint) instead of untainted CPU nodes; for clusters without CPU nodes."""
     loadFrom: LoadFrom = Field("volume", alias="loadFrom")
     """volume: a ReadWriteMany volume the mirror Job fills; bucket: vLLM's Run:ai streamer reads the bucket; existing-claim: a PVC you manage."""
-    existingClaim: str | None = Field(None, alias="existingClaim")
+    existingClaim: ObjectName | None = Field(None, alias="existingClaim")
     """Name of an existing ReadWriteMany PVC holding `<org>/<name>/<revision>/` folders (loadFrom: existing-claim)."""
-    readMBps: float | None = Field(None, gt=0, alias="readMBps")
-    """Read speed of the chosen load path in MB/s, for load-time estimates. Default per path: volume 500, bucket 1500, existing-claim 500."""
-    downloaderImage: str = Field(DOWNLOADER_IMAGE, alias="downloaderImage")
+    readMBps: float | None = Field(None, ge=10, le=200_000, alias="readMBps")
+    """Read speed of the chosen load path in MB/s (10 to 200,000), for load-time estimates and the startup probe's budget. Default per path: volume 500, bucket 1500, existing-claim 500."""
+    downloaderImage: ImageRef = Field(DOWNLOADER_IMAGE, alias="downloaderImage")
     """Pinned image for the mirror Job; it must carry the `hf` CLI (the vLLM image does, with the huggingface_hub its release pins), so nothing is pip-installed at run time."""
     volumeHeadroom: float = Field(1.25, ge=1.0, le=4.0, alias="volumeHeadroom")
     """Volume size = total weight size x headroom: room for the tokenizer, configs, the manifest and download bookkeeping. It does not hold a second revision: the claim keeps its creation size (docs/model-store.md), so grow it before mirroring another commit on a class that enforces sizes."""
@@ -44,14 +54,6 @@ class ModelStoreConfig(StrictModel):
     @classmethod
     def _ns(cls, v: str) -> str:
         return dns_label(v)
-
-    @field_validator("bucketName")
-    @classmethod
-    def _bucket(cls, v: str | None) -> str | None:
-        # The rules S3 and GCS share: 3-63 characters, lower case, digits, dots and hyphens.
-        if v is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", v):
-            raise ValueError(f"{v!r} is not a valid bucket name; use 3-63 lower-case letters, digits, '.' or '-'")
-        return v
 
     @model_validator(mode="after")
     def _claim(self) -> "ModelStoreConfig":
@@ -62,11 +64,11 @@ class ModelStoreConfig(StrictModel):
 
 
 class GatewayConfig(StrictModel):
-    name: str
+    name: ObjectName
     """Name of the Gateway API Gateway the HTTPRoutes attach to (it must allow routes from the serving namespace)."""
-    namespace: str
+    namespace: NamespaceName
     """Namespace of that Gateway."""
-    hostname: str | None = None
+    hostname: Hostname | None = None
     """Hostname the routes match; default: any hostname the Gateway's listener accepts."""
 
 
@@ -78,19 +80,9 @@ class ExposureConfig(StrictModel):
 class MonitoringConfig(StrictModel):
     enabled: bool = True
     """Create ServiceMonitors, PrometheusRules and Grafana dashboards (needs the Prometheus Operator: installed on a created cluster, `addons.preinstalled` on an existing one)."""
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
     """Labels your Prometheus' serviceMonitorSelector/ruleSelector match on an existing cluster, e.g. {release: kube-prometheus-stack}; the Prometheus installed on a created cluster selects every monitor and rule."""
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if not LABEL_KEY_RE.fullmatch(key):
-                raise ValueError(f"{key!r} is not a valid Kubernetes label key")
-            if not LABEL_VALUE_RE.fullmatch(value):
-                raise ValueError(f"{value!r} (label {key}) is not a valid Kubernetes label value")
-        return v
-    dashboardNamespace: str | None = Field(None, alias="dashboardNamespace")
+    dashboardNamespace: NamespaceName | None = Field(None, alias="dashboardNamespace")
     """Namespace the Grafana sidecar watches for dashboard ConfigMaps; default: the serving namespace."""
     kvCacheUsageAlert: float = Field(0.95, gt=0, le=1, alias="kvCacheUsageAlert")
     """Alert when KV-cache usage stays above this fraction (requests start to queue or be preempted)."""

@@ -11,11 +11,13 @@ import math
 from pydantic import Field, model_validator
 
 from common import driver_versions, gpu_driver, gpus
+from common.untrusted import excerpt
 from stack_config.addons import AddonsConfig
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
 from stack_config.errors import CrossCheckError
-from stack_config.formats import did_you_mean
+from stack_config.fields import MAX_ENTRIES
+from stack_config.formats import aws_region_problem, bucket_name_problems, did_you_mean, gcp_region_problem
 from stack_config.models import ModelConfig
 from stack_config.operators import OperatorsConfig
 from stack_config.serving import ExposureConfig, ModelStoreConfig, MonitoringConfig
@@ -26,13 +28,13 @@ class StackConfig(StrictModel):
     """Where the cluster lives: aws (EKS), gcp (GKE) or existing (any cluster reached through a kubeconfig)."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     """The Kubernetes cluster."""
-    pools: list[PoolConfig] = Field(min_length=1)
+    pools: list[PoolConfig] = Field(min_length=1, max_length=MAX_ENTRIES)
     """GPU node pools."""
     operators: OperatorsConfig = Field(default_factory=OperatorsConfig)
     """NVIDIA operators."""
     modelStore: ModelStoreConfig = Field(default_factory=ModelStoreConfig, alias="modelStore")
     """Where mirrored weights live and how servers read them."""
-    models: list[ModelConfig] = Field(min_length=1)
+    models: list[ModelConfig] = Field(min_length=1, max_length=MAX_ENTRIES)
     """Models to serve."""
     exposure: ExposureConfig = Field(default_factory=ExposureConfig)
     """How clients outside the cluster reach the models."""
@@ -76,20 +78,20 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     pool_names = [p.name for p in stack.pools]
     for dup in sorted({n for n in pool_names if pool_names.count(n) > 1}):
-        problems.append(("pools", f"pool name {dup!r} is used twice; pool names must be unique"))
+        problems.append(("pools", f"pool name {excerpt(dup)} is used twice; pool names must be unique"))
     for i, pool in enumerate(stack.pools):
         problems += [(f"pools[{i}].{k}", m) for k, m in pool_problems(stack.cloud, pool)]
     served = [m.served_name for m in stack.models]
     for dup in sorted({n for n in served if served.count(n) > 1}):
-        problems.append(("models", f"two models are served as {dup!r}; give one a distinct `name`"))
+        problems.append(("models", f"two models are served as {excerpt(dup)}; give one a distinct `name`"))
     for i, model in enumerate(stack.models):
         if model.pool not in pool_names:
             hint = did_you_mean(model.pool, pool_names)
-            problems.append((f"models[{i}].pool", f"no pool named {model.pool!r}{hint}; pools: {', '.join(pool_names)}"))
+            problems.append((f"models[{i}].pool", f"no pool named {excerpt(model.pool)}{hint}; pools: {', '.join(pool_names)}"))
     if stack.modelStore.mirrorPool is not None and stack.modelStore.mirrorPool not in pool_names:
-        problems.append(("modelStore.mirrorPool", f"no pool named {stack.modelStore.mirrorPool!r}; pools: {', '.join(pool_names)}"))
+        problems.append(("modelStore.mirrorPool", f"no pool named {excerpt(stack.modelStore.mirrorPool)}; pools: {', '.join(pool_names)}"))
     if stack.cloud == Cloud.gcp and len(stack.cluster.name) > 40:
-        problems.append(("cluster.name", f"GKE cluster names have at most 40 characters; {stack.cluster.name!r} has {len(stack.cluster.name)}"))
+        problems.append(("cluster.name", f"GKE cluster names have at most 40 characters; {excerpt(stack.cluster.name)} has {len(stack.cluster.name)}"))
     for i, m in enumerate(stack.models):
         if m.autoscaling.enabled and not stack.monitoring.enabled:
             problems.append((f"models[{i}].autoscaling.enabled", "autoscaling reads the queue depth Prometheus scrapes "
@@ -99,6 +101,7 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
                              f"{m.autoscaling.kvCacheThreshold:g} is not below monitoring.kvCacheUsageAlert "
                              f"({stack.monitoring.kvCacheUsageAlert:g}): the KV-cache alert would fire before the autoscaler "
                              "adds a replica; lower the threshold or raise the alert"))
+    problems += location_problems(stack)
     problems += zone_problems(stack)
     problems += network_problems(stack)
     system_type = stack.cluster.systemPool.machineType
@@ -188,6 +191,25 @@ def network_problems(stack: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def location_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """The region in the chosen cloud's own format, and a bucket name its storage accepts."""
+    problems: list[tuple[str, str]] = []
+    region = stack.cluster.region
+    if region is not None:
+        if stack.cloud == Cloud.aws:
+            problem = aws_region_problem(region)
+        elif stack.cloud == Cloud.gcp:
+            # An existing zonal GKE cluster is found by its zone (create: false).
+            problem = gcp_region_problem(region, zone_allowed=not stack.cluster.create)
+        else:
+            problem = None
+        if problem:
+            problems.append(("cluster.region", problem))
+    if stack.modelStore.bucketName is not None:
+        problems += [("modelStore.bucketName", p) for p in bucket_name_problems(stack.cloud.value, stack.modelStore.bucketName)]
+    return problems
+
+
 def zone_problems(stack: StackConfig) -> list[tuple[str, str]]:
     """GKE pools' zones: in the cluster's region, and an initial size the zones can start."""
     system = stack.cluster.systemPool
@@ -203,7 +225,7 @@ def zone_problems(stack: StackConfig) -> list[tuple[str, str]]:
     for where, zones, initial, max_nodes in pools:
         for zone in zones or []:
             if not zone.startswith(f"{region}-") and zone != region:
-                problems.append((f"{where}.zones", f"{zone!r} is not in region {region}; list zones of {region}"))
+                problems.append((f"{where}.zones", f"{excerpt(zone)} is not in region {region}; list zones of {region}"))
         count = len(zones) if zones else 1
         per_zone = -(-initial // count)
         if per_zone * count > max_nodes:
@@ -285,7 +307,7 @@ def mig_problems(stack: StackConfig) -> list[tuple[str, str]]:
             problems.append((key, f"{pool.gpu} has no MIG profiles in the catalog; remove migProfile"))
         elif pool.migProfile not in profiles:
             hint = did_you_mean(pool.migProfile, profiles)
-            problems.append((key, f"{pool.migProfile!r} is not a MIG profile of {pool.gpu}{hint}; "
+            problems.append((key, f"{excerpt(pool.migProfile)} is not a MIG profile of {pool.gpu}{hint}; "
                                   f"use one of {', '.join(profiles)}"))
         else:
             mig_pools.add(pool.name)

@@ -11,7 +11,8 @@ import sys
 import grimp
 
 # The project's top-level packages (`__main__.py` is a script and imports them all).
-PACKAGES = ("common", "stack_config", "planner", "components", "endpoint_tools", "offline_plan", "policies")
+PACKAGES = ("common", "stack_config", "planner", "components", "endpoint_tools", "offline_plan", "policies",
+            "safe_yaml")
 
 
 def build(include_external: bool = False) -> grimp.ImportGraph:

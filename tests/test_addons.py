@@ -53,7 +53,7 @@ def test_variants_need_their_add_ons_in_install_order(name, expected):
 
 def test_nothing_is_needed_without_monitoring_autoscaling_routes_or_custom_workloads():
     stack = cfg.parse_stack_config({
-        "cloud": "gcp", "cluster": {"gcpProject": "p"}, "pools": [{"name": "l4", "gpu": "L4"}],
+        "cloud": "gcp", "cluster": {"gcpProject": "mock-project"}, "pools": [{"name": "l4", "gpu": "L4"}],
         "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],
         "monitoring": {"enabled": False}, "operators": {"gpuOperator": {"dcgmServiceMonitor": False}},
     }, "Pulumi.test.yaml")
@@ -61,7 +61,7 @@ def test_nothing_is_needed_without_monitoring_autoscaling_routes_or_custom_workl
 
 
 def test_gke_from_1_34_provides_the_gateway_api_crds_itself():
-    raw = {"cloud": "gcp", "cluster": {"gcpProject": "p", "kubernetesVersion": "1.34"},
+    raw = {"cloud": "gcp", "cluster": {"gcpProject": "mock-project", "kubernetesVersion": "1.34"},
            "pools": [{"name": "l4", "gpu": "L4"}], "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],
            "exposure": {"gateway": {"name": "gw", "namespace": "gw"}}}
     [*_, gateway] = needed_addons(cfg.parse_stack_config(raw, "Pulumi.test.yaml"), [])
@@ -206,7 +206,7 @@ def test_kserve_on_an_existing_cluster_names_cert_manager_first():
 
 def test_preinstalled_add_ons_on_a_created_cluster_are_refused():
     with pytest.raises(cfg.ConfigError) as err:
-        cfg.parse_stack_config({"cloud": "gcp", "cluster": {"gcpProject": "p"}, "pools": [{"name": "l4", "gpu": "L4"}],
+        cfg.parse_stack_config({"cloud": "gcp", "cluster": {"gcpProject": "mock-project"}, "pools": [{"name": "l4", "gpu": "L4"}],
                                 "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],
                                 "addons": {"preinstalled": ["keda"]}}, "Pulumi.test.yaml")
     assert any("addons.preinstalled" in p and "remove addons.preinstalled" in p for p in err.value.problems)

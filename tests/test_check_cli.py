@@ -46,10 +46,10 @@ def test_bad_folder_exits_one_with_one_line_per_violation():
 
 
 @pytest.mark.parametrize("path,expected", [
-    ("tests/fixtures/policy/malformed/broken.yaml", "malformed YAML at line 9"),
+    ("tests/fixtures/policy/malformed/broken.yaml", "broken.yaml:9:"),
     ("tests/fixtures/policy/malformed/not-a-mapping.yaml", "document 1 is a list, not a mapping"),
     ("tests/fixtures/policy/does-not-exist.yaml", "no such file or folder"),
-    ("tests/fixtures/policy/malformed", "malformed YAML"),
+    ("tests/fixtures/policy/malformed", "not valid YAML"),
 ])
 def test_unreadable_input_exits_two_with_one_line(path, expected):
     p = run(path)

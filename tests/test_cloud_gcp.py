@@ -398,7 +398,7 @@ def test_operator_installed_driver_gets_ubuntu_nodes_without_gke_device_plugin()
 
     raw = {
         "cloud": "gcp",
-        "cluster": {"gcpProject": "p"},
+        "cluster": {"gcpProject": "mock-project"},
         "pools": [{"name": "l4", "gpu": "L4", "gkeDriverVersion": "INSTALLATION_DISABLED"}],
         "operators": {"gpuOperator": {"driver": "operator"}},
         "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],

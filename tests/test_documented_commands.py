@@ -25,7 +25,7 @@ DOCUMENTED_FLAGS = {
         "--quantization", "--weights-gib", "--max-num-batched-tokens", "--max-num-seqs", "--block-size",
         "--enforce-eager", "--vllm-version", "--json",
     },
-    "components.smoke": {"--base-url", "--model", "--api-key-env", "--max-model-len", "--timeout"},
+    "components.smoke": {"--base-url", "--model", "--api-key-env", "--max-model-len", "--timeout", "--total-timeout"},
     "components.loadtest": {
         "--base-url", "--model", "--concurrency", "--requests", "--prompt-tokens", "--output-tokens",
         "--slo-ttft-ms", "--json", "--chart", "--timeout", "--request-timeout", "--api-key-env",
@@ -78,6 +78,7 @@ def test_the_readme_names_the_commands_it_documents():
     ("test", "-m pytest"),
     ("test-fast", "-m pytest -q --ignore=tests/vllm"),
     ("bench", "benchmarks/plan_many_models.py"),
+    ("fuzz SEED=7", "--hypothesis-seed=7"),
 ])
 def test_make_targets_run_what_the_readme_says(target, runs):
     # -n prints the recipe without running it; the venv and vLLM installs it would do are stamped.
@@ -94,3 +95,12 @@ def test_make_plan_writes_the_plan_of_the_stack(tmp_path):
     assert "stack prod:" in proc.stdout
     plan = (ROOT / "build" / "prod" / "plan.md").read_text()
     assert plan.startswith("# Offline plan: stack `prod`")
+
+
+@pytest.mark.parametrize("module", ["components.sizing", "components.smoke", "components.loadtest", "policies.check",
+                                    "offline_plan"])
+def test_each_command_states_its_exit_codes_in_help(module):
+    # The exit codes each --help states are the ones docs/hostile-input.md tabulates and the tests
+    # (tests/test_hostile_*.py, tests/test_fuzz_*.py) hold the commands to.
+    text = " ".join(python_m(module, "--help").stdout.split()).lower()
+    assert "exit status: 0" in text and "; 1 " in text and "; 2 " in text, text[-400:]

@@ -71,6 +71,8 @@ PLANTED = [
     ("endpoint_tools/smoke.py", "from planner import plan", "endpoint_tools.smoke -> planner.plan"),
     ("components/serving/vllm.py", "from endpoint_tools import smoke", "components.serving.vllm -> endpoint_tools.smoke"),
     ("planner/hub.py", "from offline_plan import mock_runtime", "planner.hub -> offline_plan.mock_runtime"),
+    ("safe_yaml/bounded.py", "from policies import check", "safe_yaml.bounded -> policies.check"),
+    ("stack_config/loader.py", "import safe_yaml", "stack_config.loader -> safe_yaml"),
 ]
 
 

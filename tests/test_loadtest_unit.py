@@ -184,7 +184,9 @@ def test_a_clean_stream_is_a_success():
     ([_chunk("a"), '{"error": "overloaded"}', "[DONE]"], "overloaded"),
     ([_chunk("a"), '["not", "an", "object"]', "[DONE]"], "not a JSON object"),
     ([_chunk("a"), '"just a string"', "[DONE]"], "not a JSON object"),
-    ([_chunk("a"), "{not json", "[DONE]"], "not JSON"),
+    ([_chunk("a"), "{not json", "[DONE]"], "not valid JSON"),
+    # Text that stops without the closing `data: [DONE]` was cut short, not completed.
+    ([_chunk("a"), _chunk("b")], "stream ended without data: [DONE]"),
 ])
 def test_a_stream_that_fails_midway_is_an_error_sample(payloads, expected):
     sample = _one(payloads)

@@ -10,6 +10,7 @@ import yaml
 
 from offline_plan import mock_runtime
 from offline_plan import write as offline_plan
+from stack_config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +65,7 @@ def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unr
 
 def test_no_secret_value_reaches_a_plan_file(tmp_path, monkeypatch):
     token = "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123"
-    monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack: _with_secret(stack, token))
+    monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack, project_dir=None: _with_secret(stack, token))
     assert offline_plan.run("prod", tmp_path) == 0
     for path in tmp_path.rglob("*"):
         if path.is_file():
@@ -94,14 +95,14 @@ def _with_secret(stack, token):
 def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, capsys):
     shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
     (tmp_path / "Pulumi.broken.yaml").write_text(content)
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ConfigError) as info:
         mock_runtime.stack_file_config("broken", tmp_path)
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_an_unknown_stack_names_the_ones_that_exist():
-    with pytest.raises(FileNotFoundError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
+    with pytest.raises(ConfigError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
         mock_runtime.stack_file_config("staging")
     assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
 

@@ -55,11 +55,8 @@ def test_offline_plan_exits_2_with_the_key_on_a_config_error(tmp_path):
         (ROOT / "Pulumi.dev.yaml").read_text().replace("0e9e39f249a16976918f6564b8830bc894c89659", "main")
     )
     code = (
-        "import sys; from pathlib import Path; from offline_plan import write as offline_plan, mock_runtime;"
-        f"mock_runtime.ROOT = Path({str(project)!r});"
-        "orig = mock_runtime.evaluate_stack;"
-        "offline_plan.evaluate_stack = lambda s: orig(s, project_dir=mock_runtime.ROOT);"
-        f"sys.exit(offline_plan.run('broken', Path({str(tmp_path / 'out')!r})))"
+        "import sys; from pathlib import Path; from offline_plan import write as offline_plan;"
+        f"sys.exit(offline_plan.run('broken', Path({str(tmp_path / 'out')!r}), Path({str(project)!r})))"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr

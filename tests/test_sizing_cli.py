@@ -1,4 +1,5 @@
-"""`python -m components.sizing`: JSON keys, the "Will it fit?" bar, and exit code 2 on bad input."""
+"""`python -m components.sizing`: JSON keys, the "Will it fit?" bar, exit code 1 when it does not fit and 2 on
+bad input."""
 
 from __future__ import annotations
 
@@ -70,9 +71,6 @@ def test_bar_is_drawn_per_gpu(capsys):
     [
         (["--model-config", "/nonexistent/config.json", "--gpu", "L4"], "does not exist"),
         (["--model-config", LLAMA_8B, "--gpu", "V100"], "known GPUs: A10G, L4"),
-        (["--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--max-model-len", "32768"],
-         "smallest tensor-parallel size that fits: 4"),
-        (["--model-config", LLAMA_70B, "--gpu", "L4"], "no tensor-parallel size up to 8 fits"),
         (["--model-config", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4"], "--revision is required"),
         (["--gpu", "L4"], "--model-config"),
         (["--model-config", LLAMA_8B, "--gpu", "L4", "--gpu-memory-utilization", "1.5"], "(0, 1]"),
@@ -81,6 +79,7 @@ def test_bar_is_drawn_per_gpu(capsys):
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
+    # "does not fit" is a failed check (exit 1); everything else here is unusable input (exit 2).
     code, _, err = run(capsys, *argv)
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1
@@ -88,11 +87,26 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--max-model-len", "32768"],
+         "smallest tensor-parallel size that fits: 4"),
+        (["--model-config", LLAMA_70B, "--gpu", "L4"], "no tensor-parallel size up to 8 fits"),
+    ],
+)
+def test_a_model_that_does_not_fit_is_a_failed_check_exit_1(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    assert "Will it fit? NO" in out  # the report still shows where the memory goes
+    assert err.startswith("error: does not fit: ") and err.count("\n") == 1 and message in err
+
+
 def test_malformed_json_names_the_file(capsys, tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
     code, _, err = run(capsys, "--model-config", str(bad), "--gpu", "L4")
-    assert code == 2 and "is not valid JSON" in err and str(bad) in err
+    assert code == 2 and "not valid JSON" in err and str(bad) in err
 
 
 def test_config_without_architecture_keys_is_a_clean_error(capsys, tmp_path):
@@ -119,7 +133,7 @@ def test_unshardable_tensor_parallel_size_warns_and_zero_context_is_refused():
     config = "tests/fixtures/model_configs/llama-3.1-8b/config.json"
     proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
                            "--tensor-parallel-size", "3", "--json"], capture_output=True, text=True)
-    assert proc.returncode in (0, 2)
+    assert proc.returncode in (0, 1)
     assert "warning: vLLM refuses --tensor-parallel-size 3 for this model (32 attention heads, 8 KV heads)" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
                            "--max-model-len", "0"], capture_output=True, text=True)
