@@ -15,7 +15,11 @@ Each term is a mechanism with the source line of the release that does it:
 * weights: "Model loading took X GiB" when known, else the parameter count (quantization-aware).
 * torch activation peak: max(forward pass of `max_num_batched_tokens` tokens, sampler warm-up on
   `min(max_num_seqs, max_num_batched_tokens)` rows of full-vocabulary logits), plus the fused-MoE
-  workspace. The batch defaults are vLLM's per device (planner/vllm_releases.py).
+  workspace where it outlives the forward. The warm-up's cost depends on the top-k/top-p
+  implementation the release and install run (FlashInfer, the PyTorch sort, or the Triton kernel),
+  and under Model Runner V2 (the default for every model from 0.29) on its penalty counts instead
+  (planner/vllm_releases.py says which; `_model_runner_v2_sampler_bytes`). The batch defaults are
+  vLLM's per device (planner/vllm_releases.py).
 * non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
   allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
   - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)
