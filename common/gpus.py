@@ -160,8 +160,12 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            # Unconfirmed: 79.15 GiB appears only in logs that do not name the GPU.
-            "A100-80GB", 79.15, 2039, (8, 0), multi_gpu_interconnect="nvswitch",
+            # The SXM4 part that p4de and a2-ultragpu machines carry. 79.15 GiB also appears, in logs that
+            # do not name their GPU (an A100 80GB PCIe, perhaps).
+            "A100-80GB", 79.25, 2039, (8, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/LukeJYK/AutoScientists/blob/e3133549cf9561e4649b382f4f2e17e97e79cc6a/"
+                               "vllm.log (\"Free memory on device (78.84/79.25 GiB) on startup\", and the fused-MoE "
+                               "config path of the same log: device_name=NVIDIA_A100-SXM4-80GB)"),
             aws=(_m("p4de.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-a100-80gb",
             gcp=(

@@ -15,7 +15,11 @@ Each term is a mechanism with the source line of the release that does it:
 * weights: "Model loading took X GiB" when known, else the parameter count (quantization-aware).
 * torch activation peak: max(forward pass of `max_num_batched_tokens` tokens, sampler warm-up on
   `min(max_num_seqs, max_num_batched_tokens)` rows of full-vocabulary logits), plus the fused-MoE
-  workspace. The batch defaults are vLLM's per device (planner/vllm_releases.py).
+  workspace where it outlives the forward. The warm-up's cost depends on the top-k/top-p
+  implementation the release and install run (FlashInfer, the PyTorch sort, or the Triton kernel),
+  and under Model Runner V2 (the default for every model from 0.29) on its penalty counts instead
+  (planner/vllm_releases.py says which; `_model_runner_v2_sampler_bytes`). The batch defaults are
+  vLLM's per device (planner/vllm_releases.py).
 * non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
   allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
   - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)
@@ -60,10 +64,18 @@ GiB = 1024**3
 # Calibrated constants (see module docstring; fitted on the calibration sources only).
 # ---------------------------------------------------------------------------------------------
 
-# Bytes per logits element the sampler warm-up holds at its peak (bf16 logits, fp32 copy,
-# softmax/log-softmax, top-k/top-p scratch). v0.19 H100 logs: Llama-3.1-8B 1.89 GiB and
-# Qwen2.5-7B 2.21 GiB at 1024 rows, i.e. 15.2-15.5 bytes per (row × vocab).
-SAMPLER_BYTES_PER_LOGIT = {"legacy": 10.0, "v0.11": 38.0, "current": 15.3}
+# Bytes per logits element the sampler warm-up holds at its peak, by the top-k/top-p implementation
+# it runs (planner/vllm_releases.py:Release.top_k_top_p_path says which):
+# * "sort", the PyTorch path: fp32 logits (4) + the sorted values and their int64 indices (4 + 8) +
+#   the softmax of the sorted values (4) + masks (1 + 1) + the final softmax (4) and the exponential
+#   draw (4 + 4), and the penalties' scratch: ~38. Calibration: the guardkit GB10 run of vLLM 0.13
+#   (sort by default since 0.11.1), and dennislee22's A100-40GB pair, whose log says "FlashInfer is not
+#   available" and which leaves ~1 GiB more than its FlashInfer siblings (256 rows x 152k vocabulary).
+# * "flashinfer": FlashInfer's fused top-k/top-p sampling, no sort: dennislee22's vLLM 0.10.1.1 A100 logs
+#   that say "Using FlashInfer for top-p & top-k sampling" (10 bytes).
+# * "triton" (0.17 on, 8 rows or more): v0.19 H100 logs, Llama-3.1-8B 1.89 GiB and Qwen2.5-7B 2.21 GiB
+#   at 1024 rows, i.e. 15.2-15.5 bytes per (row x vocab).
+SAMPLER_BYTES_PER_LOGIT = {"flashinfer": 10.0, "sort": 38.0, "triton": 15.3}
 # Forward-pass peak per token, in units of the activation dtype: the gate/up projection output and
 # the activation output (3 × intermediate / TP) plus ~4.25 hidden-sized residual/norm buffers.
 FORWARD_INTERMEDIATE_FACTOR = 3.0
@@ -81,10 +93,11 @@ NCCL_RING_BUFFERS_GIB = 0.05
 NCCL_NVLS_BUFFERS_GIB = 1.8
 # Host memory that a unified-memory GPU's process grows while vLLM profiles (counted as the GPU's
 # non-torch memory, see the docstring). Calibration: the text-only guardkit GB10 run (Qwen3-30B-A3B-
-# FP8, vLLM 0.13) leaves 1.7 GiB unexplained. The multimodal hybrid Qwen3.5 runs of the same box leave
+# FP8, vLLM 0.13, whose Triton FP8 MoE path frees its buffers before the sampler runs) leaves 1.8 GiB
+# unexplained. The multimodal hybrid Qwen3.5 runs of the same box leave
 # 4.5-5.6 GiB (not modelled: a larger constant would wreck the text-only case, whose KV cache is only
 # 4 GiB); two failed start-ups of one command differ by 1.3 GiB, so this term is noisy by nature.
-UNIFIED_MEMORY_HOST_GROWTH_GIB = 1.7
+UNIFIED_MEMORY_HOST_GROWTH_GIB = 1.8
 # Estimated CUDA graph memory for the default capture sizes of the v0.19 H100 runs (51 sizes in
 # each of two modes). A fit on their "Estimated CUDA graph memory:" lines (0.49-1.92 GiB): 0.2 GiB
 # plus 0.02 GiB per decoder layer of the stage (mean error 0.16 GiB against 0.30 for a flat
@@ -140,6 +153,9 @@ class SizingRequest:
     expert_parallel: bool = False  # --enable-expert-parallel: whole experts per GPU
     speculative_tokens: int = 0  # MTP draft tokens (--speculative-config num_speculative_tokens)
     enable_prefix_caching: bool | None = None  # None → the release's default
+    # Whether the sampler runs FlashInfer's top-k/top-p kernel (the log's "Using FlashInfer for top-p &
+    # top-k sampling"); None → unknown, sized as not (the larger PyTorch footprint). See SAMPLER_BYTES_PER_LOGIT.
+    flashinfer_sampler: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -363,22 +379,52 @@ def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> fl
     act = _dtype_bytes(_model_dtype(req))
     inter = arch.intermediate if (not arch.is_moe or arch.dense_layers) else arch.shared_expert_intermediate
     forward = mnbt * act * (FORWARD_INTERMEDIATE_FACTOR * inter / tp + FORWARD_HIDDEN_FACTOR * arch.hidden)
-    sampler = 0.0
+    release = _release(req.vllm_version)
+    sampler = persistent = 0.0
     if stage == pp - 1:  # only the last pipeline stage computes logits and samples
         rows = min(seqs, mnbt)
-        sampler = SAMPLER_BYTES_PER_LOGIT[_release(req.vllm_version).sampler_regime] * rows * arch.vocab
-    peak = max(forward, sampler, vision_encoder_bytes(req, mnbt) if stage == 0 else 0.0)
-    if arch.is_moe and (req.quantization or arch.quant_method or "") != "mxfp4":
-        # The fused-MoE kernel's workspace (per routed token: the gate/up output and the expert
-        # outputs before the weighted sum) stays allocated while the sampler runs, so it adds on
-        # top. v0.19 logs: Qwen3-30B-A3B 2.68 GiB, Qwen1.5-MoE 2.47, DeepSeek-V2-Lite 1.93 against
-        # sampler terms of 2.22, 2.22 and 1.49. gpt-oss (MXFP4 kernels) shows no such extra.
-        # With expert parallelism each GPU holds whole experts, so the intermediate is not split by
-        # TP; the kernel still sizes its caches for every routed token (vllm v0.32.0
-        # model_executor/layers/fused_moe/fused_moe.py: intermediate caches of M x top_k rows).
+        if release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid):
+            sampler, persistent = _model_runner_v2_sampler_bytes(req, rows, seqs)
+        else:
+            path = release.top_k_top_p_path(rows, req.flashinfer_sampler)
+            sampler = SAMPLER_BYTES_PER_LOGIT[path] * rows * arch.vocab
+    quant = (req.quantization or arch.quant_method or "")
+    moe_workspace = 0.0
+    if arch.is_moe:
+        # The fused-MoE kernel's workspace, per routed token: the gate/up output and the expert
+        # outputs before the weighted sum. v0.19 logs: Qwen3-30B-A3B 2.68 GiB, Qwen1.5-MoE 2.47,
+        # DeepSeek-V2-Lite 1.93 against sampler terms of 2.22, 2.22 and 1.49. gpt-oss (MXFP4
+        # kernels) shows no such extra. With expert parallelism each GPU holds whole experts, so the
+        # intermediate is not split by TP; the kernel still sizes its caches for every routed token
+        # (vllm v0.32.0 model_executor/layers/fused_moe/fused_moe.py: intermediate caches of M x top_k rows).
         moe_shard = 1 if req.expert_parallel else tp
-        peak += mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
-    return peak
+        moe_workspace = mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
+    vision = vision_encoder_bytes(req, mnbt) if stage == 0 else 0.0
+    if release.moe_workspace_persists(quant):
+        # A persistent workspace is still allocated when the sampler runs: it adds on top.
+        peak = max(forward, sampler, vision) + moe_workspace
+    else:
+        # Per-call buffers are freed after each MoE layer: they only raise the forward's own peak.
+        peak = max(forward + moe_workspace, sampler, vision)
+    return peak + persistent
+
+
+def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> tuple[float, float]:
+    """(transient, persistent) bytes of Model Runner V2's sampler during the profile run.
+
+    V2's dummy batch keeps every request's default sampling state, so the sampler skips top-k, top-p
+    and penalties (vllm v0.22.1 ... v0.32.0 v1/worker/gpu/model_runner.py:_dummy_sampler_run, "the
+    sampler may skip top_k, top_p, and logprobs"; Sampler._requires_logits_processing is False): the
+    warm-up holds only the logits, in the model dtype. What V2 keeps for good is the penalties state:
+    an int32 count per request and vocabulary entry, and a bit mask per request and vocabulary entry
+    (v1/worker/gpu/sample/penalties.py: `output_bin_counts = torch.zeros(max_num_reqs, vocab_size,
+    dtype=torch.int32)` and `prompt_bin_mask`, allocated when the runner loads the model, on the last
+    pipeline rank). No calibrated constant: these are the tensors' sizes.
+    """
+    vocab = req.arch.vocab
+    transient = rows * vocab * _dtype_bytes(_model_dtype(req))
+    persistent = seqs * vocab * 4 + seqs * math.ceil(vocab / 32) * 4
+    return transient, persistent
 
 
 # The encoder budget vLLM profiles Qwen-VL-style towers with: "Encoder cache will be initialized

@@ -205,7 +205,7 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
             raise CliError(f"--gpu-memory-gib must be above 0 and at most {MAX_GPU_MEMORY_GIB:g}")
         memory, gpu_name = args.gpu_memory_gib, f"{args.gpu_memory_gib:g} GiB GPU"
         # A total that is exactly one catalog GPU's CUDA total names it (vLLM's larger batch
-        # defaults skip A100s, whose 79.15 GiB would otherwise pass for an H100's 79.19).
+        # defaults skip A100s, whose 79.25 GiB would otherwise pass for an H100-class total).
         same = [g.name for g in CATALOG.values() if abs(g.cuda_total_gib - memory) < 0.005]
         device_name = same[0] if len(same) == 1 else None
     if args.weights_gib is not None and not 0 < args.weights_gib * GiB <= MAX_WEIGHT_BYTES:

@@ -21,15 +21,31 @@ class ReleaseError(ValueError):
     """A release string that is not a version number."""
 
 
+def _leading_int(part: str) -> int:
+    digits = ""
+    for ch in part:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return int(digits or 0)
+
+
 @lru_cache(maxsize=64)
-def parse_release(version: str | None) -> tuple[int, int]:
-    """(major, minor) of a release like "0.19.0", "v0.22.1rc1" or "0.13.0+nv26.01"; None → the pinned one."""
+def parse_release(version: str | None) -> tuple[int, int, int]:
+    """(major, minor, patch) of a release like "0.19.0", "v0.22.1rc1" or "0.13.0+nv26.01"; None → the pinned one.
+
+    The switches below compare with (major, minor) or (major, minor, patch) tuples; Python orders a
+    shorter tuple first, so (0, 11) <= (0, 11, 0) and a switch written (0, 11, 1) leaves 0.11.0 out.
+    """
     text = str(version or VLLM_VERSION).lstrip("v")
     parts = text.split("+")[0].split(".")
     try:
-        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0) if len(parts) > 1 else 0
+        major = int(parts[0])
     except ValueError:
         raise ReleaseError(f"vLLM release {version!r} is not a release number like 0.19.0") from None
+    minor = _leading_int(parts[1]) if len(parts) > 1 else 0
+    patch = _leading_int(parts[2]) if len(parts) > 2 else 0
+    return major, minor, patch
 
 
 # -- memory budget -------------------------------------------------------------------------------
@@ -43,14 +59,34 @@ DEFAULT_UTILIZATION = {(0, 0): 0.9, (0, 20): 0.92}
 # The start-up line vLLM prints says "default since v0.21.0"; the 0.20.0 wheel already has it on.
 CUDA_GRAPHS_IN_BUDGET_FROM = (0, 20)
 # Model Runner V2 (v1/worker/gpu/model_runner.py) did not estimate CUDA-graph memory:
-# profile_cudagraph_memory() "return 0" in v0.22.1, v0.27.1 and v0.28.0; v0.29.0 estimates it.
-# V2 is the default for Qwen3ForCausalLM in v0.22.1 (config/vllm.py: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)
-# and for every generative model that is neither MoE nor hybrid in v0.27.1 and v0.28.0
-# (_is_default_v2_model_runner_model: `is_default_v2_architecture or not model_config.is_moe`);
-# v0.21.0 has no V2 default. 0.23-0.26 were not read and follow 0.22.
+# profile_cudagraph_memory() "return 0" in v0.22.1 ... v0.28.0 (read: 0.22.1, 0.23.0, 0.24.0, 0.25.1,
+# 0.26.0, 0.27.1, 0.28.0); v0.29.0 estimates it.
 V2_RUNNER_SKIPS_GRAPH_ESTIMATE = ((0, 22), (0, 29))
-V2_RUNNER_DEFAULT_FOR_DENSE_FROM = (0, 27)
-V2_RUNNER_DEFAULT_ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})
+# Which models get Model Runner V2 by default (config/vllm.py:use_v2_model_runner and
+# _is_default_v2_model_runner_model, VLLM_USE_V2_MODEL_RUNNER unset): from 0.22 the architectures of
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (the sets below, as each release lists them; v0.21.0 has none);
+# from 0.25 also every generative model that is neither MoE nor hybrid (`... or not
+# model_config.is_moe`, after `if getattr(model_config, "is_hybrid", False): return False`); from 0.29
+# every model whose features V2 supports (v0.29.0 ... v0.32.0: no per-model check is left, only
+# _get_v2_model_runner_unsupported_features: ngram or suffix drafting, sequence parallelism, ...).
+V2_RUNNER_DEFAULT_ARCHITECTURES = {
+    (0, 0): frozenset(),
+    (0, 22): frozenset({"Qwen3ForCausalLM"}),
+    (0, 23): frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}),
+    (0, 24): frozenset({"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+                        "LlamaForCausalLM", "MistralForCausalLM"}),
+    (0, 25): frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
+    (0, 26): frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+                        "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
+    (0, 27): frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+                        "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+                        "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
+    (0, 28): frozenset({"DeepseekV2ForCausalLM", "DeepseekV4ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+                        "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+                        "LongcatFlashNgramForCausalLM"}),
+}
+V2_RUNNER_DEFAULT_FOR_DENSE_FROM = (0, 25)
+V2_RUNNER_DEFAULT_FOR_ALL_FROM = (0, 29)
 # On unified-memory GPUs (GB10, GH200, Jetson) vLLM measures free memory with
 # psutil.virtual_memory().available instead of cudaMemGetInfo (vllm v0.13.0
 # utils/mem_utils.py:MemorySnapshot.measure, `is_integrated_gpu`; present in v0.12.0, absent in
@@ -77,6 +113,39 @@ LARGEST_BATCH_DEFAULTS_FROM = (0, 28)
 # is 1024 on data-centre Blackwell (capability 10.x) (vllm v0.28.0 config/vllm.py).
 CAPTURE_SIZES_STRIDE_16_FROM = (0, 12)
 BLACKWELL_CAPTURE_CAP_FROM = (0, 28)
+
+# -- sampler warm-up -----------------------------------------------------------------------------
+
+# The profile run ends with a dummy sampler pass over max_num_seqs rows with top-k = vocab - 1 and
+# top-p = 0.9 (v1/worker/gpu_model_runner.py:_dummy_sampler_run, the same in v0.8.5 ... v0.32.0), so
+# the top-k/top-p implementation sets the activation peak of most runs:
+# * up to 0.11.0 the FlashInfer kernel runs whenever FlashInfer is installed (v0.10.2
+#   v1/sample/ops/topk_topp_sampler.py: `envs.VLLM_USE_FLASHINFER_SAMPLER is not False`), else the
+#   PyTorch sort; the log says which ("Using FlashInfer for top-p & top-k sampling." or "FlashInfer is
+#   not available. Falling back to the PyTorch-native implementation");
+# * from 0.11.1 FlashInfer is opt-in (v0.11.1: `if envs.VLLM_USE_FLASHINFER_SAMPLER:`, "available but
+#   disabled by default"), so the PyTorch sort runs;
+# * from 0.17.0 batches of 8 rows or more go to a Triton top-k/top-p kernel that does not sort the
+#   vocabulary (v0.17.0 apply_top_k_top_p: `if HAS_TRITON and logits.shape[0] >= 8:
+#   apply_top_k_top_p_triton`); smaller batches keep the sort. Absent in v0.16.0.
+# Which one ran before 0.11.1 depends on the install, so it is a flag of the run (the planner deploys
+# releases after the switch and never opts in, so its runs take the sort or Triton path).
+TRITON_TOP_K_TOP_P_FROM = (0, 17)
+TRITON_TOP_K_TOP_P_MIN_ROWS = 8
+
+# -- fused-MoE workspace -------------------------------------------------------------------------
+
+# The fused-MoE kernels' intermediate caches are per-call torch.empty buffers (freed before the sampler
+# runs) until a method moves to the modular kernel, whose workspaces come from the persistent
+# WorkspaceManager (v1/worker/workspace.py, new in 0.13.0) and stay allocated through the sampler:
+# FP8 MoE from 0.14.0 (v0.14.0 quantization/fp8.py: `self.kernel, self.use_inplace =
+# make_fp8_moe_kernel(...)`; v0.13.0 still calls fused_experts), unquantized MoE from 0.17.0 (v0.17.0
+# fused_moe/unquantized_fused_moe_method.py: `self.kernel.apply`; v0.16.0 calls fused_experts). Other
+# quantization methods were not read and follow the unquantized switch, except MXFP4 (gpt-oss): its
+# Marlin path allocates the same per-token caches per call (v0.11.2 fused_moe/fused_marlin_moe.py:
+# `intermediate_cache13 = torch.empty(...)`), and the v0.19 H100 gpt-oss calibration logs show nothing
+# on top of the sampler, so it never counts as persistent.
+MOE_WORKSPACE_PERSISTS_FROM = {"fp8": (0, 14), "default": (0, 17)}
 
 # -- KV cache manager ----------------------------------------------------------------------------
 
@@ -117,6 +186,14 @@ class Release:
     def cuda_graphs_in_budget(self) -> bool:
         return self.version >= CUDA_GRAPHS_IN_BUDGET_FROM
 
+    def uses_model_runner_v2(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether vLLM runs this model with Model Runner V2 by default in this release."""
+        if self.version >= V2_RUNNER_DEFAULT_FOR_ALL_FROM:
+            return True
+        if architecture in _by_release(V2_RUNNER_DEFAULT_ARCHITECTURES, self.version):
+            return not (hybrid and self.version >= V2_RUNNER_DEFAULT_FOR_DENSE_FROM)
+        return self.version >= V2_RUNNER_DEFAULT_FOR_DENSE_FROM and not moe and not hybrid
+
     def estimates_cuda_graphs(self, architecture: str, moe: bool, hybrid: bool) -> bool:
         """Whether the model runner vLLM picks for this model subtracts a CUDA-graph estimate."""
         if not self.cuda_graphs_in_budget:
@@ -124,9 +201,7 @@ class Release:
         first, fixed = V2_RUNNER_SKIPS_GRAPH_ESTIMATE
         if not first <= self.version < fixed:
             return True
-        v2 = architecture in V2_RUNNER_DEFAULT_ARCHITECTURES or (
-            self.version >= V2_RUNNER_DEFAULT_FOR_DENSE_FROM and not moe and not hybrid)
-        return not v2
+        return not self.uses_model_runner_v2(architecture, moe, hybrid)
 
     @property
     def unified_memory_counts_host_growth(self) -> bool:
@@ -160,11 +235,22 @@ class Release:
     def hybrid_prefix_caching_by_default(self) -> bool:
         return self.version >= HYBRID_PREFIX_CACHING_DEFAULT_FROM
 
-    @property
-    def sampler_regime(self) -> str:
-        """Which calibrated sampler warm-up cost applies (see planner/sizing.py)."""
-        if self.version >= (0, 17):
-            return "current"
-        if self.version >= (0, 11):
-            return "v0.11"
-        return "legacy"
+    def top_k_top_p_path(self, rows: int, flashinfer_sampler: bool | None) -> str:
+        """Which top-k/top-p implementation the sampler warm-up runs: "flashinfer", "sort" or "triton".
+
+        `flashinfer_sampler` is what the log says: True for "Using FlashInfer for top-p & top-k sampling"
+        (FlashInfer installed, and from 0.11.1 also asked for with VLLM_USE_FLASHINFER_SAMPLER=1); None
+        means unknown and is taken as not used (the PyTorch sort, the larger footprint)."""
+        if flashinfer_sampler:
+            return "flashinfer"
+        if self.version >= TRITON_TOP_K_TOP_P_FROM and rows >= TRITON_TOP_K_TOP_P_MIN_ROWS:
+            return "triton"
+        return "sort"
+
+    def moe_workspace_persists(self, quant_method: str | None) -> bool:
+        """Whether the fused-MoE workspace is still allocated while the sampler warm-up runs."""
+        method = quant_method or ""
+        if method == "mxfp4":
+            return False
+        key = "fp8" if method in ("fp8", "fbgemm_fp8") else "default"
+        return self.version >= MOE_WORKSPACE_PERSISTS_FROM[key]

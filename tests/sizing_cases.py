@@ -26,7 +26,7 @@ HELD_OUT: list[dict] = yaml.safe_load((LOGS / "held_out_by_source.yaml").read_te
 # The case fields that map one to one onto a SizingRequest field of the same name.
 _SAME_NAME = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
               "dtype", "kv_cache_dtype", "quantization", "max_num_batched_tokens", "max_num_seqs", "enforce_eager",
-              "interconnect", "expert_parallel", "speculative_tokens", "enable_prefix_caching")
+              "interconnect", "expert_parallel", "speculative_tokens", "enable_prefix_caching", "flashinfer_sampler")
 
 
 @lru_cache(maxsize=None)
@@ -59,6 +59,12 @@ def request_for(case: dict, *, with_weights: bool = True, model: ModelArch | Non
         total = total_weights_from_first_stage(req, observed["weights_gib_per_gpu"] * GiB)
         req = dataclasses.replace(req, weights_bytes=int(total))
     return req
+
+
+def in_scope(case: dict) -> bool:
+    """False for a case outside what the planner deploys (its `out_of_scope` says why: an external KV connector,
+    a release before 0.10, a summary table instead of a log). Such a case is still scored and reported apart."""
+    return not case.get("out_of_scope")
 
 
 def starts(case: dict) -> bool:

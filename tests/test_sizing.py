@@ -31,9 +31,6 @@ CASES = CALIBRATION
 # Per-case tolerance on the KV-cache token count. Looser cases say why.
 CASE_TOLERANCE = 0.035
 LOOSE = {
-    # Ray TP=2 across two nodes (A100-40GB, vLLM 0.10.1.1): 1.54 GiB of overhead against 0.62 GiB
-    # for the same model on one node; cross-node NCCL buffers are not modelled.
-    "vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes": 0.10,
     # GB10 unified memory: vLLM counts the host memory the process grows while profiling as GPU
     # memory. The multimodal hybrid Qwen3.5 leaves 4.5-5.6 GiB of it where the text-only Qwen3-30B
     # leaves 1.7 (the calibrated term); the three runs of one command differ by 1 GiB among themselves.

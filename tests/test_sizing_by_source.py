@@ -4,18 +4,19 @@ tests/fixtures/vllm_logs/held_out_by_source.yaml holds startup logs from other o
 releases than the calibration sources of cases.yaml (README.md there says which source is where).
 No constant in planner/sizing.py was chosen with these cases in view; this file only measures.
 
-The issue's goal for this set is a mean absolute error of at most 3% with 90% of the cases within 5%.
-It is not met (the numbers are printed after every run that includes this file, see
-tests/sizing_report.py): a case the engine cannot yet reproduce within the per-case tolerance is a
-strict xfail whose message says why, so it turns into a failure the day it starts to match. The
-aggregate checks below guard what is reached today against regressions, not the goal.
+The issue's goal for this set is a mean absolute error of at most 3% with 90% of the cases within 5%,
+on the cases within the planner's scope (a case outside it says why in `out_of_scope`: an external KV
+connector, a release before 0.10, a summary table; it is still scored and reported apart). The numbers
+are printed after every run that includes this file (tests/sizing_report.py). A case the engine cannot
+yet reproduce within the per-case tolerance is a strict xfail whose message says why, so it turns into a
+failure the day it starts to match. The aggregate checks below guard what is reached against regressions.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.sizing_cases import CALIBRATION, HELD_OUT, config_path, predicted, relative_error, starts
+from tests.sizing_cases import CALIBRATION, HELD_OUT, config_path, in_scope, predicted, relative_error, starts
 
 BY_SOURCE = HELD_OUT
 RUNNING = [c for c in BY_SOURCE if starts(c)]
@@ -24,29 +25,20 @@ CASE_TOLERANCE = 0.035
 # Cases the engine does not reproduce within the tolerance, with the reason as far as it is known.
 # Measured, not tuned: none of these was used to set a constant.
 NOT_REPRODUCIBLE = {
-    "h100-tp4-qwen3-235b-a22b-fp8-lmcache": (
-        "run uses the LMCache KV connector (its GPU buffers are not modelled) and does not state the "
-        "vLLM release; ~3.5 GiB per GPU of overhead is unexplained"
-    ),
-    "l4-qwen2.5-7b-instruct-defaults-0.8.5": (
-        "vLLM 0.8.5 (before the 0.10 calibration logs): ~1 GiB more overhead than the same model under "
-        "0.10.1.1 on A100; the log prints neither the KV memory nor the CUDA total to tell which term"
-    ),
     "rtxpro6000-pcie-pp2-qwen3-32b-util0.426-0.27.1": (
-        "Model Runner V2 (0.27.1) with pipeline parallelism: the first stage, which has no sampler, "
-        "keeps 3.03 GiB outside weights and KV cache; the engine explains 1.6 GiB of it"
+        "Model Runner V2 (0.27.1) with pipeline parallel 2 on PCIe: both stages keep ~3.0 GiB outside weights and "
+        "KV cache; the forward pass, the stage's NCCL buffers and (last stage) V2's penalties state explain "
+        "1.6-2.2 GiB. V2 builds a second NCCL group for its pipeline broadcast (v1/worker/gpu/pp_utils.py, "
+        "'pp_broadcast'); what it allocates over PCIe is not modelled"
     ),
-    "rtxpro6000-pcie-tp2-qwen3-32b-util0.426-0.27.1": (
-        "Model Runner V2 (0.27.1) at TP 2 keeps only 1.66 GiB outside weights and KV cache, less than "
-        "the sampler warm-up alone costs on one GPU (2.2 GiB) in every other log of 1024 sequences"
-    ),
-    "l40s-pcie-tp8-ep-qwen3-235b-a22b-fp8-0.10.2": (
-        "expert parallelism over 8 PCIe L40S (vLLM 0.10.2): the log's 1.4 GiB activation peak is 0.8 "
-        "GiB above the engine's sampler plus fused-MoE workspace"
+    "l4-colab-llama-3.1-8b-util0.92-0.11.0": (
+        "the log prints no CUDA total: the Colab L4 is sized with the AWS L4 figure (21.96 GiB), at which the log "
+        "leaves 0.46 GiB for activations and workspaces, less than the PyTorch sampler's own 0.58 GiB for 128 "
+        "rows (its log says FlashInfer is not available); a total near 22.3 GiB would close the gap, unconfirmed"
     ),
     "l40s-pcie-tp8-ep-qwen3-vl-235b-a22b-fp8-nightly-0.11": (
-        "same box and flags as the Qwen3-235B TP 8 + EP run, which the engine under-explains by 0.8 GiB; "
-        "the release is a nightly and the FP8 weights are estimated"
+        "a nightly between 0.10.2 and 0.11.0 whose excerpt states neither the sampler path nor the encoder's profile "
+        "budget, and no 'Model loading took' line (the FP8 weights are estimated)"
     ),
     "rtxpro6000-pcie-pp4-qwen3-235b-a22b-fp8-0.27.1": (
         "pipeline parallel 4 from the post's table only: the most loaded stage's weights (55.70 GiB) are "
@@ -99,15 +91,26 @@ def test_a_run_that_did_not_start_is_predicted_not_to_fit(case):
 
 
 # Measured with this engine (tests/sizing_report.py prints the breakdown); a change that makes the
-# held-out sources worse fails here. The goal is 3% and 90%.
-HELD_OUT_MAE_AT_MOST = 0.10
-HELD_OUT_WITHIN_5_PERCENT_AT_LEAST = 0.50
+# held-out sources worse fails here. The goal (3% and 90%) is about the cases within the planner's scope.
+HELD_OUT_MAE_AT_MOST = 0.025
+HELD_OUT_WITHIN_5_PERCENT_AT_LEAST = 0.85
 
 
-def test_held_out_error_does_not_regress():
-    errors = [abs(relative_error(c)) for c in RUNNING]
+@pytest.mark.parametrize("within_scope", [False, True], ids=["all", "within-scope"])
+def test_held_out_error_does_not_regress(within_scope):
+    cases = [c for c in RUNNING if in_scope(c) or not within_scope]
+    errors = [abs(relative_error(c)) for c in cases]
     mae = sum(errors) / len(errors)
     within = sum(e <= 0.05 for e in errors) / len(errors)
-    assert len(errors) >= 12
+    assert len(errors) >= 28
     assert mae <= HELD_OUT_MAE_AT_MOST, f"held out by source: MAE {mae:.2%} over {len(errors)} cases"
     assert within >= HELD_OUT_WITHIN_5_PERCENT_AT_LEAST, f"held out by source: {within:.0%} within 5%"
+
+
+def test_cases_outside_the_scope_say_why_and_the_reason_is_the_setup():
+    """Only an external KV connector, a release before 0.10 or a summary table may take a case out."""
+    allowed = ("KV connector", "older than the planner's range", "summary table")
+    outside = [c for c in BY_SOURCE if not in_scope(c)]
+    assert outside and all(any(word in c["out_of_scope"] for word in allowed) for c in outside)
+    # Broken variant: a reason that is about the error is not one of them.
+    assert not any(word in "the error is large" for word in allowed)

@@ -152,7 +152,7 @@ def test_ambiguous_gpu_family_is_still_an_error(capsys):
 
 
 def test_an_a100_total_gets_vllms_small_batch_defaults(capsys):
-    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.15", "--max-model-len", "8192", "--json")
+    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.25", "--max-model-len", "8192", "--json")
     assert json.loads(out)["max_num_batched_tokens"] == 2048
     _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19", "--max-model-len", "8192", "--json")
     assert json.loads(out)["max_num_batched_tokens"] == 8192

@@ -211,6 +211,96 @@ def test_expert_parallelism_keeps_the_moe_intermediate_whole():
 
 
 def test_release_strings_of_container_builds_and_release_candidates_parse():
-    assert parse_release("0.13.0+faa43dbf.nv26.01") == (0, 13)
-    assert parse_release("v0.22.1rc1.dev26+g4721bb3aa") == (0, 22)
-    assert parse_release("0.8.5.post1") == (0, 8)
+    assert parse_release("0.13.0+faa43dbf.nv26.01") == (0, 13, 0)
+    assert parse_release("v0.22.1rc1.dev26+g4721bb3aa") == (0, 22, 1)
+    assert parse_release("0.8.5.post1") == (0, 8, 5)
+    assert parse_release("0.26.1rc1.dev156+g0eec856cc.d20260731") == (0, 26, 1)
+    # A switch at (0, 11, 1) leaves 0.11.0 out and takes 0.11.2 in.
+    assert parse_release("0.11.0") < (0, 11, 1) <= parse_release("0.11.2")
+
+
+# --- the sampler warm-up, the fused-MoE workspace and Model Runner V2 (second pass of issue 19) ----
+
+
+def test_top_k_top_p_path_follows_the_release_and_what_the_log_says():
+    # Up to 0.11.0 an installed FlashInfer runs; the log says which ("Using FlashInfer for top-p &
+    # top-k sampling." / "FlashInfer is not available").
+    assert Release.of("0.10.1.1").top_k_top_p_path(256, True) == "flashinfer"
+    assert Release.of("0.10.2").top_k_top_p_path(1024, False) == "sort"
+    assert Release.of("0.10.2").top_k_top_p_path(1024, None) == "sort"  # unknown: the larger footprint
+    # From 0.11.1 the PyTorch sort, from 0.17.0 the Triton kernel for 8 rows or more.
+    assert Release.of("0.13.0").top_k_top_p_path(256, None) == "sort"
+    assert Release.of("0.17.0").top_k_top_p_path(1024, None) == "triton"
+    assert Release.of("0.17.0").top_k_top_p_path(6, None) == "sort"
+    assert Release.of("0.16.0").top_k_top_p_path(1024, None) == "sort"
+    # Broken variant: a boundary one release early would send 0.16 to Triton.
+    assert Release((0, 16, 0)).top_k_top_p_path(1024, None) != "triton"
+
+
+def test_the_sampler_path_explains_the_a100_40gb_pair_of_one_calibration_source():
+    # dennislee22/vLLM-benchmarking, vLLM 0.10.1.1, Qwen2-7B: the 40 GB run's log says "FlashInfer is not
+    # available", its 80 GB siblings say "Using FlashInfer for top-p & top-k sampling".
+    no_fi = _case(CALIBRATION, "vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes")
+    fi = _case(CALIBRATION, "vllm-7B-2gpuA10080GB-0.5GRAM-same-node")
+    assert no_fi["flashinfer_sampler"] is False and fi["flashinfer_sampler"] is True
+    from tests.sizing_cases import relative_error, request_for
+    assert abs(relative_error(no_fi)) <= 0.035 and abs(relative_error(fi)) <= 0.035
+    # Broken variant: sized as if FlashInfer had run, the 40 GB case misses by more than 5%.
+    req = replace(request_for(no_fi), flashinfer_sampler=True)
+    wrong = (size(req).kv_cache_tokens - no_fi["observed"]["kv_cache_tokens"]) / no_fi["observed"]["kv_cache_tokens"]
+    assert wrong > 0.05
+
+
+def test_fused_moe_workspace_adds_to_the_sampler_only_once_it_is_persistent():
+    assert not Release.of("0.13.0").moe_workspace_persists("fp8")
+    assert Release.of("0.14.0").moe_workspace_persists("fp8")
+    assert not Release.of("0.16.0").moe_workspace_persists(None)
+    assert Release.of("0.17.0").moe_workspace_persists(None)
+    assert not Release.of("0.32.0").moe_workspace_persists("mxfp4")
+    req = SizingRequest(arch=QWEN30B, gpu_memory_gib=79.19, max_num_batched_tokens=8192, max_num_seqs=1024)
+    persistent = activation_bytes(replace(req, vllm_version="0.19.0"), 0, 8192, 1024)
+    per_call = activation_bytes(replace(req, vllm_version="0.12.0"), 0, 8192, 1024)
+    workspace = 8192 * 8 * 2 * (2048 + 2 * 768)
+    sampler_019 = 15.3 * 1024 * 151936
+    assert persistent == pytest.approx(sampler_019 + workspace)
+    # Broken variant: 0.12's per-call buffers are not added on top of its (sort) sampler.
+    assert per_call == pytest.approx(38.0 * 1024 * 151936)
+
+
+def test_mxfp4_moe_buffers_raise_the_forward_peak_of_a_small_batch():
+    arch = ModelArch.from_hf_config(json.loads((LOGS.parent / "model_configs" / "gpt-oss-120b" / "config.json").read_text()))
+    req = SizingRequest(arch=arch, gpu_memory_gib=79.19, vllm_version="0.11.2", quantization="mxfp4",
+                        max_num_batched_tokens=8192, max_num_seqs=6)
+    workspace = 8192 * arch.experts_per_token * 2 * (arch.hidden + 2 * arch.moe_intermediate)
+    forward = 8192 * 2 * 4.25 * arch.hidden
+    assert activation_bytes(req, 0, 8192, 6) == pytest.approx(forward + workspace)
+    # With 256 rows the PyTorch sampler is the larger peak and the MoE buffers are gone by then.
+    assert activation_bytes(req, 0, 8192, 256) == pytest.approx(38.0 * 256 * arch.vocab)
+
+
+def test_model_runner_v2_defaults_by_release(monkeypatch):
+    def v2(version, arch, moe=False, hybrid=False):
+        return Release.of(version).uses_model_runner_v2(arch, moe, hybrid)
+    assert not v2("0.21.0", "Qwen3ForCausalLM")
+    assert v2("0.22.1", "Qwen3ForCausalLM") and not v2("0.22.1", "LlamaForCausalLM")
+    assert v2("0.23.0", "LlamaForCausalLM")
+    assert v2("0.25.1", "Gemma2ForCausalLM") and not v2("0.25.1", "Qwen3MoeForCausalLM", moe=True)
+    assert v2("0.25.1", "Qwen2MoeForCausalLM", moe=True) and not v2("0.28.0", "Qwen2MoeForCausalLM", moe=True)
+    assert not v2("0.27.1", "Qwen3_5ForConditionalGeneration", hybrid=True)
+    assert v2("0.29.0", "Qwen3MoeForCausalLM", moe=True) and v2("0.32.0", "Qwen3_5ForConditionalGeneration", hybrid=True)
+    # Broken variant: a dense-default switch at 0.27 (the first pass's reading) misses 0.25's dense models.
+    from planner import vllm_releases
+    monkeypatch.setattr(vllm_releases, "V2_RUNNER_DEFAULT_FOR_DENSE_FROM", (0, 27))
+    assert not v2("0.25.1", "Gemma2ForCausalLM")
+
+
+def test_model_runner_v2_sampler_keeps_its_penalty_counts_not_a_top_k_scratch():
+    qwen32 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-32b.json").read_text()))
+    req = SizingRequest(arch=qwen32, gpu_memory_gib=95.01, vllm_version="0.27.1", max_num_batched_tokens=8192,
+                        max_num_seqs=1024, tensor_parallel_size=2)
+    counts = 1024 * 151936 * 4 + 1024 * -(-151936 // 32) * 4  # output_bin_counts and prompt_bin_mask
+    forward = 8192 * 2 * (3 * qwen32.intermediate / 2 + 4.25 * qwen32.hidden)
+    assert activation_bytes(req, 0, 8192, 1024) == pytest.approx(forward + counts)
+    # Broken variant: V1's Triton top-k/top-p scratch would be far larger than the logits V2 keeps.
+    v1 = replace(req, vllm_version="0.21.0")
+    assert activation_bytes(v1, 0, 8192, 1024) > activation_bytes(req, 0, 8192, 1024)
