@@ -50,6 +50,7 @@ from typing import Any
 
 from common import gpus
 from planner import kv_layout
+from planner.lora import lora_buffer_bytes
 from planner.model_arch import ModelArch, SizingError
 from planner.vllm_releases import Release, ReleaseError
 
@@ -139,6 +140,10 @@ class SizingRequest:
     expert_parallel: bool = False  # --enable-expert-parallel: whole experts per GPU
     speculative_tokens: int = 0  # MTP draft tokens (--speculative-config num_speculative_tokens)
     enable_prefix_caching: bool | None = None  # None → the release's default
+    # LoRA slots (--max-loras, --max-lora-rank); 0 → LoRA off. Their buffers count with the weights
+    # (planner/lora.py).
+    lora_max_loras: int = 0
+    lora_max_rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,7 @@ class SizingResult:
     interconnect: str = "single"
     block_size: int = 16
     padding_layers: int = 0
+    lora_gib_per_gpu: float = 0.0
 
     @property
     def overhead_gib(self) -> float:
@@ -474,14 +480,18 @@ def size(req: SizingRequest) -> SizingResult:
     for stage, stage_layers in enumerate(stage_layer_counts):
         act = activation_bytes(req, stage, mnbt, seqs)
         graphs = cuda_graph_bytes(stage_layers, capture_sizes)
-        kv_mem = requested - stage_weights[stage] - act - non_torch - (graphs if graphs_in_budget else 0)
+        # LoRA slots are allocated while the model loads, so they count with the weights.
+        lora = lora_buffer_bytes(arch, tp=tp, max_loras=req.lora_max_loras, max_lora_rank=req.lora_max_rank,
+                                 dtype_bytes=model_bytes, layers=stage_layers, first_stage=stage == 0,
+                                 last_stage=stage == pp - 1)
+        kv_mem = requested - stage_weights[stage] - lora - act - non_torch - (graphs if graphs_in_budget else 0)
         stage_counts = counts if pp == 1 else {k: math.ceil(n * stage_layers / arch.layers) for k, n in counts.items()}
         layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
                                      block_size=req.block_size, release=release, counts=stage_counts,
                                      speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
         blocks = int(kv_mem // (layout.page_bytes * layout.group_size)) if kv_mem > 0 else 0
-        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage]))
-    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu = min(stages, key=lambda s: s[0])
+        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage], lora))
+    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu, lora_per_gpu = min(stages, key=lambda s: s[0])
     full_layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
                                       block_size=req.block_size, release=release, counts=counts,
                                       speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
@@ -495,7 +505,8 @@ def size(req: SizingRequest) -> SizingResult:
     fits, reason = True, ""
     if kv_mem <= 0:
         fits = False
-        reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB + runtime "
+        lora_part = f" + LoRA slots {lora_per_gpu / GiB:.2f} GiB" if lora_per_gpu else ""
+        reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB{lora_part} + runtime "
                   f"{(act + non_torch + (graphs if graphs_in_budget else 0)) / GiB:.2f}"
                   f" GiB exceed the requested "
                   f"{requested / GiB:.2f} GiB per GPU")
@@ -527,6 +538,7 @@ def size(req: SizingRequest) -> SizingResult:
         interconnect=interconnect(req),
         block_size=full_layout.block_size,
         padding_layers=full_layout.padding_layers,
+        lora_gib_per_gpu=lora_per_gpu / GiB,
     )
 
 

@@ -36,6 +36,39 @@ def validate_image(v: str) -> str:
     return v
 
 
+def pinned_commit(v: str) -> str:
+    """A Hub revision as a 40-character lower-case commit SHA; anything else names the fix."""
+    if COMMIT_RE.match(v):
+        return v
+    if re.fullmatch(r"[0-9a-fA-F]{40}", v):
+        raise ValueError(f"{v!r} has upper-case letters; write the commit SHA in lower case")
+    if re.fullmatch(r"[0-9a-f]{7,39}", v):
+        raise ValueError(f"{v!r} is a short SHA; pin the full 40-character commit SHA "
+                         "(the Hub shows it under 'Files and versions' > 'History')")
+    raise ValueError(
+        f"{v!r} is a branch or tag; pin a 40-character commit SHA "
+        "(the Hub shows it under 'Files and versions' > 'History')"
+    )
+
+
+def hub_repo_id(v: str) -> str:
+    if not REPO_ID_RE.match(v):
+        raise ValueError(f"{v!r} is not a Hub repo id; write it as `org/name`, e.g. Qwen/Qwen2.5-7B-Instruct")
+    return v
+
+
+# A DNS name (RFC 1123 subdomain, at least two labels): what a listener hostname and a certificate
+# need. Wildcards are not accepted: an ACME HTTP-01 challenge cannot prove one.
+HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def hostname(v: str) -> str:
+    if not HOSTNAME_RE.match(v):
+        raise ValueError(f"{v!r} is not a DNS name; give the lower-case host clients call, e.g. llm.example.org "
+                         "(no scheme, port, path or wildcard)")
+    return v
+
+
 def dns_label(v: str) -> str:
     if not DNS_LABEL_RE.match(v):
         raise ValueError(

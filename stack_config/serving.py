@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from common.alerting import RUNBOOK_DOC
 from stack_config.base import StrictModel
+from stack_config.entrance import EntranceConfig
 from stack_config.formats import LABEL_KEY_RE, LABEL_VALUE_RE, dns_label
 
 # The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
@@ -71,8 +72,10 @@ class GatewayConfig(StrictModel):
 
 
 class ExposureConfig(StrictModel):
+    entrance: EntranceConfig | None = None
+    """One HTTPS base URL for every model and adapter: a Gateway, an HTTPRoute to one InferencePool per base model, and the llm-d endpoint picker choosing the server (docs/routing.md). Clients pick a model by the request's `model` field."""
     gateway: GatewayConfig | None = None
-    """Expose each model as https://<hostname>/<model>/v1 (and /<model>/health) through an HTTPRoute on this Gateway (default: ClusterIP Services only)."""
+    """Expose each model as https://<hostname>/<model>/v1 (and /<model>/health) through an HTTPRoute on this Gateway (default: ClusterIP Services only); the older, per-model alternative to `entrance`."""
 
 
 class MonitoringConfig(StrictModel):

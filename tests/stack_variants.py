@@ -21,11 +21,14 @@ L4_POOL = {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}
 KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV = "kserve", "multi-node", "gateway", "keda-dev"
 EXISTING, EXISTING_RDMA = "existing", "existing-rdma"
 
+# The committed stacks' entrance needs add-ons an existing cluster must declare; variants that test
+# something else leave it out (`exposure: {}`), the entrance variants below keep it.
+NO_ENTRANCE = {"exposure": {}}
 EXISTING_CLUSTER = {"cloud": "existing", "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
-                    "operators": {"gpuOperator": {"driver": "preinstalled"}}}
+                    "operators": {"gpuOperator": {"driver": "preinstalled"}}, **NO_ENTRANCE}
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    KSERVE: ("dev", {"pools": [L4_POOL], "models": [
+    KSERVE: ("dev", {**NO_ENTRANCE, "pools": [L4_POOL], "models": [
         {**LLAMA_8B, "name": "llama-vllm", "pool": "l4"},
         {**LLAMA_8B, "name": "llama-kserve", "pool": "l4", "engine": "kserve"},
         {**LLAMA_8B, "name": "llama-kserve-hf", "pool": "l4", "engine": "kserve", "kserveStorage": "hf"}]}),
