@@ -163,12 +163,12 @@ def load_adapter_metadata(
         raise HubError(f"{repo_id} was not found on the Hub (or is private: {HF_TOKEN_HINT})") from None
     except RevisionNotFoundError:
         raise HubError(f"{repo_id} has no commit {revision}: check the SHA in the repo's history") from None
-    except EntryNotFoundError:
-        raise HubError(f"{repo_id}@{revision} has no {ADAPTER_CONFIG_FILE}: it is not a PEFT adapter repo") from None
-    except LocalEntryNotFoundError:
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: it must come first
         why = "HF_HUB_OFFLINE is set and" if offline else "the Hub is unreachable and"
         raise HubError(f"{repo_id}@{revision}: {why} its {ADAPTER_CONFIG_FILE} is not in the Hugging Face cache; "
                        f"{fix}") from None
+    except EntryNotFoundError:
+        raise HubError(f"{repo_id}@{revision} has no {ADAPTER_CONFIG_FILE}: it is not a PEFT adapter repo") from None
     except (OfflineModeIsEnabled, HfHubHTTPError, OSError) as exc:
         raise HubError(f"{repo_id}@{revision}: could not read {ADAPTER_CONFIG_FILE} from the Hub "
                        f"({type(exc).__name__}); {fix}") from None
