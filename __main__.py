@@ -171,6 +171,7 @@ if entrance_config is not None:
     if entrance_config.reserved_hostname:
         warnings.append(f"exposure.entrance.hostname: {entrance_config.hostname} is a documentation domain; no CA "
                         "issues a certificate for it and no client resolves it: set the host name you own")
+    pulumi.export("entrance", entrance.summary)
     endpoints = {
         "baseUrl": entrance.base_url,
         "models": entrance.models,

@@ -192,6 +192,29 @@ class Entrance(pulumi.ComponentResource):
                                                   hostname=args.hostname, labels=labels)
         custom_resource(f"{name}-redirect", redirect, args.crds, pulumi.ResourceOptions(
             parent=self, depends_on=[gateway_resource]))
+        lb = load_balancer_annotations(args.cloud, impl.name, args.plans)
+        self.summary = {
+            "baseUrl": self.base_url,
+            "models": self.models,
+            "gateway": f"{ns}/{GATEWAY_NAME}",
+            "implementation": impl.title,
+            "gatewayClass": impl.gateway_class,
+            "certificate": (f"ACME via cert-manager ({args.acme_server})" if args.certificate == "acme"
+                            else f"Secret {ns}/{args.tls_secret} (yours)"),
+            "bodyRouting": (f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)" if several
+                            else "none needed (one base model)"),
+            "loadBalancerIdleTimeoutSeconds": int(lb[AWS_IDLE_TIMEOUT_ANNOTATION]) if lb else None,
+            "pools": [{
+                "pool": route.pool,
+                "adapters": names[route.base_model],
+                "pickers": args.picker_replicas,
+                "failureMode": args.failure_mode,
+                "selects": ", ".join(f"{k}={v}" for k, v in selector_labels(plan).items()),
+                "targetPort": contract.SERVER_PORT,
+                "requestTimeoutSeconds": route.request_timeout_seconds,
+            } for route, plan in zip(pool_routes, args.plans)],
+            "dnsRecord": f"{args.hostname} -> the address of `{self.address_command(ns)}`",
+        }
         self.register_outputs({"baseUrl": self.base_url, "models": self.models})
 
     def address_command(self, namespace: str) -> str:
