@@ -189,6 +189,10 @@ def _entrance_section(entrance: dict[str, Any]) -> list[str]:
         rows = [{**p, "adapters": ", ".join(p["adapters"]) or "-"} for p in pools]
         out += ["", "Per base model: an InferencePool and its endpoint pickers (llm-d-router-gateway).", ""]
         out += _markdown_table(rows, list(rows[0]))
+    unresolved = entrance.get("unresolved") or []
+    if unresolved:
+        out += ["", "Not established here (no registry or cluster was reachable); settle each where one is:", ""]
+        out += [f"- {f['subject']} ({f['source']}): `{f['resolveWith']}`" for f in unresolved]
     return out + [""]
 
 

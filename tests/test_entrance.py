@@ -309,3 +309,15 @@ def test_entrance_config_errors_name_the_key_and_the_fix(raw, key, words):
 
 def test_a_documentation_host_name_is_a_warning_in_the_plan(evaluations):
     assert any("llm.example.com is a documentation domain" in w for w in evaluations["prod"].outputs["warnings"])
+
+
+def test_the_plan_shows_the_entrance_and_what_is_not_established(evaluations):
+    from offline_plan.write import render_plan
+
+    prod = render_plan(evaluations["prod"], [], [])
+    assert "## Entrance" in prod and "- **Base URL (every model and adapter)**: https://llm.example.com/v1" in prod
+    assert "helm show chart oci://ghcr.io/llm-d/charts/llm-d-router-gateway --version v0.10.0" in prod
+    assert "helm show chart oci://cr.agentgateway.dev/charts/agentgateway --version v1.4.1" in prod
+    assert "aws elb describe-load-balancer-attributes" in prod
+    dev = render_plan(evaluations["dev"], [], [])
+    assert "kubectl get certificates,challenges" in dev and "agentgateway" not in dev.split("## Entrance")[1].split("## ")[0]

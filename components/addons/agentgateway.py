@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from common.facts import Fact
 from components.addons.catalog import AddOn, Crd, HelmChart
 
 VERSION = "v1.4.1"
@@ -60,6 +61,14 @@ CHART = HelmChart(
     namespace=NAMESPACE,
     values_url=_VALUES.format(chart="agentgateway"),
     values=values,
+)
+
+PUBLISHED = Fact(
+    subject=f"charts {OCI}/agentgateway-crds and {OCI}/agentgateway at {VERSION}",
+    value=VERSION,
+    source=f"agentgateway/agentgateway@{VERSION}:.github/workflows/release.yml (release notes' chart references)",
+    established=False,
+    resolve_with=f"helm show chart {OCI}/agentgateway --version {VERSION}",
 )
 
 ADDON = AddOn(

@@ -16,6 +16,7 @@ created GKE cluster at that minor or later relies on GKE's (needs.py).
 
 from __future__ import annotations
 
+from common.facts import Fact
 from components.addons.catalog import AddOn, Crd, Manifests
 
 VERSION = "v1.6.0"
@@ -26,6 +27,13 @@ MANIFESTS = Manifests(
     version=VERSION,
 )
 GKE_INSTALLS_FROM_MINOR = (1, 34)
+PUBLISHED = Fact(
+    subject=f"release asset {MANIFESTS.url}",
+    value=VERSION,
+    source=f"kubernetes-sigs/gateway-api-inference-extension@{VERSION}:Makefile `artifacts` (v1-manifests.yaml)",
+    established=False,
+    resolve_with=f"curl -fsSLI {MANIFESTS.url}",
+)
 
 ADDON = AddOn(
     key="inferenceExtension",

@@ -19,9 +19,18 @@ import json
 from typing import Any, Mapping
 
 from common import contract
+from common.facts import Fact
 from components.entrance.routes import GATEWAY_GROUP
 
 AGENTGATEWAY_API = "agentgateway.dev/v1alpha1"
+UNKNOWN_NAME = Fact(
+    subject="agentgateway answers 404 for a model name the CEL map lacks (the header stays unset)",
+    value=None,
+    source="inferred from Gateway API route matching; not observed on a live agentgateway",
+    established=False,
+    resolve_with="curl -s -o /dev/null -w '%{http_code}' https://<host>/v1/completions "
+                 "-H 'Content-Type: application/json' -d '{\"model\": \"nope\", \"prompt\": \"x\"}'",
+)
 
 
 def base_model_map(models: Mapping[str, list[str]]) -> dict[str, str]:

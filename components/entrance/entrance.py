@@ -20,6 +20,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract
+from common.facts import Fact
+from components.addons import agentgateway, inference_extension
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.entrance import body_routing, gke, picker, routes, tls
 from components.serving import probes
@@ -38,6 +40,30 @@ PICKER_HELM_TIMEOUT_SECONDS = 300
 # generation (the largest drain allowance) by a margin.
 AWS_IDLE_TIMEOUT_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout"
 IDLE_TIMEOUT_MARGIN_SECONDS = 60
+CLASSIC_LB = Fact(
+    subject="EKS's built-in service controller gives agentgateway's LoadBalancer Service a Classic Load Balancer "
+            "with the annotated idle timeout",
+    value=None,
+    source="kubernetes/cloud-provider-aws ServiceAnnotationLoadBalancerConnectionIdleTimeout; not run on EKS",
+    established=False,
+    resolve_with="aws elb describe-load-balancer-attributes --load-balancer-name <name> "
+                 "--query LoadBalancerAttributes.ConnectionSettings",
+)
+
+
+def unresolved_facts(cloud: str, implementation: str, certificate: str, several: bool,
+                     installs_implementation: bool) -> list[Fact]:
+    """The outside facts this stack's entrance rests on that could not be established here."""
+    facts = [picker.PUBLISHED, inference_extension.PUBLISHED]
+    if installs_implementation:
+        facts.append(agentgateway.PUBLISHED)
+    if several:
+        facts.append(body_routing.UNKNOWN_NAME)
+    if cloud == "aws" and implementation == "agentgateway":
+        facts.append(CLASSIC_LB)
+    if implementation == "gke" and certificate == "acme":
+        facts.append(tls.GKE_HTTP01)
+    return facts
 
 
 @dataclass
@@ -214,6 +240,9 @@ class Entrance(pulumi.ComponentResource):
                 "requestTimeoutSeconds": route.request_timeout_seconds,
             } for route, plan in zip(pool_routes, args.plans)],
             "dnsRecord": f"{args.hostname} -> the address of `{self.address_command(ns)}`",
+            "unresolved": [{"subject": f.subject, "source": f.source, "resolveWith": f.resolve_with}
+                           for f in unresolved_facts(args.cloud, impl.name, args.certificate, several,
+                                                     impl.installed_by_program)],
         }
         self.register_outputs({"baseUrl": self.base_url, "models": self.models})
 

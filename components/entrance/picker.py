@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from common import contract
+from common.facts import Fact
 
 VERSION = "v0.10.0"
 CHART = f"oci://ghcr.io/llm-d/charts/{contract.PICKER_CHART}"
@@ -60,6 +61,15 @@ LIBRARY_VALUES_URL = f"https://github.com/llm-d/llm-d-router/blob/{VERSION}/conf
 IMAGE = {"registry": "ghcr.io/llm-d", "repository": "llm-d-router-endpoint-picker", "tag": VERSION,
          "pullPolicy": "IfNotPresent"}
 RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}}
+PUBLISHED = Fact(
+    subject=f"chart {CHART} {VERSION} and image {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
+    value=VERSION,
+    source=f"llm-d/llm-d-router@{VERSION}:hack/push-chart.sh and .github/ISSUE_TEMPLATE/new-release.md:143-148 "
+           "(what a release publishes; not a registry listing)",
+    established=False,
+    resolve_with=f"helm show chart {CHART} --version {VERSION} && "
+                 f"crane manifest {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
+)
 # The picker Service's ports (routerlib templates/_service.yaml): ext_proc, which the Gateway calls,
 # and metrics, which Prometheus scrapes.
 EXT_PROC_PORT = 9002

@@ -16,9 +16,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from common.facts import Fact
 from components.entrance.routes import GATEWAY_GROUP, HTTP_LISTENER
 
 ISSUER_ANNOTATION = "cert-manager.io/issuer"
+GKE_HTTP01 = Fact(
+    subject="cert-manager's HTTP-01 solver route (ClusterIP Service) is served by GKE's regional Gateway",
+    value=None,
+    source="not verified on GKE (docs/routing.md)",
+    established=False,
+    resolve_with="kubectl get certificates,challenges -n <namespace> (READY True); else use tls.certificate secret",
+)
 
 
 def issuer_manifest(name: str, namespace: str, *, gateway: str, server: str, email: str | None,
