@@ -175,6 +175,7 @@ if entrance_config is not None:
     endpoints = {
         "baseUrl": entrance.base_url,
         "models": entrance.models,
+        "aliases": {alias: name for name, aliases in entrance.aliases.items() for alias in aliases},
         "gatewayAddress": entrance.address_command(stack.modelStore.namespace),
         "inCluster": endpoints,
     }

@@ -166,7 +166,8 @@ def _addons_section(rows: list[dict[str, Any]]) -> list[str]:
 
 
 ENTRANCE_LABELS = {
-    "baseUrl": "Base URL (every model and adapter)", "models": "Model names", "gateway": "Gateway",
+    "baseUrl": "Base URL (every model and adapter)", "models": "Model names",
+    "aliases": "Aliases (rewritten by the endpoint picker)", "gateway": "Gateway",
     "implementation": "Implementation", "gatewayClass": "GatewayClass", "certificate": "HTTPS certificate",
     "bodyRouting": "Body-based routing", "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
     "dnsRecord": "DNS record to create",
@@ -182,7 +183,12 @@ def _entrance_section(entrance: dict[str, Any]) -> list[str]:
         value = entrance.get(key)
         if value is None:
             continue
-        shown = ", ".join(f"`{v}`" for v in value) if isinstance(value, list) else value
+        if isinstance(value, dict):
+            shown = ", ".join(f"`{k}` -> `{v}`" for k, v in value.items())
+        elif isinstance(value, list):
+            shown = ", ".join(f"`{v}`" for v in value)
+        else:
+            shown = value
         out.append(f"- **{label}**: {shown}")
     pools = entrance.get("pools") or []
     if pools:

@@ -69,6 +69,18 @@ def hostname(v: str) -> str:
     return v
 
 
+# Another name a client may send as `model` (a Hub repo id such as meta-llama/Llama-3.1-8B-Instruct,
+# or a short name): printable, no spaces, at most 256 characters.
+ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$")
+
+
+def model_alias(v: str) -> str:
+    if not ALIAS_RE.match(v):
+        raise ValueError(f"{v!r} is not a usable model name; use letters, digits and . _ : / @ + - (no spaces), "
+                         "starting with a letter or digit, at most 256 characters")
+    return v
+
+
 def dns_label(v: str) -> str:
     if not DNS_LABEL_RE.match(v):
         raise ValueError(

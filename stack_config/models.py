@@ -10,7 +10,15 @@ from common import contract, engine_metrics
 from common.alerting import lowest_alertable_objective
 from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE, VLLM_VERSION
 from stack_config.base import StrictModel
-from stack_config.formats import default_model_name, did_you_mean, dns_label, hub_repo_id, pinned_commit, validate_image
+from stack_config.formats import (
+    default_model_name,
+    did_you_mean,
+    dns_label,
+    hub_repo_id,
+    model_alias,
+    pinned_commit,
+    validate_image,
+)
 
 
 class AutoscalingConfig(StrictModel):
@@ -101,6 +109,13 @@ class AdapterConfig(StrictModel):
     """Hugging Face Hub repo id of the PEFT LoRA adapter, `org/name`; its adapter_config.json must be in model-metadata/ or the Hugging Face cache (docs/routing.md)."""
     revision: str
     """The 40-character commit SHA of the adapter to serve; mirrored and SHA-256-verified like the base weights."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names clients may send for this adapter through the entrance; the endpoint picker rewrites them to `name` (InferenceModelRewrite). Needs exposure.entrance."""
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, v: list[str]) -> list[str]:
+        return [model_alias(a) for a in v]
 
     @field_validator("name")
     @classmethod
@@ -172,6 +187,8 @@ class ModelConfig(StrictModel):
     """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving the rest)."""
     canaryBaselineRevision: str | None = Field(None, alias="canaryBaselineRevision")
     """KServe only: the 40-character commit now serving. With canaryTrafficPercent it stays the stable predictor while `revision` runs as the canary; promote by setting it to `revision` or removing canaryTrafficPercent."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names clients may send for this model through the entrance, e.g. its Hub repo id; the endpoint picker rewrites them to the served name and the answer back (InferenceModelRewrite). Needs exposure.entrance."""
     adapters: list[AdapterConfig] = Field(default_factory=list)
     """LoRA adapters this model's servers load at start (vLLM --enable-lora --lora-modules); --max-loras, --max-lora-rank and --max-cpu-loras are derived from their adapter_config.json, and sizing counts their GPU memory."""
     kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
@@ -191,6 +208,11 @@ class ModelConfig(StrictModel):
     @classmethod
     def _name(cls, v: str | None) -> str | None:
         return None if v is None else dns_label(v)
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, v: list[str]) -> list[str]:
+        return [model_alias(a) for a in v]
 
     @field_validator("quantization")
     @classmethod

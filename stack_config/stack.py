@@ -131,15 +131,25 @@ def name_problems(stack: StackConfig) -> list[tuple[str, str]]:
     for dup in sorted({n for n in served if served.count(n) > 1}):
         problems.append(("models", f"two models are served as {dup!r}; give one a distinct `name`"))
     taken = {m.served_name: f"models[{i}]" for i, m in enumerate(stack.models)}
+    names: list[tuple[str, str]] = []  # (key, name) in the order a reader meets them
     for i, model in enumerate(stack.models):
+        names += [(f"models[{i}].aliases[{k}]", a) for k, a in enumerate(model.aliases)]
         for j, adapter in enumerate(model.adapters):
-            key = f"models[{i}].adapters[{j}]"
-            if adapter.name in taken:
-                problems.append((f"{key}.name", f"{adapter.name!r} is already the name of {taken[adapter.name]}; "
-                                                "every model and adapter needs a distinct name (clients choose "
-                                                "one by it)"))
-            else:
-                taken[adapter.name] = key
+            names.append((f"models[{i}].adapters[{j}].name", adapter.name))
+            names += [(f"models[{i}].adapters[{j}].aliases[{k}]", a) for k, a in enumerate(adapter.aliases)]
+    for key, name in names:
+        owner = key.rsplit(".", 1)[0]
+        if name in taken:
+            problems.append((key, f"{name!r} is already the name of {taken[name]}; every model, adapter and alias "
+                                  "needs a distinct name (clients choose one by it)"))
+        else:
+            taken[name] = owner
+    if stack.exposure.entrance is None:
+        for key, _ in names:
+            if ".aliases[" in key:
+                problems.append((key.rsplit("[", 1)[0], "aliases are rewritten by the entrance's endpoint picker; "
+                                                        "they need exposure.entrance"))
+                break
     return problems
 
 

@@ -19,6 +19,10 @@ Registered with tests/first_apply.py (`check(evaluation)` runs them with the oth
 - `service-does-not-outwait-its-pods`: a Service with a selector is either created with
   skipAwait or after the workload whose pods back it; otherwise its 10-minute wait for a ready
   endpoint runs out while the pods wait for the mirror and the model load.
+- `picker-starts-after-the-kinds-it-discovers`: the endpoint picker looks for the
+  InferenceModelRewrite and InferenceObjective kinds once, when it starts (llm-d-router v0.10.0
+  pkg/epp/server/controller_config.go:59-87), so its release comes after their CRDs; otherwise
+  aliases are ignored until the pickers happen to restart.
 - `picker-release-does-not-wait-for-its-standby`: a release of the endpoint picker chart with more
   than one replica runs them under leader election, where only the leader is Ready; Helm's wait
   counts the Deployment (strategy Recreate) ready only when every replica is, so an awaited release
@@ -81,6 +85,7 @@ GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.ADDON.crds}
 # GKE's Gateway controller, on with the cluster's Gateway API: the standard CRDs and GKE's policies.
 GKE_GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.GKE_GATEWAY.crds}
 INFERENCE_POOL = (inference_extension.GROUP, "InferencePool")
+PICKER_DISCOVERS = {("llm-d.ai", "InferenceModelRewrite"), ("llm-d.ai", "InferenceObjective")}
 MONITORING = "monitoring.coreos.com"
 
 # What a chart's own templates render, by chart name: kinds that need their CRD before the release.
@@ -297,3 +302,14 @@ def picker_release_does_not_wait_for_its_standby(graph: ApplyGraph) -> Iterable[
                             f"{replicas} pickers run under leader election and only the leader is Ready, but "
                             "Helm's wait needs every replica of a Recreate Deployment Ready: the release would "
                             "time out (and roll back when atomic); set skipAwait")
+
+
+@rule("picker-starts-after-the-kinds-it-discovers")
+def picker_starts_after_the_kinds_it_discovers(graph: ApplyGraph) -> Iterable[Violation]:
+    for release in graph.of_type(RELEASE):
+        if chart_of(release) != contract.PICKER_CHART:
+            continue
+        for group, kind in sorted(PICKER_DISCOVERS - _provided_upstream(graph, release)):
+            yield Violation("picker-starts-after-the-kinds-it-discovers", describe(release),
+                            f"the picker looks for {kind} ({group}) only when it starts, and nothing before the "
+                            "release installs its CRD: objects of that kind would be ignored until a restart")

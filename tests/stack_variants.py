@@ -25,6 +25,8 @@ ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE = "adapters", "dev-adapters", "existin
 
 # The committed stacks' entrance needs add-ons an existing cluster must declare; variants that test
 # something else leave it out (`exposure: {}`), the entrance variants below keep it.
+# The committed models without their aliases, which only the entrance rewrites.
+DEV_MODELS = [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4"}]
 NO_ENTRANCE = {"exposure": {}}
 EXISTING_CLUSTER = {"cloud": "existing", "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
                     "operators": {"gpuOperator": {"driver": "preinstalled"}}, **NO_ENTRANCE}
@@ -35,7 +37,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {**LLAMA_8B, "name": "llama-kserve", "pool": "l4", "engine": "kserve"},
         {**LLAMA_8B, "name": "llama-kserve-hf", "pool": "l4", "engine": "kserve", "kserveStorage": "hf"}]}),
     MULTI_NODE: ("prod", {"models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2}]}),
-    GATEWAY: ("dev", {"exposure": {"gateway": {"name": "public", "namespace": "gateways", "hostname": "llm.example.com"}}}),
+    GATEWAY: ("dev", {"models": DEV_MODELS, "exposure": {"gateway": {"name": "public", "namespace": "gateways", "hostname": "llm.example.com"}}}),
     KEDA_DEV: ("dev", {"pools": [L4_POOL], "models": [{**LLAMA_8B, "pool": "l4", "autoscaling": {
         "enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 2}}]}),
     EXISTING: ("dev", {**EXISTING_CLUSTER, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}],
@@ -51,7 +53,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # The entrance with LoRA adapters (fixtures, found in a Hugging Face cache): on prod two base
     # models behind agentgateway, the 8B one with two adapters; on dev one base model behind GKE.
     ADAPTERS: ("prod", {"models": [
-        {**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "h100", "adapters": [SQL, CHAT]},
+        {**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "h100", "aliases": ["meta-llama/Llama-3.1-8B-Instruct"],
+         "adapters": [{**SQL, "aliases": ["sql"]}, CHAT]},
         {**LLAMA_70B, "name": "llama-3-3-70b-instruct", "pool": "h100", "tensorParallelSize": "auto"}]}),
     DEV_ADAPTERS: ("dev", {"models": [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4",
                                        "adapters": [SQL]}]}),
@@ -62,7 +65,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
                                                            "tls": {"certificate": "secret", "secretName": "llm-tls"}}},
                                  "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
                                  "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi",
-                                                             "inferenceExtension", "agentgateway"]}}),
+                                                             "inferenceExtension", "llmdRouter", "agentgateway"]}}),
 }
 
 

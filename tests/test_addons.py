@@ -14,7 +14,7 @@ from components.addons.install import lookup_name
 from components.addons.needs import BY_KEY, install_commands
 from offline_plan.mock_runtime import MissingResourceError, evaluate_stack
 from tests.helm_values import addon_value_keys, check_chart_values
-from tests.stack_variants import EXISTING, EXISTING_CLUSTER, GATEWAY, KEDA_DEV, KSERVE, MULTI_NODE, failing_variant, variant
+from tests.stack_variants import DEV_MODELS, EXISTING, EXISTING_CLUSTER, GATEWAY, KEDA_DEV, KSERVE, MULTI_NODE, failing_variant, variant
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
@@ -34,7 +34,7 @@ def prod():
     return evaluate_stack("prod")
 
 
-ENTRANCE_ADDONS = ["gatewayApi", "inferenceExtension", "certManager"]
+ENTRANCE_ADDONS = ["gatewayApi", "inferenceExtension", "llmdRouter", "certManager"]
 
 
 def test_committed_stacks_install_what_their_objects_need(dev, prod):
@@ -54,8 +54,9 @@ def test_the_entrance_gets_gkes_gateway_on_dev_and_agentgateway_after_its_crds_o
     # cert-manager watches Gateways only with its Gateway API support on.
     assert installed["cert-manager"]["values"]["config"]["gatewayAPI"] == {"enabled": True}
     agentgateway = next(r for r in prod.of_type(RELEASE) if r.inputs["name"] == "agentgateway")
-    crds_first = [r for r in prod.resources if r.type == "kubernetes:yaml/v2:ConfigFile"]
-    assert crds_first and all(prod_waits(prod, agentgateway, r) for r in crds_first)
+    crds_first = [r for r in prod.resources if r.type == "kubernetes:yaml/v2:ConfigFile"
+                  and ("gateway-api" in r.name or "inference-extension" in r.name)]
+    assert len(crds_first) == 2 and all(prod_waits(prod, agentgateway, r) for r in crds_first)
 
 
 def prod_waits(evaluation, later, earlier) -> bool:
@@ -180,7 +181,8 @@ def test_every_add_on_chart_has_a_transcribed_key_list_with_its_source():
 
 
 def test_an_undeclared_add_on_on_an_existing_cluster_is_a_config_error_naming_the_fix():
-    evaluation = evaluate_stack("dev", overrides={**EXISTING_CLUSTER, "pools": [{"name": "l4", "gpu": "L4"}]},
+    evaluation = evaluate_stack("dev", overrides={**EXISTING_CLUSTER, "models": DEV_MODELS,
+                                                  "pools": [{"name": "l4", "gpu": "L4"}]},
                                 raise_errors=False)
     message = str(evaluation.error)
     assert "addons.preinstalled: this stack needs Prometheus Operator" in message

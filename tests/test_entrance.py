@@ -97,7 +97,7 @@ def test_dev_enters_through_the_gke_gateway_and_prod_through_agentgateway(evalua
 def test_every_entrance_object_validates_against_its_upstream_schema(name, evaluations):
     ev = evaluation(name, evaluations)
     kinds = {"Gateway", "HTTPRoute", "Issuer", "AgentgatewayPolicy", "HealthCheckPolicy", "GCPBackendPolicy",
-             "PodDisruptionBudget"}
+             "PodDisruptionBudget", "InferenceModelRewrite"}
     validate_all([o for o in ev.kubernetes_objects if o["kind"] in kinds])
     # And the InferencePool each picker release renders.
     for release, inputs in pickers(ev).items():
@@ -230,8 +230,11 @@ def test_several_base_models_route_on_the_bodys_model_adapters_to_their_base():
     assert header["name"] == contract.BASE_MODEL_HEADER
     literal, _, index = header["value"].rpartition("[")
     assert index == "json(request.body).model]"
+    # Aliases too: the picker rewrites them only inside the pool the Gateway chose.
     assert json.loads(literal) == {"llama-3-1-8b-instruct": "llama-3-1-8b-instruct", "llama-sql": "llama-3-1-8b-instruct",
                                    "llama-chat": "llama-3-1-8b-instruct",
+                                   "meta-llama/Llama-3.1-8B-Instruct": "llama-3-1-8b-instruct",
+                                   "sql": "llama-3-1-8b-instruct",
                                    "llama-3-3-70b-instruct": "llama-3-3-70b-instruct"}
     [route] = [r for r in objects(ev, "HTTPRoute") if r["metadata"]["name"] == "llm-serving"]
     matched = {rule["matches"][0]["headers"][0]["value"]: rule["backendRefs"][0]["name"] for rule in route["spec"]["rules"]}
@@ -321,3 +324,46 @@ def test_the_plan_shows_the_entrance_and_what_is_not_established(evaluations):
     assert "aws elb describe-load-balancer-attributes" in prod
     dev = render_plan(evaluations["dev"], [], [])
     assert "kubectl get certificates,challenges" in dev and "agentgateway" not in dev.split("## Entrance")[1].split("## ")[0]
+
+
+def test_aliases_are_rewritten_by_the_picker_of_their_own_pool():
+    ev = variant(ADAPTERS)
+    rewrites = {r["metadata"]["name"]: r for r in objects(ev, "InferenceModelRewrite")}
+    assert set(rewrites) == {"llama-3-1-8b-instruct-aliases"}  # the 70B model has no alias in this variant
+    spec = rewrites["llama-3-1-8b-instruct-aliases"]["spec"]
+    assert spec["poolRef"] == {"group": "inference.networking.k8s.io", "kind": "InferencePool",
+                               "name": "llama-3-1-8b-instruct"}
+    targets = {rule["targets"][0]["modelRewrite"]: [m["model"]["value"] for m in rule["matches"]]
+               for rule in spec["rules"]}
+    assert targets == {"llama-3-1-8b-instruct": ["meta-llama/Llama-3.1-8B-Instruct"], "llama-sql": ["sql"]}
+    assert ev.outputs["endpoints"]["aliases"] == {"meta-llama/Llama-3.1-8B-Instruct": "llama-3-1-8b-instruct",
+                                                  "sql": "llama-sql"}
+    # The pickers find the kind when they start: its CRDs come before the picker releases.
+    from tests.first_apply import ApplyGraph
+    graph = ApplyGraph(ev)
+    crds = [r for r in ev.resources if r.type == "kubernetes:yaml/v2:ConfigFile" and "llm-d-router" in r.name]
+    releases = [r for r in ev.of_type(RELEASE) if r.inputs["chart"] == picker.CHART]
+    assert crds and releases and all(graph.waits_for(rel, crds[0]) for rel in releases)
+
+
+def test_the_committed_stacks_accept_the_hub_repo_id_as_an_alias(evaluations):
+    for name in ("dev", "prod"):
+        aliases = evaluations[name].outputs["endpoints"]["aliases"]
+        assert aliases["meta-llama/Llama-3.1-8B-Instruct"] == "llama-3-1-8b-instruct"
+
+
+@pytest.mark.parametrize("aliases, key, words", [
+    (["has space"], "models[0].aliases", "not a usable model name"),
+    (["m1"], "models[0].aliases[0]", "is already the name of models[0]"),
+])
+def test_bad_or_duplicate_aliases_are_refused(aliases, key, words):
+    raw = {**BASE, "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m1", "aliases": aliases}],
+           "exposure": {"entrance": ENTRANCE}}
+    found = problems(raw)
+    assert any(line.startswith(f"Pulumi.test.yaml: {key}") and words in line for line in found), found
+
+
+def test_aliases_need_the_entrance():
+    raw = {**BASE, "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "aliases": ["org/b"]}]}
+    assert problems(raw) == ["Pulumi.test.yaml: models[0].aliases: aliases are rewritten by the entrance's endpoint "
+                             "picker; they need exposure.entrance"]

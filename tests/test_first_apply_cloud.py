@@ -39,14 +39,15 @@ VARIANTS = {
                                               "network": {"privateNodes": True}}}),
     "dev-existing-cluster": ("dev", {"cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
                                      "addons": {"preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension",
-                                                                 "certManager"]}}),
+                                                                 "llmdRouter", "certManager"]}}),
     "prod-multi-node": ("prod", {"models": MULTI_NODE_MODELS}),
     "prod-existing-vpc": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {
         "vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}}),
     "prod-per-zone-nat": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"natGateways": "per-zone"}}}),
     "prod-existing-cluster": ("prod", {"cluster": {"name": "shared-gpu", "create": False},
                                        "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi",
-                                                                   "inferenceExtension", "certManager", "agentgateway"]}}),
+                                                                   "inferenceExtension", "llmdRouter", "certManager",
+                                                                   "agentgateway"]}}),
     "prod-default-vpc-no-efa": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
                                          "pools": [{**PROD_POOL, "efa": False}]}),
 }
@@ -148,8 +149,9 @@ def efa_node_group_zone(evaluation):
 
 @pytest.mark.parametrize("overrides,expected", [
     ({}, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
-    ({"cluster": {"name": "shared-gpu", "create": False}, "exposure": {},
-      "addons": {"preinstalled": ["prometheusOperator", "keda"]}}, MOCK_PRIVATE_SUBNETS[1]),
+    ({"cluster": {"name": "shared-gpu", "create": False},
+      "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi", "inferenceExtension", "llmdRouter",
+                                  "certManager", "agentgateway"]}}, MOCK_PRIVATE_SUBNETS[1]),
     ({"cluster": {"name": "llm-serving-prod", "network": {"vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}},
      MOCK_PRIVATE_SUBNETS[1]),
 ])

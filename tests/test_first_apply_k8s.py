@@ -29,7 +29,8 @@ from tests.stack_variants import (
 )
 
 RULES = ["crd-before-custom-resource", "chart-renders-after-its-crds", "custom-resource-waits-are-real",
-         "waits-cover-the-plan", "service-does-not-outwait-its-pods", "picker-release-does-not-wait-for-its-standby"]
+         "waits-cover-the-plan", "service-does-not-outwait-its-pods", "picker-release-does-not-wait-for-its-standby",
+         "picker-starts-after-the-kinds-it-discovers"]
 ALL = ["dev", "prod", KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV, EXISTING, EXISTING_RDMA, ADAPTERS, DEV_ADAPTERS,
        EXISTING_ENTRANCE]
 
@@ -234,3 +235,10 @@ def test_gke_policies_on_a_cluster_without_its_gateway_api_fire(committed):
         return r
     found = fired(edited(committed["dev"], gateway_off), "crd-before-custom-resource")
     assert any("HealthCheckPolicy" in v for v in found) and any("(Gateway)" in v for v in found), found
+
+
+def test_a_picker_started_before_the_rewrite_crds_fires(committed):
+    broken = without_dependency(committed["dev"], PICKER_RELEASE,
+                                lambda r: r.type == first_apply_k8s.CONFIG_FILE and "llm-d-router" in r.name)
+    found = fired(broken, "picker-starts-after-the-kinds-it-discovers")
+    assert any("InferenceModelRewrite (llm-d.ai)" in v for v in found), found

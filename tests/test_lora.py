@@ -103,8 +103,8 @@ def test_adapter_names_are_unique_across_models_and_adapters_and_need_a_volume()
     with pytest.raises(cfg.ConfigError) as err:
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")
     found = err.value.problems
-    assert "Pulumi.test.yaml: models[0].adapters[0].name: 'base' is already the name of models[0]; every model and " \
-           "adapter needs a distinct name (clients choose one by it)" in found
+    assert "Pulumi.test.yaml: models[0].adapters[0].name: 'base' is already the name of models[0]; every model, " \
+           "adapter and alias needs a distinct name (clients choose one by it)" in found
     assert any(p.startswith("Pulumi.test.yaml: models[1].adapters[0].name: 'twin' is already the name of "
                             "models[0].adapters[1]") for p in found)
     assert any(p.startswith("Pulumi.test.yaml: models[0].adapters: vLLM loads LoRA adapters from a local folder")

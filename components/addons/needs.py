@@ -18,6 +18,7 @@ from components.addons import (
     keda,
     kserve,
     leader_worker_set,
+    llm_d_router,
     prometheus_operator,
 )
 from components.addons.catalog import AddOn
@@ -31,6 +32,7 @@ CATALOG: tuple[AddOn, ...] = (
     leader_worker_set.ADDON,
     gateway_api.ADDON,
     inference_extension.ADDON,
+    llm_d_router.ADDON,
     cert_manager.ADDON,
     kserve.ADDON,
     agentgateway.ADDON,
@@ -82,6 +84,8 @@ def _reasons(stack: StackConfig, plans: Sequence[Any]) -> dict[str, list[str]]:
     if entrance is not None:
         reasons["gatewayApi"].append("exposure.entrance: the Gateway and its HTTPRoutes")
         reasons["inferenceExtension"].append("exposure.entrance: an InferencePool per base model")
+        reasons["llmdRouter"].append("exposure.entrance: the endpoint pickers find these kinds when they start "
+                                     "(model aliases are InferenceModelRewrites)")
         if entrance.tls.certificate == "acme":
             reasons["certManager"].append("exposure.entrance.tls.certificate acme: cert-manager obtains the "
                                           "HTTPS certificate through the Gateway")

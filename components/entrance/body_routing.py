@@ -34,10 +34,11 @@ UNKNOWN_NAME = Fact(
 
 
 def base_model_map(models: Mapping[str, list[str]]) -> dict[str, str]:
-    """served name -> base model, from base model -> its adapters' names."""
+    """every name a client may send -> its base model, from base model -> the other names served on it
+    (its adapters and every alias)."""
     mapping: dict[str, str] = {}
-    for base, adapters in models.items():
-        for name in [base, *adapters]:
+    for base, others in models.items():
+        for name in [base, *others]:
             if name in mapping:
                 raise ValueError(f"{name!r} is served twice; the stack checks should have refused this")
             mapping[name] = base

@@ -21,9 +21,9 @@ import pulumi_kubernetes as k8s
 
 from common import contract
 from common.facts import Fact
-from components.addons import agentgateway, inference_extension
+from components.addons import agentgateway, inference_extension, llm_d_router
 from components.addons.crd_sources import CrdSources, custom_resource
-from components.entrance import body_routing, gke, picker, routes, tls
+from components.entrance import body_routing, gke, picker, rewrites, routes, tls
 from components.serving import probes
 from components.serving.vllm import selector_labels
 
@@ -54,7 +54,7 @@ CLASSIC_LB = Fact(
 def unresolved_facts(cloud: str, implementation: str, certificate: str, several: bool,
                      installs_implementation: bool) -> list[Fact]:
     """The outside facts this stack's entrance rests on that could not be established here."""
-    facts = [picker.PUBLISHED, inference_extension.PUBLISHED]
+    facts = [picker.PUBLISHED, inference_extension.PUBLISHED, llm_d_router.PUBLISHED]
     if installs_implementation:
         facts.append(agentgateway.PUBLISHED)
     if several:
@@ -102,6 +102,13 @@ def served_names(plans: Sequence[Any]) -> dict[str, list[str]]:
     return {p.served_name: (p.lora.names if p.lora else []) for p in plans}
 
 
+def aliases_of(plan: Any) -> dict[str, list[str]]:
+    """served name (the model's or an adapter's) -> its aliases, for one base model."""
+    found = {plan.served_name: list(plan.model.aliases)}
+    found.update({a.name: list(a.aliases) for a in plan.model.adapters})
+    return {name: aliases for name, aliases in found.items() if aliases}
+
+
 def request_timeout_seconds(plan: Any) -> int:
     return probes.drain_seconds(plan)
 
@@ -131,9 +138,13 @@ class Entrance(pulumi.ComponentResource):
         self.gateway_name = GATEWAY_NAME
         self.base_url = f"https://{args.hostname}{routes.API_PREFIX}"
         self.models = [n for base, adapters in names.items() for n in [base, *adapters]]
+        self.aliases = {name: aliases for p in args.plans for name, aliases in aliases_of(p).items()}
 
         # -- per base model: the pool and its pickers ---------------------------------------------
-        pool_kinds = [("inference.networking.k8s.io/v1", "InferencePool")]
+        # The chart renders the InferencePool (and, with monitoring, a ServiceMonitor); the picker looks
+        # for the llm-d.ai kinds once, at start (components/addons/llm_d_router.py), so it starts after them.
+        pool_kinds = [("inference.networking.k8s.io/v1", "InferencePool"), ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
+                      ("llm-d.ai/v1alpha2", "InferenceObjective")]
         if args.monitoring:
             pool_kinds.append(("monitoring.coreos.com/v1", "ServiceMonitor"))
         chart_crds = [r for api, kind in pool_kinds for r in args.crds.depends_on(api, kind)]
@@ -173,6 +184,11 @@ class Entrance(pulumi.ComponentResource):
             timeout = request_timeout_seconds(plan)
             pool_routes.append(routes.PoolRoute(pool=spec.release, base_model=plan.served_name,
                                                 request_timeout_seconds=timeout))
+            rewrite = rewrites.rewrite_manifest(spec.release, ns, aliases_of(plan),
+                                                _labels({contract.LABEL_MODEL: plan.served_name}))
+            if rewrite is not None:
+                custom_resource(f"{name}-{spec.release}-aliases", rewrite, args.crds,
+                                pulumi.ResourceOptions(parent=self, depends_on=[release]))
             if impl.name == "gke":
                 pool_opts = pulumi.ResourceOptions(parent=self, depends_on=[release])
                 pool_labels = _labels({contract.LABEL_MODEL: plan.served_name})
@@ -208,7 +224,11 @@ class Entrance(pulumi.ComponentResource):
         if several:
             policy = body_routing.agentgateway_policy_manifest(
                 f"{GATEWAY_NAME}-model-routing", ns, gateway=GATEWAY_NAME,
-                mapping=body_routing.base_model_map(names), labels=labels)
+                mapping=body_routing.base_model_map(
+                    {base: others + [a for p in args.plans if p.served_name == base
+                                     for aliases in aliases_of(p).values() for a in aliases]
+                     for base, others in names.items()}),
+                labels=labels)
             custom_resource(f"{name}-model-routing", policy, args.crds, route_opts)
         route = routes.inference_route_manifest(
             GATEWAY_NAME, ns, gateway=GATEWAY_NAME, hostname=args.hostname, pools=pool_routes,
@@ -222,6 +242,7 @@ class Entrance(pulumi.ComponentResource):
         self.summary = {
             "baseUrl": self.base_url,
             "models": self.models,
+            "aliases": {alias: name for name, aliases in self.aliases.items() for alias in aliases} or None,
             "gateway": f"{ns}/{GATEWAY_NAME}",
             "implementation": impl.title,
             "gatewayClass": impl.gateway_class,
