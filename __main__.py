@@ -12,6 +12,7 @@ from common import contract
 from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, undeclared_problems
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
+from components.entrance import Entrance, EntranceArgs
 from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
 from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.serving.alerts import AlertThresholds
@@ -20,11 +21,13 @@ from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, 
 from planner import driver_check, plan
 from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
+from stack_config.entrance import implementation_for
 
 try:
     loaded = config.load()
     stack = loaded.config
-    plans = plan.build_plans(stack, plan.default_metadata_loader(loaded.hub_token), source=loaded.source)
+    plans = plan.build_plans(stack, plan.default_metadata_loader(loaded.hub_token), source=loaded.source,
+                             load_adapter=plan.default_adapter_loader(loaded.hub_token))
     # The add-ons the stack's custom resources need; an existing cluster must declare them.
     addon_needs = needed_addons(stack, plans)
     undeclared = undeclared_problems(stack, addon_needs, loaded.source)
@@ -144,6 +147,38 @@ for model_plan in plans:
     endpoints[name] = server.endpoint
     warnings += list(model_plan.sizing_warnings) + server.warnings
     adapter_rules = adapter_rules or server.prometheus_adapter_rules
+
+# The one entrance: a Gateway and an InferencePool (with its endpoint picker) per base model.
+entrance_config = stack.exposure.entrance
+if entrance_config is not None:
+    implementation = implementation_for(stack.cloud.value, stack.creates_cluster, entrance_config)
+    tls = entrance_config.tls
+    entrance = Entrance(
+        "entrance",
+        EntranceArgs(
+            hostname=entrance_config.hostname, namespace=stack.modelStore.namespace, implementation=implementation,
+            cloud=stack.cloud.value, plans=[p for p in plans if p.model.engine == "vllm"],
+            picker_replicas=entrance_config.picker.replicas, failure_mode=entrance_config.picker.failureMode,
+            certificate=tls.certificate, acme_server=tls.acmeServer, acme_email=tls.acmeEmail,
+            tls_secret=tls.secretName, crds=addons.crds,
+            monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
+            system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
+            implementation_ready=addons.ready.get("agentgateway", []),
+            namespace_ready=[shared.namespace_resource],
+        ),
+        k8s_opts,
+    )
+    if entrance_config.reserved_hostname:
+        warnings.append(f"exposure.entrance.hostname: {entrance_config.hostname} is a documentation domain; no CA "
+                        "issues a certificate for it and no client resolves it: set the host name you own")
+    pulumi.export("entrance", entrance.summary)
+    endpoints = {
+        "baseUrl": entrance.base_url,
+        "models": entrance.models,
+        "aliases": {alias: name for name, aliases in entrance.aliases.items() for alias in aliases},
+        "gatewayAddress": entrance.address_command(stack.modelStore.namespace),
+        "inCluster": endpoints,
+    }
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))

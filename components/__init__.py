@@ -2,10 +2,11 @@
 
 Owns, in the order the program builds them (and the order imports may flow): `cluster` (the
 cluster contract, EKS, GKE, an existing cluster), `addons` (Prometheus Operator, KEDA,
-LeaderWorkerSet, KServe, Gateway API CRDs), `operators` (NVIDIA GPU and Network Operators),
-`model_store` (the namespace, the volume and the mirror Job) and `serving` (vLLM or KServe servers
-with their probes, resources and observability). A later stage may import an earlier one, never
-the reverse.
+LeaderWorkerSet, KServe, Gateway API and Inference Extension CRDs, cert-manager, agentgateway),
+`operators` (NVIDIA GPU and Network Operators), `model_store` (the namespace, the volume and the
+mirror Jobs), `serving` (vLLM or KServe servers with their probes, resources and observability) and
+`entrance` (one Gateway, an InferencePool and endpoint picker per base model). A later stage may
+import an earlier one, never the reverse.
 May import: `common`, `stack_config`, `planner`.
 Imported by: `__main__.py`, the offline plan, the tests.
 

@@ -2,6 +2,7 @@
 
     python -m components.smoke --base-url URL --model NAME [--api-key-env VAR] [--max-model-len N]
         [--timeout SECONDS] [--total-timeout SECONDS]
+    python -m components.smoke --base-url https://<host> --entrance --names NAME[,NAME...] [--api-key-env VAR]
 
 Each check prints PASS or FAIL with its evidence; the exit status is 0 only when every check
 passes, 1 when one fails (or the endpoint cannot be reached), 2 for a usage error. Checks, in order:
@@ -18,6 +19,14 @@ passes, 1 when one fails (or the endpoint cannot be reached), 2 for a usage erro
                is exact; see judge_context)
   metrics      GET /metrics exposes every series the stack's alerts and autoscaler query
                (common/engine_metrics.py)
+  names        (with --names) every model and adapter name answers a chat completion under its own
+               name: through the stack's entrance this proves each reaches its base model's pool and
+               that the adapter is loaded there
+
+--entrance says the base URL is the stack's entrance (`pulumi stack output endpoints`, baseUrl
+without /v1): it routes /v1 only, and GET /v1/models of one pool, so health, models, context and
+metrics are skipped there (run them against each model's in-cluster Service) and chat, stream and
+names run; --model defaults to the first of --names.
 
 Bounds: --timeout seconds for each request from start to end (not per read), --total-timeout for
 the whole run (every request ends by then; checks not finished fail). Answers are read within the
@@ -39,6 +48,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from common.engine_metrics import REQUIRED_METRICS, describe_missing, missing_names
+from common.untrusted import excerpt
 from endpoint_tools.openai_client import (
     Client,
     EndpointError,
@@ -84,6 +94,7 @@ class SmokeContext:
     max_model_len: int | None
     # A max_model_len the server reported but the check will not build prompts for.
     reported_too_long: int | None = None
+    names: tuple[str, ...] = ()
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -350,6 +361,37 @@ def check_metrics(ctx: SmokeContext) -> str:
     return f"/metrics exposes all {len(REQUIRED_METRICS)} required series"
 
 
+def check_names(ctx: SmokeContext) -> str:
+    """Each name answers a short chat completion under its own name (vLLM reports the name it served;
+    the endpoint picker rewrites a renamed model back to the name asked for)."""
+    answered, failures = [], []
+    for name in ctx.names:
+        try:
+            resp = ctx.client.post("/v1/chat/completions", _chat_body(name, "Say hello in five words.", 8))
+        except EndpointError as exc:
+            failures.append(f"{name}: {exc}")
+            continue
+        if resp.status != 200:
+            failures.append(f"{name}: HTTP {resp.status} ({error_message(resp)[:80]})")
+            continue
+        try:
+            data = resp.json()
+            text = data["choices"][0]["message"]["content"]
+        except (EndpointError, KeyError, IndexError, TypeError):
+            failures.append(f"{name}: answer without choices[0].message.content")
+            continue
+        if data.get("model") != name:
+            failures.append(f"{name}: answered as {excerpt(data.get('model'))}")
+        elif not text:
+            failures.append(f"{name}: empty text")
+        else:
+            answered.append(f"{name} ({len(text)} chars)")
+    if failures:
+        raise CheckFailed(f"{len(failures)} of {len(ctx.names)} names failed: " + "; ".join(failures)
+                          + (f"; answered: {', '.join(answered)}" if answered else ""))
+    return f"{len(answered)} names answered under their own name: {', '.join(answered)}"
+
+
 CHECKS: tuple[tuple[str, Callable[[SmokeContext], str]], ...] = (
     ("health", check_health),
     ("models", check_models),
@@ -360,9 +402,18 @@ CHECKS: tuple[tuple[str, Callable[[SmokeContext], str]], ...] = (
 )
 
 
-def run_checks(ctx: SmokeContext) -> list[CheckResult]:
+# What the entrance routes: the OpenAI API under /v1 (components/entrance/routes.py).
+ENTRANCE_CHECKS = ("chat", "stream", "names")
+
+
+def selected_checks(ctx: SmokeContext, entrance: bool = False) -> list[tuple[str, Callable[[SmokeContext], str]]]:
+    checks = list(CHECKS) + ([("names", check_names)] if ctx.names else [])
+    return [(n, c) for n, c in checks if not entrance or n in ENTRANCE_CHECKS]
+
+
+def run_checks(ctx: SmokeContext, entrance: bool = False) -> list[CheckResult]:
     results = []
-    for name, check in CHECKS:
+    for name, check in selected_checks(ctx, entrance):
         try:
             results.append(CheckResult(name, True, check(ctx)))
         except (CheckFailed, EndpointError) as exc:
@@ -392,6 +443,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(","))
+    if not names or any(not n for n in names):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names a model twice")
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.smoke",
@@ -399,7 +459,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 every check passed; 1 a check failed or the endpoint cannot be reached; 2 usage error",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
-    parser.add_argument("--model", required=True, help="the served model name")
+    parser.add_argument("--model", help="the served model name (default: the first of --names)")
+    parser.add_argument("--names", type=_names, default=(),
+                        help="comma-separated model and adapter names that must each answer under their own name")
+    parser.add_argument("--entrance", action="store_true",
+                        help="the base URL is the stack's entrance: run only what it routes (chat, stream, names)")
     parser.add_argument("--api-key-env", metavar="VAR",
                         help="name of the environment variable holding the API key (never the key itself)")
     parser.add_argument("--max-model-len", type=_whole,
@@ -427,6 +491,11 @@ def main(argv: list[str] | None = None) -> int:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             parser.error(f"--api-key-env: environment variable {args.api_key_env} is not set or empty")
+    model = args.model or (args.names[0] if args.names else None)
+    if model is None:
+        parser.error("--model is required (or --names, whose first name is then the model)")
+    if args.entrance and not args.names:
+        parser.error("--entrance checks the names routed through it: give --names")
     if args.max_model_len is not None and args.max_model_len <= OUTPUT_BUDGET + 1:
         parser.error(f"--max-model-len must be greater than {OUTPUT_BUDGET + 1}")
     if args.max_model_len is not None and args.max_model_len > MAX_CONTEXT_CHECKED:
@@ -437,14 +506,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
 
-    # An unreachable endpoint would fail every check the same way: say it once, plainly.
+    # An unreachable endpoint would fail every check the same way: say it once, plainly. (Any HTTP
+    # answer will do: the entrance routes only /v1 and answers /health with 404.)
     try:
         client.get("/health", timeout=min(args.timeout, 10.0))
     except EndpointError as exc:
         print(f"smoke: cannot reach {client.base_url}: {exc}", file=sys.stderr)
         return 1
 
-    results = run_checks(SmokeContext(client, args.model, args.max_model_len))
+    results = run_checks(SmokeContext(client, model, args.max_model_len, names=args.names), entrance=args.entrance)
     for result in results:
         print(result.line())
     failed = [r.name for r in results if not r.passed]

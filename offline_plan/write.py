@@ -100,12 +100,16 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         f"- **Weights**: `{row['repo']}` at `{row['revision']}`, {row['weightsGiB']} GiB in total, "
         f"{row['weightsGiBPerGpu']} GiB on each of {gpus} {row['gpu']} GPU(s).",
         f"- **Memory per GPU**: {row['gpuMemoryGiB']} GiB CUDA total x {row['gpuMemoryUtilization']} = "
-        f"{row['requestedGiBPerGpu']} GiB for vLLM: weights {row['weightsGiBPerGpu']} + activations "
+        f"{row['requestedGiBPerGpu']} GiB for vLLM: weights {row['weightsGiBPerGpu']} + "
+        + (f"LoRA slots {row['loraGiBPerGpu']} + " if row.get("loraGiBPerGpu") else "") + "activations "
         f"{row['activationGiB']} + non-torch {row['nonTorchGiB']} ({_interconnect_note(row)}) + CUDA graphs "
         f"{row['cudaGraphGiB']} + KV cache {row['kvCacheGiBPerGpu']} GiB"
         + ("" if row.get("cudaTotalConfirmed", True) else " (the CUDA total is not confirmed by a cited log)") + ".",
         f"- **KV cache**: {row['kvCacheTokens']:,} tokens, room for {row['maxConcurrency']} requests of "
         f"{row['maxModelLen']:,} tokens at once.",
+        *([f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on every replica "
+           f"(--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} from their adapter_config.json); "
+           f"their slots take {row['loraGiBPerGpu']} GiB per GPU out of the KV cache."] if row.get("adapters") else []),
         f"- **Start-up**: about {row['loadSecondsEstimate']} s (weights read from the {row['loadFrom']} at "
         f"{row['readMBps']} MB/s, plus engine start-up); the startup probe allows {row['startupBudgetSeconds']} s "
         f"(1.5 x the estimate, at least 300 s"
@@ -122,7 +126,7 @@ def _model_story(row: dict[str, Any]) -> list[str]:
 PLATFORM_LABELS = {
     "vpc": "Network", "zones": "Zones", "nodeSubnets": "Node subnets", "nat": "NAT",
     "autoscaler": "Node autoscaler", "nodeImage": "Node image", "apis": "Google APIs enabled",
-    "apisByHand": "APIs to enable once by hand",
+    "apisByHand": "APIs to enable once by hand", "gatewayApi": "Gateway API (the entrance's Gateway controller)",
 }
 
 
@@ -165,6 +169,43 @@ def _addons_section(rows: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
+ENTRANCE_LABELS = {
+    "baseUrl": "Base URL (every model and adapter)", "models": "Model names",
+    "aliases": "Aliases (rewritten by the endpoint picker)", "gateway": "Gateway",
+    "implementation": "Implementation", "gatewayClass": "GatewayClass", "certificate": "HTTPS certificate",
+    "bodyRouting": "Body-based routing", "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
+    "dnsRecord": "DNS record to create",
+}
+
+
+def _entrance_section(entrance: dict[str, Any]) -> list[str]:
+    """The one way in: base URL, names, Gateway and, per base model, its pool and pickers."""
+    out = ["## Entrance", "",
+           "Clients call the base URL and choose the model (or adapter) with the request's `model`; plain "
+           "HTTP on port 80 redirects to HTTPS (docs/routing.md).", ""]
+    for key, label in ENTRANCE_LABELS.items():
+        value = entrance.get(key)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            shown = ", ".join(f"`{k}` -> `{v}`" for k, v in value.items())
+        elif isinstance(value, list):
+            shown = ", ".join(f"`{v}`" for v in value)
+        else:
+            shown = value
+        out.append(f"- **{label}**: {shown}")
+    pools = entrance.get("pools") or []
+    if pools:
+        rows = [{**p, "adapters": ", ".join(p["adapters"]) or "-"} for p in pools]
+        out += ["", "Per base model: an InferencePool and its endpoint pickers (llm-d-router-gateway).", ""]
+        out += _markdown_table(rows, list(rows[0]))
+    unresolved = entrance.get("unresolved") or []
+    if unresolved:
+        out += ["", "Not established here (no registry or cluster was reachable); settle each where one is:", ""]
+        out += [f"- {f['subject']} ({f['source']}): `{f['resolveWith']}`" for f in unresolved]
+    return out + [""]
+
+
 def _waits_section(evaluation: Evaluation) -> list[str]:
     """The longest chain of waits one `pulumi up` may block on (offline_plan/waits.py)."""
     table = chain_table(evaluation)
@@ -199,6 +240,9 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     drivers = evaluation.outputs.get("drivers") or []
     if drivers:
         out += _driver_section(drivers)
+    entrance = evaluation.outputs.get("entrance")
+    if entrance:
+        out += _entrance_section(entrance)
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _waits_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])

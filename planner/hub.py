@@ -53,6 +53,8 @@ GENERATION_CONFIG_FILE = "generation_config.json"
 # Project-only stand-ins, used in model-metadata/ where copying the real file would be wasteful:
 # weights.json carries {"total_size": N, "source": "..."}, meta.json {"has_chat_template": bool}.
 WEIGHTS_SUMMARY_FILE = "weights.json"
+# A PEFT adapter repo's configuration: what the planner reads of a LoRA adapter (rank, targets).
+ADAPTER_CONFIG_FILE = "adapter_config.json"
 META_FILE = "meta.json"
 
 HF_TOKEN_HINT = "set it with `pulumi config set --secret hfToken <token>`"
@@ -119,6 +121,59 @@ def load_model_metadata(
     if (committed / CONFIG_FILE).is_file():
         return _read_folder(repo_id, revision, committed)
     return _read_hub(repo_id, revision, token, committed)
+
+
+def adapter_download_command(repo_id: str, revision: str) -> str:
+    return (f"hf download {repo_id} {ADAPTER_CONFIG_FILE} --revision {revision} "
+            f"--local-dir model-metadata/{repo_id}/{revision}")
+
+
+@dataclass(frozen=True)
+class AdapterMetadata:
+    repo_id: str
+    revision: str
+    config: dict[str, Any]
+    source: str
+
+
+def load_adapter_metadata(
+    repo_id: str,
+    revision: str,
+    *,
+    token: str | None = None,
+    metadata_root: Path = DEFAULT_METADATA_ROOT,
+) -> AdapterMetadata:
+    """A LoRA adapter's adapter_config.json at a pinned commit: the committed model-metadata folder
+    first, then the Hugging Face cache, then the Hub (unless HF_HUB_OFFLINE is set)."""
+    validate_repo_id(repo_id)
+    validate_revision(revision)
+    committed = metadata_dir(repo_id, revision, metadata_root)
+    if (committed / ADAPTER_CONFIG_FILE).is_file():
+        path = committed / ADAPTER_CONFIG_FILE
+        return AdapterMetadata(repo_id, revision, _read_json(path), str(path))
+    fix = (f"populate {committed} with `{adapter_download_command(repo_id, revision)}` "
+           "(and say where it came from in a SOURCE.md beside it)")
+    offline = _offline()
+    try:
+        with _quiet_retries():
+            downloaded = hf_hub_download(repo_id, ADAPTER_CONFIG_FILE, revision=revision, token=token,
+                                         cache_dir=_cache_dir(), local_files_only=offline)
+    except GatedRepoError:
+        raise HubError(f"{repo_id} is gated: a Hugging Face token with access is needed; {HF_TOKEN_HINT}") from None
+    except RepositoryNotFoundError:
+        raise HubError(f"{repo_id} was not found on the Hub (or is private: {HF_TOKEN_HINT})") from None
+    except RevisionNotFoundError:
+        raise HubError(f"{repo_id} has no commit {revision}: check the SHA in the repo's history") from None
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: it must come first
+        why = "HF_HUB_OFFLINE is set and" if offline else "the Hub is unreachable and"
+        raise HubError(f"{repo_id}@{revision}: {why} its {ADAPTER_CONFIG_FILE} is not in the Hugging Face cache; "
+                       f"{fix}") from None
+    except EntryNotFoundError:
+        raise HubError(f"{repo_id}@{revision} has no {ADAPTER_CONFIG_FILE}: it is not a PEFT adapter repo") from None
+    except (OfflineModeIsEnabled, HfHubHTTPError, OSError) as exc:
+        raise HubError(f"{repo_id}@{revision}: could not read {ADAPTER_CONFIG_FILE} from the Hub "
+                       f"({type(exc).__name__}); {fix}") from None
+    return AdapterMetadata(repo_id, revision, _read_json(Path(downloaded)), str(downloaded))
 
 
 def load_model_config(repo_id_or_path: str, revision: str | None = None) -> dict[str, Any]:

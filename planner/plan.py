@@ -17,7 +17,8 @@ from typing import Callable
 
 from common import contract, gpus
 from planner import checkpoint, sizing
-from planner.hub import HubError, ModelMetadata, load_model_metadata
+from planner.hub import AdapterMetadata, HubError, ModelMetadata, load_adapter_metadata, load_model_metadata
+from planner.lora import AdapterLoader, LoraPlan, plan_lora
 from planner.model_arch import ModelArch, SizingError
 from stack_config import ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
 
@@ -81,6 +82,8 @@ class ModelPlan:
     it (decided per pool by `build_plans`): a rolling update's surge replica would be scheduled."""
     pool_starts_empty: bool = False
     """The pool has no node until a pod asks for one (minNodes 0 where an autoscaler grows it)."""
+    lora: LoraPlan | None = None
+    """The model's LoRA adapters and the flags derived from them (planner/lora.py); None without adapters."""
     pool_waits_for_nodes: bool = False
     """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
     on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
@@ -97,6 +100,11 @@ class ModelPlan:
     @property
     def revision(self) -> str:
         return self.model.revision
+
+    @property
+    def adapters_bytes(self) -> int:
+        """Upper bound of the LoRA adapters' files on the model volume (0 without adapters)."""
+        return sum(a.bytes_bound for a in self.lora.adapters) if self.lora else 0
 
     @property
     def gpus_per_replica(self) -> int:
@@ -172,12 +180,21 @@ def default_metadata_loader(token: str | None = None) -> MetadataLoader:
     return load
 
 
-def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str = "stack config") -> list[ModelPlan]:
+def default_adapter_loader(token: str | None = None) -> AdapterLoader:
+    def load(repo: str, revision: str) -> AdapterMetadata:
+        return load_adapter_metadata(repo, revision, token=token)
+
+    return load
+
+
+def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str = "stack config",
+                load_adapter: AdapterLoader | None = None) -> list[ModelPlan]:
     problems: list[str] = []
     plans: list[ModelPlan] = []
+    load_adapter = load_adapter or default_adapter_loader()
     for index, model in enumerate(config.models):
         try:
-            plans.append(plan_model(config, index, model, load_metadata))
+            plans.append(plan_model(config, index, model, load_metadata, load_adapter))
         except (PlanError, HubError, SizingError) as err:
             lines = err.problems if isinstance(err, PlanError) else [str(err)]
             problems += [f"{source}: {line}" if line.startswith("models[") else f"{source}: models[{index}]: {line}" for line in lines]
@@ -276,12 +293,16 @@ def schedulable_gpus_per_node(config: StackConfig, pool: PoolConfig) -> int:
     return pool.gpusPerNode * gpus.slices_per_gpu_for(pool) * time_slices
 
 
-def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadata: MetadataLoader) -> ModelPlan:
+def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadata: MetadataLoader,
+               load_adapter: AdapterLoader | None = None) -> ModelPlan:
     key = f"models[{index}]"
     pool = config.pool(model.pool)
     gpu = gpus.CATALOG[pool.gpu]
     metadata = load_metadata(model)
     arch = ModelArch.from_hf_config(metadata.config)
+    lora, lora_problems = plan_lora(key, list(model.adapters), load_adapter or default_adapter_loader(), model_path, arch)
+    if lora_problems:
+        raise PlanError(lora_problems)
     model_max = arch.max_position_embeddings
     if model_max is None and model.maxModelLen is None:
         raise PlanError([f"{key}.maxModelLen: {model.repo}'s config.json declares no max_position_embeddings, "
@@ -321,6 +342,8 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
             # Tensor parallelism stays inside a node: its GPUs' interconnect decides NCCL's buffers.
             interconnect="single" if shared_gpus else gpu.interconnect(pool.gpusPerNode),
             enable_prefix_caching=model.enablePrefixCaching,
+            lora_max_loras=lora.max_loras if lora else 0,
+            lora_max_rank=lora.max_lora_rank if lora else 0,
         )
 
     target = model.targetConcurrentRequests
@@ -380,6 +403,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         load_seconds=load_seconds,
         pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
         sizing_warnings=tuple(warnings),
+        lora=lora,
     )
 
 
@@ -464,6 +488,10 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "weightsGiB": round(p.weights_bytes / 1024**3, 2),
             "weightsGiBPerGpu": round(p.sizing.weights_gib_per_gpu, 2),
             "kvCacheGiBPerGpu": round(p.sizing.kv_cache_gib_per_gpu, 2),
+            # LoRA adapters served on this model, and the GPU memory their slots take (planner/lora.py).
+            "adapters": p.lora.names if p.lora else [],
+            "maxLoraRank": p.lora.max_lora_rank if p.lora else None,
+            "loraGiBPerGpu": round(p.sizing.lora_gib_per_gpu, 2),
             "kvCacheTokens": p.sizing.kv_cache_tokens,
             "maxConcurrency": round(p.sizing.max_concurrency, 2),
             "loadSecondsEstimate": round(p.load_seconds),

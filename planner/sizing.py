@@ -55,6 +55,7 @@ from typing import Any
 from common import gpus
 from planner import kv_layout
 from planner.checkpoint import served_dtype
+from planner.lora import lora_buffer_bytes
 from planner.model_arch import MAX_CONTEXT, MAX_LAYERS, ModelArch, SizingError
 from planner.vllm_releases import Release, ReleaseError
 
@@ -156,6 +157,10 @@ class SizingRequest:
     # Whether the sampler runs FlashInfer's top-k/top-p kernel (the log's "Using FlashInfer for top-p &
     # top-k sampling"); None → unknown, sized as not (the larger PyTorch footprint). See SAMPLER_BYTES_PER_LOGIT.
     flashinfer_sampler: bool | None = None
+    # LoRA slots (--max-loras, --max-lora-rank); 0 → LoRA off. Their buffers count with the weights
+    # (planner/lora.py).
+    lora_max_loras: int = 0
+    lora_max_rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,7 @@ class SizingResult:
     interconnect: str = "single"
     block_size: int = 16
     padding_layers: int = 0
+    lora_gib_per_gpu: float = 0.0
 
     @property
     def overhead_gib(self) -> float:
@@ -563,14 +569,18 @@ def size(req: SizingRequest) -> SizingResult:
     for stage, stage_layers in enumerate(stage_layer_counts):
         act = activation_bytes(req, stage, mnbt, seqs)
         graphs = cuda_graph_bytes(stage_layers, capture_sizes)
-        kv_mem = requested - stage_weights[stage] - act - non_torch - (graphs if graphs_in_budget else 0)
+        # LoRA slots are allocated while the model loads, so they count with the weights.
+        lora = lora_buffer_bytes(arch, tp=tp, max_loras=req.lora_max_loras, max_lora_rank=req.lora_max_rank,
+                                 dtype_bytes=model_bytes, layers=stage_layers, first_stage=stage == 0,
+                                 last_stage=stage == pp - 1)
+        kv_mem = requested - stage_weights[stage] - lora - act - non_torch - (graphs if graphs_in_budget else 0)
         stage_counts = counts if pp == 1 else {k: math.ceil(n * stage_layers / arch.layers) for k, n in counts.items()}
         layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
                                      block_size=req.block_size, release=release, counts=stage_counts,
                                      speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
         blocks = int(kv_mem // (layout.page_bytes * layout.group_size)) if kv_mem > 0 else 0
-        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage]))
-    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu = min(stages, key=lambda s: s[0])
+        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage], lora))
+    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu, lora_per_gpu = min(stages, key=lambda s: s[0])
     full_layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
                                       block_size=req.block_size, release=release, counts=counts,
                                       speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
@@ -584,7 +594,8 @@ def size(req: SizingRequest) -> SizingResult:
     fits, reason = True, ""
     if kv_mem <= 0:
         fits = False
-        reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB + runtime "
+        lora_part = f" + LoRA slots {lora_per_gpu / GiB:.2f} GiB" if lora_per_gpu else ""
+        reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB{lora_part} + runtime "
                   f"{(act + non_torch + (graphs if graphs_in_budget else 0)) / GiB:.2f}"
                   f" GiB exceed the requested "
                   f"{requested / GiB:.2f} GiB per GPU")
@@ -616,6 +627,7 @@ def size(req: SizingRequest) -> SizingResult:
         interconnect=interconnect(req),
         block_size=full_layout.block_size,
         padding_layers=full_layout.padding_layers,
+        lora_gib_per_gpu=lora_per_gpu / GiB,
     )
 
 

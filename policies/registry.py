@@ -17,7 +17,7 @@ from typing import Callable
 from common.contract import GPU_TAINT_KEY
 from policies.objects import Finding
 from policies.resource import Resource
-from policies.rules import cloud, gpus, helm, images, models, probes, resources, secrets, stack
+from policies.rules import cloud, gpus, helm, images, models, probes, resources, routing, secrets, stack
 from policies.workloads import workload
 
 MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
@@ -109,6 +109,11 @@ RULES: list[Rule] = [
          "A server that reads mirrored weights sets HF_HUB_OFFLINE=1.",
          "Serve weights mirrored into a volume or bucket first, then set HF_HUB_OFFLINE=1 on the serving container so it never downloads at start-up.",
          _k8s(models.hub_offline_serving), applies=_kubernetes),
+    Rule("adapter-revision-pinned",
+         "Every LoRA adapter a server loads is a mirrored folder named by its 40-hex commit, and none loads at run time.",
+         "Mirror each adapter at a pinned commit and pass <mount>/<org>/<name>/<commit> in --lora-modules; remove "
+         "VLLM_ALLOW_RUNTIME_LORA_UPDATING.",
+         _k8s(routing.adapter_revision_pinned), applies=_kubernetes),
     Rule("no-literal-secrets",
          "Tokens and API keys come from Secrets (secretKeyRef), never from literal values.",
          "Move the token into a Secret and read it with env[].valueFrom.secretKeyRef.",
@@ -141,6 +146,15 @@ RULES: list[Rule] = [
          "A GPU server with more than one replica has a matching PodDisruptionBudget.",
          "Add a PodDisruptionBudget with maxUnavailable: 1 whose selector matches the server's pod labels.",
          stack.server_disruption_budget, stack=True),
+    Rule("inference-pool-selects-its-servers",
+         "Every InferencePool (or picker chart release) selects server pods in its namespace that declare its target port.",
+         "Set the pool's matchLabels to the server pods' labels and its target port to the port they declare.",
+         routing.inference_pool_selects_its_servers, stack=True),
+    Rule("picker-highly-available",
+         "Every endpoint picker runs more than one replica and a PodDisruptionBudget selects its pods.",
+         "Run at least 2 picker replicas (router.epp.replicas) and add a PodDisruptionBudget with maxUnavailable: 1 "
+         "selecting the picker pods.",
+         routing.picker_highly_available, stack=True),
     Rule("bucket-public-access-block-present",
          "Every S3 bucket of the stack has a BucketPublicAccessBlock.",
          "Add an aws.s3.BucketPublicAccessBlock whose bucket is this bucket's id, with all four flags true.",

@@ -56,6 +56,18 @@ def default_model_name(repo: str) -> str:
     return name[:63].rstrip("-")
 
 
+# Another name a client may send as `model` (a Hub repo id such as meta-llama/Llama-3.1-8B-Instruct,
+# or a short name): printable, no spaces, at most 256 characters.
+ALIAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
+
+
+def model_alias(v: str) -> str:
+    if not _fullmatch(ALIAS_RE, v):
+        raise ValueError(f"{excerpt(v)} is not a usable model name; use letters, digits and . _ : / @ + - (no spaces), "
+                         "starting with a letter or digit, at most 256 characters")
+    return v
+
+
 def did_you_mean(value: str, options) -> str:
     if not isinstance(value, str) or len(value) > 200:
         return ""
@@ -145,6 +157,20 @@ def repo_id(v: str) -> str:
         raise ValueError(f"{excerpt(v)} is not a Hub repo id; write it as `org/name` (letters, digits, '.', '_', "
                          "'-'; each part at most 96 characters), e.g. Qwen/Qwen2.5-7B-Instruct")
     return v
+
+
+def pinned_commit(v: str) -> str:
+    """A Hub revision as a 40-character lower-case commit SHA; anything else names the fix."""
+    history = "(the Hub shows it under 'Files and versions' > 'History')"
+    if _fullmatch(COMMIT_RE, v):
+        return v
+    if _fullmatch(re.compile(r"[0-9a-fA-F]{40}"), v):
+        raise ValueError(f"{excerpt(v)} has upper-case letters; write the commit SHA in lower case")
+    if _fullmatch(re.compile(r"[0-9a-f]{7,39}"), v):
+        raise ValueError(f"{excerpt(v)} is a short SHA; pin the full 40-character commit SHA {history}")
+    if not _fullmatch(re.compile(r"[A-Za-z0-9._/-]{1,255}"), v):
+        raise ValueError(f"{excerpt(v)} is not a commit SHA; pin a 40-character commit SHA {history}")
+    raise ValueError(f"{excerpt(v)} is a branch or tag; pin a 40-character commit SHA {history}")
 
 
 def exact_chart_version(v: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -12,8 +11,8 @@ from common.alerting import lowest_alertable_objective
 from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE, VLLM_VERSION
 from common.untrusted import excerpt
 from stack_config.base import StrictModel
-from stack_config.fields import MAX_REPLICAS, MAX_TOKENS, HttpUrl, PrintableName, RepoId
-from stack_config.formats import COMMIT_RE, URL_MAX, default_model_name, did_you_mean, dns_label, validate_image
+from stack_config.fields import MAX_ENTRIES, MAX_REPLICAS, MAX_TOKENS, HttpUrl, PrintableName, RepoId
+from stack_config.formats import URL_MAX, default_model_name, did_you_mean, dns_label, model_alias, pinned_commit, validate_image
 
 
 class AutoscalingConfig(StrictModel):
@@ -95,6 +94,39 @@ class SloConfig(StrictModel):
     """How smoothly the answer streams once it started."""
 
 
+# Other names one model or adapter answers to through the entrance: each becomes a rewrite rule the
+# endpoint picker evaluates per request, so a handful, not a catalogue.
+MAX_ALIASES = 16
+
+
+class AdapterConfig(StrictModel):
+    """A LoRA adapter served on its base model's servers, addressed by clients under `name`."""
+
+    name: str
+    """The model name clients send (`"model": "<name>"`) to use this adapter; a DNS label, unique among every model and adapter of the stack."""
+    repo: RepoId
+    """Hugging Face Hub repo id of the PEFT LoRA adapter, `org/name`; its adapter_config.json must be in model-metadata/ or the Hugging Face cache (docs/routing.md)."""
+    revision: str
+    """The 40-character commit SHA of the adapter to serve; mirrored and SHA-256-verified like the base weights."""
+    aliases: list[str] = Field(default_factory=list, max_length=MAX_ALIASES)
+    """Other names clients may send for this adapter through the entrance; the endpoint picker rewrites them to `name` (InferenceModelRewrite). Needs exposure.entrance."""
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, v: list[str]) -> list[str]:
+        return [model_alias(a) for a in v]
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return dns_label(v)
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str) -> str:
+        return pinned_commit(v)
+
+
 TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
 
 
@@ -151,33 +183,27 @@ class ModelConfig(StrictModel):
     """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving the rest)."""
     canaryBaselineRevision: str | None = Field(None, alias="canaryBaselineRevision")
     """KServe only: the 40-character commit now serving. With canaryTrafficPercent it stays the stable predictor while `revision` runs as the canary; promote by setting it to `revision` or removing canaryTrafficPercent."""
+    aliases: list[str] = Field(default_factory=list, max_length=MAX_ALIASES)
+    """Other names clients may send for this model through the entrance, e.g. its Hub repo id; the endpoint picker rewrites them to the served name and the answer back (InferenceModelRewrite). Needs exposure.entrance."""
+    adapters: list[AdapterConfig] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    """LoRA adapters this model's servers load at start (vLLM --enable-lora --lora-modules); --max-loras, --max-lora-rank and --max-cpu-loras are derived from their adapter_config.json, and sizing counts their GPU memory."""
     kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
     """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token handed over through a ClusterStorageContainer."""
 
     @field_validator("revision", "canaryBaselineRevision")
     @classmethod
     def _revision(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        if COMMIT_RE.fullmatch(v):
-            return v
-        if re.fullmatch(r"[0-9a-fA-F]{40}", v):
-            raise ValueError(f"{excerpt(v)} has upper-case letters; write the commit SHA in lower case")
-        if re.fullmatch(r"[0-9a-f]{7,39}", v):
-            raise ValueError(f"{excerpt(v)} is a short SHA; pin the full 40-character commit SHA "
-                             "(the Hub shows it under 'Files and versions' > 'History')")
-        if not re.fullmatch(r"[A-Za-z0-9._/-]{1,255}", v):
-            raise ValueError(f"{excerpt(v)} is not a commit SHA; pin a 40-character commit SHA "
-                             "(the Hub shows it under 'Files and versions' > 'History')")
-        raise ValueError(
-            f"{excerpt(v)} is a branch or tag; pin a 40-character commit SHA "
-            "(the Hub shows it under 'Files and versions' > 'History')"
-        )
+        return None if v is None else pinned_commit(v)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
         return None if v is None else dns_label(v)
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, v: list[str]) -> list[str]:
+        return [model_alias(a) for a in v]
 
     @field_validator("quantization")
     @classmethod
@@ -218,6 +244,8 @@ class ModelConfig(StrictModel):
                 raise ValueError(f"{key} applies to engine: kserve only")
         if self.canaryTrafficPercent is not None and self.canaryBaselineRevision is None:
             raise ValueError("canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest")
+        if self.engine == "kserve" and self.adapters:
+            raise ValueError("adapters apply to engine: vllm only (this program passes LoRA flags to `vllm serve`)")
         if self.engine == "kserve" and "slo" in self.model_fields_set:
             # KServe's runtime is another vLLM release whose histograms were not checked here.
             raise ValueError("slo applies to engine: vllm only (the KServe runtime's latency histograms are not verified)")

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from common.alerting import RUNBOOK_DOC
 from stack_config.base import StrictModel
+from stack_config.entrance import EntranceConfig
 from stack_config.fields import (
     BucketName,
     Hostname,
@@ -73,8 +74,10 @@ class GatewayConfig(StrictModel):
 
 
 class ExposureConfig(StrictModel):
+    entrance: EntranceConfig | None = None
+    """One HTTPS base URL for every model and adapter: a Gateway, an HTTPRoute to one InferencePool per base model, and the llm-d endpoint picker choosing the server (docs/routing.md). Clients pick a model by the request's `model` field."""
     gateway: GatewayConfig | None = None
-    """Expose each model as https://<hostname>/<model>/v1 (and /<model>/health) through an HTTPRoute on this Gateway (default: ClusterIP Services only)."""
+    """Expose each model as https://<hostname>/<model>/v1 (and /<model>/health) through an HTTPRoute on this Gateway (default: ClusterIP Services only); the older, per-model alternative to `entrance`."""
 
 
 class MonitoringConfig(StrictModel):

@@ -15,6 +15,7 @@ from common.untrusted import excerpt
 from stack_config.addons import AddonsConfig
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
+from stack_config.entrance import implementation_for
 from stack_config.errors import CrossCheckError
 from stack_config.fields import MAX_ENTRIES
 from stack_config.formats import aws_region_problem, bucket_name_problems, did_you_mean, gcp_region_problem
@@ -81,9 +82,7 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
         problems.append(("pools", f"pool name {excerpt(dup)} is used twice; pool names must be unique"))
     for i, pool in enumerate(stack.pools):
         problems += [(f"pools[{i}].{k}", m) for k, m in pool_problems(stack.cloud, pool)]
-    served = [m.served_name for m in stack.models]
-    for dup in sorted({n for n in served if served.count(n) > 1}):
-        problems.append(("models", f"two models are served as {excerpt(dup)}; give one a distinct `name`"))
+    problems += name_problems(stack)
     for i, model in enumerate(stack.models):
         if model.pool not in pool_names:
             hint = did_you_mean(model.pool, pool_names)
@@ -104,6 +103,8 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems += location_problems(stack)
     problems += zone_problems(stack)
     problems += network_problems(stack)
+    problems += adapter_problems(stack)
+    problems += entrance_problems(stack)
     system_type = stack.cluster.systemPool.machineType
     if system_type and stack.cloud != Cloud.existing and gpus.find_machine(stack.cloud.value, system_type):
         gpu, machine = gpus.find_machine(stack.cloud.value, system_type)
@@ -123,6 +124,81 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
                                                 "program installs the add-ons the stack needs; remove addons.preinstalled"))
     if stack.cloud == Cloud.existing and not stack.cluster.kubeconfig:
         problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
+    return problems
+
+
+def name_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """Every served name (model or adapter) is unique: it is what a client puts in `model`."""
+    problems: list[tuple[str, str]] = []
+    served = [m.served_name for m in stack.models]
+    for dup in sorted({n for n in served if served.count(n) > 1}):
+        problems.append(("models", f"two models are served as {excerpt(dup)}; give one a distinct `name`"))
+    taken = {m.served_name: f"models[{i}]" for i, m in enumerate(stack.models)}
+    names: list[tuple[str, str]] = []  # (key, name) in the order a reader meets them
+    for i, model in enumerate(stack.models):
+        names += [(f"models[{i}].aliases[{k}]", a) for k, a in enumerate(model.aliases)]
+        for j, adapter in enumerate(model.adapters):
+            names.append((f"models[{i}].adapters[{j}].name", adapter.name))
+            names += [(f"models[{i}].adapters[{j}].aliases[{k}]", a) for k, a in enumerate(adapter.aliases)]
+    for key, name in names:
+        owner = key.rsplit(".", 1)[0]
+        if name in taken:
+            problems.append((key, f"{excerpt(name)} is already the name of {taken[name]}; every model, adapter and alias "
+                                  "needs a distinct name (clients choose one by it)"))
+        else:
+            taken[name] = owner
+    if stack.exposure.entrance is None:
+        for key, _ in names:
+            if ".aliases[" in key:
+                problems.append((key.rsplit("[", 1)[0], "aliases are rewritten by the entrance's endpoint picker; "
+                                                        "they need exposure.entrance"))
+                break
+    return problems
+
+
+def adapter_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """LoRA adapters are read from the model volume (vLLM loads an adapter from a local folder)."""
+    problems: list[tuple[str, str]] = []
+    if stack.modelStore.loadFrom == "bucket":
+        for i, model in enumerate(stack.models):
+            if model.adapters:
+                problems.append((f"models[{i}].adapters", "vLLM loads LoRA adapters from a local folder, and with "
+                                                          "modelStore.loadFrom bucket the servers have no model "
+                                                          "volume; use loadFrom volume (or existing-claim)"))
+    return problems
+
+
+def entrance_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """The entrance against the cloud, the other exposure and the models behind it."""
+    entrance = stack.exposure.entrance
+    if entrance is None:
+        return []
+    key = "exposure.entrance"
+    problems: list[tuple[str, str]] = []
+    if stack.exposure.gateway is not None:
+        problems.append(("exposure.gateway", "exposure.entrance already puts every model behind one Gateway; "
+                                             "remove exposure.gateway (the per-model path routes)"))
+    for i, model in enumerate(stack.models):
+        if model.engine == "kserve":
+            problems.append((f"models[{i}].engine", "the entrance routes to vLLM servers through InferencePools, and "
+                                                    "KServe serves the OpenAI API under its own paths; use engine "
+                                                    "vllm or remove exposure.entrance"))
+    if stack.cloud != Cloud.existing:
+        for field in ("implementation", "gatewayClass"):
+            if field in entrance.model_fields_set:
+                problems.append((f"{key}.{field}", f"applies to cloud existing only; on {stack.cloud.value} the "
+                                                   "program chooses the Gateway implementation (docs/routing.md)"))
+    elif entrance.implementation in (None, "other") and not entrance.gatewayClass:
+        problems.append((f"{key}.gatewayClass", "cloud is existing: name the GatewayClass of the cluster's Gateway "
+                                                "implementation (and `implementation: agentgateway` if it is "
+                                                "agentgateway, so several base models can share the entrance)"))
+    impl = implementation_for(stack.cloud.value, stack.creates_cluster, entrance)
+    bases = [m.served_name for m in stack.models if m.engine == "vllm"]
+    if len(bases) > 1 and not impl.routes_on_body:
+        problems.append((key, f"{len(bases)} base models ({', '.join(bases)}) share the entrance, which needs a "
+                              f"Gateway that routes on the request body's `model`; the {impl.title} does not do that "
+                              "here (docs/routing.md); serve one base model per stack (adapters may be many) or use "
+                              "agentgateway"))
     return problems
 
 

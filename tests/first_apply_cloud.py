@@ -12,6 +12,12 @@
   or can be launched by an autoscaler that is installed for that pool.
 - node-driver-runs-engine-cuda: the NVIDIA driver on a server's nodes (pinned EKS AMI, GKE's
   setting, the GPU Operator's driver) runs the CUDA of the server's image.
+- regional-gateway-has-its-gke-prerequisites: a Gateway of a GKE regional class runs on a cluster
+  whose Gateway API is on (no GatewayClass exists otherwise) and, in a network the stack creates,
+  with an ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in the cluster's region, which the
+  regional load balancer's proxies need ("If you are using the internal GatewayClasses, you must
+  enable a proxy-only subnet", https://cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources;
+  the regional external class uses the same Envoy-based proxies).
 
 Each reads only what the mock runtime recorded (resources, dependencies, look-ups and their
 answers) and the published facts of common/driver_versions.py and common/engine.py.
@@ -387,6 +393,41 @@ def node_driver_runs_engine_cuda(graph: ApplyGraph) -> Iterable[Violation]:
                             f"{driver_versions.minimum_driver(cuda.value)}; {where} runs {driver.value} ({driver.subject})")
 
 
+
+
+# --- GKE Gateway ------------------------------------------------------------------------------------
+
+GKE_REGIONAL_CLASSES = {"gke-l7-regional-external-managed", "gke-l7-rilb"}
+GCP_SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+
+
+@rule("regional-gateway-has-its-gke-prerequisites")
+def regional_gateway_has_its_gke_prerequisites(graph: ApplyGraph) -> Iterable[Violation]:
+    gateways = [r for r in graph.kubernetes_objects() if r.inputs.get("kind") == "Gateway"
+                and _get(r.inputs, "spec", "gatewayClassName") in GKE_REGIONAL_CLASSES]
+    clusters = graph.of_type("gcp:container/cluster:Cluster")
+    if not gateways or not clusters:
+        return  # no regional GKE Gateway, or a cluster the stack does not create
+    [cluster] = clusters
+    for gateway in gateways:
+        if (_get(cluster.inputs, "gatewayApiConfig", "channel") or "CHANNEL_DISABLED") == "CHANNEL_DISABLED":
+            yield Violation("regional-gateway-has-its-gke-prerequisites", describe(gateway),
+                            "the cluster's Gateway API is off, so GKE has no GatewayClass "
+                            f"{_get(gateway.inputs, 'spec', 'gatewayClassName')} and the Gateway is never programmed")
+        network = cluster.inputs.get("network")
+        if network is None:
+            continue  # the project's default network: its proxy-only subnet is the owner's (docs/routing.md)
+        region = cluster.inputs.get("location")
+        proxies = [s for s in graph.of_type(GCP_SUBNETWORK)
+                   if s.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY" and s.inputs.get("role") == "ACTIVE"
+                   and s.inputs.get("region") == region]
+        if not proxies:
+            yield Violation("regional-gateway-has-its-gke-prerequisites", describe(gateway),
+                            f"no ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in {region} for the regional "
+                            "load balancer's proxies; the Gateway would never get an address")
+
+
 CLOUD_RULES = ("cloud-api-enabled-before-use", "identity-binding-waits-for-pool",
                "multi-interface-nodes-in-private-subnets", "private-nodes-wait-for-nat",
-               "gpu-capacity-has-an-autoscaler", "node-driver-runs-engine-cuda")
+               "gpu-capacity-has-an-autoscaler", "node-driver-runs-engine-cuda",
+               "regional-gateway-has-its-gke-prerequisites")

@@ -19,6 +19,14 @@ Registered with tests/first_apply.py (`check(evaluation)` runs them with the oth
 - `service-does-not-outwait-its-pods`: a Service with a selector is either created with
   skipAwait or after the workload whose pods back it; otherwise its 10-minute wait for a ready
   endpoint runs out while the pods wait for the mirror and the model load.
+- `picker-starts-after-the-kinds-it-discovers`: the endpoint picker looks for the
+  InferenceModelRewrite and InferenceObjective kinds once, when it starts (llm-d-router v0.10.0
+  pkg/epp/server/controller_config.go:59-87), so its release comes after their CRDs; otherwise
+  aliases are ignored until the pickers happen to restart.
+- `picker-release-does-not-wait-for-its-standby`: a release of the endpoint picker chart with more
+  than one replica runs them under leader election, where only the leader is Ready; Helm's wait
+  counts the Deployment (strategy Recreate) ready only when every replica is, so an awaited release
+  times out and, atomic, is rolled back (components/entrance/picker.py).
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from typing import Iterable
 from common import contract
 from components.addons import CATALOG
 from components.addons.catalog import HelmChart, Manifests
-from components.addons import gateway_api, kserve, leader_worker_set
+from components.addons import gateway_api, inference_extension, kserve, leader_worker_set
+from components.addons.needs import VARIANTS
 from components.operators import nic_cluster_policy
 from offline_plan.mock_runtime import CRD_TYPE, RecordedResource
 from offline_plan.waits import KUBERNETES_DEFAULT_WAIT_SECONDS, duration_seconds
@@ -52,7 +61,7 @@ def _kinds_by_chart() -> dict[str, set[Kind]]:
         # deployment/network-operator/crds/ at v26.4.1 (components/operators/nic_cluster_policy.py).
         "network-operator": set(nic_cluster_policy.CHART_KINDS),
     }
-    for addon in CATALOG:
+    for addon in CATALOG + VARIANTS:
         step = addon.steps[addon.crd_step]
         if isinstance(step, HelmChart):
             table.setdefault(step.chart.rsplit("/", 1)[-1], set()).update((c.group, c.kind) for c in addon.crds)
@@ -61,7 +70,7 @@ def _kinds_by_chart() -> dict[str, set[Kind]]:
 
 def _kinds_by_manifest_url() -> dict[str, set[Kind]]:
     table: dict[str, set[Kind]] = {}
-    for addon in CATALOG:
+    for addon in CATALOG + VARIANTS:
         step = addon.steps[addon.crd_step]
         if isinstance(step, Manifests):
             table[step.url] = {(c.group, c.kind) for c in addon.crds}
@@ -69,10 +78,14 @@ def _kinds_by_manifest_url() -> dict[str, set[Kind]]:
 
 
 def _crd_names() -> dict[str, Kind]:
-    return {c.name: (c.group, c.kind) for addon in CATALOG for c in addon.crds}
+    return {c.name: (c.group, c.kind) for addon in CATALOG + VARIANTS for c in addon.crds}
 
 
 GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.ADDON.crds}
+# GKE's Gateway controller, on with the cluster's Gateway API: the standard CRDs and GKE's policies.
+GKE_GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.GKE_GATEWAY.crds}
+INFERENCE_POOL = (inference_extension.GROUP, "InferencePool")
+PICKER_DISCOVERS = {("llm-d.ai", "InferenceModelRewrite"), ("llm-d.ai", "InferenceObjective")}
 MONITORING = "monitoring.coreos.com"
 
 # What a chart's own templates render, by chart name: kinds that need their CRD before the release.
@@ -80,7 +93,10 @@ MONITORING = "monitoring.coreos.com"
 # kserve-resources v0.20.0 a cert-manager Certificate and Issuer and the default
 # ClusterStorageContainer; kserve-runtime-configs v0.20.0 the ClusterServingRuntimes; gpu-operator
 # v26.7.0 a ServiceMonitor for DCGM when dcgmExporter.serviceMonitor.enabled.
+# llm-d-router-gateway v0.10.0 renders its InferencePool always and a ServiceMonitor when
+# router.monitoring.prometheus.enabled (routerlib templates/_inferencepool.yaml, _servicemonitor.yaml).
 RENDERED_KINDS: dict[str, set[Kind]] = {
+    contract.PICKER_CHART: {INFERENCE_POOL},
     "kube-prometheus-stack": {(MONITORING, "ServiceMonitor"), (MONITORING, "PrometheusRule")},
     "kserve-resources": {("cert-manager.io", "Certificate"), ("cert-manager.io", "Issuer"),
                          ("serving.kserve.io", "ClusterStorageContainer")},
@@ -141,7 +157,14 @@ def kinds_provided_by(resource: RecordedResource) -> set[Kind]:
         return {kind} if kind else set()
     if resource.type == GKE_CLUSTER:
         minor = _gke_minor(resource)
-        return set(GATEWAY_KINDS) if minor and minor >= gateway_api.GKE_INSTALLS_FROM_MINOR else set()
+        kinds: set[Kind] = set()
+        if minor and minor >= gateway_api.GKE_INSTALLS_FROM_MINOR:
+            kinds |= GATEWAY_KINDS
+        if minor and minor >= inference_extension.GKE_INSTALLS_FROM_MINOR:
+            kinds.add(INFERENCE_POOL)
+        if ((resource.inputs.get("gatewayApiConfig") or {}).get("channel") or "CHANNEL_DISABLED") != "CHANNEL_DISABLED":
+            kinds |= GKE_GATEWAY_KINDS
+        return kinds
     if resource.is_kubernetes_object and contract.PULUMI_WAIT_FOR in annotations(resource):
         return {kind for kind, policy in RUNTIME_KINDS.items() if policy == group_kind(resource)}
     return set()
@@ -173,6 +196,9 @@ def chart_renders_after_its_crds(graph: ApplyGraph) -> Iterable[Violation]:
         rendered = set(RENDERED_KINDS.get(chart_of(release), set()))
         values = release.inputs.get("values") or {}
         if chart_of(release) == "gpu-operator" and ((values.get("dcgmExporter") or {}).get("serviceMonitor") or {}).get("enabled"):
+            rendered.add((MONITORING, "ServiceMonitor"))
+        if chart_of(release) == contract.PICKER_CHART and (
+                ((values.get("router") or {}).get("monitoring") or {}).get("prometheus") or {}).get("enabled"):
             rendered.add((MONITORING, "ServiceMonitor"))
         missing = rendered - _provided_upstream(graph, release) - kinds_provided_by(release)
         for group, kind in sorted(missing):
@@ -263,3 +289,27 @@ def service_does_not_outwait_its_pods(graph: ApplyGraph) -> Iterable[Violation]:
             yield Violation("service-does-not-outwait-its-pods", describe(service),
                             "waits up to 10 minutes for a ready endpoint but is created beside, not after, the "
                             "workload whose pods back it; set pulumi.com/skipAwait or create it after the workload")
+
+
+@rule("picker-release-does-not-wait-for-its-standby")
+def picker_release_does_not_wait_for_its_standby(graph: ApplyGraph) -> Iterable[Violation]:
+    for release in graph.of_type(RELEASE):
+        if chart_of(release) != contract.PICKER_CHART:
+            continue
+        replicas = int((((release.inputs.get("values") or {}).get("router") or {}).get("epp") or {}).get("replicas", 1))
+        if replicas > 1 and not release.inputs.get("skipAwait"):
+            yield Violation("picker-release-does-not-wait-for-its-standby", describe(release),
+                            f"{replicas} pickers run under leader election and only the leader is Ready, but "
+                            "Helm's wait needs every replica of a Recreate Deployment Ready: the release would "
+                            "time out (and roll back when atomic); set skipAwait")
+
+
+@rule("picker-starts-after-the-kinds-it-discovers")
+def picker_starts_after_the_kinds_it_discovers(graph: ApplyGraph) -> Iterable[Violation]:
+    for release in graph.of_type(RELEASE):
+        if chart_of(release) != contract.PICKER_CHART:
+            continue
+        for group, kind in sorted(PICKER_DISCOVERS - _provided_upstream(graph, release)):
+            yield Violation("picker-starts-after-the-kinds-it-discovers", describe(release),
+                            f"the picker looks for {kind} ({group}) only when it starts, and nothing before the "
+                            "release installs its CRD: objects of that kind would be ignored until a restart")

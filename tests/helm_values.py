@@ -30,6 +30,7 @@ HELM_FIXTURES = Path(__file__).parent / "fixtures" / "helm"
 
 # Chart name -> the upstream values.yaml of the version the program pins.
 CHART_VALUES_FILES = {
+    "llm-d-router-gateway": HELM_FIXTURES / "llm-d-router-gateway-values.yaml",
     "gpu-operator": HELM_FIXTURES / "gpu-operator-values.yaml",
     "network-operator": HELM_FIXTURES / "network-operator-values.yaml",
     "karpenter": HELM_FIXTURES / "karpenter-values.yaml",
@@ -111,7 +112,7 @@ def unlisted_value_paths(values: dict[str, Any], keys: dict[str, dict[str, Any]]
         path = f"{prefix}.{key}" if prefix else str(key)
         entry = keys.get(path)
         if entry is None:
-            problems.append(f"{path}: not a key the chart's values.yaml has (tests/fixtures/helm/addon-value-keys.yaml)")
+            problems.append(f"{path}: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)")
         elif entry["shape"] == "mapping":
             if isinstance(value, dict):
                 problems += unlisted_value_paths(value, keys, path)
@@ -120,6 +121,18 @@ def unlisted_value_paths(values: dict[str, Any], keys: dict[str, dict[str, Any]]
         elif entry["shape"] == "scalar" and isinstance(value, dict):
             problems.append(f"{path}: the chart has a {type(entry.get('default')).__name__} here, got a mapping")
     return problems
+
+
+# A dependency chart under an alias: the values under the alias are the library chart's, checked
+# against its transcribed key list (chart -> alias -> key list file and its top-level entry).
+SUBCHART_KEYS = {
+    "llm-d-router-gateway": {"router": (HELM_FIXTURES / "llm-d-router-routerlib-value-keys.yaml", "routerlib")},
+}
+
+
+@functools.cache
+def _subchart_keys(path: Path, entry: str) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())[entry]
 
 
 def chart_name(chart: str) -> str:
@@ -135,5 +148,15 @@ def check_chart_values(chart: str, values: dict[str, Any], version: str | None =
         if version is not None and str(listed["version"]) != version:
             problems.append(f"version {version}: the key list was transcribed from {listed['version']}; regenerate it")
         return [f"{name}: {p}" for p in problems]
-    open_paths = frozenset(OPEN_MAPPINGS.get(chart, ()))
-    return [f"{chart}: {p}" for p in unknown_value_paths(values, chart_defaults(chart), open_paths=open_paths)]
+    problems: list[str] = []
+    own = dict(values)
+    for alias, (path, entry) in SUBCHART_KEYS.get(name, {}).items():
+        listed = _subchart_keys(path, entry)
+        sub = own.pop(alias, None)
+        if sub is not None:
+            problems += [f"{alias}.{p}" for p in unlisted_value_paths(sub, listed["keys"] or {})]
+        if version is not None and str(listed["version"]) != version:
+            problems.append(f"version {version}: the {alias} key list was transcribed from {listed['version']}")
+    open_paths = frozenset(OPEN_MAPPINGS.get(name, ()))
+    problems += unknown_value_paths(own, chart_defaults(name), open_paths=open_paths)
+    return [f"{name}: {p}" for p in problems]

@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 from offline_plan.mock_runtime import Evaluation, evaluate_stack
+from tests.adapter_fixtures import CHAT, SQL, offline_cache
 
 LLAMA_8B = {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
             "gated": True, "maxModelLen": 8192}
@@ -20,17 +21,23 @@ L4_POOL = {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}
 
 KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV = "kserve", "multi-node", "gateway", "keda-dev"
 EXISTING, EXISTING_RDMA = "existing", "existing-rdma"
+ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE = "adapters", "dev-adapters", "existing-entrance"
 
+# The committed stacks' entrance needs add-ons an existing cluster must declare; variants that test
+# something else leave it out (`exposure: {}`), the entrance variants below keep it.
+# The committed models without their aliases, which only the entrance rewrites.
+DEV_MODELS = [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4"}]
+NO_ENTRANCE = {"exposure": {}}
 EXISTING_CLUSTER = {"cloud": "existing", "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
-                    "operators": {"gpuOperator": {"driver": "preinstalled"}}}
+                    "operators": {"gpuOperator": {"driver": "preinstalled"}}, **NO_ENTRANCE}
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    KSERVE: ("dev", {"pools": [L4_POOL], "models": [
+    KSERVE: ("dev", {**NO_ENTRANCE, "pools": [L4_POOL], "models": [
         {**LLAMA_8B, "name": "llama-vllm", "pool": "l4"},
         {**LLAMA_8B, "name": "llama-kserve", "pool": "l4", "engine": "kserve"},
         {**LLAMA_8B, "name": "llama-kserve-hf", "pool": "l4", "engine": "kserve", "kserveStorage": "hf"}]}),
     MULTI_NODE: ("prod", {"models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2}]}),
-    GATEWAY: ("dev", {"exposure": {"gateway": {"name": "public", "namespace": "gateways", "hostname": "llm.example.com"}}}),
+    GATEWAY: ("dev", {"models": DEV_MODELS, "exposure": {"gateway": {"name": "public", "namespace": "gateways", "hostname": "llm.example.com"}}}),
     KEDA_DEV: ("dev", {"pools": [L4_POOL], "models": [{**LLAMA_8B, "pool": "l4", "autoscaling": {
         "enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 2}}]}),
     EXISTING: ("dev", {**EXISTING_CLUSTER, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}],
@@ -43,13 +50,30 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
                              "addons": {"preinstalled": ["prometheusOperator", "leaderWorkerSet"]},
                              "models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8,
                                          "pipelineParallelSize": 2}]}),
+    # The entrance with LoRA adapters (fixtures, found in a Hugging Face cache): on prod two base
+    # models behind agentgateway, the 8B one with two adapters; on dev one base model behind GKE.
+    ADAPTERS: ("prod", {"models": [
+        {**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "h100", "aliases": ["meta-llama/Llama-3.1-8B-Instruct"],
+         "adapters": [{**SQL, "aliases": ["sql"]}, CHAT]},
+        {**LLAMA_70B, "name": "llama-3-3-70b-instruct", "pool": "h100", "tensorParallelSize": "auto"}]}),
+    DEV_ADAPTERS: ("dev", {"models": [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4",
+                                       "adapters": [SQL]}]}),
+    # An existing cluster with agentgateway and the entrance's add-ons declared.
+    EXISTING_ENTRANCE: ("prod", {**EXISTING_CLUSTER,
+                                 "exposure": {"entrance": {"hostname": "llm.internal.example", "implementation": "agentgateway",
+                                                           "picker": {"failureMode": "FailClose"},
+                                                           "tls": {"certificate": "secret", "secretName": "llm-tls"}}},
+                                 "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
+                                 "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi",
+                                                             "inferenceExtension", "llmdRouter", "agentgateway"]}}),
 }
 
 
 @functools.cache
 def _cached(name: str) -> Evaluation:
     stack, overrides = VARIANTS[name]
-    return evaluate_stack(stack, overrides=overrides)
+    with offline_cache():
+        return evaluate_stack(stack, overrides=overrides)
 
 
 def variant(name: str, cluster_crds: set[str] | None = None, raise_errors: bool = True) -> Evaluation:
@@ -57,7 +81,8 @@ def variant(name: str, cluster_crds: set[str] | None = None, raise_errors: bool 
     if cluster_crds is None and raise_errors:
         return _cached(name)
     stack, overrides = VARIANTS[name]
-    return evaluate_stack(stack, overrides=overrides, cluster_crds=cluster_crds, raise_errors=raise_errors)
+    with offline_cache():
+        return evaluate_stack(stack, overrides=overrides, cluster_crds=cluster_crds, raise_errors=raise_errors)
 
 
 _FAILING_RUN = """

@@ -14,7 +14,7 @@ from components.addons.install import lookup_name
 from components.addons.needs import BY_KEY, install_commands
 from offline_plan.mock_runtime import MissingResourceError, evaluate_stack
 from tests.helm_values import addon_value_keys, check_chart_values
-from tests.stack_variants import EXISTING, EXISTING_CLUSTER, GATEWAY, KEDA_DEV, KSERVE, MULTI_NODE, failing_variant, variant
+from tests.stack_variants import DEV_MODELS, EXISTING, EXISTING_CLUSTER, GATEWAY, KEDA_DEV, KSERVE, MULTI_NODE, failing_variant, variant
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
@@ -34,18 +34,41 @@ def prod():
     return evaluate_stack("prod")
 
 
+ENTRANCE_ADDONS = ["gatewayApi", "inferenceExtension", "llmdRouter", "certManager"]
+
+
 def test_committed_stacks_install_what_their_objects_need(dev, prod):
-    assert needs_of(dev) == ["prometheusOperator"]
-    assert needs_of(prod) == ["prometheusOperator", "keda"]
+    assert needs_of(dev) == ["prometheusOperator", *ENTRANCE_ADDONS]
+    assert needs_of(prod) == ["prometheusOperator", "keda", *ENTRANCE_ADDONS, "agentgateway"]
     [keda] = [row for row in prod.outputs["addons"] if row["addon"] == "keda"]
     assert keda["version"] == "2.20.2" and "models[0] (llama-3-1-8b-instruct)" in keda["reasons"][0]
 
 
+def test_the_entrance_gets_gkes_gateway_on_dev_and_agentgateway_after_its_crds_on_prod(dev, prod):
+    rows = {row["addon"]: row for row in dev.outputs["addons"]}
+    # GKE's own Gateway controller: turned on with the cluster, nothing to install.
+    assert rows["gatewayApi"]["how"].startswith("provided by GKE") and "entrance" in rows["gatewayApi"]["how"]
+    assert rows["inferenceExtension"]["how"] == "installed: inference-extension-v1 v1.6.0"
+    installed = releases(prod)
+    assert installed["agentgateway"]["values"]["inferenceExtension"] == {"enabled": True}
+    # cert-manager watches Gateways only with its Gateway API support on.
+    assert installed["cert-manager"]["values"]["config"]["gatewayAPI"] == {"enabled": True}
+    agentgateway = next(r for r in prod.of_type(RELEASE) if r.inputs["name"] == "agentgateway")
+    crds_first = [r for r in prod.resources if r.type == "kubernetes:yaml/v2:ConfigFile"
+                  and ("gateway-api" in r.name or "inference-extension" in r.name)]
+    assert len(crds_first) == 2 and all(prod_waits(prod, agentgateway, r) for r in crds_first)
+
+
+def prod_waits(evaluation, later, earlier) -> bool:
+    from tests.first_apply import ApplyGraph
+    return ApplyGraph(evaluation).waits_for(later, earlier)
+
+
 @pytest.mark.parametrize("name, expected", [
     (KSERVE, ["prometheusOperator", "certManager", "kserve"]),
-    (MULTI_NODE, ["prometheusOperator", "leaderWorkerSet"]),
+    (MULTI_NODE, ["prometheusOperator", "leaderWorkerSet", *ENTRANCE_ADDONS, "agentgateway"]),
     (GATEWAY, ["prometheusOperator", "gatewayApi"]),
-    (KEDA_DEV, ["prometheusOperator", "keda"]),
+    (KEDA_DEV, ["prometheusOperator", "keda", *ENTRANCE_ADDONS]),
 ])
 def test_variants_need_their_add_ons_in_install_order(name, expected):
     assert needs_of(variant(name)) == expected
@@ -136,7 +159,7 @@ def test_gateway_api_crds_come_from_the_pinned_release_asset():
 
 def test_the_value_check_catches_a_misspelt_key_a_shape_error_and_a_stale_key_list():
     assert check_chart_values("keda", {"nodeSelektor": {}}) == [
-        "keda: nodeSelektor: not a key the chart's values.yaml has (tests/fixtures/helm/addon-value-keys.yaml)"]
+        "keda: nodeSelektor: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)"]
     assert check_chart_values("oci://ghcr.io/kserve/charts/kserve-resources", {"kserve": {"controller": {
         "deploymentMode": {"x": 1}}}}) == ["kserve-resources: kserve.controller.deploymentMode: the chart has a str here, "
                                           "got a mapping"]
@@ -158,7 +181,8 @@ def test_every_add_on_chart_has_a_transcribed_key_list_with_its_source():
 
 
 def test_an_undeclared_add_on_on_an_existing_cluster_is_a_config_error_naming_the_fix():
-    evaluation = evaluate_stack("dev", overrides={**EXISTING_CLUSTER, "pools": [{"name": "l4", "gpu": "L4"}]},
+    evaluation = evaluate_stack("dev", overrides={**EXISTING_CLUSTER, "models": DEV_MODELS,
+                                                  "pools": [{"name": "l4", "gpu": "L4"}]},
                                 raise_errors=False)
     message = str(evaluation.error)
     assert "addons.preinstalled: this stack needs Prometheus Operator" in message

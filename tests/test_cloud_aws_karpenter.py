@@ -166,7 +166,7 @@ def test_every_server_pod_tells_karpenter_not_to_disrupt_its_node():
     assert servers
     for deployment in servers:
         assert deployment["spec"]["template"]["metadata"]["annotations"][contract.ANNOTATION_DO_NOT_DISRUPT] == "true"
-    kserve = evaluate_stack("dev", overrides={"pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}], "models": [
+    kserve = evaluate_stack("dev", overrides={"exposure": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}], "models": [
         {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
          "engine": "kserve", "pool": "l4", "maxModelLen": 8192}]})
     (isvc,) = [o for o in kserve.kubernetes_objects if o["kind"] == "InferenceService"]

@@ -25,7 +25,8 @@ DOCUMENTED_FLAGS = {
         "--quantization", "--weights-gib", "--max-num-batched-tokens", "--max-num-seqs", "--block-size",
         "--enforce-eager", "--vllm-version", "--json",
     },
-    "components.smoke": {"--base-url", "--model", "--api-key-env", "--max-model-len", "--timeout", "--total-timeout"},
+    "components.smoke": {"--base-url", "--model", "--api-key-env", "--max-model-len", "--timeout", "--total-timeout",
+                         "--names", "--entrance"},
     "components.loadtest": {
         "--base-url", "--model", "--concurrency", "--requests", "--prompt-tokens", "--output-tokens",
         "--slo-ttft-ms", "--json", "--chart", "--timeout", "--request-timeout", "--api-key-env",

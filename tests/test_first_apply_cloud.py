@@ -34,17 +34,20 @@ PROD_POOL = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "machineType"
 VARIANTS = {
     "dev": ("dev", {}),
     "prod": ("prod", {}),
-    "dev-kserve": ("dev", {"pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}], "models": KSERVE_MODELS}),
+    "dev-kserve": ("dev", {"exposure": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}], "models": KSERVE_MODELS}),
     "dev-private-nodes": ("dev", {"cluster": {"name": "llm-serving-dev", "region": "us-central1",
                                               "network": {"privateNodes": True}}}),
     "dev-existing-cluster": ("dev", {"cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
-                                     "addons": {"preinstalled": ["prometheusOperator"]}}),
+                                     "addons": {"preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension",
+                                                                 "llmdRouter", "certManager"]}}),
     "prod-multi-node": ("prod", {"models": MULTI_NODE_MODELS}),
     "prod-existing-vpc": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {
         "vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}}),
     "prod-per-zone-nat": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"natGateways": "per-zone"}}}),
     "prod-existing-cluster": ("prod", {"cluster": {"name": "shared-gpu", "create": False},
-                                       "addons": {"preinstalled": ["prometheusOperator", "keda"]}}),
+                                       "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi",
+                                                                   "inferenceExtension", "llmdRouter", "certManager",
+                                                                   "agentgateway"]}}),
     "prod-default-vpc-no-efa": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
                                          "pools": [{**PROD_POOL, "efa": False}]}),
 }
@@ -146,7 +149,9 @@ def efa_node_group_zone(evaluation):
 
 @pytest.mark.parametrize("overrides,expected", [
     ({}, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
-    ({"cluster": {"name": "shared-gpu", "create": False}, "addons": {"preinstalled": ["prometheusOperator", "keda"]}}, MOCK_PRIVATE_SUBNETS[1]),
+    ({"cluster": {"name": "shared-gpu", "create": False},
+      "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi", "inferenceExtension", "llmdRouter",
+                                  "certManager", "agentgateway"]}}, MOCK_PRIVATE_SUBNETS[1]),
     ({"cluster": {"name": "llm-serving-prod", "network": {"vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}},
      MOCK_PRIVATE_SUBNETS[1]),
 ])
@@ -253,3 +258,38 @@ def test_gke_driver_is_unresolved_and_the_plan_says_how_to_resolve_it():
     (row,) = evaluation.outputs["drivers"]
     assert row["verdict"] == "unknown" and "nvidia-smi" in row["toResolve"]
     assert "torch.version.cuda" in row["toResolve"]
+
+
+# --- regional-gateway-has-its-gke-prerequisites -------------------------------------------------------
+
+
+def test_a_regional_gke_gateway_without_proxy_only_subnet_or_gateway_api_fires():
+    import copy
+    import dataclasses
+
+    from offline_plan.mock_runtime import Evaluation
+
+    dev = evaluate_stack("dev")
+    assert fired(dev, "regional-gateway-has-its-gke-prerequisites") == []
+
+    def without(evaluation, drop=None, edit=None):
+        out = []
+        for r in evaluation.resources:
+            if drop and drop(r):
+                continue
+            r = dataclasses.replace(r, inputs=copy.deepcopy(r.inputs))
+            if edit:
+                edit(r)
+            out.append(r)
+        return Evaluation(evaluation.stack, out, outputs=evaluation.outputs)
+
+    no_subnet = without(dev, drop=lambda r: r.type == rules.GCP_SUBNETWORK
+                        and r.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY")
+    [found] = fired(no_subnet, "regional-gateway-has-its-gke-prerequisites")
+    assert "no ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in us-central1" in found
+
+    def gateway_api_off(r):
+        if r.type == "gcp:container/cluster:Cluster":
+            r.inputs.pop("gatewayApiConfig", None)
+    [found] = fired(without(dev, edit=gateway_api_off), "regional-gateway-has-its-gke-prerequisites")
+    assert "Gateway API is off" in found

@@ -14,11 +14,25 @@ from components.addons import install as addons_install
 from offline_plan.mock_runtime import Evaluation, RecordedResource, evaluate_stack
 from tests import first_apply_k8s  # noqa: F401  registers the rules
 from tests.first_apply import check
-from tests.stack_variants import EXISTING, EXISTING_RDMA, GATEWAY, KEDA_DEV, KSERVE, MULTI_NODE, VARIANTS, variant
+from tests.stack_variants import (
+    ADAPTERS,
+    DEV_ADAPTERS,
+    EXISTING,
+    EXISTING_ENTRANCE,
+    EXISTING_RDMA,
+    GATEWAY,
+    KEDA_DEV,
+    KSERVE,
+    MULTI_NODE,
+    VARIANTS,
+    variant,
+)
 
 RULES = ["crd-before-custom-resource", "chart-renders-after-its-crds", "custom-resource-waits-are-real",
-         "waits-cover-the-plan", "service-does-not-outwait-its-pods"]
-ALL = ["dev", "prod", KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV, EXISTING, EXISTING_RDMA]
+         "waits-cover-the-plan", "service-does-not-outwait-its-pods", "picker-release-does-not-wait-for-its-standby",
+         "picker-starts-after-the-kinds-it-discovers"]
+ALL = ["dev", "prod", KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV, EXISTING, EXISTING_RDMA, ADAPTERS, DEV_ADAPTERS,
+       EXISTING_ENTRANCE]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +52,8 @@ def test_every_rule_holds(name, committed):
 def test_the_variants_exercise_every_kind_the_rules_guard(committed):
     kinds = {r.inputs["kind"] for name in ALL for r in evaluation_of(name, committed).resources if r.is_kubernetes_object}
     assert {"ServiceMonitor", "PrometheusRule", "PodMonitor", "ScaledObject", "LeaderWorkerSet", "InferenceService",
-            "ClusterStorageContainer", "HTTPRoute", "NicClusterPolicy", "IPPool", "MacvlanNetwork"} <= kinds
+            "ClusterStorageContainer", "HTTPRoute", "NicClusterPolicy", "IPPool", "MacvlanNetwork", "Gateway",
+            "Issuer", "AgentgatewayPolicy", "HealthCheckPolicy", "GCPBackendPolicy"} <= kinds
 
 
 # --- editing a recorded evaluation: the broken variants ------------------------------------------
@@ -190,3 +205,40 @@ def test_a_service_that_waits_for_endpoints_beside_its_workload_fires(committed)
     broken = without_annotation(committed["prod"], of_kind("Service"), contract.PULUMI_SKIP_AWAIT)
     messages = fired(broken, "service-does-not-outwait-its-pods")
     assert len(messages) == 2 and all("skipAwait" in m for m in messages)
+
+
+# --- the entrance: charts that render custom resources, and the pickers' wait ---------------------
+
+PICKER_RELEASE = lambda r: r.type == first_apply_k8s.RELEASE and r.inputs.get("chart", "").endswith(contract.PICKER_CHART)
+
+
+def test_a_picker_release_before_the_inference_pool_crd_fires(committed):
+    broken = without_dependency(committed["prod"], PICKER_RELEASE,
+                                lambda r: r.type == first_apply_k8s.CONFIG_FILE and "inference-extension" in r.name)
+    found = fired(broken, "chart-renders-after-its-crds")
+    assert any("InferencePool (inference.networking.k8s.io)" in v for v in found), found
+
+
+def test_an_awaited_picker_release_with_a_standby_fires(committed):
+    def awaited(r: RecordedResource) -> RecordedResource:
+        if PICKER_RELEASE(r):
+            r.inputs["skipAwait"] = False
+        return r
+    found = fired(edited(committed["dev"], awaited), "picker-release-does-not-wait-for-its-standby")
+    assert found and "leader election" in found[0]
+
+
+def test_gke_policies_on_a_cluster_without_its_gateway_api_fire(committed):
+    def gateway_off(r: RecordedResource) -> RecordedResource:
+        if r.type == first_apply_k8s.GKE_CLUSTER:
+            r.inputs.pop("gatewayApiConfig", None)
+        return r
+    found = fired(edited(committed["dev"], gateway_off), "crd-before-custom-resource")
+    assert any("HealthCheckPolicy" in v for v in found) and any("(Gateway)" in v for v in found), found
+
+
+def test_a_picker_started_before_the_rewrite_crds_fires(committed):
+    broken = without_dependency(committed["dev"], PICKER_RELEASE,
+                                lambda r: r.type == first_apply_k8s.CONFIG_FILE and "llm-d-router" in r.name)
+    found = fired(broken, "picker-starts-after-the-kinds-it-discovers")
+    assert any("InferenceModelRewrite (llm-d.ai)" in v for v in found), found

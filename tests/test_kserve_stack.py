@@ -15,7 +15,7 @@ POOLS = [{"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}]
 
 
 def test_vllm_and_kserve_models_share_pool_operators_and_store():
-    ev = evaluate_stack("dev", overrides={"pools": POOLS, "models": [VLLM_MODEL, KSERVE_MODEL]})
+    ev = evaluate_stack("dev", overrides={"exposure": {}, "pools": POOLS, "models": [VLLM_MODEL, KSERVE_MODEL]})
     objs = ev.kubernetes_objects
     validate_all(objs)
 
@@ -43,7 +43,7 @@ def test_vllm_and_kserve_models_share_pool_operators_and_store():
 
 
 def test_servers_wait_for_the_mirror_and_the_operators_and_operators_for_the_cluster():
-    ev = evaluate_stack("dev", overrides={"pools": POOLS, "models": [VLLM_MODEL, KSERVE_MODEL]})
+    ev = evaluate_stack("dev", overrides={"exposure": {}, "pools": POOLS, "models": [VLLM_MODEL, KSERVE_MODEL]})
     by_type = lambda t: [r for r in ev.resources if r.type == t]  # noqa: E731
     [release] = [r for r in by_type("kubernetes:helm.sh/v3:Release") if "gpu-operator" in r.name]
     jobs = {r.inputs["metadata"]["labels"][contract.LABEL_MODEL]: r for r in by_type("kubernetes:batch/v1:Job")}

@@ -66,6 +66,7 @@ def test_good_fixtures_have_no_violations_through_the_engine(fixture):
     ("no-literal-secrets.yaml", "no-literal-secrets"),
     ("shm-size-limited.yaml", "shm-size-limited"),
     ("helm-release.yaml", "helm-chart-pinned"),
+    ("adapter-revision-pinned.yaml", "adapter-revision-pinned"),
 ])
 def test_bad_fixture_is_caught_by_its_rule(fixture, policy):
     (obj,) = load_fixture("bad", fixture)
@@ -572,3 +573,80 @@ def test_policy_table_lists_every_rule_with_level_and_fix():
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         assert len(cells) == 4 and cells[0].startswith(f"`{rule.name}`") and cells[1] == rule.level
         assert cells[3] and cells[3].endswith(".") and "<" not in row
+
+
+# the entrance and LoRA adapters ------------------------------------------------------------------
+
+ENTRANCE = load_fixture("good", "entrance.yaml")
+POOL, SERVER, PICKER, PICKER_PDB = ENTRANCE
+
+
+def entrance_stack(*objs) -> list:
+    return [k8s_stack_entry(o) for o in objs]
+
+
+def test_the_entrance_fixture_passes_every_rule():
+    for obj in ENTRANCE:
+        assert analyze_k8s(obj).violations == [], obj["metadata"]["name"]
+    assert analyze_stack(entrance_stack(*ENTRANCE)).violations == []
+
+
+def test_adapters_from_the_hub_or_an_unnamed_commit_are_caught():
+    (obj,) = load_fixture("bad", "adapter-revision-pinned.yaml")
+    result = analyze_k8s(obj)
+    assert result.policies() == {"adapter-revision-pinned"}
+    [message] = [v.message for v in result.of("adapter-revision-pinned")]
+    assert "adapter 'sql' from 'example-org/sql-lora', a Hub repo id" in message
+    unnamed = copy.deepcopy(SERVER)
+    args = container(unnamed)["args"]
+    args[args.index("--lora-modules") + 1] = "sql=/models/example-org/sql-lora/main"
+    [v] = analyze_k8s(unnamed).of("adapter-revision-pinned")
+    assert "from '/models/example-org/sql-lora/main', which does not end in the 40-hex commit" in v.message
+    script = copy.deepcopy(SERVER)
+    container(script)["command"] = ["/bin/sh", "-c", "exec vllm serve /m --lora-modules sql=org/sql-lora"]
+    container(script)["args"] = []
+    assert analyze_k8s(script).policies() == {"adapter-revision-pinned"}
+    runtime = copy.deepcopy(SERVER)
+    container(runtime)["env"].append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
+    assert any("VLLM_ALLOW_RUNTIME_LORA_UPDATING" in v.message for v in analyze_k8s(runtime).of("adapter-revision-pinned"))
+
+
+def test_a_pool_that_selects_no_server_or_the_wrong_port_is_caught():
+    stray = copy.deepcopy(POOL)
+    stray["spec"]["selector"]["matchLabels"]["llm-serving.io/model"] = "llama-70b"
+    result = analyze_stack(entrance_stack(stray, SERVER, PICKER, PICKER_PDB))
+    assert result.policies() == {"inference-pool-selects-its-servers"}
+    assert "matches no server pod in namespace 'serving'" in result.of("inference-pool-selects-its-servers")[0].message
+    wrong_port = copy.deepcopy(POOL)
+    wrong_port["spec"]["targetPorts"] = [{"number": 8080}]
+    [v] = analyze_stack(entrance_stack(wrong_port, SERVER, PICKER, PICKER_PDB)).of("inference-pool-selects-its-servers")
+    assert "port 8080 of Deployment/llama-8b" in v.message and "(8000)" in v.message
+    elsewhere = copy.deepcopy(SERVER)
+    elsewhere["metadata"]["namespace"] = "other"
+    assert analyze_stack(entrance_stack(POOL, elsewhere, PICKER, PICKER_PDB)).policies() == {
+        "inference-pool-selects-its-servers"}
+
+
+def test_a_single_picker_or_one_without_a_budget_is_caught():
+    single = copy.deepcopy(PICKER)
+    single["spec"]["replicas"] = 1
+    [v] = analyze_stack(entrance_stack(POOL, SERVER, single, PICKER_PDB)).of("picker-highly-available")
+    assert "runs 1 replica" in v.message
+    [v] = analyze_stack(entrance_stack(POOL, SERVER, PICKER)).of("picker-highly-available")
+    assert "no PodDisruptionBudget in namespace 'serving' selects its pods (llm-d-router-gateway=llama-8b-epp)" in v.message
+
+
+def test_the_picker_rules_read_the_chart_release_the_program_creates():
+    values = {"router": {"modelServers": {"matchLabels": {"llm-serving.io/model": "llama-8b",
+                                                          "llm-serving.io/component": "vllm-server"},
+                                          "targetPorts": [{"number": 8000}]},
+                         "epp": {"replicas": 2}}}
+    release = ("kubernetes:helm.sh/v3:Release", "llama-8b", {
+        "chart": "oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "version": "v0.10.0", "name": "llama-8b",
+        "namespace": "serving", "values": values})
+    assert analyze_stack([release, *entrance_stack(SERVER, PICKER_PDB)]).violations == []
+    values["router"]["epp"]["replicas"] = 1
+    values["router"]["modelServers"]["matchLabels"]["llm-serving.io/model"] = "typo"
+    result = analyze_stack([release, *entrance_stack(SERVER)])
+    assert result.policies() == {"picker-highly-available", "inference-pool-selects-its-servers"}
+    assert len(result.of("picker-highly-available")) == 2  # one replica, and no budget

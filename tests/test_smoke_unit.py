@@ -207,3 +207,56 @@ def test_cli_rejects_bad_timeouts_and_urls_in_one_line(args, message):
     proc = _run(*args, "--model", "m")
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- --names / --entrance: every model and adapter name through one base URL ---------------------
+
+
+class _NamesServer:
+    """Answers chat completions for the names it serves, echoing the model, like vLLM."""
+
+    def __init__(self, served: dict[str, str]):
+        self.served = served  # name -> the name the server reports
+
+    def post(self, path, body, timeout=None):
+        import json as _json
+
+        from endpoint_tools.openai_client import Response
+        assert path == "/v1/chat/completions"
+        name = body["model"]
+        if name not in self.served:
+            return Response(404, _json.dumps({"error": {"message": f"The model `{name}` does not exist."}}).encode())
+        answer = {"model": self.served[name], "choices": [{"message": {"content": "hello there"}}]}
+        return Response(200, _json.dumps(answer).encode())
+
+
+def test_names_pass_when_each_answers_under_its_own_name():
+    ctx = smoke.SmokeContext(_NamesServer({"base": "base", "lora": "lora"}), "base", None, names=("base", "lora"))
+    assert smoke.check_names(ctx) == "2 names answered under their own name: base (11 chars), lora (11 chars)"
+
+
+def test_an_unrouted_or_misrouted_name_fails_the_names_check_naming_it():
+    ctx = smoke.SmokeContext(_NamesServer({"base": "base", "lora": "base"}), "base", None, names=("base", "lora", "gone"))
+    with pytest.raises(smoke.CheckFailed) as err:
+        smoke.check_names(ctx)
+    text = str(err.value)
+    assert text.startswith("2 of 3 names failed: lora: answered as 'base'; gone: HTTP 404")
+    assert "answered: base (11 chars)" in text
+
+
+def test_the_entrance_runs_only_what_it_routes():
+    ctx = smoke.SmokeContext(None, "base", None, names=("base",))
+    assert [n for n, _ in smoke.selected_checks(ctx, entrance=True)] == ["chat", "stream", "names"]
+    assert [n for n, _ in smoke.selected_checks(smoke.SmokeContext(None, "m", None))] == [
+        "health", "models", "chat", "stream", "context", "metrics"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--base-url", "http://127.0.0.1:9", "--entrance"], "--model is required"),
+    (["--base-url", "http://127.0.0.1:9", "--model", "m", "--entrance"], "give --names"),
+    (["--base-url", "http://127.0.0.1:9", "--names", "a,,b"], "not a comma-separated list"),
+    (["--base-url", "http://127.0.0.1:9", "--names", "a,a"], "names a model twice"),
+])
+def test_names_and_entrance_usage_errors(argv, words):
+    proc = subprocess.run([sys.executable, "-m", "components.smoke", *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and words in proc.stderr

@@ -179,6 +179,7 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
     overrides = {
         "cloud": "existing",
         "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
+        "exposure": {},
         "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
         "operators": {"gpuOperator": {"driver": "preinstalled"},
                       "networkOperator": {"enabled": True, "interface": "ens1f0"}},

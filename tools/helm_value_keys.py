@@ -7,7 +7,7 @@ addon-value-keys.yaml lists, per chart, only the key paths the program sets, eac
 number and the shape of the default in the upstream file at the pinned tag. On a chart bump: fetch
 the new values.yaml (the URL is `values_url` of the chart in components/addons), run this for the
 chart, and replace its entry. The program's values are taken from every variant it produces
-(with and without a system pool node selector).
+(with and without a system pool node selector, in every variant of the add-on).
 """
 
 from __future__ import annotations
@@ -23,15 +23,16 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from components.addons.catalog import HelmChart  # noqa: E402
-from components.addons.needs import CATALOG  # noqa: E402
+from components.addons.needs import CATALOG, VARIANTS  # noqa: E402
 
 
-def chart_by_name(name: str) -> HelmChart:
-    for addon in CATALOG:
-        for step in addon.steps:
-            if isinstance(step, HelmChart) and step.chart.rsplit("/", 1)[-1] == name:
-                return step
-    raise SystemExit(f"no add-on chart named {name}")
+def charts_by_name(name: str) -> list[HelmChart]:
+    """Every form of the chart the program installs (an add-on's variants set more keys)."""
+    found = [step for addon in CATALOG + VARIANTS for step in addon.steps
+             if isinstance(step, HelmChart) and step.chart.rsplit("/", 1)[-1] == name]
+    if not found:
+        raise SystemExit(f"no add-on chart named {name}")
+    return found
 
 
 def key_paths(values: dict[str, Any], upstream: dict[str, tuple[int, str, Any]], prefix: str = "") -> list[str]:
@@ -72,13 +73,15 @@ def main() -> None:
     parser.add_argument("chart")
     parser.add_argument("values_yaml", type=Path)
     args = parser.parse_args()
-    chart = chart_by_name(args.chart)
+    charts = charts_by_name(args.chart)
+    chart = charts[0]
     upstream = upstream_keys(args.values_yaml)
     paths: list[str] = []
-    for selector in (None, {"example.io/pool": "system"}):
-        for p in key_paths(chart.values(selector), upstream):
-            if p not in paths:
-                paths.append(p)
+    for form in charts:
+        for selector in (None, {"example.io/pool": "system"}):
+            for p in key_paths(form.values(selector), upstream):
+                if p not in paths:
+                    paths.append(p)
     keys = {}
     for p in paths:
         if p not in upstream:

@@ -72,6 +72,21 @@ class Manifests:
 
 
 @dataclass(frozen=True)
+class CloudFeature:
+    """A cluster feature the cloud installs and manages when it is turned on (GKE's Gateway API):
+    the cluster layer turns it on for a cluster it creates, so the add-on is always `provided_by`
+    the cloud there; on an existing cluster `command` is what the owner runs."""
+
+    name: str
+    command: str
+    version: str
+
+    @property
+    def install_command(self) -> str:
+        return self.command
+
+
+@dataclass(frozen=True)
 class Crd:
     """A CRD an add-on installs that the program's own objects use."""
 
@@ -92,7 +107,7 @@ class AddOn:
     title: str
     version: str
     """The version a person would name it by (the app or chart release)."""
-    steps: tuple[HelmChart | Manifests, ...]
+    steps: tuple[HelmChart | Manifests | CloudFeature, ...]
     """What installs it, in order: each step waits for the one before."""
     crds: tuple[Crd, ...]
     """CRDs the program's objects use; their objects wait for the add-on's last step, by then the

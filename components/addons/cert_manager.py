@@ -1,4 +1,5 @@
-"""cert-manager: issues the certificates of KServe's admission webhooks.
+"""cert-manager: issues the certificates of KServe's admission webhooks, and the entrance's HTTPS
+certificate from an ACME CA.
 
 cert-manager/cert-manager at tag v1.21.1; the chart version keeps the "v" (make/manifests.mk
 packages with --version $(VERSION), the git tag). CRDs are templates gated by `crds.enabled`,
@@ -8,6 +9,7 @@ hack/setup/quick-install/kserve-standard-mode-full-install-helm.sh at kserve v0.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from components.addons.catalog import AddOn, Crd, HelmChart
@@ -40,4 +42,31 @@ ADDON = AddOn(
     # (files/kserve/certificate-patch.yaml, templates/common/certmanager.yaml at kserve v0.20.0).
     crds=(Crd("cert-manager.io", "Certificate", "certificates"), Crd("cert-manager.io", "Issuer", "issuers")),
     docs="Only as KServe's dependency: kserve-resources renders a cert-manager Certificate for its webhooks.",
+)
+
+
+# The entrance's certificate (exposure.entrance.tls.certificate acme): cert-manager watches the
+# Gateway (its gateway-shim turns the `cert-manager.io/issuer` annotation and the HTTPS listener
+# into a Certificate) and answers HTTP-01 challenges with an HTTPRoute on the Gateway. Gateway API
+# support is off by default: the controller configuration's `gatewayAPI.enabled` turns it on
+# (cert-manager v1.21.1 pkg/apis/config/controller/v1alpha1/types.go:86-97, default false in
+# internal/apis/config/controller/v1alpha1/defaults.go:75; the chart passes `config` through as the
+# ControllerConfiguration, values.yaml:278-333), and the Gateway API CRDs must exist before the
+# controller starts, so this variant requires the Gateway API add-on first.
+CONTROLLER_CONFIG = {
+    "apiVersion": "controller.config.cert-manager.io/v1alpha1",
+    "kind": "ControllerConfiguration",
+    "gatewayAPI": {"enabled": True},
+}
+
+
+def gateway_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+    return {**values(system_node_selector), "config": CONTROLLER_CONFIG}
+
+
+WITH_GATEWAY_API = dataclasses.replace(
+    ADDON,
+    steps=(dataclasses.replace(CHART, values=gateway_values),),
+    requires=("gatewayApi",),
+    docs="KServe's webhook certificates, and the entrance's HTTPS certificate (ACME, answered through the Gateway).",
 )

@@ -1,16 +1,27 @@
-"""Gateway API CRDs (standard channel) for the HTTPRoutes of `exposure.gateway`.
+"""Gateway API CRDs (standard channel) for the entrance's Gateway and HTTPRoutes, or the per-model
+HTTPRoutes of `exposure.gateway`.
 
 No chart exists; each release publishes `standard-install.yaml` (kubernetes-sigs/gateway-api at
 tag v1.6.1: hack/build-install-yaml.sh concatenates config/crd/standard/*, among them
-gateway.networking.k8s.io_httproutes.yaml, the project's HTTPRoute fixture; the release workflow
-checks the asset equals that build). The provider applies it server-side, which the 429 KB
-HTTPRoute CRD needs. Only the CRDs: the Gateway the routes attach to, and the controller that
-implements it, are the user's (docs/addons.md).
+gateway.networking.k8s.io_httproutes.yaml and _gateways.yaml, the project's fixtures; the release
+workflow checks the asset equals that build). The provider applies it server-side, which the 429 KB
+HTTPRoute CRD needs. Only the CRDs: the controller that implements a Gateway is the cloud's (GKE),
+agentgateway (components/addons/agentgateway.py) or the user's (docs/addons.md).
+
+On GKE, turning on the cluster's Gateway API (`gateway_api_config` channel CHANNEL_STANDARD, which
+the entrance needs for the GKE Gateway controller; `gcloud ... --gateway-api=standard`) makes GKE
+install and manage the standard-channel CRDs with its GatewayClasses (GKE docs, "Deploying
+Gateways", "Enable Gateway API in your cluster"; not re-read in this session: check with
+`kubectl get crd gateways.gateway.networking.k8s.io -o jsonpath='{.metadata.labels}'` on such a
+cluster). Applying the standard install over GKE's copies would fight them, so such a cluster
+relies on GKE's (needs.py).
 """
 
 from __future__ import annotations
 
-from components.addons.catalog import AddOn, Crd, Manifests
+import dataclasses
+
+from components.addons.catalog import AddOn, CloudFeature, Crd, Manifests
 
 VERSION = "v1.6.1"
 MANIFESTS = Manifests(
@@ -30,6 +41,29 @@ ADDON = AddOn(
     title="Gateway API CRDs (standard channel)",
     version=VERSION,
     steps=(MANIFESTS,),
-    crds=(Crd("gateway.networking.k8s.io", "HTTPRoute", "httproutes"),),
-    docs="HTTPRoutes attach each model to the Gateway named in exposure.gateway.",
+    crds=(Crd("gateway.networking.k8s.io", "HTTPRoute", "httproutes"),
+          Crd("gateway.networking.k8s.io", "Gateway", "gateways")),
+    docs="The entrance's Gateway and HTTPRoutes (exposure.entrance), or an HTTPRoute per model on the Gateway "
+         "named in exposure.gateway.",
+)
+
+
+# The entrance on GKE: the GKE Gateway controller (the cluster's Gateway API, standard channel)
+# brings the Gateway API CRDs and GKE's own policy CRDs, HealthCheckPolicy and GCPBackendPolicy
+# (networking.gke.io/v1), which the entrance attaches to each InferencePool
+# (components/entrance/gke.py). A created cluster gets it from the cluster layer
+# (components/cluster/gcp/gke.py gateway_api_config); an existing one is turned on by its owner.
+GKE_GROUP = "networking.gke.io"
+GKE_GATEWAY = dataclasses.replace(
+    ADDON,
+    title="Gateway API on GKE (GKE Gateway controller, standard channel)",
+    version="GKE-managed",
+    steps=(CloudFeature(
+        name="gke-gateway-api",
+        command="gcloud container clusters update <cluster> --location <region> --gateway-api=standard",
+        version="GKE-managed"),),
+    crds=ADDON.crds + (Crd(GKE_GROUP, "HealthCheckPolicy", "healthcheckpolicies"),
+                       Crd(GKE_GROUP, "GCPBackendPolicy", "gcpbackendpolicies")),
+    docs="The entrance's Gateway (GKE Gateway controller), its HTTPRoutes, and GKE's health-check and backend "
+         "policies per InferencePool.",
 )

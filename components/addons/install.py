@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.addons.catalog import AddOn, Crd, HelmChart, Manifests
+from components.addons.catalog import AddOn, CloudFeature, Crd, HelmChart, Manifests
 from components.addons.crd_sources import CrdSources
 from components.addons.needs import AddOnNeed, install_commands
 
@@ -87,6 +87,9 @@ class AddOns(pulumi.ComponentResource):
         namespaces: dict[str, k8s.core.v1.Namespace] = {}
         last: pulumi.Resource | None = None
         for step in addon.steps:
+            if isinstance(step, CloudFeature):
+                raise ValueError(f"{addon.title} is installed by the cloud ({step.name}); needs.py must mark it "
+                                 "provided_by the cloud on a cluster the program creates")
             if isinstance(step, Manifests):
                 last = k8s.yaml.v2.ConfigFile(
                     f"{addon.key}-{step.name}", file=step.url,

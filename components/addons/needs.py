@@ -10,20 +10,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from components.addons import cert_manager, gateway_api, keda, kserve, leader_worker_set, prometheus_operator
+from components.addons import (
+    agentgateway,
+    cert_manager,
+    gateway_api,
+    inference_extension,
+    keda,
+    kserve,
+    leader_worker_set,
+    llm_d_router,
+    prometheus_operator,
+)
 from components.addons.catalog import AddOn
 from stack_config import Cloud, StackConfig
+from stack_config.entrance import implementation_for
 
 # In install order: an add-on's `requires` come before it.
 CATALOG: tuple[AddOn, ...] = (
     prometheus_operator.ADDON,
     keda.ADDON,
     leader_worker_set.ADDON,
+    gateway_api.ADDON,
+    inference_extension.ADDON,
+    llm_d_router.ADDON,
     cert_manager.ADDON,
     kserve.ADDON,
-    gateway_api.ADDON,
+    agentgateway.ADDON,
 )
 BY_KEY = {addon.key: addon for addon in CATALOG}
+# Add-ons installed differently when the stack needs more of them (same key, charts and CRDs, other
+# values or requirements): cert-manager with Gateway API support for the entrance's certificate.
+VARIANTS: tuple[AddOn, ...] = (cert_manager.WITH_GATEWAY_API, gateway_api.GKE_GATEWAY)
 
 
 def install_commands(addon: AddOn) -> list[str]:
@@ -63,12 +80,46 @@ def _reasons(stack: StackConfig, plans: Sequence[Any]) -> dict[str, list[str]]:
                 f"{key} spans {plan.nodes_per_replica} nodes per replica (a LeaderWorkerSet)")
     if stack.exposure.gateway is not None:
         reasons["gatewayApi"].append("exposure.gateway: an HTTPRoute per model")
+    entrance = stack.exposure.entrance
+    if entrance is not None:
+        reasons["gatewayApi"].append("exposure.entrance: the Gateway and its HTTPRoutes")
+        reasons["inferenceExtension"].append("exposure.entrance: an InferencePool per base model")
+        reasons["llmdRouter"].append("exposure.entrance: the endpoint pickers find these kinds when they start "
+                                     "(model aliases are InferenceModelRewrites)")
+        if entrance.tls.certificate == "acme":
+            reasons["certManager"].append("exposure.entrance.tls.certificate acme: cert-manager obtains the "
+                                          "HTTPS certificate through the Gateway")
+        if implementation_for(stack.cloud.value, stack.creates_cluster, entrance).name == "agentgateway":
+            reasons["agentgateway"].append("exposure.entrance: the Gateway implementation (GatewayClass "
+                                           "agentgateway) and its body-based routing policy")
     return reasons
 
 
+def _minor(stack: StackConfig) -> tuple[int, ...]:
+    return tuple(int(part) for part in stack.cluster.kubernetesVersion.split("."))
+
+
 def _gke_provides_gateway_api(stack: StackConfig) -> bool:
-    minor = tuple(int(part) for part in stack.cluster.kubernetesVersion.split("."))
-    return stack.cloud == Cloud.gcp and stack.creates_cluster and minor >= gateway_api.GKE_INSTALLS_FROM_MINOR
+    """A created GKE cluster installs the Gateway API CRDs from 1.34, or whenever the entrance turns on
+    its Gateway API (gateway_api_config, components/cluster/gcp/gke.py)."""
+    return stack.cloud == Cloud.gcp and stack.creates_cluster and (
+        _minor(stack) >= gateway_api.GKE_INSTALLS_FROM_MINOR or stack.exposure.entrance is not None)
+
+
+def _gke_provides_inference_extension(stack: StackConfig) -> bool:
+    return (stack.cloud == Cloud.gcp and stack.creates_cluster
+            and _minor(stack) >= inference_extension.GKE_INSTALLS_FROM_MINOR)
+
+
+def _variant(addon: AddOn, stack: StackConfig) -> AddOn:
+    """The form of an add-on this stack installs."""
+    entrance = stack.exposure.entrance
+    if addon.key == cert_manager.ADDON.key and entrance is not None and entrance.tls.certificate == "acme":
+        return cert_manager.WITH_GATEWAY_API
+    if (addon.key == gateway_api.ADDON.key and entrance is not None
+            and implementation_for(stack.cloud.value, stack.creates_cluster, entrance).name == "gke"):
+        return gateway_api.GKE_GATEWAY
+    return addon
 
 
 def needed_addons(stack: StackConfig, plans: Sequence[Any]) -> list[AddOnNeed]:
@@ -78,18 +129,24 @@ def needed_addons(stack: StackConfig, plans: Sequence[Any]) -> list[AddOnNeed]:
     existing cluster they are the business of whoever installed the add-on.
     """
     reasons = _reasons(stack, plans)
+    catalog = [_variant(addon, stack) for addon in CATALOG]
     if stack.creates_cluster:
-        for addon in reversed(CATALOG):
+        for addon in reversed(catalog):
             if reasons[addon.key]:
                 for required in addon.requires:
                     reasons[required].append(f"{addon.title} needs it")
     needs = []
-    for addon in CATALOG:
+    for addon in catalog:
         if not reasons[addon.key]:
             continue
         provided_by = None
         if addon.key == gateway_api.ADDON.key and _gke_provides_gateway_api(stack):
-            provided_by = (f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Gateway API CRDs from "
+            provided_by = (f"GKE {stack.cluster.kubernetesVersion} (the cluster's Gateway API, turned on for the "
+                           "entrance)" if stack.exposure.entrance is not None else
+                           f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Gateway API CRDs from "
+                           "1.34.0-gke.1626000 on)")
+        if addon.key == inference_extension.ADDON.key and _gke_provides_inference_extension(stack):
+            provided_by = (f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Inference Extension CRDs from "
                            "1.34.0-gke.1626000 on)")
         needs.append(AddOnNeed(addon, tuple(reasons[addon.key]), provided_by))
     return needs

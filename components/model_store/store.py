@@ -325,6 +325,24 @@ class ModelStoreArgs:
     placement: GpuPlacement | None = None
     # StorageClass of the RWO staging volume (load_from bucket). None: the cluster's default class.
     staging_storage_class: str | None = None
+    # LoRA adapters served on this model: each mirrored by a Job of its own onto the same volume.
+    adapters: list["MirrorSource"] = field(default_factory=list)
+
+    @property
+    def volume_bytes(self) -> int:
+        """What the volume holds: the base weights and every adapter (an upper bound of their size)."""
+        return self.weights_bytes + sum(a.size_bytes for a in self.adapters)
+
+
+@dataclass(frozen=True)
+class MirrorSource:
+    """One pinned Hub revision a mirror Job downloads and verifies: the base weights or an adapter."""
+
+    repo: str
+    revision: str
+    local_dir: str  # <mount>/<org>/<name>/<revision>
+    size_bytes: int  # what the deadline and the download are planned for
+    adapter: str | None = None  # the adapter's served name; None for the base weights
 
 
 def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
@@ -350,6 +368,8 @@ def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_cl
         hf_token=hf_token if plan.model.gated else None,
         placement=placement,
         staging_storage_class=staging_storage_class,
+        adapters=[MirrorSource(a.repo, a.revision, a.path, a.bytes_bound, adapter=a.name)
+                  for a in (plan.lora.adapters if plan.lora else ())],
     )
 
 
@@ -396,7 +416,11 @@ class ModelStore(pulumi.ComponentResource):
         self.syncs_to_bucket = args.bucket is not None
         self.deadline_seconds = mirror_deadline_seconds(args.weights_bytes, self.syncs_to_bucket)
         self.pulumi_wait_seconds = self.deadline_seconds + PULUMI_WAIT_MARGIN_SECONDS
-        self.mirror_job = self._mirror_job(name, base)
+        base_source = MirrorSource(args.repo, args.revision, args.model_path, args.weights_bytes)
+        self.mirror_job = self._mirror_job(f"{name}-mirror", base_source)
+        # One Job per adapter, on the same volume and with the same script: a new adapter (or a new
+        # adapter commit) mirrors only itself and never re-runs the base model's Job.
+        self.adapter_jobs = [self._mirror_job(f"{name}-adapter-{a.adapter}-mirror", a) for a in args.adapters]
 
         # The mirrored copy in the bucket (for other clusters, new regions, audits), whatever the
         # servers read; `weights_uri` is set only when the servers stream from it.
@@ -414,6 +438,7 @@ class ModelStore(pulumi.ComponentResource):
             "weightsUri": self.weights_uri,
             "revision": self.revision,
             "mirrorJob": self.mirror_job.metadata.apply(_name_of),
+            "adapterMirrorJobs": [job.metadata.apply(_name_of) for job in self.adapter_jobs],
         })
 
     # -- what the servers use --------------------------------------------------------------
@@ -436,7 +461,7 @@ class ModelStore(pulumi.ComponentResource):
             "claim_name": self.claim_name if self.load_format is None else None,
             "weights_uri": self.weights_uri,
             "service_account": self.reader_service_account,
-            "depends_on": [self.mirror_job],
+            "depends_on": [self.mirror_job, *self.adapter_jobs],
         }
 
     @property
@@ -457,16 +482,31 @@ class ModelStore(pulumi.ComponentResource):
             raise ValueError(f"{args.repo}: loadFrom existing-claim needs the claim name")
         if args.load_from == "bucket" and args.bucket is None:
             raise ValueError(f"{args.repo}: loadFrom bucket needs a model bucket")
-        if not args.model_path.startswith(contract.MODEL_MOUNT_PATH + "/"):
-            raise ValueError(f"{args.model_path} is not under {contract.MODEL_MOUNT_PATH}")
+        for path in [args.model_path, *(a.local_dir for a in args.adapters)]:
+            if not path.startswith(contract.MODEL_MOUNT_PATH + "/"):
+                raise ValueError(f"{path} is not under {contract.MODEL_MOUNT_PATH}")
+        if args.adapters and args.load_from == "bucket":
+            raise ValueError(f"{args.repo}: LoRA adapters are read from a volume; loadFrom bucket has none")
 
-    def _metadata(self, resource_name: str, component: str) -> dict[str, Any]:
+    def _metadata(self, resource_name: str, component: str, source: MirrorSource | None = None) -> dict[str, Any]:
         return {
             "name": resource_name,
             "namespace": self.args.namespace,
-            "labels": {**self.labels, contract.LABEL_COMPONENT: component},
-            "annotations": dict(self.annotations),
+            "labels": self._labels(component, source),
+            "annotations": self._annotations(source),
         }
+
+    def _labels(self, component: str, source: MirrorSource | None = None) -> dict[str, str]:
+        labels = {**self.labels, contract.LABEL_COMPONENT: component}
+        if source is not None and source.adapter is not None:
+            labels[contract.LABEL_REVISION] = source.revision
+            labels[contract.LABEL_ADAPTER] = source.adapter
+        return labels
+
+    def _annotations(self, source: MirrorSource | None = None) -> dict[str, str]:
+        if source is not None and source.adapter is not None:
+            return {contract.ANNOTATION_REPO: source.repo}
+        return dict(self.annotations)
 
     def _token_secret(self, name: str, base: str) -> k8s.core.v1.Secret:
         # Output.secret keeps the token encrypted in state even if the caller passed a plain value;
@@ -480,7 +520,7 @@ class ModelStore(pulumi.ComponentResource):
         )
 
     def _volume_claim(self, name: str, base: str) -> k8s.core.v1.PersistentVolumeClaim:
-        size = f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"
+        size = f"{volume_size_gib(self.args.volume_bytes, self.args.volume_headroom)}Gi"
         metadata = self._metadata(k8s_name(base, "weights"), "model-store")
         metadata["annotations"][contract.ANNOTATION_PLANNED_STORAGE] = size
         return k8s.core.v1.PersistentVolumeClaim(
@@ -512,10 +552,12 @@ class ModelStore(pulumi.ComponentResource):
             "spec": claim_spec,
         }}}
 
-    def _mirror_job(self, name: str, base: str) -> k8s.batch.v1.Job:
+    def _mirror_job(self, resource_name: str, source: MirrorSource) -> k8s.batch.v1.Job:
         args = self.args
         ephemeral = SCRATCH_GIB
-        resources = mirror_resources(args.weights_bytes, ephemeral)
+        resources = mirror_resources(source.size_bytes, ephemeral)
+        deadline = mirror_deadline_seconds(source.size_bytes, self.syncs_to_bucket)
+        wait = deadline + PULUMI_WAIT_MARGIN_SECONDS
         if args.load_from == "bucket":
             weights_volume = self._staging_volume()
         else:
@@ -540,7 +582,7 @@ class ModelStore(pulumi.ComponentResource):
             # The globs go to `hf download` and filter what the script expects from the Hub alike.
             "command": [
                 "python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "fetch",
-                "--repo", args.repo, "--revision", args.revision, "--local-dir", args.model_path,
+                "--repo", source.repo, "--revision", source.revision, "--local-dir", source.local_dir,
                 *file_selection_args(),
             ],
             "env": env,
@@ -555,13 +597,13 @@ class ModelStore(pulumi.ComponentResource):
         init_containers: list[dict[str, Any]] = []
         containers = [fetch]
         if args.bucket is not None:
-            destination = args.bucket.uri(args.repo, args.revision)
+            destination = args.bucket.uri(source.repo, source.revision)
             sync_env = [{"name": "AWS_REGION", "value": args.bucket.region}] if (
                 args.bucket.scheme == "s3" and args.bucket.region is not None) else []
             sync = {
                 "name": "sync",
                 "image": SYNC_IMAGES[args.bucket.scheme],
-                "command": ["/bin/sh", "-c", sync_script(args.bucket.scheme, args.model_path, destination)],
+                "command": ["/bin/sh", "-c", sync_script(args.bucket.scheme, source.local_dir, destination)],
                 "env": sync_env,
                 # Same ephemeral figure as fetch (scratch only): a pod's effective request is the
                 # larger of its init containers' and the sum of its app containers', so this does
@@ -594,20 +636,22 @@ class ModelStore(pulumi.ComponentResource):
             pod_spec["nodeSelector"] = args.placement.node_selector
             pod_spec["tolerations"] = args.placement.tolerations
         depends = [r for r in (self.volume_claim, self.hf_token_secret, self.script) if r is not None]
+        # The name carries the revision: a new commit is a new Job (Job templates are immutable),
+        # and `kubectl get jobs` shows which commit each mirror fetched. An adapter's Job is named
+        # after the adapter (names are unique across the stack).
+        owner = source.adapter or args.served_name
         return k8s.batch.v1.Job(
-            f"{name}-mirror",
-            # The name carries the revision: a new commit is a new Job (Job templates are
-            # immutable), and `kubectl get jobs` shows which commit each mirror fetched.
-            metadata=self._metadata(k8s_name(base, f"mirror-{args.revision[:12]}"), "model-mirror"),
+            resource_name,
+            metadata=self._metadata(k8s_name(owner, f"mirror-{source.revision[:12]}"), "model-mirror", source),
             spec={
                 "backoffLimit": MIRROR_BACKOFF_LIMIT,
-                "activeDeadlineSeconds": self.deadline_seconds,
+                "activeDeadlineSeconds": deadline,
                 # ttlSecondsAfterFinished is deliberately not set: the cluster would delete the
                 # finished Job, and the next `pulumi up` would recreate it and mirror again.
                 "template": {
                     "metadata": {
-                        "labels": {**self.labels, contract.LABEL_COMPONENT: "model-mirror"},
-                        "annotations": dict(self.annotations),
+                        "labels": self._labels("model-mirror", source),
+                        "annotations": self._annotations(source),
                     },
                     "spec": pod_spec,
                 },
@@ -621,7 +665,6 @@ class ModelStore(pulumi.ComponentResource):
                 # The provider waits for the Job to complete (what servers depend on), but gives up
                 # after 10 minutes by default; a 140 GB mirror takes hours. It waits a margin past
                 # the Job's deadline so the Job's own failure reason is what `pulumi up` reports.
-                custom_timeouts=pulumi.CustomTimeouts(create=f"{self.pulumi_wait_seconds}s",
-                                                      update=f"{self.pulumi_wait_seconds}s"),
+                custom_timeouts=pulumi.CustomTimeouts(create=f"{wait}s", update=f"{wait}s"),
             ),
         )

@@ -44,6 +44,7 @@ def serve_args(plan: Any, *, weights_uri: Any = None) -> list[Any]:
         args += ["--chat-template", CHAT_TEMPLATE_PATH]
     if weights_uri is not None:
         args += ["--load-format", RUNAI_STREAMER]
+    args += lora_args(plan)
     # Finish in-flight streams on SIGTERM instead of aborting them (0.32's default is abort).
     args += ["--shutdown-timeout", str(probes.drain_seconds(plan))]
     args += ["--host", "0.0.0.0", "--port", str(contract.SERVER_PORT)]
@@ -75,6 +76,24 @@ def engine_args(plan: Any) -> list[str]:
         args += ["--max-num-batched-tokens", str(model.maxNumBatchedTokens)]
     # Explicit either way, so a change of vLLM's default never changes behaviour silently.
     args.append("--enable-prefix-caching" if model.enablePrefixCaching else "--no-enable-prefix-caching")
+    return args
+
+
+def lora_args(plan: Any) -> list[str]:
+    """LoRA flags from the plan (planner/lora.py derived them from the adapters' adapter_config.json).
+
+    Each adapter is one `--lora-modules name=path` argument (vLLM 0.32's LoRAParserAction takes
+    `name=path` or one JSON object per argument; vllm/entrypoints/launchers/cli_args.py): the path is
+    the mirrored, verified copy at its pinned commit on the model volume, never a Hub repo id, which
+    vLLM would download from the moving default branch. /v1/models lists each adapter with the base
+    model's served name as its parent.
+    """
+    lora = getattr(plan, "lora", None)
+    if lora is None:
+        return []
+    args = ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.max_lora_rank),
+            "--max-cpu-loras", str(lora.max_cpu_loras), "--lora-modules"]
+    args += [f"{a.name}={a.path}" for a in lora.adapters]
     return args
 
 

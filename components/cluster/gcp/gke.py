@@ -30,6 +30,8 @@ from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachment
 
 RELEASE_CHANNEL = "REGULAR"
+# The cluster's Gateway API channel when the entrance runs on the GKE Gateway controller.
+GATEWAY_API_CHANNEL = "CHANNEL_STANDARD"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Every GCP local SSD is 375 GiB; the catalog records each machine's total.
 LOCAL_SSD_GIB = 375
@@ -297,6 +299,9 @@ class GkeClusterArgs:
     # Prefix of config errors found here ("Pulumi.dev.yaml: ").
     config_source: str = ""
     network: cfg.NetworkConfig = field(default_factory=cfg.NetworkConfig)
+    # The entrance runs on the GKE Gateway controller: the cluster's Gateway API on (standard
+    # channel) and, in a network the stack creates, a proxy-only subnet for the regional Gateway.
+    gateway_api: bool = False
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -375,6 +380,9 @@ class GkeCluster(pulumi.ComponentResource):
                 },
                 # Filestore CSI provides the `standard-rwx` StorageClass of the model volume.
                 addons_config={"gcp_filestore_csi_driver_config": {"enabled": True}},
+                # The GKE Gateway controller and its GatewayClasses, for the entrance (pulumi-gcp
+                # ClusterGatewayApiConfigArgs: CHANNEL_DISABLED | CHANNEL_EXPERIMENTAL | CHANNEL_STANDARD).
+                gateway_api_config={"channel": GATEWAY_API_CHANNEL} if args.gateway_api else None,
                 # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
                 # stack (`pulumi state protect`) where that is not wanted.
                 deletion_protection=False,
@@ -463,6 +471,7 @@ class GkeCluster(pulumi.ComponentResource):
             f"{name}-network",
             gke_network.GkeNetworkArgs(name=args.name, project=args.project, region=args.location,
                                        private_nodes=args.network.privateNodes,
+                                       proxy_only_subnet=args.gateway_api,
                                        depends_on=self.apis.needs(apis.COMPUTE)),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -481,10 +490,19 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         nat = ("Cloud Router + Cloud NAT (private nodes)" if args.network.privateNodes
                else "none (nodes have public IPs; cluster.network.privateNodes puts them behind Cloud NAT)")
     image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
+    gateway = "off (no entrance)"
+    if args.gateway_api and args.create:
+        subnet = (f"proxy-only subnet {gke_network.PROXY_ONLY_RANGE} created" if args.network.vpc != "default" else
+                  "the default network must already have a proxy-only subnet in the region (not created: one "
+                  "per region and network may be ACTIVE; docs/routing.md)")
+        gateway = f"Gateway API {GATEWAY_API_CHANNEL} (GKE Gateway controller); {subnet}"
+    elif args.gateway_api:
+        gateway = "the existing cluster's Gateway API and proxy-only subnet (docs/routing.md)"
     return {
         "cloud": "gcp",
         "vpc": vpc,
         "nat": nat,
+        "gatewayApi": gateway,
         "apis": ", ".join(apis.needed_apis(filestore=args.create, image_streaming=image_streaming)),
         "apisByHand": apis.BOOTSTRAP_COMMAND,
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
@@ -543,5 +561,6 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
             network=stack.cluster.network,
+            gateway_api=stack.exposure.entrance is not None,
         ),
     )

@@ -20,6 +20,12 @@ PODS_RANGE_NAME = "pods"
 PODS_RANGE = "10.4.0.0/14"
 SERVICES_RANGE_NAME = "services"
 SERVICES_RANGE = "10.8.0.0/20"
+# The proxy-only subnet GKE's regional external Application Load Balancer (the entrance's
+# GatewayClass gke-l7-regional-external-managed) runs its Envoy proxies in: purpose
+# REGIONAL_MANAGED_PROXY, role ACTIVE, one per region and network. Google recommends a /23
+# ("Proxy-only subnets for Envoy-based load balancers": at least /26, /23 recommended; not re-read
+# in this session). Outside the node, pod and service ranges above.
+PROXY_ONLY_RANGE = "10.9.0.0/23"
 
 
 @dataclass
@@ -39,6 +45,8 @@ class GkeNetworkArgs:
     project: pulumi.Input[str]
     region: str
     private_nodes: bool
+    # The entrance's regional Gateway needs a proxy-only subnet in the region.
+    proxy_only_subnet: bool = False
     # Compute API enabled first.
     depends_on: list[pulumi.Resource] = field(default_factory=list)
 
@@ -72,6 +80,18 @@ class GkeVpc(pulumi.ComponentResource):
             private_ip_google_access=True,
             opts=child,
         )
+        if args.proxy_only_subnet:
+            gcp.compute.Subnetwork(
+                f"{name}-proxy-only",
+                name=f"{args.name}-proxy-only",
+                project=args.project,
+                region=args.region,
+                network=vpc.id,
+                ip_cidr_range=PROXY_ONLY_RANGE,
+                purpose="REGIONAL_MANAGED_PROXY",
+                role="ACTIVE",
+                opts=child,
+            )
         egress: list[pulumi.Resource] = []
         if args.private_nodes:
             router = gcp.compute.Router(

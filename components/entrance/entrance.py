@@ -1,0 +1,273 @@
+"""Entrance: one HTTPS base URL for every model and adapter of the stack.
+
+Per base model (engine vllm): a release of the llm-d-router-gateway chart (its InferencePool and
+endpoint picker, picker.py), a PodDisruptionBudget for the pickers, and on GKE a health check and
+backend timeout for the pool (gke.py). Once per stack: the Gateway (routes.py) of the cloud's
+implementation (stack_config/entrance.py `implementation_for`), the HTTPRoute from /v1 to the pools,
+the HTTP->HTTPS redirect, the certificate's Issuer (tls.py, ACME only) and, with several base
+models, the body-based routing policy (body_routing.py).
+
+The per-model Services (components/serving/vllm.py) stay for in-cluster clients and the smoke
+check; the entrance is another way in, not a replacement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from common import contract
+from common.facts import Fact
+from components.addons import agentgateway, inference_extension, llm_d_router
+from components.addons.crd_sources import CrdSources, custom_resource
+from components.entrance import body_routing, gke, picker, rewrites, routes, tls
+from components.serving import probes
+from components.serving.vllm import selector_labels
+
+# The stack's one Gateway and its objects, in the serving namespace.
+GATEWAY_NAME = "llm-serving"
+COMPONENT = "entrance"
+# Picker releases are not awaited (picker.py: Helm's wait cannot pass with a not-Ready standby);
+# Pulumi still gives Helm this long to apply the chart's objects.
+PICKER_HELM_TIMEOUT_SECONDS = 300
+# The Classic Load Balancer EKS's built-in service controller puts in front of agentgateway's
+# proxy Service closes a connection idle this long (annotation of the AWS cloud provider,
+# ServiceAnnotationLoadBalancerConnectionIdleTimeout; default 60 s). A request that is not streamed
+# sends nothing back until its generation ends, so the idle timeout must outlast the longest
+# generation (the largest drain allowance) by a margin.
+AWS_IDLE_TIMEOUT_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-connection-idle-timeout"
+IDLE_TIMEOUT_MARGIN_SECONDS = 60
+CLASSIC_LB = Fact(
+    subject="EKS's built-in service controller gives agentgateway's LoadBalancer Service a Classic Load Balancer "
+            "with the annotated idle timeout",
+    value=None,
+    source="kubernetes/cloud-provider-aws ServiceAnnotationLoadBalancerConnectionIdleTimeout; not run on EKS",
+    established=False,
+    resolve_with="aws elb describe-load-balancer-attributes --load-balancer-name <name> "
+                 "--query LoadBalancerAttributes.ConnectionSettings",
+)
+
+
+def unresolved_facts(cloud: str, implementation: str, certificate: str, several: bool,
+                     installs_implementation: bool) -> list[Fact]:
+    """The outside facts this stack's entrance rests on that could not be established here."""
+    facts = [picker.PUBLISHED, inference_extension.PUBLISHED, llm_d_router.PUBLISHED]
+    if installs_implementation:
+        facts.append(agentgateway.PUBLISHED)
+    if several:
+        facts.append(body_routing.UNKNOWN_NAME)
+    if cloud == "aws" and implementation == "agentgateway":
+        facts.append(CLASSIC_LB)
+    if implementation == "gke" and certificate == "acme":
+        facts.append(tls.GKE_HTTP01)
+    return facts
+
+
+@dataclass
+class EntranceArgs:
+    hostname: str
+    namespace: str
+    implementation: Any
+    """stack_config.entrance.EntranceImplementation: the GatewayClass and what it can do."""
+    cloud: str
+    plans: Sequence[Any]
+    """The ModelPlans behind the entrance (engine vllm)."""
+    picker_replicas: int
+    failure_mode: str
+    certificate: str
+    """acme | secret."""
+    crds: CrdSources
+    acme_server: str | None = None
+    acme_email: str | None = None
+    tls_secret: str | None = None
+    """certificate secret: the user's kubernetes.io/tls Secret."""
+    monitoring: bool = True
+    monitoring_labels: Mapping[str, str] = field(default_factory=dict)
+    system_node_selector: Mapping[str, str] | None = None
+    implementation_ready: list[pulumi.Resource] = field(default_factory=list)
+    """The Gateway implementation's install (agentgateway's release) when the program installs it."""
+    namespace_ready: list[pulumi.Resource] = field(default_factory=list)
+    """The serving namespace (every object of the entrance lives in it)."""
+
+
+def _labels(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {contract.LABEL_PART_OF: contract.PART_OF, contract.LABEL_COMPONENT: COMPONENT, **(extra or {})}
+
+
+def served_names(plans: Sequence[Any]) -> dict[str, list[str]]:
+    """base model -> the adapters served on it."""
+    return {p.served_name: (p.lora.names if p.lora else []) for p in plans}
+
+
+def aliases_of(plan: Any) -> dict[str, list[str]]:
+    """served name (the model's or an adapter's) -> its aliases, for one base model."""
+    found = {plan.served_name: list(plan.model.aliases)}
+    found.update({a.name: list(a.aliases) for a in plan.model.adapters})
+    return {name: aliases for name, aliases in found.items() if aliases}
+
+
+def request_timeout_seconds(plan: Any) -> int:
+    return probes.drain_seconds(plan)
+
+
+def load_balancer_annotations(cloud: str, implementation: str, plans: Sequence[Any]) -> dict[str, str]:
+    if cloud == "aws" and implementation == "agentgateway":
+        longest = max(request_timeout_seconds(p) for p in plans)
+        return {AWS_IDLE_TIMEOUT_ANNOTATION: str(longest + IDLE_TIMEOUT_MARGIN_SECONDS)}
+    return {}
+
+
+class Entrance(pulumi.ComponentResource):
+    base_url: str
+    models: list[str]
+    """Every name a client may send as `model`, base models first."""
+    gateway_name: str
+
+    def __init__(self, name: str, args: EntranceArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:k8s:Entrance", name, None, opts)
+        if not args.plans:
+            raise ValueError("the entrance needs at least one vLLM model behind it")
+        impl = args.implementation
+        ns = args.namespace
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.namespace_ready))
+        labels = _labels()
+        names = served_names(args.plans)
+        self.gateway_name = GATEWAY_NAME
+        self.base_url = f"https://{args.hostname}{routes.API_PREFIX}"
+        self.models = [n for base, adapters in names.items() for n in [base, *adapters]]
+        self.aliases = {name: aliases for p in args.plans for name, aliases in aliases_of(p).items()}
+
+        # -- per base model: the pool and its pickers ---------------------------------------------
+        # The chart renders the InferencePool (and, with monitoring, a ServiceMonitor); the picker looks
+        # for the llm-d.ai kinds once, at start (components/addons/llm_d_router.py), so it starts after them.
+        pool_kinds = [("inference.networking.k8s.io/v1", "InferencePool"), ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
+                      ("llm-d.ai/v1alpha2", "InferenceObjective")]
+        if args.monitoring:
+            pool_kinds.append(("monitoring.coreos.com/v1", "ServiceMonitor"))
+        chart_crds = [r for api, kind in pool_kinds for r in args.crds.depends_on(api, kind)]
+        self.picker_values: dict[str, dict] = {}
+        pickers: list[pulumi.Resource] = []
+        pool_routes: list[routes.PoolRoute] = []
+        for plan in args.plans:
+            spec = picker.PickerSpec(
+                release=plan.served_name, namespace=ns, server_labels=selector_labels(plan),
+                replicas=args.picker_replicas, failure_mode=args.failure_mode, monitoring=args.monitoring,
+                monitoring_labels=args.monitoring_labels, system_node_selector=args.system_node_selector,
+            )
+            values = picker.picker_values(spec)
+            self.picker_values[spec.release] = values
+            release = k8s.helm.v3.Release(
+                f"{name}-{spec.release}-picker",
+                k8s.helm.v3.ReleaseArgs(
+                    name=spec.release,
+                    chart=picker.CHART,
+                    version=picker.VERSION,
+                    namespace=ns,
+                    create_namespace=False,
+                    values=values,
+                    # Not awaited: with leader election one picker is never Ready, which Helm's
+                    # wait counts as a failed rollout (picker.py). The pool and the route work
+                    # as soon as the leader is up; the pickers' readiness is watched by Prometheus.
+                    skip_await=True,
+                    atomic=False,
+                    timeout=PICKER_HELM_TIMEOUT_SECONDS,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.namespace_ready) + chart_crds),
+            )
+            pickers.append(release)
+            pdb = picker.pdb_manifest(spec, _labels({contract.LABEL_MODEL: plan.served_name}))
+            k8s.policy.v1.PodDisruptionBudget(f"{name}-{spec.release}-picker-pdb", metadata=pdb["metadata"],
+                                              spec=pdb["spec"], opts=child)
+            timeout = request_timeout_seconds(plan)
+            pool_routes.append(routes.PoolRoute(pool=spec.release, base_model=plan.served_name,
+                                                request_timeout_seconds=timeout))
+            rewrite = rewrites.rewrite_manifest(spec.release, ns, aliases_of(plan),
+                                                _labels({contract.LABEL_MODEL: plan.served_name}))
+            if rewrite is not None:
+                custom_resource(f"{name}-{spec.release}-aliases", rewrite, args.crds,
+                                pulumi.ResourceOptions(parent=self, depends_on=[release]))
+            if impl.name == "gke":
+                pool_opts = pulumi.ResourceOptions(parent=self, depends_on=[release])
+                pool_labels = _labels({contract.LABEL_MODEL: plan.served_name})
+                custom_resource(f"{name}-{spec.release}-health-check",
+                                gke.health_check_policy_manifest(spec.release, ns, pool_labels), args.crds, pool_opts)
+                custom_resource(f"{name}-{spec.release}-backend-policy",
+                                gke.backend_policy_manifest(spec.release, ns, timeout, pool_labels), args.crds, pool_opts)
+
+        # -- the Gateway, its certificate and its routes ------------------------------------------
+        annotations: dict[str, str] = {}
+        tls_secret = args.tls_secret
+        issuer = None
+        if args.certificate == "acme":
+            issuer_name = f"{GATEWAY_NAME}-acme"
+            tls_secret = f"{GATEWAY_NAME}-tls"
+            annotations[tls.ISSUER_ANNOTATION] = issuer_name
+            issuer = custom_resource(
+                f"{name}-issuer",
+                tls.issuer_manifest(issuer_name, ns, gateway=GATEWAY_NAME, server=args.acme_server or "",
+                                    email=args.acme_email, labels=labels),
+                args.crds, child)
+        assert tls_secret, "certificate secret needs tls_secret (the stack checks require secretName)"
+        gateway = routes.gateway_manifest(
+            GATEWAY_NAME, ns, gateway_class=impl.gateway_class, hostname=args.hostname, tls_secret=tls_secret,
+            labels=labels, annotations=annotations,
+            infrastructure_annotations=load_balancer_annotations(args.cloud, impl.name, args.plans))
+        gateway_opts = pulumi.ResourceOptions(
+            parent=self, depends_on=list(args.namespace_ready) + list(args.implementation_ready) + ([issuer] if issuer else []))
+        gateway_resource = custom_resource(f"{name}-gateway", gateway, args.crds, gateway_opts)
+
+        several = len(args.plans) > 1
+        route_opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource, *pickers])
+        if several:
+            policy = body_routing.agentgateway_policy_manifest(
+                f"{GATEWAY_NAME}-model-routing", ns, gateway=GATEWAY_NAME,
+                mapping=body_routing.base_model_map(
+                    {base: others + [a for p in args.plans if p.served_name == base
+                                     for aliases in aliases_of(p).values() for a in aliases]
+                     for base, others in names.items()}),
+                labels=labels)
+            custom_resource(f"{name}-model-routing", policy, args.crds, route_opts)
+        route = routes.inference_route_manifest(
+            GATEWAY_NAME, ns, gateway=GATEWAY_NAME, hostname=args.hostname, pools=pool_routes,
+            route_on_header=several, request_timeouts=impl.name != "gke", labels=labels)
+        custom_resource(f"{name}-route", route, args.crds, route_opts)
+        redirect = routes.redirect_route_manifest(f"{GATEWAY_NAME}-redirect", ns, gateway=GATEWAY_NAME,
+                                                  hostname=args.hostname, labels=labels)
+        custom_resource(f"{name}-redirect", redirect, args.crds, pulumi.ResourceOptions(
+            parent=self, depends_on=[gateway_resource]))
+        lb = load_balancer_annotations(args.cloud, impl.name, args.plans)
+        self.summary = {
+            "baseUrl": self.base_url,
+            "models": self.models,
+            "aliases": {alias: name for name, aliases in self.aliases.items() for alias in aliases} or None,
+            "gateway": f"{ns}/{GATEWAY_NAME}",
+            "implementation": impl.title,
+            "gatewayClass": impl.gateway_class,
+            "certificate": (f"ACME via cert-manager ({args.acme_server})" if args.certificate == "acme"
+                            else f"Secret {ns}/{args.tls_secret} (yours)"),
+            "bodyRouting": (f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)" if several
+                            else "none needed (one base model)"),
+            "loadBalancerIdleTimeoutSeconds": int(lb[AWS_IDLE_TIMEOUT_ANNOTATION]) if lb else None,
+            "pools": [{
+                "pool": route.pool,
+                "adapters": names[route.base_model],
+                "pickers": args.picker_replicas,
+                "failureMode": args.failure_mode,
+                "selects": ", ".join(f"{k}={v}" for k, v in selector_labels(plan).items()),
+                "targetPort": contract.SERVER_PORT,
+                "requestTimeoutSeconds": route.request_timeout_seconds,
+            } for route, plan in zip(pool_routes, args.plans)],
+            "dnsRecord": f"{args.hostname} -> the address of `{self.address_command(ns)}`",
+            "unresolved": [{"subject": f.subject, "source": f.source, "resolveWith": f.resolve_with}
+                           for f in unresolved_facts(args.cloud, impl.name, args.certificate, several,
+                                                     impl.installed_by_program)],
+        }
+        self.register_outputs({"baseUrl": self.base_url, "models": self.models})
+
+    def address_command(self, namespace: str) -> str:
+        """What a person runs for the address the host name's DNS record must point at."""
+        return (f"kubectl get gateway {self.gateway_name} -n {namespace} "
+                "-o jsonpath='{.status.addresses[0].value}'")

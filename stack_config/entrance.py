@@ -1,0 +1,171 @@
+"""The one entrance: a Gateway in front of every model, with an endpoint picker per base model.
+
+`exposure.entrance` puts one HTTPS base URL in front of the stack: a Gateway API Gateway whose
+HTTPRoute sends each request to the InferencePool of the base model its `model` field names, where
+the endpoint picker (llm-d-router) chooses the server by queue depth, KV-cache load and prefix-cache
+affinity. Which Gateway implementation serves it follows from the cloud (`implementation_for`), so
+the add-ons, the cluster layer and the entrance component read one decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from common.untrusted import excerpt
+from stack_config.base import StrictModel
+from stack_config.formats import dns_label, hostname
+
+# Let's Encrypt's production ACME directory (https://letsencrypt.org/docs/acme-protocol-updates/,
+# "API Endpoints": https://acme-v02.api.letsencrypt.org/directory).
+LETS_ENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
+
+# The InferencePool CRD's enum for endpointPickerRef.failureMode (Gateway API Inference Extension
+# v1.6.0, config/crd/bases/inference.networking.k8s.io_inferencepools.yaml; tests/fixtures/crds).
+FAILURE_MODES = ("FailOpen", "FailClose")
+
+# Domains reserved for documentation and testing (RFC 2606, RFC 6761): no CA issues for them, so a
+# stack that keeps one was not yet given its real host name.
+RESERVED_DOMAINS = ("example.com", "example.org", "example.net", "test", "invalid", "localhost", "example")
+
+
+class PickerConfig(StrictModel):
+    replicas: int = Field(2, ge=2, le=5)
+    """Endpoint picker pods per base model. Leader election keeps one active and the others warm, so a lost pod costs a failover of seconds instead of a restart; at least 2, with a PodDisruptionBudget."""
+    failureMode: Literal["FailOpen", "FailClose"] = Field(alias="failureMode")
+    """What the Gateway does when no picker answers: FailOpen sends the request to a server of the pool by plain balancing (no queue or cache awareness); FailClose refuses it (HTTP 5xx). Required: an outage's behaviour is a choice, not a default."""
+
+    @field_validator("failureMode", mode="before")
+    @classmethod
+    def _spelling(cls, v: Any) -> Any:
+        if v == "FailClosed":
+            # The llm-d-router chart README spells it this way; the CRD's enum does not.
+            raise ValueError("'FailClosed' is not allowed; use FailClose (the InferencePool CRD's spelling; the API "
+                             "server rejects FailClosed) or FailOpen")
+        return v
+
+
+class TlsConfig(StrictModel):
+    certificate: Literal["acme", "secret"] = "acme"
+    """acme: cert-manager obtains and renews a certificate for `hostname` from `acmeServer`, answering the HTTP-01 challenge through the Gateway's port 80 (the host name must resolve to the Gateway's address first); secret: a kubernetes.io/tls Secret you create and renew, named by `secretName`, in the serving namespace."""
+    acmeServer: str = Field(LETS_ENCRYPT, alias="acmeServer")
+    """ACME directory URL (certificate: acme). Default: Let's Encrypt production; its staging directory avoids rate limits while testing."""
+    acmeEmail: str | None = Field(None, alias="acmeEmail")
+    """Contact address the ACME CA sends expiry notices to (certificate: acme); optional."""
+    secretName: str | None = Field(None, alias="secretName")
+    """certificate: secret: the kubernetes.io/tls Secret (tls.crt, tls.key) in the serving namespace that the HTTPS listener serves."""
+
+    @field_validator("acmeServer")
+    @classmethod
+    def _https(cls, v: str) -> str:
+        if not v.startswith("https://"):
+            raise ValueError(f"{v!r} is not an https:// ACME directory URL, e.g. {LETS_ENCRYPT}")
+        return v
+
+    @field_validator("acmeEmail")
+    @classmethod
+    def _email(cls, v: str | None) -> str | None:
+        if v is not None and ("@" not in v or v.startswith("@") or v.endswith("@") or " " in v):
+            raise ValueError(f"{v!r} is not an e-mail address")
+        return v
+
+    @field_validator("secretName")
+    @classmethod
+    def _secret(cls, v: str | None) -> str | None:
+        return None if v is None else dns_label(v)
+
+    @model_validator(mode="after")
+    def _mode_keys(self) -> "TlsConfig":
+        if self.certificate == "secret" and not self.secretName:
+            raise ValueError("certificate is secret: name the kubernetes.io/tls Secret in secretName")
+        if self.certificate == "acme" and self.secretName:
+            raise ValueError("secretName applies to certificate: secret; with acme, cert-manager writes the Secret")
+        if self.certificate == "secret" and ("acmeEmail" in self.model_fields_set or "acmeServer" in self.model_fields_set):
+            raise ValueError("acmeEmail and acmeServer apply to certificate: acme")
+        return self
+
+
+Implementation = Literal["gke", "agentgateway", "other"]
+
+
+class EntranceConfig(StrictModel):
+    hostname: str
+    """The host name clients call: https://<hostname>/v1 for every model and adapter (a DNS record pointing at the Gateway's address is yours to create)."""
+    picker: PickerConfig
+    """The endpoint picker (llm-d-router) in front of each base model's servers."""
+    tls: TlsConfig = Field(default_factory=TlsConfig)
+    """Where the HTTPS listener's certificate comes from; plain HTTP on port 80 redirects to HTTPS."""
+    implementation: Implementation | None = None
+    """cloud existing only: the Gateway implementation already on the cluster. agentgateway (routes on the request body, so several base models share the entrance), gke (GKE Gateway controller) or other (one base model behind the entrance). On aws and gcp the cloud decides: agentgateway on EKS, installed by the program; the GKE Gateway controller on GKE."""
+    gatewayClass: str | None = Field(None, alias="gatewayClass")
+    """cloud existing only: the GatewayClass of that implementation; default: agentgateway for agentgateway, gke-l7-regional-external-managed for gke; required for other."""
+
+    @field_validator("hostname")
+    @classmethod
+    def _hostname(cls, v: str) -> str:
+        hostname(v)
+        # The certificate is proven by an ACME HTTP-01 challenge, which cannot prove a wildcard.
+        if v.startswith("*."):
+            raise ValueError(f"{excerpt(v)} is a wildcard; give the one host name clients call, e.g. llm.example.org "
+                             "(an ACME HTTP-01 challenge cannot prove a wildcard)")
+        return v
+
+    @field_validator("gatewayClass")
+    @classmethod
+    def _class(cls, v: str | None) -> str | None:
+        return None if v is None else dns_label(v)
+
+    @property
+    def reserved_hostname(self) -> bool:
+        """The host name is under a documentation/test domain: no CA will issue for it."""
+        return any(self.hostname == d or self.hostname.endswith("." + d) for d in RESERVED_DOMAINS)
+
+
+# -- which Gateway implementation serves the entrance --------------------------------------------
+
+# GKE's regional external Application Load Balancer: the class llm-d's GKE guide uses for
+# InferencePool backends (https://llm-d.ai/docs/resources/gateway/gke; llm-d/llm-d-router@v0.10.0
+# config/manifests/gateway/gke/gateway.yaml), the class of GKE's Inference Extension conformance
+# report (gateway-api-inference-extension@v1.6.0 conformance/reports/v0.5.0/gateway/gke-gateway/).
+# It needs a proxy-only subnet in the region (components/cluster/gcp/network.py).
+GKE_GATEWAY_CLASS = "gke-l7-regional-external-managed"
+# The GatewayClass the agentgateway controller creates (agentgateway/agentgateway@v1.4.1
+# controller/install/helm/agentgateway/values.yaml, gatewayClassParametersRefs/the controller's
+# default class, controller/api/settings/settings.go:263 controllerName agentgateway.dev/agentgateway).
+AGENTGATEWAY_CLASS = "agentgateway"
+
+
+@dataclass(frozen=True)
+class EntranceImplementation:
+    """The Gateway implementation behind the entrance, and what follows from it."""
+
+    name: Implementation
+    gateway_class: str
+    picker_provider: Literal["gke", "none"]
+    """The llm-d-router-gateway chart's `provider.name`: gke renders GKE's health-check and backend
+    policies for the pool; none renders nothing implementation-specific."""
+    routes_on_body: bool
+    """The Gateway can read the request body's `model` into a header before routing, so several
+    base models share the one route (agentgateway's PreRouting transformation)."""
+    installed_by_program: bool
+    """The program installs the implementation (agentgateway on a created EKS cluster)."""
+
+    @property
+    def title(self) -> str:
+        return {"gke": "GKE Gateway controller", "agentgateway": "agentgateway",
+                "other": f"GatewayClass {self.gateway_class}"}[self.name]
+
+
+def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConfig) -> EntranceImplementation:
+    """GKE: the GKE Gateway controller; EKS: agentgateway (installed on a created cluster); an
+    existing cluster: what `implementation` and `gatewayClass` say (validated by the stack checks)."""
+    if cloud == "gcp":
+        return EntranceImplementation("gke", GKE_GATEWAY_CLASS, "gke", False, False)
+    if cloud == "aws":
+        return EntranceImplementation("agentgateway", AGENTGATEWAY_CLASS, "none", True, creates_cluster)
+    name = entrance.implementation or "other"
+    default_class = {"gke": GKE_GATEWAY_CLASS, "agentgateway": AGENTGATEWAY_CLASS}.get(name, "")
+    return EntranceImplementation(name, entrance.gatewayClass or default_class,
+                                  "gke" if name == "gke" else "none", name == "agentgateway", False)
