@@ -25,6 +25,8 @@ import yaml
 
 from common import pod_security
 from common.untrusted import excerpt
+from components.model_store import store
+from components.serving import kserve, writable
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -229,6 +231,9 @@ def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
     out += ["", "Pods that waive a control (every other container runs non-root on a read-only root, "
                 "with no capabilities, no privilege escalation, the runtime's seccomp profile and no API token):",
             ""] + (waivers or ["- none"])
+    facts = [*writable.UNRESOLVED, store.SYNC_NON_ROOT, kserve.STORAGE_INITIALIZER_CONTEXT]
+    out += ["", "Not settled on this machine (settle on a cluster):", ""]
+    out += [f"- {f.subject} ({f.source}): `{f.resolve_with}`" for f in facts]
     return out + [""]
 
 

@@ -44,6 +44,7 @@ import pulumi_kubernetes as k8s
 
 from common import contract
 from common import pod_security
+from common.facts import Fact
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
@@ -57,6 +58,15 @@ GIB = 1024**3
 AWS_CLI_IMAGE = "amazon/aws-cli:2.37.7"
 GCLOUD_IMAGE = "google/cloud-sdk:587.0.0-slim"
 SYNC_IMAGES = {"s3": AWS_CLI_IMAGE, "gs": GCLOUD_IMAGE}
+# The sync container runs them as uid 65532 on a read-only root (HOME and CLOUDSDK_CONFIG on the
+# scratch emptyDir, /tmp on its own). Not run here: no container runtime on this machine.
+SYNC_NON_ROOT = Fact(
+    subject=f"{AWS_CLI_IMAGE} and {GCLOUD_IMAGE} run as uid 65532 on a read-only root filesystem",
+    value=None, source="not measured (no container runtime here); docs/security.md", established=False,
+    resolve_with=(f"docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp {AWS_CLI_IMAGE} "
+                  f"--version && docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp "
+                  f"-e CLOUDSDK_CONFIG=/tmp/gcloud {GCLOUD_IMAGE} gcloud --version"),
+)
 
 # Without a bucket binding (an existing cluster) the service accounts still exist, with these names.
 DEFAULT_WRITER_SERVICE_ACCOUNT = "model-mirror"

@@ -35,6 +35,7 @@ import pulumi_kubernetes as k8s
 from common import contract
 from common import pod_security
 from common.engine import VLLM_IMAGE
+from common.facts import Fact
 from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
@@ -104,6 +105,13 @@ EPHEMERAL_STORAGE_FACTOR = 1.1
 POD_SECURITY_EXCEPTION = ("baseline: KServe injects the storage-initializer container into each predictor pod with "
                           "the container securityContext of its own configuration (inferenceservice-config), which "
                           "this program does not set and restricted may reject.")
+
+STORAGE_INITIALIZER_CONTEXT = Fact(
+    subject="the container securityContext KServe v0.20 gives the storage-initializer it injects",
+    value=None, source="kserve/kserve v0.20.0 inferenceservice-config storageInitializer (not read here)",
+    established=False,
+    resolve_with="kubectl get configmap inferenceservice-config -n kserve -o jsonpath='{.data.storageInitializer}'",
+)
 
 KServeStorage = Literal["bucket", "hf"]
 GIB = 1024**3
