@@ -13,9 +13,12 @@ from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, un
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
 from components.entrance import Entrance, EntranceArgs
-from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
+from components.entrance import picker
+from components.model_store.store import (MIRROR_POD_SECURITY_EXCEPTION, ModelStore, ServingNamespace,
+                                          ServingNamespaceArgs, mirror_runs_as_root, model_store_args)
 from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.serving.alerts import AlertThresholds
+from components.serving import kserve
 from components.serving.kserve import KServeModel, KServeModelArgs
 from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
 from planner import driver_check, plan
@@ -82,8 +85,18 @@ if stack.operators.networkOperator.enabled:
     operators_ready += network_operator.ready
     rdma = RdmaAttachment(network_operator.rdma_resource, network=network_operator.network_name)
 
+# The serving namespace's Pod Security level follows from what this stack runs in it.
+pod_security_exceptions = {}
+if any(mirror_runs_as_root(p.load_from) for p in plans
+       if not (p.model.engine == "kserve" and p.model.kserveStorage == "hf")):
+    pod_security_exceptions["mirror"] = MIRROR_POD_SECURITY_EXCEPTION
+if any(p.model.engine == "kserve" for p in plans):
+    pod_security_exceptions["kserve"] = kserve.POD_SECURITY_EXCEPTION
+if stack.exposure.entrance is not None:
+    pod_security_exceptions["entrance"] = picker.POD_SECURITY_EXCEPTION
 shared = ServingNamespace(
-    "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket), k8s_opts
+    "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket,
+                                    pod_security_exceptions=pod_security_exceptions), k8s_opts
 )
 
 gateway = stack.exposure.gateway

@@ -7,7 +7,8 @@ exports), `gpu_metrics` (the DCGM exporter's names and counters file), `alerting
 is written and where its runbook entry is; the SLO burn-rate windows), `gpu_driver` (who installs
 the NVIDIA driver on each cloud), `driver_versions` (which driver that yields: the pinned EKS AMI
 release, the GPU Operator's default, GKE's) `facts` (an outside fact with its source and, if
-unsettled, the command that settles it) and `untrusted` (the limits every reader of input from
+unsettled, the command that settles it), `pod_security` (the hardened pod shape, the waiver
+annotation, Pod Security Admission levels and labels) and `untrusted` (the limits every reader of input from
 outside applies: file sizes, regular files only, bounded JSON, quoting a bad value).
 May import: the standard library only, so the endpoint tools and the policy pack can use it alone.
 Imported by: everything else.

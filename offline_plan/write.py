@@ -23,10 +23,14 @@ from typing import Any
 
 import yaml
 
+from common import pod_security
 from common.untrusted import excerpt
+from components.model_store import store
+from components.serving import kserve, writable
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
+from policies.workloads import workload
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
@@ -206,6 +210,33 @@ def _entrance_section(entrance: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
+def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
+    """Each namespace's enforced Pod Security level with its reason, and every pod that waives a
+    control of common/pod_security.py with why (docs/security.md "Pods and namespaces")."""
+    out = ["## Pod security", "", "| namespace | enforces | why not restricted |", "|---|---|---|"]
+    for obj in objects:
+        if obj.get("kind") != "Namespace":
+            continue
+        meta = obj.get("metadata") or {}
+        level = (meta.get("labels") or {}).get(f"{pod_security.PSA_PREFIX}/enforce", "(none)")
+        reason = (meta.get("annotations") or {}).get(pod_security.LEVEL_REASON_ANNOTATION, "")
+        out.append(f"| {meta.get('name')} | {level} | {reason} |")
+    waivers = []
+    for obj in objects:
+        w = workload(obj)
+        for pod in (w.pods if w else []):
+            waived = pod_security.parse_exceptions(pod.annotations.get(pod_security.EXCEPTION_ANNOTATION))
+            for control, reason in waived.items():
+                waivers.append(f"- {w.ref} ({pod.where}) waives {control}: {reason}")
+    out += ["", "Pods that waive a control (every other container runs non-root on a read-only root, "
+                "with no capabilities, no privilege escalation, the runtime's seccomp profile and no API token):",
+            ""] + (waivers or ["- none"])
+    facts = [*writable.UNRESOLVED, store.SYNC_NON_ROOT, kserve.STORAGE_INITIALIZER_CONTEXT]
+    out += ["", "Not settled on this machine (settle on a cluster):", ""]
+    out += [f"- {f.subject} ({f.source}): `{f.resolve_with}`" for f in facts]
+    return out + [""]
+
+
 def _waits_section(evaluation: Evaluation) -> list[str]:
     """The longest chain of waits one `pulumi up` may block on (offline_plan/waits.py)."""
     table = chain_table(evaluation)
@@ -244,6 +275,7 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     if entrance:
         out += _entrance_section(entrance)
     out += _addons_section(evaluation.outputs.get("addons") or [])
+    out += _pod_security_section(evaluation.kubernetes_objects)
     out += _waits_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [

@@ -17,7 +17,7 @@ from typing import Callable
 from common.contract import GPU_TAINT_KEY
 from policies.objects import Finding
 from policies.resource import Resource
-from policies.rules import cloud, gpus, helm, images, models, probes, resources, routing, secrets, stack
+from policies.rules import cloud, gpus, helm, images, models, pod_security, probes, resources, routing, secrets, stack
 from policies.workloads import workload
 
 MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
@@ -122,6 +122,20 @@ RULES: list[Rule] = [
          "A memory-backed /dev/shm volume has a sizeLimit.",
          "Give the memory-backed emptyDir mounted at /dev/shm a sizeLimit.",
          _k8s(resources.shm_size_limited), applies=_kubernetes),
+    Rule("pod-security-context",
+         "Every container runs without privilege escalation, capabilities or root, under a seccomp profile, on a "
+         "read-only root filesystem, and its pod mounts no API token, unless a pod annotation waives one with a reason.",
+         "Set allowPrivilegeEscalation: false, capabilities.drop [ALL], seccompProfile RuntimeDefault, runAsNonRoot: "
+         "true and readOnlyRootFilesystem: true on each container and automountServiceAccountToken: false on the pod; "
+         "waive runAsNonRoot, readOnlyRootFilesystem or the token only in the llm-serving.io/pod-security-exception "
+         "annotation with the reason.",
+         _k8s(pod_security.pod_security_context), applies=_kubernetes),
+    Rule("namespace-pod-security",
+         "Every Namespace enforces a Pod Security Admission level, and one weaker than restricted says why.",
+         "Label the namespace pod-security.kubernetes.io/enforce: restricted, or the strictest level its pods meet "
+         "with the reason in the llm-serving.io/pod-security-reason annotation.",
+         _k8s(pod_security.namespace_pod_security),
+         applies=lambda r: r.is_kubernetes and r.kind == "Namespace"),
     Rule("helm-chart-pinned",
          "Every Helm release or chart names one exact chart version.",
          "Set the chart version to one exact SemVer version such as '1.2.3', not a range or empty.",

@@ -85,16 +85,22 @@ apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: team-a}
 spec:
+  automountServiceAccountToken: false
+  securityContext: {runAsNonRoot: true, runAsUser: 101, seccompProfile: {type: RuntimeDefault}}
   containers:
-  - {name: app, image: "nginx:1.27.2", resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 64Mi}},
+  - {name: app, image: "nginx:1.27.2", securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]},
+     readOnlyRootFilesystem: true}, resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 64Mi}},
      livenessProbe: {httpGet: {path: /, port: 80}}, readinessProbe: {httpGet: {path: /, port: 80}}}
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: web, namespace: team-b}
 spec:
+  automountServiceAccountToken: false
+  securityContext: {runAsNonRoot: true, runAsUser: 101, seccompProfile: {type: RuntimeDefault}}
   containers:
-  - {name: app, image: "nginx:latest", resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 64Mi}},
+  - {name: app, image: "nginx:latest", securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]},
+     readOnlyRootFilesystem: true}, resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 64Mi}},
      livenessProbe: {httpGet: {path: /, port: 80}}, readinessProbe: {httpGet: {path: /, port: 80}}}
 """
 

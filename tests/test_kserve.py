@@ -343,7 +343,10 @@ def test_merged_with_the_runtime_the_pod_is_valid(model):
     assert len(shm) == 1
     [volume] = [v for v in volumes if v["name"] == shm[0]["name"]]
     assert volume["emptyDir"]["medium"] == "Memory" and volume["emptyDir"]["sizeLimit"]
-    assert len(volumes) == 1
+    # No unbounded volume is left: the other two are the HOME and /tmp emptyDirs of the read-only
+    # root (components/serving/writable.py), each with a size limit.
+    assert [v for v in volumes if v["emptyDir"].get("medium") == "Memory"] == [volume]
+    assert all(v["emptyDir"].get("sizeLimit") for v in volumes) and len(volumes) == 3
 
 
 def test_the_merge_check_catches_a_cpu_request_above_the_runtime_limit():

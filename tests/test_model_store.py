@@ -335,7 +335,8 @@ def test_sync_runs_after_verification_with_a_pinned_cli(bucket, image, tool):
     assert upload > sync_line and ("--if-generation-match=0" in lines[upload] or "--if-none-match '*'" in lines[upload])
     # Nothing is synced unless the fetch step left a verified manifest.
     assert any(line.startswith('test -f "$SRC/manifest.json"') for line in lines[:sync_line])
-    assert all(m.get("readOnly") for m in sync["volumeMounts"])
+    # It never writes the weights (its other mounts are its scratch HOME and /tmp emptyDirs).
+    assert all(m.get("readOnly") for m in sync["volumeMounts"] if m["mountPath"] == contract.MODEL_MOUNT_PATH)
     assert pod["serviceAccountName"] == "model-writer"
 
 

@@ -43,7 +43,7 @@ def pod(containers: list[dict], **spec) -> dict:
 
 
 @pytest.mark.parametrize("fixture", ["vllm-deployment.yaml", "mirror-job.yaml", "web-and-cron.yaml",
-                                     "lws-and-kserve.yaml", "list-kind.yaml"])
+                                     "lws-and-kserve.yaml", "list-kind.yaml", "namespaces.yaml"])
 def test_good_fixtures_have_no_violations_through_the_engine(fixture):
     for obj in load_fixture("good", fixture):
         items = obj.get("items", [obj])
@@ -67,6 +67,8 @@ def test_good_fixtures_have_no_violations_through_the_engine(fixture):
     ("shm-size-limited.yaml", "shm-size-limited"),
     ("helm-release.yaml", "helm-chart-pinned"),
     ("adapter-revision-pinned.yaml", "adapter-revision-pinned"),
+    ("pod-security-context.yaml", "pod-security-context"),
+    ("namespace-pod-security.yaml", "namespace-pod-security"),
 ])
 def test_bad_fixture_is_caught_by_its_rule(fixture, policy):
     (obj,) = load_fixture("bad", fixture)

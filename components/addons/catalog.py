@@ -36,6 +36,12 @@ class HelmChart:
     repo: str | None = None
     """HTTPS Helm repository; None for an `oci://` chart."""
     values: ValuesFn = no_values
+    pod_security: str = (
+        "baseline: the chart runs controllers and webhooks without host namespaces, host paths, host ports "
+        "or privileged containers; their securityContexts were not checked against restricted here, so "
+        "warn and audit at restricted report any gap without refusing the pods.")
+    """The Pod Security level the chart's pods meet, and why it is weaker than restricted: "<level>:
+    <reason>" (common/pod_security.py). The add-on's namespace enforces it."""
 
     @property
     def install_command(self) -> str:

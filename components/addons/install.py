@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from common import pod_security
 from components.addons.catalog import AddOn, CloudFeature, Crd, HelmChart, Manifests
 from components.addons.crd_sources import CrdSources
 from components.addons.needs import AddOnNeed, install_commands
@@ -96,8 +97,14 @@ class AddOns(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=before))
             else:
                 if step.namespace not in namespaces:
+                    # The level the add-on's charts meet (the weakest of them), with its reason.
+                    level, reasons = pod_security.strictest_level(
+                        {c.release: c.pod_security for c in addon.steps
+                         if isinstance(c, HelmChart) and c.namespace == step.namespace})
                     namespaces[step.namespace] = k8s.core.v1.Namespace(
-                        f"{addon.key}-{step.namespace}-ns", metadata={"name": step.namespace},
+                        f"{addon.key}-{step.namespace}-ns",
+                        metadata={"name": step.namespace, "labels": pod_security.namespace_labels(level),
+                                  "annotations": pod_security.namespace_annotations(level, reasons)},
                         opts=pulumi.ResourceOptions(parent=self, depends_on=before))
                 last = self._release(step, system_node_selector, before + [namespaces[step.namespace]])
             before = [last]

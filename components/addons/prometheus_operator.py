@@ -71,6 +71,11 @@ STACK_CHART = HelmChart(
     repo=REPO,
     values_url=_VALUES.format(tag="kube-prometheus-stack-88.3.0", chart="kube-prometheus-stack"),
     values=stack_values,
+    # prometheus-node-exporter, a dependency of the chart, runs on every node with hostNetwork,
+    # hostPID and hostPath mounts of the node's root (its values.yaml: hostNetwork: true, hostPID:
+    # true, hostRootFsMount.enabled: true), which only the privileged level admits.
+    pod_security=("privileged: kube-prometheus-stack's node-exporter DaemonSet uses the host network and PID "
+                  "namespaces and mounts the node's root filesystem to read its metrics."),
 )
 
 GROUP = "monitoring.coreos.com"

@@ -70,6 +70,15 @@ PUBLISHED = Fact(
     resolve_with=f"helm show chart {CHART} --version {VERSION} && "
                  f"crane manifest {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
 )
+# The chart's picker pod (routerlib templates/_deployment.yaml at v0.10.0) has no securityContext
+# value, at pod or container level, for the epp container (only the unused proxy sidecar takes one),
+# so it cannot be made to meet the restricted level; it meets baseline (no host namespaces, paths
+# or ports, no privileged mode, no added capabilities). It also keeps its ServiceAccount token: the
+# picker watches the InferencePool and its pods and holds a leader-election Lease.
+POD_SECURITY_EXCEPTION = ("baseline: the endpoint picker pods of the llm-d-router-gateway chart v0.10.0 take no "
+                          "securityContext value (routerlib templates/_deployment.yaml), so they run without "
+                          "runAsNonRoot, seccomp or dropped capabilities, and they call the Kubernetes API.")
+
 # The picker Service's ports (routerlib templates/_service.yaml): ext_proc, which the Gateway calls,
 # and metrics, which Prometheus scrapes.
 EXT_PROC_PORT = 9002

@@ -43,6 +43,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract
+from common import pod_security
+from common.facts import Fact
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
@@ -56,6 +58,15 @@ GIB = 1024**3
 AWS_CLI_IMAGE = "amazon/aws-cli:2.37.7"
 GCLOUD_IMAGE = "google/cloud-sdk:587.0.0-slim"
 SYNC_IMAGES = {"s3": AWS_CLI_IMAGE, "gs": GCLOUD_IMAGE}
+# The sync container runs them as uid 65532 on a read-only root (HOME and CLOUDSDK_CONFIG on the
+# scratch emptyDir, /tmp on its own). Not run here: no container runtime on this machine.
+SYNC_NON_ROOT = Fact(
+    subject=f"{AWS_CLI_IMAGE} and {GCLOUD_IMAGE} run as uid 65532 on a read-only root filesystem",
+    value=None, source="not measured (no container runtime here); docs/security.md", established=False,
+    resolve_with=(f"docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp {AWS_CLI_IMAGE} "
+                  f"--version && docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp "
+                  f"-e CLOUDSDK_CONFIG=/tmp/gcloud {GCLOUD_IMAGE} gcloud --version"),
+)
 
 # Without a bucket binding (an existing cluster) the service accounts still exist, with these names.
 DEFAULT_WRITER_SERVICE_ACCOUNT = "model-mirror"
@@ -98,6 +109,36 @@ LARGE_MODEL_BYTES = 64 * GIB
 SCRIPT_MOUNT_PATH = "/opt/llm-serving-mirror"
 SCRATCH_MOUNT_PATH = "/scratch"
 WEIGHTS_VOLUME = "model-weights"
+# Read-only root filesystems: HOME (hf's and the cloud CLIs' config and caches) lives on the scratch
+# emptyDir, temp files (`mktemp` in the sync script, hf's partial downloads) on their own emptyDir.
+HOME_PATH = f"{SCRATCH_MOUNT_PATH}/home"
+TMP_VOLUME = "tmp"
+TMP_SIZE_LIMIT = "1Gi"
+# gcloud keeps its configuration and logs here (default ~/.config/gcloud; `gcloud topic configurations`).
+GCLOUD_CONFIG_PATH = f"{SCRATCH_MOUNT_PATH}/gcloud"
+# The sync container's own HOME: a folder the fetch container (root on a shared volume) never
+# creates, so the non-root sync container can always write into it.
+SYNC_HOME_PATH = f"{SCRATCH_MOUNT_PATH}/sync-home"
+
+# Why the fetch container keeps uid 0 when it writes to a ReadWriteMany volume (it still drops every
+# capability, cannot escalate and runs under the runtime's seccomp profile). The volume's root
+# directory belongs to root on Filestore and on most NFS servers behind an existing claim, and
+# whether the CSI driver hands it to the pod's fsGroup is the driver's choice (CSIDriver
+# fsGroupPolicy; NFS-backed drivers usually say None or File-with-RWO-only). A non-root mirror would
+# then fail with "permission denied" on its first write. On EFS the access point imposes its own
+# POSIX owner whatever the uid, and a bucket-backed store stages on a ReadWriteOnce volume whose
+# group kubelet does set to the fsGroup, so both run non-root.
+ROOT_ON_SHARED_VOLUME_REASON = (
+    "writes the weights to a ReadWriteMany volume whose root directory is owned by root and whose CSI "
+    "driver may not apply the pod's fsGroup, so a non-root uid could not create files there"
+)
+# What that means for the serving namespace: root is allowed by the baseline level, not by restricted.
+MIRROR_POD_SECURITY_EXCEPTION = f"baseline: the mirror Job's fetch container runs as uid 0 because it {ROOT_ON_SHARED_VOLUME_REASON}."
+
+
+def mirror_runs_as_root(load_from: LoadFrom) -> bool:
+    """Whether a model's mirror Job keeps uid 0 (ROOT_ON_SHARED_VOLUME_REASON)."""
+    return load_from != "bucket"
 
 
 # --- pure sizing, shared with the tests and the offline plan --------------------------------
@@ -244,6 +285,9 @@ class ServingNamespaceArgs:
     # the annotations (GKE Workload Identity email; EKS Pod Identity needs none) that make them cloud identities.
     bucket: ModelBucket | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    pod_security_exceptions: dict[str, str] = field(default_factory=dict)
+    """What the stack runs here that cannot meet the restricted Pod Security level: who -> "<level it
+    meets>: <reason>". Empty: the namespace enforces restricted. Decided from what the stack deploys."""
 
 
 class ServingNamespace(pulumi.ComponentResource):
@@ -265,9 +309,14 @@ class ServingNamespace(pulumi.ComponentResource):
                         f"the bucket's {role} identity is bound to namespace {binding.namespace!r} but the model "
                         f"store uses {args.namespace!r}; bind the identity to modelStore.namespace"
                     )
+        # Pod Security Admission: the strictest level every pod of the stack meets, enforced; warn and
+        # audit at restricted, so anything short of it is reported even where it is admitted.
+        self.pod_security_level, reasons = pod_security.strictest_level(args.pod_security_exceptions)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-ns",
-            metadata={"name": args.namespace, "labels": labels},
+            metadata={"name": args.namespace,
+                      "labels": {**labels, **pod_security.namespace_labels(self.pod_security_level)},
+                      "annotations": pod_security.namespace_annotations(self.pod_security_level, reasons)},
             opts=child,
         )
         self.namespace = self.namespace_resource.metadata.apply(_name_of)
@@ -562,8 +611,11 @@ class ModelStore(pulumi.ComponentResource):
             weights_volume = self._staging_volume()
         else:
             weights_volume = {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": self.claim_name}}
+        # Root only where the volume may not be writable by anyone else (ROOT_ON_SHARED_VOLUME_REASON).
+        fetch_non_root = not mirror_runs_as_root(args.load_from)
         env = [
             # HF_HUB_OFFLINE is deliberately absent: this is the one pod that must reach the Hub.
+            {"name": "HOME", "value": HOME_PATH},
             {"name": "HF_HOME", "value": f"{SCRATCH_MOUNT_PATH}/hf-home"},
             {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
             {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
@@ -591,15 +643,17 @@ class ModelStore(pulumi.ComponentResource):
                 {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH},
                 {"name": "mirror-script", "mountPath": SCRIPT_MOUNT_PATH, "readOnly": True},
                 {"name": "scratch", "mountPath": SCRATCH_MOUNT_PATH},
+                {"name": TMP_VOLUME, "mountPath": "/tmp"},
             ],
-            "securityContext": {"allowPrivilegeEscalation": False},
+            "securityContext": pod_security.container_security_context(non_root=fetch_non_root),
         }
         init_containers: list[dict[str, Any]] = []
         containers = [fetch]
         if args.bucket is not None:
             destination = args.bucket.uri(source.repo, source.revision)
-            sync_env = [{"name": "AWS_REGION", "value": args.bucket.region}] if (
-                args.bucket.scheme == "s3" and args.bucket.region is not None) else []
+            sync_env = [{"name": "HOME", "value": SYNC_HOME_PATH}, {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
+            if args.bucket.scheme == "s3" and args.bucket.region is not None:
+                sync_env.append({"name": "AWS_REGION", "value": args.bucket.region})
             sync = {
                 "name": "sync",
                 "image": SYNC_IMAGES[args.bucket.scheme],
@@ -612,8 +666,14 @@ class ModelStore(pulumi.ComponentResource):
                     "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": f"{ephemeral}Gi"},
                     "limits": {"memory": "2Gi", "ephemeral-storage": f"{ephemeral}Gi"},
                 },
-                "volumeMounts": [{"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True}],
-                "securityContext": {"allowPrivilegeEscalation": False},
+                "volumeMounts": [
+                    {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True},
+                    {"name": "scratch", "mountPath": SCRATCH_MOUNT_PATH},
+                    {"name": TMP_VOLUME, "mountPath": "/tmp"},
+                ],
+                # Always non-root: it only reads the verified files (world-readable) and talks to the
+                # bucket with the pod's cloud identity.
+                "securityContext": pod_security.container_security_context(),
             }
             # Download and verification must succeed before anything reaches the bucket.
             init_containers, containers = [fetch], [sync]
@@ -621,6 +681,10 @@ class ModelStore(pulumi.ComponentResource):
             "serviceAccountName": args.writer_service_account,
             # Retries are whole pods (backoffLimit), so each attempt starts from a clean container.
             "restartPolicy": "Never",
+            # The cloud identity (EKS Pod Identity, GKE Workload Identity) does not read the Kubernetes
+            # token, and the mirror never calls the Kubernetes API.
+            "automountServiceAccountToken": False,
+            "securityContext": pod_security.pod_security_context(non_root=fetch_non_root),
             "containers": containers,
             "volumes": [
                 weights_volume,
@@ -628,6 +692,7 @@ class ModelStore(pulumi.ComponentResource):
                     "name": self.script.metadata.apply(_name_of),
                     "defaultMode": 0o555}},
                 {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
+                {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
             ],
         }
         if init_containers:
@@ -651,7 +716,8 @@ class ModelStore(pulumi.ComponentResource):
                 "template": {
                     "metadata": {
                         "labels": self._labels("model-mirror", source),
-                        "annotations": self._annotations(source),
+                        "annotations": {**self._annotations(source), **pod_security.exception_annotation(
+                            {} if fetch_non_root else {pod_security.RUN_AS_NON_ROOT: ROOT_ON_SHARED_VOLUME_REASON})},
                     },
                     "spec": pod_spec,
                 },

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from common import pod_security
 from components.operators.values import gke_critical_pods_quota_spec
+
+# Why the operators' namespace enforces `privileged`, written on it (namespace-pod-security rule).
+POD_SECURITY_REASON = (
+    "the NVIDIA GPU and Network Operators run host-level daemonsets here (driver and "
+    "container-toolkit installers, device plugins, DCGM, the MOFED driver) that need privileged "
+    "containers, hostPath mounts, the host PID namespace and host networking."
+)
 
 
 def operator_namespace(
@@ -14,13 +22,16 @@ def operator_namespace(
     """Create the namespace (and on GKE its critical-pods quota); return it and what Helm must wait for.
 
     The operators run privileged host-level daemonsets (driver, toolkit, device plugins), so the
-    namespace opts out of Pod Security Admission's baseline where a cluster enforces it.
+    namespace opts out of Pod Security Admission's baseline where a cluster enforces it, with the
+    reason beside the label; warn and audit stay at restricted.
     """
+    level = pod_security.PRIVILEGED
     ns = k8s.core.v1.Namespace(
         f"{name}-ns",
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=namespace,
-            labels={"pod-security.kubernetes.io/enforce": "privileged"},
+            labels=pod_security.namespace_labels(level),
+            annotations=pod_security.namespace_annotations(level, [POD_SECURITY_REASON]),
         ),
         opts=opts,
     )

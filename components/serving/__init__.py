@@ -1,7 +1,8 @@
 """Serving (stages 5-9): the model servers and what keeps them observable.
 
 Owns: `vllm` (Deployment or LeaderWorkerSet, Service, route, PDB), `kserve` (InferenceService),
-`engine_args` (the `vllm serve` flags from the plan), `probes` (budgets from the load estimate),
+`engine_args` (the `vllm serve` flags from the plan), `writable` (the emptyDirs a non-root vLLM
+writes to on a read-only root), `probes` (budgets from the load estimate),
 `resources` (pod requests and limits), and watching each model: `targets` (what its queries
 select), `alerts` (availability, saturation), `slo` (latency SLO recording rules and burn-rate
 alerts), `dashboard` (Grafana), `scaling` (KEDA/HPA on queue depth and KV-cache usage) and

@@ -33,12 +33,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract
+from common import pod_security
 from common.engine import VLLM_IMAGE
+from common.facts import Fact
 from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.serving import engine_args as vllm_args
-from components.serving import observability, probes, scaling, targets
+from components.serving import observability, probes, scaling, targets, writable
 from components.serving import resources as server_resources
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
@@ -95,6 +97,21 @@ SHM_VOLUME = "devshm"
 # Room for the storage initializer's download next to the weights themselves: the emptyDir it fills
 # at /mnt/models is node-local ephemeral storage, and a node without room evicts the pod mid-load.
 EPHEMERAL_STORAGE_FACTOR = 1.1
+
+# KServe injects the storage initializer into the predictor pod with a container securityContext of
+# its own configuration (the `storageInitializer` entry of the inferenceservice-config ConfigMap),
+# not ours; the pod-level context above reaches it, the container-level controls (no privilege
+# escalation, capabilities dropped) may not. The restricted level would then reject the whole pod.
+POD_SECURITY_EXCEPTION = ("baseline: KServe injects the storage-initializer container into each predictor pod with "
+                          "the container securityContext of its own configuration (inferenceservice-config), which "
+                          "this program does not set and restricted may reject.")
+
+STORAGE_INITIALIZER_CONTEXT = Fact(
+    subject="the container securityContext KServe v0.20 gives the storage-initializer it injects",
+    value=None, source="kserve/kserve v0.20.0 inferenceservice-config storageInitializer (not read here)",
+    established=False,
+    resolve_with="kubectl get configmap inferenceservice-config -n kserve -o jsonpath='{.data.storageInitializer}'",
+)
 
 KServeStorage = Literal["bucket", "hf"]
 GIB = 1024**3
@@ -309,10 +326,14 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
             {"name": "HF_HUB_OFFLINE", "value": "1"},
             {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
             {"name": "DO_NOT_TRACK", "value": "1"},
+            # The runtime runs the same vLLM: its caches and temp files go to the same emptyDirs.
+            # (The image's HF_HOME=/tmp/huggingface lands in the /tmp emptyDir.)
+            *writable.env(),
         ],
         "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": predictor_resources(plan, resources, downloads=downloads_weights(args)),
-        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}, *writable.mounts()],
+        "securityContext": pod_security.container_security_context(),
         "lifecycle": pp.lifecycle(),
         **probe_specs(plan),
     }
@@ -324,7 +345,13 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
         "nodeSelector": args.placement.node_selector,
         "tolerations": args.placement.tolerations,
         "terminationGracePeriodSeconds": pp.termination_grace_period_seconds,
-        "volumes": [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{resources.shm_gib}Gi"}}],
+        "volumes": [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{resources.shm_gib}Gi"}},
+                    *writable.volumes()],
+        # Pod-level, so it also covers the storage initializer KServe injects: non-root, seccomp,
+        # and the fsGroup that lets it write the /mnt/models emptyDir. Neither it nor the runtime
+        # calls the Kubernetes API (bucket credentials are the cloud identity's).
+        "securityContext": pod_security.pod_security_context(),
+        "automountServiceAccountToken": False,
     }
     if args.reader_service_account is not None and args.storage == "bucket":
         spec["serviceAccountName"] = args.reader_service_account
@@ -429,7 +456,9 @@ def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: p
                 }],
                 # Multi-GB checkpoints: 1Gi (the chart default) gets the initializer OOM-killed.
                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
-                "securityContext": {"allowPrivilegeEscalation": False},
+                # It writes only the /mnt/models emptyDir KServe mounts, and temp files: the image's
+                # writable paths are not known here, so its root filesystem stays writable.
+                "securityContext": pod_security.container_security_context(read_only_root=False),
             },
             "supportedUriFormats": [{"regex": r} for r in uri_regexes],
             "workloadType": "initContainer",

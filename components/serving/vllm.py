@@ -24,12 +24,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract
+from common import pod_security
 from common.alerting import RUNBOOK_DOC
 from common.engine import VLLM_VERSION
 from components.addons import leader_worker_set
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
-from components.serving import alerts, dashboard, observability, probes, scaling, slo, targets
+from components.serving import alerts, dashboard, observability, probes, scaling, slo, targets, writable
 from components.serving import engine_args as vllm_args
 from components.serving import resources as server_resources
 
@@ -168,6 +169,8 @@ class PodBuilder:
             # No usage telemetry from inside a customer cluster.
             {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
             {"name": "DO_NOT_TRACK", "value": "1"},
+            # Non-root on a read-only root filesystem: caches and temp files go to emptyDirs.
+            *writable.env(),
         ]
         if self.api_key_secret is not None:
             env.append({
@@ -183,6 +186,8 @@ class PodBuilder:
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{self.resources.shm_gib}Gi"}},
         ]
         mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        volumes += writable.volumes()
+        mounts += writable.mounts()
         claim = self.args.storage.claim_name
         if claim is not None and self.args.storage.weights_uri is None:
             volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
@@ -210,6 +215,7 @@ class PodBuilder:
             "readinessProbe": pp.readiness_probe(),
             "livenessProbe": pp.liveness_probe(),
             "lifecycle": pp.lifecycle(),
+            "securityContext": pod_security.container_security_context(),
         }
         if self.multi_node:
             # Start the Ray head, wait until every worker pod of the group has joined (their nodes
@@ -249,6 +255,7 @@ class PodBuilder:
             "startupProbe": pp.startup_probe(raylet),
             "readinessProbe": pp.readiness_probe(raylet),
             "livenessProbe": pp.liveness_probe(raylet),
+            "securityContext": pod_security.container_security_context(),
         }
 
     def pod_spec(self, container: dict[str, Any], component: str) -> dict[str, Any]:
@@ -262,6 +269,13 @@ class PodBuilder:
             "terminationGracePeriodSeconds": self.probe_plan.termination_grace_period_seconds,
             # Hundreds of Service env vars are noise to the engine.
             "enableServiceLinks": False,
+            # The server never calls the Kubernetes API (the bucket identity is the cloud's: EKS Pod
+            # Identity and GKE Workload Identity do not read this token); the reader ServiceAccount
+            # says the same, this makes it hold whichever account the pod runs as.
+            "automountServiceAccountToken": False,
+            # Non-root with a fixed uid: GPUs need no root (the NVIDIA device nodes the toolkit
+            # injects are world read-write, mode 0666 by default), the weights are world-readable.
+            "securityContext": pod_security.pod_security_context(),
             "topologySpreadConstraints": [{
                 "maxSkew": 1,
                 "topologyKey": "kubernetes.io/hostname",
