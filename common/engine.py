@@ -9,12 +9,17 @@ Bumping the version: change it here, regenerate the lock (tools/vllm-cpu/README.
 
 from __future__ import annotations
 
+from common import images
 from common.facts import Fact
 
 VLLM_VERSION = "0.32.0"
 
-# The upstream OpenAI-compatible server image; tags carry a leading "v".
-VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+# The upstream OpenAI-compatible server image; tags carry a leading "v". The reference (with its
+# digest when known) comes from the one image table, common/images.py; its tag must be this release.
+VLLM_IMAGE_TAGGED = f"vllm/vllm-openai:v{VLLM_VERSION}"
+VLLM_IMAGE = images.reference("vllm")
+if images.IMAGES["vllm"].tagged != VLLM_IMAGE_TAGGED:
+    raise ValueError(f"common/images.py pins {images.IMAGES['vllm'].tagged}, not the release {VLLM_IMAGE_TAGGED}")
 
 # The CUDA the image was built with decides the oldest NVIDIA driver its nodes may run
 # (common/driver_versions.py). Not established here: the release's docker/Dockerfile could not be
@@ -24,12 +29,12 @@ VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
 # v0.20.0; "After v0.20.0, default wheel/docker nightly version is cu130"
 # (https://github.com/vllm-project/vllm/issues/42738). The update (13.0.x) is not known.
 VLLM_IMAGE_CUDA = Fact(
-    subject=f"CUDA of {VLLM_IMAGE}",
+    subject=f"CUDA of {VLLM_IMAGE_TAGGED}",
     value="13.0",
     source="https://github.com/vllm-project/vllm/pull/39878 (default image CUDA 13.0 since v0.20.0; "
            "the v0.32.0 Dockerfile itself was not read)",
     established=False,
-    resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE} -c "import torch; print(torch.version.cuda)"',
+    resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE_TAGGED} -c "import torch; print(torch.version.cuda)"',
 )
 
 # CUDA of each engine image the program deploys by default; an image not listed here (a stack's

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract
+from common import contract, images
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
@@ -52,9 +52,10 @@ GIB = 1024**3
 
 # Official cloud CLI images for the sync step. The downloader image (vLLM's) carries `hf` but no
 # aws CLI or gcloud, and installing one at run time is exactly what a pinned image is for avoiding.
-# Tags as published on Docker Hub (amazon/aws-cli, google/cloud-sdk); bump them together with a test run.
-AWS_CLI_IMAGE = "amazon/aws-cli:2.37.7"
-GCLOUD_IMAGE = "google/cloud-sdk:587.0.0-slim"
+# Tags as published on Docker Hub (amazon/aws-cli, google/cloud-sdk), with their digests, in
+# common/images.py; bump them there together with a test run.
+AWS_CLI_IMAGE = images.reference("aws-cli")
+GCLOUD_IMAGE = images.reference("gcloud")
 SYNC_IMAGES = {"s3": AWS_CLI_IMAGE, "gs": GCLOUD_IMAGE}
 
 # Without a bucket binding (an existing cluster) the service accounts still exist, with these names.

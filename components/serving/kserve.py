@@ -32,7 +32,7 @@ from typing import Any, Literal, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract
+from common import contract, images
 from common.engine import VLLM_IMAGE
 from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
@@ -58,7 +58,13 @@ HUGGINGFACE_RUNTIME = "kserve-huggingfaceserver"
 # `<version>-gpu` (.github/workflows/huggingface-docker-publish.yml: VERSION="${VERSION}-gpu";
 # python/huggingface_server.Dockerfile ARG VLLM_VERSION=0.24.0). runtimeVersion replaces the tag.
 HUGGINGFACE_RUNTIME_VERSION = f"{KSERVE_VERSION}-gpu"
-STORAGE_INITIALIZER_IMAGE = f"kserve/storage-initializer:{KSERVE_VERSION}"
+# Tag and digest in common/images.py. The runtime image itself is chosen by KServe from the
+# ClusterServingRuntime and runtimeVersion (a tag): its entry there records the tag, and the plan
+# lists it as not pinned by the program.
+STORAGE_INITIALIZER_IMAGE = images.reference("storage-initializer")
+if images.IMAGES["storage-initializer"].tag != KSERVE_VERSION or \
+        images.IMAGES["kserve-huggingfaceserver"].tag != HUGGINGFACE_RUNTIME_VERSION:
+    raise ValueError(f"common/images.py pins KServe images at another release than {KSERVE_VERSION}")
 # The model server's HTTP port (kserve model_server `--http_port`, default 8080): OpenAI routes under
 # /openai/v1, v2 health routes, and vLLM's /metrics.
 HTTP_PORT = 8080
