@@ -28,6 +28,9 @@ KSERVE_MODELS = [
 ]
 MULTI_NODE_MODELS = [{"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": REVISION_70B, "pool": "h100",
                       "tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 32768}]
+_ECR_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/"
+PROD_PULL_THROUGH = {"images": {"pullThrough": True, "upstreamCredentials": {
+    "docker.io": _ECR_SECRET + "docker-hub-AbCdEf", "ghcr.io": _ECR_SECRET + "ghcr-AbCdEf"}}}
 PROD_POOL = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "machineType": "p5.48xlarge", "minNodes": 1,
              "maxNodes": 2, "diskGib": 500, "efa": True}
 
@@ -50,6 +53,9 @@ VARIANTS = {
                                                                    "agentgateway"]}}),
     "prod-default-vpc-no-efa": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
                                          "pools": [{**PROD_POOL, "efa": False}]}),
+    # images.pullThrough: every image through an ECR cache / Artifact Registry remote repository.
+    "prod-pull-through": ("prod", PROD_PULL_THROUGH),
+    "dev-pull-through": ("dev", {"images": {"pullThrough": True}}),
 }
 
 

@@ -48,7 +48,7 @@ Choices made here, each against a fact of the chart:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from common import contract, images
@@ -106,6 +106,8 @@ class PickerSpec:
     monitoring: bool
     monitoring_labels: Mapping[str, str]
     system_node_selector: Mapping[str, str] | None = None
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
 
     @property
     def picker_name(self) -> str:
@@ -121,7 +123,7 @@ def picker_values(spec: PickerSpec) -> dict[str, Any]:
     the routerlib key list, tests/fixtures/helm)."""
     epp: dict[str, Any] = {
         "replicas": spec.replicas,
-        "image": dict(IMAGE),
+        "image": chart_image(images.mirrored(_PICKER.reference, dict(spec.image_mirrors))),
         "resources": {side: dict(v) for side, v in RESOURCES.items()},
     }
     if spec.system_node_selector:

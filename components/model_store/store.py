@@ -314,6 +314,8 @@ class ModelStoreArgs:
     writer_service_account: pulumi.Input[str]
     reader_service_account: pulumi.Input[str]
     downloader_image: str
+    # images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors).
+    image_mirrors: dict[str, str] = field(default_factory=dict)
     load_from: LoadFrom = "volume"
     storage_class: str | None = None  # RWX class (load_from volume)
     existing_claim: str | None = None  # load_from existing-claim
@@ -348,7 +350,8 @@ class MirrorSource:
 
 def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
                      bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None,
-                     staging_storage_class: str | None = None) -> ModelStoreArgs:
+                     staging_storage_class: str | None = None,
+                     image_mirrors: dict[str, str] | None = None) -> ModelStoreArgs:
     """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
     return ModelStoreArgs(
         repo=plan.repo,
@@ -360,6 +363,7 @@ def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_cl
         writer_service_account=shared.writer_service_account,
         reader_service_account=shared.reader_service_account,
         downloader_image=store_config.downloaderImage,
+        image_mirrors=dict(image_mirrors or {}),
         load_from=plan.load_from,
         storage_class=storage_class,
         existing_claim=store_config.existingClaim,
@@ -577,7 +581,7 @@ class ModelStore(pulumi.ComponentResource):
             })
         fetch = {
             "name": "fetch",
-            "image": args.downloader_image,
+            "image": images.mirrored(args.downloader_image, args.image_mirrors),
             # `command` replaces the image's entrypoint (`vllm serve` in the vLLM image). The
             # revision is the pinned commit, never a branch: the bytes mirrored are the bytes served.
             # The globs go to `hf download` and filter what the script expects from the Hub alike.
@@ -603,7 +607,7 @@ class ModelStore(pulumi.ComponentResource):
                 args.bucket.scheme == "s3" and args.bucket.region is not None) else []
             sync = {
                 "name": "sync",
-                "image": SYNC_IMAGES[args.bucket.scheme],
+                "image": images.mirrored(SYNC_IMAGES[args.bucket.scheme], args.image_mirrors),
                 "command": ["/bin/sh", "-c", sync_script(args.bucket.scheme, source.local_dir, destination)],
                 "env": sync_env,
                 # Same ephemeral figure as fetch (scratch only): a pod's effective request is the

@@ -211,6 +211,8 @@ class KServeModelArgs:
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job: the bucket folder must be complete before a storage initializer reads it."""
     api_key_configured: bool = False
+    image_mirrors: dict[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
     """Whether the stack sets apiKey: the huggingface runtime cannot enforce it, so the user is warned."""
 
 
@@ -384,6 +386,11 @@ def engine_warnings(args: KServeModelArgs) -> list[str]:
             f"{key}: apiKey is not enforced on engine kserve (the huggingface runtime has no API-key option), so "
             f"{plan.served_name} answers anyone who reaches its Service; use engine: vllm or put an authenticating "
             "gateway in front")
+    if args.image_mirrors:
+        warnings.append(
+            f"{key}: images.pullThrough does not reach the KServe runtime image: KServe picks "
+            f"kserve/huggingfaceserver:{HUGGINGFACE_RUNTIME_VERSION} from its ClusterServingRuntime and runtimeVersion, "
+            "so its nodes pull it from Docker Hub; use engine: vllm to pull everything through the cache")
     if plan.model.image != VLLM_IMAGE:
         warnings.append(
             f"{key}.image: ignored on engine kserve, which runs the kserve-huggingfaceserver runtime image "
@@ -404,7 +411,8 @@ def canary_warnings(args: KServeModelArgs) -> list[str]:
     return []
 
 
-def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: pulumi.Input[str]) -> dict[str, Any]:
+def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: pulumi.Input[str],
+                              image: str = STORAGE_INITIALIZER_IMAGE) -> dict[str, Any]:
     """A ClusterStorageContainer whose storage-initializer reads HF_TOKEN from a Secret.
 
     KServe's Hugging Face docs hand the token to the storage initializer this way
@@ -428,7 +436,7 @@ def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: p
             "container": {
                 # KServe finds the init container by this exact name.
                 "name": "storage-initializer",
-                "image": STORAGE_INITIALIZER_IMAGE,
+                "image": image,
                 "env": [{
                     "name": HF_TOKEN_KEY,
                     "valueFrom": {"secretKeyRef": {"name": token_secret, "key": HF_TOKEN_KEY, "optional": False}},
@@ -562,6 +570,7 @@ class KServeModel(pulumi.ComponentResource):
         # Cluster-scoped: the namespace in the name keeps two stacks' containers apart.
         csc = cluster_storage_container(f"{args.namespace}-{isvc_name}-hf",
                                         [hf_uri_regex(plan.repo, r) for r in revisions],
-                                        _name_of(self.token_secret))
+                                        _name_of(self.token_secret),
+                                        images.mirrored(STORAGE_INITIALIZER_IMAGE, args.image_mirrors))
         self.storage_container = custom_resource(
             f"{name}-hf-storage", csc, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret]))
