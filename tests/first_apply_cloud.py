@@ -381,7 +381,7 @@ def driver_checks(graph: ApplyGraph) -> list[tuple[RecordedResource, str, str, A
     """(workload, image, node source, CUDA fact, driver fact or problem) for every server."""
     out = []
     for workload, image, pool in server_workloads(graph):
-        cuda = engine.ENGINE_IMAGE_CUDA.get(image)
+        cuda = engine.image_cuda(image)
         for where, driver in _pool_driver_facts(graph, pool):
             out.append((workload, image, where, cuda, driver))
     return out

@@ -246,7 +246,7 @@ def test_driver_rule_fires_when_the_pinned_ami_ships_an_older_driver(monkeypatch
 
 def test_driver_rule_fires_when_the_engine_needs_a_newer_cuda(monkeypatch):
     newer = Fact(subject="test", value="13.2", source="test")
-    monkeypatch.setitem(engine.ENGINE_IMAGE_CUDA, engine.VLLM_IMAGE, newer)
+    monkeypatch.setitem(engine.ENGINE_IMAGE_CUDA, engine.VLLM_IMAGE_TAGGED, newer)
     found = fired(evaluate_stack("prod"), "node-driver-runs-engine-cuda")
     assert found and all("CUDA 13.2, which needs driver >= 595.71.05" in v for v in found), found
 

@@ -173,3 +173,11 @@ def test_prod_with_every_digest_known_passes_and_a_copy_without_one_is_caught(pr
     assert [(v.policy, v.name) for v in mandatory] == [("image-tag-pinned", "llama-3-3-70b-instruct")]
     # The control is the pack config: without requireDigest the same copy passes.
     assert [v for v in check_objects(broken, pack_config("dev")) if v.level == "mandatory"] == []
+
+
+def test_the_engine_cuda_follows_the_image_through_a_digest_and_a_cache():
+    fact = engine.image_cuda(engine.VLLM_IMAGE_TAGGED)
+    assert fact is engine.VLLM_IMAGE_CUDA
+    assert engine.image_cuda(f"{engine.VLLM_IMAGE_TAGGED}@{FAKE}") is fact
+    assert engine.image_cuda(images.mirrored(f"{engine.VLLM_IMAGE_TAGGED}@{FAKE}", {"docker.io": "1.dkr.ecr.x/c"})) is fact
+    assert engine.image_cuda("myorg/vllm-openai:v0.32.0") is None

@@ -58,6 +58,16 @@ def test_an_honest_registry_resolves_through_the_token_challenge(registry):
     assert ("/v2/vllm/vllm-openai/manifests/v0.32.0", "Bearer stand-in-token") in registry.requests
 
 
+def test_check_fails_while_the_table_lacks_a_digest_the_registry_serves(registry):
+    registry.fault = None
+    unresolved = images.unresolved()[0].key
+    proc, _ = run(registry, "--only", unresolved, "--check")
+    assert proc.returncode == tool.EXIT_TABLE_DIFFERS and images.RESOLVE_COMMAND in proc.stderr
+    # A cited digest the registry does not serve (the stand-in serves its own) is caught the same way.
+    proc, _ = run(registry, "--only", "endpoint-picker", "--check")
+    assert proc.returncode == tool.EXIT_TABLE_DIFFERS and "endpoint-picker" in proc.stderr
+
+
 def test_a_registry_without_a_digest_header_gets_the_body_hash(registry):
     registry.fault = "no_digest_header"
     proc, _ = run(registry, "--only", "gcloud")

@@ -3,6 +3,7 @@
     python -m tools.resolve_image_digests                 # print each image's digest
     python -m tools.resolve_image_digests --write         # and rewrite the table in common/images.py
     python -m tools.resolve_image_digests --only vllm     # one entry (repeatable)
+    python -m tools.resolve_image_digests --check         # CI: does the table match the registries?
 
 Run it on a machine that can reach the registries (Docker Hub, ghcr.io, ...): this project's
 development machines cannot. It speaks the OCI Distribution API with anonymous pulls only:
@@ -24,7 +25,9 @@ Exit status: 0 every requested image resolved (and, with --write, the table rewr
 1 at least one image could not be resolved (one line each on stderr: unreachable, refused, a
 deadline, a body too large, a wrong content type); 2 bad arguments; 3 a digest check failed (the
 header names a digest the body does not hash to, or a malformed digest): treat as an attack or a
-broken proxy, and nothing is written; 4 common/images.py could not be rewritten.
+broken proxy, and nothing is written; 4 common/images.py could not be rewritten; 5 (--check) the
+table lacks a digest the registry serves or names another one (a tag pushed again, or a cited digest
+that was wrong): the lines to commit are printed.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ READ_CHUNK = 64 * 1024
 # Docker Hub's API host: `docker.io` names are served from registry-1.docker.io.
 API_HOSTS = {images.DOCKER_HUB: images.DOCKER_HUB_API_HOST}
 
-EXIT_OK, EXIT_UNRESOLVED, EXIT_USAGE, EXIT_DIGEST_MISMATCH, EXIT_WRITE = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_UNRESOLVED, EXIT_USAGE, EXIT_DIGEST_MISMATCH, EXIT_WRITE, EXIT_TABLE_DIFFERS = 0, 1, 2, 3, 4, 5
 
 
 class ResolveError(Exception):
@@ -297,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", action="append", metavar="KEY", help="resolve only this entry of common/images.py")
     parser.add_argument("--write", action="store_true", help="rewrite the DIGESTS table of common/images.py")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 5 when the table lacks a digest or names another one than the registry serves")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help=f"seconds per image for the whole exchange (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--endpoint", action="append", type=_endpoint, default=[], metavar="HOST=URL",
@@ -314,8 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown image {', '.join(map(excerpt, unknown))}; known: {', '.join(images.IMAGES)}", file=sys.stderr)
         return EXIT_USAGE
+    if args.check and args.write:
+        print("--check and --write exclude each other", file=sys.stderr)
+        return EXIT_USAGE
     endpoints = dict(args.endpoint)
     resolved: dict[str, Resolved] = {}
+    differs: list[str] = []
     status = EXIT_OK
     for key in keys:
         image = images.IMAGES[key]
@@ -332,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         resolved[key] = Resolved(key, image.tagged, digest, url, media_type)
         change = "" if image.digest.value == digest else f" (was {image.digest.value or 'unresolved'})"
         print(f"{key}: {image.tagged}@{digest}{change}")
+        if change:
+            differs.append(key)
     if args.write and status != EXIT_DIGEST_MISMATCH and resolved:
         when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
         try:
@@ -340,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"could not rewrite {args.module}: {excerpt(str(err))}", file=sys.stderr)
             return EXIT_WRITE
         print(f"rewrote {args.module}: {len(resolved)} digest(s); review the diff and commit it")
+    if args.check and differs and status == EXIT_OK:
+        print(f"the table differs from the registries for {', '.join(differs)}: run "
+              f"`{images.RESOLVE_COMMAND}` and commit common/images.py", file=sys.stderr)
+        return EXIT_TABLE_DIFFERS
     return status
 
 
