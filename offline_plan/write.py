@@ -92,22 +92,60 @@ def policy_verdicts(evaluation: Evaluation, config: dict[str, Any] | None = None
     return list(check_objects(evaluation.kubernetes_objects + cloud, config))
 
 
-def _images_section(stack: str, config: dict[str, Any] | None) -> list[str]:
-    """Every image of the program's table (common/images.py): what is pinned by digest, what is not."""
-    out = ["## Images", "", "| image | tag | digest | source | used by |", "|---|---|---|---|---|"]
+def _deployed_images(evaluation: Evaluation) -> set[str]:
+    """Every image reference the stack's pods and the picker's chart values carry (any "image" string)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            image = value.get("image")
+            if isinstance(image, str):
+                found.add(image)
+            elif isinstance(image, dict) and isinstance(image.get("registry"), str):
+                found.add(f"{image['registry']}/{image.get('repository')}:{image.get('tag')}")
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(evaluation.kubernetes_objects)
+    walk([r.inputs.get("values") for r in evaluation.resources if r.type == "kubernetes:helm.sh/v3:Release"])
+    return found
+
+
+def _in_stack(image: images.Image, deployed: set[str]) -> bool:
+    # Matched on repository and tag, through a digest or a pull-through cache prefix.
+    return any(ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
+               or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
+               for ref in deployed)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> list[str]:
+    """Every image of the program's table (common/images.py): what is pinned by digest, what is not,
+    and which of them this stack deploys."""
+    deployed = _deployed_images(evaluation)
+    out = ["## Images", "", "| image | tag | digest | in this stack | source | used by |", "|---|---|---|---|---|---|"]
     for image in images.IMAGES.values():
         if not image.resolved:
             state = "**unresolved**"
         else:
             state = f"`{image.digest.value[:19]}...`" + ("" if image.digest.established else " (unverified)")
-        out.append(f"| `{image.repository}` | `{image.tag}` | {state} | {image.digest.source} | {image.used_by} |")
+        used = "yes" if _in_stack(image, deployed) else "no"
+        out.append(f"| `{image.repository}` | `{image.tag}` | {state} | {used} | {_cell(image.digest.source)} | "
+                   f"{_cell(image.used_by)} |")
     out.append("")
-    missing, unverified = images.unresolved(), images.unverified()
+    missing = [i for i in images.unresolved() if _in_stack(i, deployed)]
+    unverified = [i for i in images.unverified() if _in_stack(i, deployed)]
     if missing:
         names = ", ".join(dict.fromkeys(f"`{i.tagged}`" for i in missing))
         if requires_digest(config):
-            out.append(f"**NOT DEPLOYABLE with requireDigest (policies/config/{stack}.json) until resolved**: {names} "
-                       f"have no known digest. On a machine that can reach the registries run "
+            out.append(f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
+                       f"{names} (no known digest). On a machine that can reach the registries run "
                        f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it.")
         else:
             out.append(f"Deployed by tag only (no known digest): {names}. Settle with `{images.RESOLVE_COMMAND}`.")
@@ -296,7 +334,7 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     if entrance:
         out += _entrance_section(entrance)
     out += _addons_section(evaluation.outputs.get("addons") or [])
-    out += _images_section(evaluation.stack, config)
+    out += _images_section(evaluation, config)
     out += _waits_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [
@@ -356,9 +394,11 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
               f"startup budget {row['startupBudgetSeconds']} s")
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
-    if requires_digest(config) and images.unresolved():
+    deployed = _deployed_images(evaluation)
+    missing = [i.tagged for i in images.unresolved() if _in_stack(i, deployed)]
+    if requires_digest(config) and missing:
         print(f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
-              f"{', '.join(dict.fromkeys(i.tagged for i in images.unresolved()))}; run `{images.RESOLVE_COMMAND}`")
+              f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`")
     print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
     return 1 if mandatory else 0
 

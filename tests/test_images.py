@@ -146,6 +146,9 @@ def test_prod_is_refused_exactly_for_the_digests_the_table_does_not_know(prod):
     assert {img for img in _container_images(prod.kubernetes_objects) if "@" not in img} <= unresolved
     plan = render_plan(prod, verdicts, [], pack_config("prod"))
     assert "## Images" in plan and "NOT DEPLOYABLE with requireDigest" in plan
+    # Only images this stack deploys make it undeployable: prod runs no KServe model.
+    refusal = next(line for line in plan.splitlines() if "NOT DEPLOYABLE" in line)
+    assert "`vllm/vllm-openai:v0.32.0`" in refusal and "kserve" not in refusal
     for image in images.IMAGES.values():
         assert f"`{image.repository}`" in plan
 
