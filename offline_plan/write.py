@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from common import pod_security
-from common.untrusted import excerpt
+from common import images, pod_security
+from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
@@ -63,8 +63,28 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
     return written
 
 
-def policy_verdicts(evaluation: Evaluation) -> list[Any]:
-    """Run the policy pack over the Kubernetes objects and cloud resources the program asks for."""
+PACK_CONFIG_DIR = Path("policies") / "config"
+MAX_PACK_CONFIG_BYTES = 64 * 1024
+
+
+def pack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any] | None:
+    """The policy pack's config for this stack (policies/config/<stack>.json), as the workflows pass
+    it to `pulumi preview`/`up`; None (the pack's defaults) when the stack has none."""
+    path = project_dir / PACK_CONFIG_DIR / f"{stack}.json"
+    if not path.exists():
+        return None
+    what = str(PACK_CONFIG_DIR / f"{stack}.json")
+    return loads_json(read_text_file(path, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES)
+
+
+def requires_digest(config: dict[str, Any] | None) -> bool:
+    rule = (config or {}).get("image-tag-pinned")
+    return isinstance(rule, dict) and rule.get("requireDigest") is True
+
+
+def policy_verdicts(evaluation: Evaluation, config: dict[str, Any] | None = None) -> list[Any]:
+    """Run the policy pack, with the stack's pack config, over the Kubernetes objects and cloud
+    resources the program asks for."""
     # Kubernetes objects go in as the dicts the API server would get; cloud resources and Helm
     # releases as the engine's (type, name, props) records, so pool and bucket rules run too.
     cloud = [
@@ -72,7 +92,75 @@ def policy_verdicts(evaluation: Evaluation) -> list[Any]:
         for r in evaluation.resources
         if r.custom and not r.is_kubernetes_object
     ]
-    return list(check_objects(evaluation.kubernetes_objects + cloud))
+    return list(check_objects(evaluation.kubernetes_objects + cloud, config))
+
+
+def _deployed_images(evaluation: Evaluation) -> set[str]:
+    """Every image reference the stack's pods and the picker's chart values carry (any "image" string)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            image = value.get("image")
+            if isinstance(image, str):
+                found.add(image)
+            elif isinstance(image, dict) and isinstance(image.get("registry"), str):
+                found.add(f"{image['registry']}/{image.get('repository')}:{image.get('tag')}")
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(evaluation.kubernetes_objects)
+    walk([r.inputs.get("values") for r in evaluation.resources if r.type == "kubernetes:helm.sh/v3:Release"])
+    return found
+
+
+def _in_stack(image: images.Image, deployed: set[str]) -> bool:
+    # Matched on repository and tag, through a digest or a pull-through cache prefix.
+    return any(ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
+               or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
+               for ref in deployed)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> list[str]:
+    """Every image of the program's table (common/images.py): what is pinned by digest, what is not,
+    and which of them this stack deploys."""
+    deployed = _deployed_images(evaluation)
+    out = ["## Images", "", "| image | tag | digest | in this stack | source | used by |", "|---|---|---|---|---|---|"]
+    for image in images.IMAGES.values():
+        if not image.resolved:
+            state = "**unresolved**"
+        else:
+            state = f"`{image.digest.value[:19]}...`" + ("" if image.digest.established else " (unverified)")
+        used = "yes" if _in_stack(image, deployed) else "no"
+        out.append(f"| `{image.repository}` | `{image.tag}` | {state} | {used} | {_cell(image.digest.source)} | "
+                   f"{_cell(image.used_by)} |")
+    out.append("")
+    missing = [i for i in images.unresolved() if _in_stack(i, deployed)]
+    unverified = [i for i in images.unverified() if _in_stack(i, deployed)]
+    if missing:
+        names = ", ".join(dict.fromkeys(f"`{i.tagged}`" for i in missing))
+        if requires_digest(config):
+            out.append(f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
+                       f"{names} (no known digest). On a machine that can reach the registries run "
+                       f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it.")
+        else:
+            out.append(f"Deployed by tag only (no known digest): {names}. Settle with `{images.RESOLVE_COMMAND}`.")
+        out.append("")
+    if unverified:
+        out.append("Digests read in a published list, not yet from the registry (verify with the same command): "
+                   + ", ".join(f"`{i.tagged}`" for i in unverified) + ".")
+        out.append("")
+    out.append("Add-on charts (Prometheus, KEDA, cert-manager, LWS, KServe, agentgateway, NVIDIA operators) run the "
+               "images of their pinned chart versions, by tag; the program does not set their digests.")
+    out.append("")
+    return out
 
 
 SUMMARY_COLUMNS = ["model", "revision", "pool", "gpu", "tensorParallelSize", "pipelineParallelSize",
@@ -251,7 +339,8 @@ def _waits_section(evaluation: Evaluation) -> list[str]:
     return out + [""]
 
 
-def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path]) -> str:
+def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path],
+                config: dict[str, Any] | None = None) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
@@ -276,6 +365,7 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
         out += _entrance_section(entrance)
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
+    out += _images_section(evaluation, config)
     out += _waits_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [
@@ -316,10 +406,15 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 2
+    try:
+        config = pack_config(stack, project_dir)
+        verdicts = policy_verdicts(evaluation, config)
+    except ValueError as err:  # a malformed policies/config/<stack>.json
+        print(f"plan failed for stack {stack}: {err}", file=sys.stderr)
+        return 2
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
-    verdicts = policy_verdicts(evaluation)
-    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests))
+    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
     print(f"stack {stack}: {len(evaluation.resources)} resources, {len(manifests)} Kubernetes objects, "
@@ -330,6 +425,11 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
               f"startup budget {row['startupBudgetSeconds']} s")
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
+    deployed = _deployed_images(evaluation)
+    missing = [i.tagged for i in images.unresolved() if _in_stack(i, deployed)]
+    if requires_digest(config) and missing:
+        print(f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
+              f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`")
     print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
     return 1 if mandatory else 0
 

@@ -30,7 +30,7 @@ KSERVE_RUNTIME_CUDA = Fact(
 def engine_cuda(image: str, engine_name: str) -> Fact:
     if engine_name == "kserve":
         return KSERVE_RUNTIME_CUDA
-    known = engine.ENGINE_IMAGE_CUDA.get(image)
+    known = engine.image_cuda(image)
     if known is not None:
         return known
     return Fact(subject=f"CUDA of {image}", value=None, source="not recorded in common/engine.py", established=False,

@@ -37,6 +37,7 @@ FilePath = Annotated[str, AfterValidator(formats.file_path)]
 PrintableName = Annotated[str, AfterValidator(formats.printable_name)]
 NicName = Annotated[str, AfterValidator(formats.nic_name)]
 KernelName = Annotated[str, AfterValidator(formats.kernel_name)]
+EcrCacheSecretArn = Annotated[str, AfterValidator(formats.ecr_cache_secret_arn)]
 
 # Bounds shared by several keys, each with the reason it holds.
 # Nodes of one pool: Kubernetes supports clusters of at most 5,000 nodes

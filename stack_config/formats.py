@@ -354,3 +354,19 @@ def kernel_name(v: str) -> str:
     if not _fullmatch(KERNEL_NAME_RE, v):
         raise ValueError(f"{excerpt(v)} is not a driver name; use letters, digits, '_', '.' or '-', e.g. mlx5_core")
     return v
+
+
+# An AWS Secrets Manager secret ARN for an ECR pull-through cache rule's upstream credentials. The
+# secret's name must begin with `ecr-pullthroughcache/` and live in the rule's account and Region
+# (https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-creating-rule.html,
+# "Prerequisites"); the ARN form is arn:<partition>:secretsmanager:<region>:<account>:secret:<name>.
+ECR_CACHE_SECRET_ARN_RE = re.compile(
+    r"arn:aws(?:-[a-z]+)*:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:ecr-pullthroughcache/[A-Za-z0-9/_+=.@-]{1,400}")
+
+
+def ecr_cache_secret_arn(v: str) -> str:
+    if not _fullmatch(ECR_CACHE_SECRET_ARN_RE, v):
+        raise ValueError(f"{excerpt(v)} is not the ARN of a Secrets Manager secret named ecr-pullthroughcache/...; "
+                         "ECR pull-through cache reads upstream credentials only from such a secret, e.g. "
+                         "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf")
+    return v

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from common import images
 from common.alerting import RUNBOOK_DOC
 from stack_config.base import StrictModel
 from stack_config.entrance import EntranceConfig
@@ -25,7 +26,8 @@ from stack_config.formats import dns_label
 # The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
 # its release pins. Pinned here on its own, not to VLLM_IMAGE: bumping the engine must not change
 # the mirror Jobs' pod templates, which would replace every Job and re-download every model.
-DOWNLOADER_IMAGE = "vllm/vllm-openai:v0.32.0"
+# Tag and digest live in common/images.py (entry "downloader").
+DOWNLOADER_IMAGE = images.reference("downloader")
 
 
 LoadFrom = Literal["volume", "bucket", "existing-claim"]

@@ -18,6 +18,7 @@ from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConf
 from stack_config.entrance import implementation_for
 from stack_config.errors import CrossCheckError
 from stack_config.fields import MAX_ENTRIES
+from stack_config.images import UPSTREAMS, ImagesConfig
 from stack_config.formats import aws_region_problem, bucket_name_problems, did_you_mean, gcp_region_problem
 from stack_config.models import ModelConfig
 from stack_config.operators import OperatorsConfig
@@ -43,6 +44,8 @@ class StackConfig(StrictModel):
     """Prometheus Operator objects and Grafana dashboards for the servers."""
     addons: AddonsConfig = Field(default_factory=AddonsConfig)
     """Cluster add-ons (Prometheus Operator, KEDA, LeaderWorkerSet, KServe, Gateway API): installed by the program on a cluster it creates, declared here on an existing one."""
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    """Where nodes pull the program's images from: the upstream registries, or a pull-through cache the program creates (docs/security.md, "Images and supply chain")."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "StackConfig":
@@ -119,12 +122,44 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     if stack.cloud == Cloud.existing and stack.modelStore.loadFrom == "bucket":
         problems.append(("modelStore.loadFrom", "bucket loading needs a cloud bucket; use volume or existing-claim on an existing cluster"))
     problems += operator_problems(stack)
+    problems += image_problems(stack)
     if stack.creates_cluster and stack.addons.preinstalled:
         problems.append(("addons.preinstalled", "this stack creates its cluster, so nothing is installed on it yet and the "
                                                 "program installs the add-ons the stack needs; remove addons.preinstalled"))
     if stack.cloud == Cloud.existing and not stack.cluster.kubeconfig:
         problems.append(("cluster.kubeconfig", "cloud is existing: give the kubeconfig path (the ambient kubeconfig is never used by accident)"))
     return problems
+
+
+def image_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """A pull-through cache needs a cloud account to live in, and on EKS the upstreams' credentials."""
+    images = stack.images
+    if not images.pullThrough:
+        if images.upstreamCredentials:
+            return [("images.upstreamCredentials", "only a pull-through cache reads them; set images.pullThrough true "
+                                                   "or remove them")]
+        return []
+    if stack.cloud == Cloud.existing:
+        return [("images.pullThrough", "cloud is existing: the program has no cloud account to create a registry "
+                                       "cache in; point your nodes at your own mirror, or set it false")]
+    if stack.cloud == Cloud.gcp and images.upstreamCredentials:
+        return [("images.upstreamCredentials", "ECR secret ARNs mean nothing on GKE: Artifact Registry remote "
+                                               "repositories pull Docker Hub and ghcr.io anonymously here; remove them")]
+    if stack.cloud == Cloud.aws:
+        elsewhere = [u for u, arn in images.upstreamCredentials.items() if arn.split(":")[3] != stack.region]
+        if elsewhere:
+            return [(f"images.upstreamCredentials.{u}", f"the secret is in {images.upstreamCredentials[u].split(':')[3]}, "
+                     f"the cluster in {stack.region}; ECR reads a pull-through cache rule's secret only from the rule's "
+                     "own Region (pull-through-cache-creating-rule.html); create it there") for u in elsewhere]
+        missing = [u for u in UPSTREAMS if u not in images.upstreamCredentials]
+        if missing:
+            return [("images.upstreamCredentials",
+                     f"ECR pull-through cache rules for {', '.join(missing)} need credentials in a Secrets Manager secret "
+                     "named ecr-pullthroughcache/... (AWS ECR user guide, pull-through-cache.html: Docker Hub and GitHub "
+                     "Container Registry require authentication); create them and give their ARNs here, e.g. "
+                     "upstreamCredentials: {docker.io: arn:aws:secretsmanager:<region>:<account>:secret:"
+                     "ecr-pullthroughcache/docker-hub-..., ghcr.io: ...}")]
+    return []
 
 
 def name_problems(stack: StackConfig) -> list[tuple[str, str]]:

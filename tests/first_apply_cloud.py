@@ -18,6 +18,10 @@
   regional load balancer's proxies need ("If you are using the internal GatewayClasses, you must
   enable a proxy-only subnet", https://cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources;
   the regional external class uses the same Envoy-based proxies).
+- mirrored-image-has-its-cache: an image pulled through an ECR pull-through cache or an Artifact
+  Registry remote repository (images.pullThrough) has that cache created before the pod, and the
+  nodes may fill it (ECR: ecr:BatchImportUpstreamImage + ecr:CreateRepository; Artifact Registry:
+  roles/artifactregistry.reader).
 
 Each reads only what the mock runtime recorded (resources, dependencies, look-ups and their
 answers) and the published facts of common/driver_versions.py and common/engine.py.
@@ -25,6 +29,9 @@ answers) and the published facts of common/driver_versions.py and common/engine.
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import re
 from typing import Any, Iterable
 
 from common import contract, driver_versions, engine
@@ -42,6 +49,7 @@ GCP_TYPE_APIS = {
     "gcp:compute/": ("compute.googleapis.com",),
     "gcp:serviceaccount/": ("iam.googleapis.com",),
     "gcp:storage/": ("storage.googleapis.com",),
+    "gcp:artifactregistry/": ("artifactregistry.googleapis.com",),
 }
 # Enabling services goes through these; they are enabled by hand once (README), never by the program.
 GCP_BOOTSTRAP_APIS = {"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"}
@@ -373,7 +381,7 @@ def driver_checks(graph: ApplyGraph) -> list[tuple[RecordedResource, str, str, A
     """(workload, image, node source, CUDA fact, driver fact or problem) for every server."""
     out = []
     for workload, image, pool in server_workloads(graph):
-        cuda = engine.ENGINE_IMAGE_CUDA.get(image)
+        cuda = engine.image_cuda(image)
         for where, driver in _pool_driver_facts(graph, pool):
             out.append((workload, image, where, cuda, driver))
     return out
@@ -430,4 +438,132 @@ def regional_gateway_has_its_gke_prerequisites(graph: ApplyGraph) -> Iterable[Vi
 CLOUD_RULES = ("cloud-api-enabled-before-use", "identity-binding-waits-for-pool",
                "multi-interface-nodes-in-private-subnets", "private-nodes-wait-for-nat",
                "gpu-capacity-has-an-autoscaler", "node-driver-runs-engine-cuda",
-               "regional-gateway-has-its-gke-prerequisites")
+               "regional-gateway-has-its-gke-prerequisites", "mirrored-image-has-its-cache")
+
+
+# --- pull-through image caches (images.pullThrough) ---------------------------------------------
+
+ECR_RULE = "aws:ecr/pullThroughCacheRule:PullThroughCacheRule"
+AR_REPOSITORY = "gcp:artifactregistry/repository:Repository"
+AR_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+IAM_ROLE = "aws:iam/role:Role"
+ECR_PULL_THROUGH_ACTIONS = {"ecr:BatchImportUpstreamImage", "ecr:CreateRepository"}
+_ECR_HOST = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+_AR_HOST = re.compile(r"^([a-z0-9-]+)-docker\.pkg\.dev$")
+
+
+def _pod_images(spec: Any) -> list[str]:
+    pod = spec or {}
+    return [c.get("image", "") for c in (pod.get("containers") or []) + (pod.get("initContainers") or [])]
+
+
+def workload_images(graph: ApplyGraph) -> list[tuple[RecordedResource, str]]:
+    """(resource, image) for every image a created pod will pull: pod templates, KServe's storage
+    container, and the endpoint picker's chart values."""
+    out = []
+    for resource in graph.kubernetes_objects():
+        inputs = resource.inputs
+        spec = inputs.get("spec") or {}
+        templates = [_get(spec, "template"), _get(spec, "jobTemplate", "spec", "template"),
+                     _get(spec, "leaderWorkerTemplate", "leaderTemplate"),
+                     _get(spec, "leaderWorkerTemplate", "workerTemplate")]
+        for template in templates:
+            out += [(resource, image) for image in _pod_images(_get(template, "spec"))]
+        if inputs.get("kind") == "ClusterStorageContainer":
+            out.append((resource, _get(spec, "container", "image") or ""))
+    for release in graph.of_type("kubernetes:helm.sh/v3:Release"):
+        image = _get(release.inputs, "values", "router", "epp", "image")
+        if isinstance(image, dict) and image.get("registry"):
+            out.append((release, f"{image['registry']}/{image.get('repository')}:{image.get('tag')}"))
+    return [(r, i) for r, i in out if isinstance(i, str) and i]
+
+
+def _statements(policy: Any) -> list[dict]:
+    try:
+        document = json.loads(policy) if isinstance(policy, str) else policy
+    except ValueError:
+        return []
+    statements = (document or {}).get("Statement") or []
+    return [s for s in (statements if isinstance(statements, list) else [statements]) if isinstance(s, dict)]
+
+
+def _grants(policy: Any, actions: set[str], resource_arn: str) -> bool:
+    def listed(value: Any) -> list[str]:
+        return value if isinstance(value, list) else [value]
+
+    granted: set[str] = set()
+    for statement in _statements(policy):
+        if statement.get("Effect") != "Allow":
+            continue
+        if any(fnmatch.fnmatchcase(resource_arn, pattern) for pattern in listed(statement.get("Resource"))):
+            granted |= {a for a in actions if any(fnmatch.fnmatchcase(a, p) for p in listed(statement.get("Action")))}
+    return granted == actions
+
+
+def _node_roles(graph: ApplyGraph) -> list[RecordedResource]:
+    """Roles EC2 instances assume: the nodes' (managed node groups, Karpenter's)."""
+    out = []
+    for role in graph.of_type(IAM_ROLE):
+        for statement in _statements(role.inputs.get("assumeRolePolicy")):
+            principal = statement.get("Principal") or {}
+            services = principal.get("Service") if isinstance(principal, dict) else None
+            if "ec2.amazonaws.com" in (services if isinstance(services, list) else [services]):
+                out.append(role)
+    return out
+
+
+@rule("mirrored-image-has-its-cache")
+def mirrored_image_has_its_cache(graph: ApplyGraph) -> Iterable[Violation]:
+    """An image pulled through an ECR pull-through cache or an Artifact Registry remote repository
+    needs that cache to exist before the pod (ECR answers "repository ... not found" and the pull
+    fails; Artifact Registry answers 404), and the nodes need the right to fill it: on ECR
+    ecr:BatchImportUpstreamImage and, for the first pull, ecr:CreateRepository on the cache's
+    repositories (https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-iam.html);
+    on Artifact Registry roles/artifactregistry.reader on the repository for the nodes' account."""
+    rules_by_prefix = {r.inputs.get("ecrRepositoryPrefix"): r for r in graph.of_type(ECR_RULE)}
+    repositories = {(r.inputs.get("location"), r.inputs.get("project"), r.inputs.get("repositoryId")): r
+                    for r in graph.of_type(AR_REPOSITORY)}
+    node_accounts = {_get(p.inputs, "nodeConfig", "serviceAccount") for p in graph.of_type(
+        "gcp:container/nodePool:NodePool")} - {None}
+    for resource, image in workload_images(graph):
+        host, _, rest = image.partition("/")
+        first = rest.split("/", 1)[0]
+        ecr, ar = _ECR_HOST.match(host), _AR_HOST.match(host)
+        if ecr:
+            account, region = ecr.groups()
+            cache = rules_by_prefix.get(first)
+            if cache is None:
+                yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                f"pulls {image} through ECR prefix {first!r}, but no pull-through cache rule has that prefix")
+                continue
+            if not graph.waits_for(resource, cache):
+                yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                f"pulls {image} before the pull-through cache rule {cache.name} exists")
+            arn = f"arn:aws:ecr:{region}:{account}:repository/{rest.rsplit(':', 1)[0].split('@')[0]}"
+            for role in _node_roles(graph):
+                policies = [p for p in graph.of_type(ROLE_POLICY) if p.inputs.get("role") == role.inputs.get("name", role.name)
+                            and _grants(p.inputs.get("policy"), ECR_PULL_THROUGH_ACTIONS, arn)]
+                if not policies:
+                    yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                    f"node role {role.name} may not fill the cache for {image} "
+                                    f"({', '.join(sorted(ECR_PULL_THROUGH_ACTIONS))} on {arn})")
+                elif not any(graph.waits_for(resource, p) for p in policies):
+                    yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                    f"pulls {image} before node role {role.name} may fill the cache")
+        elif ar:
+            project, repository_id = first, rest.split("/", 2)[1] if rest.count("/") >= 2 else ""
+            repo = repositories.get((ar.group(1), project, repository_id))
+            if repo is None or repo.inputs.get("mode") != "REMOTE_REPOSITORY":
+                yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                f"pulls {image}, but no Artifact Registry remote repository {repository_id!r} exists there")
+                continue
+            readers = [m for m in graph.of_type(AR_MEMBER) if m.inputs.get("repository") == repo.inputs.get("name", repo.name)
+                       and m.inputs.get("role") == "roles/artifactregistry.reader"
+                       and any(m.inputs.get("member") == f"serviceAccount:{sa}" for sa in node_accounts)]
+            if not readers:
+                yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                f"the nodes' service account may not read {repository_id} (roles/artifactregistry.reader)")
+            elif not graph.waits_for(resource, repo) or not any(graph.waits_for(resource, m) for m in readers):
+                yield Violation("mirrored-image-has-its-cache", describe(resource),
+                                f"pulls {image} before the remote repository {repository_id} and its reader binding exist")

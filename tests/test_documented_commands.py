@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from common import images
+
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_8B = "model-metadata/meta-llama/Llama-3.1-8B-Instruct/0e9e39f249a16976918f6564b8830bc894c89659/config.json"
 
@@ -92,8 +94,14 @@ def test_make_plan_writes_the_plan_of_the_stack(tmp_path):
     # The real thing, as a user types it: the Makefile's own recipe with this interpreter.
     proc = subprocess.run(["make", "plan", "STACK=prod", f"PY={sys.executable}", "STAMP="], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # prod's pack config requires digests: the plan is written either way, and exits 1 (naming the
+    # images and the resolver) while common/images.py lacks one.
+    # (make reports a failed recipe as its own status 2, with the recipe's status in "Error 1").
+    unresolved = bool(images.unresolved())
+    assert proc.returncode == (2 if unresolved else 0), proc.stdout + proc.stderr
+    assert ("Error 1" in proc.stderr) == unresolved, proc.stderr
     assert "stack prod:" in proc.stdout
+    assert ("NOT DEPLOYABLE with requireDigest" in proc.stdout) == unresolved
     plan = (ROOT / "build" / "prod" / "plan.md").read_text()
     assert plan.startswith("# Offline plan: stack `prod`")
 

@@ -28,6 +28,9 @@ KSERVE_MODELS = [
 ]
 MULTI_NODE_MODELS = [{"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": REVISION_70B, "pool": "h100",
                       "tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 32768}]
+_ECR_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/"
+PROD_PULL_THROUGH = {"images": {"pullThrough": True, "upstreamCredentials": {
+    "docker.io": _ECR_SECRET + "docker-hub-AbCdEf", "ghcr.io": _ECR_SECRET + "ghcr-AbCdEf"}}}
 PROD_POOL = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "machineType": "p5.48xlarge", "minNodes": 1,
              "maxNodes": 2, "diskGib": 500, "efa": True}
 
@@ -50,6 +53,9 @@ VARIANTS = {
                                                                    "agentgateway"]}}),
     "prod-default-vpc-no-efa": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
                                          "pools": [{**PROD_POOL, "efa": False}]}),
+    # images.pullThrough: every image through an ECR cache / Artifact Registry remote repository.
+    "prod-pull-through": ("prod", PROD_PULL_THROUGH),
+    "dev-pull-through": ("dev", {"images": {"pullThrough": True}}),
 }
 
 
@@ -240,7 +246,7 @@ def test_driver_rule_fires_when_the_pinned_ami_ships_an_older_driver(monkeypatch
 
 def test_driver_rule_fires_when_the_engine_needs_a_newer_cuda(monkeypatch):
     newer = Fact(subject="test", value="13.2", source="test")
-    monkeypatch.setitem(engine.ENGINE_IMAGE_CUDA, engine.VLLM_IMAGE, newer)
+    monkeypatch.setitem(engine.ENGINE_IMAGE_CUDA, engine.VLLM_IMAGE_TAGGED, newer)
     found = fired(evaluate_stack("prod"), "node-driver-runs-engine-cuda")
     assert found and all("CUDA 13.2, which needs driver >= 595.71.05" in v for v in found), found
 

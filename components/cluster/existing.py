@@ -53,6 +53,8 @@ class ExistingCluster(pulumi.ComponentResource):
         self.rwx_storage_class = args.rwx_storage_class
         self.staging_storage_class = None
         self.rdma_attachments = {}
+        # images.pullThrough is refused on an existing cluster (stack_config/stack.py): no cloud account.
+        self.image_mirrors = {}
         self.platform = {
             "cloud": "existing",
             "vpc": "the cluster's own",

@@ -118,3 +118,7 @@ class Cluster(Protocol):
     rdma_attachments: dict[str, RdmaAttachment]
     # Plain values for the offline plan: network, NAT, node autoscaler, APIs, each pool's nodes.
     platform: dict
+    # images.pullThrough: upstream registry host (docker.io, ghcr.io) -> the prefix of the cache
+    # the cluster layer created for it; empty when nodes pull from the upstreams.
+    # Components pass every image reference through common.images.mirrored(ref, image_mirrors).
+    image_mirrors: dict[str, str]

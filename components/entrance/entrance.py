@@ -91,6 +91,8 @@ class EntranceArgs:
     """The Gateway implementation's install (agentgateway's release) when the program installs it."""
     namespace_ready: list[pulumi.Resource] = field(default_factory=list)
     """The serving namespace (every object of the entrance lives in it)."""
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
 
 
 def _labels(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -156,6 +158,7 @@ class Entrance(pulumi.ComponentResource):
                 release=plan.served_name, namespace=ns, server_labels=selector_labels(plan),
                 replicas=args.picker_replicas, failure_mode=args.failure_mode, monitoring=args.monitoring,
                 monitoring_labels=args.monitoring_labels, system_node_selector=args.system_node_selector,
+                image_mirrors=args.image_mirrors,
             )
             values = picker.picker_values(spec)
             self.picker_values[spec.release] = values

@@ -48,18 +48,35 @@ Choices made here, each against a fact of the chart:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from common import contract
+from common import contract, images
 from common.facts import Fact
 
 VERSION = "v0.10.0"
 CHART = f"oci://ghcr.io/llm-d/charts/{contract.PICKER_CHART}"
 VALUES_URL = f"https://github.com/llm-d/llm-d-router/blob/{VERSION}/config/charts/{contract.PICKER_CHART}/values.yaml"
 LIBRARY_VALUES_URL = f"https://github.com/llm-d/llm-d-router/blob/{VERSION}/config/charts/routerlib/values.yaml"
-IMAGE = {"registry": "ghcr.io/llm-d", "repository": "llm-d-router-endpoint-picker", "tag": VERSION,
-         "pullPolicy": "IfNotPresent"}
+# From the one image table (common/images.py). The chart renders the picker's image as
+# `{registry}/{repository}:{tag}` (routerlib templates/_deployment.yaml, container `epp`), so a tag of
+# `v0.10.0@sha256:...` deploys `...:v0.10.0@sha256:...`, pinned by digest.
+_PICKER = images.IMAGES["endpoint-picker"]
+if _PICKER.tag != VERSION:
+    raise ValueError(f"common/images.py pins the endpoint picker at {_PICKER.tag}, not the chart's {VERSION}")
+
+
+def chart_image(ref: str) -> dict[str, str]:
+    """A reference as the chart's image values: everything up to the last path component is the
+    registry, then the repository, then the tag (with the digest after it)."""
+    name, at, digest = ref.partition("@")
+    head, _, last = name.rpartition("/")
+    repository, _, tag = last.partition(":")
+    return {"registry": head, "repository": repository, "tag": tag + (f"@{digest}" if at else ""),
+            "pullPolicy": "IfNotPresent"}
+
+
+IMAGE = chart_image(_PICKER.reference)
 RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}}
 PUBLISHED = Fact(
     subject=f"chart {CHART} {VERSION} and image {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
@@ -98,6 +115,8 @@ class PickerSpec:
     monitoring: bool
     monitoring_labels: Mapping[str, str]
     system_node_selector: Mapping[str, str] | None = None
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
 
     @property
     def picker_name(self) -> str:
@@ -113,7 +132,7 @@ def picker_values(spec: PickerSpec) -> dict[str, Any]:
     the routerlib key list, tests/fixtures/helm)."""
     epp: dict[str, Any] = {
         "replicas": spec.replicas,
-        "image": dict(IMAGE),
+        "image": chart_image(images.mirrored(_PICKER.reference, dict(spec.image_mirrors))),
         "resources": {side: dict(v) for side, v in RESOURCES.items()},
     }
     if spec.system_node_selector:

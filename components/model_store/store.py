@@ -42,7 +42,7 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract
+from common import contract, images
 from common import pod_security
 from common.facts import Fact
 from components.cluster.interface import GpuPlacement, ModelBucket
@@ -54,9 +54,10 @@ GIB = 1024**3
 
 # Official cloud CLI images for the sync step. The downloader image (vLLM's) carries `hf` but no
 # aws CLI or gcloud, and installing one at run time is exactly what a pinned image is for avoiding.
-# Tags as published on Docker Hub (amazon/aws-cli, google/cloud-sdk); bump them together with a test run.
-AWS_CLI_IMAGE = "amazon/aws-cli:2.37.7"
-GCLOUD_IMAGE = "google/cloud-sdk:587.0.0-slim"
+# Tags as published on Docker Hub (amazon/aws-cli, google/cloud-sdk), with their digests, in
+# common/images.py; bump them there together with a test run.
+AWS_CLI_IMAGE = images.reference("aws-cli")
+GCLOUD_IMAGE = images.reference("gcloud")
 SYNC_IMAGES = {"s3": AWS_CLI_IMAGE, "gs": GCLOUD_IMAGE}
 # The sync container runs them as uid 65532 on a read-only root (HOME and CLOUDSDK_CONFIG on the
 # scratch emptyDir, /tmp on its own). Not run here: no container runtime on this machine.
@@ -362,6 +363,8 @@ class ModelStoreArgs:
     writer_service_account: pulumi.Input[str]
     reader_service_account: pulumi.Input[str]
     downloader_image: str
+    # images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors).
+    image_mirrors: dict[str, str] = field(default_factory=dict)
     load_from: LoadFrom = "volume"
     storage_class: str | None = None  # RWX class (load_from volume)
     existing_claim: str | None = None  # load_from existing-claim
@@ -396,7 +399,8 @@ class MirrorSource:
 
 def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
                      bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None,
-                     staging_storage_class: str | None = None) -> ModelStoreArgs:
+                     staging_storage_class: str | None = None,
+                     image_mirrors: dict[str, str] | None = None) -> ModelStoreArgs:
     """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
     return ModelStoreArgs(
         repo=plan.repo,
@@ -408,6 +412,7 @@ def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_cl
         writer_service_account=shared.writer_service_account,
         reader_service_account=shared.reader_service_account,
         downloader_image=store_config.downloaderImage,
+        image_mirrors=dict(image_mirrors or {}),
         load_from=plan.load_from,
         storage_class=storage_class,
         existing_claim=store_config.existingClaim,
@@ -628,7 +633,7 @@ class ModelStore(pulumi.ComponentResource):
             })
         fetch = {
             "name": "fetch",
-            "image": args.downloader_image,
+            "image": images.mirrored(args.downloader_image, args.image_mirrors),
             # `command` replaces the image's entrypoint (`vllm serve` in the vLLM image). The
             # revision is the pinned commit, never a branch: the bytes mirrored are the bytes served.
             # The globs go to `hf download` and filter what the script expects from the Hub alike.
@@ -656,7 +661,7 @@ class ModelStore(pulumi.ComponentResource):
                 sync_env.append({"name": "AWS_REGION", "value": args.bucket.region})
             sync = {
                 "name": "sync",
-                "image": SYNC_IMAGES[args.bucket.scheme],
+                "image": images.mirrored(SYNC_IMAGES[args.bucket.scheme], args.image_mirrors),
                 "command": ["/bin/sh", "-c", sync_script(args.bucket.scheme, source.local_dir, destination)],
                 "env": sync_env,
                 # Same ephemeral figure as fetch (scratch only): a pod's effective request is the

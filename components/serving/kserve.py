@@ -32,8 +32,7 @@ from typing import Any, Literal, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract
-from common import pod_security
+from common import contract, images, pod_security
 from common.engine import VLLM_IMAGE
 from common.facts import Fact
 from components.addons import kserve as kserve_addon
@@ -60,7 +59,13 @@ HUGGINGFACE_RUNTIME = "kserve-huggingfaceserver"
 # `<version>-gpu` (.github/workflows/huggingface-docker-publish.yml: VERSION="${VERSION}-gpu";
 # python/huggingface_server.Dockerfile ARG VLLM_VERSION=0.24.0). runtimeVersion replaces the tag.
 HUGGINGFACE_RUNTIME_VERSION = f"{KSERVE_VERSION}-gpu"
-STORAGE_INITIALIZER_IMAGE = f"kserve/storage-initializer:{KSERVE_VERSION}"
+# Tag and digest in common/images.py. The runtime image itself is chosen by KServe from the
+# ClusterServingRuntime and runtimeVersion (a tag): its entry there records the tag, and the plan
+# lists it as not pinned by the program.
+STORAGE_INITIALIZER_IMAGE = images.reference("storage-initializer")
+if images.IMAGES["storage-initializer"].tag != KSERVE_VERSION or \
+        images.IMAGES["kserve-huggingfaceserver"].tag != HUGGINGFACE_RUNTIME_VERSION:
+    raise ValueError(f"common/images.py pins KServe images at another release than {KSERVE_VERSION}")
 # The model server's HTTP port (kserve model_server `--http_port`, default 8080): OpenAI routes under
 # /openai/v1, v2 health routes, and vLLM's /metrics.
 HTTP_PORT = 8080
@@ -222,6 +227,8 @@ class KServeModelArgs:
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job: the bucket folder must be complete before a storage initializer reads it."""
     api_key_configured: bool = False
+    image_mirrors: dict[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
     """Whether the stack sets apiKey: the huggingface runtime cannot enforce it, so the user is warned."""
 
 
@@ -405,6 +412,11 @@ def engine_warnings(args: KServeModelArgs) -> list[str]:
             f"{key}: apiKey is not enforced on engine kserve (the huggingface runtime has no API-key option), so "
             f"{plan.served_name} answers anyone who reaches its Service; use engine: vllm or put an authenticating "
             "gateway in front")
+    if args.image_mirrors:
+        warnings.append(
+            f"{key}: images.pullThrough does not reach the KServe runtime image: KServe picks "
+            f"kserve/huggingfaceserver:{HUGGINGFACE_RUNTIME_VERSION} from its ClusterServingRuntime and runtimeVersion, "
+            "so its nodes pull it from Docker Hub; use engine: vllm to pull everything through the cache")
     if plan.model.image != VLLM_IMAGE:
         warnings.append(
             f"{key}.image: ignored on engine kserve, which runs the kserve-huggingfaceserver runtime image "
@@ -425,7 +437,8 @@ def canary_warnings(args: KServeModelArgs) -> list[str]:
     return []
 
 
-def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: pulumi.Input[str]) -> dict[str, Any]:
+def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: pulumi.Input[str],
+                              image: str = STORAGE_INITIALIZER_IMAGE) -> dict[str, Any]:
     """A ClusterStorageContainer whose storage-initializer reads HF_TOKEN from a Secret.
 
     KServe's Hugging Face docs hand the token to the storage initializer this way
@@ -449,7 +462,7 @@ def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: p
             "container": {
                 # KServe finds the init container by this exact name.
                 "name": "storage-initializer",
-                "image": STORAGE_INITIALIZER_IMAGE,
+                "image": image,
                 "env": [{
                     "name": HF_TOKEN_KEY,
                     "valueFrom": {"secretKeyRef": {"name": token_secret, "key": HF_TOKEN_KEY, "optional": False}},
@@ -585,6 +598,7 @@ class KServeModel(pulumi.ComponentResource):
         # Cluster-scoped: the namespace in the name keeps two stacks' containers apart.
         csc = cluster_storage_container(f"{args.namespace}-{isvc_name}-hf",
                                         [hf_uri_regex(plan.repo, r) for r in revisions],
-                                        _name_of(self.token_secret))
+                                        _name_of(self.token_secret),
+                                        images.mirrored(STORAGE_INITIALIZER_IMAGE, args.image_mirrors))
         self.storage_container = custom_resource(
             f"{name}-hf-storage", csc, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret]))

@@ -23,8 +23,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract
-from common import pod_security
+from common import contract, images, pod_security
 from common.alerting import RUNBOOK_DOC
 from common.engine import VLLM_VERSION
 from components.addons import leader_worker_set
@@ -108,6 +107,8 @@ class VllmServerArgs:
     runbook_url: str = RUNBOOK_DOC
     """Where the alerts' runbook_url annotations point (monitoring.runbookUrl)."""
     rdma: Optional[RdmaAttachment] = None
+    image_mirrors: dict[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
     """The Network Operator's RDMA devices and network; used only by replicas that span nodes."""
 
 
@@ -205,7 +206,7 @@ class PodBuilder:
         pp = self.probe_plan
         container: dict[str, Any] = {
             "name": CONTAINER_NAME,
-            "image": self.plan.model.image,
+            "image": images.mirrored(self.plan.model.image, self.args.image_mirrors),
             "imagePullPolicy": "IfNotPresent",
             "ports": [{"name": probes.PORT_NAME, "containerPort": contract.SERVER_PORT, "protocol": "TCP"}],
             "env": self.env(),
@@ -245,7 +246,7 @@ class PodBuilder:
         pp = self.probe_plan
         return {
             "name": CONTAINER_NAME,
-            "image": self.plan.model.image,
+            "image": images.mirrored(self.plan.model.image, self.args.image_mirrors),
             "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", script],
             "ports": [{"name": "ray-node", "containerPort": RAY_NODE_MANAGER_PORT, "protocol": "TCP"}],

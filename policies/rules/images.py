@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from common import images as image_table
 from policies.objects import Finding, as_str, is_unknown
 from policies.workloads import workload
 
@@ -50,6 +51,17 @@ def image_problem(image: str, require_digest: bool = False) -> str | None:
     return None
 
 
+def _fix_for(image: str, fix: str) -> str:
+    """The fix, naming this program's image table entry when the image is one of its own (its digest
+    is then unresolved there, and the resolver settles it)."""
+    entries = [e for e in image_table.entries_for(image.strip()) if not e.resolved]
+    if not entries:
+        return fix
+    keys = ", ".join(f"'{e.key}'" for e in entries)
+    return (f"{fix}: it is the program's image {keys} in common/images.py, whose digest is unresolved; "
+            f"on a machine that can reach the registry run `{image_table.RESOLVE_COMMAND}` and commit the result")
+
+
 def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
     w = workload(obj)
     if w is None:
@@ -75,5 +87,5 @@ def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
                 continue
             problem = image_problem(image_s, require_digest)
             if problem:
-                out.append(Finding(f"{w.ref}: {c.label} image '{image_s}' {problem}; {fix}.", c.name))
+                out.append(Finding(f"{w.ref}: {c.label} image '{image_s}' {problem}; {_fix_for(image_s, fix)}.", c.name))
     return out

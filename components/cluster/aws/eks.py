@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 import stack_config as cfg
 from common import contract, driver_versions, gpu_driver, gpus
-from components.cluster.aws import efa, efs, karpenter, karpenter_iam, network, policies
+from components.cluster.aws import efa, efs, karpenter, karpenter_iam, network, policies, registry_cache
 from components.cluster.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster.aws.network import EksNetwork, Subnet
 from components.cluster.common import (
@@ -414,6 +414,8 @@ class EksClusterArgs:
     tags: dict[str, str] = field(default_factory=dict)
     # Prefix of config errors found at look-up time ("Pulumi.prod.yaml: ").
     config_source: str = ""
+    # images.pullThrough: upstream registry -> ARN of its credentials secret; None pulls upstream.
+    pull_through: dict[str, str] | None = None
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -591,6 +593,20 @@ class EksCluster(pulumi.ComponentResource):
                     wait_for=[self.karpenter.release, *self.karpenter.nodes_may_join, *node_opts],
                     opts=child,
                 )
+
+        # images.pullThrough: an ECR cache per upstream; the nodes this stack manages may fill it.
+        self.image_mirrors: dict[str, str] = {}
+        if args.pull_through:
+            node_roles: dict[str, pulumi.Input[str]] = {"gpu-node": node_role.name}
+            if self.karpenter is not None:
+                node_roles["karpenter-node"] = self.karpenter.node_role_name
+            cache = registry_cache.EcrPullThroughCache(
+                f"{name}-image-cache",
+                registry_cache.EcrPullThroughCacheArgs(cluster_name=args.name, region=region,
+                                                       credentials=dict(args.pull_through), node_roles=node_roles),
+                opts=child,
+            )
+            self.image_mirrors = dict(cache.mirrors)
 
         # EFA interfaces reach pods only through AWS's device plugin; install it when a pool has EFA.
         self.efa_device_plugin = None
@@ -795,5 +811,6 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             manage_rwx_storage=efs.manages_rwx_storage(stack.cluster.rwxStorageClass, stack.cluster.manageRwxStorage),
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
+            pull_through=dict(stack.images.upstreamCredentials) if stack.images.pullThrough else None,
         ),
     )

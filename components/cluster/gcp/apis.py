@@ -30,14 +30,18 @@ STORAGE = "storage.googleapis.com"
 FILESTORE = "file.googleapis.com"
 # Image streaming on COS node pools (GKE docs, "Use Image streaming to pull container images").
 CONTAINER_FILESYSTEM = "containerfilesystem.googleapis.com"
+# Artifact Registry, for the pull-through cache of images.pullThrough (components/cluster/gcp/registry_cache.py).
+ARTIFACT_REGISTRY = "artifactregistry.googleapis.com"
 
 # Needed before this program can enable anything; enabled by hand once per project.
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 BOOTSTRAP_COMMAND = f"gcloud services enable {' '.join(BOOTSTRAP_APIS)} --project <project>"
 
 
-def needed_apis(filestore: bool, image_streaming: bool) -> list[str]:
+def needed_apis(filestore: bool, image_streaming: bool, image_cache: bool = False) -> list[str]:
     apis = [CONTAINER, COMPUTE, IAM, IAM_CREDENTIALS, STORAGE]
+    if image_cache:
+        apis.append(ARTIFACT_REGISTRY)
     if filestore:
         apis.append(FILESTORE)
     if image_streaming:

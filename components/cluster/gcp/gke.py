@@ -24,7 +24,8 @@ from components.cluster.common import (
     https,
     placement_for,
 )
-from components.cluster.gcp import apis, iam
+from components.cluster.gcp import apis, iam, registry_cache
+from stack_config.images import UPSTREAMS
 from components.cluster.gcp import network as gke_network
 from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachment
@@ -302,6 +303,10 @@ class GkeClusterArgs:
     # The entrance runs on the GKE Gateway controller: the cluster's Gateway API on (standard
     # channel) and, in a network the stack creates, a proxy-only subnet for the regional Gateway.
     gateway_api: bool = False
+    # images.pullThrough: the upstream registries to cache, and the project id as a plain string
+    # (image references are written before any resource exists); None pulls upstream.
+    pull_through: list[str] | None = None
+    pull_through_project: str | None = None
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -327,7 +332,8 @@ class GkeCluster(pulumi.ComponentResource):
         self.apis = apis.ProjectApis(
             f"{name}-apis",
             apis.ProjectApisArgs(project=args.project,
-                                 apis=apis.needed_apis(filestore=args.create, image_streaming=image_streaming)),
+                                 apis=apis.needed_apis(filestore=args.create, image_streaming=image_streaming,
+                                                       image_cache=bool(args.pull_through))),
             opts=child,
         )
         needs = self.apis.needs
@@ -443,6 +449,20 @@ class GkeCluster(pulumi.ComponentResource):
                 args.bucket, project=args.project,
                 apis_ready=needs(apis.STORAGE, apis.IAM, apis.IAM_CREDENTIALS), identity_pool_ready=identity_pool)
             self.bucket = GcsModelBucket(f"{name}-models", bucket_args, opts=child).model_bucket
+
+        # images.pullThrough: a remote repository per upstream, readable by the nodes.
+        self.image_mirrors: dict[str, str] = {}
+        if args.pull_through:
+            assert args.pull_through_project, "pull_through needs the project id as a plain string"
+            cache = registry_cache.ArtifactRegistryCache(
+                f"{name}-image-cache",
+                registry_cache.ArtifactRegistryCacheArgs(
+                    cluster_name=args.name, location=args.location, project=args.pull_through_project,
+                    upstreams=list(args.pull_through), node_service_account=node_sa.email,
+                    apis_ready=needs(apis.ARTIFACT_REGISTRY)),
+                opts=child,
+            )
+            self.image_mirrors = dict(cache.mirrors)
 
         self.cluster_name = pulumi.Output.from_input(cluster_name)
         self.endpoint = https(endpoint)
@@ -562,5 +582,10 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             config_source=source,
             network=stack.cluster.network,
             gateway_api=stack.exposure.entrance is not None,
+            pull_through=list(UPSTREAMS) if stack.images.pullThrough else None,
+            # Image references are plain strings written before any resource exists, so the project
+            # is looked up directly (not as an Output) when the stack file leaves it out.
+            pull_through_project=(stack.cluster.gcpProject or gcp.organizations.get_client_config().project)
+            if stack.images.pullThrough else None,
         ),
     )

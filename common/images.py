@@ -1,0 +1,201 @@
+"""Every container image the program deploys, in one place: repository, tag, and digest.
+
+A tag can be pushed again (the same name then means other bytes); a digest is the sha256 of the
+manifest, so `repo:tag@sha256:...` names exactly the bytes that were reviewed. The tag stays in the
+reference for the reader; the runtime pulls by the digest. Each digest is a `Fact` with where it was
+read; one that could not be read here is unresolved, carries the command that settles it, and the
+image is then deployed by tag alone (the plan lists it, and a stack whose policy config says
+`requireDigest` is refused until it is settled).
+
+Settle or refresh every digest on a machine that can reach the registries:
+
+    python -m tools.resolve_image_digests            # prints the resolved entries
+    python -m tools.resolve_image_digests --write    # rewrites the DIGESTS table below
+
+The resolver takes the `Docker-Content-Digest` of the tag's manifest list / OCI index (the
+multi-architecture entry a node's runtime resolves its platform from) and checks it against the
+sha256 of the body it received.
+
+Add-on charts (Prometheus, KEDA, cert-manager, ...) pick their own images from their chart values;
+they are not in this table (docs/security.md, "Images and supply chain", says what that leaves open).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from common.facts import Fact
+
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+RESOLVE_COMMAND = "python -m tools.resolve_image_digests --write"
+
+# Registries whose references may leave the host out (the Docker Hub default), and how Docker Hub
+# spells a one-component official image (`alpine` is `library/alpine`), as the distribution
+# reference grammar normalises them (distribution/reference normalize.go: defaultDomain,
+# officialRepoPrefix).
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API_HOST = "registry-1.docker.io"
+
+
+@dataclass(frozen=True)
+class Image:
+    key: str
+    """The program's name for this image (the key of IMAGES)."""
+    repository: str
+    """As written in a pod spec: `vllm/vllm-openai`, `ghcr.io/llm-d/llm-d-router-endpoint-picker`."""
+    tag: str
+    """The published tag the digest was taken from."""
+    digest: Fact
+    """sha256 of the tag's manifest list / OCI index; `value` None when unresolved."""
+    used_by: str
+    """Which workload runs it, for the plan and the docs."""
+
+    @property
+    def tagged(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+    @property
+    def reference(self) -> str:
+        """`repo:tag@sha256:...` when the digest is known, else `repo:tag`."""
+        return f"{self.tagged}@{self.digest.value}" if self.digest.value else self.tagged
+
+    @property
+    def resolved(self) -> bool:
+        return self.digest.value is not None
+
+
+def split_reference(ref: str) -> tuple[str, str, str]:
+    """(registry host, path in that registry, the rest: `:tag`, `@digest` or both) of a reference.
+
+    The first component is a host when it has a '.' or ':' or is `localhost` (distribution/reference
+    splitDockerDomain); otherwise the image lives on Docker Hub, where a one-component name is an
+    official image under `library/`.
+    """
+    name, at, digest = ref.partition("@")
+    head, slash, last = name.rpartition("/")
+    repo_last, colon, tag = last.partition(":")
+    path = f"{head}{slash}{repo_last}"
+    rest = (f":{tag}" if colon else "") + (f"@{digest}" if at else "")
+    first, sep, remainder = path.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        host, path = first, remainder
+    else:
+        host = DOCKER_HUB
+    if host in (DOCKER_HUB, "index.docker.io", DOCKER_HUB_API_HOST):
+        host = DOCKER_HUB
+        if "/" not in path:
+            path = f"library/{path}"
+    return host, path, rest
+
+
+def mirrored(ref: str, mirrors: dict[str, str]) -> str:
+    """`ref` pulled through a mirror: `mirrors` maps an upstream host (docker.io, ghcr.io) to the
+    prefix that serves it (`<account>.dkr.ecr.<region>.amazonaws.com/docker-hub`). A reference whose
+    registry has no mirror is returned unchanged; tag and digest are kept, so a digest still pins the
+    same bytes through the cache."""
+    host, path, rest = split_reference(ref)
+    prefix = mirrors.get(host)
+    return f"{prefix}/{path}{rest}" if prefix else ref
+
+
+def _unresolved(repository: str, tag: str, why: str) -> Fact:
+    return Fact(
+        subject=f"digest of {repository}:{tag}",
+        value=None,
+        source=why,
+        established=False,
+        resolve_with=f"{RESOLVE_COMMAND}  (or: crane digest {repository}:{tag})",
+    )
+
+
+def _cited(repository: str, tag: str, digest: str, source: str) -> Fact:
+    # Read in a published list, not from the registry: used (a digest can only name bytes the
+    # repository's owner pushed, and a wrong one fails the pull with "manifest unknown" rather than
+    # running something else), but listed as unverified until the resolver confirms it.
+    if not DIGEST_RE.match(digest):
+        raise ValueError(f"{repository}:{tag}: {digest!r} is not sha256:<64 hex>")
+    return Fact(
+        subject=f"digest of {repository}:{tag}",
+        value=digest,
+        source=source,
+        established=False,
+        resolve_with=f"{RESOLVE_COMMAND}  (or: crane digest {repository}:{tag})",
+    )
+
+
+def _resolved(repository: str, tag: str, digest: str, source: str) -> Fact:
+    # Read from the registry by tools/resolve_image_digests.py, checked against the body's sha256.
+    if not DIGEST_RE.match(digest):
+        raise ValueError(f"{repository}:{tag}: {digest!r} is not sha256:<64 hex>")
+    return Fact(subject=f"digest of {repository}:{tag}", value=digest, source=source)
+
+
+_NOT_FOUND = ("no published digest for this tag found in the public sources searched on 2026-12-01 "
+              "(GitHub code index: '<repo>:<tag>@sha256' and the release notes); no registry access here")
+
+# The table the resolver rewrites: key -> (repository, tag, digest Fact). Bump a tag here and run
+# the resolver; never write a digest by hand that was not read from the registry or a cited list.
+# BEGIN DIGESTS (tools/resolve_image_digests.py rewrites this block)
+DIGESTS: dict[str, tuple[str, str, Fact]] = {
+    "vllm": ("vllm/vllm-openai", "v0.32.0", _unresolved("vllm/vllm-openai", "v0.32.0", _NOT_FOUND)),
+    "downloader": ("vllm/vllm-openai", "v0.32.0", _unresolved("vllm/vllm-openai", "v0.32.0", _NOT_FOUND)),
+    "aws-cli": ("amazon/aws-cli", "2.37.7", _cited(
+        "amazon/aws-cli", "2.37.7",
+        "sha256:95f8d1e6d31aaa16997d1406eb532b0ca6a9830fe8a859c37a0fd223f10959e5",
+        "a third-party build-toolchain pin list (TypeScript, BUILD_TOOLCHAIN.images.awsCli) in the GitHub "
+        "code index, find_string id 71421043156; the index does not name its repository")),
+    "gcloud": ("google/cloud-sdk", "587.0.0-slim", _cited(
+        "google/cloud-sdk", "587.0.0-slim",
+        "sha256:7c2dbc4eeba1e500b788be19cae33599cefe3294949a62c034bd1c2002329f69",
+        "the same third-party pin list (BUILD_TOOLCHAIN.images.gcloud), find_string ids 71421043156 and "
+        "70902551587 (two versions of the file agree)")),
+    "storage-initializer": ("kserve/storage-initializer", "v0.20.0",
+                            _unresolved("kserve/storage-initializer", "v0.20.0", _NOT_FOUND)),
+    "kserve-huggingfaceserver": ("kserve/huggingfaceserver", "v0.20.0-gpu",
+                                 _unresolved("kserve/huggingfaceserver", "v0.20.0-gpu", _NOT_FOUND)),
+    "endpoint-picker": ("ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0", _cited(
+        "ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0",
+        "sha256:2e516fa1310da7be59b82beb1445362139597d6d553ef04d546716abe3aaaa70",
+        "a third-party versions table ('llm-d-router | v0.10.0 (2026-08-17) ... Endpoint picker: "
+        "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:2e516fa1...', the multi-arch index; "
+        "arm64 sha256:110a7225..., amd64 sha256:9862ae38...) in the GitHub code index, find_string id "
+        "68336677490; the index does not name its repository")),
+}
+# END DIGESTS
+
+_USED_BY = {
+    "vllm": "vLLM servers (models[].image default)",
+    "downloader": "mirror Jobs, the Hub download (modelStore.downloaderImage default)",
+    "aws-cli": "mirror Jobs, the bucket sync on AWS",
+    "gcloud": "mirror Jobs, the bucket sync on GCP",
+    "storage-initializer": "KServe storage initializer (ClusterStorageContainer)",
+    "kserve-huggingfaceserver": "KServe model container (chosen by the runtime's runtimeVersion, a tag)",
+    "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
+}
+
+IMAGES: dict[str, Image] = {
+    key: Image(key=key, repository=repo, tag=tag, digest=fact, used_by=_USED_BY[key])
+    for key, (repo, tag, fact) in DIGESTS.items()
+}
+
+
+def reference(key: str) -> str:
+    """The reference the program deploys for one of its images."""
+    return IMAGES[key].reference
+
+
+def unresolved() -> list[Image]:
+    return [image for image in IMAGES.values() if not image.resolved]
+
+
+def unverified() -> list[Image]:
+    """Images deployed by a digest that was not read from the registry itself."""
+    return [image for image in IMAGES.values() if image.resolved and not image.digest.established]
+
+
+def entries_for(ref: str) -> list[Image]:
+    """The table entries a deployed reference came from (matched on repository and tag; the engine
+    and the downloader share one image today, so a reference may match more than one)."""
+    name = ref.partition("@")[0]
+    return [image for image in IMAGES.values() if name == image.tagged]

@@ -1,0 +1,134 @@
+"""A local stand-in for a container registry, for tools/resolve_image_digests.py.
+
+It speaks the two exchanges the resolver needs (the OCI Distribution API's manifest GET and the
+anonymous bearer-token flow Docker Hub, ghcr.io and quay.io use): a manifest request without a
+token gets 401 with `WWW-Authenticate: Bearer realm=...,service=...,scope=...`, the realm hands out
+a token, and the same request with `Authorization: Bearer <token>` gets the manifest with its
+`Docker-Content-Digest`. A fault (set per test) makes it misbehave the ways a hostile or broken
+registry can: lie about the digest, drip or stall, send a huge body or a wrong content type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOKEN = "stand-in-token"
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+MANIFEST = json.dumps({
+    "schemaVersion": 2, "mediaType": INDEX_TYPE,
+    "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "size": 1234,
+                   "digest": "sha256:" + "ab" * 32, "platform": {"architecture": "amd64", "os": "linux"}}],
+}).encode()
+DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+
+
+class StandInRegistry:
+    def __init__(self) -> None:
+        self.fault: str | None = None
+        self.requests: list[tuple[str, str | None]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):  # noqa: N802
+                outer.requests.append((self.path, self.headers.get("Authorization")))
+                fault = outer.fault
+                if self.path.startswith("/token"):
+                    if fault == "bad_token_json":
+                        return self._send(200, b"{not json", "application/json")
+                    if fault == "huge_token":
+                        return self._send(200, json.dumps({"token": "x" * 200_000}).encode(), "application/json")
+                    return self._send(200, json.dumps({"token": TOKEN}).encode(), "application/json")
+                if not self.path.startswith("/v2/"):
+                    return self._send(404, b"{}", "application/json")
+                if fault == "redirect":
+                    self.send_response(307)
+                    self.send_header("Location", "http://example.invalid/elsewhere")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}" and fault != "no_auth":
+                    realm = f"http://127.0.0.1:{outer.port}/token"
+                    if fault == "https_realm_elsewhere":
+                        realm = "http://203.0.113.7/token"  # plain http to a non-loopback host
+                    scope = "repository:" + self.path.split("/v2/", 1)[1].rsplit("/manifests/", 1)[0] + ":pull"
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", f'Bearer realm="{realm}",service="stand-in",scope="{scope}"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                if "/manifests/missing" in self.path:
+                    return self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}', "application/json")
+                if fault == "lie":
+                    return self._send(200, MANIFEST, INDEX_TYPE, digest="sha256:" + "0" * 64)
+                if fault == "malformed_digest":
+                    return self._send(200, MANIFEST, INDEX_TYPE, digest="md5:abc")
+                if fault == "wrong_type":
+                    return self._send(200, b"<html>login</html>", "text/html")
+                if fault == "huge":
+                    # Declares nothing and streams 64 MiB: the reader must stop at its limit.
+                    self.send_response(200)
+                    self.send_header("Content-Type", INDEX_TYPE)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    try:
+                        for _ in range(1024):
+                            self.wfile.write(b"x" * 65536)
+                    except OSError:
+                        pass
+                    return None
+                if fault == "huge_declared":
+                    self.send_response(200)
+                    self.send_header("Content-Type", INDEX_TYPE)
+                    self.send_header("Content-Length", str(10 * 1024**3))
+                    self.end_headers()
+                    return None
+                if fault == "stall":
+                    time.sleep(30)
+                    return None
+                if fault == "drip":
+                    # A byte every 0.3 s: no single read waits long, the whole answer never ends in time.
+                    self.send_response(200)
+                    self.send_header("Content-Type", INDEX_TYPE)
+                    self.send_header("Content-Length", str(len(MANIFEST)))
+                    self.end_headers()
+                    try:
+                        for b in MANIFEST:
+                            self.wfile.write(bytes([b]))
+                            self.wfile.flush()
+                            time.sleep(0.3)
+                    except OSError:
+                        pass
+                    return None
+                return self._send(200, MANIFEST, INDEX_TYPE, digest=None if fault == "no_digest_header" else DIGEST)
+
+            def _send(self, code, body, ctype, digest=None):
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                if digest:
+                    self.send_header("Docker-Content-Digest", digest)
+                self.end_headers()
+                self.wfile.write(body)
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "StandInRegistry":
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
