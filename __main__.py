@@ -130,7 +130,8 @@ for model_plan in plans:
             VllmServerArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
                 crds=addons.crds,
-                machine=machine, api_key=loaded.api_key,
+                machine=machine, api_key=loaded.api_key, api_key_next=loaded.api_key_next,
+                allow_unauthenticated=stack.exposure.allowUnauthenticated,
                 # The pool's own fabric (AWS EFA) where it has one, else the Network Operator's.
                 rdma=cluster.rdma_attachments.get(model_plan.pool.name, rdma),
                 gateway=GatewayExposure(gateway.name, gateway.namespace, gateway.hostname) if gateway else None,
