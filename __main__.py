@@ -118,6 +118,10 @@ for model_plan in plans:
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
                 api_key_configured=loaded.api_key is not None,
+                dashboard_namespace=monitoring.dashboardNamespace, runbook_url=monitoring.runbookUrl,
+                alert_thresholds=AlertThresholds(
+                    kv_cache_usage=monitoring.kvCacheUsageAlert, error_ratio=monitoring.errorRateAlert
+                ),
                 depends_on=([store.mirror_job] if store else []) + operators_ready,
             ),
             k8s_opts,
