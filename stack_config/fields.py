@@ -35,6 +35,8 @@ RepoId = Annotated[str, AfterValidator(formats.repo_id)]
 ChartVersion = Annotated[str, AfterValidator(formats.exact_chart_version)]
 FilePath = Annotated[str, AfterValidator(formats.file_path)]
 PrintableName = Annotated[str, AfterValidator(formats.printable_name)]
+PemPublic = Annotated[str, AfterValidator(formats.pem_public)]
+RepoPath = Annotated[str, AfterValidator(formats.repo_relative_path)]
 NicName = Annotated[str, AfterValidator(formats.nic_name)]
 KernelName = Annotated[str, AfterValidator(formats.kernel_name)]
 

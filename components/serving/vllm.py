@@ -29,6 +29,7 @@ from common.engine import VLLM_VERSION
 from components.addons import leader_worker_set
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
+from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
 from components.serving import alerts, dashboard, disruption, observability, probes, scaling, slo, targets
 from components.serving import engine_args as vllm_args
 from components.serving import resources as server_resources
@@ -38,6 +39,9 @@ COMPONENT_SERVER = "vllm-server"
 COMPONENT_WORKER = "vllm-worker"
 API_KEY_SECRET_KEY = "api-key"
 API_KEY_NEXT_SECRET_KEY = "api-key-next"
+# The servers' start check (components/model_store/mirror/mirror.py verify, from the mirror's ConfigMap).
+CHECK_CONTAINER = "verify-weights"
+CHECK_SCRIPT_MOUNT = "/opt/llm-serving-mirror"
 RAY_PORT = 6379
 # Fixed (Ray picks a random one by default) so the worker pods' probes can check their raylet.
 RAY_NODE_MANAGER_PORT = 6380
@@ -73,6 +77,9 @@ class ServerStorage:
     """ServiceAccount allowed to read the bucket (EKS Pod Identity / GKE Workload Identity)."""
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job (or anything else) that must finish before servers start."""
+    check_script_config_map: Optional[pulumi.Input[str]] = None
+    """The ConfigMap holding the mirror script: with a mounted volume, an init container checks the
+    files against the mirror's manifest before vLLM starts (models[].verifyAtStart)."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +274,35 @@ class PodBuilder:
             "livenessProbe": pp.liveness_probe(raylet),
         }
 
+    @property
+    def checks_weights(self) -> bool:
+        """A mounted model volume and the mirror's script: the files are checked before vLLM starts."""
+        storage = self.args.storage
+        return (storage.check_script_config_map is not None and storage.claim_name is not None
+                and storage.weights_uri is None)
+
+    def check_container(self) -> dict[str, Any]:
+        """Compare the mirrored folder with the manifest the mirror Job wrote (sizes, or every byte).
+
+        A missing manifest fails too: the mirror writes it last, and with a signature only after the
+        signature held, so a folder without one was never completely verified.
+        """
+        mode = self.plan.model.verifyAtStart
+        return {
+            "name": CHECK_CONTAINER,
+            # The engine image has python3 and is on the node already; the script needs only the
+            # standard library for `verify`.
+            "image": self.plan.model.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", f"{CHECK_SCRIPT_MOUNT}/{MIRROR_SCRIPT_NAME}", "verify",
+                        "--local-dir", self.plan.model_path, *(["--sizes-only"] if mode == "sizes" else [])],
+            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+            "resources": {"requests": {"cpu": "1" if mode == "sha256" else "100m", "memory": "256Mi"},
+                          "limits": {"memory": "512Mi"}},
+            "volumeMounts": [{"name": "models", "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True},
+                             {"name": "weights-check", "mountPath": CHECK_SCRIPT_MOUNT, "readOnly": True}],
+        }
+
     def pod_spec(self, container: dict[str, Any], component: str) -> dict[str, Any]:
         volumes, _ = self.volumes()
         placement = self.args.placement
@@ -289,6 +325,11 @@ class PodBuilder:
         }
         if self.args.storage.service_account is not None:
             spec["serviceAccountName"] = self.args.storage.service_account
+        if component == COMPONENT_SERVER and self.checks_weights:
+            # The leader (or every Deployment pod) checks; a group's workers read the same volume.
+            spec["initContainers"] = [self.check_container()]
+            spec["volumes"] = volumes + [{"name": "weights-check", "configMap": {
+                "name": self.args.storage.check_script_config_map, "defaultMode": 0o555}}]
         return spec
 
     @property
