@@ -131,6 +131,10 @@ for model_plan in plans:
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
                 api_key_configured=loaded.api_key is not None, image_mirrors=cluster.image_mirrors,
+                dashboard_namespace=monitoring.dashboardNamespace, runbook_url=monitoring.runbookUrl,
+                alert_thresholds=AlertThresholds(
+                    kv_cache_usage=monitoring.kvCacheUsageAlert, error_ratio=monitoring.errorRateAlert
+                ),
                 depends_on=([store.mirror_job] if store else []) + operators_ready,
             ),
             k8s_opts,
@@ -143,7 +147,8 @@ for model_plan in plans:
             VllmServerArgs(
                 plan=model_plan, placement=placement, namespace=stack.modelStore.namespace, storage=storage,
                 crds=addons.crds,
-                machine=machine, api_key=loaded.api_key,
+                machine=machine, api_key=loaded.api_key, api_key_next=loaded.api_key_next,
+                allow_unauthenticated=stack.exposure.allowUnauthenticated,
                 # The pool's own fabric (AWS EFA) where it has one, else the Network Operator's.
                 rdma=cluster.rdma_attachments.get(model_plan.pool.name, rdma),
                 gateway=GatewayExposure(gateway.name, gateway.namespace, gateway.hostname) if gateway else None,

@@ -31,6 +31,14 @@ ANNOTATION_REPO = f"{PREFIX}/hub-repo"
 ANNOTATION_LOAD_SECONDS = f"{PREFIX}/load-time-estimate-seconds"
 # The engine build a server runs (vLLM version, or the KServe runtime tag), on workloads and pods.
 ANNOTATION_ENGINE_VERSION = f"{PREFIX}/engine-version"
+# "true" on a server's pods when the stack set exposure.allowUnauthenticated: the reviewed waiver
+# the policy pack's authenticated-exposure rule accepts in place of an API key.
+ANNOTATION_ALLOW_UNAUTHENTICATED = f"{PREFIX}/allow-unauthenticated"
+# Environment variables a server reads its API keys from: vLLM 0.32 reads the first itself
+# (vllm/envs.py VLLM_API_KEY); the second, set only during a rotation, is passed with the first as
+# `--api-key $(VLLM_API_KEY) $(VLLM_API_KEY_NEXT)` (docs/security.md#api-access).
+API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_NEXT_ENV = "VLLM_API_KEY_NEXT"
 
 # Karpenter never voluntarily disrupts (consolidates, or replaces on drift) a node that runs a pod
 # with this annotation set to "true" (Karpenter v1.14 docs, concepts/disruption.md "Pod-Level

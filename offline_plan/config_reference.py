@@ -24,7 +24,8 @@ END = "<!-- config-reference:end -->"
 
 SECRET_DOCS = {
     "hfToken": "Hugging Face token for gated models. `pulumi config set --secret hfToken hf_...`; refused as plain config.",
-    "apiKey": "API key the servers require (`Authorization: Bearer ...`). `pulumi config set --secret apiKey ...`; refused as plain config.",
+    "apiKey": "API key the servers require (`Authorization: Bearer ...`); required when the stack is exposed through a Gateway unless `exposure.allowUnauthenticated`. `pulumi config set --secret apiKey ...`; refused as plain config.",
+    "apiKeyNext": "A second API key accepted beside `apiKey` while clients move to it (rotation without downtime, docs/security.md#api-access). `pulumi config set --secret apiKeyNext ...`; refused as plain config.",
 }
 
 

@@ -27,6 +27,7 @@ from common.untrusted import MAX_STACK_FILE_BYTES, InputLimitError, excerpt, rea
 from safe_yaml import load_one
 from safe_yaml.bounded import json_value_problems
 from stack_config import PROJECT, SECRET_KEYS, ConfigError
+from stack_config.loader import ROTATION_SECRET_KEYS
 
 # Values the aliases of a stack file may stand for (a stack file is hand-written and small; an
 # alias bomb must stop long before validation copies it).
@@ -601,7 +602,7 @@ def evaluate_stack(
     if assume_secrets:
         for key in SECRET_KEYS:
             full_key = f"{PROJECT}:{key}"
-            if full_key not in config:
+            if full_key not in config and key not in ROTATION_SECRET_KEYS:
                 config[full_key] = f"<secret {full_key} (not set in Pulumi.{stack}.yaml)>"
                 secret_keys.append(full_key)
                 assumed.append(key)

@@ -210,6 +210,9 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         + (f" A rollout may take {row['rolloutDeadlineSeconds']} s, including {row['nodeProvisioningSeconds']} s for "
            "a node to be launched (the pool may have to grow for it)." if row.get("nodeProvisioningSeconds") else
            (f" A rollout may take {row['rolloutDeadlineSeconds']} s." if row.get("rolloutDeadlineSeconds") else "")),
+        *([f"- **Provenance**: {row['provenance']}"
+           + (f" (the sha256 start check is {row['startCheckSeconds']} s of the estimate)" if row.get("startCheckSeconds") else "")
+           + "."] if row.get("provenance") else []),
         "",
     ]
     return lines

@@ -27,6 +27,23 @@ from stack_config import ModelConfig, PoolConfig, StackConfig, pool_machine, poo
 # node. Users with measured figures set modelStore.readMBps.
 DEFAULT_READ_MBPS = {"volume": 500.0, "bucket": 1500.0, "existing-claim": 500.0}
 
+# The servers' start check against the mirror's manifest (models[].verifyAtStart; an init container
+# of the vLLM pod, components/serving/vllm.py). `sizes` stats each file: seconds, not counted.
+# `sha256` reads every byte once more before vLLM loads them, at the slower of the volume's read
+# speed and the node's hashing speed. Hashing measured on this project's CI-class machine
+# (2026-12-01, AMD EPYC with SHA-NI, 2 vCPUs shared with other jobs): hashlib.sha256 over 8 MiB
+# buffers, one thread, 289-304 MB/s in three 3-second runs. Taken conservatively as 250 MB/s per
+# node (the check hashes a few files at once, but a busy node may give it one core).
+HASH_BYTES_PER_SECOND = 250e6
+
+
+def start_check_seconds(weights_bytes: int, read_bytes_per_second: float, mode: str, checks_volume: bool) -> float:
+    """Seconds the servers' start check adds before the engine starts loading."""
+    if not checks_volume or mode != "sha256":
+        return 0.0
+    return weights_bytes / min(read_bytes_per_second, HASH_BYTES_PER_SECOND)
+
+
 # The startup probe must outlast the slowest plausible start, not the average one: the estimate is
 # multiplied by this and rounded up to whole probe periods. A kill at 100% of the estimate turns a
 # slightly slow volume into a crash loop that never finishes loading.
@@ -72,6 +89,7 @@ class ModelPlan:
     read_bytes_per_second: float
     load_from: str
     load_seconds: float
+    """Container start to /health, the servers' start check included (`start_check_seconds`)."""
     # `nvidia.com/gpu` the whole pool can reach (MIG slices and time-slicing counted): at maxNodes
     # only where an autoscaler can grow it (stack_config.pool_scaling), else at its fixed size.
     pool_capacity: int
@@ -84,6 +102,9 @@ class ModelPlan:
     """The pool has no node until a pod asks for one (minNodes 0 where an autoscaler grows it)."""
     lora: LoraPlan | None = None
     """The model's LoRA adapters and the flags derived from them (planner/lora.py); None without adapters."""
+    start_check_seconds: float = 0.0
+    """Of `load_seconds`: the check of the mirrored files against the manifest before loading
+    (models[].verifyAtStart sha256 on a mounted volume; 0 for sizes, for bucket streaming and KServe)."""
     pool_waits_for_nodes: bool = False
     """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
     on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
@@ -386,7 +407,10 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
     load_from = config.modelStore.loadFrom
     read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
-    load_seconds = sizing.estimate_load_seconds(weights_bytes, read_bps)
+    # Only a vLLM server reading the model volume runs the check (bucket streaming has no local copy).
+    check_seconds = start_check_seconds(weights_bytes, read_bps, model.verifyAtStart,
+                                        checks_volume=load_from != "bucket" and model.engine == "vllm")
+    load_seconds = sizing.estimate_load_seconds(weights_bytes, read_bps) + check_seconds
     return ModelPlan(
         index=index,
         model=model,
@@ -401,6 +425,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         read_bytes_per_second=read_bps,
         load_from=load_from,
         load_seconds=load_seconds,
+        start_check_seconds=check_seconds,
         pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
         sizing_warnings=tuple(warnings),
         lora=lora,
@@ -471,6 +496,22 @@ def checkpoint_problems(key: str, model: ModelConfig, arch: ModelArch) -> list[s
     return problems
 
 
+def provenance(p: ModelPlan) -> str:
+    """What proves the served bytes are the publisher's: the plan.md line of each model."""
+    hub = "the Hub's published hashes at the pinned commit (mirror Job)"
+    if p.model.engine == "kserve" and p.model.kserveStorage == "hf":
+        hub = "KServe's storage initializer at the pinned commit (no manifest)"
+    signed = (f"signature verified by the mirror Job: {p.model.signature.describe()}" if p.model.signature
+              else "unsigned: no publisher signature verified (set models[].signature where the publisher signs)")
+    if p.model.engine != "vllm":
+        start = "no start check (KServe)"
+    elif p.load_from == "bucket":
+        start = "no start check (streamed from the bucket)"
+    else:
+        start = f"start check: {p.model.verifyAtStart} against the manifest"
+    return f"{hub}; {signed}; {start}"
+
+
 def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
     """One row per model for the stack outputs and plan.md."""
     return [
@@ -512,6 +553,8 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "nodeProvisioningSeconds": p.node_provisioning_seconds,
             "rolloutDeadlineSeconds": p.rollout_deadline_seconds,
             "serverWaitSeconds": p.server_wait_seconds,
+            "provenance": provenance(p),
+            "startCheckSeconds": round(p.start_check_seconds),
         }
         for p in plans
     ]

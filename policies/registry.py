@@ -17,7 +17,9 @@ from typing import Callable
 from common.contract import GPU_TAINT_KEY
 from policies.objects import Finding
 from policies.resource import Resource
-from policies.rules import cloud, gpus, helm, images, models, pod_security, probes, resources, routing, secrets, stack
+from policies.rules import (
+    cloud, exposure, gpus, helm, images, models, pod_security, probes, resources, routing, secrets, stack,
+)
 from policies.workloads import workload
 
 MANDATORY, ADVISORY, DISABLED = "mandatory", "advisory", "disabled"
@@ -169,6 +171,12 @@ RULES: list[Rule] = [
          "Run at least 2 picker replicas (router.epp.replicas) and add a PodDisruptionBudget with maxUnavailable: 1 "
          "selecting the picker pods.",
          routing.picker_highly_available, stack=True),
+    Rule("authenticated-exposure",
+         "Every server a Gateway reaches (through an InferencePool or a routed Service) asks for an API key, "
+         "unless its pods carry the allow-unauthenticated waiver.",
+         "Set the apiKey secret so the servers read VLLM_API_KEY from a Secret (or pass --api-key $(VAR)), or set "
+         "exposure.allowUnauthenticated: true to serve without a key on purpose.",
+         exposure.authenticated_exposure, stack=True),
     Rule("bucket-public-access-block-present",
          "Every S3 bucket of the stack has a BucketPublicAccessBlock.",
          "Add an aws.s3.BucketPublicAccessBlock whose bucket is this bucket's id, with all four flags true.",

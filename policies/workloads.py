@@ -10,7 +10,8 @@ here instead of one per rule. Kinds and paths:
 - KServe InferenceService (serving.kserve.io): `spec.predictor` (and `transformer`, `explainer`)
   embed pod-spec fields inline (containers, tolerations, volumes ...); the model container is
   `spec.predictor.model` (or a framework key such as `huggingface`); `workerSpec` is the
-  multi-node worker pod.
+  multi-node worker pod. Each `spec.canary[i]` holds the same components (v0.20's CRD: `predictor`
+  and `trafficPercent`), a second set of pods that serves real traffic, so it is walked alike.
 - KServe ServingRuntime / ClusterServingRuntime: `spec` is a pod spec (`spec.containers`), plus
   `spec.workerSpec`.
 """
@@ -121,6 +122,15 @@ def _kserve_component(where: str, comp: dict, isvc_name: str, isvc_meta: dict) -
     return pods
 
 
+def kserve_components(spec: dict) -> list[tuple[str, dict]]:
+    """(where, component) for every component of an InferenceService spec, the canaries' included."""
+    found = [(f"spec.{key}", spec[key]) for key in KSERVE_COMPONENTS if isinstance(spec.get(key), dict)]
+    for i, item in enumerate(as_list(spec.get("canary"))):
+        item = as_dict(item)
+        found += [(f"spec.canary[{i}].{key}", item[key]) for key in KSERVE_COMPONENTS if isinstance(item.get(key), dict)]
+    return found
+
+
 def workload(obj: dict) -> Workload | None:
     """The workload view of a Kubernetes object, or None when it carries no pod spec."""
     kind = as_str(obj.get("kind")) or ""
@@ -159,10 +169,8 @@ def workload(obj: dict) -> Workload | None:
         replicas = as_number(spec.get("replicas"))
         replicas = 1.0 if replicas is None else replicas
     elif kind == "InferenceService":
-        for comp_key in KSERVE_COMPONENTS:
-            comp = spec.get(comp_key)
-            if isinstance(comp, dict):
-                pods += _kserve_component(f"spec.{comp_key}", comp, name, meta)
+        for where, comp in kserve_components(spec):
+            pods += _kserve_component(where, comp, name, meta)
         predictor = as_dict(spec.get("predictor"))
         replicas = as_number(predictor.get("minReplicas"))
         replicas = 1.0 if replicas is None else replicas

@@ -326,6 +326,30 @@ def file_path(v: str) -> str:
     return v
 
 
+# PEM text (RFC 7468): "-----BEGIN <label>-----" ... "-----END <label>-----". A public key or a
+# certificate chain is public; a private key never belongs in config (base.py refuses secrets too).
+PEM_MAX = 16_384
+PEM_RE = re.compile(r"\s*(-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=\r\n]+-----END \2-----\s*)+")
+
+
+def pem_public(v: str) -> str:
+    if not isinstance(v, str) or len(v) > PEM_MAX or not PEM_RE.fullmatch(v):
+        raise ValueError(f"{excerpt(v)} is not PEM text; paste the file as a YAML block (|), from "
+                         "-----BEGIN PUBLIC KEY----- (or CERTIFICATE) to its -----END ...----- line, at most "
+                         f"{PEM_MAX:,} characters")
+    if "PRIVATE KEY" in v:
+        raise ValueError("this is a private key; verification needs only the public key (openssl pkey -pubout)")
+    return v
+
+
+def repo_relative_path(v: str) -> str:
+    """A file inside a Hub repo: relative, '/'-separated, no '..' and no control characters."""
+    file_path(v)
+    if v.startswith("/") or any(part in ("", ".", "..") for part in v.split("/")):
+        raise ValueError(f"{excerpt(v)} is not a path inside the repo; write it relative to the repo root, e.g. model.sig")
+    return v
+
+
 def printable_name(v: str) -> str:
     """A name without a fixed format (a kubeconfig context): no control characters, at most 253."""
     if not isinstance(v, str) or not v or len(v) > DNS1123_SUBDOMAIN_MAX or has_control_characters(v):

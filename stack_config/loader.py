@@ -17,7 +17,9 @@ PROJECT = "llm-serving"
 PROVIDER_NAMESPACES = frozenset({"pulumi", "aws", "gcp", "kubernetes", "random", "tls", "command"})
 
 # Secret config keys: only ever read with require_secret/get_secret, and refused as plain values.
-SECRET_KEYS = ("hfToken", "apiKey")
+SECRET_KEYS = ("hfToken", "apiKey", "apiKeyNext")
+# Secrets set only for a while (a key rotation); the offline plan does not stand in for them.
+ROTATION_SECRET_KEYS = ("apiKeyNext",)
 
 
 def parse_stack_config(raw: dict[str, Any], source: str) -> StackConfig:
@@ -103,23 +105,50 @@ def load() -> "LoadedConfig":
             f"{'s' if len(gated) == 1 else ''} a Hugging Face token; set it with "
             f"`pulumi config set --secret hfToken hf_... -s {stack}`"
         ])
+    api_key_next = cfg.get_secret("apiKeyNext")
+    problems = exposure_problems(stack_config, api_key, api_key_next, source, stack)
+    if problems:
+        raise ConfigError(problems)
     hub_token = values.get(f"{PROJECT}:hfToken")
     if hub_token is not None and hub_token.startswith("<secret "):
         hub_token = None  # the offline plan's stand-in for a value only the CLI can decrypt
     return LoadedConfig(stack=stack, source=source, config=stack_config, hf_token=hf_token,
-                        api_key=api_key, hub_token=hub_token)
+                        api_key=api_key, hub_token=hub_token, api_key_next=api_key_next)
+
+
+def exposure_problems(stack_config: StackConfig, api_key, api_key_next, source: str, stack: str) -> list[str]:
+    """An endpoint on a Gateway answers whoever reaches it: it needs an API key, or an explicit waiver.
+
+    The key's value is never looked at (it is a secret Output); only whether it is set.
+    """
+    exposure = stack_config.exposure
+    problems = []
+    if api_key_next is not None and api_key is None:
+        problems.append(f"{source}: apiKeyNext: is the second key of a rotation and needs apiKey beside it; set "
+                        f"`pulumi config set --secret apiKey <key> -s {stack}` or remove apiKeyNext")
+    exposed = [key for key, on in (("exposure.entrance", exposure.entrance), ("exposure.gateway", exposure.gateway))
+               if on is not None]
+    if exposed and api_key is None and not exposure.allowUnauthenticated:
+        problems.append(
+            f"{source}: apiKey: {exposed[0]} puts the models on a Gateway, but no API key is set, so anyone who "
+            f"reaches it could use them; set one with `pulumi config set --secret apiKey <key> -s {stack}`, or set "
+            "exposure.allowUnauthenticated: true to serve without a key knowingly")
+    return problems
 
 
 class LoadedConfig:
     """The validated config plus the secrets, which stay pulumi Output secrets end to end."""
 
-    def __init__(self, stack: str, source: str, config: StackConfig, hf_token, api_key, hub_token=None):
+    def __init__(self, stack: str, source: str, config: StackConfig, hf_token, api_key, hub_token=None,
+                 api_key_next=None):
         self.stack = stack
         self.source = source
         self.config = config
         # Output secrets: what resources receive.
         self.hf_token = hf_token
         self.api_key = api_key
+        # The second valid key while clients move to it (docs/security.md#api-access); usually None.
+        self.api_key_next = api_key_next
         # The same HF token as a plain string, for one purpose only: authenticating the Hub
         # download of a gated model's config.json while planning. It never reaches a resource.
         self.hub_token = hub_token

@@ -11,7 +11,16 @@ from common.alerting import lowest_alertable_objective
 from common.engine import QUANTIZATION_METHODS, VLLM_IMAGE, VLLM_VERSION
 from common.untrusted import excerpt
 from stack_config.base import StrictModel
-from stack_config.fields import MAX_ENTRIES, MAX_REPLICAS, MAX_TOKENS, HttpUrl, PrintableName, RepoId
+from stack_config.fields import (
+    MAX_ENTRIES,
+    MAX_REPLICAS,
+    MAX_TOKENS,
+    HttpUrl,
+    PemPublic,
+    PrintableName,
+    RepoId,
+    RepoPath,
+)
 from stack_config.formats import URL_MAX, default_model_name, did_you_mean, dns_label, model_alias, pinned_commit, validate_image
 
 
@@ -130,6 +139,43 @@ class AdapterConfig(StrictModel):
 TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
 
 
+class SignatureConfig(StrictModel):
+    """The publisher's OpenSSF model signature (the `model-signing` package) the mirror Job verifies."""
+
+    multiline_fields = frozenset({"publicKey", "certificateChain"})
+
+    method: Literal["sigstore", "key", "certificate"] = "sigstore"
+    """sigstore: keyless, the signer's identity as Sigstore's certificate and log attest it; key: a public key; certificate: a signing certificate chained to `certificateChain`."""
+    file: RepoPath = "model.sig"
+    """Path of the signature file in the repo (model-signing's default name is model.sig); the mirror fetches it with the weights."""
+    identity: PrintableName | None = None
+    """method sigstore: the signer identity the certificate must name (an e-mail, or a workflow URI for CI signing)."""
+    issuer: HttpUrl | None = None
+    """method sigstore: the OIDC issuer that vouched for the identity, e.g. https://accounts.google.com or https://token.actions.githubusercontent.com."""
+    publicKey: PemPublic | None = Field(None, alias="publicKey")
+    """method key: the publisher's public key, PEM (a YAML block)."""
+    certificateChain: PemPublic | None = Field(None, alias="certificateChain")
+    """method certificate: the chain of trust (PEM certificates) the signing certificate must chain to."""
+
+    @model_validator(mode="after")
+    def _method_keys(self) -> "SignatureConfig":
+        needs = {"sigstore": ("identity", "issuer"), "key": ("publicKey",), "certificate": ("certificateChain",)}
+        missing = [k for k in needs[self.method] if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"method {self.method} needs {' and '.join(missing)}: the signature is checked against "
+                             "them, and without them any signer would pass")
+        stray = [k for m, keys in needs.items() if m != self.method for k in keys if k in self.model_fields_set]
+        if stray:
+            raise ValueError(f"{', '.join(stray)} apply to another method than {self.method}; remove them or change method")
+        return self
+
+    def describe(self) -> str:
+        """What the mirror checks, for the plan and the manifest."""
+        if self.method == "sigstore":
+            return f"sigstore signature {self.file} by {self.identity} (issuer {self.issuer})"
+        return f"{self.method} signature {self.file} against the configured {'public key' if self.method == 'key' else 'certificate chain'}"
+
+
 class ModelConfig(StrictModel):
     multiline_fields = frozenset({"chatTemplate"})
 
@@ -187,6 +233,10 @@ class ModelConfig(StrictModel):
     """Other names clients may send for this model through the entrance, e.g. its Hub repo id; the endpoint picker rewrites them to the served name and the answer back (InferenceModelRewrite). Needs exposure.entrance."""
     adapters: list[AdapterConfig] = Field(default_factory=list, max_length=MAX_ENTRIES)
     """LoRA adapters this model's servers load at start (vLLM --enable-lora --lora-modules); --max-loras, --max-lora-rank and --max-cpu-loras are derived from their adapter_config.json, and sizing counts their GPU memory."""
+    signature: SignatureConfig | None = None
+    """Verify the publisher's OpenSSF model signature after the mirror downloads the weights; a mismatch fails the mirror Job and no server starts. Unset: the plan reports the model as unsigned, not verified."""
+    verifyAtStart: Literal["sizes", "sha256"] = Field("sizes", alias="verifyAtStart")
+    """Before a vLLM server loads from the model volume, check the files against the mirror's manifest: sizes (every file present, none extra, sizes equal; seconds) or sha256 (every byte; adds the weights' size / 250 MB/s to the load estimate and the startup budget)."""
     kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
     """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token handed over through a ClusterStorageContainer."""
 

@@ -80,6 +80,8 @@ class ExposureConfig(StrictModel):
     """One HTTPS base URL for every model and adapter: a Gateway, an HTTPRoute to one InferencePool per base model, and the llm-d endpoint picker choosing the server (docs/routing.md). Clients pick a model by the request's `model` field."""
     gateway: GatewayConfig | None = None
     """Expose each model as https://<hostname>/<model>/v1 (and /<model>/health) through an HTTPRoute on this Gateway (default: ClusterIP Services only); the older, per-model alternative to `entrance`."""
+    allowUnauthenticated: bool = Field(False, alias="allowUnauthenticated")
+    """Serve the entrance or gateway routes without an API key: anyone who reaches the Gateway may use every model. Without it an exposed stack with no `apiKey` secret is refused (docs/security.md#api-access)."""
 
 
 class MonitoringConfig(StrictModel):

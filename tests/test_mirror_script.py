@@ -358,3 +358,41 @@ def test_script_needs_only_stdlib_and_huggingface_hub():
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported - {"huggingface_hub", "__future__"} <= set(sys.stdlib_module_names)
+
+
+# --- provenance: the servers' start check and the signature's seal -----------------------------
+
+
+def test_sizes_only_check_catches_truncated_missing_and_stray_files_but_not_a_flipped_byte(mirrored: Path):
+    assert run_cli("verify", "--sizes-only", "--local-dir", str(mirrored)).returncode == 0
+    shard = mirrored / "model-00001-of-00002.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[1234] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    # Same size: only the full check (the sha256 option) sees it.
+    assert run_cli("verify", "--sizes-only", "--local-dir", str(mirrored)).returncode == 0
+    assert run_cli("verify", "--local-dir", str(mirrored)).returncode == 1
+    shard.write_bytes(bytes(data[:-10]))
+    (mirrored / "stray.bin").write_bytes(b"x")
+    result = run_cli("verify", "--sizes-only", "--local-dir", str(mirrored))
+    assert result.returncode == 1
+    assert f"model-00001-of-00002.safetensors: size mismatch: expected {len(data)} bytes" in result.stderr
+    assert "stray.bin: unexpected file" in result.stderr
+
+
+def test_a_deferred_manifest_appears_only_when_sealed(fake_hub, tmp_path: Path, capsys):
+    dest = tmp_path / "models" / REPO / REV
+    (dest).mkdir(parents=True)
+    (dest / "manifest.json").write_text("{}")  # left by an earlier run without a signature
+    assert mirror.main([*fetch_argv(dest), "--defer-manifest"]) == 0
+    assert not (dest / "manifest.json").exists()
+    # Without a manifest the servers' start check refuses the folder.
+    assert run_cli("verify", "--sizes-only", "--local-dir", str(dest)).returncode == 2
+    note = "sigstore: identity publisher@example.com, issuer https://accounts.example.com"
+    assert run_cli("seal", "--local-dir", str(dest), "--signature-note", note).returncode == 0
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["signature"] == note and manifest["revision"] == REV
+    assert run_cli("verify", "--local-dir", str(dest)).returncode == 0
+    # Sealing twice (a retried container) finds nothing to seal and says so.
+    again = run_cli("seal", "--local-dir", str(dest), "--signature-note", note)
+    assert again.returncode == 2 and "does not exist" in again.stderr

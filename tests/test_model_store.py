@@ -454,7 +454,7 @@ def test_model_store_args_from_a_plan():
     bucket = aws_bucket()
 
     def plan(gated: bool):
-        model = SimpleNamespace(gated=gated)
+        model = SimpleNamespace(gated=gated, signature=None)
         return SimpleNamespace(repo=REPO, revision=REV, served_name="llama", weights_bytes=LLAMA_8B_BYTES, lora=None,
                                model_path=model_path(REPO, REV), load_from="volume", model=model)
 
@@ -480,7 +480,7 @@ def test_mirror_pool_placement_flows_from_model_store_args_to_the_job():
     placement = GpuPlacement(pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2,
                              node_labels=pool_node_labels("h100", "H100-80GB"))
     plan = SimpleNamespace(repo=REPO, revision=REV, served_name="llama", weights_bytes=LLAMA_8B_BYTES, lora=None,
-                           model_path=model_path(REPO, REV), load_from="bucket", model=SimpleNamespace(gated=False))
+                           model_path=model_path(REPO, REV), load_from="bucket", model=SimpleNamespace(gated=False, signature=None))
     made = {}
 
     def program():

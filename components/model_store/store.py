@@ -48,6 +48,7 @@ from common.facts import Fact
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
+from components.model_store import signature as model_signature
 
 LoadFrom = Literal["volume", "bucket", "existing-claim"]
 GIB = 1024**3
@@ -149,15 +150,18 @@ def volume_size_gib(weights_bytes: int, headroom: float) -> int:
     return max(MIN_VOLUME_GIB, math.ceil(weights_bytes * headroom / GIB))
 
 
-def mirror_seconds_per_attempt(weights_bytes: int, syncs_to_bucket: bool) -> float:
+def mirror_seconds_per_attempt(weights_bytes: int, syncs_to_bucket: bool, signed: bool = False) -> float:
     seconds = weights_bytes / HUB_DOWNLOAD_BYTES_PER_SECOND + weights_bytes / VERIFY_READ_BYTES_PER_SECOND
+    if signed:
+        # model-signing hashes every file again to compare with the signed digests.
+        seconds += weights_bytes / VERIFY_READ_BYTES_PER_SECOND
     if syncs_to_bucket:
         seconds += weights_bytes / BUCKET_UPLOAD_BYTES_PER_SECOND
     return seconds
 
 
-def mirror_deadline_seconds(weights_bytes: int, syncs_to_bucket: bool) -> int:
-    budget = ATTEMPTS_WITHIN_DEADLINE * mirror_seconds_per_attempt(weights_bytes, syncs_to_bucket)
+def mirror_deadline_seconds(weights_bytes: int, syncs_to_bucket: bool, signed: bool = False) -> int:
+    budget = ATTEMPTS_WITHIN_DEADLINE * mirror_seconds_per_attempt(weights_bytes, syncs_to_bucket, signed)
     return max(MIN_DEADLINE_SECONDS, int(math.ceil((budget + FIXED_OVERHEAD_SECONDS) / 60) * 60))
 
 
@@ -379,6 +383,8 @@ class ModelStoreArgs:
     staging_storage_class: str | None = None
     # LoRA adapters served on this model: each mirrored by a Job of its own onto the same volume.
     adapters: list["MirrorSource"] = field(default_factory=list)
+    # The publisher's signature to verify after the download (stack_config SignatureConfig); None: unsigned.
+    signature: Any = None
 
     @property
     def volume_bytes(self) -> int:
@@ -424,6 +430,7 @@ def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_cl
         staging_storage_class=staging_storage_class,
         adapters=[MirrorSource(a.repo, a.revision, a.path, a.bytes_bound, adapter=a.name)
                   for a in (plan.lora.adapters if plan.lora else ())],
+        signature=plan.model.signature,
     )
 
 
@@ -467,8 +474,19 @@ class ModelStore(pulumi.ComponentResource):
             data={MIRROR_SCRIPT_NAME: MIRROR_SCRIPT.read_text()},
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.script_name = self.script.metadata.apply(_name_of)
         self.syncs_to_bucket = args.bucket is not None
-        self.deadline_seconds = mirror_deadline_seconds(args.weights_bytes, self.syncs_to_bucket)
+        self.trust_config_map = None
+        trust = model_signature.trust_pem(args.signature) if args.signature is not None else None
+        if trust is not None:
+            self.trust_config_map = k8s.core.v1.ConfigMap(
+                f"{name}-signature-trust",
+                metadata=self._metadata(k8s_name(base, "signature-trust"), "model-mirror"),
+                data={model_signature.TRUST_FILE: trust},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        self.deadline_seconds = mirror_deadline_seconds(args.weights_bytes, self.syncs_to_bucket,
+                                                        signed=args.signature is not None)
         self.pulumi_wait_seconds = self.deadline_seconds + PULUMI_WAIT_MARGIN_SECONDS
         base_source = MirrorSource(args.repo, args.revision, args.model_path, args.weights_bytes)
         self.mirror_job = self._mirror_job(f"{name}-mirror", base_source)
@@ -516,6 +534,8 @@ class ModelStore(pulumi.ComponentResource):
             "weights_uri": self.weights_uri,
             "service_account": self.reader_service_account,
             "depends_on": [self.mirror_job, *self.adapter_jobs],
+            # The mirror script, so the servers can check their files against its manifest at start.
+            "check_script_config_map": self.script_name if self.load_format is None else None,
         }
 
     @property
@@ -606,11 +626,44 @@ class ModelStore(pulumi.ComponentResource):
             "spec": claim_spec,
         }}}
 
+    def _signature_steps(self, source: MirrorSource, signature: Any,
+                         resources: dict[str, dict[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The verify-signature and seal containers, and the volume of the trusted key (if any)."""
+        weights_mount = {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH}
+        verify_mounts = [{**weights_mount, "readOnly": True}]
+        volumes: list[dict[str, Any]] = []
+        if self.trust_config_map is not None:
+            volumes.append({"name": "signature-trust",
+                            "configMap": {"name": self.trust_config_map.metadata.apply(_name_of)}})
+            verify_mounts.append({"name": "signature-trust", "mountPath": model_signature.TRUST_MOUNT_PATH,
+                                  "readOnly": True})
+        verify = {
+            "name": "verify-signature",
+            "image": model_signature.VERIFIER_IMAGE,
+            # The download bookkeeping (and the deferred manifest in it) is not part of the model.
+            "args": model_signature.verifier_args(signature, source.local_dir, [f"{source.local_dir}/.cache"]),
+            "resources": resources,
+            "volumeMounts": verify_mounts,
+            "securityContext": {"allowPrivilegeEscalation": False},
+        }
+        seal = {
+            "name": "seal",
+            "image": self.args.downloader_image,
+            "command": ["python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "seal", "--local-dir", source.local_dir,
+                        "--signature-note", f"verified {signature.describe()}"],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "volumeMounts": [weights_mount, {"name": "mirror-script", "mountPath": SCRIPT_MOUNT_PATH, "readOnly": True}],
+            "securityContext": {"allowPrivilegeEscalation": False},
+        }
+        return [verify, seal], volumes
+
     def _mirror_job(self, resource_name: str, source: MirrorSource) -> k8s.batch.v1.Job:
         args = self.args
         ephemeral = SCRATCH_GIB
         resources = mirror_resources(source.size_bytes, ephemeral)
-        deadline = mirror_deadline_seconds(source.size_bytes, self.syncs_to_bucket)
+        # Only the base weights carry the publisher's signature; adapters come from other repos.
+        signature = args.signature if source.adapter is None else None
+        deadline = mirror_deadline_seconds(source.size_bytes, self.syncs_to_bucket, signed=signature is not None)
         wait = deadline + PULUMI_WAIT_MARGIN_SECONDS
         if args.load_from == "bucket":
             weights_volume = self._staging_volume()
@@ -641,6 +694,7 @@ class ModelStore(pulumi.ComponentResource):
                 "python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "fetch",
                 "--repo", source.repo, "--revision", source.revision, "--local-dir", source.local_dir,
                 *file_selection_args(),
+                *(["--include", signature.file, "--defer-manifest"] if signature is not None else []),
             ],
             "env": env,
             "resources": resources,
@@ -654,6 +708,11 @@ class ModelStore(pulumi.ComponentResource):
         }
         init_containers: list[dict[str, Any]] = []
         containers = [fetch]
+        extra_volumes: list[dict[str, Any]] = []
+        if signature is not None:
+            steps, extra_volumes = self._signature_steps(source, signature, resources)
+            # fetch -> verify-signature -> seal: the manifest appears only after the signature held.
+            init_containers, containers = [fetch, steps[0]], [steps[1]]
         if args.bucket is not None:
             destination = args.bucket.uri(source.repo, source.revision)
             sync_env = [{"name": "HOME", "value": SYNC_HOME_PATH}, {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
@@ -681,7 +740,7 @@ class ModelStore(pulumi.ComponentResource):
                 "securityContext": pod_security.container_security_context(),
             }
             # Download and verification must succeed before anything reaches the bucket.
-            init_containers, containers = [fetch], [sync]
+            init_containers, containers = init_containers + containers, [sync]
         pod_spec: dict[str, Any] = {
             "serviceAccountName": args.writer_service_account,
             # Retries are whole pods (backoffLimit), so each attempt starts from a clean container.
@@ -698,6 +757,7 @@ class ModelStore(pulumi.ComponentResource):
                     "defaultMode": 0o555}},
                 {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
                 {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
+                *extra_volumes,
             ],
         }
         if init_containers:
@@ -705,7 +765,8 @@ class ModelStore(pulumi.ComponentResource):
         if args.placement is not None:
             pod_spec["nodeSelector"] = args.placement.node_selector
             pod_spec["tolerations"] = args.placement.tolerations
-        depends = [r for r in (self.volume_claim, self.hf_token_secret, self.script) if r is not None]
+        depends = [r for r in (self.volume_claim, self.hf_token_secret, self.script, self.trust_config_map)
+                   if r is not None]
         # The name carries the revision: a new commit is a new Job (Job templates are immutable),
         # and `kubectl get jobs` shows which commit each mirror fetched. An adapter's Job is named
         # after the adapter (names are unique across the stack).

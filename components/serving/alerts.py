@@ -21,7 +21,7 @@ from typing import Any
 
 from common import engine_metrics as m
 from common.alerting import PAGE, TICKET, AlertRouting, alert_rule
-from components.serving.targets import LEADER_WORKER_SET, SERVER_CONTAINER, PodSet, Target
+from components.serving.targets import LEADER_WORKER_SET, PodSet, Target
 
 # kube-state-metrics series (labels namespace, pod, uid; container for the restart counter).
 KSM_POD_READY = "kube_pod_status_ready"
@@ -132,7 +132,7 @@ def restart_loop_query(t: Target) -> str:
                    f"(last_over_time({KSM_POD_INFO}{{{t.serving_pod_selector}}}[{window}]))) >= 3")
     else:
         started = (f'increase({KSM_CONTAINER_RESTARTS}{{{t.pod_selector}, '
-                   f'container="{SERVER_CONTAINER}"}}[{window}]) >= 2')
+                   f'container="{t.container}"}}[{window}]) >= 2')
     return f"({started}) and on (namespace, pod) {ready}"
 
 

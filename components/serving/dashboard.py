@@ -19,7 +19,7 @@ from common import gpu_metrics as g
 from common.alerting import BURN_WINDOWS, PAGE, TICKET
 from components.serving import slo as slos
 from components.serving.alerts import KSM_CONTAINER_RESTARTS
-from components.serving.targets import SERVER_CONTAINER, Target
+from components.serving.targets import Target
 
 GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"  # the Grafana sidecar's default label (value "1")
 PANEL_HEIGHT = 8
@@ -97,7 +97,7 @@ def _engine_panels(grid: _Grid, t: Target) -> None:
         (f"sum(rate({m.PREFIX_CACHE_HITS}{{{sel}}}[5m])) / clamp_min(sum(rate({m.PREFIX_CACHE_QUERIES}{{{sel}}}[5m])), 1)",
          "hit rate")])
     grid.add("Container restarts", "short", [
-        (f'sum by (pod) (increase({KSM_CONTAINER_RESTARTS}{{{t.pod_selector}, container="{SERVER_CONTAINER}"}}[1h]))',
+        (f'sum by (pod) (increase({KSM_CONTAINER_RESTARTS}{{{t.pod_selector}, container="{t.container}"}}[1h]))',
          "{{pod}}")])
 
 

@@ -27,7 +27,23 @@ RUNAI_STREAMER = "runai_streamer"
 # Environment variable vLLM 0.32 reads the API key from when --api-key is absent
 # (vllm/envs.py VLLM_API_KEY; vllm/entrypoints/serve/middleware/register.py). Passing it through the
 # environment keeps the key out of the argv, which `ps` and the pod spec would show.
-API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_ENV = contract.API_KEY_ENV
+API_KEY_NEXT_ENV = contract.API_KEY_NEXT_ENV
+
+
+def api_key_args(rotating: bool) -> list[str]:
+    """Flags for a server that accepts two keys while clients move from one to the other.
+
+    vLLM 0.32's `--api-key` takes several values (vllm/entrypoints/launchers/cli_args.py:325
+    `api_key: list[str] | None`, and the middleware accepts any of them,
+    vllm/entrypoints/serve/middleware/register.py:33), but VLLM_API_KEY holds one. The kubelet
+    expands `$(VAR)` in args from the container's env (secretKeyRef), so the pod spec names only
+    the variables; the keys then sit in the process's argv inside the container, which is why one
+    key stays in the environment alone outside a rotation.
+    """
+    if not rotating:
+        return []
+    return ["--api-key", f"$({API_KEY_ENV})", f"$({API_KEY_NEXT_ENV})"]
 
 
 def serve_args(plan: Any, *, weights_uri: Any = None) -> list[Any]:

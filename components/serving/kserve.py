@@ -24,6 +24,7 @@ Weights (`storage`):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -33,13 +34,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract, images, pod_security
+from common.alerting import RUNBOOK_DOC
 from common.engine import VLLM_IMAGE
 from common.facts import Fact
 from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.serving import engine_args as vllm_args
-from components.serving import observability, probes, scaling, targets, writable
+from components.serving import alerts, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import resources as server_resources
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
@@ -230,6 +232,11 @@ class KServeModelArgs:
     image_mirrors: dict[str, str] = field(default_factory=dict)
     """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
     """Whether the stack sets apiKey: the huggingface runtime cannot enforce it, so the user is warned."""
+    dashboard_namespace: Optional[str] = None
+    """Namespace the Grafana sidecar watches (monitoring.dashboardNamespace); default: the model's."""
+    alert_thresholds: Optional[alerts.AlertThresholds] = None
+    runbook_url: str = RUNBOOK_DOC
+    """Where the alerts' runbook_url annotations point (monitoring.runbookUrl)."""
 
 
 def storage_uri(args: KServeModelArgs, revision: str) -> pulumi.Input[str]:
@@ -257,6 +264,7 @@ def target(name: str, args: KServeModelArgs) -> targets.Target:
         load_seconds=plan.load_seconds,
         startup_budget_seconds=plan.startup_budget_seconds,
         labels=pod_labels(plan),
+        container=RUNTIME_CONTAINER,
     )
 
 
@@ -550,10 +558,26 @@ class KServeModel(pulumi.ComponentResource):
         self.storage_uri = pulumi.Output.from_input(storage_uri(args, plan.revision))
 
         t = target(isvc_name, args)
+        a = plan.model.autoscaling
+        if plan.replica_bounds[1] > 1:
+            # KServe creates no budget of its own; the same one as the vLLM path (predictor and canary
+            # pods carry the model label).
+            meta = {"name": isvc_name, "namespace": args.namespace, "labels": pod_labels(plan)}
+            pdb = disruption.model_disruption_budget(meta, plan.served_name)
+            k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child)
         if args.monitoring:
             pm = pod_monitor(isvc_name, t, args.monitoring_labels)
             custom_resource(f"{name}-podmonitor", pm, args.crds, child)
-        a = plan.model.autoscaling
+            # The vLLM path's alerts, SLOs and dashboard over the same engine series; only the pods'
+            # names and the container differ (the Target says which).
+            thresholds = dataclasses.replace(args.alert_thresholds or alerts.AlertThresholds(),
+                                             queue_per_replica=a.queueThreshold)
+            objectives = slo.latency_slos(plan.model.slo)
+            rule = observability.prometheus_rule(isvc_name, t, thresholds, objectives, args.runbook_url,
+                                                 args.monitoring_labels)
+            custom_resource(f"{name}-alerts", rule, args.crds, child)
+            board = dashboard.dashboard_config_map(f"{isvc_name}-dashboard", t, objectives, args.dashboard_namespace)
+            k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=child)
         self.prometheus_adapter_rules = scaling.prometheus_adapter_rules() if a.enabled and a.kind == "hpa" else []
         if a.enabled and a.kind == "hpa":
             low, most = plan.replica_bounds

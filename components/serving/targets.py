@@ -62,6 +62,9 @@ class Target:
     # How long a rollout may take before a replica must be ready (the workload's progress deadline);
     # default: the startup budget.
     ready_deadline_seconds: int | None = None
+    # The engine's container in the pods (restart counts are per container): `vllm` on the vLLM
+    # path, the runtime's `kserve-container` on the KServe path.
+    container: str = SERVER_CONTAINER
 
     @property
     def selector(self) -> str:

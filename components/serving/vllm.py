@@ -29,7 +29,8 @@ from common.engine import VLLM_VERSION
 from components.addons import leader_worker_set
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
-from components.serving import alerts, dashboard, observability, probes, scaling, slo, targets, writable
+from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
+from components.serving import alerts, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import engine_args as vllm_args
 from components.serving import resources as server_resources
 
@@ -37,6 +38,10 @@ CONTAINER_NAME = targets.SERVER_CONTAINER
 COMPONENT_SERVER = "vllm-server"
 COMPONENT_WORKER = "vllm-worker"
 API_KEY_SECRET_KEY = "api-key"
+API_KEY_NEXT_SECRET_KEY = "api-key-next"
+# The servers' start check (components/model_store/mirror/mirror.py verify, from the mirror's ConfigMap).
+CHECK_CONTAINER = "verify-weights"
+CHECK_SCRIPT_MOUNT = "/opt/llm-serving-mirror"
 RAY_PORT = 6379
 # Fixed (Ray picks a random one by default) so the worker pods' probes can check their raylet.
 RAY_NODE_MANAGER_PORT = 6380
@@ -72,6 +77,9 @@ class ServerStorage:
     """ServiceAccount allowed to read the bucket (EKS Pod Identity / GKE Workload Identity)."""
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job (or anything else) that must finish before servers start."""
+    check_script_config_map: Optional[pulumi.Input[str]] = None
+    """The ConfigMap holding the mirror script: with a mounted volume, an init container checks the
+    files against the mirror's manifest before vLLM starts (models[].verifyAtStart)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,10 @@ class VllmServerArgs:
     """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
     api_key: Optional[pulumi.Input[str]] = None
     """The API key (a Pulumi secret); stored in a Secret and read by vLLM from VLLM_API_KEY."""
+    api_key_next: Optional[pulumi.Input[str]] = None
+    """A second key valid beside `api_key` during a rotation (a Pulumi secret, same Secret)."""
+    allow_unauthenticated: bool = False
+    """exposure.allowUnauthenticated: marks the pods with the waiver the policy pack accepts."""
     gateway: Optional[GatewayExposure] = None
     update_strategy: server_resources.UpdateStrategy = "auto"
     monitoring: bool = True
@@ -159,6 +171,11 @@ class PodBuilder:
         self.resources = server_resources.pod_resources(self.plan, args.machine)
 
     @property
+    def rotating(self) -> bool:
+        """Two keys valid at once (apiKeyNext set): vLLM gets both with --api-key."""
+        return self.api_key_secret is not None and self.args.api_key_next is not None
+
+    @property
     def multi_node(self) -> bool:
         return self.plan.nodes_per_replica > 1
 
@@ -178,6 +195,11 @@ class PodBuilder:
                 "name": vllm_args.API_KEY_ENV,
                 "valueFrom": {"secretKeyRef": {"name": self.api_key_secret, "key": API_KEY_SECRET_KEY}},
             })
+            if self.rotating:
+                env.append({
+                    "name": vllm_args.API_KEY_NEXT_ENV,
+                    "valueFrom": {"secretKeyRef": {"name": self.api_key_secret, "key": API_KEY_NEXT_SECRET_KEY}},
+                })
         if self.rdma is not None:
             env += [{"name": key, "value": value} for key, value in self.rdma.env]
         return env
@@ -199,7 +221,8 @@ class PodBuilder:
         return volumes, mounts
 
     def serve_argv(self) -> list[Any]:
-        return vllm_args.serve_args(self.plan, weights_uri=self.args.storage.weights_uri)
+        return [*vllm_args.serve_args(self.plan, weights_uri=self.args.storage.weights_uri),
+                *vllm_args.api_key_args(self.rotating)]
 
     def server_container(self) -> dict[str, Any]:
         _, mounts = self.volumes()
@@ -250,13 +273,42 @@ class PodBuilder:
             "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", script],
             "ports": [{"name": "ray-node", "containerPort": RAY_NODE_MANAGER_PORT, "protocol": "TCP"}],
-            "env": [e for e in self.env() if e["name"] != vllm_args.API_KEY_ENV],
+            "env": [e for e in self.env() if e["name"] not in (vllm_args.API_KEY_ENV, vllm_args.API_KEY_NEXT_ENV)],
             "resources": self.container_resources(),
             "volumeMounts": mounts,
             "startupProbe": pp.startup_probe(raylet),
             "readinessProbe": pp.readiness_probe(raylet),
             "livenessProbe": pp.liveness_probe(raylet),
             "securityContext": pod_security.container_security_context(),
+        }
+
+    @property
+    def checks_weights(self) -> bool:
+        """A mounted model volume and the mirror's script: the files are checked before vLLM starts."""
+        storage = self.args.storage
+        return (storage.check_script_config_map is not None and storage.claim_name is not None
+                and storage.weights_uri is None)
+
+    def check_container(self) -> dict[str, Any]:
+        """Compare the mirrored folder with the manifest the mirror Job wrote (sizes, or every byte).
+
+        A missing manifest fails too: the mirror writes it last, and with a signature only after the
+        signature held, so a folder without one was never completely verified.
+        """
+        mode = self.plan.model.verifyAtStart
+        return {
+            "name": CHECK_CONTAINER,
+            # The engine image has python3 and is on the node already; the script needs only the
+            # standard library for `verify`.
+            "image": self.plan.model.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", f"{CHECK_SCRIPT_MOUNT}/{MIRROR_SCRIPT_NAME}", "verify",
+                        "--local-dir", self.plan.model_path, *(["--sizes-only"] if mode == "sizes" else [])],
+            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+            "resources": {"requests": {"cpu": "1" if mode == "sha256" else "100m", "memory": "256Mi"},
+                          "limits": {"memory": "512Mi"}},
+            "volumeMounts": [{"name": "models", "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True},
+                             {"name": "weights-check", "mountPath": CHECK_SCRIPT_MOUNT, "readOnly": True}],
         }
 
     def pod_spec(self, container: dict[str, Any], component: str) -> dict[str, Any]:
@@ -288,6 +340,11 @@ class PodBuilder:
         }
         if self.args.storage.service_account is not None:
             spec["serviceAccountName"] = self.args.storage.service_account
+        if component == COMPONENT_SERVER and self.checks_weights:
+            # The leader (or every Deployment pod) checks; a group's workers read the same volume.
+            spec["initContainers"] = [self.check_container()]
+            spec["volumes"] = volumes + [{"name": "weights-check", "configMap": {
+                "name": self.args.storage.check_script_config_map, "defaultMode": 0o555}}]
         return spec
 
     @property
@@ -306,6 +363,8 @@ class PodBuilder:
         labels = {**_labels(self.plan, component), contract.LABEL_REVISION: self.plan.revision}
         # Pod-only: Karpenter reads it from pods, and a server pod must keep its node mid-stream.
         annotations = {**workload_annotations(self.plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true"}
+        if self.args.allow_unauthenticated:
+            annotations[contract.ANNOTATION_ALLOW_UNAUTHENTICATED] = "true"
         if self.rdma is not None and self.rdma.network:
             annotations = {**annotations, MULTUS_NETWORKS_ANNOTATION: self.rdma.network}
         return {
@@ -387,12 +446,8 @@ def service_manifest(name: str, args: VllmServerArgs) -> dict[str, Any]:
 def pod_disruption_budget_manifest(name: str, args: VllmServerArgs) -> dict[str, Any]:
     # All pods of the model (leaders and workers): evicting any pod of a group takes the group down,
     # so one pod at a time means at most one replica at a time.
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _metadata(name, args, COMPONENT_SERVER, annotations=False),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {contract.LABEL_MODEL: args.plan.served_name}}},
-    }
+    return disruption.model_disruption_budget(_metadata(name, args, COMPONENT_SERVER, annotations=False),
+                                              args.plan.served_name)
 
 
 # What a Gateway forwards of one model's server: the OpenAI API and the health check, never
@@ -491,8 +546,10 @@ class VllmServer(pulumi.ComponentResource):
                 f"{name}-api-key",
                 metadata={"name": f"{k8s_name}-api-key", "namespace": args.namespace, "labels": _labels(plan, COMPONENT_SERVER)},
                 type="Opaque",
-                # The value stays a Pulumi secret; the provider encrypts Secret data in state.
-                string_data={API_KEY_SECRET_KEY: pulumi.Output.secret(args.api_key)},
+                # The values stay Pulumi secrets; the provider encrypts Secret data in state.
+                string_data={API_KEY_SECRET_KEY: pulumi.Output.secret(args.api_key),
+                             **({API_KEY_NEXT_SECRET_KEY: pulumi.Output.secret(args.api_key_next)}
+                                if args.api_key_next is not None else {})},
                 opts=child,
             )
             api_key_secret = secret.metadata.apply(lambda m: m["name"])

@@ -18,7 +18,7 @@ from common.contract import LABEL_REVISION, MODEL_MOUNT_PATH
 from policies.commands import flag_values, is_reference, literal_env, tokens
 from policies.gpu import is_gpu_container
 from policies.objects import Finding, as_dict, as_list, as_str, is_commit, is_unknown
-from policies.workloads import KSERVE_COMPONENTS, ContainerView, workload
+from policies.workloads import ContainerView, kserve_components, workload
 
 REVISION_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision")
 _HF_URI_RE = re.compile(r"hf://[^\s\"']+")
@@ -91,11 +91,11 @@ def model_revision_pinned(obj: dict, config: dict) -> list[Finding]:
     # storageUri directly on a KServe component (older API shape).
     if w.kind == "InferenceService":
         spec = as_dict(obj.get("spec"))
-        for comp in KSERVE_COMPONENTS:
-            uri = as_str(as_dict(spec.get(comp)).get("storageUri"))
+        for where, comp in kserve_components(spec):
+            uri = as_str(comp.get("storageUri"))
             problem = hf_uri_problem(uri) if uri and uri.startswith("hf://") else None
             if problem:
-                out.append(Finding(f"{w.ref}: spec.{comp} {problem}; pin the 40-hex commit sha "
+                out.append(Finding(f"{w.ref}: {where} {problem}; pin the 40-hex commit sha "
                                    f"('hf://org/model:<sha>').", None))
     return out
 

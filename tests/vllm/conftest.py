@@ -8,6 +8,7 @@ root tests/conftest.py fails the session on any other skip in this folder).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -35,7 +36,8 @@ SERVED_NAME = "tiny-llama"
 # adapter_config.json (planner/lora.py, components/serving/engine_args.py lora_args).
 ADAPTER_NAME = "tiny-lora"
 MAX_MODEL_LEN = 1024
-START_TIMEOUT_S = 300
+# A machine shared with other work may need longer (LLM_SERVING_VLLM_START_TIMEOUT, seconds).
+START_TIMEOUT_S = int(os.environ.get("LLM_SERVING_VLLM_START_TIMEOUT") or 300)
 STOP_TIMEOUT_S = 30
 
 # Figures shown at the end of the run (pytest_terminal_summary), for CI logs and reports.
@@ -143,40 +145,45 @@ def _ready(client: Client) -> bool:
     return resp.status == 200 and bool(resp.json().get("choices", [{}])[0].get("text"))
 
 
-@pytest.fixture(scope="session")
-def vllm_server(vllm_python, tiny_model, tiny_adapter, vllm_workdir):
+@contextlib.contextmanager
+def serve(vllm_python: pathlib.Path, model: pathlib.Path, workdir: pathlib.Path, extra_args: list[str] = (),
+          extra_env: dict[str, str] | None = None, api_key: str | None = None, log_name: str = "server.log"):
+    """Start `vllm serve` on the tiny model, wait for a real completion, yield the server, stop it.
+
+    `api_key`: the key the readiness completion sends (a server started with keys refuses others).
+    """
     env = dict(os.environ)
     for name in ("tmp", "vllm-cache", "inductor-cache", "hf-home"):
-        (vllm_workdir / name).mkdir(exist_ok=True)
+        (workdir / name).mkdir(exist_ok=True)
     env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
-        TMPDIR=str(vllm_workdir / "tmp"),
-        VLLM_CACHE_ROOT=str(vllm_workdir / "vllm-cache"),
-        TORCHINDUCTOR_CACHE_DIR=str(vllm_workdir / "inductor-cache"),
-        HF_HOME=str(vllm_workdir / "hf-home"),
+        TMPDIR=str(workdir / "tmp"),
+        VLLM_CACHE_ROOT=str(workdir / "vllm-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(workdir / "inductor-cache"),
+        HF_HOME=str(workdir / "hf-home"),
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
+        **(extra_env or {}),
     )
     port = _free_port()
-    log_path = vllm_workdir / "server.log"
+    log_path = workdir / log_name
     command = [
-        str(vllm_python), str(TOOLS / "serve.py"), "serve", str(tiny_model),
+        str(vllm_python), str(TOOLS / "serve.py"), "serve", str(model),
         "--served-model-name", SERVED_NAME,
         "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", str(MAX_MODEL_LEN),
         # Eager mode halves start-up on CPU (no graph compilation); 64 MiB of KV keeps RSS ~1.7 GB.
         "--enforce-eager", "--kv-cache-memory-bytes", "64M",
+        *extra_args,
     ]
-    lora = program_lora_args(tiny_model, tiny_adapter)
-    command += lora
     started = time.monotonic()
     with log_path.open("wb") as log:
         # A new session makes the server its own process group, so cleanup can reach its workers
         # without touching anything else.
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    client = Client(f"http://127.0.0.1:{port}", timeout=30)
-    server = VllmServer(client.base_url, SERVED_NAME, MAX_MODEL_LEN, 0.0, log_path, lora_args=tuple(lora))
+    client = Client(f"http://127.0.0.1:{port}", api_key=api_key, timeout=30)
+    server = VllmServer(client.base_url, SERVED_NAME, MAX_MODEL_LEN, 0.0, log_path)
     try:
         while not _ready(client):
             if proc.poll() is not None:
@@ -185,10 +192,18 @@ def vllm_server(vllm_python, tiny_model, tiny_adapter, vllm_workdir):
                 pytest.fail(f"vLLM not ready after {START_TIMEOUT_S} s:\n{server.log_tail()}", pytrace=False)
             time.sleep(1)
         server.start_seconds = time.monotonic() - started
-        FIGURES.append(f"vLLM server ready (first completion answered) in {server.start_seconds:.1f} s")
         yield server
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_python, tiny_model, tiny_adapter, vllm_workdir):
+    lora = program_lora_args(tiny_model, tiny_adapter)
+    with serve(vllm_python, tiny_model, vllm_workdir, lora) as server:
+        server.lora_args = tuple(lora)
+        FIGURES.append(f"vLLM server ready (first completion answered) in {server.start_seconds:.1f} s")
+        yield server
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+from components.serving.engine_args import api_key_args
+
 from .conftest import TOOLS
 from .stack_commands import collect_vllm_serve_argv
 
@@ -31,6 +33,10 @@ def verdicts(vllm_python, tiny_model):
         {"name": "misspelled", "argv": ["vllm", "serve", model, "--max-model-lenght", "4096"]},
         {"name": "bad-value", "argv": ["vllm", "serve", model, "--gpu-memory-utilization", "most"]},
         {"name": "cross-flag", "argv": ["vllm", "serve", model, "--enable-auto-tool-choice"]},
+        # A key rotation's flags, as the kubelet hands them over after expanding $(VAR).
+        {"name": "rotation", "argv": ["vllm", "serve", model, *REFERENCE_ARGS,
+                                      *[a.replace("$(VLLM_API_KEY)", "old-key").replace("$(VLLM_API_KEY_NEXT)", "new-key")
+                                        for a in api_key_args(rotating=True)]]},
     ]
     stack_lines = collect_vllm_serve_argv(model)
     lines += [{"name": name, "argv": argv} for name, argv in stack_lines]
@@ -47,6 +53,10 @@ def verdicts(vllm_python, tiny_model):
 
 def test_reference_command_line_is_accepted(verdicts):
     assert verdicts["reference"] == {"name": "reference", "ok": True, "error": ""}
+
+
+def test_two_api_keys_of_a_rotation_parse(verdicts):
+    assert verdicts["rotation"] == {"name": "rotation", "ok": True, "error": ""}
 
 
 def test_misspelled_flag_is_rejected(verdicts):

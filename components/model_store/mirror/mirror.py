@@ -12,8 +12,15 @@ already carries: nothing is pip-installed at run time.
         decide what is downloaded and what is expected, matched the way huggingface_hub matches
         them (fnmatchcase, `*` crossing `/`), so a file the Hub has but the globs leave out (Meta's
         original/*.pth) is neither fetched nor missed.
-    mirror.py verify --local-dir DIR [--manifest FILE]
-        Re-hash DIR against a manifest, offline (default: DIR/manifest.json).
+    mirror.py verify --local-dir DIR [--manifest FILE] [--sizes-only]
+        Re-hash DIR against a manifest, offline (default: DIR/manifest.json); with --sizes-only,
+        compare the file set and sizes only (seconds instead of a full read: the servers' start check).
+
+With a publisher's signature to check (models[].signature), `fetch --defer-manifest` writes the
+manifest under DIR/.cache/llm-serving/ instead; the Job's signature container (OpenSSF
+model-signing) verifies the folder, and only then `mirror.py seal --local-dir DIR --signature-note
+TEXT` records what was verified in the manifest and puts it in place. A folder whose signature did
+not verify therefore never gets a manifest, and no server starts on it.
 
 Exit status: 0 when every byte matches, 1 on any mismatch (each one named on stderr), 2 on bad
 usage. A mismatch must fail the Job loudly: a silently corrupt shard is served as garbage text,
@@ -97,6 +104,25 @@ def local_files(root: Path) -> list[str]:
             if rel != MANIFEST_NAME:
                 found.append(rel)
     return sorted(found)
+
+
+def size_tree(root: Path, paths: list[str]) -> dict[str, Actual]:
+    """Sizes only (sha256 left empty): what the servers' quick start check compares."""
+    return {p: Actual(size=(root / p).stat().st_size, sha256="") for p in paths}
+
+
+def compare_sizes(expected: dict[str, Expected], actual: dict[str, Actual]) -> list[str]:
+    """The file set and each size; catches a truncated, missing or stray file, not a flipped byte."""
+    problems = []
+    for path in sorted(set(expected) | set(actual)):
+        want, got = expected.get(path), actual.get(path)
+        if got is None:
+            problems.append(f"{path}: missing (expected {want.size} bytes)")
+        elif want is None:
+            problems.append(f"{path}: unexpected file, not part of the revision")
+        elif got.size != want.size:
+            problems.append(f"{path}: size mismatch: expected {want.size} bytes, found {got.size}")
+    return problems
 
 
 def hash_tree(root: Path, paths: list[str], git_blob_for: set[str] = frozenset()) -> dict[str, Actual]:
@@ -227,7 +253,11 @@ def download(repo: str, revision: str, local_dir: Path, include: list[str], excl
 # --- commands ---------------------------------------------------------------------------------
 
 
-def cmd_fetch(repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str]) -> int:
+DEFERRED_MANIFEST = TEMP_DIR / "manifest.unsealed.json"
+
+
+def cmd_fetch(repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str],
+              defer_manifest: bool = False) -> int:
     if not COMMIT_RE.match(revision):
         raise UsageError(f"--revision {revision!r} is not a 40-character commit SHA; a branch or tag moves")
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
@@ -251,16 +281,38 @@ def cmd_fetch(repo: str, revision: str, local_dir: Path, include: list[str], exc
     checks = {p: ("hub-lfs-sha256" if expected[p].sha256 else "hub-git-blob-sha1") for p in actual}
     manifest = build_manifest(repo, revision, actual, checks)
     manifest["include"], manifest["exclude"] = list(include), list(exclude)
-    write_manifest(local_dir / MANIFEST_NAME, manifest)
+    target = local_dir / (DEFERRED_MANIFEST if defer_manifest else MANIFEST_NAME)
+    if defer_manifest:
+        # A manifest left by an earlier, unsigned run must not outlive this one's verdict.
+        (local_dir / MANIFEST_NAME).unlink(missing_ok=True)
+    write_manifest(target, manifest)
     print(f"verified {len(actual)} files, {manifest['totalBytes']} bytes of {repo}@{revision}; "
-          f"wrote {local_dir / MANIFEST_NAME}", flush=True)
+          f"wrote {target}", flush=True)
     return 0
 
 
-def cmd_verify(local_dir: Path, manifest_path: Path) -> int:
+def cmd_seal(local_dir: Path, note: str) -> int:
+    """Put the deferred manifest in place once the signature container has succeeded."""
+    deferred = local_dir / DEFERRED_MANIFEST
+    doc, _ = read_manifest(deferred)
+    doc["signature"] = note
+    write_manifest(local_dir / MANIFEST_NAME, doc)
+    deferred.unlink()
+    print(f"sealed {local_dir / MANIFEST_NAME}: {note}", flush=True)
+    return 0
+
+
+def cmd_verify(local_dir: Path, manifest_path: Path, sizes_only: bool = False) -> int:
     if not local_dir.is_dir():
         raise UsageError(f"--local-dir {local_dir} is not a directory")
     doc, expected = read_manifest(manifest_path)
+    if sizes_only:
+        problems = compare_sizes(expected, size_tree(local_dir, local_files(local_dir)))
+        if problems:
+            return report_mismatch(local_dir, problems)
+        print(f"sizes of {len(expected)} files of {doc.get('repo', '?')}@{doc.get('revision', '?')} match "
+              f"{manifest_path}", flush=True)
+        return 0
     actual = hash_tree(local_dir, local_files(local_dir))
     problems = compare(expected, actual)
     if problems:
@@ -288,14 +340,22 @@ def main(argv: list[str] | None = None) -> int:
                        help="files to mirror (repeatable; passed to `hf download --include` and applied to the Hub listing)")
     fetch.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                        help="files to leave out even if included (repeatable)")
+    fetch.add_argument("--defer-manifest", action="store_true",
+                       help="write the manifest under .cache/llm-serving/ for `seal` (a signature is checked first)")
     verify = sub.add_parser("verify", help="re-hash a folder against its manifest, offline")
     verify.add_argument("--local-dir", required=True, type=Path)
     verify.add_argument("--manifest", type=Path, default=None)
+    verify.add_argument("--sizes-only", action="store_true", help="compare the file set and sizes, not the bytes")
+    seal = sub.add_parser("seal", help="put a deferred manifest in place after the signature was verified")
+    seal.add_argument("--local-dir", required=True, type=Path)
+    seal.add_argument("--signature-note", required=True, help="what was verified, recorded in the manifest")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
-            return cmd_fetch(args.repo, args.revision, args.local_dir, args.include, args.exclude)
-        return cmd_verify(args.local_dir, args.manifest or args.local_dir / MANIFEST_NAME)
+            return cmd_fetch(args.repo, args.revision, args.local_dir, args.include, args.exclude, args.defer_manifest)
+        if args.command == "seal":
+            return cmd_seal(args.local_dir, args.signature_note)
+        return cmd_verify(args.local_dir, args.manifest or args.local_dir / MANIFEST_NAME, args.sizes_only)
     except UsageError as err:
         print(f"mirror.py {args.command}: {err}", file=sys.stderr)
         return 2
