@@ -154,6 +154,8 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
                             _unresolved("kserve/storage-initializer", "v0.20.0", _NOT_FOUND)),
     "kserve-huggingfaceserver": ("kserve/huggingfaceserver", "v0.20.0-gpu",
                                  _unresolved("kserve/huggingfaceserver", "v0.20.0-gpu", _NOT_FOUND)),
+    "model-signing": ("ghcr.io/sigstore/model-transparency-cli", "v1.0.1",
+                      _unresolved("ghcr.io/sigstore/model-transparency-cli", "v1.0.1", _NOT_FOUND)),
     "endpoint-picker": ("ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0", _cited(
         "ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0",
         "sha256:2e516fa1310da7be59b82beb1445362139597d6d553ef04d546716abe3aaaa70",
@@ -172,6 +174,7 @@ _USED_BY = {
     "storage-initializer": "KServe storage initializer (ClusterStorageContainer)",
     "kserve-huggingfaceserver": "KServe model container (chosen by the runtime's runtimeVersion, a tag)",
     "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
+    "model-signing": "mirror Jobs, the publisher's signature check (models[].signature)",
 }
 
 IMAGES: dict[str, Image] = {

@@ -63,7 +63,10 @@ def test_a_sigstore_signature_is_verified_between_download_and_manifest():
     assert verify["image"] == model_signature.VERIFIER_IMAGE
     assert verify["args"] == ["verify", "sigstore", folder, "--signature", f"{folder}/model.sig",
                               "--ignore-paths", f"{folder}/.cache", "--identity", IDENTITY, "--identity_provider", ISSUER]
-    assert all(m.get("readOnly") for m in verify["volumeMounts"])
+    # The verifier reads the weights (read-only) and keeps Sigstore's trust root on /tmp only.
+    assert {m["mountPath"]: bool(m.get("readOnly")) for m in verify["volumeMounts"]} == {
+        "/models": True, "/tmp": False}
+    assert verify["securityContext"]["readOnlyRootFilesystem"] is True
     assert seal["command"][2:5] == ["seal", "--local-dir", folder]
     assert IDENTITY in seal["command"][-1] and ISSUER in seal["command"][-1]
     # The whole stack still passes the pack (pinned images, resources, probes not needed for Jobs).

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from common import images
 from common.facts import Fact
 
 # The CLI's container image, published by the Sigstore project from sigstore/model-transparency.
@@ -27,10 +28,11 @@ from common.facts import Fact
 # "ghcr.io/sigstore/model-transparency-cli:v1.0.1"). PyPI's newest release is model-signing 1.1.1
 # (read here); whether a v1.1.1 image exists, and the v1.0.1 image's digest, could not be checked
 # without registry access.
-VERIFIER_IMAGE = "ghcr.io/sigstore/model-transparency-cli:v1.0.1"
+# The reference (with its digest once resolved) lives in common/images.py with every other image.
+VERIFIER_IMAGE = images.reference("model-signing")
 VERIFIER_IMAGE_FACT = Fact(
-    subject=f"model-signing CLI image {VERIFIER_IMAGE}",
-    value=VERIFIER_IMAGE,
+    subject=f"model-signing CLI image {images.IMAGES['model-signing'].tagged}",
+    value=images.IMAGES["model-signing"].tagged,
     source="sigstore/model-validation-operator internal/constants/images.go (default verifier image)",
     established=False,
     resolve_with="crane ls ghcr.io/sigstore/model-transparency-cli && crane digest "

@@ -639,12 +639,17 @@ class ModelStore(pulumi.ComponentResource):
                                   "readOnly": True})
         verify = {
             "name": "verify-signature",
-            "image": model_signature.VERIFIER_IMAGE,
+            "image": images.mirrored(model_signature.VERIFIER_IMAGE, self.args.image_mirrors),
             # The download bookkeeping (and the deferred manifest in it) is not part of the model.
             "args": model_signature.verifier_args(signature, source.local_dir, [f"{source.local_dir}/.cache"]),
             "resources": resources,
-            "volumeMounts": verify_mounts,
-            "securityContext": {"allowPrivilegeEscalation": False},
+            # Sigstore's verifier keeps its trust root (TUF metadata) under HOME/XDG dirs: on the
+            # Job's /tmp emptyDir, so the root filesystem stays read-only.
+            "env": [{"name": "HOME", "value": "/tmp"}, {"name": "XDG_CACHE_HOME", "value": "/tmp/.cache"},
+                    {"name": "XDG_DATA_HOME", "value": "/tmp/.local/share"}],
+            "volumeMounts": [*verify_mounts, {"name": TMP_VOLUME, "mountPath": "/tmp"}],
+            # It only reads the weights, so it runs non-root even where fetch had to be root.
+            "securityContext": pod_security.container_security_context(),
         }
         seal = {
             "name": "seal",
@@ -652,8 +657,11 @@ class ModelStore(pulumi.ComponentResource):
             "command": ["python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "seal", "--local-dir", source.local_dir,
                         "--signature-note", f"verified {signature.describe()}"],
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
             "volumeMounts": [weights_mount, {"name": "mirror-script", "mountPath": SCRIPT_MOUNT_PATH, "readOnly": True}],
-            "securityContext": {"allowPrivilegeEscalation": False},
+            # It writes the manifest into the folder fetch wrote, so it runs as fetch ran.
+            "securityContext": pod_security.container_security_context(
+                non_root=not mirror_runs_as_root(self.args.load_from)),
         }
         return [verify, seal], volumes
 

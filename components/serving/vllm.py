@@ -300,15 +300,17 @@ class PodBuilder:
             "name": CHECK_CONTAINER,
             # The engine image has python3 and is on the node already; the script needs only the
             # standard library for `verify`.
-            "image": self.plan.model.image,
+            "image": images.mirrored(self.plan.model.image, self.args.image_mirrors),
             "imagePullPolicy": "IfNotPresent",
             "command": ["python3", f"{CHECK_SCRIPT_MOUNT}/{MIRROR_SCRIPT_NAME}", "verify",
                         "--local-dir", self.plan.model_path, *(["--sizes-only"] if mode == "sizes" else [])],
-            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+            # It only reads: no bytecode cache to write on the read-only root.
+            "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
             "resources": {"requests": {"cpu": "1" if mode == "sha256" else "100m", "memory": "256Mi"},
                           "limits": {"memory": "512Mi"}},
             "volumeMounts": [{"name": "models", "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True},
                              {"name": "weights-check", "mountPath": CHECK_SCRIPT_MOUNT, "readOnly": True}],
+            "securityContext": pod_security.container_security_context(),
         }
 
     def pod_spec(self, container: dict[str, Any], component: str) -> dict[str, Any]:
