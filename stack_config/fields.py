@@ -37,6 +37,8 @@ FilePath = Annotated[str, AfterValidator(formats.file_path)]
 PrintableName = Annotated[str, AfterValidator(formats.printable_name)]
 NicName = Annotated[str, AfterValidator(formats.nic_name)]
 KernelName = Annotated[str, AfterValidator(formats.kernel_name)]
+Ipv4Cidr = Annotated[str, AfterValidator(formats.ipv4_cidr)]
+KmsKey = Annotated[str, AfterValidator(formats.kms_key)]
 
 # Bounds shared by several keys, each with the reason it holds.
 # Nodes of one pool: Kubernetes supports clusters of at most 5,000 nodes

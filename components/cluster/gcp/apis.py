@@ -31,13 +31,19 @@ FILESTORE = "file.googleapis.com"
 # Image streaming on COS node pools (GKE docs, "Use Image streaming to pull container images").
 CONTAINER_FILESYSTEM = "containerfilesystem.googleapis.com"
 
+# Cloud KMS: the key that encrypts Kubernetes Secrets (security.secretsEncryption;
+# components/cluster/gcp/secrets_key.py).
+CLOUD_KMS = "cloudkms.googleapis.com"
+
 # Needed before this program can enable anything; enabled by hand once per project.
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 BOOTSTRAP_COMMAND = f"gcloud services enable {' '.join(BOOTSTRAP_APIS)} --project <project>"
 
 
-def needed_apis(filestore: bool, image_streaming: bool) -> list[str]:
+def needed_apis(filestore: bool, image_streaming: bool, kms: bool = False) -> list[str]:
     apis = [CONTAINER, COMPUTE, IAM, IAM_CREDENTIALS, STORAGE]
+    if kms:
+        apis.append(CLOUD_KMS)
     if filestore:
         apis.append(FILESTORE)
     if image_streaming:
