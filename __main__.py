@@ -13,6 +13,7 @@ from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, un
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
 from components.entrance import Entrance, EntranceArgs
+from components.network_policy import ServingNetworkPolicies, network_policy_spec
 from components.model_store.store import ModelStore, ServingNamespace, ServingNamespaceArgs, model_store_args
 from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.serving.alerts import AlertThresholds
@@ -85,6 +86,10 @@ if stack.operators.networkOperator.enabled:
 shared = ServingNamespace(
     "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket), k8s_opts
 )
+
+# Default-deny in the serving namespace, then only the paths the stack needs (docs/security.md).
+if stack.security.networkPolicies:
+    ServingNetworkPolicies("serving-network", network_policy_spec(stack, plans), [shared.namespace_resource], k8s_opts)
 
 gateway = stack.exposure.gateway
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None
