@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from common import contract
 from stack_config.base import StrictModel
 from stack_config.fields import Ipv4Cidr, KmsKey, NamespaceName
 
@@ -88,6 +89,15 @@ class SecurityConfig(StrictModel):
     @property
     def production(self) -> bool:
         return self.profile == "production"
+
+    @property
+    def cluster_labels(self) -> dict[str, str]:
+        """Tags (EKS) or resource labels (GKE) of a created cluster that tell the policy pack's
+        cluster-endpoint-restricted rule the profile, and an endpoint knowingly left open."""
+        labels = {contract.CLUSTER_PROFILE_TAG: self.profile}
+        if self.clusterEndpoint.allowWorldOpen:
+            labels[contract.WORLD_OPEN_ENDPOINT_TAG] = contract.WORLD_OPEN_ALLOWED
+        return labels
 
     @property
     def encrypt_secrets(self) -> bool:

@@ -421,6 +421,8 @@ class EksClusterArgs:
     # Envelope-encrypt Secrets with KMS; `secrets_key_arn` names the user's key, else one is created.
     encrypt_secrets: bool = False
     secrets_key_arn: str | None = None
+    # Tags of the cluster resource only: the security profile the policy pack reads.
+    cluster_labels: dict[str, str] = field(default_factory=dict)
 
 
 def endpoint_vpc_config(access: cfg.ClusterEndpointConfig) -> dict:
@@ -697,7 +699,7 @@ class EksCluster(pulumi.ComponentResource):
             # `pulumi up` becomes cluster admin so the Kubernetes provider can act.
             access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
             region=args.region,
-            tags=args.tags,
+            tags={**args.tags, **args.cluster_labels},
             opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
         )
         # Pod Identity (the model bucket's writer and reader, Karpenter) needs this agent on every
@@ -831,5 +833,6 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             endpoint_access=stack.security.clusterEndpoint,
             encrypt_secrets=stack.security.encrypt_secrets,
             secrets_key_arn=stack.security.secretsEncryption.kmsKey,
+            cluster_labels=stack.security.cluster_labels,
         ),
     )

@@ -309,6 +309,8 @@ class GkeClusterArgs:
     # Application-layer secrets encryption; `secrets_key` names the user's Cloud KMS key, else one is created.
     encrypt_secrets: bool = False
     secrets_key: str | None = None
+    # Resource labels of the cluster: the security profile the policy pack reads.
+    cluster_labels: dict[str, str] = field(default_factory=dict)
 
 
 def private_cluster_config(private_nodes: bool, access: cfg.ClusterEndpointConfig) -> dict | None:
@@ -425,6 +427,7 @@ class GkeCluster(pulumi.ComponentResource):
                 private_cluster_config=private_cluster_config(private_nodes, args.endpoint_access),
                 master_authorized_networks_config=master_authorized_networks(args.endpoint_access),
                 database_encryption=encryption,
+                resource_labels=args.cluster_labels or None,
                 # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
                 # stack (`pulumi state protect`) where that is not wanted.
                 deletion_protection=False,
@@ -612,5 +615,6 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             endpoint_access=stack.security.clusterEndpoint,
             encrypt_secrets=stack.security.encrypt_secrets,
             secrets_key=stack.security.secretsEncryption.kmsKey,
+            cluster_labels=stack.security.cluster_labels,
         ),
     )
