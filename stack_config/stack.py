@@ -213,11 +213,9 @@ def security_problems(stack: StackConfig) -> list[tuple[str, str]]:
     key = "security.clusterEndpoint"
     problems: list[tuple[str, str]] = []
     if not stack.creates_cluster:
-        # The endpoint and the encryption of a cluster this program does not create are its owner's.
-        for field, section in (("clusterEndpoint", endpoint), ("secretsEncryption", security.secretsEncryption)):
-            if section.model_fields_set:
-                problems.append((f"security.{field}", "applies to a cluster this program creates (cloud aws or gcp "
-                                                      "with cluster.create true); remove it here"))
+        # The endpoint and the encryption of a cluster this program does not create are its owner's;
+        # the keys stay valid (a stack may move between a created and an existing cluster) and the
+        # plan says they are not applied (components/cluster/*: platform summary).
         return problems
     if not endpoint.publicAccess and endpoint.publicCidrs:
         problems.append((f"{key}.publicCidrs", "publicAccess is false, so there is no public endpoint for these "

@@ -781,7 +781,7 @@ def platform_summary(args: EksClusterArgs, net: EksNetwork, zones: dict[str, Poo
         **({"apiEndpoint": endpoint_summary(args.endpoint_access, "the VPC's private endpoint"),
             "secretsEncryption": ("KMS envelope encryption, key " + (args.secrets_key_arn or "created by this stack "
                                   "(rotation on)")) if args.encrypt_secrets else "off (etcd's own encryption only)"}
-           if args.create else {}),
+           if args.create else {"apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"}),
     }
 
 

@@ -555,7 +555,7 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         **({"apiEndpoint": endpoint_summary(args.endpoint_access, "the control plane's internal address"),
             "secretsEncryption": ("application-layer encryption, Cloud KMS key " + (args.secrets_key or
                                   "created by this stack (rotation 90 days)")) if args.encrypt_secrets
-                                 else "off (Google's default encryption at rest only)"} if args.create else {}),
+                                 else "off (Google's default encryption at rest only)"} if args.create else {"apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"}),
         "pools": [{"pool": spec.pool.name, "machineType": spec.machine.name, "zones": ", ".join(spec.zones),
                    "minNodes": spec.pool.minNodes, "maxNodes": spec.pool.maxNodes,
                    "gpuDriverVersion": spec.pool.gkeDriverVersion} for spec in args.pools],
