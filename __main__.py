@@ -89,7 +89,9 @@ shared = ServingNamespace(
 
 # Default-deny in the serving namespace, then only the paths the stack needs (docs/security.md).
 if stack.security.networkPolicies:
-    ServingNetworkPolicies("serving-network", network_policy_spec(stack, plans), [shared.namespace_resource], k8s_opts)
+    network_policies = ServingNetworkPolicies("serving-network", network_policy_spec(stack, plans),
+                                              [shared.namespace_resource], k8s_opts)
+    pulumi.export("networkPolicies", network_policies.summary)
 
 gateway = stack.exposure.gateway
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None

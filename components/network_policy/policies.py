@@ -15,7 +15,7 @@ from components.addons import agentgateway
 from components.cluster.gcp import network as gke_network
 from components.entrance import picker
 from components.entrance.entrance import GATEWAY_NAME
-from components.network_policy.rules import DEFAULT_DENY, PRIVATE_RANGES, NetworkPolicySpec, ServerGroup, network_policies
+from components.network_policy.rules import DEFAULT_DENY, GATEWAY_POD_FACT, GKE_EXT_PROC_FACT, IDENTITY_FACT, PRIVATE_RANGES, NetworkPolicySpec, ServerGroup, network_policies
 from components.serving import kserve, vllm
 from stack_config.entrance import implementation_for
 
@@ -75,6 +75,16 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence) -> NetworkPolic
     )
 
 
+def relevant_facts(spec: NetworkPolicySpec) -> list:
+    """The outside facts this stack's policies rest on."""
+    facts = [IDENTITY_FACT] if spec.cloud != "existing" else []
+    if spec.entrance == "in-cluster":
+        facts.append(GATEWAY_POD_FACT)
+    if spec.entrance == "gke":
+        facts.append(GKE_EXT_PROC_FACT)
+    return facts
+
+
 class ServingNetworkPolicies(pulumi.ComponentResource):
     """Default-deny and the allowed paths, in the serving namespace."""
 
@@ -96,4 +106,8 @@ class ServingNetworkPolicies(pulumi.ComponentResource):
         allows = [create(m, child) for m in manifests if m["metadata"]["name"] != DEFAULT_DENY]
         deny = next(m for m in manifests if m["metadata"]["name"] == DEFAULT_DENY)
         create(deny, pulumi.ResourceOptions(parent=self, depends_on=[*namespace_ready, *allows]))
+        # What the plan shows: the policies, and the outside facts they rest on that are not settled.
+        self.summary = {"policies": self.names,
+                        "unresolved": [f"{f.subject}: {f.describe()} ({f.source}); check: {f.resolve_with}"
+                                       for f in relevant_facts(spec) if not f.established]}
         self.register_outputs({"networkPolicies": self.names})
