@@ -116,6 +116,7 @@ def test_every_cluster_with_require_restricted():
                                                                  "gcpPublicCidrsAccessEnabled": False}},
     {"resourceLabels": DEV},
     {"resourceLabels": ALLOWED},
+    {"resourceLabels": PROD, "masterAuthorizedNetworksConfig": {}},  # on, with no outside address admitted
 ])
 def test_gke_good(props):
     assert analyze(GKE, props).of("cluster-endpoint-restricted") == []
@@ -123,7 +124,6 @@ def test_gke_good(props):
 
 @pytest.mark.parametrize("props", [
     {"resourceLabels": PROD},
-    {"resourceLabels": PROD, "masterAuthorizedNetworksConfig": {}},  # enabled with no blocks: the API refuses
     {"resourceLabels": PROD, "masterAuthorizedNetworksConfig": {"cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]}},
     {"resourceLabels": PROD, "masterAuthorizedNetworksConfig": {"cidrBlocks": [{"cidrBlock": "198.51.100.0/24"}],
                                                                  "gcpPublicCidrsAccessEnabled": True}},

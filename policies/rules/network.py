@@ -17,7 +17,8 @@ server to every address: EKS with endpointPublicAccess false, or publicAccessCid
 0.0.0.0/0 (EKS's default when the list is empty or absent: "If you specify no blocks, then the public
 API server endpoint receives requests from all IP addresses", EKS User Guide, "Configure network
 access to cluster API server endpoint"); GKE with privateClusterConfig.enablePrivateEndpoint, or
-masterAuthorizedNetworksConfig listing cidrBlocks, none of them 0.0.0.0/0. A cluster tagged
+masterAuthorizedNetworksConfig on (its cidrBlocks, possibly none, without 0.0.0.0/0, and
+gcpPublicCidrsAccessEnabled not true). A cluster tagged
 `llm-serving-world-open-endpoint: allowed` has accepted that knowingly and passes.
 """
 
@@ -121,11 +122,14 @@ def cluster_endpoint_restricted(resource_type: str, name: str, props: dict, conf
         return []
     networks = as_dict(props.get("masterAuthorizedNetworksConfig"))
     blocks = [as_dict(b).get("cidrBlock") for b in as_list(networks.get("cidrBlocks"))]
-    if props.get("masterAuthorizedNetworksConfig") is not None and blocks and not _world_open(blocks) \
+    # Authorized networks on with no blocks admit no outside address at all: restricted too.
+    open_block = any(not is_unknown(b) and ipaddress.ip_network(as_str(b) or "0.0.0.0/0", strict=False).prefixlen == 0
+                     for b in blocks)
+    if props.get("masterAuthorizedNetworksConfig") is not None and not open_block \
             and networks.get("gcpPublicCidrsAccessEnabled") is not True:
         return []
     return [Finding(
-        f"{kind}/{name}: {why}, and the cluster's API endpoint admits every address (no masterAuthorizedNetworksConfig "
-        "with cidrBlocks, 0.0.0.0/0 among them, or gcpPublicCidrsAccessEnabled); list the administrators' addresses "
+        f"{kind}/{name}: {why}, and the cluster's API endpoint admits every address (masterAuthorizedNetworksConfig off, "
+        "0.0.0.0/0 among its cidrBlocks, or gcpPublicCidrsAccessEnabled); list the administrators' addresses "
         "in masterAuthorizedNetworksConfig.cidrBlocks or set privateClusterConfig.enablePrivateEndpoint true, or "
         f"label the cluster {WORLD_OPEN_ENDPOINT_TAG}={WORLD_OPEN_ALLOWED} to accept it knowingly.")]
