@@ -230,3 +230,29 @@ def test_evaluator_semantics():
     out = _policy("out", {}, ["Egress"], egress=[{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}])
     assert Cluster([out]).can_reach(a, HUB, 443)
     assert not Cluster([out]).can_reach(a, PRIVATE_HOST, 443)
+
+
+def test_kserve_predictors_are_scraped_and_download_while_vllm_servers_do_not():
+    from components.serving import kserve
+    from tests.stack_variants import KSERVE
+
+    evaluation = variant(KSERVE)
+    cluster = Cluster(policies_of(evaluation))
+    predictors = []
+    for obj in evaluation.kubernetes_objects:
+        w = workload(obj)
+        if w is None or obj["kind"] != "InferenceService":
+            continue
+        for pod in w.pods:
+            predictors.append(Endpoint(f"{obj['metadata']['name']} {pod.where}", f"10.4.150.{len(predictors) + 1}", NS,
+                                       dict(pod.labels)))
+    assert predictors and all(p.labels.get(contract.LABEL_COMPONENT) == kserve.COMPONENT for p in predictors)
+    pods = pods_of(evaluation)
+    for p in predictors:
+        assert cluster.can_reach(PROMETHEUS, p, kserve.HTTP_PORT), p.name
+        assert cluster.can_reach(p, HUB, 443), p.name  # the storage initializer copies hf:// or the bucket
+        assert not cluster.can_reach(p, PRIVATE_HOST, 443)
+        for mirror in pods["mirror"]:
+            assert not cluster.can_reach(mirror, p, kserve.HTTP_PORT)
+    for server in pods["server"]:
+        assert not cluster.can_reach(server, HUB, 443), server.name
