@@ -16,6 +16,7 @@ from components.entrance import Entrance, EntranceArgs
 from components.entrance import picker
 from components.model_store.store import (MIRROR_POD_SECURITY_EXCEPTION, ModelStore, ServingNamespace,
                                           ServingNamespaceArgs, mirror_runs_as_root, model_store_args)
+from components.network_policy import ServingNetworkPolicies, network_policy_spec
 from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.serving.alerts import AlertThresholds
 from components.serving import kserve
@@ -98,6 +99,12 @@ shared = ServingNamespace(
     "serving", ServingNamespaceArgs(namespace=stack.modelStore.namespace, bucket=cluster.bucket,
                                     pod_security_exceptions=pod_security_exceptions), k8s_opts
 )
+
+# Default-deny in the serving namespace, then only the paths the stack needs (docs/security.md).
+if stack.security.networkPolicies:
+    network_policies = ServingNetworkPolicies("serving-network", network_policy_spec(stack, plans),
+                                              [shared.namespace_resource], k8s_opts)
+    pulumi.export("networkPolicies", network_policies.summary)
 
 gateway = stack.exposure.gateway
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None

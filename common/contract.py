@@ -124,3 +124,12 @@ def picker_name(release: str) -> str:
 # site-src/guides/serving-multiple-inference-pools-latest.md; llm-d-router-gateway
 # templates/httproute.yaml at v0.10.0).
 BASE_MODEL_HEADER = "X-Gateway-Base-Model-Name"
+
+# On a created cluster (EKS tags, GKE resource labels, whose keys and values allow only lower-case
+# letters, digits, '-' and '_'): the stack's security profile, and the explicit acceptance of an API
+# endpoint open to every address (security.clusterEndpoint.allowWorldOpen). The policy pack's
+# cluster-endpoint-restricted rule reads both, so the program and the rule agree on one spelling.
+CLUSTER_PROFILE_TAG = "llm-serving-profile"
+PRODUCTION_PROFILE = "production"
+WORLD_OPEN_ENDPOINT_TAG = "llm-serving-world-open-endpoint"
+WORLD_OPEN_ALLOWED = "allowed"

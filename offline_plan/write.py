@@ -222,7 +222,17 @@ PLATFORM_LABELS = {
     "vpc": "Network", "zones": "Zones", "nodeSubnets": "Node subnets", "nat": "NAT",
     "autoscaler": "Node autoscaler", "nodeImage": "Node image", "apis": "Google APIs enabled",
     "apisByHand": "APIs to enable once by hand", "gatewayApi": "Gateway API (the entrance's Gateway controller)",
+    "apiEndpoint": "Kubernetes API endpoint", "secretsEncryption": "Secrets encryption",
 }
+
+
+def _network_policy_section(summary: dict[str, Any]) -> list[str]:
+    """The serving namespace's NetworkPolicies, and the facts they rest on that are not yet settled."""
+    out = ["## Network policies (serving namespace)", ""]
+    out.append(f"- **Policies**: {', '.join(summary.get('policies') or []) or 'none'}")
+    for fact in summary.get("unresolved") or []:
+        out.append(f"- **Unresolved**: {fact}")
+    return out + [""]
 
 
 def _platform_section(platform: dict[str, Any]) -> list[str]:
@@ -363,6 +373,9 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     drivers = evaluation.outputs.get("drivers") or []
     if drivers:
         out += _driver_section(drivers)
+    network_policies = evaluation.outputs.get("networkPolicies")
+    if network_policies:
+        out += _network_policy_section(network_policies)
     entrance = evaluation.outputs.get("entrance")
     if entrance:
         out += _entrance_section(entrance)

@@ -18,7 +18,7 @@ from common.contract import GPU_TAINT_KEY
 from policies.objects import Finding
 from policies.resource import Resource
 from policies.rules import (
-    cloud, exposure, gpus, helm, images, models, pod_security, probes, resources, routing, secrets, stack,
+    cloud, exposure, gpus, helm, images, models, network, pod_security, probes, resources, routing, secrets, stack,
 )
 from policies.workloads import workload
 
@@ -182,6 +182,23 @@ RULES: list[Rule] = [
          "Add an aws.s3.BucketPublicAccessBlock whose bucket is this bucket's id, with all four flags true.",
          stack.bucket_public_access_block_present, stack=True,
          stack_not_applicable=stack.bucket_rule_not_applicable),
+    Rule("network-policy-present",
+         "Every namespace the stack creates that runs GPU servers has a default-deny NetworkPolicy.",
+         "Add a NetworkPolicy with podSelector {}, policyTypes [Ingress, Egress] and no rules in the servers' "
+         "namespace, then allow only the paths they need.",
+         network.network_policy_present, stack=True,
+         stack_not_applicable=network.network_rule_not_applicable,
+         schema={"everyNamespace": {"type": "boolean", "default": False,
+                                    "description": "Judge every namespace with GPU servers, not only the "
+                                                   "namespaces the stack itself creates."}}),
+    Rule("cluster-endpoint-restricted",
+         "A production cluster's API endpoint is private or admits only listed addresses.",
+         "Turn the public endpoint off, or list the administrators' CIDRs (EKS publicAccessCidrs, GKE master "
+         "authorized networks) without 0.0.0.0/0; or tag the cluster llm-serving-world-open-endpoint=allowed.",
+         _typed(network.cluster_endpoint_restricted), applies=lambda r: r.type in network.CLUSTER_TYPES,
+         schema={"requireRestricted": {"type": "boolean", "default": False,
+                                       "description": "Apply to every cluster, not only those tagged "
+                                                      "llm-serving-profile=production."}}),
 ]
 
 BY_NAME = {r.name: r for r in RULES}

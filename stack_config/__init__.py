@@ -34,11 +34,12 @@ from stack_config.serving import (
     ModelStoreConfig,
     MonitoringConfig,
 )
+from stack_config.security import ClusterEndpointConfig, SecurityConfig
 from stack_config.scaling import Autoscaler, PoolScaling, initial_nodes, pool_scaling
 from stack_config.stack import EFA_NEEDS_PRIVATE_SUBNETS, StackConfig
 
 __all__ = [
-    "AddOnName", "AddonsConfig", "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "EFA_NEEDS_PRIVATE_SUBNETS", "PROJECT",
+    "AddOnName", "AddonsConfig", "ClusterEndpointConfig", "SecurityConfig", "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "EFA_NEEDS_PRIVATE_SUBNETS", "PROJECT",
     "SECRET_KEYS", "Autoscaler", "AutoscalingConfig", "CapacityType", "Cloud", "ClusterConfig", "ConfigError",
     "ExposureConfig", "NetworkConfig", "PoolScaling", "initial_nodes", "pool_scaling",
     "GatewayConfig", "GpuOperatorConfig", "LoadFrom", "LoadedConfig", "ModelConfig", "ModelStoreConfig",

@@ -40,6 +40,8 @@ RepoPath = Annotated[str, AfterValidator(formats.repo_relative_path)]
 NicName = Annotated[str, AfterValidator(formats.nic_name)]
 KernelName = Annotated[str, AfterValidator(formats.kernel_name)]
 EcrCacheSecretArn = Annotated[str, AfterValidator(formats.ecr_cache_secret_arn)]
+Ipv4Cidr = Annotated[str, AfterValidator(formats.ipv4_cidr)]
+KmsKey = Annotated[str, AfterValidator(formats.kms_key)]
 
 # Bounds shared by several keys, each with the reason it holds.
 # Nodes of one pool: Kubernetes supports clusters of at most 5,000 nodes

@@ -393,4 +393,32 @@ def ecr_cache_secret_arn(v: str) -> str:
         raise ValueError(f"{excerpt(v)} is not the ARN of a Secrets Manager secret named ecr-pullthroughcache/...; "
                          "ECR pull-through cache reads upstream credentials only from such a secret, e.g. "
                          "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf")
+
+
+# An IPv4 network in CIDR form, host bits zero: what EKS takes in vpcConfig.publicAccessCidrs and
+# GKE in masterAuthorizedNetworksConfig.cidrBlocks[].cidrBlock (both IPv4 CIDR blocks; EKS API
+# reference VpcConfigRequest, GKE REST reference MasterAuthorizedNetworksConfig.CidrBlock).
+def ipv4_cidr(v: str) -> str:
+    try:
+        ipaddress.IPv4Network(v, strict=True)
+    except ValueError as err:
+        raise ValueError(f"{excerpt(v)} is not an IPv4 network in CIDR form such as 203.0.113.0/24 "
+                         f"(host bits zero) ({err})") from None
+    return v
+
+
+# A Cloud KMS key: an AWS KMS key ARN (arn:<partition>:kms:<region>:<account>:key/<key id>; an
+# alias ARN is refused by EKS encryptionConfig, which wants the key itself: EKS API reference,
+# Provider.keyArn) or a Google Cloud KMS CryptoKey resource name (projects/<p>/locations/<l>/
+# keyRings/<r>/cryptoKeys/<k>, the form GKE's databaseEncryption.keyName takes).
+AWS_KMS_KEY_ARN_RE = re.compile(r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}|"
+                                r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/mrk-[0-9a-f]{32}")
+GCP_CRYPTO_KEY_RE = re.compile(r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]+/keyRings/[A-Za-z0-9_-]{1,63}"
+                               r"/cryptoKeys/[A-Za-z0-9_-]{1,63}")
+
+
+def kms_key(v: str) -> str:
+    if not (_fullmatch(AWS_KMS_KEY_ARN_RE, v) or _fullmatch(GCP_CRYPTO_KEY_RE, v)):
+        raise ValueError(f"{excerpt(v)} is neither an AWS KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>) nor a "
+                         "Cloud KMS key name (projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>)")
     return v

@@ -22,6 +22,7 @@ from stack_config.images import UPSTREAMS, ImagesConfig
 from stack_config.formats import aws_region_problem, bucket_name_problems, did_you_mean, gcp_region_problem
 from stack_config.models import ModelConfig
 from stack_config.operators import OperatorsConfig
+from stack_config.security import SecurityConfig, reserved, world_open
 from stack_config.serving import ExposureConfig, ModelStoreConfig, MonitoringConfig
 
 
@@ -46,6 +47,8 @@ class StackConfig(StrictModel):
     """Cluster add-ons (Prometheus Operator, KEDA, LeaderWorkerSet, KServe, Gateway API): installed by the program on a cluster it creates, declared here on an existing one."""
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     """Where nodes pull the program's images from: the upstream registries, or a pull-through cache the program creates (docs/security.md, "Images and supply chain")."""
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
+    """The stack's security profile, NetworkPolicies, cluster API endpoint access and Secrets encryption (docs/security.md)."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "StackConfig":
@@ -108,6 +111,7 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems += network_problems(stack)
     problems += adapter_problems(stack)
     problems += entrance_problems(stack)
+    problems += security_problems(stack)
     system_type = stack.cluster.systemPool.machineType
     if system_type and stack.cloud != Cloud.existing and gpus.find_machine(stack.cloud.value, system_type):
         gpu, machine = gpus.find_machine(stack.cloud.value, system_type)
@@ -234,6 +238,76 @@ def entrance_problems(stack: StackConfig) -> list[tuple[str, str]]:
                               f"Gateway that routes on the request body's `model`; the {impl.title} does not do that "
                               "here (docs/routing.md); serve one base model per stack (adapters may be many) or use "
                               "agentgateway"))
+    return problems
+
+
+def security_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """Cluster endpoint access and Secrets encryption against the cloud and the profile."""
+    security = stack.security
+    endpoint = security.clusterEndpoint
+    key = "security.clusterEndpoint"
+    problems: list[tuple[str, str]] = []
+    if not stack.creates_cluster:
+        # The endpoint and the encryption of a cluster this program does not create are its owner's;
+        # the keys stay valid (a stack may move between a created and an existing cluster) and the
+        # plan says they are not applied (components/cluster/*: platform summary).
+        return problems
+    if not endpoint.publicAccess and endpoint.publicCidrs:
+        problems.append((f"{key}.publicCidrs", "publicAccess is false, so there is no public endpoint for these "
+                                               "addresses to reach (EKS ignores publicAccessCidrs then); remove "
+                                               "publicCidrs or set publicAccess true"))
+    if stack.cloud == Cloud.aws:
+        if not endpoint.publicAccess and not endpoint.privateAccess:
+            problems.append((f"{key}.privateAccess", "with publicAccess false the API server is reachable only "
+                                                     "through its private endpoint (EKS refuses both off); set "
+                                                     "privateAccess true"))
+        for cidr in endpoint.publicCidrs:
+            if reserved(cidr):
+                problems.append((f"{key}.publicCidrs", f"{cidr} is a private or reserved range, which EKS refuses in "
+                                                       "publicAccessCidrs; callers inside the VPC use the private "
+                                                       "endpoint (privateAccess true), list public addresses only"))
+    elif stack.cloud == Cloud.gcp:
+        if "privateAccess" in endpoint.model_fields_set:
+            problems.append((f"{key}.privateAccess", "applies to EKS only; a GKE control plane always has an "
+                                                     "internal endpoint"))
+        if not endpoint.publicAccess and not stack.cluster.network.privateNodes:
+            problems.append((f"{key}.publicAccess", "a GKE private endpoint exists only on a cluster with private "
+                                                    "nodes; set cluster.network.privateNodes true (with vpc create)"))
+    if security.production and endpoint.is_world_open and not endpoint.allowWorldOpen:
+        opened = "lists 0.0.0.0/0" if endpoint.publicCidrs else "is public with no publicCidrs"
+        problems.append((f"{key}.publicCidrs", f"security.profile is production and the cluster API endpoint {opened}, "
+                                               "so anyone on the internet can reach the API server; list the "
+                                               "addresses that administer the cluster in publicCidrs (the runner of "
+                                               "`pulumi up` among them), set publicAccess false and run from inside "
+                                               "the VPC, or accept it knowingly with allowWorldOpen: true"))
+    if any(world_open(c) for c in endpoint.publicCidrs) and len(endpoint.publicCidrs) > 1:
+        problems.append((f"{key}.publicCidrs", "0.0.0.0/0 already admits every address; the other CIDRs restrict "
+                                               "nothing: remove 0.0.0.0/0 or the rest"))
+    encryption = security.secretsEncryption
+    kms = encryption.kmsKey
+    if kms is not None:
+        if encryption.enabled is False:
+            problems.append(("security.secretsEncryption.kmsKey", "enabled is false; remove kmsKey or enable "
+                                                                  "secrets encryption"))
+        is_arn = kms.startswith("arn:")
+        if stack.cloud == Cloud.aws and not is_arn:
+            problems.append(("security.secretsEncryption.kmsKey", "on EKS name an AWS KMS key ARN "
+                                                                  "(arn:aws:kms:<region>:<account>:key/<id>)"))
+        elif stack.cloud == Cloud.gcp and is_arn:
+            problems.append(("security.secretsEncryption.kmsKey", "on GKE name a Cloud KMS key "
+                                                                  "(projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>)"))
+        elif stack.cloud == Cloud.aws and kms.split(":")[3] != stack.region:
+            # EKS: "The CMK must be symmetric, created in the same region as the cluster"
+            # (pulumi_aws eks ClusterEncryptionConfigProviderArgs.key_arn).
+            problems.append(("security.secretsEncryption.kmsKey", f"the key is in {kms.split(':')[3]}, the cluster "
+                                                                  f"in {stack.region}; EKS needs a key of the "
+                                                                  "cluster's region"))
+        elif stack.cloud == Cloud.gcp and kms.split("/")[3] != stack.region:
+            # GKE: the key ring must be in the cluster's location ("Encrypt secrets at the application
+            # layer", Requirements; not re-read in this session).
+            problems.append(("security.secretsEncryption.kmsKey", f"the key ring is in {kms.split('/')[3]}, the "
+                                                                  f"cluster in {stack.region}; use a key ring of "
+                                                                  "the cluster's region"))
     return problems
 
 

@@ -12,6 +12,14 @@
   or can be launched by an autoscaler that is installed for that pool.
 - node-driver-runs-engine-cuda: the NVIDIA driver on a server's nodes (pinned EKS AMI, GKE's
   setting, the GPU Operator's driver) runs the CUDA of the server's image.
+- eks-endpoint-accepted: EKS accepts the cluster's endpoint settings (one of public and private
+  access on; at most 40 publicAccessCidrs, none reserved) and none of them is silently ignored
+  (publicAccessCidrs with public access off).
+- eks-secrets-key-usable: a cluster that envelope-encrypts Secrets names a symmetric key of its own
+  region and waits for its role's permission to use that key.
+- gke-secrets-key-granted-before-cluster: a GKE cluster with application-layer secrets encryption
+  is created after the project's GKE service agent holds cryptoKeyEncrypterDecrypter on the key
+  (creation fails otherwise), and its key ring is in the cluster's location.
 - regional-gateway-has-its-gke-prerequisites: a Gateway of a GKE regional class runs on a cluster
   whose Gateway API is on (no GatewayClass exists otherwise) and, in a network the stack creates,
   with an ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in the cluster's region, which the
@@ -50,6 +58,7 @@ GCP_TYPE_APIS = {
     "gcp:serviceaccount/": ("iam.googleapis.com",),
     "gcp:storage/": ("storage.googleapis.com",),
     "gcp:artifactregistry/": ("artifactregistry.googleapis.com",),
+    "gcp:kms/": ("cloudkms.googleapis.com",),
 }
 # Enabling services goes through these; they are enabled by hand once (README), never by the program.
 GCP_BOOTSTRAP_APIS = {"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"}
@@ -435,10 +444,130 @@ def regional_gateway_has_its_gke_prerequisites(graph: ApplyGraph) -> Iterable[Vi
                             "load balancer's proxies; the Gateway would never get an address")
 
 
+# --- API endpoint and Secrets encryption ------------------------------------------------------------
+
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+KMS_KEY = "aws:kms/key:Key"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+# EKS service quota "Public endpoint access CIDR ranges per cluster": 40, not adjustable
+# (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html).
+EKS_PUBLIC_CIDR_QUOTA = 40
+
+
+@rule("eks-endpoint-accepted")
+def eks_endpoint_accepted(graph: ApplyGraph) -> Iterable[Violation]:
+    import ipaddress
+
+    for cluster in graph.of_type(EKS_CLUSTER):
+        vpc = cluster.inputs.get("vpcConfig") or {}
+        public = vpc.get("endpointPublicAccess", True)  # EKS's defaults: public on, private off
+        private = vpc.get("endpointPrivateAccess", False)
+        cidrs = vpc.get("publicAccessCidrs") or []
+        if not public and not private:
+            yield Violation("eks-endpoint-accepted", describe(cluster),
+                            "both endpointPublicAccess and endpointPrivateAccess are off; EKS refuses a cluster "
+                            "with no API endpoint")
+        if not public and cidrs:
+            yield Violation("eks-endpoint-accepted", describe(cluster),
+                            "publicAccessCidrs are set with endpointPublicAccess off; EKS ignores them, so the list "
+                            "restricts nothing")
+        if len(cidrs) > EKS_PUBLIC_CIDR_QUOTA:
+            yield Violation("eks-endpoint-accepted", describe(cluster),
+                            f"{len(cidrs)} publicAccessCidrs, above EKS's fixed quota of {EKS_PUBLIC_CIDR_QUOTA}")
+        for cidr in cidrs:
+            net = ipaddress.ip_network(cidr)
+            if net.prefixlen and (net.is_private or net.is_reserved or net.is_link_local or net.is_loopback):
+                yield Violation("eks-endpoint-accepted", describe(cluster),
+                                f"publicAccessCidrs lists {cidr}, a reserved range, which EKS refuses")
+
+
+def _policy_statements(policy: Any) -> list[dict]:
+    import json
+
+    document = json.loads(policy) if isinstance(policy, str) else (policy or {})
+    statements = document.get("Statement") or []
+    return [statements] if isinstance(statements, dict) else list(statements)
+
+
+def _allows(statement: dict, actions: set[str], resource: str) -> set[str]:
+    """The actions of `actions` an Allow statement grants on `resource`."""
+    if statement.get("Effect") != "Allow":
+        return set()
+    resources = statement.get("Resource")
+    resources = [resources] if isinstance(resources, str) else list(resources or [])
+    if not any(r in ("*", resource) for r in resources):
+        return set()
+    granted = statement.get("Action")
+    granted = [granted] if isinstance(granted, str) else list(granted or [])
+    return {a for a in actions if a in granted or "kms:*" in granted or "*" in granted}
+
+
+@rule("eks-secrets-key-usable")
+def eks_secrets_key_usable(graph: ApplyGraph) -> Iterable[Violation]:
+    needed = {"kms:Encrypt", "kms:Decrypt", "kms:DescribeKey"}
+    for cluster in graph.of_type(EKS_CLUSTER):
+        encryption = cluster.inputs.get("encryptionConfig")
+        if not encryption:
+            continue
+        key_arn = _get(encryption, "provider", "keyArn")
+        if encryption.get("resources") != ["secrets"]:
+            yield Violation("eks-secrets-key-usable", describe(cluster), "encryptionConfig.resources must be [secrets]")
+        # The mock runtime's ARN of a created key is arn:aws:mock:::<name>.
+        keys = [k for k in graph.of_type(KMS_KEY) if str(key_arn).endswith(f":::{k.name}")]
+        for key in keys:
+            if key.inputs.get("customerMasterKeySpec", "SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
+                yield Violation("eks-secrets-key-usable", describe(cluster), f"{describe(key)} is not symmetric")
+            if key.inputs.get("region") != cluster.inputs.get("region"):
+                yield Violation("eks-secrets-key-usable", describe(cluster),
+                                f"{describe(key)} is in {key.inputs.get('region')}, the cluster in "
+                                f"{cluster.inputs.get('region')}; EKS needs a key of its own region")
+        role_arn = str(cluster.inputs.get("roleArn"))
+        granted: set[str] = set()
+        for u in graph.upstream(cluster):
+            policy = graph.by_urn[u]
+            role = str(policy.inputs.get("role"))
+            if policy.type == ROLE_POLICY and (role_arn.endswith("/" + role) or role_arn.endswith(":" + role)):
+                for statement in _policy_statements(policy.inputs.get("policy")):
+                    granted |= _allows(statement, needed, str(key_arn))
+        if needed - granted:
+            yield Violation("eks-secrets-key-usable", describe(cluster),
+                            f"the cluster role may not {', '.join(sorted(needed - granted))} on {key_arn} before the "
+                            "cluster is created, so EKS cannot encrypt Secrets with it")
+
+
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+KMS_KEY_MEMBER = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+GKE_AGENT_ROLE = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+
+
+@rule("gke-secrets-key-granted-before-cluster")
+def gke_secrets_key_granted_before_cluster(graph: ApplyGraph) -> Iterable[Violation]:
+    for cluster in graph.of_type(GKE_CLUSTER):
+        encryption = cluster.inputs.get("databaseEncryption") or {}
+        if encryption.get("state") != "ENCRYPTED":
+            continue
+        key = encryption.get("keyName")
+        members = [graph.by_urn[u] for u in graph.upstream(cluster) if graph.by_urn[u].type == KMS_KEY_MEMBER]
+        if not any(m.inputs.get("cryptoKeyId") == key and m.inputs.get("role") == GKE_AGENT_ROLE
+                   and str(m.inputs.get("member", "")).endswith("@container-engine-robot.iam.gserviceaccount.com")
+                   for m in members):
+            yield Violation("gke-secrets-key-granted-before-cluster", describe(cluster),
+                            f"no {GKE_AGENT_ROLE} for the GKE service agent on {key} is in place before the cluster "
+                            "is created; GKE refuses to create a cluster whose Secrets key it cannot use")
+        keys = [k for k in graph.of_type("gcp:kms/cryptoKey:CryptoKey") if mock_id(k.type, k.name) == key]
+        ring_ids = {k.inputs.get("keyRing") for k in keys}
+        for ring in (r for r in graph.of_type("gcp:kms/keyRing:KeyRing") if mock_id(r.type, r.name) in ring_ids):
+            if ring.inputs.get("location") != cluster.inputs.get("location"):
+                yield Violation("gke-secrets-key-granted-before-cluster", describe(cluster),
+                                f"{describe(ring)} is in {ring.inputs.get('location')}, the cluster in "
+                                f"{cluster.inputs.get('location')}; the key ring must be in the cluster's location")
+
+
 CLOUD_RULES = ("cloud-api-enabled-before-use", "identity-binding-waits-for-pool",
                "multi-interface-nodes-in-private-subnets", "private-nodes-wait-for-nat",
                "gpu-capacity-has-an-autoscaler", "node-driver-runs-engine-cuda",
-               "regional-gateway-has-its-gke-prerequisites", "mirrored-image-has-its-cache")
+               "regional-gateway-has-its-gke-prerequisites", "mirrored-image-has-its-cache", "eks-endpoint-accepted",
+               "eks-secrets-key-usable", "gke-secrets-key-granted-before-cluster")
 
 
 # --- pull-through image caches (images.pullThrough) ---------------------------------------------

@@ -299,3 +299,85 @@ def test_a_regional_gke_gateway_without_proxy_only_subnet_or_gateway_api_fires()
             r.inputs.pop("gatewayApiConfig", None)
     [found] = fired(without(dev, edit=gateway_api_off), "regional-gateway-has-its-gke-prerequisites")
     assert "Gateway API is off" in found
+
+
+# --- cluster API endpoint and Secrets encryption ------------------------------------------------------
+
+
+def _edited(evaluation, edit=None, drop=None):
+    import copy
+    import dataclasses
+
+    from offline_plan.mock_runtime import Evaluation
+
+    out = []
+    for r in evaluation.resources:
+        if drop and drop(r):
+            continue
+        r = dataclasses.replace(r, inputs=copy.deepcopy(r.inputs))
+        if edit:
+            edit(r)
+        out.append(r)
+    return Evaluation(evaluation.stack, out, outputs=evaluation.outputs)
+
+
+def test_eks_endpoint_settings_that_eks_refuses_or_ignores_fire():
+    prod = evaluate_stack("prod")
+    assert fired(prod, "eks-endpoint-accepted") == []
+
+    def vpc(**changes):
+        def edit(r):
+            if r.type == "aws:eks/cluster:Cluster":
+                r.inputs["vpcConfig"].update(changes)
+        return edit
+
+    [found] = fired(_edited(prod, vpc(endpointPrivateAccess=False)), "eks-endpoint-accepted")
+    assert "no API endpoint" in found
+    [found] = fired(_edited(prod, vpc(publicAccessCidrs=["44.0.0.0/24"])), "eks-endpoint-accepted")
+    assert "EKS ignores them" in found
+    many = [f"44.0.{i}.0/24" for i in range(41)]
+    [found] = fired(_edited(prod, vpc(endpointPublicAccess=True, publicAccessCidrs=many)), "eks-endpoint-accepted")
+    assert "above EKS's fixed quota of 40" in found
+    [found] = fired(_edited(prod, vpc(endpointPublicAccess=True, publicAccessCidrs=["10.0.0.0/16"])),
+                    "eks-endpoint-accepted")
+    assert "reserved range" in found
+
+
+def test_eks_secrets_key_without_the_role_permission_fires():
+    prod = evaluate_stack("prod")
+    assert fired(prod, "eks-secrets-key-usable") == []
+    no_grant = _edited(prod, drop=lambda r: r.name.endswith("-cluster-secrets-key"))
+    [found] = fired(no_grant, "eks-secrets-key-usable")
+    assert "may not kms:Decrypt, kms:DescribeKey, kms:Encrypt" in found
+
+    def elsewhere(r):
+        if r.type == "aws:kms/key:Key":
+            r.inputs["region"] = "eu-west-1"
+    [found] = fired(_edited(prod, elsewhere), "eks-secrets-key-usable")
+    assert "EKS needs a key of its own region" in found
+
+
+def test_gke_secrets_key_must_be_granted_before_the_cluster():
+    encrypted = evaluate_stack("dev", overrides={"security": {"secretsEncryption": {"enabled": True}}})
+    assert fired(encrypted, "gke-secrets-key-granted-before-cluster") == []
+    assert fired(encrypted, "cloud-api-enabled-before-use") == []
+    no_grant = _edited(encrypted, drop=lambda r: r.type == "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+    [found] = fired(no_grant, "gke-secrets-key-granted-before-cluster")
+    assert "GKE service agent" in found
+
+    def elsewhere(r):
+        if r.type == "gcp:kms/keyRing:KeyRing":
+            r.inputs["location"] = "europe-west4"
+    [found] = fired(_edited(encrypted, elsewhere), "gke-secrets-key-granted-before-cluster")
+    assert "must be in the cluster's location" in found
+
+
+def test_kms_resources_wait_for_the_cloud_kms_api(monkeypatch):
+    from components.cluster.gcp import apis
+
+    monkeypatch.setattr(apis, "needed_apis", lambda filestore, image_streaming, kms=False: [
+        apis.CONTAINER, apis.COMPUTE, apis.IAM, apis.IAM_CREDENTIALS, apis.STORAGE, apis.FILESTORE,
+        apis.CONTAINER_FILESYSTEM])
+    encrypted = evaluate_stack("dev", overrides={"security": {"secretsEncryption": {"enabled": True}}})
+    found = fired(encrypted, "cloud-api-enabled-before-use")
+    assert any("gcp:kms/keyRing:KeyRing" in v and "cloudkms.googleapis.com" in v for v in found), found

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 import stack_config as cfg
 from common import contract, driver_versions, gpu_driver, gpus
 from components.cluster.aws import efa, efs, karpenter, karpenter_iam, network, policies, registry_cache
+from components.cluster.aws.secrets_key import ENCRYPTED_RESOURCES, secrets_key
 from components.cluster.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster.aws.network import EksNetwork, Subnet
 from components.cluster.common import (
@@ -22,6 +23,7 @@ from components.cluster.common import (
     MODEL_WRITER_SERVICE_ACCOUNT,
     bucket_resource_name,
     cloud_taint_effect,
+    endpoint_summary,
     exec_kubeconfig,
     placement_for,
 )
@@ -416,6 +418,28 @@ class EksClusterArgs:
     config_source: str = ""
     # images.pullThrough: upstream registry -> ARN of its credentials secret; None pulls upstream.
     pull_through: dict[str, str] | None = None
+    # Who may reach the API server of a created cluster (security.clusterEndpoint).
+    endpoint_access: cfg.ClusterEndpointConfig = field(default_factory=cfg.ClusterEndpointConfig)
+    # Envelope-encrypt Secrets with KMS; `secrets_key_arn` names the user's key, else one is created.
+    encrypt_secrets: bool = False
+    secrets_key_arn: str | None = None
+    # Tags of the cluster resource only: the security profile the policy pack reads.
+    cluster_labels: dict[str, str] = field(default_factory=dict)
+
+
+def endpoint_vpc_config(access: cfg.ClusterEndpointConfig) -> dict:
+    """The API endpoint part of the cluster's vpcConfig.
+
+    publicAccessCidrs only with public access on: EKS ignores the list otherwise, and the provider
+    checks its drift only when present (pulumi_aws eks ClusterVpcConfigArgs.public_access_cidrs).
+    No list means EKS's default, 0.0.0.0/0 ("If you specify no blocks, then the public API server
+    endpoint receives requests from all IP addresses", EKS User Guide, "Configure network access to
+    cluster API server endpoint").
+    """
+    vpc: dict = {"endpoint_public_access": access.publicAccess, "endpoint_private_access": access.privateAccess}
+    if access.publicAccess and access.publicCidrs:
+        vpc["public_access_cidrs"] = list(access.publicCidrs)
+    return vpc
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -669,6 +693,11 @@ class EksCluster(pulumi.ComponentResource):
             aws.iam.RolePolicyAttachment(f"{name}-cluster-{key}", role=role.name, policy_arn=arn, opts=child)
             for key, arn in policies.CLUSTER_MANAGED_POLICIES.items()
         ]
+        encryption = None
+        if args.encrypt_secrets:
+            key = secrets_key(name, args.name, args.region, role, args.secrets_key_arn, args.tags, self)
+            attachments += key.ready
+            encryption = {"provider": {"key_arn": key.key_arn}, "resources": ENCRYPTED_RESOURCES}
         cluster = aws.eks.Cluster(
             name,
             name=args.name,
@@ -677,14 +706,16 @@ class EksCluster(pulumi.ComponentResource):
             vpc_config={
                 # The control plane's interfaces go in the node subnets (private, with a created VPC).
                 "subnet_ids": [s.id for s in self.network.cluster_subnets],
-                "endpoint_public_access": True,
-                "endpoint_private_access": True,
+                # Private access keeps nodes' and pods' API calls inside the VPC; public access and
+                # its allowed addresses follow security.clusterEndpoint.
+                **endpoint_vpc_config(args.endpoint_access),
             },
+            encryption_config=encryption,
             # Access entries (API mode) instead of the aws-auth ConfigMap; the identity that runs
             # `pulumi up` becomes cluster admin so the Kubernetes provider can act.
             access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
             region=args.region,
-            tags=args.tags,
+            tags={**args.tags, **args.cluster_labels},
             opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
         )
         # Pod Identity (the model bucket's writer and reader, Karpenter) needs this agent on every
@@ -763,6 +794,10 @@ def platform_summary(args: EksClusterArgs, net: EksNetwork, zones: dict[str, Poo
         "nodeImage": f"EKS AL2023 AMI {driver_versions.EKS_AMI_RELEASE} (managed node groups: release {release_version}; "
                      f"Karpenter: {driver_versions.KARPENTER_AMI_ALIAS})",
         "pools": pools,
+        **({"apiEndpoint": endpoint_summary(args.endpoint_access, "the VPC's private endpoint"),
+            "secretsEncryption": ("KMS envelope encryption, key " + (args.secrets_key_arn or "created by this stack "
+                                  "(rotation on)")) if args.encrypt_secrets else "off (etcd's own encryption only)"}
+           if args.create else {"apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"}),
     }
 
 
@@ -812,5 +847,9 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
             pull_through=dict(stack.images.upstreamCredentials) if stack.images.pullThrough else None,
+            endpoint_access=stack.security.clusterEndpoint,
+            encrypt_secrets=stack.security.encrypt_secrets,
+            secrets_key_arn=stack.security.secretsEncryption.kmsKey,
+            cluster_labels=stack.security.cluster_labels,
         ),
     )

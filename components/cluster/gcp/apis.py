@@ -33,15 +33,21 @@ CONTAINER_FILESYSTEM = "containerfilesystem.googleapis.com"
 # Artifact Registry, for the pull-through cache of images.pullThrough (components/cluster/gcp/registry_cache.py).
 ARTIFACT_REGISTRY = "artifactregistry.googleapis.com"
 
+# Cloud KMS: the key that encrypts Kubernetes Secrets (security.secretsEncryption;
+# components/cluster/gcp/secrets_key.py).
+CLOUD_KMS = "cloudkms.googleapis.com"
+
 # Needed before this program can enable anything; enabled by hand once per project.
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 BOOTSTRAP_COMMAND = f"gcloud services enable {' '.join(BOOTSTRAP_APIS)} --project <project>"
 
 
-def needed_apis(filestore: bool, image_streaming: bool, image_cache: bool = False) -> list[str]:
+def needed_apis(filestore: bool, image_streaming: bool, image_cache: bool = False, kms: bool = False) -> list[str]:
     apis = [CONTAINER, COMPUTE, IAM, IAM_CREDENTIALS, STORAGE]
     if image_cache:
         apis.append(ARTIFACT_REGISTRY)
+    if kms:
+        apis.append(CLOUD_KMS)
     if filestore:
         apis.append(FILESTORE)
     if image_streaming:

@@ -20,11 +20,13 @@ from components.cluster.common import (
     MODEL_WRITER_SERVICE_ACCOUNT,
     bucket_resource_name,
     cloud_taint_effect,
+    endpoint_summary,
     exec_kubeconfig,
     https,
     placement_for,
 )
 from components.cluster.gcp import apis, iam, registry_cache
+from components.cluster.gcp.secrets_key import secrets_key
 from stack_config.images import UPSTREAMS
 from components.cluster.gcp import network as gke_network
 from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
@@ -307,6 +309,33 @@ class GkeClusterArgs:
     # (image references are written before any resource exists); None pulls upstream.
     pull_through: list[str] | None = None
     pull_through_project: str | None = None
+    # Who may reach the API server of a created cluster (security.clusterEndpoint).
+    endpoint_access: cfg.ClusterEndpointConfig = field(default_factory=cfg.ClusterEndpointConfig)
+    # Application-layer secrets encryption; `secrets_key` names the user's Cloud KMS key, else one is created.
+    encrypt_secrets: bool = False
+    secrets_key: str | None = None
+    # Resource labels of the cluster: the security profile the policy pack reads.
+    cluster_labels: dict[str, str] = field(default_factory=dict)
+
+
+def private_cluster_config(private_nodes: bool, access: cfg.ClusterEndpointConfig) -> dict | None:
+    """privateClusterConfig of a created cluster: private nodes, and the endpoint private only when
+    publicAccess is false. None without private nodes: the provider cannot check the block then and
+    recommends leaving it out (pulumi_gcp ClusterPrivateClusterConfigArgs)."""
+    if not private_nodes:
+        return None
+    return {"enable_private_nodes": True, "enable_private_endpoint": not access.publicAccess,
+            "master_ipv4_cidr_block": gke_network.MASTER_RANGE}
+
+
+def master_authorized_networks(access: cfg.ClusterEndpointConfig) -> dict | None:
+    """Only these addresses reach the public endpoint; not Google Cloud's public IPs either
+    (gcpPublicCidrsAccessEnabled false: another project's VM is not the operator). None: open."""
+    if access.publicAccess and not access.publicCidrs:
+        return None
+    return {"cidr_blocks": [{"cidr_block": c, "display_name": f"security.clusterEndpoint.publicCidrs[{i}]"}
+                            for i, c in enumerate(access.publicCidrs)],
+            "gcp_public_cidrs_access_enabled": False}
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -333,7 +362,8 @@ class GkeCluster(pulumi.ComponentResource):
             f"{name}-apis",
             apis.ProjectApisArgs(project=args.project,
                                  apis=apis.needed_apis(filestore=args.create, image_streaming=image_streaming,
-                                                       image_cache=bool(args.pull_through))),
+                                                       image_cache=bool(args.pull_through),
+                                                       kms=args.create and args.encrypt_secrets)),
             opts=child,
         )
         needs = self.apis.needs
@@ -363,6 +393,15 @@ class GkeCluster(pulumi.ComponentResource):
         if args.create:
             net = self._network(name, args)
             private_nodes = net.private_nodes
+            key_waits: list[pulumi.Resource] = []
+            encryption = None
+            if args.encrypt_secrets:
+                # The GKE service agent exists once the container API is on; its role on the key
+                # must be in place before the cluster is created.
+                key = secrets_key(name, args.name, args.location, args.project, args.secrets_key,
+                                  needs(apis.CONTAINER, apis.CLOUD_KMS), self)
+                key_waits = key.ready
+                encryption = {"state": "ENCRYPTED", "key_name": key.key_name}
             cluster = gcp.container.Cluster(
                 name,
                 name=args.name,
@@ -389,11 +428,17 @@ class GkeCluster(pulumi.ComponentResource):
                 # The GKE Gateway controller and its GatewayClasses, for the entrance (pulumi-gcp
                 # ClusterGatewayApiConfigArgs: CHANNEL_DISABLED | CHANNEL_EXPERIMENTAL | CHANNEL_STANDARD).
                 gateway_api_config={"channel": GATEWAY_API_CHANNEL} if args.gateway_api else None,
+                # Who reaches the API server (security.clusterEndpoint), and Secrets encrypted with
+                # a Cloud KMS key (security.secretsEncryption).
+                private_cluster_config=private_cluster_config(private_nodes, args.endpoint_access),
+                master_authorized_networks_config=master_authorized_networks(args.endpoint_access),
+                database_encryption=encryption,
+                resource_labels=args.cluster_labels or None,
                 # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
                 # stack (`pulumi state protect`) where that is not wanted.
                 deletion_protection=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[
-                    *node_roles, *needs(apis.CONTAINER, apis.COMPUTE, apis.FILESTORE)]),
+                    *node_roles, *key_waits, *needs(apis.CONTAINER, apis.COMPUTE, apis.FILESTORE)]),
             )
             cluster_name = cluster.name
             endpoint = cluster.endpoint
@@ -523,9 +568,14 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         "vpc": vpc,
         "nat": nat,
         "gatewayApi": gateway,
-        "apis": ", ".join(apis.needed_apis(filestore=args.create, image_streaming=image_streaming)),
+        "apis": ", ".join(apis.needed_apis(filestore=args.create, image_streaming=image_streaming,
+                                           kms=args.create and args.encrypt_secrets)),
         "apisByHand": apis.BOOTSTRAP_COMMAND,
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
+        **({"apiEndpoint": endpoint_summary(args.endpoint_access, "the control plane's internal address"),
+            "secretsEncryption": ("application-layer encryption, Cloud KMS key " + (args.secrets_key or
+                                  "created by this stack (rotation 90 days)")) if args.encrypt_secrets
+                                 else "off (Google's default encryption at rest only)"} if args.create else {"apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"}),
         "pools": [{"pool": spec.pool.name, "machineType": spec.machine.name, "zones": ", ".join(spec.zones),
                    "minNodes": spec.pool.minNodes, "maxNodes": spec.pool.maxNodes,
                    "gpuDriverVersion": spec.pool.gkeDriverVersion} for spec in args.pools],
@@ -587,5 +637,9 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             # is looked up directly (not as an Output) when the stack file leaves it out.
             pull_through_project=(stack.cluster.gcpProject or gcp.organizations.get_client_config().project)
             if stack.images.pullThrough else None,
+            endpoint_access=stack.security.clusterEndpoint,
+            encrypt_secrets=stack.security.encrypt_secrets,
+            secrets_key=stack.security.secretsEncryption.kmsKey,
+            cluster_labels=stack.security.cluster_labels,
         ),
     )
