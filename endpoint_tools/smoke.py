@@ -25,6 +25,10 @@ over-promised). Checks, in order:
                vllm:cache_config_info on /metrics) against the expected number, e.g. the plan's
                kvCacheTokens: prints predicted, actual and the error; fails when the server holds
                less than expected by more than --kv-tolerance percent (default 10)
+  template     (with --check-template or --expect-template-tokens) the chat template renders: a
+               one-message chat costs more tokens than its text alone (/tokenize), and its rendered
+               tokens contain each of --expect-template-tokens (e.g. <|start_header_id|>,<|eot_id|>);
+               the evidence shows the rendered chat's first and last tokens
   names        (with --names) every model and adapter name answers a chat completion under its own
                name: through the stack's entrance this proves each reaches its base model's pool and
                that the adapter is loaded there
@@ -117,6 +121,9 @@ class SmokeContext:
     # shortfall as a fraction; None skips the kv check.
     expect_kv_tokens: int | None = None
     kv_tolerance: float = kv_capacity.DEFAULT_TOLERANCE
+    # The template check runs when asked; each string must be one of the rendered chat's tokens.
+    check_template: bool = False
+    template_tokens: tuple[str, ...] = ()
     # What the kv check measured, for a caller's report (endpoint_tools/verify.py); None until then.
     kv_verdict: kv_capacity.Verdict | None = None
 
@@ -401,6 +408,26 @@ def check_kv(ctx: SmokeContext) -> str:
     return line
 
 
+TEMPLATE_PROBE = "Name three colours."
+
+
+def check_template(ctx: SmokeContext) -> str:
+    """The chat template renders (vLLM's /tokenize applies it; return_token_strs shows its tokens)."""
+    ids, strs = ctx.client.tokenize_strs(ctx.model, [{"role": "user", "content": TEMPLATE_PROBE}])
+    plain = ctx.client.tokenize(ctx.model, prompt=TEMPLATE_PROBE, add_special_tokens=False)
+    added = len(ids) - len(plain)
+    if added <= 0:
+        raise CheckFailed(f"a one-message chat is {len(ids)} tokens and its text alone {len(plain)}: the server "
+                          "applied no chat template")
+    shown = f"{' '.join(_quote(s, 30) for s in strs[:3])} ... {' '.join(_quote(s, 30) for s in strs[-3:])}"
+    missing = [t for t in ctx.template_tokens if t not in strs]
+    if missing:
+        raise CheckFailed(f"the rendered chat ({len(ids)} tokens: {shown}) lacks "
+                          + ", ".join(_quote(t, 40) for t in missing))
+    expected = f"; has {', '.join(ctx.template_tokens)}" if ctx.template_tokens else ""
+    return f"chat renders to {len(ids)} tokens, {added} from the template: {shown}{expected}"
+
+
 def check_names(ctx: SmokeContext) -> str:
     """Each name answers a short chat completion under its own name (vLLM reports the name it served;
     the endpoint picker rewrites a renamed model back to the name asked for)."""
@@ -448,6 +475,7 @@ ENTRANCE_CHECKS = ("chat", "stream", "names")
 
 def selected_checks(ctx: SmokeContext, entrance: bool = False) -> list[tuple[str, Callable[[SmokeContext], str]]]:
     checks = (list(CHECKS) + ([("kv", check_kv)] if ctx.expect_kv_tokens is not None else [])
+              + ([("template", check_template)] if ctx.check_template or ctx.template_tokens else [])
               + ([("names", check_names)] if ctx.names else []))
     return [(n, c) for n, c in checks if not entrance or n in ENTRANCE_CHECKS]
 
@@ -486,6 +514,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _tokens(text: str) -> tuple[str, ...]:
+    tokens = tuple(t.strip() for t in text.split(","))
+    if any(not t or len(t) > 256 for t in tokens):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a comma-separated list of tokens")
+    return tokens
+
+
 def _names(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(","))
     if not names or any(not n for n in names):
@@ -519,6 +554,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kv-tolerance", type=_tolerance, default=kv_capacity.DEFAULT_TOLERANCE, metavar="PERCENT",
                         help="how far below --expect-kv-tokens the server may be before the kv check fails "
                              "(default 10)")
+    parser.add_argument("--check-template", action="store_true",
+                        help="add the template check: the chat template renders (through /tokenize)")
+    parser.add_argument("--expect-template-tokens", type=_tokens, default=(), metavar="TOKEN[,TOKEN...]",
+                        help="special tokens the rendered chat must contain (implies --check-template)")
     parser.add_argument("--timeout", type=_seconds, default=60.0,
                         help="seconds for each HTTP request, start to end (default 60)")
     parser.add_argument("--total-timeout", type=_seconds, default=600.0,
@@ -563,6 +602,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--max-model-len must be at most {MAX_CONTEXT_CHECKED:,}")
     if args.expect_kv_tokens is not None and not 0 < args.expect_kv_tokens <= MAX_KV_TOKENS:
         parser.error(f"--expect-kv-tokens must be a whole number from 1 to {MAX_KV_TOKENS:,}")
+    if (args.check_template or args.expect_template_tokens) and args.entrance:
+        parser.error("the template check reads the server's /tokenize, which the entrance does not route: "
+                     "run it against the model's in-cluster Service")
     if args.expect_kv_tokens is not None and args.entrance:
         parser.error("--expect-kv-tokens reads the server's /metrics, which the entrance does not route: "
                      "run it against the model's in-cluster Service")
@@ -581,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
     ctx = SmokeContext(client, model, args.max_model_len, names=args.names, expect_kv_tokens=args.expect_kv_tokens,
-                       kv_tolerance=args.kv_tolerance)
+                       kv_tolerance=args.kv_tolerance, check_template=args.check_template,
+                       template_tokens=args.expect_template_tokens)
     results = run_checks(ctx, entrance=args.entrance)
     for result in results:
         print(result.line())

@@ -6,7 +6,7 @@ The stack's verification Job (components/verification/) runs this with the targe
 writes from the plan: for each model, its in-cluster Service, the names it serves (the model and
 its LoRA adapters), the max-model-len and the KV-cache tokens the planner predicted. Each model gets
 the smoke checks of `python -m components.smoke` (endpoint_tools/smoke.py: health, models, chat,
-stream, context, metrics, kv, names), printed as smoke prints them, then one `calibration:` line
+stream, context, metrics, kv, template, names), printed as smoke prints them, then one `calibration:` line
 (JSON: the predicted and the actual KV-cache tokens with what decided them, the pair a user sends
 back as a calibration case; docs/verification.md) and, at the end, one `verify-summary:` line (JSON).
 
@@ -52,6 +52,8 @@ class Target:
     request_timeout: float
     total_timeout: float
     context: dict[str, object] = field(default_factory=dict)
+    # Special tokens the rendered chat must contain (none: the template check only sees it render).
+    template_tokens: tuple[str, ...] = ()
 
 
 def _field(entry: dict, key: str, kind: type, where: str, *, required: bool = True, low=None, high=None):
@@ -90,6 +92,10 @@ def parse_targets(text: str) -> tuple[list[Target], float]:
         names = entry.get("names") or []
         if not isinstance(names, list) or not all(isinstance(n, str) and 0 < len(n) <= 256 for n in names):
             raise TargetsError(f"{where}.names must be a list of names")
+        template_tokens = entry.get("templateTokens") or []
+        if not isinstance(template_tokens, list) or not all(
+                isinstance(t, str) and 0 < len(t) <= 256 for t in template_tokens):
+            raise TargetsError(f"{where}.templateTokens must be a list of token strings")
         context = entry.get("calibration") or {}
         if not isinstance(context, dict) or len(context) > MAX_CONTEXT_KEYS or not all(
                 isinstance(v, (str, int, float, bool)) or v is None for v in context.values()):
@@ -106,6 +112,7 @@ def parse_targets(text: str) -> tuple[list[Target], float]:
             request_timeout=_field(entry, "requestTimeoutSeconds", float, where, low=1, high=86400),
             total_timeout=_field(entry, "totalTimeoutSeconds", float, where, low=1, high=86400),
             context=context,
+            template_tokens=tuple(template_tokens),
         ))
     return targets, (kv_capacity.DEFAULT_TOLERANCE if tolerance is None else tolerance / 100)
 
@@ -142,7 +149,8 @@ def verify_target(target: Target, tolerance: float) -> ModelReport:
         print(f"FAIL  reach    cannot reach {target.base_url}: {' '.join(str(exc).split())}")
         return ModelReport(target.model, smoke.EXIT_FAILED, ["reach"], None)
     ctx = smoke.SmokeContext(client, target.model, target.max_model_len, names=target.names,
-                             expect_kv_tokens=target.expect_kv_tokens, kv_tolerance=tolerance)
+                             expect_kv_tokens=target.expect_kv_tokens, kv_tolerance=tolerance,
+                             check_template=True, template_tokens=target.template_tokens)
     results = smoke.run_checks(ctx)
     for result in results:
         print(result.line())

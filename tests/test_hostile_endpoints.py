@@ -33,8 +33,26 @@ def smoke_result(server, scenario):  # noqa: F811
 
 def test_an_honest_server_passes_every_check(server):  # noqa: F811
     proc, lines = smoke_result(server, {})
-    assert proc.returncode == 0 and len(lines) == 7 and all(line.startswith("PASS") for line in lines.values())
+    assert proc.returncode == 0 and len(lines) == 8 and all(line.startswith("PASS") for line in lines.values())
     assert "predicted 4,096 KV-cache tokens, actual 4,096" in lines["kv"]
+    assert "chat renders to 8 tokens, 5 from the template" in lines["template"]
+
+
+@pytest.mark.parametrize("fault, says", [
+    ("token_strs_missing", "no token_strs list"), ("token_strs_huge", "other than short strings"),
+    ("tokens_constant", "applied no chat template"), ("tokens_strings", "no list of token ids"),
+])
+def test_a_tokenize_that_lies_about_the_template_fails_the_template_check(server, fault, says):  # noqa: F811
+    proc, lines = smoke_result(server, {"tokenize": fault})
+    assert proc.returncode == 1 and lines["template"].startswith("FAIL") and says in lines["template"], lines["template"]
+
+
+def test_expected_template_tokens_must_be_among_the_rendered_ones(server):  # noqa: F811
+    server.set({})
+    proc, _ = smoke(server, "--expect-template-tokens", "<|t|>")
+    assert proc.returncode == 0 and "; has <|t|>" in proc.stdout
+    proc, _ = smoke(server, "--expect-template-tokens", "<|t|>,<|im_start|>")
+    assert proc.returncode == 1 and "lacks '<|im_start|>'" in proc.stdout
 
 
 @pytest.mark.parametrize("fault, says", [

@@ -99,6 +99,8 @@ def test_exit_status_3_is_a_kv_shortfall_alone(results, status, capsys):
     (["--expect-kv-tokens", "10", "--kv-tolerance", "nan"], "percentage from 0 to below 100"),
     (["--expect-kv-tokens", "10", "--kv-tolerance", "ten"], "is not a percentage"),
     (["--expect-kv-tokens", "10", "--entrance", "--names", "a"], "the entrance does not route"),
+    (["--check-template", "--entrance", "--names", "a"], "the entrance does not route"),
+    (["--expect-template-tokens", "a,,b"], "is not a comma-separated list of tokens"),
 ])
 def test_kv_usage_errors_exit_2(args, message):
     proc = subprocess.run([sys.executable, "-m", "components.smoke", "--base-url", "http://127.0.0.1:9",

@@ -8,7 +8,8 @@ image would hide which code ran. With the ConfigMap the Job runs the very files 
 
 What the Job does (endpoint_tools/verify.py): for each vLLM model, against its in-cluster Service,
 the smoke checks (health, models, chat with usage, streaming to [DONE], the context limit, the
-metrics), the kv check against the plan's kvCacheTokens, and every name the server serves (the
+metrics), the kv check against the plan's kvCacheTokens, the template check (the chat template
+renders), and every name the server serves (the
 model and its LoRA adapters) answering under its own name. It does not go through the entrance's
 public host name: on a first `pulumi up` its DNS record does not exist yet (the user creates it
 from the stack output), so the check would fail every first deployment; the Job waits for the

@@ -42,7 +42,7 @@ def run_tool(module: str, args: list[str]) -> tuple[subprocess.CompletedProcess 
 def smoke(server: FaultServer, *extra: str):
     return run_tool("components.smoke", ["--base-url", server.url, "--model", MODEL, "--timeout", str(REQUEST_SECONDS),
                                          "--total-timeout", str(RUN_SECONDS), "--expect-kv-tokens", str(KV_TOKENS),
-                                         *extra])
+                                         "--check-template", *extra])
 
 
 def loadtest(server: FaultServer, *extra: str):

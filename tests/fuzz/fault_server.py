@@ -27,6 +27,7 @@ MAX_MODEL_LEN = 256
 # The KV-cache tokens the honest server reports (the smoke runs expect exactly this).
 KV_TOKENS = 4096
 TEMPLATE_TOKENS = 5  # what the "chat template" adds to every prompt
+TEMPLATE_TOKEN = "<|t|>"  # the token it adds, as /tokenize's token_strs name it
 
 # Endpoints as the tools use them: (method, path, streamed?).
 ENDPOINTS = ("health", "models", "chat", "chat_stream", "completions_stream", "tokenize", "metrics")
@@ -48,7 +49,7 @@ SPECIFIC_FAULTS = {
     "completions_stream": ("endless", "error_event", "no_done", "odd_events", "event_list", "event_huge",
                            "choices_string", "usage_string", "many_tiny_events"),
     "tokenize": ("tokens_empty", "tokens_null", "tokens_strings", "tokens_negative", "tokens_constant",
-                 "tokens_huge_ids"),
+                 "tokens_huge_ids", "token_strs_missing", "token_strs_huge"),
     "metrics": ("metrics_missing", "metrics_binary", "kv_missing", "kv_low", "kv_garbage", "kv_many", "kv_long_line",
                 "kv_zero", "kv_digits"),
 }
@@ -292,7 +293,20 @@ class _Handler(BaseHTTPRequestHandler):
             tokens = list(range(7))
         elif behaviour == "tokens_huge_ids":
             tokens = [2**70] * n
-        self._json(200, {"count": n, "max_model_len": MAX_MODEL_LEN, "tokens": tokens})
+        answer = {"count": n, "max_model_len": MAX_MODEL_LEN, "tokens": tokens}
+        if body.get("return_token_strs") and isinstance(tokens, list):
+            # The "template" is TEMPLATE_TOKENS special tokens before the words (count_prompt).
+            if body.get("messages"):
+                words = " ".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
+                strs = [TEMPLATE_TOKEN] * TEMPLATE_TOKENS + _words(words)
+            else:
+                strs = _words(str(body.get("prompt") or ""))
+            answer["token_strs"] = strs[:len(tokens)]
+            if behaviour == "token_strs_missing":
+                del answer["token_strs"]
+            elif behaviour == "token_strs_huge":
+                answer["token_strs"] = ["x" * 100_000] * len(tokens)
+        self._json(200, answer)
 
     def _completion_numbers(self, body) -> tuple[int, int] | None:
         prompt = count_prompt(body)

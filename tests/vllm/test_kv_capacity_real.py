@@ -81,3 +81,21 @@ def test_a_shortfall_within_the_tolerance_passes(vllm_server):
     proc = _smoke(vllm_server, "--expect-kv-tokens", str(int(actual * 1.15)), "--kv-tolerance", "20%")
     assert proc.returncode == 0, proc.stdout
     assert "error -13.0%" in _kv_line(proc.stdout)
+
+
+# The tiny model's chat template (tools/vllm-cpu/build_tiny_model.py): <|role|>\n content <|end|>,
+# then <|assistant|> as the generation prompt.
+TINY_TEMPLATE_TOKENS = "<|user|>,<|end|>,<|assistant|>"
+
+
+def test_the_chat_template_renders_with_its_special_tokens(vllm_server):
+    proc = _smoke(vllm_server, "--expect-template-tokens", TINY_TEMPLATE_TOKENS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line[6:14] == "template")
+    assert line.startswith("PASS") and "; has <|user|>, <|end|>, <|assistant|>" in line, line
+    FIGURES.append(f"template check: {line[6:].strip()}")
+
+
+def test_a_special_token_the_template_does_not_use_fails(vllm_server):
+    proc = _smoke(vllm_server, "--expect-template-tokens", "<|im_start|>")
+    assert proc.returncode == 1 and "lacks '<|im_start|>'" in proc.stdout, proc.stdout

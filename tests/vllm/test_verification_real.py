@@ -48,7 +48,7 @@ def test_the_shipped_files_verify_the_model_and_its_adapter(vllm_server, tiny_mo
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     checks = [line.split()[1] for line in lines if line[:4] in ("PASS", "FAIL")]
-    assert checks == ["health", "models", "chat", "stream", "context", "metrics", "kv", "names"], proc.stdout
+    assert checks == ["health", "models", "chat", "stream", "context", "metrics", "kv", "template", "names"], proc.stdout
     assert all(line.startswith("PASS") for line in lines if line[:4] in ("PASS", "FAIL"))
     calibration = json.loads(next(line for line in lines if line.startswith("calibration: "))[len("calibration: "):])
     assert calibration["predictedKvTokens"] == predicted and calibration["repo"] == "local/tiny-llama"
