@@ -22,6 +22,7 @@ from components.serving.alerts import AlertThresholds
 from components.serving import kserve
 from components.serving.kserve import KServeModel, KServeModelArgs
 from components.serving.vllm import GatewayExposure, ServerStorage, VllmServer, VllmServerArgs
+from components.verification import Verification, VerificationArgs, VerificationTarget
 from planner import driver_check, plan
 from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
@@ -111,6 +112,8 @@ mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.mode
 endpoints = {}
 warnings: list[str] = []
 adapter_rules = []
+verify_targets: list[VerificationTarget] = []
+servers: list[pulumi.Resource] = []
 for model_plan in plans:
     name = model_plan.served_name
     placement = cluster.placements[model_plan.pool.name]
@@ -170,6 +173,11 @@ for model_plan in plans:
             k8s_opts,
         )
     endpoints[name] = server.endpoint
+    servers.append(server)
+    if isinstance(server, VllmServer):
+        verify_targets.append(VerificationTarget(
+            model_plan, server.internal_endpoint.apply(lambda url: url.removesuffix("/v1")),
+            server.api_key_secret_name))
     warnings += list(model_plan.sizing_warnings) + server.warnings
     adapter_rules = adapter_rules or server.prometheus_adapter_rules
 
@@ -204,6 +212,24 @@ if entrance_config is not None:
         "gatewayAddress": entrance.address_command(stack.modelStore.namespace),
         "inCluster": endpoints,
     }
+
+# After the servers and the entrance: a Job that checks every vLLM model against the plan's numbers;
+# `pulumi up` waits for it and fails when a check fails (docs/verification.md).
+if verify_targets:
+    verification = Verification(
+        "verification",
+        VerificationArgs(
+            namespace=stack.modelStore.namespace, targets=verify_targets,
+            wait_for=servers + ([entrance] if entrance_config is not None else []),
+            system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
+        ),
+        k8s_opts,
+    )
+    pulumi.export("verification", verification.summary)
+# The cluster's exec kubeconfig (no credential in it) for `kubectl` in CI (the pulumi-up workflow
+# prints the verification Job's log with it); an existing cluster has the user's own.
+if getattr(cluster, "kubeconfig", None) is not None:
+    pulumi.export("kubeconfig", cluster.kubeconfig)
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))

@@ -34,6 +34,19 @@ TIME_PER_OUTPUT_TOKEN = "vllm:request_time_per_output_token_seconds"
 E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"
 QUEUE_TIME = "vllm:request_queue_time_seconds"
 
+# The KV-cache capacity the engine allocated, as labels of an info gauge (value 1, one series per
+# engine) that vLLM 0.32.0 sets once the cache is sized: every CacheConfig field becomes a label
+# (vllm/v1/metrics/loggers.py:1114 log_metrics_info). `kv_cache_size_tokens` is
+# int(max_concurrency x max_model_len), the "KV cache size: N tokens" of the startup log
+# (vllm/v1/core/kv_cache_utils.py:2313 update_kv_cache_capacity; per engine, not summed across data
+# parallel ranks, vllm/v1/engine/core_client.py:862), which planner/kv_layout.reported_tokens
+# predicts; `num_gpu_blocks` and `block_size` are its pages (on CPU the blocks come from
+# --kv-cache-memory-bytes or VLLM_CPU_KVCACHE_SPACE). Read live in tests/vllm/test_kv_capacity_real.py.
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+KV_SIZE_TOKENS_LABEL = "kv_cache_size_tokens"
+NUM_GPU_BLOCKS_LABEL = "num_gpu_blocks"
+BLOCK_SIZE_LABEL = "block_size"
+
 # vllm:request_success_total counts finished requests by `finished_reason` (vllm/v1/engine/__init__.py
 # FinishReason: stop, length, abort, error, repetition; every value is pre-created at 0, so the series
 # exist before the first failure). "error" is an internal request-level failure, always answered with

@@ -288,6 +288,19 @@ class Client:
 
     # -- vLLM helpers -----------------------------------------------------------------------------
 
+    def tokenize_strs(self, model: str, messages: list[dict]) -> tuple[list[int], list[str]]:
+        """The templated chat's token ids and their strings (/tokenize with return_token_strs)."""
+        body = {"model": model, "messages": messages, "add_generation_prompt": True, "return_token_strs": True}
+        resp = self.post("/tokenize", body)
+        if resp.status != 200:
+            raise EndpointError(f"POST /tokenize answered HTTP {resp.status}: {error_message(resp)}")
+        data = resp.json()
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID for t in tokens):
+            raise MalformedAnswer("POST /tokenize answer has no list of token ids")
+        return tokens, token_strings(data, len(tokens))
+
     def tokenize(self, model: str, *, prompt: str | None = None, messages: list[dict] | None = None,
                  add_special_tokens: bool = True) -> list[int]:
         """Token ids exactly as the server counts them (vLLM's /tokenize).
@@ -312,6 +325,21 @@ class Client:
         if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID for t in tokens):
             raise MalformedAnswer("POST /tokenize answer lists something other than token ids (whole numbers >= 0)")
         return tokens
+
+
+# A token's text is a few bytes; longer is not a token.
+MAX_TOKEN_STR_CHARS = 1024
+
+
+def token_strings(data: Any, count: int) -> list[str]:
+    """The `token_strs` of a /tokenize answer (return_token_strs): one short string per token id."""
+    strs = data.get("token_strs") if isinstance(data, dict) else None
+    if not isinstance(strs, list) or len(strs) != count:
+        raise MalformedAnswer("POST /tokenize answer has no token_strs list as long as its tokens "
+                              "(return_token_strs needs vLLM 0.6 or later)")
+    if not all(isinstance(s, str) and len(s) <= MAX_TOKEN_STR_CHARS for s in strs):
+        raise MalformedAnswer("POST /tokenize answer's token_strs holds something other than short strings")
+    return strs
 
 
 def whole_number(value: Any) -> int | None:

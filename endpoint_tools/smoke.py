@@ -1,11 +1,13 @@
 """Smoke checks for an OpenAI-compatible (vLLM) endpoint, run after `pulumi up`.
 
     python -m components.smoke --base-url URL --model NAME [--api-key-env VAR] [--max-model-len N]
-        [--timeout SECONDS] [--total-timeout SECONDS]
+        [--expect-kv-tokens N [--kv-tolerance PERCENT]] [--timeout SECONDS] [--total-timeout SECONDS]
     python -m components.smoke --base-url https://<host> --entrance --names NAME[,NAME...] [--api-key-env VAR]
 
 Each check prints PASS or FAIL with its evidence; the exit status is 0 only when every check
-passes, 1 when one fails (or the endpoint cannot be reached), 2 for a usage error. Checks, in order:
+passes, 1 when one fails (or the endpoint cannot be reached), 2 for a usage error, 3 when the only
+failure is the kv check finding less KV-cache capacity than expected (the endpoint works; the plan
+over-promised). Checks, in order:
 
   health       GET /health answers 200
   models       GET /v1/models lists the served model name
@@ -19,6 +21,14 @@ passes, 1 when one fails (or the endpoint cannot be reached), 2 for a usage erro
                is exact; see judge_context)
   metrics      GET /metrics exposes every series the stack's alerts and autoscaler query
                (common/engine_metrics.py)
+  kv           (with --expect-kv-tokens) the KV-cache tokens the server allocated (labels of
+               vllm:cache_config_info on /metrics) against the expected number, e.g. the plan's
+               kvCacheTokens: prints predicted, actual and the error; fails when the server holds
+               less than expected by more than --kv-tolerance percent (default 10)
+  template     (with --check-template or --expect-template-tokens) the chat template renders: a
+               one-message chat costs more tokens than its text alone (/tokenize), and its rendered
+               tokens contain each of --expect-template-tokens (e.g. <|start_header_id|>,<|eot_id|>);
+               the evidence shows the rendered chat's first and last tokens
   names        (with --names) every model and adapter name answers a chat completion under its own
                name: through the stack's entrance this proves each reaches its base model's pool and
                that the adapter is loaded there
@@ -49,6 +59,7 @@ from typing import Callable
 
 from common.engine_metrics import REQUIRED_METRICS, describe_missing, missing_names
 from common.untrusted import excerpt
+from endpoint_tools import kv_capacity
 from endpoint_tools.openai_client import (
     Client,
     EndpointError,
@@ -69,8 +80,13 @@ _FILLER_CANDIDATES = (" the", " a", " and", " of", " x", " hello", "!", ".", " 1
 # the client's 32 MiB body cap. A server that reports more (or an absurd max_model_len) fails the
 # check with the reason instead of making it build a prompt until memory runs out.
 MAX_CONTEXT_CHECKED = 2**20
+# The largest KV-cache expectation accepted (2^40 tokens: far beyond any cluster's cache).
+MAX_KV_TOKENS = 2**40
 # Marks an answer the checks did not foresee (see run_checks); the fuzz tests assert it never shows.
 UNFORESEEN = "unexpected answer"
+# Exit statuses (docs/hostile-input.md): every check passed; a check failed or the endpoint cannot be
+# reached; usage error (argparse's own); the kv check's shortfall was the only failure.
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_KV_SHORTFALL = 0, 1, 2, 3
 
 
 @dataclass
@@ -78,6 +94,8 @@ class CheckResult:
     name: str
     passed: bool
     evidence: str
+    # The kv check measured a capacity below the expectation (as opposed to not measuring one).
+    shortfall: bool = False
 
     def line(self) -> str:
         return f"{'PASS' if self.passed else 'FAIL'}  {self.name:<8} {self.evidence}"
@@ -85,6 +103,10 @@ class CheckResult:
 
 class CheckFailed(Exception):
     """A check's expectation was not met; the message is the evidence."""
+
+
+class CapacityShortfall(CheckFailed):
+    """The server answered its capacity honestly, and it is below the expectation."""
 
 
 @dataclass
@@ -95,6 +117,15 @@ class SmokeContext:
     # A max_model_len the server reported but the check will not build prompts for.
     reported_too_long: int | None = None
     names: tuple[str, ...] = ()
+    # The KV-cache tokens the server should hold (the plan's kvCacheTokens), and the tolerated
+    # shortfall as a fraction; None skips the kv check.
+    expect_kv_tokens: int | None = None
+    kv_tolerance: float = kv_capacity.DEFAULT_TOLERANCE
+    # The template check runs when asked; each string must be one of the rendered chat's tokens.
+    check_template: bool = False
+    template_tokens: tuple[str, ...] = ()
+    # What the kv check measured, for a caller's report (endpoint_tools/verify.py); None until then.
+    kv_verdict: kv_capacity.Verdict | None = None
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -361,6 +392,42 @@ def check_metrics(ctx: SmokeContext) -> str:
     return f"/metrics exposes all {len(REQUIRED_METRICS)} required series"
 
 
+def check_kv(ctx: SmokeContext) -> str:
+    """The KV-cache capacity the server allocated against the expected number (endpoint_tools/kv_capacity.py)."""
+    resp = ctx.client.get("/metrics")
+    if resp.status != 200:
+        raise CheckFailed(f"GET /metrics answered HTTP {resp.status}")
+    try:
+        capacity = kv_capacity.read_capacity(resp.text())
+    except kv_capacity.CapacityUnreadable as exc:
+        raise CheckFailed(str(exc)) from None
+    verdict = ctx.kv_verdict = kv_capacity.judge(ctx.expect_kv_tokens, capacity.tokens, ctx.kv_tolerance)
+    line = kv_capacity.describe(verdict, capacity)
+    if not verdict.passed:
+        raise CapacityShortfall(line)
+    return line
+
+
+TEMPLATE_PROBE = "Name three colours."
+
+
+def check_template(ctx: SmokeContext) -> str:
+    """The chat template renders (vLLM's /tokenize applies it; return_token_strs shows its tokens)."""
+    ids, strs = ctx.client.tokenize_strs(ctx.model, [{"role": "user", "content": TEMPLATE_PROBE}])
+    plain = ctx.client.tokenize(ctx.model, prompt=TEMPLATE_PROBE, add_special_tokens=False)
+    added = len(ids) - len(plain)
+    if added <= 0:
+        raise CheckFailed(f"a one-message chat is {len(ids)} tokens and its text alone {len(plain)}: the server "
+                          "applied no chat template")
+    shown = f"{' '.join(_quote(s, 30) for s in strs[:3])} ... {' '.join(_quote(s, 30) for s in strs[-3:])}"
+    missing = [t for t in ctx.template_tokens if t not in strs]
+    if missing:
+        raise CheckFailed(f"the rendered chat ({len(ids)} tokens: {shown}) lacks "
+                          + ", ".join(_quote(t, 40) for t in missing))
+    expected = f"; has {', '.join(ctx.template_tokens)}" if ctx.template_tokens else ""
+    return f"chat renders to {len(ids)} tokens, {added} from the template: {shown}{expected}"
+
+
 def check_names(ctx: SmokeContext) -> str:
     """Each name answers a short chat completion under its own name (vLLM reports the name it served;
     the endpoint picker rewrites a renamed model back to the name asked for)."""
@@ -407,7 +474,9 @@ ENTRANCE_CHECKS = ("chat", "stream", "names")
 
 
 def selected_checks(ctx: SmokeContext, entrance: bool = False) -> list[tuple[str, Callable[[SmokeContext], str]]]:
-    checks = list(CHECKS) + ([("names", check_names)] if ctx.names else [])
+    checks = (list(CHECKS) + ([("kv", check_kv)] if ctx.expect_kv_tokens is not None else [])
+              + ([("template", check_template)] if ctx.check_template or ctx.template_tokens else [])
+              + ([("names", check_names)] if ctx.names else []))
     return [(n, c) for n, c in checks if not entrance or n in ENTRANCE_CHECKS]
 
 
@@ -416,6 +485,8 @@ def run_checks(ctx: SmokeContext, entrance: bool = False) -> list[CheckResult]:
     for name, check in selected_checks(ctx, entrance):
         try:
             results.append(CheckResult(name, True, check(ctx)))
+        except CapacityShortfall as exc:
+            results.append(CheckResult(name, False, _one_line(str(exc)), shortfall=True))
         except (CheckFailed, EndpointError) as exc:
             results.append(CheckResult(name, False, _one_line(str(exc))))
         except Exception as exc:  # noqa: BLE001 - a malformed answer must fail its check, not end the run
@@ -443,6 +514,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _tokens(text: str) -> tuple[str, ...]:
+    tokens = tuple(t.strip() for t in text.split(","))
+    if any(not t or len(t) > 256 for t in tokens):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a comma-separated list of tokens")
+    return tokens
+
+
 def _names(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(","))
     if not names or any(not n for n in names):
@@ -456,7 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m components.smoke",
         description="Smoke-check an OpenAI-compatible (vLLM) endpoint.",
-        epilog="exit status: 0 every check passed; 1 a check failed or the endpoint cannot be reached; 2 usage error",
+        epilog="exit status: 0 every check passed; 1 a check failed or the endpoint cannot be reached; 2 usage error; "
+               "3 the only failure: less KV-cache capacity than --expect-kv-tokens",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", help="the served model name (default: the first of --names)")
@@ -469,11 +548,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-model-len", type=_whole,
                         help=f"context length the server enforces, at most {MAX_CONTEXT_CHECKED:,} "
                              "(default: what /v1/models reports)")
+    parser.add_argument("--expect-kv-tokens", type=_whole, metavar="N",
+                        help="KV-cache tokens the server should hold (the stack output sizing[].kvCacheTokens); "
+                             "adds the kv check, read from /metrics")
+    parser.add_argument("--kv-tolerance", type=_tolerance, default=kv_capacity.DEFAULT_TOLERANCE, metavar="PERCENT",
+                        help="how far below --expect-kv-tokens the server may be before the kv check fails "
+                             "(default 10)")
+    parser.add_argument("--check-template", action="store_true",
+                        help="add the template check: the chat template renders (through /tokenize)")
+    parser.add_argument("--expect-template-tokens", type=_tokens, default=(), metavar="TOKEN[,TOKEN...]",
+                        help="special tokens the rendered chat must contain (implies --check-template)")
     parser.add_argument("--timeout", type=_seconds, default=60.0,
                         help="seconds for each HTTP request, start to end (default 60)")
     parser.add_argument("--total-timeout", type=_seconds, default=600.0,
                         help="seconds for the whole run; requests not done by then fail (default 600)")
     return parser
+
+
+def _tolerance(text: str) -> float:
+    """A percentage, "10" or "10%", as a fraction; from 0 to below 100."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a percentage") from None
+    if not math.isfinite(value) or not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} must be a percentage from 0 to below 100")
+    return value / 100
 
 
 def _whole(text: str) -> int:
@@ -500,6 +600,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--max-model-len must be greater than {OUTPUT_BUDGET + 1}")
     if args.max_model_len is not None and args.max_model_len > MAX_CONTEXT_CHECKED:
         parser.error(f"--max-model-len must be at most {MAX_CONTEXT_CHECKED:,}")
+    if args.expect_kv_tokens is not None and not 0 < args.expect_kv_tokens <= MAX_KV_TOKENS:
+        parser.error(f"--expect-kv-tokens must be a whole number from 1 to {MAX_KV_TOKENS:,}")
+    if (args.check_template or args.expect_template_tokens) and args.entrance:
+        parser.error("the template check reads the server's /tokenize, which the entrance does not route: "
+                     "run it against the model's in-cluster Service")
+    if args.expect_kv_tokens is not None and args.entrance:
+        parser.error("--expect-kv-tokens reads the server's /metrics, which the entrance does not route: "
+                     "run it against the model's in-cluster Service")
     try:
         client = Client(args.base_url, api_key=api_key, timeout=args.timeout,
                         deadline=time.monotonic() + args.total_timeout)
@@ -512,15 +620,25 @@ def main(argv: list[str] | None = None) -> int:
         client.get("/health", timeout=min(args.timeout, 10.0))
     except EndpointError as exc:
         print(f"smoke: cannot reach {client.base_url}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
 
-    results = run_checks(SmokeContext(client, model, args.max_model_len, names=args.names), entrance=args.entrance)
+    ctx = SmokeContext(client, model, args.max_model_len, names=args.names, expect_kv_tokens=args.expect_kv_tokens,
+                       kv_tolerance=args.kv_tolerance, check_template=args.check_template,
+                       template_tokens=args.expect_template_tokens)
+    results = run_checks(ctx, entrance=args.entrance)
     for result in results:
         print(result.line())
-    failed = [r.name for r in results if not r.passed]
+    return summarize(results)
+
+
+def summarize(results: list[CheckResult]) -> int:
+    """Print the summary line; the exit status (a KV shortfall alone is EXIT_KV_SHORTFALL)."""
+    failed = [r for r in results if not r.passed]
     print(f"smoke: {len(results) - len(failed)}/{len(results)} checks passed"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+          + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""))
+    if not failed:
+        return EXIT_PASSED
+    return EXIT_KV_SHORTFALL if all(r.shortfall for r in failed) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -338,6 +338,23 @@ def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
+def _verification_section(verification: dict[str, Any]) -> list[str]:
+    """The Job that checks every model after `pulumi up` (components/verification, docs/verification.md)."""
+    out = ["## Verification", "",
+           f"After the servers and the entrance, Job `{verification['job']}` runs the smoke checks against every "
+           f"vLLM model and compares the KV-cache capacity vLLM allocated with the plan's (fails below "
+           f"-{verification['kvTolerancePercent']}%); `pulumi up` waits for it (deadline "
+           f"{verification['deadlineSeconds']} s). Report: `{verification['logs']}`.", ""]
+    rows = [{"model": m, "kvCacheTokens": e["kvCacheTokens"], "maxModelLen": e["maxModelLen"],
+             "names": ", ".join(e["names"])} for m, e in verification["expected"].items()]
+    out += _markdown_table(rows, ["model", "kvCacheTokens", "maxModelLen", "names"])
+    unresolved = verification.get("unresolved") or []
+    if unresolved:
+        out += ["", "Not established here (no registry was reachable); settle each where one is:", ""]
+        out += [f"- {f['subject']} ({f['source']}): `{f['resolveWith']}`" for f in unresolved]
+    return out + [""]
+
+
 def _waits_section(evaluation: Evaluation) -> list[str]:
     """The longest chain of waits one `pulumi up` may block on (offline_plan/waits.py)."""
     table = chain_table(evaluation)
@@ -382,6 +399,9 @@ def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Pat
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
     out += _images_section(evaluation, config)
+    verification = evaluation.outputs.get("verification")
+    if verification:
+        out += _verification_section(verification)
     out += _waits_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [

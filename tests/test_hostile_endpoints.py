@@ -33,7 +33,46 @@ def smoke_result(server, scenario):  # noqa: F811
 
 def test_an_honest_server_passes_every_check(server):  # noqa: F811
     proc, lines = smoke_result(server, {})
-    assert proc.returncode == 0 and len(lines) == 6 and all(line.startswith("PASS") for line in lines.values())
+    assert proc.returncode == 0 and len(lines) == 8 and all(line.startswith("PASS") for line in lines.values())
+    assert "predicted 4,096 KV-cache tokens, actual 4,096" in lines["kv"]
+    assert "chat renders to 8 tokens, 5 from the template" in lines["template"]
+
+
+@pytest.mark.parametrize("fault, says", [
+    ("token_strs_missing", "no token_strs list"), ("token_strs_huge", "other than short strings"),
+    ("tokens_constant", "applied no chat template"), ("tokens_strings", "no list of token ids"),
+])
+def test_a_tokenize_that_lies_about_the_template_fails_the_template_check(server, fault, says):  # noqa: F811
+    proc, lines = smoke_result(server, {"tokenize": fault})
+    assert proc.returncode == 1 and lines["template"].startswith("FAIL") and says in lines["template"], lines["template"]
+
+
+def test_expected_template_tokens_must_be_among_the_rendered_ones(server):  # noqa: F811
+    server.set({})
+    proc, _ = smoke(server, "--expect-template-tokens", "<|t|>")
+    assert proc.returncode == 0 and "; has <|t|>" in proc.stdout
+    proc, _ = smoke(server, "--expect-template-tokens", "<|t|>,<|im_start|>")
+    assert proc.returncode == 1 and "lacks '<|im_start|>'" in proc.stdout
+
+
+@pytest.mark.parametrize("fault, says", [
+    ("kv_missing", "has no vllm:cache_config_info"), ("kv_garbage", "do not parse"),
+    ("kv_many", "more than 64 vllm:cache_config_info series"), ("kv_long_line", "characters long"),
+    ("kv_zero", "reports 0 KV-cache tokens"), ("kv_digits", "is not a whole number"),
+    ("metrics_binary", "cache_config_info"), ("status_500", "HTTP 500"),
+])
+def test_a_metrics_page_that_lies_about_the_kv_cache_fails_the_kv_check_alone(server, fault, says):  # noqa: F811
+    proc, lines = smoke_result(server, {"metrics": fault})
+    assert proc.returncode == 1 and lines["kv"].startswith("FAIL") and says in lines["kv"], lines["kv"]
+    if fault.startswith("kv_"):
+        assert lines["metrics"].startswith("PASS")
+
+
+def test_less_kv_cache_than_expected_is_its_own_exit_status(server):  # noqa: F811
+    proc, lines = smoke_result(server, {"metrics": "kv_low"})
+    assert proc.returncode == 3, proc.stdout
+    assert "predicted 4,096 KV-cache tokens, actual 2,048" in lines["kv"] and "error -50.0%" in lines["kv"]
+    assert [name for name, line in lines.items() if line.startswith("FAIL")] == ["kv"]
 
 
 @pytest.mark.parametrize("endpoint, fault, check", [

@@ -46,7 +46,9 @@ def test_servers_wait_for_the_mirror_and_the_operators_and_operators_for_the_clu
     ev = evaluate_stack("dev", overrides={"exposure": {}, "pools": POOLS, "models": [VLLM_MODEL, KSERVE_MODEL]})
     by_type = lambda t: [r for r in ev.resources if r.type == t]  # noqa: E731
     [release] = [r for r in by_type("kubernetes:helm.sh/v3:Release") if "gpu-operator" in r.name]
-    jobs = {r.inputs["metadata"]["labels"][contract.LABEL_MODEL]: r for r in by_type("kubernetes:batch/v1:Job")}
+    # The mirror Jobs, one per model (the stack's verification Job checks every model and has no model label).
+    jobs = {r.inputs["metadata"]["labels"][contract.LABEL_MODEL]: r for r in by_type("kubernetes:batch/v1:Job")
+            if contract.LABEL_MODEL in r.inputs["metadata"]["labels"]}
     [deployment] = by_type("kubernetes:apps/v1:Deployment")
     [isvc] = by_type("kubernetes:serving.kserve.io/v1beta1:InferenceService")
     for server, model in ((deployment, "llama-vllm"), (isvc, "llama-kserve")):

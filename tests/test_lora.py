@@ -211,7 +211,10 @@ def test_each_adapter_gets_its_own_verified_mirror_job_on_the_model_volume_and_s
     assert labels["llm-serving.io/adapter"] == "llama-sql" and labels["llm-serving.io/revision"] == SQL["revision"]
     # The server waits for both Jobs (the provider reports a Job created once it completed).
     [deployment] = [r for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "Deployment"]
-    job_urns = {r.urn for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "Job"}
+    # The mirror Jobs (the verification Job runs after the server instead).
+    job_urns = {r.urn for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "Job"
+                and r.inputs["metadata"]["labels"].get("llm-serving.io/component") == "model-mirror"}
+    assert len(job_urns) == 2
     assert job_urns <= set(deployment.dependencies)
 
 

@@ -566,6 +566,8 @@ class VllmServer(pulumi.ComponentResource):
             )
             template_cm = cm.metadata.apply(lambda m: m["name"])
 
+        # The Secret's name (None without an API key): the verification Job reads the key from it.
+        self.api_key_secret_name = api_key_secret
         pods = PodBuilder(args, api_key_secret, template_cm)
         if pods.resources.capped_by_node:
             self.warnings.append(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from endpoint_tools.smoke import UNFORESEEN
-from tests.fuzz.fault_server import MODEL, FaultServer
+from tests.fuzz.fault_server import KV_TOKENS, MODEL, FaultServer
 from tests.fuzz.harness import limit_memory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,8 @@ def run_tool(module: str, args: list[str]) -> tuple[subprocess.CompletedProcess 
 
 def smoke(server: FaultServer, *extra: str):
     return run_tool("components.smoke", ["--base-url", server.url, "--model", MODEL, "--timeout", str(REQUEST_SECONDS),
-                                         "--total-timeout", str(RUN_SECONDS), *extra])
+                                         "--total-timeout", str(RUN_SECONDS), "--expect-kv-tokens", str(KV_TOKENS),
+                                         "--check-template", *extra])
 
 
 def loadtest(server: FaultServer, *extra: str):

@@ -20,11 +20,14 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from common.engine_metrics import REQUIRED_METRICS
+from common.engine_metrics import CACHE_CONFIG_INFO, REQUIRED_METRICS
 
 MODEL = "fuzz-model"
 MAX_MODEL_LEN = 256
+# The KV-cache tokens the honest server reports (the smoke runs expect exactly this).
+KV_TOKENS = 4096
 TEMPLATE_TOKENS = 5  # what the "chat template" adds to every prompt
+TEMPLATE_TOKEN = "<|t|>"  # the token it adds, as /tokenize's token_strs name it
 
 # Endpoints as the tools use them: (method, path, streamed?).
 ENDPOINTS = ("health", "models", "chat", "chat_stream", "completions_stream", "tokenize", "metrics")
@@ -46,8 +49,9 @@ SPECIFIC_FAULTS = {
     "completions_stream": ("endless", "error_event", "no_done", "odd_events", "event_list", "event_huge",
                            "choices_string", "usage_string", "many_tiny_events"),
     "tokenize": ("tokens_empty", "tokens_null", "tokens_strings", "tokens_negative", "tokens_constant",
-                 "tokens_huge_ids"),
-    "metrics": ("metrics_missing", "metrics_binary"),
+                 "tokens_huge_ids", "token_strs_missing", "token_strs_huge"),
+    "metrics": ("metrics_missing", "metrics_binary", "kv_missing", "kv_low", "kv_garbage", "kv_many", "kv_long_line",
+                "kv_zero", "kv_digits"),
 }
 
 
@@ -69,11 +73,31 @@ def count_prompt(body: dict) -> int:
     return len(_words(str(prompt or "")))
 
 
-def _metrics_text() -> str:
+def _kv_info(tokens: object = None, extra: str = "") -> str:
+    tokens = KV_TOKENS if tokens is None else tokens
+    return (f'{CACHE_CONFIG_INFO}{{block_size="16",engine="0",kv_cache_size_tokens="{tokens}",'
+            f'num_gpu_blocks="{KV_TOKENS // 16}"{extra}}} 1.0')
+
+
+def _metrics_text(behaviour: str = "ok") -> str:
     lines = []
     for name in REQUIRED_METRICS:
         lines.append(f"# TYPE {name} gauge")
         lines.append(f'{name}{{model_name="{MODEL}"}} 0.0')
+    # The KV-cache capacity as vLLM 0.32 states it, and its lies (the required series stay honest,
+    # so only the kv check can see these).
+    lines.append(f"# TYPE {CACHE_CONFIG_INFO} gauge")
+    kv = {
+        "ok": [_kv_info()],
+        "kv_missing": [],
+        "kv_low": [_kv_info(KV_TOKENS // 2)],
+        "kv_garbage": [f'{CACHE_CONFIG_INFO}{{block_size=16,kv_cache_size_tokens="lots"}} 1.0'],
+        "kv_many": [_kv_info()] * 10_000,
+        "kv_long_line": [_kv_info(extra=',x="' + "y" * 200_000 + '"')],
+        "kv_zero": [_kv_info(0)],
+        "kv_digits": [_kv_info("9" * 5000)],
+    }
+    lines += kv.get(behaviour, kv["ok"])
     return "\n".join(lines) + "\n"
 
 
@@ -269,7 +293,20 @@ class _Handler(BaseHTTPRequestHandler):
             tokens = list(range(7))
         elif behaviour == "tokens_huge_ids":
             tokens = [2**70] * n
-        self._json(200, {"count": n, "max_model_len": MAX_MODEL_LEN, "tokens": tokens})
+        answer = {"count": n, "max_model_len": MAX_MODEL_LEN, "tokens": tokens}
+        if body.get("return_token_strs") and isinstance(tokens, list):
+            # The "template" is TEMPLATE_TOKENS special tokens before the words (count_prompt).
+            if body.get("messages"):
+                words = " ".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
+                strs = [TEMPLATE_TOKEN] * TEMPLATE_TOKENS + _words(words)
+            else:
+                strs = _words(str(body.get("prompt") or ""))
+            answer["token_strs"] = strs[:len(tokens)]
+            if behaviour == "token_strs_missing":
+                del answer["token_strs"]
+            elif behaviour == "token_strs_huge":
+                answer["token_strs"] = ["x" * 100_000] * len(tokens)
+        self._json(200, answer)
 
     def _completion_numbers(self, body) -> tuple[int, int] | None:
         prompt = count_prompt(body)
@@ -360,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(400, {"error": {"message": "only streaming here", "code": 400}})
 
     def _ok_metrics(self, body, behaviour) -> None:
-        text = _metrics_text()
+        text = _metrics_text(behaviour)
         if behaviour == "metrics_missing":
             text = "# TYPE something_else gauge\nsomething_else 1\n"
         elif behaviour == "metrics_binary":

@@ -36,8 +36,8 @@ SERVED_NAME = "tiny-llama"
 # adapter_config.json (planner/lora.py, components/serving/engine_args.py lora_args).
 ADAPTER_NAME = "tiny-lora"
 MAX_MODEL_LEN = 1024
-# A machine shared with other work may need longer (LLM_SERVING_VLLM_START_TIMEOUT, seconds).
-START_TIMEOUT_S = int(os.environ.get("LLM_SERVING_VLLM_START_TIMEOUT") or 300)
+# A busy shared machine can start it far slower than the usual 32-56 s; the variable raises the bound.
+START_TIMEOUT_S = int(os.environ.get("LLM_SERVING_VLLM_START_TIMEOUT", "300"))
 STOP_TIMEOUT_S = 30
 
 # Figures shown at the end of the run (pytest_terminal_summary), for CI logs and reports.

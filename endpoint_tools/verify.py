@@ -1,0 +1,199 @@
+"""Verify every model of a stack, in the cluster: the smoke checks per model, with the plan's numbers.
+
+    python -m endpoint_tools.verify --targets targets.json
+
+The stack's verification Job (components/verification/) runs this with the targets file the program
+writes from the plan: for each model, its in-cluster Service, the names it serves (the model and
+its LoRA adapters), the max-model-len and the KV-cache tokens the planner predicted. Each model gets
+the smoke checks of `python -m components.smoke` (endpoint_tools/smoke.py: health, models, chat,
+stream, context, metrics, kv, template, names), printed as smoke prints them, then one `calibration:` line
+(JSON: the predicted and the actual KV-cache tokens with what decided them, the pair a user sends
+back as a calibration case; docs/verification.md) and, at the end, one `verify-summary:` line (JSON).
+
+Exit status as smoke's: 0 every model passed; 1 a check failed or a server could not be reached;
+2 an unusable targets file; 3 the only failures are KV-cache capacities below the plan's.
+
+Standard library only: the Job runs it from a plain Python image with this package mounted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from common.untrusted import InputLimitError, excerpt, loads_json, read_text_file
+from endpoint_tools import kv_capacity, smoke
+from endpoint_tools.openai_client import Client, EndpointError
+
+MAX_TARGETS_BYTES = 1024 * 1024
+MAX_TARGETS = 256
+# Calibration context copied through as given: short scalars only.
+MAX_CONTEXT_KEYS = 32
+SUMMARY_PREFIX = "verify-summary: "
+CALIBRATION_PREFIX = "calibration: "
+
+
+class TargetsError(ValueError):
+    """The targets file cannot be used; one line saying which field and why."""
+
+
+@dataclass(frozen=True)
+class Target:
+    model: str
+    base_url: str
+    names: tuple[str, ...]
+    max_model_len: int | None
+    expect_kv_tokens: int | None
+    api_key_env: str | None
+    request_timeout: float
+    total_timeout: float
+    context: dict[str, object] = field(default_factory=dict)
+    # Special tokens the rendered chat must contain (none: the template check only sees it render).
+    template_tokens: tuple[str, ...] = ()
+
+
+def _field(entry: dict, key: str, kind: type, where: str, *, required: bool = True, low=None, high=None):
+    value = entry.get(key)
+    if value is None:
+        if required:
+            raise TargetsError(f"{where}.{key} is missing")
+        return None
+    if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise TargetsError(f"{where}.{key} must be a number, not {excerpt(value, 40)}")
+    if kind is int and value != int(value):
+        raise TargetsError(f"{where}.{key} must be a whole number, not {excerpt(value, 40)}")
+    if kind is str and (not isinstance(value, str) or not value or len(value) > 2048):
+        raise TargetsError(f"{where}.{key} must be a non-empty string of at most 2,048 characters")
+    if low is not None and not low <= value <= high:
+        raise TargetsError(f"{where}.{key} must be from {low:,} to {high:,}, not {excerpt(value, 40)}")
+    return kind(value)
+
+
+def parse_targets(text: str) -> tuple[list[Target], float]:
+    """The targets and the KV tolerance (a fraction) from the file's text, or TargetsError."""
+    try:
+        doc = loads_json(text, "the targets file", max_bytes=MAX_TARGETS_BYTES)
+    except InputLimitError as exc:
+        raise TargetsError(str(exc)) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("targets"), list):
+        raise TargetsError("the targets file must be an object with a `targets` list")
+    if not 1 <= len(doc["targets"]) <= MAX_TARGETS:
+        raise TargetsError(f"the targets file lists {len(doc['targets'])} targets; 1 to {MAX_TARGETS} are read")
+    tolerance = _field(doc, "kvTolerancePercent", float, "targets file", required=False, low=0, high=99.9)
+    targets = []
+    for i, entry in enumerate(doc["targets"]):
+        where = f"targets[{i}]"
+        if not isinstance(entry, dict):
+            raise TargetsError(f"{where} must be an object")
+        names = entry.get("names") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) and 0 < len(n) <= 256 for n in names):
+            raise TargetsError(f"{where}.names must be a list of names")
+        template_tokens = entry.get("templateTokens") or []
+        if not isinstance(template_tokens, list) or not all(
+                isinstance(t, str) and 0 < len(t) <= 256 for t in template_tokens):
+            raise TargetsError(f"{where}.templateTokens must be a list of token strings")
+        context = entry.get("calibration") or {}
+        if not isinstance(context, dict) or len(context) > MAX_CONTEXT_KEYS or not all(
+                isinstance(v, (str, int, float, bool)) or v is None for v in context.values()):
+            raise TargetsError(f"{where}.calibration must be an object of at most {MAX_CONTEXT_KEYS} plain values")
+        targets.append(Target(
+            model=_field(entry, "model", str, where),
+            base_url=_field(entry, "baseUrl", str, where),
+            names=tuple(names),
+            max_model_len=_field(entry, "maxModelLen", int, where, required=False, low=smoke.OUTPUT_BUDGET + 2,
+                                 high=smoke.MAX_CONTEXT_CHECKED),
+            expect_kv_tokens=_field(entry, "expectKvTokens", int, where, required=False, low=1,
+                                    high=smoke.MAX_KV_TOKENS),
+            api_key_env=_field(entry, "apiKeyEnv", str, where, required=False),
+            request_timeout=_field(entry, "requestTimeoutSeconds", float, where, low=1, high=86400),
+            total_timeout=_field(entry, "totalTimeoutSeconds", float, where, low=1, high=86400),
+            context=context,
+            template_tokens=tuple(template_tokens),
+        ))
+    return targets, (kv_capacity.DEFAULT_TOLERANCE if tolerance is None else tolerance / 100)
+
+
+@dataclass
+class ModelReport:
+    model: str
+    status: int
+    failed: list[str]
+    verdict: kv_capacity.Verdict | None
+
+    def summary(self) -> dict[str, object]:
+        out: dict[str, object] = {"status": {0: "passed", 3: "kv-shortfall"}.get(self.status, "failed"),
+                                  "failed": self.failed}
+        if self.verdict is not None:
+            out.update(predictedKvTokens=self.verdict.predicted, actualKvTokens=self.verdict.actual,
+                       kvErrorPercent=round(self.verdict.error * 100, 2))
+        return out
+
+
+def verify_target(target: Target, tolerance: float) -> ModelReport:
+    print(f"== {target.model}  {target.base_url}", flush=True)
+    api_key = None
+    if target.api_key_env:
+        api_key = os.environ.get(target.api_key_env)
+        if not api_key:
+            print(f"FAIL  setup    environment variable {target.api_key_env} (the API key) is not set or empty")
+            return ModelReport(target.model, smoke.EXIT_FAILED, ["setup"], None)
+    try:
+        client = Client(target.base_url, api_key=api_key, timeout=target.request_timeout,
+                        deadline=time.monotonic() + target.total_timeout)
+        client.get("/health", timeout=min(target.request_timeout, 10.0))
+    except (ValueError, EndpointError) as exc:
+        print(f"FAIL  reach    cannot reach {target.base_url}: {' '.join(str(exc).split())}")
+        return ModelReport(target.model, smoke.EXIT_FAILED, ["reach"], None)
+    ctx = smoke.SmokeContext(client, target.model, target.max_model_len, names=target.names,
+                             expect_kv_tokens=target.expect_kv_tokens, kv_tolerance=tolerance,
+                             check_template=True, template_tokens=target.template_tokens)
+    results = smoke.run_checks(ctx)
+    for result in results:
+        print(result.line())
+    status = smoke.summarize(results)
+    report = ModelReport(target.model, status, [r.name for r in results if not r.passed], ctx.kv_verdict)
+    if ctx.kv_verdict is not None:
+        print(CALIBRATION_PREFIX + json.dumps({
+            "model": target.model, **target.context,
+            "predictedKvTokens": ctx.kv_verdict.predicted, "actualKvTokens": ctx.kv_verdict.actual,
+            "errorPercent": round(ctx.kv_verdict.error * 100, 2),
+        }, sort_keys=False))
+    sys.stdout.flush()
+    return report
+
+
+def overall(reports: list[ModelReport]) -> int:
+    if all(r.status == smoke.EXIT_PASSED for r in reports):
+        return smoke.EXIT_PASSED
+    failing = [r for r in reports if r.status != smoke.EXIT_PASSED]
+    return smoke.EXIT_KV_SHORTFALL if all(r.status == smoke.EXIT_KV_SHORTFALL for r in failing) else smoke.EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m endpoint_tools.verify",
+        description="Run the smoke checks against every model of a stack, with the plan's numbers.",
+        epilog="exit status: 0 every model passed; 1 a check failed; 2 unusable targets file; "
+               "3 the only failures are KV-cache capacities below the plan's",
+    )
+    parser.add_argument("--targets", required=True, help="the JSON targets file the program writes")
+    args = parser.parse_args(argv)
+    try:
+        targets, tolerance = parse_targets(read_text_file(args.targets, MAX_TARGETS_BYTES, "the targets file"))
+    except (TargetsError, InputLimitError, OSError) as exc:
+        parser.error(" ".join(str(exc).split()))
+    reports = [verify_target(t, tolerance) for t in targets]
+    status = overall(reports)
+    passed = sum(r.status == smoke.EXIT_PASSED for r in reports)
+    print(f"== verify: {passed}/{len(reports)} models passed")
+    print(SUMMARY_PREFIX + json.dumps({"passed": status == smoke.EXIT_PASSED, "exitStatus": status,
+                                       "models": {r.model: r.summary() for r in reports}}))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
