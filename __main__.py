@@ -222,6 +222,7 @@ if verify_targets:
             namespace=stack.modelStore.namespace, targets=verify_targets,
             wait_for=servers + ([entrance] if entrance_config is not None else []),
             system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
+            image_mirrors=cluster.image_mirrors,
         ),
         k8s_opts,
     )

@@ -154,6 +154,7 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
                             _unresolved("kserve/storage-initializer", "v0.20.0", _NOT_FOUND)),
     "kserve-huggingfaceserver": ("kserve/huggingfaceserver", "v0.20.0-gpu",
                                  _unresolved("kserve/huggingfaceserver", "v0.20.0-gpu", _NOT_FOUND)),
+    "verify-python": ("python", "3.12.8-slim", _unresolved("python", "3.12.8-slim", _NOT_FOUND)),
     "model-signing": ("ghcr.io/sigstore/model-transparency-cli", "v1.0.1",
                       _unresolved("ghcr.io/sigstore/model-transparency-cli", "v1.0.1", _NOT_FOUND)),
     "endpoint-picker": ("ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0", _cited(
@@ -175,6 +176,7 @@ _USED_BY = {
     "kserve-huggingfaceserver": "KServe model container (chosen by the runtime's runtimeVersion, a tag)",
     "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
     "model-signing": "mirror Jobs, the publisher's signature check (models[].signature)",
+    "verify-python": "the verification Job (endpoint tools from a ConfigMap)",
 }
 
 IMAGES: dict[str, Image] = {

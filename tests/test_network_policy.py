@@ -25,6 +25,7 @@ from components.network_policy.rules import (
     network_policies,
 )
 from components.serving import vllm
+from components.verification import job as verification_job
 from offline_plan.mock_runtime import evaluate_stack
 from policies.workloads import workload
 from tests.netpol_eval import Cluster, Endpoint
@@ -44,6 +45,7 @@ COREDNS = Endpoint("coredns", "10.4.8.8", "kube-system", dict(DNS_POD_LABELS))
 OTHER_NS_POD = Endpoint("a pod of another team", "10.4.7.7", "team-a", {"app": "x"})
 SOLVER = Endpoint("cert-manager http01 solver", "10.4.6.6", NS, dict(ACME_SOLVER_LABELS))
 PROXY_POD = Endpoint("agentgateway proxy", "10.4.5.5", NS, {GATEWAY_NAME_LABEL: GATEWAY_NAME})
+VERIFIER = Endpoint("verification Job", "10.4.4.4", NS, {contract.LABEL_COMPONENT: verification_job.COMPONENT})
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +258,32 @@ def test_kserve_predictors_are_scraped_and_download_while_vllm_servers_do_not():
             assert not cluster.can_reach(mirror, p, kserve.HTTP_PORT)
     for server in pods["server"]:
         assert not cluster.can_reach(server, HUB, 443), server.name
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_verification_job_reaches_the_servers_and_nothing_else(stacks, stack):
+    """The Job checks every vLLM server through its API port (its pods carry the label the policy
+    names); it needs nothing else, so the Hub, the pickers and other ports stay closed to it."""
+    evaluation = stacks[stack]
+    jobs = [o for o in evaluation.kubernetes_objects if o["kind"] == "Job"
+            and o["metadata"]["name"] == verification_job.JOB_NAME]
+    assert jobs and jobs[0]["spec"]["template"]["metadata"]["labels"][contract.LABEL_COMPONENT] == verification_job.COMPONENT
+    cluster = Cluster(policies_of(evaluation))
+    servers = pods_of(evaluation)["server"]
+    assert servers
+    for server in servers:
+        assert cluster.can_reach(VERIFIER, server, contract.SERVER_PORT), server.name
+        assert not cluster.can_reach(VERIFIER, server, 22), server.name
+    assert cluster.can_reach(VERIFIER, COREDNS, 53, "UDP")
+    assert not cluster.can_reach(VERIFIER, HUB, 443)
+    for picker in pickers_of(evaluation):
+        assert not cluster.can_reach(VERIFIER, picker, 9002)
+
+
+def test_without_the_verification_policy_the_job_is_cut_off(stacks):
+    """The evaluator sees the difference: drop the verification policy and the Job reaches nothing."""
+    evaluation = stacks["dev"]
+    kept = [p for p in policies_of(evaluation) if p["metadata"]["name"] != "verification"]
+    assert len(kept) == len(policies_of(evaluation)) - 1
+    server = pods_of(evaluation)["server"][0]
+    assert not Cluster(kept).can_reach(VERIFIER, server, contract.SERVER_PORT)

@@ -128,6 +128,9 @@ class NetworkPolicySpec:
     servers: tuple[ServerGroup, ...]
     # The mirror Jobs' pods (contract.LABEL_COMPONENT value); None without mirror Jobs.
     mirror_component: str | None = "model-mirror"
+    # The verification Job's pods (contract.LABEL_COMPONENT value), which call every vLLM server's
+    # API port after `pulumi up`; None without the Job.
+    verification_component: str | None = None
     # Where the entrance's data plane runs: none (no entrance), in-cluster (pods with
     # GATEWAY_NAME_LABEL=gateway_name in this namespace), gke (managed proxies: gke_proxy_cidrs),
     # anywhere (an implementation whose pods are unknown: any pod of the cluster).
@@ -214,8 +217,10 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         # Requests from the entrance (through a picker's choice) and the pickers' own metric scrapes;
         # Prometheus scrapes /metrics on the same port (vLLM serves both on one port).
         via_entrance = has_pickers and group.port == contract.SERVER_PORT
+        verifier = ([{"podSelector": {"matchLabels": {contract.LABEL_COMPONENT: spec.verification_component}}}]
+                    if spec.verification_component and group.port == contract.SERVER_PORT else [])
         sources = [*(gateway if via_entrance else []), *([{"podSelector": PICKERS}] if via_entrance else []),
-                   *monitoring, *clients]
+                   *verifier, *monitoring, *clients]
         ingress = [{"from": sources, "ports": _ports(group.port)}] if sources else []
         egress: list[dict[str, Any]] = _downloads(spec.cloud) if group.downloads else []
         out.append(_policy(f"{group.model}-server", spec, _components(*group.api_components, model=group.model),
@@ -262,6 +267,12 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     if spec.acme and gateway:
         out.append(_policy("acme-solver", spec, {"matchLabels": dict(ACME_SOLVER_LABELS)},
                            ingress=[{"from": gateway, "ports": _ports(ACME_SOLVER_PORT)}]))
+    vllm_servers = [{"podSelector": _components(*g.api_components, model=g.model)} for g in spec.servers
+                    if g.port == contract.SERVER_PORT]
+    if spec.verification_component and vllm_servers:
+        # The smoke checks go to each server's in-cluster Service (its pods' API port), nowhere else.
+        out.append(_policy("verification", spec, {"matchLabels": {contract.LABEL_COMPONENT: spec.verification_component}},
+                           egress=[{"to": vllm_servers, "ports": _ports(contract.SERVER_PORT)}]))
     if spec.mirror_component:
         out.append(_policy("mirror-downloads", spec, {"matchLabels": {contract.LABEL_COMPONENT: spec.mirror_component}},
                            egress=_downloads(spec.cloud)))

@@ -33,9 +33,8 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract
+from common import contract, images, pod_security
 from common.engine import VLLM_VERSION
-from common.facts import Fact
 from components.serving.vllm import API_KEY_SECRET_KEY
 from components.verification.tools import ENTRY_MODULE, TOOLS_MOUNT_PATH, tool_sources, volume_items
 from planner.plan import ModelPlan
@@ -45,14 +44,11 @@ COMPONENT = "verification"
 # Docker Hub's official image, by version tag (policies/rules/images.py wants a tag or a digest).
 # Any CPython >= 3.10 runs the tools (PEP 604 unions at run time in dataclasses are not used; the
 # tools' own tests run on the project's 3.11).
-IMAGE = "python:3.12.8-slim"
-IMAGE_DIGEST = Fact(
-    subject=f"digest of {IMAGE} (the verification Job's image)",
-    value=None,
-    source="Docker Hub library/python (https://hub.docker.com/_/python); no registry is reachable here",
-    established=False,
-    resolve_with=f"docker buildx imagetools inspect {IMAGE} --format '{{{{json .Manifest.Digest}}}}'",
-)
+# Its reference (with the digest once resolved) is kept with every other image in common/images.py.
+IMAGE = images.reference("verify-python")
+IMAGE_DIGEST = images.IMAGES["verify-python"].digest
+# The tools write nothing but may use tempfile: a small /tmp on the read-only root.
+TMP_SIZE_LIMIT = "64Mi"
 # The shortfall of KV-cache tokens below the plan's that still passes (endpoint_tools/kv_capacity.py).
 KV_TOLERANCE_PERCENT = 10
 
@@ -92,6 +88,8 @@ class VerificationArgs:
     wait_for: list[pulumi.Resource] = field(default_factory=list)
     system_node_selector: Optional[dict[str, str]] = None
     kv_tolerance_percent: float = KV_TOLERANCE_PERCENT
+    # images.pullThrough: upstream registry -> the cache that serves it (common/images.mirrored).
+    image_mirrors: dict[str, str] = field(default_factory=dict)
 
 
 def request_timeout_seconds(plan: ModelPlan) -> int:
@@ -154,7 +152,8 @@ def _labels() -> dict[str, str]:
 
 
 def pod_spec(config_map: pulumi.Input[str], api_key_secrets: list[tuple[str, pulumi.Input[str]]],
-             system_node_selector: Optional[dict[str, str]]) -> dict[str, Any]:
+             system_node_selector: Optional[dict[str, str]],
+             image_mirrors: Optional[dict[str, str]] = None) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "PYTHONPATH", "value": TOOLS_MOUNT_PATH},
         # The tools' folder is a read-only ConfigMap: no .pyc files, and unbuffered lines in the log.
@@ -167,23 +166,26 @@ def pod_spec(config_map: pulumi.Input[str], api_key_secrets: list[tuple[str, pul
         # One attempt: a failed check is the answer, and a retry would double the wait.
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
+        "securityContext": pod_security.pod_security_context(),
         "containers": [{
             "name": "verify",
-            "image": IMAGE,
+            "image": images.mirrored(IMAGE, image_mirrors or {}),
             "command": ["python3", "-m", ENTRY_MODULE, "--targets", f"{TARGETS_MOUNT_PATH}/{TARGETS_FILE}"],
             "env": env,
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
             "volumeMounts": [
                 {"name": "tools", "mountPath": TOOLS_MOUNT_PATH, "readOnly": True},
                 {"name": "targets", "mountPath": TARGETS_MOUNT_PATH, "readOnly": True},
+                {"name": "tmp", "mountPath": "/tmp"},
             ],
-            # The same as the model store's mirror Job; the lead's security work may tighten it.
-            "securityContext": {"allowPrivilegeEscalation": False},
+            # Standard-library Python reading HTTP answers: nothing needs root or a writable root.
+            "securityContext": pod_security.container_security_context(),
         }],
         "volumes": [
             {"name": "tools", "configMap": {"name": config_map, "items": volume_items()}},
             {"name": "targets", "configMap": {"name": config_map, "items": [{"key": TARGETS_FILE,
                                                                              "path": TARGETS_FILE}]}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
         ],
     }
     if system_node_selector:
@@ -248,7 +250,8 @@ class Verification(pulumi.ComponentResource):
                 # Job (and its log), and the next `pulumi up` would run it again.
                 "template": {
                     "metadata": {"labels": _labels()},
-                    "spec": pod_spec(f"{JOB_NAME}-{digest}", secrets, args.system_node_selector),
+                    "spec": pod_spec(f"{JOB_NAME}-{digest}", secrets, args.system_node_selector,
+                                     args.image_mirrors),
                 },
             },
             opts=pulumi.ResourceOptions(
