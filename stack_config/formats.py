@@ -393,6 +393,7 @@ def ecr_cache_secret_arn(v: str) -> str:
         raise ValueError(f"{excerpt(v)} is not the ARN of a Secrets Manager secret named ecr-pullthroughcache/...; "
                          "ECR pull-through cache reads upstream credentials only from such a secret, e.g. "
                          "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf")
+    return v
 
 
 # An IPv4 network in CIDR form, host bits zero: what EKS takes in vpcConfig.publicAccessCidrs and

@@ -375,7 +375,7 @@ def test_gke_secrets_key_must_be_granted_before_the_cluster():
 def test_kms_resources_wait_for_the_cloud_kms_api(monkeypatch):
     from components.cluster.gcp import apis
 
-    monkeypatch.setattr(apis, "needed_apis", lambda filestore, image_streaming, kms=False: [
+    monkeypatch.setattr(apis, "needed_apis", lambda filestore, image_streaming, image_cache=False, kms=False: [
         apis.CONTAINER, apis.COMPUTE, apis.IAM, apis.IAM_CREDENTIALS, apis.STORAGE, apis.FILESTORE,
         apis.CONTAINER_FILESYSTEM])
     encrypted = evaluate_stack("dev", overrides={"security": {"secretsEncryption": {"enabled": True}}})

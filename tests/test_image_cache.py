@@ -20,7 +20,7 @@ ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 AR = "us-central1-docker.pkg.dev/mock-project"
 
 
-def fired(evaluation, rule_name=rules.CLOUD_RULES[-1]):
+def fired(evaluation, rule_name="mirrored-image-has-its-cache"):
     return [str(v) for v in check(evaluation, only=[rule_name])]
 
 

@@ -45,7 +45,7 @@ def server_pod(ev) -> dict:
 
 
 def mirror_pod(ev) -> dict:
-    [job] = kind(ev, "Job")
+    [job] = [o for o in kind(ev, "Job") if o["metadata"]["labels"].get("llm-serving.io/component") == "model-mirror"]
     return job["spec"]["template"]["spec"]
 
 

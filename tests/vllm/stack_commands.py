@@ -12,6 +12,9 @@ from typing import Any, Iterator
 
 import yaml
 
+from common import contract
+from components.verification import job as verification_job
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 # The upstream image's entrypoint is `vllm serve`, so a container of it with only `args` is a
@@ -130,11 +133,16 @@ def collect_vllm_serve_argv(model_path: str, build: pathlib.Path | None = None) 
 
 def collect_metric_reference_texts() -> dict[str, str]:
     """Text of every object the stacks emit, by name: PrometheusRules, dashboards, ServiceMonitors,
-    ScaledObjects and HPAs among them (names are found by pattern, so other objects are harmless)."""
+    ScaledObjects and HPAs among them (names are found by pattern, so other objects are harmless).
+
+    The verification Job's ConfigMap is left out: it ships the endpoint tools' source, whose table of
+    names older releases used (common/engine_metrics.py) is code that recognises them, not a query."""
     return {
         f"{stack}:{obj['kind']}/{obj['metadata'].get('name')}": yaml.safe_dump(obj)
         for stack, objects in stack_objects().items()
         for obj in objects
+        if not (obj["kind"] == "ConfigMap"
+                and (obj["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == verification_job.COMPONENT)
     }
 
 
