@@ -111,18 +111,21 @@ def size_tree(root: Path, paths: list[str]) -> dict[str, Actual]:
     return {p: Actual(size=(root / p).stat().st_size, sha256="") for p in paths}
 
 
+def _presence_or_size_problem(path: str, want: Expected | None, got: Actual | None) -> str | None:
+    """A missing, stray or resized file, in the words both comparisons use."""
+    if got is None:
+        return f"{path}: missing (expected {want.size} bytes)"
+    if want is None:
+        return f"{path}: unexpected file, not part of the revision"
+    if got.size != want.size:
+        return f"{path}: size mismatch: expected {want.size} bytes, found {got.size}"
+    return None
+
+
 def compare_sizes(expected: dict[str, Expected], actual: dict[str, Actual]) -> list[str]:
     """The file set and each size; catches a truncated, missing or stray file, not a flipped byte."""
-    problems = []
-    for path in sorted(set(expected) | set(actual)):
-        want, got = expected.get(path), actual.get(path)
-        if got is None:
-            problems.append(f"{path}: missing (expected {want.size} bytes)")
-        elif want is None:
-            problems.append(f"{path}: unexpected file, not part of the revision")
-        elif got.size != want.size:
-            problems.append(f"{path}: size mismatch: expected {want.size} bytes, found {got.size}")
-    return problems
+    found = (_presence_or_size_problem(p, expected.get(p), actual.get(p)) for p in sorted(set(expected) | set(actual)))
+    return [problem for problem in found if problem]
 
 
 def hash_tree(root: Path, paths: list[str], git_blob_for: set[str] = frozenset()) -> dict[str, Actual]:
@@ -136,12 +139,9 @@ def compare(expected: dict[str, Expected], actual: dict[str, Actual]) -> list[st
     problems = []
     for path in sorted(set(expected) | set(actual)):
         want, got = expected.get(path), actual.get(path)
-        if got is None:
-            problems.append(f"{path}: missing (expected {want.size} bytes)")
-        elif want is None:
-            problems.append(f"{path}: unexpected file, not part of the revision")
-        elif got.size != want.size:
-            problems.append(f"{path}: size mismatch: expected {want.size} bytes, found {got.size}")
+        presence_or_size = _presence_or_size_problem(path, want, got)
+        if presence_or_size:
+            problems.append(presence_or_size)
         elif want.sha256 is not None and got.sha256 != want.sha256:
             problems.append(f"{path}: sha256 mismatch: expected {want.sha256}, found {got.sha256}")
         elif want.sha256 is None and want.git_blob_sha1 is not None and got.git_blob_sha1 != want.git_blob_sha1:
