@@ -140,7 +140,8 @@ for model_plan in plans:
                 reader_service_account=shared.reader_service_account, hf_token=loaded.hf_token,
                 machine=machine, canary_baseline_revision=model_plan.model.canaryBaselineRevision,
                 monitoring=monitoring.enabled, monitoring_labels=dict(monitoring.labels),
-                api_key_configured=loaded.api_key is not None, image_mirrors=cluster.image_mirrors,
+                api_key=loaded.api_key, api_key_next=loaded.api_key_next,
+                allow_unauthenticated=stack.exposure.allowUnauthenticated, image_mirrors=cluster.image_mirrors,
                 dashboard_namespace=monitoring.dashboardNamespace, runbook_url=monitoring.runbookUrl,
                 alert_thresholds=AlertThresholds(
                     kv_cache_usage=monitoring.kvCacheUsageAlert, error_ratio=monitoring.errorRateAlert

@@ -152,8 +152,6 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
         "70902551587 (two versions of the file agree)")),
     "storage-initializer": ("kserve/storage-initializer", "v0.20.0",
                             _unresolved("kserve/storage-initializer", "v0.20.0", _NOT_FOUND)),
-    "kserve-huggingfaceserver": ("kserve/huggingfaceserver", "v0.20.0-gpu",
-                                 _unresolved("kserve/huggingfaceserver", "v0.20.0-gpu", _NOT_FOUND)),
     "verify-python": ("python", "3.12.8-slim", _unresolved("python", "3.12.8-slim", _NOT_FOUND)),
     "model-signing": ("ghcr.io/sigstore/model-transparency-cli", "v1.0.1",
                       _unresolved("ghcr.io/sigstore/model-transparency-cli", "v1.0.1", _NOT_FOUND)),
@@ -168,12 +166,11 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
 # END DIGESTS
 
 _USED_BY = {
-    "vllm": "vLLM servers (models[].image default)",
+    "vllm": "vLLM servers and KServe models' own ServingRuntime (models[].image default)",
     "downloader": "mirror Jobs, the Hub download (modelStore.downloaderImage default)",
     "aws-cli": "mirror Jobs, the bucket sync on AWS",
     "gcloud": "mirror Jobs, the bucket sync on GCP",
     "storage-initializer": "KServe storage initializer (ClusterStorageContainer)",
-    "kserve-huggingfaceserver": "KServe model container (chosen by the runtime's runtimeVersion, a tag)",
     "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
     "model-signing": "mirror Jobs, the publisher's signature check (models[].signature)",
     "verify-python": "the verification Job (endpoint tools from a ConfigMap)",

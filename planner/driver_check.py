@@ -15,21 +15,9 @@ from common.gpu_driver import OperatorValuesError
 from planner.plan import ModelPlan
 from stack_config import StackConfig
 
-# KServe's runtime image is chosen by KServe's ClusterServingRuntime, not by this stack.
-KSERVE_RUNTIME_CUDA = Fact(
-    subject="CUDA of the kserve-huggingfaceserver runtime image",
-    value=None,
-    source="not recorded (the image is KServe's ClusterServingRuntime's)",
-    established=False,
-    resolve_with='docker run --rm --entrypoint python3 <the runtime image: kubectl get clusterservingruntime '
-                 'kserve-huggingfaceserver -o jsonpath="{.spec.containers[0].image}"> -c '
-                 '"import torch; print(torch.version.cuda)"',
-)
-
-
 def engine_cuda(image: str, engine_name: str) -> Fact:
-    if engine_name == "kserve":
-        return KSERVE_RUNTIME_CUDA
+    """Both engines run the model's image (`models[].image`): the KServe path's own ServingRuntime
+    runs it too (components/serving/kserve.py)."""
     known = engine.image_cuda(image)
     if known is not None:
         return known

@@ -222,7 +222,7 @@ class ModelConfig(StrictModel):
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     """Autoscaling on queue depth and KV-cache usage."""
     slo: SloConfig = Field(default_factory=SloConfig)
-    """Latency objectives for this model and the burn-rate alerts on them (engine: vllm)."""
+    """Latency objectives for this model and the burn-rate alerts on them (both engines run the pinned vLLM)."""
     updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
     """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
@@ -296,9 +296,6 @@ class ModelConfig(StrictModel):
             raise ValueError("canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest")
         if self.engine == "kserve" and self.adapters:
             raise ValueError("adapters apply to engine: vllm only (this program passes LoRA flags to `vllm serve`)")
-        if self.engine == "kserve" and "slo" in self.model_fields_set:
-            # KServe's runtime is another vLLM release whose histograms were not checked here.
-            raise ValueError("slo applies to engine: vllm only (the KServe runtime's latency histograms are not verified)")
         return self
 
 

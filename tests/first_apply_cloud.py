@@ -364,6 +364,12 @@ def _pool_driver_facts(graph: ApplyGraph, pool: str) -> list[tuple[str, Any]]:
 def server_workloads(graph: ApplyGraph) -> list[tuple[RecordedResource, str, str]]:
     """(workload, engine image, pool) for every GPU server the stack runs."""
     out = []
+    # The program's own ServingRuntimes by name: each names the image its InferenceService runs.
+    runtime_images = {}
+    for resource in graph.kubernetes_objects():
+        if resource.inputs.get("kind") == "ServingRuntime":
+            containers = _get(resource.inputs.get("spec") or {}, "containers") or [{}]
+            runtime_images[_get(resource.inputs, "metadata", "name")] = containers[0].get("image", "")
     for resource in graph.kubernetes_objects():
         kind, spec = resource.inputs.get("kind"), resource.inputs.get("spec") or {}
         templates = []
@@ -375,8 +381,8 @@ def server_workloads(graph: ApplyGraph) -> list[tuple[RecordedResource, str, str
             predictor = _get(spec, "predictor") or {}
             pool = _pool_label(predictor.get("nodeSelector"))
             if pool:
-                # The runtime's image is KServe's ClusterServingRuntime's: its CUDA is not recorded.
-                out.append((resource, f"kserve runtime {_get(predictor, 'model', 'runtime')}", pool))
+                runtime = _get(predictor, "model", "runtime")
+                out.append((resource, runtime_images.get(runtime, f"kserve runtime {runtime} (not created here)"), pool))
         for template in templates:
             pod = _get(template, "spec") or {}
             pool = _pool_label(pod.get("nodeSelector"))

@@ -363,7 +363,8 @@ def test_kv_cache_scaling_must_act_before_the_kv_cache_alert():
     assert parse_stack_config(edit(raw, "monitoring.kvCacheUsageAlert", 0.98), SOURCE)
 
 
-def test_slo_is_refused_on_kserve_models():
+def test_slo_applies_to_kserve_models_too():
+    # KServe models run the pinned vLLM (their own ServingRuntime), so its latency histograms are the
+    # vLLM path's and the same objectives apply.
     raw = edit(edit(base(), "models[0].engine", "kserve"), "models[0].slo", {"enabled": False})
-    [problem] = problems_of(raw)
-    assert "models[0]: slo applies to engine: vllm only" in problem
+    assert parse_stack_config(raw, SOURCE).models[0].slo.enabled is False

@@ -9,6 +9,8 @@ import pytest
 
 from common import contract
 from components.cluster.interface import ModelBucket, ServiceAccountBinding
+from common import engine, images
+from components.serving import engine_args as vllm_args
 from components.serving import kserve, probes
 from offline_plan.mock_runtime import run_in_mocks, secret_paths
 from tests.addon_fixtures import crds_present
@@ -33,11 +35,13 @@ def evaluate(model: dict, *, storage: str = "bucket", bucket: ModelBucket | None
     p = make_plan({"engine": "kserve", **model})
 
     def program():
+        # Keys are given as plain strings and become Pulumi secrets here, inside the mocked run.
+        keys = {k: pulumi.Output.secret(extra[k]) for k in ("api_key", "api_key_next") if extra.get(k)}
         kserve.KServeModel("m", kserve.KServeModelArgs(
             plan=p, placement=placement(p), namespace=NAMESPACE, storage=storage, crds=crds_present(),
             bucket=bucket if bucket is not None else (s3_bucket() if storage == "bucket" else None),
             reader_service_account="model-reader", machine=machine(p),
-            hf_token=pulumi.Output.secret(token) if token else None, **extra,
+            hf_token=pulumi.Output.secret(token) if token else None, **{**extra, **keys},
         ))
 
     ev = run_in_mocks(program)
@@ -75,31 +79,72 @@ def test_every_object_validates_against_the_upstream_schemas():
         validate_all(objs)
 
 
-def test_standard_mode_huggingface_runtime_and_engine_flags_from_the_plan():
+def runtime(ev) -> dict:
+    found = objects(ev, "ServingRuntime")
+    assert len(found) == 1
+    return found[0]
+
+
+def test_standard_mode_on_the_programs_own_runtime_with_the_vllm_paths_command_line():
     p, ev = evaluate({**LLAMA_8B, "kvCacheDtype": "fp8", "dtype": "bfloat16"})
     obj = isvc(ev)
     assert obj["apiVersion"] == "serving.kserve.io/v1beta1"
     assert obj["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
     model = obj["spec"]["predictor"]["model"]
+    rt = runtime(ev)
+    # The model selects the program's runtime, in the model's namespace, which lists its format
+    # without auto-selection (only this InferenceService uses it).
+    assert model["runtime"] == rt["metadata"]["name"] == f"{p.served_name}-vllm-runtime"
+    assert rt["metadata"]["namespace"] == NAMESPACE
     assert model["modelFormat"] == {"name": "huggingface"}
-    assert model["runtimeVersion"] == "v0.20.0-gpu"
+    assert rt["spec"]["supportedModelFormats"] == [{"name": "huggingface", "autoSelect": False}]
+    assert "runtimeVersion" not in model  # it would rewrite the image's tag (utils.go UpdateImageTag)
+    # `vllm serve` on the weights the storage initializer put at /mnt/models, with the vLLM path's
+    # flags: the same derivation, only the model dir and the port differ.
+    [container] = rt["spec"]["containers"]
+    assert container["command"] == ["vllm", "serve"] and "args" not in container
     args = model["args"]
-    assert args[0] == f"--model_name={p.served_name}"
-    assert f"--served-model-name={p.served_name}" in args and "--backend=vllm" in args
-    assert f"--max-model-len={p.max_model_len}" in args
-    assert f"--tensor-parallel-size={p.tensor_parallel_size}" in args
-    assert "--gpu-memory-utilization=0.9" in args
-    assert "--kv-cache-dtype=fp8" in args and "--dtype=bfloat16" in args
-    # vllm-serve-only flags stay out: KServe owns the model dir, port and shutdown.
-    assert not [a for a in args if a.startswith(("--port", "--host", "--load-format", "--shutdown-timeout"))]
-    assert not [a for a in args if a.startswith("/")]
+    assert args == vllm_args.serve_args(p, model_dir="/mnt/models", port=kserve.HTTP_PORT)
+    assert args[0] == "/mnt/models" and args[1:3] == ["--served-model-name", p.served_name]
+    for flag, value in [("--max-model-len", str(p.max_model_len)), ("--tensor-parallel-size", str(p.tensor_parallel_size)),
+                        ("--gpu-memory-utilization", "0.9"), ("--kv-cache-dtype", "fp8"), ("--dtype", "bfloat16"),
+                        ("--shutdown-timeout", str(probes.drain_seconds(p))), ("--port", "8080")]:
+        assert args[args.index(flag) + 1] == value, flag
+    # The weights are local: no bucket streaming, no huggingfaceserver flags.
+    assert "--load-format" not in args
+    assert not [a for a in args if a.startswith(("--model_name", "--backend"))]
+    # The container port the predictor Service targets is vLLM's port.
+    assert model["ports"][0]["containerPort"] == container["ports"][0]["containerPort"] == 8080
+    assert obj["metadata"]["annotations"][contract.ANNOTATION_ENGINE_VERSION] == engine.VLLM_VERSION
+
+
+def test_the_runtime_runs_the_pinned_vllm_image_through_the_pull_through_cache():
+    _, ev = evaluate(LLAMA_8B)
+    [container] = runtime(ev)["spec"]["containers"]
+    assert container["image"] == images.reference("vllm") == engine.VLLM_IMAGE
+    assert container["name"] == "kserve-container"  # the storage initializer mounts /mnt/models into it
+    mirrors = {"docker.io": "123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub"}
+    _, ev = evaluate(LLAMA_8B, image_mirrors=mirrors)
+    [container] = runtime(ev)["spec"]["containers"]
+    assert container["image"] == images.mirrored(engine.VLLM_IMAGE, mirrors)
+    assert container["image"].startswith(mirrors["docker.io"] + "/vllm/vllm-openai:v0.32.0")
+    # models[].image is honoured, as on the vLLM path.
+    _, ev = evaluate({**LLAMA_8B, "image": "registry.example.com/vllm/vllm-openai:v0.32.0-patched"})
+    assert runtime(ev)["spec"]["containers"][0]["image"] == "registry.example.com/vllm/vllm-openai:v0.32.0-patched"
+
+
+def test_the_inference_service_waits_for_its_runtime():
+    _, ev = evaluate(LLAMA_8B)
+    [rt] = [r for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "ServingRuntime"]
+    [svc] = [r for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "InferenceService"]
+    assert rt.urn in svc.dependencies
 
 
 def test_engine_flags_follow_the_plan_on_a_bigger_model():
     p, ev = evaluate(LLAMA_70B)
     assert p.tensor_parallel_size > 1
     args = isvc(ev)["spec"]["predictor"]["model"]["args"]
-    assert f"--tensor-parallel-size={p.tensor_parallel_size}" in args
+    assert args[args.index("--tensor-parallel-size") + 1] == str(p.tensor_parallel_size)
     limits = isvc(ev)["spec"]["predictor"]["model"]["resources"]["limits"]
     assert limits[contract.GPU_RESOURCE] == str(p.tensor_parallel_size)
 
@@ -124,11 +169,11 @@ def test_probe_budget_covers_the_load_estimate_with_the_vllm_path_numbers():
     assert budget == p.startup_budget_seconds >= p.load_seconds
     pp = probes.probe_plan(p)
     assert startup["failureThreshold"] == pp.startup_failure_threshold
-    # The model's own health route: v0.20's /v2/health/ready and /live answer while the engine loads.
-    health = {"path": f"/openai/v1/models/{p.served_name}", "port": kserve.HTTP_PORT}
+    # vLLM's own /health on the runtime's port: it answers once the engine is built, turns 503 when
+    # the engine dies, and is outside the API-key guard (components/serving/probes.py).
+    health = {"path": "/health", "port": kserve.HTTP_PORT}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert model[probe]["httpGet"] == health, probe
-        assert "/v2/health" not in str(model[probe])
     # Liveness keeps the vLLM path's lenient numbers: never kill a busy engine for one slow answer.
     assert model["livenessProbe"]["failureThreshold"] == probes.LIVENESS_FAILURE_THRESHOLD
     assert model["livenessProbe"]["periodSeconds"] == probes.LIVENESS_PERIOD_SECONDS
@@ -268,28 +313,14 @@ def test_multi_node_replica_is_refused_with_the_fix():
         evaluate(LLAMA_70B_TWO_NODES)
 
 
-def test_pipeline_parallelism_is_refused_even_on_one_node():
-    # 4 × 2 = 8 GPUs fits one 8-GPU node, but the runtime would set TP to all 8 GPUs and ask for 16.
+def test_pipeline_parallelism_on_one_node_is_passed_to_vllm_as_on_the_vllm_path():
+    # `vllm serve` takes the plan's parallelism as it is (v0.20's huggingfaceserver overrode TP).
     p = make_plan({"engine": "kserve", **LLAMA_70B, "tensorParallelSize": 4, "pipelineParallelSize": 2})
     assert p.nodes_per_replica == 1 and p.pipeline_parallel_size == 2
-    with pytest.raises(kserve.KServeConfigError) as err:
-        kserve.check_servable(p)
-    message = str(err.value)
-    assert message.startswith("models[0].pipelineParallelSize:") and "engine: vllm" in message
-    assert "\n" not in message
-
-
-# The container of KServe v0.20.0's kserve-huggingfaceserver ClusterServingRuntime, as far as the
-# merge with the predictor matters (resources, volume mounts) and the runtime's pod volumes.
-# Source: https://github.com/kserve/kserve/blob/v0.20.0/config/runtimes/kserve-huggingfaceserver.yaml
-# (commit 1fb781055dd1567164358233e1125142ca6ef1fe); the Helm chart's copy
-# (charts/kserve-runtime-configs/files/runtimes/resources.yaml) carries the same values.
-RUNTIME_CONTAINER_V0_20 = {
-    "name": "kserve-container",
-    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-    "volumeMounts": [{"name": "devshm", "mountPath": "/dev/shm"}],
-}
-RUNTIME_VOLUMES_V0_20 = [{"name": "devshm", "emptyDir": {"medium": "Memory"}}]
+    kserve.check_servable(p)
+    args = kserve.model_args(p)
+    assert args[args.index("--tensor-parallel-size") + 1] == "4"
+    assert args[args.index("--pipeline-parallel-size") + 1] == "2"
 
 
 def _merge_list(base: list[dict], patch: list[dict], key: str) -> list[dict]:
@@ -307,16 +338,17 @@ def _merge_maps(base: dict, patch: dict) -> dict:
     return out
 
 
-def merged_predictor_pod(predictor: dict) -> tuple[dict, list[dict]]:
-    """The kserve-container and pod volumes KServe v0.20 builds: runtime, then predictor on top
-    (MergeRuntimeContainers / MergePodSpec, strategic merge: maps by key, volumeMounts by
-    mountPath, volumes by name)."""
-    model = predictor["model"]
-    container = {
-        "resources": _merge_maps(RUNTIME_CONTAINER_V0_20["resources"], model["resources"]),
-        "volumeMounts": _merge_list(RUNTIME_CONTAINER_V0_20["volumeMounts"], model["volumeMounts"], "mountPath"),
-    }
-    return container, _merge_list(RUNTIME_VOLUMES_V0_20, predictor["volumes"], "name")
+def merged_container(runtime_container: dict, model: dict) -> dict:
+    """The kserve-container KServe v0.20 builds (utils.go MergeRuntimeContainers): the runtime's
+    container, the predictor's model container strategic-merged on top (maps by key, env by name,
+    ports by containerPort, volumeMounts by mountPath), args concatenated runtime first."""
+    model = {k: v for k, v in model.items() if k not in ("modelFormat", "runtime", "storageUri")}
+    out = _merge_maps(runtime_container, {k: v for k, v in model.items()
+                                          if k not in ("env", "ports", "volumeMounts", "args")})
+    for field, key in (("env", "name"), ("ports", "containerPort"), ("volumeMounts", "mountPath")):
+        out[field] = _merge_list(runtime_container.get(field, []), model.get(field, []), key)
+    out["args"] = [*runtime_container.get("args", []), *model.get("args", [])]
+    return out
 
 
 def quantity(value: str) -> float:
@@ -328,34 +360,45 @@ def quantity(value: str) -> float:
 
 
 @pytest.mark.parametrize("model", [LLAMA_8B, LLAMA_70B, {**LLAMA_8B, "pool": "l4x4"}])
-def test_merged_with_the_runtime_the_pod_is_valid(model):
-    p, ev = evaluate(model)
-    ours = isvc(ev)["spec"]["predictor"]
-    assert quantity(ours["model"]["resources"]["requests"]["cpu"]) > 1  # more than the runtime's limit
-    container, volumes = merged_predictor_pod(ours)
-    res = container["resources"]
+def test_merged_with_the_runtime_the_container_is_the_vllm_paths(model):
+    p, ev = evaluate(model, api_key="sk-k", api_key_next="sk-n")
+    pred = isvc(ev)["spec"]["predictor"]
+    [rc] = runtime(ev)["spec"]["containers"]
+    c = merged_container(rc, pred["model"])
+    # The pinned image runs the whole `vllm serve` command line, both keys included.
+    assert c["image"] == engine.VLLM_IMAGE
+    assert [*c["command"], *c["args"]] == ["vllm", "serve", *kserve.model_args(p, rotating=True)]
+    res = c["resources"]
     for name, request in res["requests"].items():
         if name in res["limits"]:
             assert quantity(request) <= quantity(res["limits"][name]), (name, res)
-    # GPUs still limits == requests, and one bounded /dev/shm (the runtime's unbounded one replaced).
+    # GPUs limits == requests, and no CPU limit (as the vLLM path: throttling stalls the engine loop).
     assert res["limits"][contract.GPU_RESOURCE] == res["requests"][contract.GPU_RESOURCE] == str(p.gpus_per_pod)
-    shm = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    assert "cpu" not in res["limits"]
+    assert [port["containerPort"] for port in c["ports"]] == [kserve.HTTP_PORT]
+    # One bounded /dev/shm and the bounded HOME and /tmp emptyDirs of the read-only root.
+    shm = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
     assert len(shm) == 1
+    volumes = pred["volumes"]
+    assert "volumes" not in runtime(ev)["spec"]
     [volume] = [v for v in volumes if v["name"] == shm[0]["name"]]
     assert volume["emptyDir"]["medium"] == "Memory" and volume["emptyDir"]["sizeLimit"]
-    # No unbounded volume is left: the other two are the HOME and /tmp emptyDirs of the read-only
-    # root (components/serving/writable.py), each with a size limit.
-    assert [v for v in volumes if v["emptyDir"].get("medium") == "Memory"] == [volume]
     assert all(v["emptyDir"].get("sizeLimit") for v in volumes) and len(volumes) == 3
+    assert c["securityContext"] == rc["securityContext"] == pred["model"]["securityContext"]
 
 
-def test_the_merge_check_catches_a_cpu_request_above_the_runtime_limit():
-    # Guards the test above: without our CPU limit the runtime's "1" would remain.
-    p, ev = evaluate(LLAMA_70B)
-    predictor = isvc(ev)["spec"]["predictor"]
-    del predictor["model"]["resources"]["limits"]["cpu"]
-    res = merged_predictor_pod(predictor)[0]["resources"]
-    assert quantity(res["requests"]["cpu"]) > quantity(res["limits"]["cpu"]) == 1
+def test_the_merge_check_sees_what_the_runtime_alone_would_run():
+    # Guards the test above: the runtime on its own runs vLLM with no model, key or flags.
+    p, ev = evaluate(LLAMA_8B)
+    [rc] = runtime(ev)["spec"]["containers"]
+    c = merged_container(rc, {"args": []})
+    assert c["args"] == [] and "env" not in rc
+    # What it does carry is the predictor's own (the pack checks the runtime on its own).
+    model = isvc(ev)["spec"]["predictor"]["model"]
+    for key in ("startupProbe", "readinessProbe", "livenessProbe", "securityContext"):
+        assert rc[key] == model[key], key
+    for part in ("requests", "limits"):
+        assert rc["resources"][part] == {k: v for k, v in model["resources"][part].items() if k != contract.GPU_RESOURCE}
 
 
 @pytest.mark.parametrize("storage", ["bucket", "hf"])
@@ -372,28 +415,82 @@ def test_weights_on_a_claim_need_no_ephemeral_storage():
     assert "ephemeral-storage" not in isvc(ev)["spec"]["predictor"]["model"]["resources"]["requests"]
 
 
-def _warnings(model: dict, **extra) -> list[str]:
-    p = make_plan({"engine": "kserve", **model})
-    return kserve.engine_warnings(kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), **extra))
+def _env(model: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in model["env"]}
 
 
-def test_api_key_and_custom_image_are_reported_as_not_applied():
-    assert _warnings(LLAMA_8B) == []
-    [key] = _warnings(LLAMA_8B, api_key_configured=True)
-    assert key.startswith("models[0]:") and "apiKey" in key and "engine: vllm" in key
-    [image] = _warnings({**LLAMA_8B, "image": "registry.example.com/vllm/vllm-openai:v0.32.0-patched"})
-    assert image.startswith("models[0].image:") and "registry.example.com" in image
-    # The component reports them in its warnings output.
-    p = make_plan({"engine": "kserve", **LLAMA_8B})
+def test_the_api_key_comes_from_a_secret_as_on_the_vllm_path():
+    key = "sk-test-not-a-real-key-5e2a"
+    p, ev = evaluate(LLAMA_8B, api_key=key)
+    [secret] = objects(ev, "Secret")
+    assert secret["metadata"]["name"] == f"{p.served_name}-api-key"
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    assert secret["stringData"] == {"api-key": key}
+    model = isvc(ev)["spec"]["predictor"]["model"]
+    env = _env(model)
+    assert env["VLLM_API_KEY"] == {"name": "VLLM_API_KEY", "valueFrom": {
+        "secretKeyRef": {"name": secret["metadata"]["name"], "key": "api-key"}}}
+    assert "VLLM_API_KEY_NEXT" not in env and "--api-key" not in model["args"]
+    # The key is a Pulumi secret in the Secret's data and nowhere else.
+    secret_resource = next(r for r in ev.resources if r.type == "kubernetes:core/v1:Secret")
+    paths = secret_paths(secret_resource.inputs)
+    assert paths and all(path.startswith("stringData") for path in paths)
+    assert sum(key in str(r.inputs) for r in ev.resources) == 1
+
+
+def test_during_a_rotation_both_keys_are_valid():
+    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+                     canary_baseline_revision=BASELINE,
+                     api_key="sk-old", api_key_next="sk-new")
+    [secret] = objects(ev, "Secret")
+    assert secret["stringData"] == {"api-key": "sk-old", "api-key-next": "sk-new"}
+    spec = isvc(ev)["spec"]
+    # The stable predictor and the canary alike.
+    for model in (spec["predictor"]["model"], spec["canary"][0]["predictor"]["model"]):
+        env = _env(model)
+        assert env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "api-key"
+        assert env["VLLM_API_KEY_NEXT"]["valueFrom"]["secretKeyRef"]["key"] == "api-key-next"
+        assert model["args"][-3:] == ["--api-key", "$(VLLM_API_KEY)", "$(VLLM_API_KEY_NEXT)"]
+
+
+def test_without_a_key_no_secret_and_no_key_env():
+    _, ev = evaluate(LLAMA_8B)
+    assert not objects(ev, "Secret")
+    model = isvc(ev)["spec"]["predictor"]["model"]
+    assert not [e for e in model["env"] if e["name"].startswith("VLLM_API_KEY")]
+    assert "--api-key" not in model["args"]
+
+
+def test_allow_unauthenticated_marks_the_predictor_pods_with_the_waiver():
+    _, ev = evaluate(LLAMA_8B, allow_unauthenticated=True)
+    assert isvc(ev)["spec"]["predictor"]["annotations"][contract.ANNOTATION_ALLOW_UNAUTHENTICATED] == "true"
+    _, ev = evaluate(LLAMA_8B)
+    assert contract.ANNOTATION_ALLOW_UNAUTHENTICATED not in isvc(ev)["spec"]["predictor"]["annotations"]
+
+
+def test_no_warning_that_the_key_or_the_image_is_ignored():
+    p = make_plan({"engine": "kserve", **LLAMA_8B, "image": "registry.example.com/vllm/vllm-openai:v0.32.0-patched"})
     holder = {}
 
     def program():
         holder["m"] = kserve.KServeModel("m", kserve.KServeModelArgs(
             plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket(),
-            api_key_configured=True))
+            api_key=pulumi.Output.secret("k"), image_mirrors={"docker.io": "cache.example.com/hub"}))
 
     run_in_mocks(program)
-    assert any("apiKey" in w for w in holder["m"].warnings)
+    assert holder["m"].warnings == []
+
+
+def test_the_endpoint_is_the_predictor_services_port_80_and_vllms_v1():
+    p = make_plan({"engine": "kserve", **LLAMA_8B})
+    holder = {}
+
+    def program():
+        holder["m"] = kserve.KServeModel("m", kserve.KServeModelArgs(
+            plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()))
+
+    run_in_mocks(program)
+    assert holder["m"].endpoint == f"http://{p.served_name}-predictor.{NAMESPACE}.svc.cluster.local/v1"
 
 
 def test_hpa_kind_exposes_the_adapter_rules_it_needs():

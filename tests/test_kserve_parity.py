@@ -107,3 +107,80 @@ def test_the_programs_canary_passes_and_fails_once_unpinned():
     del model["startupProbe"]
     assert {v.policy for v in check_objects([broken])} == {"model-revision-pinned", "probes-declared",
                                                            "startup-probe-budget"}
+
+
+# The engine: the pinned vLLM, its metric names, its API key ------------------------------------
+
+def _series(text: str) -> set[str]:
+    import re
+    return set(re.findall(r"vllm:[a-z_]+", text))
+
+
+def test_the_alerts_and_dashboard_read_the_series_the_vllm_path_reads():
+    # One engine, one set of names: KServe's model container now runs `vllm serve` from the pinned
+    # image, so its /metrics are the vLLM path's (the names tests/vllm checks against 0.32).
+    from tests.test_vllm_server import evaluate as evaluate_vllm
+
+    _, ev = evaluate(TWO_REPLICAS)
+    _, _, vllm_objects = evaluate_vllm(TWO_REPLICAS)
+    ours = json.dumps(objects(ev, "PrometheusRule")) + json.dumps(
+        [o for o in objects(ev, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")])
+    theirs = json.dumps([o for o in vllm_objects if o["kind"] in ("PrometheusRule", "ConfigMap")])
+    assert _series(ours) and _series(ours) == _series(theirs)
+    # The container the restart alert counts is the runtime's container, which runs vLLM.
+    [rt] = objects(ev, "ServingRuntime")
+    assert rt["spec"]["containers"][0]["name"] == kserve.RUNTIME_CONTAINER
+    assert f'container=\\"{kserve.RUNTIME_CONTAINER}\\"' in ours
+
+
+def test_the_runtime_and_the_inference_service_pass_the_pack_together():
+    _, ev = evaluate(TWO_REPLICAS, api_key="sk-k")
+    objs = objects(ev)
+    assert {"ServingRuntime", "InferenceService"} <= {o["kind"] for o in objs}
+    assert [v for v in check_objects(objs) if v.level == "mandatory"] == []
+
+
+# authenticated-exposure on a KServe model ------------------------------------------------------
+# The program never routes a Gateway to a KServe model (the entrance and exposure.gateway take vLLM
+# servers only), but a route written by hand can; the rule must then read the key on the model
+# container as it does on a Deployment.
+
+def _route_to(served_name: str) -> list[dict]:
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+             "metadata": {"name": served_name, "namespace": "llm-serving"},
+             "spec": {"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public",
+                                      "namespace": "gateways"}],
+                      "rules": [{"backendRefs": [{"name": f"{served_name}-open", "port": 80}]}]}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{served_name}-open", "namespace": "llm-serving"},
+               "spec": {"selector": {contract.LABEL_MODEL: served_name}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    return [route, service]
+
+
+def _exposure(objs: list[dict]) -> list:
+    return [v for v in check_objects(objs) if v.policy == "authenticated-exposure"]
+
+
+def test_an_exposed_kserve_model_without_the_key_fails_authenticated_exposure():
+    p, ev = evaluate(LLAMA_8B)
+    [finding] = _exposure(_route_to(p.served_name) + objects(ev))
+    assert f"InferenceService/{p.served_name}" in finding.message and "asks for no API key" in finding.message
+    # The same model with the key from the Secret passes, and so does the explicit waiver.
+    _, keyed = evaluate(LLAMA_8B, api_key="sk-k")
+    assert _exposure(_route_to(p.served_name) + objects(keyed)) == []
+    _, waived = evaluate(LLAMA_8B, allow_unauthenticated=True)
+    assert _exposure(_route_to(p.served_name) + objects(waived)) == []
+    # Not routed: nothing to check.
+    assert _exposure(objects(ev)) == []
+
+
+def test_a_kserve_canary_without_the_key_is_caught_too():
+    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+                     canary_baseline_revision=BASELINE, api_key="sk-k")
+    objs = objects(ev)
+    assert _exposure(_route_to(p.served_name) + objs) == []
+    broken = copy.deepcopy(objs)
+    [isvc] = [o for o in broken if o["kind"] == "InferenceService"]
+    model = isvc["spec"]["canary"][0]["predictor"]["model"]
+    model["env"] = [e for e in model["env"] if not e["name"].startswith("VLLM_API_KEY")]
+    [finding] = _exposure(_route_to(p.served_name) + broken)
+    assert "spec.canary[0].predictor" in finding.message

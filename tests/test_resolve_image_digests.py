@@ -85,9 +85,9 @@ def test_write_rewrites_the_table_so_the_program_deploys_by_digest(registry, tmp
     assert table["vllm"].reference == f"vllm/vllm-openai:v0.32.0@{DIGEST}"
     assert table["vllm"].digest.established and "Docker-Content-Digest checked" in table["vllm"].digest.source
     assert table["storage-initializer"].resolved
-    # Entries not asked for keep what they had: the cited picker digest, the unresolved runtime image.
+    # Entries not asked for keep what they had: the cited picker digest, an unresolved image.
     assert table["endpoint-picker"].digest == images.IMAGES["endpoint-picker"].digest
-    assert not table["kserve-huggingfaceserver"].resolved
+    assert not table["verify-python"].resolved
     assert set(table) == set(images.IMAGES)
 
 

@@ -58,7 +58,9 @@ ADDON = AddOn(
     crds=(
         Crd(GROUP, "InferenceService", "inferenceservices"),
         Crd(GROUP, "ClusterStorageContainer", "clusterstoragecontainers"),
+        # Each model's own runtime (components/serving/kserve.py serving_runtime): the pinned vLLM.
+        Crd(GROUP, "ServingRuntime", "servingruntimes"),
     ),
     requires=("certManager",),
-    docs="InferenceServices in Standard (raw Deployment) mode on the kserve-huggingfaceserver runtime.",
+    docs="InferenceServices in Standard (raw Deployment) mode, each on the program's own vLLM ServingRuntime.",
 )

@@ -46,14 +46,18 @@ def api_key_args(rotating: bool) -> list[str]:
     return ["--api-key", f"$({API_KEY_ENV})", f"$({API_KEY_NEXT_ENV})"]
 
 
-def serve_args(plan: Any, *, weights_uri: Any = None) -> list[Any]:
+def serve_args(plan: Any, *, weights_uri: Any = None, model_dir: str | None = None,
+               port: int = contract.SERVER_PORT) -> list[Any]:
     """Arguments after `vllm serve` for this plan.
 
     `weights_uri`: when the model loads from the bucket, its s3:// or gs:// URI (a string or a
     Pulumi Output); vLLM then streams the weights with the Run:ai streamer instead of reading the
     mounted volume at `plan.model_path`.
+    `model_dir`, `port`: where another front end put the weights and which port it routes to (the
+    KServe path: its storage initializer's /mnt/models and the runtime's 8080).
     """
-    args: list[Any] = [weights_uri if weights_uri is not None else plan.model_path]
+    local = model_dir if model_dir is not None else plan.model_path
+    args: list[Any] = [weights_uri if weights_uri is not None else local]
     args += ["--served-model-name", plan.served_name]
     args += engine_args(plan)
     if needs_chat_template_file(plan):
@@ -63,13 +67,12 @@ def serve_args(plan: Any, *, weights_uri: Any = None) -> list[Any]:
     args += lora_args(plan)
     # Finish in-flight streams on SIGTERM instead of aborting them (0.32's default is abort).
     args += ["--shutdown-timeout", str(probes.drain_seconds(plan))]
-    args += ["--host", "0.0.0.0", "--port", str(contract.SERVER_PORT)]
+    args += ["--host", "0.0.0.0", "--port", str(port)]
     return args
 
 
 def engine_args(plan: Any) -> list[str]:
-    """The engine flags sizing decided (`--flag value` pairs and switches), for any vLLM front end:
-    `vllm serve` here, KServe's huggingface runtime (which parses them with vLLM's parser) there."""
+    """The engine flags sizing decided (`--flag value` pairs and switches)."""
     model = plan.model
     args: list[str] = ["--max-model-len", str(plan.max_model_len)]
     args += ["--gpu-memory-utilization", _num(model.gpuMemoryUtilization)]

@@ -1,17 +1,23 @@
 """KServeModel: one model served through a KServe v0.20 InferenceService (the `engine: kserve` path).
 
-The same model, sized by the same plan, as the vLLM path (components/serving/vllm.py); KServe owns the
-Deployment, Service and autoscaler, this component owns what goes into the InferenceService:
+The same model, sized by the same plan, as the vLLM path (components/serving/vllm.py), and served by
+the same engine: KServe owns the Deployment, Service and autoscaler, this component owns the
+ServingRuntime and what goes into the InferenceService:
 
 - Standard deployment mode. In v0.20 `Standard` is the name of raw-deployment mode and
   `RawDeployment` is its deprecated alias (kserve/kserve v0.20.0 pkg/constants/constants.go,
   DeploymentModeType: `LegacyRawDeployment = "RawDeployment" // deprecated: use Standard`).
-- The `huggingface` model format on the kserve-huggingfaceserver runtime with its vLLM backend.
-  The runtime parses the vLLM engine flags with vLLM's own parser (python/huggingfaceserver/
-  huggingfaceserver/__main__.py: `maybe_add_vllm_cli_parser` -> vLLM `make_arg_parser`), so the
-  engine flags are vLLM's spelling, derived by components/serving/engine_args.py like the vLLM path's.
-- Probe budgets from components/serving/probes.py (the plan's startup budget), resources from
-  components/serving/resources.py, the scaling signals from components/serving/scaling.py.
+- The program's own ServingRuntime, one per model in the serving namespace, running `vllm serve`
+  from the pinned vLLM image (common/engine.py, through images.pullThrough like the vLLM path). KServe
+  v0.20 ships a runtime of that shape itself (config/runtimes/kserve-vllmserver.yaml: vLLM's OpenAI
+  server on 8080 reading /mnt/models), but with its own image tag; ours pins the project's release.
+  The InferenceService selects it by `predictor.model.runtime`; KServe merges the predictor's model
+  container onto the runtime's (pkg/controller/v1beta1/inferenceservice/utils/utils.go
+  MergeRuntimeContainers: strategic merge, args concatenated runtime first), so the runtime carries
+  only the image and the command and the InferenceService the whole command line, key, probes and
+  resources, where the policy pack reads them.
+- Engine flags, API key, probes, drain: the vLLM path's own (components/serving/engine_args.py,
+  api_key.py, probes.py) on vLLM's /health and port 8080.
 
 Weights (`storage`):
 - bucket (default): storageUri = the mirrored bucket folder of the pinned commit
@@ -20,6 +26,7 @@ Weights (`storage`):
   without a bucket the model store's ReadWriteMany claim is used instead (`pvc://`).
 - hf: storageUri = `hf://org/name:<commit>` and a ClusterStorageContainer whose storage-initializer
   reads HF_TOKEN from a Secret (see `cluster_storage_container`).
+Either way the weights are at /mnt/models in the model container, which `vllm serve` reads.
 """
 
 from __future__ import annotations
@@ -35,13 +42,13 @@ import pulumi_kubernetes as k8s
 
 from common import contract, images, pod_security
 from common.alerting import RUNBOOK_DOC
-from common.engine import VLLM_IMAGE
+from common.engine import VLLM_VERSION
 from common.facts import Fact
 from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
 from components.serving import engine_args as vllm_args
-from components.serving import alerts, dashboard, disruption, observability, probes, scaling, slo, targets, writable
+from components.serving import alerts, api_key, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import resources as server_resources
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
@@ -49,57 +56,42 @@ from components.serving import resources as server_resources
 KSERVE_VERSION = kserve_addon.VERSION
 API_VERSION = "serving.kserve.io/v1beta1"
 STORAGE_CONTAINER_API_VERSION = "serving.kserve.io/v1alpha1"
+SERVING_RUNTIME_API_VERSION = "serving.kserve.io/v1alpha1"
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 STANDARD_MODE = kserve_addon.STANDARD_MODE
 # hpa | keda | external | none (pkg/constants/constants.go, AutoscalerClassType).
 AUTOSCALER_CLASS_ANNOTATION = "serving.kserve.io/autoscalerClass"
 # KServe labels every predictor pod with the InferenceService's name.
 ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"
+# The weights are a Hugging Face checkpoint. With `predictor.model.runtime` set, KServe checks only
+# that the runtime lists the format, whatever its autoSelect (v1beta1 predictor_model.go
+# getServingRuntimeSupportedModelFormatLabelSet); autoSelect false keeps other InferenceServices of
+# the namespace from picking this model's runtime.
 HUGGINGFACE_FORMAT = "huggingface"
-HUGGINGFACE_RUNTIME = "kserve-huggingfaceserver"
-# The runtime's default image tag is the CPU build; the CUDA build with vLLM 0.24.0 is published as
-# `<version>-gpu` (.github/workflows/huggingface-docker-publish.yml: VERSION="${VERSION}-gpu";
-# python/huggingface_server.Dockerfile ARG VLLM_VERSION=0.24.0). runtimeVersion replaces the tag.
-HUGGINGFACE_RUNTIME_VERSION = f"{KSERVE_VERSION}-gpu"
-# Tag and digest in common/images.py. The runtime image itself is chosen by KServe from the
-# ClusterServingRuntime and runtimeVersion (a tag): its entry there records the tag, and the plan
-# lists it as not pinned by the program.
+# The runtime's name: the model's, with a suffix KServe's name-based server-type fallback does not
+# read as one of its own runtimes (utils.go UpdateImageTag appends "-gpu" to a huggingfaceserver's
+# tag; ours must stay the pinned reference).
+RUNTIME_SUFFIX = "-vllm-runtime"
+# Tag and digest in common/images.py.
 STORAGE_INITIALIZER_IMAGE = images.reference("storage-initializer")
-if images.IMAGES["storage-initializer"].tag != KSERVE_VERSION or \
-        images.IMAGES["kserve-huggingfaceserver"].tag != HUGGINGFACE_RUNTIME_VERSION:
-    raise ValueError(f"common/images.py pins KServe images at another release than {KSERVE_VERSION}")
-# The model server's HTTP port (kserve model_server `--http_port`, default 8080): OpenAI routes under
-# /openai/v1, v2 health routes, and vLLM's /metrics.
+if images.IMAGES["storage-initializer"].tag != KSERVE_VERSION:
+    raise ValueError(f"common/images.py pins the storage initializer at another release than {KSERVE_VERSION}")
+# The model container's port: `vllm serve --port`. 8080 is KServe's model-server port (its own
+# vllmserver runtime serves there too), which the predictor Service targets (service_reconciler.go
+# createDefaultSvc: the first container port).
 HTTP_PORT = 8080
-# The model's own health route. In v0.20 the HTTP server answers while the engine is still loading
-# (model_server.py `_register_and_check_atleast_one_model_is_ready` registers the model, which the
-# OpenAI base class marks ready at construction, and runs `start_engine` beside the server), and
-# /v2/health/ready and /v2/health/live never look at the model (dataplane.py `ready`/`live` return
-# True / "alive" without a predictor host). GET /openai/v1/models/<name>
-# (protocol/rest/openai/endpoints.py `health`) calls the model's `healthy()`, which for the vLLM
-# backend awaits `engine_client.check_health()` (huggingfaceserver/vllm/vllm_model.py); before
-# `start_engine` has built the engine there is no engine_client, the call raises, and the route
-# answers 503 ModelNotReady. So it passes only once the weights are loaded and the engine is alive.
-# The runtime registers the model under --served-model-name when given (huggingfaceserver/__main__.py).
-OPENAI_ROUTE_PREFIX = "/openai"  # KSERVE_OPENAI_ROUTE_PREFIX default
-
-
-def model_health_path(plan: Any) -> str:
-    return f"{OPENAI_ROUTE_PREFIX}/v1/models/{plan.served_name}"
-
-
-# Where the storage initializer puts the weights and the runtime reads them (--model_dir default).
+# The predictor Service's own port (service_reconciler.go: constants.CommonDefaultHttpPort = 80,
+# targetPort the container's first port), so the in-cluster URL carries no port.
+SERVICE_PORT = 80
+# Where the storage initializer puts the weights (KServe mounts them there in kserve-container).
 KSERVE_MODEL_DIR = "/mnt/models"
 # The canary predictor's name; KServe names its Deployment <isvc>-canary-predictor.
 CANARY_NAME = "canary"
-# The container name in the huggingfaceserver ClusterServingRuntime (charts/kserve-runtime-configs).
+# The model container's name. KServe's storage initializer mounts /mnt/models into the container of
+# this name (constants.InferenceServiceContainerName), so the runtime's container must carry it.
 RUNTIME_CONTAINER = "kserve-container"
 HF_TOKEN_KEY = "HF_TOKEN"
 COMPONENT = "kserve-predictor"
-# The runtime's own /dev/shm volume name (config/runtimes/kserve-huggingfaceserver.yaml, an emptyDir
-# of medium Memory without a size limit). KServe strategic-merges the predictor's pod spec onto the
-# runtime's (MergePodSpec: volumes by name, volumeMounts by mountPath), so the same name replaces
-# it with ours instead of leaving an unused, unbounded second volume.
 SHM_VOLUME = "devshm"
 # Room for the storage initializer's download next to the weights themselves: the emptyDir it fills
 # at /mnt/models is node-local ephemeral storage, and a node without room evicts the pod mid-load.
@@ -123,10 +115,7 @@ STORAGE_INITIALIZER_CONTEXT = Fact(
 KServeStorage = Literal["bucket", "hf"]
 GIB = 1024**3
 
-# vLLM flags of `vllm_args.serve_args` that are engine settings and so mean the same under KServe.
-# The rest (model path, --served-model-name, --host/--port, --load-format, --chat-template,
-# --shutdown-timeout, --distributed-executor-backend) belong to `vllm serve` and the vLLM path's
-# pod; KServe passes its own model dir and port, and the image's vLLM (0.24.0) predates some of them.
+
 class KServeConfigError(ValueError):
     """A model the KServe path cannot serve as configured; the message names the key and the fix."""
 
@@ -134,29 +123,15 @@ class KServeConfigError(ValueError):
 # --- pure shaping (no resources), shared with the tests ---------------------------------------
 
 
-def engine_args(plan: Any) -> list[str]:
-    """The vLLM engine flags of this plan as `--flag=value` (the huggingface runtime's spelling)."""
-    argv = vllm_args.engine_args(plan)
-    out: list[str] = []
-    for i, token in enumerate(argv):
-        if not token.startswith("--"):
-            continue
-        has_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
-        out.append(f"{token}={argv[i + 1]}" if has_value else token)
-    return out
+def runtime_name(plan: Any) -> str:
+    return f"{plan.served_name}{RUNTIME_SUFFIX}"
 
 
-def model_args(plan: Any) -> list[str]:
-    return [
-        f"--model_name={plan.served_name}",
-        # vLLM labels its metrics with the served name; without it the label is the model dir, and
-        # the autoscaler's query (model_name="<served>") would select nothing.
-        f"--served-model-name={plan.served_name}",
-        # auto falls back to plain transformers for architectures vLLM lacks: a different engine
-        # with different memory needs than the plan sized. Fail instead.
-        "--backend=vllm",
-        *engine_args(plan),
-    ]
+def model_args(plan: Any, rotating: bool = False) -> list[str]:
+    """The whole `vllm serve` command line after the command: the vLLM path's, on KServe's model
+    dir and port (served name, engine flags, drain, host/port), plus both keys while rotating."""
+    return [*vllm_args.serve_args(plan, model_dir=KSERVE_MODEL_DIR, port=HTTP_PORT),
+            *vllm_args.api_key_args(rotating)]
 
 
 def hf_uri(repo: str, revision: str) -> str:
@@ -170,14 +145,14 @@ def hf_uri_regex(repo: str, revision: str) -> str:
 
 
 def probe_specs(plan: Any) -> dict[str, dict[str, Any]]:
-    """Startup, readiness and liveness probes with the vLLM path's numbers on the model's health route.
+    """The vLLM path's probes (numbers and vLLM's /health) on the runtime's port.
 
-    All three use the model's health (see OPENAI_ROUTE_PREFIX): startup and readiness pass only once
-    the engine serves, and liveness, with the vLLM path's lenient numbers, restarts an engine that
-    died after loading (the server process itself would keep answering /v2/health/live).
+    `vllm serve` answers HTTP only once the engine is built, /health turns 503 when the engine
+    dies, and it is outside the API-key guard (components/serving/probes.py), so the same three
+    probes work here with or without a key.
     """
     pp = probes.probe_plan(plan)
-    handler = {"httpGet": {"path": model_health_path(plan), "port": HTTP_PORT}}
+    handler = {"httpGet": {"path": probes.HEALTH_PATH, "port": HTTP_PORT}}
     return {
         "startupProbe": pp.startup_probe(handler),
         "readinessProbe": pp.readiness_probe(handler),
@@ -191,12 +166,6 @@ def check_servable(plan: Any) -> None:
         raise KServeConfigError(
             f"{key}: one replica spans {plan.nodes_per_replica} nodes; the KServe path serves single-node replicas "
             "only, use engine: vllm (LeaderWorkerSet) or a pool with enough GPUs per node")
-    if plan.pipeline_parallel_size > 1:
-        # v0.20's huggingfaceserver overwrites tensor_parallel_size with the visible GPU count
-        # (huggingfaceserver/vllm/vllm_model.py start_engine), so TP × PP asks for PP times the GPUs.
-        raise KServeConfigError(
-            f"{key}.pipelineParallelSize: {plan.pipeline_parallel_size} cannot start on KServe's huggingface "
-            "runtime (it sets tensor parallelism to every GPU of the pod); set it to 1 or use engine: vllm")
     if vllm_args.needs_chat_template_file(plan):
         raise KServeConfigError(
             f"{key}.chatTemplate: the KServe path cannot mount a chat template; remove it or use engine: vllm")
@@ -228,10 +197,14 @@ class KServeModelArgs:
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job: the bucket folder must be complete before a storage initializer reads it."""
-    api_key_configured: bool = False
+    api_key: Optional[pulumi.Input[str]] = None
+    """The API key (a Pulumi secret); stored in a Secret and read by vLLM from VLLM_API_KEY, as on the vLLM path."""
+    api_key_next: Optional[pulumi.Input[str]] = None
+    """A second key valid beside `api_key` during a rotation (a Pulumi secret, same Secret)."""
+    allow_unauthenticated: bool = False
+    """exposure.allowUnauthenticated: marks the predictor pods with the waiver the policy pack accepts."""
     image_mirrors: dict[str, str] = field(default_factory=dict)
     """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
-    """Whether the stack sets apiKey: the huggingface runtime cannot enforce it, so the user is warned."""
     dashboard_namespace: Optional[str] = None
     """Namespace the Grafana sidecar watches (monitoring.dashboardNamespace); default: the model's."""
     alert_thresholds: Optional[alerts.AlertThresholds] = None
@@ -270,7 +243,7 @@ def target(name: str, args: KServeModelArgs) -> targets.Target:
 
 def pod_labels(plan: Any) -> dict[str, str]:
     return {
-        "app.kubernetes.io/name": "kserve-huggingfaceserver",
+        "app.kubernetes.io/name": "vllm",
         "app.kubernetes.io/instance": plan.served_name,
         contract.LABEL_PART_OF: contract.PART_OF,
         contract.LABEL_MODEL: plan.served_name,
@@ -284,7 +257,7 @@ def annotations(plan: Any) -> dict[str, str]:
         # The policy pack compares the startup probe against this estimate.
         contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
         contract.ANNOTATION_REPO: plan.repo,
-        contract.ANNOTATION_ENGINE_VERSION: f"kserve-{HUGGINGFACE_RUNTIME_VERSION}",
+        contract.ANNOTATION_ENGINE_VERSION: VLLM_VERSION,
     }
 
 
@@ -305,46 +278,79 @@ def downloads_weights(args: "KServeModelArgs") -> bool:
 
 
 def predictor_resources(plan: Any, resources: server_resources.PodResources, *, downloads: bool) -> dict[str, Any]:
-    """The model container's requests and limits, safe to merge onto the runtime's.
-
-    GPU limits == requests (extended resources cannot be overcommitted). KServe strategic-merges
-    this container onto the ClusterServingRuntime's (MergeRuntimeContainers), and v0.20's
-    kserve-huggingfaceserver runtime sets `limits: {cpu: "1", memory: 2Gi}`. A field we leave out
-    keeps the runtime's value, so without our own CPU limit the pod would request e.g. 3400m with a
-    limit of 1 CPU, which the API server rejects (requests must not exceed limits). The CPU limit is
-    therefore set to the request; the vLLM path sets none because throttling stalls the engine loop,
-    and at limit == request the container still gets every CPU it reserved.
+    """The model container's requests and limits: the vLLM path's (GPU limits == requests, no CPU
+    limit, since throttling stalls the engine loop). The program's runtime container carries the
+    same CPU and memory (`serving_runtime`), so KServe's merge leaves these as they are and adds no
+    CPU limit.
 
     `downloads`: the storage initializer copies the weights into a node-local emptyDir (not for
     pvc://, which is mounted), so the pod requests ephemeral storage for them.
     """
     req = resources.requirements(contract.GPU_RESOURCE)
-    req["limits"]["cpu"] = req["requests"]["cpu"]
     if downloads:
         req["requests"]["ephemeral-storage"] = f"{math.ceil(plan.weights_bytes * EPHEMERAL_STORAGE_FACTOR / GIB)}Gi"
     return req
 
 
+def serving_runtime(plan: Any, namespace: str, image: str, resources: dict[str, Any]) -> dict[str, Any]:
+    """The model's ServingRuntime: the pinned vLLM image running `vllm serve`.
+
+    The command line, key, environment and GPUs are on the InferenceService's model container,
+    merged onto this one (args concatenated, this container's first: it has none; resources maps
+    key by key). CPU and memory, probes and the container securityContext are on both, with the
+    same values: the policy pack checks each object on its own, and the runtime is one model's, so
+    they cannot disagree. The GPUs stay with the predictor, whose pod tolerates the GPU taint.
+    """
+    resources = {part: {k: v for k, v in values.items() if k != contract.GPU_RESOURCE}
+                 for part, values in resources.items()}
+    return {
+        "apiVersion": SERVING_RUNTIME_API_VERSION,
+        "kind": "ServingRuntime",
+        "metadata": {"name": runtime_name(plan), "namespace": namespace, "labels": pod_labels(plan)},
+        "spec": {
+            "supportedModelFormats": [{"name": HUGGINGFACE_FORMAT, "autoSelect": False}],
+            "containers": [{
+                "name": RUNTIME_CONTAINER,
+                "image": image,
+                "command": list(vllm_args.SERVE_COMMAND),
+                "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+                "resources": resources,
+                **probe_specs(plan),
+                "securityContext": pod_security.container_security_context(),
+            }],
+        },
+    }
+
+
+def model_env(api_key_secret: Optional[pulumi.Input[str]], rotating: bool) -> list[dict[str, Any]]:
+    """The vLLM path's environment (components/serving/vllm.py PodBuilder.env), key included."""
+    env: list[dict[str, Any]] = [
+        # The storage initializer fetched everything; a Hub call from the server is an outage.
+        {"name": "HF_HUB_OFFLINE", "value": "1"},
+        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        {"name": "DO_NOT_TRACK", "value": "1"},
+        # Non-root on a read-only root filesystem: caches and temp files go to emptyDirs.
+        *writable.env(),
+    ]
+    if api_key_secret is not None:
+        env += api_key.env(api_key_secret, rotating)
+    return env
+
+
 def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, canary: bool = False,
-                   storage_container: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
+                   storage_container: Optional[pulumi.Input[str]] = None,
+                   api_key_secret: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
     plan = args.plan
     resources = server_resources.pod_resources(plan, args.machine)
     pp = probes.probe_plan(plan)
+    rotating = api_key_secret is not None and args.api_key_next is not None
     model: dict[str, Any] = {
         "modelFormat": {"name": HUGGINGFACE_FORMAT},
-        "runtime": HUGGINGFACE_RUNTIME,
-        "runtimeVersion": HUGGINGFACE_RUNTIME_VERSION,
+        # The program's own runtime in this namespace (KServe looks there before ClusterServingRuntimes).
+        "runtime": runtime_name(plan),
         "storageUri": uri,
-        "args": model_args(plan),
-        "env": [
-            # The storage initializer fetched everything; a Hub call from the server is an outage.
-            {"name": "HF_HUB_OFFLINE", "value": "1"},
-            {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
-            {"name": "DO_NOT_TRACK", "value": "1"},
-            # The runtime runs the same vLLM: its caches and temp files go to the same emptyDirs.
-            # (The image's HF_HOME=/tmp/huggingface lands in the /tmp emptyDir.)
-            *writable.env(),
-        ],
+        "args": model_args(plan, rotating),
+        "env": model_env(api_key_secret, rotating),
         "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": predictor_resources(plan, resources, downloads=downloads_weights(args)),
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}, *writable.mounts()],
@@ -356,7 +362,8 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
         "model": model,
         "labels": pod_labels(plan) if not canary else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
         # The predictor's annotations go on its pods; Karpenter must not take a serving pod's node.
-        "annotations": {**annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true"},
+        "annotations": {**annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true",
+                        **({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"} if args.allow_unauthenticated else {})},
         "nodeSelector": args.placement.node_selector,
         "tolerations": args.placement.tolerations,
         "terminationGracePeriodSeconds": pp.termination_grace_period_seconds,
@@ -394,42 +401,21 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
 
 
 def inference_service_spec(name: str, args: KServeModelArgs,
-                           storage_container: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
+                           storage_container: Optional[pulumi.Input[str]] = None,
+                           api_key_secret: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
     plan = args.plan
     percent = plan.model.canaryTrafficPercent
     baseline = args.canary_baseline_revision
+    common = {"storage_container": storage_container, "api_key_secret": api_key_secret}
     if percent is not None and baseline and baseline != plan.revision:
         # v0.20 Standard mode: predictor.canaryTrafficPercent is read only by the Knative
         # reconciler; the raw-mode canary is spec.canary[] (a second, named predictor Deployment
         # taking trafficPercent), validated by inference_service_validation.go validateCanarySpecs.
-        stable = predictor_spec(name, args, storage_uri(args, baseline), storage_container=storage_container)
+        stable = predictor_spec(name, args, storage_uri(args, baseline), **common)
         stable["labels"] = {**stable["labels"], contract.LABEL_REVISION: baseline}
-        canary = predictor_spec(name, args, storage_uri(args, plan.revision), canary=True,
-                                storage_container=storage_container)
+        canary = predictor_spec(name, args, storage_uri(args, plan.revision), canary=True, **common)
         return {"predictor": stable, "canary": [{"predictor": canary, "trafficPercent": percent}]}
-    return {"predictor": predictor_spec(name, args, storage_uri(args, plan.revision), storage_container=storage_container)}
-
-
-def engine_warnings(args: KServeModelArgs) -> list[str]:
-    """Settings of the vLLM path that the KServe runtime cannot honour; the stack still deploys."""
-    plan = args.plan
-    key = f"models[{plan.index}]"
-    warnings = []
-    if args.api_key_configured:
-        warnings.append(
-            f"{key}: apiKey is not enforced on engine kserve (the huggingface runtime has no API-key option), so "
-            f"{plan.served_name} answers anyone who reaches its Service; use engine: vllm or put an authenticating "
-            "gateway in front")
-    if args.image_mirrors:
-        warnings.append(
-            f"{key}: images.pullThrough does not reach the KServe runtime image: KServe picks "
-            f"kserve/huggingfaceserver:{HUGGINGFACE_RUNTIME_VERSION} from its ClusterServingRuntime and runtimeVersion, "
-            "so its nodes pull it from Docker Hub; use engine: vllm to pull everything through the cache")
-    if plan.model.image != VLLM_IMAGE:
-        warnings.append(
-            f"{key}.image: ignored on engine kserve, which runs the kserve-huggingfaceserver runtime image "
-            f"{HUGGINGFACE_RUNTIME_VERSION}; use engine: vllm to run {plan.model.image}")
-    return warnings
+    return {"predictor": predictor_spec(name, args, storage_uri(args, plan.revision), **common)}
 
 
 def canary_warnings(args: KServeModelArgs) -> list[str]:
@@ -522,7 +508,20 @@ class KServeModel(pulumi.ComponentResource):
         check_servable(plan)
         isvc_name = plan.served_name
         child = pulumi.ResourceOptions(parent=self)
-        self.warnings = engine_warnings(args) + canary_warnings(args)
+        self.warnings = canary_warnings(args)
+
+        # The key exactly as the vLLM path keeps it (components/serving/api_key.py).
+        self.api_key_secret_name: Optional[pulumi.Output[str]] = None
+        if args.api_key is not None:
+            secret = api_key.secret(name, isvc_name, args.namespace, pod_labels(plan), args.api_key,
+                                    args.api_key_next, child)
+            self.api_key_secret_name = secret.metadata.apply(lambda m: m["name"])
+
+        image = images.mirrored(plan.model.image, args.image_mirrors)
+        runtime_resources = predictor_resources(plan, server_resources.pod_resources(plan, args.machine),
+                                                downloads=downloads_weights(args))
+        self.serving_runtime = custom_resource(
+            f"{name}-runtime", serving_runtime(plan, args.namespace, image, runtime_resources), args.crds, child)
 
         self.token_secret: Optional[k8s.core.v1.Secret] = None
         self.storage_container: Optional[k8s.apiextensions.CustomResource] = None
@@ -543,9 +542,10 @@ class KServeModel(pulumi.ComponentResource):
                 contract.PULUMI_WAIT_FOR: kserve_addon.READY,
             },
         }
-        waits = [r for r in (self.token_secret, self.storage_container) if r is not None] + list(args.depends_on)
+        waits = [r for r in (self.token_secret, self.storage_container, self.serving_runtime) if r is not None]
+        waits += list(args.depends_on)
         manifest = {"apiVersion": API_VERSION, "kind": "InferenceService", "metadata": metadata,
-                    "spec": inference_service_spec(isvc_name, args, container_name)}
+                    "spec": inference_service_spec(isvc_name, args, container_name, self.api_key_secret_name)}
         wait = f"{plan.server_wait_seconds}s"
         self.inference_service = custom_resource(
             f"{name}-isvc", manifest, args.crds,
@@ -553,8 +553,9 @@ class KServeModel(pulumi.ComponentResource):
                                    custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait)),
         )
         self.inference_service_name = isvc_name
-        # Standard mode: the ISVC's Service is <isvc>-predictor on the runtime's port.
-        self.endpoint = f"http://{isvc_name}-predictor.{args.namespace}.svc.cluster.local:{HTTP_PORT}/openai/v1"
+        # Standard mode: the ISVC's Service is <isvc>-predictor, port 80 to the container's 8080, and
+        # vLLM's OpenAI API is under /v1.
+        self.endpoint = f"http://{isvc_name}-predictor.{args.namespace}.svc.cluster.local/v1"
         self.storage_uri = pulumi.Output.from_input(storage_uri(args, plan.revision))
 
         t = target(isvc_name, args)

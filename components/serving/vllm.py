@@ -30,15 +30,15 @@ from components.addons import leader_worker_set
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
-from components.serving import alerts, dashboard, disruption, observability, probes, scaling, slo, targets, writable
+from components.serving import alerts, api_key, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import engine_args as vllm_args
 from components.serving import resources as server_resources
 
 CONTAINER_NAME = targets.SERVER_CONTAINER
 COMPONENT_SERVER = "vllm-server"
 COMPONENT_WORKER = "vllm-worker"
-API_KEY_SECRET_KEY = "api-key"
-API_KEY_NEXT_SECRET_KEY = "api-key-next"
+API_KEY_SECRET_KEY = api_key.SECRET_KEY
+API_KEY_NEXT_SECRET_KEY = api_key.NEXT_SECRET_KEY
 # The servers' start check (components/model_store/mirror/mirror.py verify, from the mirror's ConfigMap).
 CHECK_CONTAINER = "verify-weights"
 CHECK_SCRIPT_MOUNT = "/opt/llm-serving-mirror"
@@ -191,15 +191,7 @@ class PodBuilder:
             *writable.env(),
         ]
         if self.api_key_secret is not None:
-            env.append({
-                "name": vllm_args.API_KEY_ENV,
-                "valueFrom": {"secretKeyRef": {"name": self.api_key_secret, "key": API_KEY_SECRET_KEY}},
-            })
-            if self.rotating:
-                env.append({
-                    "name": vllm_args.API_KEY_NEXT_ENV,
-                    "valueFrom": {"secretKeyRef": {"name": self.api_key_secret, "key": API_KEY_NEXT_SECRET_KEY}},
-                })
+            env += api_key.env(self.api_key_secret, self.rotating)
         if self.rdma is not None:
             env += [{"name": key, "value": value} for key, value in self.rdma.env]
         return env
@@ -544,16 +536,8 @@ class VllmServer(pulumi.ComponentResource):
 
         api_key_secret = None
         if args.api_key is not None:
-            secret = k8s.core.v1.Secret(
-                f"{name}-api-key",
-                metadata={"name": f"{k8s_name}-api-key", "namespace": args.namespace, "labels": _labels(plan, COMPONENT_SERVER)},
-                type="Opaque",
-                # The values stay Pulumi secrets; the provider encrypts Secret data in state.
-                string_data={API_KEY_SECRET_KEY: pulumi.Output.secret(args.api_key),
-                             **({API_KEY_NEXT_SECRET_KEY: pulumi.Output.secret(args.api_key_next)}
-                                if args.api_key_next is not None else {})},
-                opts=child,
-            )
+            secret = api_key.secret(name, k8s_name, args.namespace, _labels(plan, COMPONENT_SERVER), args.api_key,
+                                    args.api_key_next, child)
             api_key_secret = secret.metadata.apply(lambda m: m["name"])
 
         template_cm = None
