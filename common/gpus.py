@@ -149,8 +149,14 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            # Unconfirmed: 39.39 GiB appears only in logs that do not name the GPU.
+            # The SXM4 part that p4d and a2-highgpu machines carry. The source is CUDA's deviceQuery,
+            # whose global-memory total is the figure torch.cuda.mem_get_info()[1] reports:
+            # 42298834944 bytes / 1024**3 = 39.394 GiB. Logs that do not name their GPU also show
+            # 39.49 and 39.56 GiB (other SKUs or drivers, perhaps); the SXM4 figure is kept.
             "A100-40GB", 39.39, 1555, (8, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/bottlerocket-os/bottlerocket/pull/3873 (deviceQuery: "
+                               "\"Device 2: \\\"NVIDIA A100-SXM4-40GB\\\"\", \"Total amount of global memory: "
+                               "40339 MBytes (42298834944 bytes)\")"),
             aws=(_m("p4d.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-tesla-a100",
             gcp=(
@@ -196,8 +202,15 @@ CATALOG: dict[str, Gpu] = {
             gcp=(_m("a3-ultragpu-8g", 8, 224, 2952, 12000),),
         ),
         Gpu(
-            # Unconfirmed: 178.35 GiB appears only in logs that do not name the GPU.
+            # The source queries cudaDeviceProp.totalGlobalMem (the figure torch.cuda.mem_get_info()[1]
+            # reports) on a named B200. Its label says "GB" but the figure is GiB: 178.35 GiB is 191.5
+            # GB, the 192 GB the part carries, whereas 178.35 decimal GB would fall short even of the
+            # 180 GB clouds advertise (both figures: huggingface/huggingface.js#1539), and a CUDA total
+            # exceeds the advertised figure (H100: 79.19 GiB = 85.0 GB, sold as 80 GB). 178.36 GiB also
+            # appears, in logs that do not name their GPU (another driver, perhaps).
             "B200", 178.35, 8000, (10, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/pytorch/ao/pull/4002 (\"=== Device 0: NVIDIA B200 ===\", "
+                               "\"Total Global Memory: 178.35 GB\", a GiB figure under a GB label)"),
             aws=(_m("p6-b200.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-b200",
             gcp=(_m("a4-highgpu-8g", 8, 224, 3968, 12000),),
