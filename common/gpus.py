@@ -194,9 +194,17 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            # Unconfirmed: 139.81 GiB is in an H200 log read through a code index whose repository
-            # is not named (no citable URL).
-            "H200", 139.81, 4800, (9, 0), multi_gpu_interconnect="nvswitch",
+            # TensorRT-LLM logs torch.cuda.mem_get_info()'s total (NVIDIA/TensorRT-LLM
+            # tensorrt_llm/_torch/pyexecutor/resource_manager.py, calculate_max_num_blocks:
+            # "free_mem, total_mem = torch.cuda.mem_get_info()"): 139.80084 GiB on the repository's
+            # H200s. PyTorch OOM messages on other H200s read 139.81 GiB (another driver, perhaps),
+            # and those found name no GPU or sit in files whose repository could not be identified;
+            # as for the L4, the smaller figure is kept.
+            "H200", 139.80, 4800, (9, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/faradawn/bench3/blob/64ae4f53eaf341cac03be15bf7b0e59960310486/"
+                               "logs/trtllm-serve-egine.log (\"free memory 122.65985107421875GiB of total memory "
+                               "139.80084228515625GiB\", \"device total memory 139.80 GiB\"; README.md of the same "
+                               "repository: \"**Hardware**: 2x H200 GPUs\")"),
             aws=(_m("p5en.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-h200-141gb",
             gcp=(_m("a3-ultragpu-8g", 8, 224, 2952, 12000),),
