@@ -105,9 +105,12 @@ CATALOG: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
         Gpu(
-            # Unconfirmed: no log naming an A10G with its CUDA total was found (an NVIDIA A10, a
-            # different card, reads 22.06 GiB in vllm-project/vllm#928).
-            "A10G", 22.05, 600, (8, 6),
+            # On AWS (Linux-5.15.0-1067-aws, driver 535.161.07), the g5 machines below. An NVIDIA A10,
+            # a different card, reads 22.06 GiB (vllm-project/vllm#928), and a vLLM CI log on an
+            # unnamed GPU 22.05 GiB (vllm-project/vllm#20214); neither is an A10G.
+            "A10G", 21.99, 600, (8, 6),
+            cuda_total_source=("https://github.com/vllm-project/vllm/issues/8073 (\"GPU 0 has a total capacity of "
+                               "21.99 GiB\", collect_env: \"GPU 0: NVIDIA A10G\")"),
             aws=(
                 _m("g5.xlarge", 1, 4, 16, 250), _m("g5.2xlarge", 1, 8, 32, 450),
                 _m("g5.4xlarge", 1, 16, 64, 600), _m("g5.8xlarge", 1, 32, 128, 900),
@@ -156,7 +159,7 @@ CATALOG: dict[str, Gpu] = {
             "A100-40GB", 39.39, 1555, (8, 0), multi_gpu_interconnect="nvswitch",
             cuda_total_source=("https://github.com/bottlerocket-os/bottlerocket/pull/3873 (deviceQuery: "
                                "\"Device 2: \\\"NVIDIA A100-SXM4-40GB\\\"\", \"Total amount of global memory: "
-                               "40339 MBytes (42298834944 bytes)\")"),
+                               "40339 MBytes (42298834944 bytes)\" = 39.39 GiB)"),
             aws=(_m("p4d.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-tesla-a100",
             gcp=(
