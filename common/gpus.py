@@ -105,9 +105,12 @@ CATALOG: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
         Gpu(
-            # Unconfirmed: no log naming an A10G with its CUDA total was found (an NVIDIA A10, a
-            # different card, reads 22.06 GiB in vllm-project/vllm#928).
-            "A10G", 22.05, 600, (8, 6),
+            # On AWS (Linux-5.15.0-1067-aws, driver 535.161.07), the g5 machines below. An NVIDIA A10,
+            # a different card, reads 22.06 GiB (vllm-project/vllm#928), and a vLLM CI log on an
+            # unnamed GPU 22.05 GiB (vllm-project/vllm#20214); neither is an A10G.
+            "A10G", 21.99, 600, (8, 6),
+            cuda_total_source=("https://github.com/vllm-project/vllm/issues/8073 (\"GPU 0 has a total capacity of "
+                               "21.99 GiB\", collect_env: \"GPU 0: NVIDIA A10G\")"),
             aws=(
                 _m("g5.xlarge", 1, 4, 16, 250), _m("g5.2xlarge", 1, 8, 32, 450),
                 _m("g5.4xlarge", 1, 16, 64, 600), _m("g5.8xlarge", 1, 32, 128, 900),
@@ -149,8 +152,14 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            # Unconfirmed: 39.39 GiB appears only in logs that do not name the GPU.
+            # The SXM4 part that p4d and a2-highgpu machines carry. The source is CUDA's deviceQuery,
+            # whose global-memory total is the figure torch.cuda.mem_get_info()[1] reports:
+            # 42298834944 bytes / 1024**3 = 39.394 GiB. Logs that do not name their GPU also show
+            # 39.49 and 39.56 GiB (other SKUs or drivers, perhaps); the SXM4 figure is kept.
             "A100-40GB", 39.39, 1555, (8, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/bottlerocket-os/bottlerocket/pull/3873 (deviceQuery: "
+                               "\"Device 2: \\\"NVIDIA A100-SXM4-40GB\\\"\", \"Total amount of global memory: "
+                               "40339 MBytes (42298834944 bytes)\" = 39.39 GiB)"),
             aws=(_m("p4d.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-tesla-a100",
             gcp=(
@@ -188,16 +197,31 @@ CATALOG: dict[str, Gpu] = {
             ),
         ),
         Gpu(
-            # Unconfirmed: 139.81 GiB is in an H200 log read through a code index whose repository
-            # is not named (no citable URL).
-            "H200", 139.81, 4800, (9, 0), multi_gpu_interconnect="nvswitch",
+            # TensorRT-LLM logs torch.cuda.mem_get_info()'s total (NVIDIA/TensorRT-LLM
+            # tensorrt_llm/_torch/pyexecutor/resource_manager.py, calculate_max_num_blocks:
+            # "free_mem, total_mem = torch.cuda.mem_get_info()"): 139.80084 GiB on the repository's
+            # H200s. PyTorch OOM messages on other H200s read 139.81 GiB (another driver, perhaps),
+            # and those found name no GPU or sit in files whose repository could not be identified;
+            # as for the L4, the smaller figure is kept.
+            "H200", 139.80, 4800, (9, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/faradawn/bench3/blob/64ae4f53eaf341cac03be15bf7b0e59960310486/"
+                               "logs/trtllm-serve-egine.log (\"free memory 122.65985107421875GiB of total memory "
+                               "139.80084228515625GiB\", \"device total memory 139.80 GiB\"; README.md of the same "
+                               "repository: \"**Hardware**: 2x H200 GPUs\")"),
             aws=(_m("p5en.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-h200-141gb",
             gcp=(_m("a3-ultragpu-8g", 8, 224, 2952, 12000),),
         ),
         Gpu(
-            # Unconfirmed: 178.35 GiB appears only in logs that do not name the GPU.
+            # The source queries cudaDeviceProp.totalGlobalMem (the figure torch.cuda.mem_get_info()[1]
+            # reports) on a named B200. Its label says "GB" but the figure is GiB: 178.35 GiB is 191.5
+            # GB, the 192 GB the part carries, whereas 178.35 decimal GB would fall short even of the
+            # 180 GB clouds advertise (both figures: huggingface/huggingface.js#1539), and a CUDA total
+            # exceeds the advertised figure (H100: 79.19 GiB = 85.0 GB, sold as 80 GB). 178.36 GiB also
+            # appears, in logs that do not name their GPU (another driver, perhaps).
             "B200", 178.35, 8000, (10, 0), multi_gpu_interconnect="nvswitch",
+            cuda_total_source=("https://github.com/pytorch/ao/pull/4002 (\"=== Device 0: NVIDIA B200 ===\", "
+                               "\"Total Global Memory: 178.35 GB\", a GiB figure under a GB label)"),
             aws=(_m("p6-b200.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-b200",
             gcp=(_m("a4-highgpu-8g", 8, 224, 3968, 12000),),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from common import gpus
 from planner import plan
 from planner.hub import ModelMetadata
 from stack_config import parse_stack_config
@@ -181,11 +183,14 @@ def test_a_model_left_at_its_maximum_context_is_told_what_that_costs():
     assert not [w for w in chosen.sizing_warnings if "maxModelLen: left at" in w]
 
 
-def test_an_unconfirmed_cuda_total_is_named_in_the_plan_with_the_command_that_measures_it():
+def test_an_unconfirmed_cuda_total_is_named_in_the_plan_with_the_command_that_measures_it(monkeypatch):
+    # Every catalog GPU cites its total now (tests/test_gpu_catalog.py); one added without a source
+    # must still be flagged, so the A10G stands in with its source removed.
+    monkeypatch.setitem(gpus.CATALOG, "A10G", dataclasses.replace(gpus.CATALOG["A10G"], cuda_total_source=None))
     [p] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="a10g", targetConcurrentRequests=1)],
                     pool={"name": "a10g", "gpu": "A10G", "maxNodes": 1})
     [warning] = [w for w in p.sizing_warnings if "CUDA total" in w]
-    assert "A10G's CUDA total of 22.05 GiB, which no cited log confirms" in warning
+    assert "A10G's CUDA total of 21.99 GiB, which no cited log confirms" in warning
     assert "torch.cuda.mem_get_info()[1]" in warning
     # Broken variant: a GPU whose total a log states draws no such warning.
     [h100] = plans_for([model(LLAMA_8B, maxModelLen=8192)])

@@ -3,6 +3,7 @@ bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from common import gpus
 from planner.sizing_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,9 +170,11 @@ def test_interconnect_flag_changes_the_nccl_memory(capsys):
     assert json.loads(pcie)["kv_cache_tokens"] > json.loads(nvswitch)["kv_cache_tokens"]
 
 
-def test_an_unconfirmed_cuda_total_is_flagged_on_stderr(capsys):
+def test_an_unconfirmed_cuda_total_is_flagged_on_stderr(capsys, monkeypatch):
+    # Every catalog GPU cites its total now; the A10G stands in, its source removed, for one that does not.
+    monkeypatch.setitem(gpus.CATALOG, "A10G", dataclasses.replace(gpus.CATALOG["A10G"], cuda_total_source=None))
     code, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "A10G", "--max-model-len", "4096")
-    assert code == 0 and "A10G's CUDA total (22.05 GiB) is not confirmed by a cited log" in err
+    assert code == 0 and "A10G's CUDA total (21.99 GiB) is not confirmed by a cited log" in err
     # Broken variant: a confirmed total stays quiet.
     _, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "L40S", "--max-model-len", "4096")
     assert err == ""
