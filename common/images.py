@@ -16,8 +16,10 @@ The resolver takes the `Docker-Content-Digest` of the tag's manifest list / OCI 
 multi-architecture entry a node's runtime resolves its platform from) and checks it against the
 sha256 of the body it received.
 
-Add-on charts (Prometheus, KEDA, cert-manager, ...) pick their own images from their chart values;
-they are not in this table (docs/security.md, "Images and supply chain", says what that leaves open).
+Add-on charts: where a chart lets its values name an image by digest, the image is in this table and
+the add-on's values take it from here (the GPU Operator's operands: components/operators/values.py).
+The other charts pick their own images; docs/security.md, "Images and supply chain", says per chart
+which image keys exist and why a digest cannot (or was not) set through them.
 """
 
 from __future__ import annotations
@@ -162,6 +164,14 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
         "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:2e516fa1...', the multi-arch index; "
         "arm64 sha256:110a7225..., amd64 sha256:9862ae38...) in the GitHub code index, find_string id "
         "68336677490; the index does not name its repository")),
+    "gpu-operator-toolkit": ("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0",
+                             _unresolved("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0", _NOT_FOUND)),
+    "gpu-operator-device-plugin": ("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0",
+                                   _unresolved("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0", _NOT_FOUND)),
+    "gpu-operator-dcgm-exporter": ("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless",
+                                   _unresolved("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless", _NOT_FOUND)),
+    "gpu-operator-mig-manager": ("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0",
+                                 _unresolved("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0", _NOT_FOUND)),
 }
 # END DIGESTS
 
@@ -174,6 +184,14 @@ _USED_BY = {
     "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
     "model-signing": "mirror Jobs, the publisher's signature check (models[].signature)",
     "verify-python": "the verification Job (endpoint tools from a ConfigMap)",
+    # GPU Operator operands (chart gpu-operator v26.7.0, components/operators/values.py); each tag is
+    # the chart's default at that version (deployments/gpu-operator/values.yaml, copied in
+    # tests/fixtures/helm/gpu-operator-values.yaml: toolkit line 233, devicePlugin 245, dcgmExporter
+    # 304, gfd 363, migManager 374).
+    "gpu-operator-toolkit": "GPU Operator: NVIDIA Container Toolkit DaemonSet (toolkit.*)",
+    "gpu-operator-device-plugin": "GPU Operator: device plugin and GPU feature discovery (devicePlugin.*, gfd.*)",
+    "gpu-operator-dcgm-exporter": "GPU Operator: DCGM exporter (dcgmExporter.*)",
+    "gpu-operator-mig-manager": "GPU Operator: MIG manager, where the operator partitions GPUs (migManager.*)",
 }
 
 IMAGES: dict[str, Image] = {

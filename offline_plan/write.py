@@ -102,7 +102,15 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             image = value.get("image")
-            if isinstance(image, str):
+            if isinstance(image, str) and isinstance(value.get("repository"), str) and isinstance(value.get("version"), str):
+                # The GPU Operator's operand style (components/operators/values.py operand_image):
+                # `repository/image@version` for a digest, else `repository/image:version`. An operand
+                # turned off (`enabled: false`, the MIG manager on GKE) pulls nothing.
+                if value.get("enabled") is False:
+                    return
+                sep = "@" if value["version"].startswith("sha256:") else ":"
+                found.add(f"{value['repository']}/{image}{sep}{value['version']}")
+            elif isinstance(image, str):
                 found.add(image)
             elif isinstance(image, dict) and isinstance(image.get("registry"), str):
                 found.add(f"{image['registry']}/{image.get('repository')}:{image.get('tag')}")
@@ -118,8 +126,10 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
 
 
 def _in_stack(image: images.Image, deployed: set[str]) -> bool:
-    # Matched on repository and tag, through a digest or a pull-through cache prefix.
-    return any(ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
+    # Matched on repository and tag, through a digest or a pull-through cache prefix; or on
+    # repository and digest where a chart takes the digest in place of the tag (GPU Operator).
+    by_digest = f"{image.repository}@{image.digest.value}" if image.resolved else None
+    return any(ref == by_digest or ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
                or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
                for ref in deployed)
 
@@ -157,8 +167,11 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
         out.append("Digests read in a published list, not yet from the registry (verify with the same command): "
                    + ", ".join(f"`{i.tagged}`" for i in unverified) + ".")
         out.append("")
-    out.append("Add-on charts (Prometheus, KEDA, cert-manager, LWS, KServe, agentgateway, NVIDIA operators) run the "
-               "images of their pinned chart versions, by tag; the program does not set their digests.")
+    out.append("Add-on charts: the GPU Operator's toolkit, device plugin, GPU feature discovery, DCGM exporter and MIG "
+               "manager take their images from this table (listed above, counted where the stack installs the "
+               "operator). The other add-on charts (Prometheus, KEDA, cert-manager, LWS, KServe, agentgateway, Network "
+               "Operator, Karpenter) run the images of their pinned chart versions; docs/security.md, \"Images and "
+               "supply chain\", says per chart why.")
     out.append("")
     return out
 
