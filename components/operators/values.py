@@ -109,6 +109,10 @@ def pool_tolerations(placements: Iterable[Placement]) -> list[dict[str, str]]:
 # Not here: the driver (its version gets the node's OS appended, "-ubuntu22.04", so one digest cannot
 # name it), and the operator/validator images (their version defaults to the chart's appVersion and
 # is not checked here to take a digest). docs/security.md lists them.
+# The table's tags are this chart version's defaults; under another `gpuOperator.chartVersion` the
+# chart's own operand images are left alone (by tag; docs/security.md) rather than pinned to the
+# operands of another release.
+GPU_OPERATOR_IMAGES_CHART = "v26.7.0"
 GPU_OPERATOR_IMAGES = {
     "toolkit": "gpu-operator-toolkit",
     "devicePlugin": "gpu-operator-device-plugin",
@@ -195,8 +199,9 @@ def gpu_operator_values(
         "daemonsets": {"tolerations": tolerations},
         "nfd": {"enabled": nfd_owner == "gpu-operator"},
     }
-    for component, key in GPU_OPERATOR_IMAGES.items():
-        values[component].update(operand_image(key))
+    if options.chartVersion == GPU_OPERATOR_IMAGES_CHART:
+        for component, key in GPU_OPERATOR_IMAGES.items():
+            values[component].update(operand_image(key))
     if nfd_owner == "gpu-operator":
         values["node-feature-discovery"] = {
             "worker": {"tolerations": [*map(dict, _GPU_OPERATOR_NFD_TOLERATIONS), *tolerations]}
