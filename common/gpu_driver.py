@@ -20,6 +20,7 @@ GKE_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
 class GpuOperatorOptions(Protocol):
     """The fields of `config.GpuOperatorConfig` the values depend on."""
 
+    chartVersion: str
     migStrategy: str
     timeSlicingReplicas: int | None
     dcgmServiceMonitor: bool

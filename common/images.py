@@ -16,8 +16,11 @@ The resolver takes the `Docker-Content-Digest` of the tag's manifest list / OCI 
 multi-architecture entry a node's runtime resolves its platform from) and checks it against the
 sha256 of the body it received.
 
-Add-on charts (Prometheus, KEDA, cert-manager, ...) pick their own images from their chart values;
-they are not in this table (docs/security.md, "Images and supply chain", says what that leaves open).
+Add-on charts: where a chart lets its values name an image by digest, the image is in this table and
+the add-on's values take it from here (GPU and Network Operator operands in components/operators,
+KEDA, LWS, cert-manager, kube-prometheus-stack and the KServe controller in components/addons), each
+entry's tag being that chart version's own default. docs/security.md, "Add-on chart images", says
+per chart which image keys exist and why a digest cannot (or was not) set through the others.
 """
 
 from __future__ import annotations
@@ -162,6 +165,52 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
         "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:2e516fa1...', the multi-arch index; "
         "arm64 sha256:110a7225..., amd64 sha256:9862ae38...) in the GitHub code index, find_string id "
         "68336677490; the index does not name its repository")),
+    "gpu-operator-toolkit": ("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0",
+                             _unresolved("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0", _NOT_FOUND)),
+    "gpu-operator-device-plugin": ("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0",
+                                   _unresolved("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0", _NOT_FOUND)),
+    "gpu-operator-dcgm-exporter": ("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless",
+                                   _unresolved("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless", _NOT_FOUND)),
+    "gpu-operator-mig-manager": ("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0",
+                                 _unresolved("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0", _NOT_FOUND)),
+    "keda-operator": ("ghcr.io/kedacore/keda", "2.20.2",
+        _unresolved("ghcr.io/kedacore/keda", "2.20.2", _NOT_FOUND)),
+    "keda-metrics-apiserver": ("ghcr.io/kedacore/keda-metrics-apiserver", "2.20.2",
+        _unresolved("ghcr.io/kedacore/keda-metrics-apiserver", "2.20.2", _NOT_FOUND)),
+    "keda-admission-webhooks": ("ghcr.io/kedacore/keda-admission-webhooks", "2.20.2",
+        _unresolved("ghcr.io/kedacore/keda-admission-webhooks", "2.20.2", _NOT_FOUND)),
+    "lws-controller": ("registry.k8s.io/lws/lws", "v0.10.0",
+        _unresolved("registry.k8s.io/lws/lws", "v0.10.0", _NOT_FOUND)),
+    "cert-manager-controller": ("quay.io/jetstack/cert-manager-controller", "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-controller", "v1.21.1", _NOT_FOUND)),
+    "cert-manager-webhook": ("quay.io/jetstack/cert-manager-webhook", "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-webhook", "v1.21.1", _NOT_FOUND)),
+    "cert-manager-cainjector": ("quay.io/jetstack/cert-manager-cainjector", "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-cainjector", "v1.21.1", _NOT_FOUND)),
+    "cert-manager-acmesolver": ("quay.io/jetstack/cert-manager-acmesolver", "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-acmesolver", "v1.21.1", _NOT_FOUND)),
+    "cert-manager-startupapicheck": ("quay.io/jetstack/cert-manager-startupapicheck", "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-startupapicheck", "v1.21.1", _NOT_FOUND)),
+    "prometheus-operator": ("quay.io/prometheus-operator/prometheus-operator", "v0.93.0",
+        _unresolved("quay.io/prometheus-operator/prometheus-operator", "v0.93.0", _NOT_FOUND)),
+    "prometheus-config-reloader": ("quay.io/prometheus-operator/prometheus-config-reloader", "v0.93.0",
+        _unresolved("quay.io/prometheus-operator/prometheus-config-reloader", "v0.93.0", _NOT_FOUND)),
+    "prometheus": ("quay.io/prometheus/prometheus", "v3.13.2-distroless",
+        _unresolved("quay.io/prometheus/prometheus", "v3.13.2-distroless", _NOT_FOUND)),
+    "alertmanager": ("quay.io/prometheus/alertmanager", "v0.33.1",
+        _unresolved("quay.io/prometheus/alertmanager", "v0.33.1", _NOT_FOUND)),
+    "kube-webhook-certgen": ("ghcr.io/jkroepke/kube-webhook-certgen", "1.8.5",
+        _unresolved("ghcr.io/jkroepke/kube-webhook-certgen", "1.8.5", _NOT_FOUND)),
+    "kserve-controller": ("kserve/kserve-controller", "v0.20.0",
+        _unresolved("kserve/kserve-controller", "v0.20.0", _NOT_FOUND)),
+    "network-operator-k8s-rdma-shared-dev-plugin": ("nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1", _NOT_FOUND)),
+    "network-operator-multus-cni": ("nvcr.io/nvidia/mellanox/multus-cni", "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/multus-cni", "network-operator-v26.4.1", _NOT_FOUND)),
+    "network-operator-plugins": ("nvcr.io/nvidia/mellanox/plugins", "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/plugins", "network-operator-v26.4.1", _NOT_FOUND)),
+    "network-operator-nvidia-k8s-ipam": ("nvcr.io/nvidia/mellanox/nvidia-k8s-ipam", "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/nvidia-k8s-ipam", "network-operator-v26.4.1", _NOT_FOUND)),
 }
 # END DIGESTS
 
@@ -174,6 +223,46 @@ _USED_BY = {
     "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
     "model-signing": "mirror Jobs, the publisher's signature check (models[].signature)",
     "verify-python": "the verification Job (endpoint tools from a ConfigMap)",
+    # GPU Operator operands (chart gpu-operator v26.7.0, components/operators/values.py); each tag is
+    # the chart's default at that version (deployments/gpu-operator/values.yaml, copied in
+    # tests/fixtures/helm/gpu-operator-values.yaml: toolkit line 233, devicePlugin 245, dcgmExporter
+    # 304, gfd 363, migManager 374).
+    "gpu-operator-toolkit": "GPU Operator: NVIDIA Container Toolkit DaemonSet (toolkit.*)",
+    "gpu-operator-device-plugin": "GPU Operator: device plugin and GPU feature discovery (devicePlugin.*, gfd.*)",
+    "gpu-operator-dcgm-exporter": "GPU Operator: DCGM exporter (dcgmExporter.*)",
+    "gpu-operator-mig-manager": "GPU Operator: MIG manager, where the operator partitions GPUs (migManager.*)",
+    # KEDA chart 2.20.2: the three tags default to the chart's appVersion 2.20.2 (keda/values.yaml
+    # image.*.tag "", keda/Chart.yaml appVersion; components/addons/keda.py).
+    "keda-operator": "KEDA operator (image.keda.*)",
+    "keda-metrics-apiserver": "KEDA metrics API server (image.metricsApiServer.*)",
+    "keda-admission-webhooks": "KEDA admission webhooks (image.webhooks.*)",
+    # LWS chart 0.10.0: the published chart names registry.k8s.io/lws/lws:v0.10.0 (hack/push-chart.sh
+    # rewrites the values' `main` tag when it packages; components/addons/leader_worker_set.py).
+    "lws-controller": "LeaderWorkerSet controller (image.manager.*)",
+    # cert-manager chart v1.21.1: every tag defaults to the chart's appVersion, the release tag
+    # (deploy/charts/cert-manager/Chart.yaml "set automatically by the release tool").
+    "cert-manager-controller": "cert-manager controller (image.*)",
+    "cert-manager-webhook": "cert-manager webhook (webhook.image.*)",
+    "cert-manager-cainjector": "cert-manager CA injector (cainjector.image.*)",
+    "cert-manager-acmesolver": "cert-manager ACME HTTP-01 solver pods (acmesolver.image.*)",
+    "cert-manager-startupapicheck": "cert-manager post-install API check Job (startupapicheck.image.*)",
+    # kube-prometheus-stack chart 88.3.0 (charts/kube-prometheus-stack/values.yaml at the tag: operator
+    # and config reloader tag "" -> appVersion v0.93.0 in Chart.yaml; prometheus line 4347, alertmanager
+    # 1021, certgen 3132; components/addons/prometheus_operator.py).
+    "prometheus-operator": "Prometheus Operator (prometheusOperator.image.*)",
+    "prometheus-config-reloader": "Prometheus and Alertmanager config reloader sidecars "
+                                  "(prometheusOperator.prometheusConfigReloader.image.*)",
+    "prometheus": "Prometheus (prometheus.prometheusSpec.image.*)",
+    "alertmanager": "Alertmanager (alertmanager.alertmanagerSpec.image.*)",
+    "kube-webhook-certgen": "Prometheus Operator's webhook certificate Jobs (prometheusOperator.admissionWebhooks.patch.image.*)",
+    # kserve-resources chart v0.20.0: tag "" defaults to kserve.version v0.20.0 (values.yaml lines 2, 171).
+    "kserve-controller": "KServe controller (kserve-resources kserve.controller.image/tag)",
+    # The NicClusterPolicy the program writes for the Network Operator 26.4.1 (components/operators/
+    # nic_cluster_policy.py): every node-side image of the release is tagged after it.
+    "network-operator-k8s-rdma-shared-dev-plugin": "Network Operator: RDMA shared device plugin (NicClusterPolicy)",
+    "network-operator-multus-cni": "Network Operator: Multus CNI (NicClusterPolicy secondaryNetwork)",
+    "network-operator-plugins": "Network Operator: CNI plugins (NicClusterPolicy secondaryNetwork)",
+    "network-operator-nvidia-k8s-ipam": "Network Operator: NVIDIA IPAM (NicClusterPolicy nvIpam)",
 }
 
 IMAGES: dict[str, Image] = {
@@ -185,6 +274,13 @@ IMAGES: dict[str, Image] = {
 def reference(key: str) -> str:
     """The reference the program deploys for one of its images."""
     return IMAGES[key].reference
+
+
+def pinned_tag(key: str) -> str:
+    """`tag@sha256:...` (or the tag alone while unresolved): what a chart whose template writes
+    `<repository>:<tag>` takes in its tag field so the reference it renders is `reference(key)`."""
+    image = IMAGES[key]
+    return f"{image.tag}@{image.digest.value}" if image.resolved else image.tag
 
 
 def unresolved() -> list[Image]:

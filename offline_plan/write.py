@@ -96,14 +96,34 @@ def policy_verdicts(evaluation: Evaluation, config: dict[str, Any] | None = None
 
 
 def _deployed_images(evaluation: Evaluation) -> set[str]:
-    """Every image reference the stack's pods and the picker's chart values carry (any "image" string)."""
+    """Every image reference the stack's pods and the Helm values carry (any "image" string, the
+    picker's and the add-ons' image mappings, the GPU Operator's operands)."""
     found: set[str] = set()
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             image = value.get("image")
-            if isinstance(image, str):
+            if isinstance(image, str) and isinstance(value.get("repository"), str) and isinstance(value.get("version"), str):
+                # The GPU Operator's operand style (components/operators/values.py operand_image):
+                # `repository/image@version` for a digest, else `repository/image:version`. An operand
+                # turned off (`enabled: false`, the MIG manager on GKE) pulls nothing.
+                if value.get("enabled") is False:
+                    return
+                sep = "@" if value["version"].startswith("sha256:") else ":"
+                found.add(f"{value['repository']}/{image}{sep}{value['version']}")
+            elif isinstance(image, str):
                 found.add(image)
+                if isinstance(value.get("tag"), str) and value["tag"]:
+                    # KServe's controller: `image` and `tag` side by side, joined "image:tag".
+                    found.add(f"{image}:{value['tag']}")
+            if isinstance(value.get("repository"), str) and isinstance(value.get("tag"), str) and value["tag"]:
+                # An add-on chart's image mapping (components/addons: KEDA, LWS, cert-manager, Prometheus):
+                # [registry/]repository:tag[@digest], as those charts' templates join them.
+                registry = value.get("registry")
+                # cert-manager names it `digest`; kube-prometheus-stack `sha`, the hex alone.
+                digest = value.get("digest") or (f"sha256:{value['sha']}" if isinstance(value.get("sha"), str) and value["sha"] else None)
+                found.add((f"{registry}/" if isinstance(registry, str) and registry else "")
+                          + f"{value['repository']}:{value['tag']}" + (f"@{digest}" if isinstance(digest, str) else ""))
             elif isinstance(image, dict) and isinstance(image.get("registry"), str):
                 found.add(f"{image['registry']}/{image.get('repository')}:{image.get('tag')}")
             for v in value.values():
@@ -118,8 +138,10 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
 
 
 def _in_stack(image: images.Image, deployed: set[str]) -> bool:
-    # Matched on repository and tag, through a digest or a pull-through cache prefix.
-    return any(ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
+    # Matched on repository and tag, through a digest or a pull-through cache prefix; or on
+    # repository and digest where a chart takes the digest in place of the tag (GPU Operator).
+    by_digest = f"{image.repository}@{image.digest.value}" if image.resolved else None
+    return any(ref == by_digest or ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
                or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
                for ref in deployed)
 
@@ -157,8 +179,12 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
         out.append("Digests read in a published list, not yet from the registry (verify with the same command): "
                    + ", ".join(f"`{i.tagged}`" for i in unverified) + ".")
         out.append("")
-    out.append("Add-on charts (Prometheus, KEDA, cert-manager, LWS, KServe, agentgateway, NVIDIA operators) run the "
-               "images of their pinned chart versions, by tag; the program does not set their digests.")
+    out.append("Add-on charts that take a digest (GPU and Network Operator operands, KEDA, LWS, cert-manager, "
+               "kube-prometheus-stack, the KServe controller) take their images from this table; each counts as in "
+               "this stack only where the stack installs it. The pack's requireDigest does not read Helm values: "
+               "the list above is where an add-on image still deployed by tag shows. Other add-on images (Grafana, "
+               "kube-state-metrics, node-exporter, agentgateway, ...) are their charts' own; docs/security.md, "
+               "\"Add-on chart images\", says per chart why.")
     out.append("")
     return out
 

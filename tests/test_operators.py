@@ -42,6 +42,10 @@ def l4_pool_custom_taint() -> GpuPlacement:
     )
 
 
+# The MIG manager's image keys come from the image table (tests/test_addon_images.py checks them).
+MIG_IMAGE = ov.operand_image("gpu-operator-mig-manager")
+
+
 def options(**fields) -> GpuOperatorConfig:
     return GpuOperatorConfig.model_validate(fields)
 
@@ -86,7 +90,7 @@ def test_eks_al2023_nvidia_ami_keeps_its_driver_and_toolkit():
 def test_gke_managed_drivers_follow_nvidias_gke_paths_and_leave_the_device_plugin_to_gke():
     v = values_for("gcp", gke="LATEST")
     assert v["driver"]["enabled"] is False
-    assert v["toolkit"] == {"enabled": True, "installDir": GKE_DIR}
+    assert v["toolkit"] == {"enabled": True, "installDir": GKE_DIR, **ov.operand_image("gpu-operator-toolkit")}
     assert v["hostPaths"] == {"driverInstallDir": GKE_DIR}
     assert v["cdi"] == {"enabled": True}
     # GKE-managed drivers come with GKE's device plugin: a second advertiser would break kubelet.
@@ -187,7 +191,7 @@ def test_dcgm_service_monitor_switch(enabled):
 @pytest.mark.parametrize("strategy", ["none", "single"])
 def test_mig_strategy(strategy):
     v = values_for("existing", "operator", migStrategy=strategy)
-    assert v["mig"]["strategy"] == strategy and v["migManager"] == {"enabled": True}
+    assert v["mig"]["strategy"] == strategy and v["migManager"] == {"enabled": True, **MIG_IMAGE}
     config = yaml.safe_load(ov.device_plugin_time_slicing_config(2, strategy))
     assert config["flags"]["migStrategy"] == strategy
 
@@ -199,10 +203,10 @@ def test_mixed_mig_strategy_is_refused_because_servers_request_nvidia_com_gpu():
 
 
 def test_mig_manager_is_off_where_gke_partitions_the_gpus_and_reboots_on_gke_ubuntu():
-    assert values_for("gcp", gke="LATEST", migStrategy="single")["migManager"] == {"enabled": False}
+    assert values_for("gcp", gke="LATEST", migStrategy="single")["migManager"] == {"enabled": False, **MIG_IMAGE}
     v = values_for("gcp", "operator", gke="INSTALLATION_DISABLED", migStrategy="single")
     # NVIDIA: in a CSP environment such as Google Cloud the MIG manager must reboot the node.
-    assert v["migManager"] == {"enabled": True, "env": [{"name": "WITH_REBOOT", "value": "true"}]}
+    assert v["migManager"] == {"enabled": True, "env": [{"name": "WITH_REBOOT", "value": "true"}], **MIG_IMAGE}
     assert "env" not in values_for("aws", migStrategy="single")["migManager"]
 
 

@@ -12,11 +12,38 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart
+
+# Values path of each image mapping -> the image table's entry (common/images.py). The chart renders
+# `repository` (a full override), then ":tag@digest" when both are set ("image:tag@digest, though
+# only the digest will be used for pulling": values.yaml, and templates/_helpers.tpl:233-241 at
+# v1.21.1). `tag` and `digest` appear only as comments in values.yaml; values.schema.json declares
+# both for every image mapping (additionalProperties false), so they are keys of the chart.
+IMAGES = {
+    "": "cert-manager-controller",
+    "webhook": "cert-manager-webhook",
+    "cainjector": "cert-manager-cainjector",
+    "acmesolver": "cert-manager-acmesolver",
+    "startupapicheck": "cert-manager-startupapicheck",
+}
+
+
+def image_values() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for component, key in IMAGES.items():
+        entry = images.IMAGES[key]
+        image = {"repository": entry.repository, "tag": entry.tag,
+                 **({"digest": entry.digest.value} if entry.resolved else {})}
+        if component:
+            out[component] = {"image": image}
+        else:
+            out["image"] = image
+    return out
 
 
 def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"crds": {"enabled": True}}
+    out: dict[str, Any] = {"crds": {"enabled": True}, **image_values()}
     if system_node_selector:
         # Merged into every component's own nodeSelector (templates/deployment.yaml at the tag).
         out["global"] = {"nodeSelector": dict(system_node_selector)}

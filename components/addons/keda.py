@@ -9,13 +9,35 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart
+
+# Values key under `image` -> the image table's entry (common/images.py). The templates write
+# "{registry}/{repository}:{tag}" (keda/templates/manager/deployment.yaml:74,
+# metrics-server/deployment.yaml:74, webhooks/deployment.yaml:72 at v2.20.2), so a tag field of
+# `2.20.2@sha256:...` renders a reference pinned by digest that still names its tag.
+IMAGES = {
+    "keda": "keda-operator",
+    "metricsApiServer": "keda-metrics-apiserver",
+    "webhooks": "keda-admission-webhooks",
+}
+
+
+def image_values() -> dict[str, Any]:
+    out = {}
+    for field, key in IMAGES.items():
+        registry, _, repository = images.IMAGES[key].repository.partition("/")
+        out[field] = {"registry": registry, "repository": repository, "tag": images.pinned_tag(key)}
+    return out
 
 
 def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
     # The top-level nodeSelector is the default of the operator, metrics server and webhooks
     # (templates use `<component>.nodeSelector | default .Values.nodeSelector`).
-    return {"nodeSelector": dict(system_node_selector)} if system_node_selector else {}
+    out: dict[str, Any] = {"image": image_values()}
+    if system_node_selector:
+        out["nodeSelector"] = dict(system_node_selector)
+    return out
 
 
 CHART = HelmChart(

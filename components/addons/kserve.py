@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart
 
 VERSION = "v0.20.0"
@@ -30,8 +31,17 @@ READY = "condition=Ready"
 STANDARD_MODE = "Standard"
 
 
+# The controller's image from the one table (common/images.py). The chart writes
+# "{image}:{tag | default kserve.version}" (files/kserve/deployment-patch.yaml:61 at v0.20.0), so a
+# tag of `v0.20.0@sha256:...` pins the digest. The agent, router and other images in the chart's
+# inferenceservice ConfigMap serve features the program does not use (docs/security.md).
+CONTROLLER_IMAGE = "kserve-controller"
+
+
 def resources_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    controller: dict[str, Any] = {"deploymentMode": STANDARD_MODE}
+    controller: dict[str, Any] = {"deploymentMode": STANDARD_MODE,
+                                  "image": images.IMAGES[CONTROLLER_IMAGE].repository,
+                                  "tag": images.pinned_tag(CONTROLLER_IMAGE)}
     if system_node_selector:
         controller["nodeSelector"] = dict(system_node_selector)
     return {"kserve": {"controller": controller}}

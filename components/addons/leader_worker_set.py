@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart
 
 # `pulumi.com/waitFor` for a LeaderWorkerSet: the controller sets condition Available (reason
@@ -20,8 +21,20 @@ from components.addons.catalog import AddOn, Crd, HelmChart
 READY = "condition=Available"
 
 
+# The controller's image from the one table (common/images.py, "lws-controller"). The template
+# writes "{repository}:{tag}" (charts/lws/templates/manager/deployment.yaml:48 at v0.10.0), so a
+# tag of `v0.10.0@sha256:...` pins the digest. The values.yaml at the tag says `tag: main`; the
+# published chart carries v0.10.0 (hack/push-chart.sh rewrites repository, tag and pullPolicy when
+# it packages), which is what the table names, so setting it changes nothing until a digest is known.
+IMAGE_KEY = "lws-controller"
+
+
 def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    return {"nodeSelector": dict(system_node_selector)} if system_node_selector else {}
+    image = images.IMAGES[IMAGE_KEY]
+    out: dict[str, Any] = {"image": {"manager": {"repository": image.repository, "tag": images.pinned_tag(IMAGE_KEY)}}}
+    if system_node_selector:
+        out["nodeSelector"] = dict(system_node_selector)
+    return out
 
 
 CHART = HelmChart(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from common import contract
+from common import contract, images
 from components.addons.catalog import AddOn, Crd, HelmChart
 
 REPO = "https://prometheus-community.github.io/helm-charts"
@@ -39,6 +39,40 @@ CRDS_CHART = HelmChart(
     repo=REPO,
     values_url=_VALUES.format(tag="prometheus-operator-crds-31.0.0", chart="prometheus-operator-crds"),
 )
+
+
+# Values path of each image mapping -> the image table's entry (common/images.py). The templates
+# render "{registry}/{repository}:{tag}@sha256:{sha}" when `sha` is set (the hex alone, without
+# "sha256:"): templates/prometheus-operator/deployment.yaml:53-57 (operator) and 96-100 (config
+# reloader), prometheus/prometheus.yaml:55-56, alertmanager/alertmanager.yaml:20-23,
+# prometheus-operator/admission-webhooks/job-patch/job-createSecret.yaml:39-40, at
+# kube-prometheus-stack-88.3.0. The admission webhook Deployment is off by default
+# (admissionWebhooks.deployment.enabled false) and the subcharts (Grafana, kube-state-metrics,
+# node-exporter) have their own image keys: docs/security.md lists them as not pinned here.
+IMAGES = {
+    "prometheusOperator.image": "prometheus-operator",
+    "prometheusOperator.prometheusConfigReloader.image": "prometheus-config-reloader",
+    "prometheus.prometheusSpec.image": "prometheus",
+    "alertmanager.alertmanagerSpec.image": "alertmanager",
+    "prometheusOperator.admissionWebhooks.patch.image": "kube-webhook-certgen",
+}
+
+
+def _set(values: dict[str, Any], dotted: str, leaf: dict[str, Any]) -> None:
+    *parents, last = dotted.split(".")
+    node = values
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = leaf
+
+
+def image_mapping(key: str) -> dict[str, str]:
+    entry = images.IMAGES[key]
+    registry, _, repository = entry.repository.partition("/")
+    out = {"registry": registry, "repository": repository, "tag": entry.tag}
+    if entry.resolved:
+        out["sha"] = entry.digest.value.removeprefix("sha256:")
+    return out
 
 
 def stack_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
@@ -60,6 +94,8 @@ def stack_values(system_node_selector: Mapping[str, str] | None) -> dict[str, An
             "admissionWebhooks": {"deployment": {"nodeSelector": selector}, "patch": {"nodeSelector": selector}},
         }
         values["alertmanager"] = {"alertmanagerSpec": {"nodeSelector": selector}}
+    for path, key in IMAGES.items():
+        _set(values, path, image_mapping(key))
     return values
 
 

@@ -19,6 +19,7 @@ import ipaddress
 import json
 from typing import Any, Sequence
 
+from common import images
 from common.gpu_driver import OperatorValuesError
 from components.operators.values import Placement, pool_tolerations
 
@@ -38,6 +39,9 @@ RDMA_HCA_MAX = 63
 # Every node-side image of a Network Operator release lives in one registry and is tagged after
 # the release ("network-operator-v26.4.1"), so the tags follow the pinned chart version.
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
+# The release whose node-side images are in common/images.py ("network-operator-<name>"); another
+# `networkOperator.chartVersion` gets its own release's tags, by tag.
+IMAGES_CHART = "26.4.1"
 
 # Readiness both kinds report in .status.state ("ready" is StateReady; api/v1alpha1/
 # nicclusterpolicy_types.go and macvlannetwork_types.go at v26.4.1), as a `pulumi.com/waitFor`.
@@ -103,6 +107,13 @@ def nic_cluster_policy_spec(
     tag = image_tag(chart_version)
 
     def image(name: str) -> dict[str, str]:
+        key = f"network-operator-{name}"
+        if chart_version.removeprefix("v") == IMAGES_CHART and key in images.IMAGES:
+            # From the one table: a resolved digest goes in `version`, which the operator joins as
+            # `repository/image@sha256:...` (imagePath in pkg/render/render.go:106-112 at v26.4.1).
+            entry = images.IMAGES[key]
+            return {"image": name, "repository": entry.repository.rpartition("/")[0],
+                    "version": entry.digest.value if entry.resolved else entry.tag}
         return {"image": name, "repository": IMAGE_REPOSITORY, "version": tag}
 
     return {

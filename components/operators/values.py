@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Protocol, Sequence
 
-from common import contract
+from common import contract, images
 from common.gpu_driver import (
     TIME_SLICING_KEY,
     GpuOperatorOptions,
@@ -99,6 +99,37 @@ def pool_tolerations(placements: Iterable[Placement]) -> list[dict[str, str]]:
 # ---------------------------------------------------------------------------------------------
 # GPU Operator
 
+# The operands whose images come from the one image table (common/images.py): values key -> table
+# key. The chart copies `repository`/`image`/`version` of each into the ClusterPolicy, and the
+# operator joins them as `repository/image@version` when `version` starts with "sha256:", else
+# `repository/image:version` (imagePath / ImagePath in NVIDIA/gpu-operator's ClusterPolicy types:
+# api/nvidia/v1/clusterpolicy_types.go, and internal/image/image.go in later trees; read in the
+# GitHub code index, find_string ids 3516426181 and 4547479464, "use @ if image digest is specified
+# instead of tag"). So a resolved digest pins the operand; the tag it came from stays in the table.
+# Not here: the driver (its version gets the node's OS appended, "-ubuntu22.04", so one digest cannot
+# name it), and the operator/validator images (their version defaults to the chart's appVersion and
+# is not checked here to take a digest). docs/security.md lists them.
+# The table's tags are this chart version's defaults; under another `gpuOperator.chartVersion` the
+# chart's own operand images are left alone (by tag; docs/security.md) rather than pinned to the
+# operands of another release.
+GPU_OPERATOR_IMAGES_CHART = "v26.7.0"
+GPU_OPERATOR_IMAGES = {
+    "toolkit": "gpu-operator-toolkit",
+    "devicePlugin": "gpu-operator-device-plugin",
+    "gfd": "gpu-operator-device-plugin",
+    "dcgmExporter": "gpu-operator-dcgm-exporter",
+    "migManager": "gpu-operator-mig-manager",
+}
+
+
+def operand_image(key: str) -> dict[str, str]:
+    """`repository`/`image`/`version` of a GPU Operator operand from the image table: the digest as
+    `version` when it is known (the operator then pulls `repository/image@sha256:...`), else the tag."""
+    entry = images.IMAGES[key]
+    repository, _, image = entry.repository.rpartition("/")
+    return {"repository": repository, "image": image,
+            "version": entry.digest.value if entry.resolved else entry.tag}
+
 
 def device_plugin_time_slicing_config(replicas: int, mig_strategy: str) -> str:
     """The NVIDIA device plugin's config file (version v1) that shares each GPU N ways.
@@ -168,6 +199,9 @@ def gpu_operator_values(
         "daemonsets": {"tolerations": tolerations},
         "nfd": {"enabled": nfd_owner == "gpu-operator"},
     }
+    if options.chartVersion == GPU_OPERATOR_IMAGES_CHART:
+        for component, key in GPU_OPERATOR_IMAGES.items():
+            values[component].update(operand_image(key))
     if nfd_owner == "gpu-operator":
         values["node-feature-discovery"] = {
             "worker": {"tolerations": [*map(dict, _GPU_OPERATOR_NFD_TOLERATIONS), *tolerations]}
