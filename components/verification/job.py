@@ -63,7 +63,8 @@ REQUEST_BASE_SECONDS = 60
 PREFILL_FLOOR_TOKENS_PER_SECOND = 1000
 HEAVY_REQUESTS = 6
 # The golden prompts (endpoint_tools/golden.py PROMPTS; 32 output tokens each), one request each;
-# tests/test_golden_job.py keeps the two equal (components never import endpoint_tools).
+# tests/test_golden_job.py keeps the two equal (components never import endpoint_tools). Their
+# prompts are a sentence, so each gets REQUEST_BASE_SECONDS without the full-context prefill term.
 GOLDEN_REQUESTS = 4
 # A record is a few kilobytes; anything far larger is not one (endpoint_tools/golden.py reads 256 KiB).
 MAX_GOLDEN_BYTES = 256 * 1024
@@ -112,8 +113,8 @@ def golden_mode(plan: ModelPlan) -> str:
 
 
 def total_timeout_seconds(plan: ModelPlan) -> int:
-    golden = GOLDEN_REQUESTS if golden_mode(plan) != "off" else 0
-    return request_timeout_seconds(plan) * (HEAVY_REQUESTS + golden + len(names_of(plan))) + LIGHT_SECONDS
+    golden = GOLDEN_REQUESTS * REQUEST_BASE_SECONDS if golden_mode(plan) != "off" else 0
+    return request_timeout_seconds(plan) * (HEAVY_REQUESTS + len(names_of(plan))) + golden + LIGHT_SECONDS
 
 
 def golden_key(plan: ModelPlan) -> dict[str, str]:
