@@ -472,6 +472,8 @@ def check_golden(ctx: SmokeContext) -> str:
         where = ""
         if ctx.golden_path:
             try:
+                # The first record of a checkout also makes its golden/ folder.
+                os.makedirs(os.path.dirname(ctx.golden_path) or ".", exist_ok=True)
                 with open(ctx.golden_path, "w", encoding="utf-8") as f:
                     f.write(rec.dumps())
             except OSError as exc:

@@ -129,7 +129,7 @@ def _line(proc, check="golden") -> str:
 
 def test_record_compare_and_tamper_against_the_fault_server(server, tmp_path):  # noqa: F811
     server.set({})
-    path = tmp_path / "golden.json"
+    path = tmp_path / "golden" / "m.json"  # the folder does not exist yet
     proc, seconds = _smoke(server, "--record-golden", str(path), "--golden-key", "revision=" + "a" * 40)
     assert not clean_problems(proc, seconds) and proc.returncode == 0, proc.stdout + proc.stderr
     # The fault server has no /version: the engine stays unknown, the given revision is kept.
