@@ -7,7 +7,8 @@
 Each check prints PASS or FAIL with its evidence; the exit status is 0 only when every check
 passes, 1 when one fails (or the endpoint cannot be reached), 2 for a usage error, 3 when the only
 failure is the kv check finding less KV-cache capacity than expected (the endpoint works; the plan
-over-promised). Checks, in order:
+over-promised), 4 when the only failure is golden answers differing from the record under
+--golden-exact (the endpoint works; its answers changed). Checks, in order:
 
   health       GET /health answers 200
   models       GET /v1/models lists the served model name
@@ -29,6 +30,12 @@ over-promised). Checks, in order:
                one-message chat costs more tokens than its text alone (/tokenize), and its rendered
                tokens contain each of --expect-template-tokens (e.g. <|start_header_id|>,<|eot_id|>);
                the evidence shows the rendered chat's first and last tokens
+  golden       (with --record-golden or --golden) fixed greedy prompts (endpoint_tools/golden.py):
+               --record-golden FILE writes their answers with the build's key (revision, engine,
+               quantization, KV-cache dtype; --golden-key, the engine from GET /version when not
+               given); --golden FILE compares the live answers with a record and reports which key
+               fields changed and where each differing answer first differs; it passes with that
+               report unless --golden-exact, which fails it when any answer differs
   names        (with --names) every model and adapter name answers a chat completion under its own
                name: through the stack's entrance this proves each reaches its base model's pool and
                that the adapter is loaded there
@@ -59,7 +66,7 @@ from typing import Callable
 
 from common.engine_metrics import REQUIRED_METRICS, describe_missing, missing_names
 from common.untrusted import excerpt
-from endpoint_tools import kv_capacity
+from endpoint_tools import golden, kv_capacity
 from endpoint_tools.openai_client import (
     Client,
     EndpointError,
@@ -85,8 +92,9 @@ MAX_KV_TOKENS = 2**40
 # Marks an answer the checks did not foresee (see run_checks); the fuzz tests assert it never shows.
 UNFORESEEN = "unexpected answer"
 # Exit statuses (docs/hostile-input.md): every check passed; a check failed or the endpoint cannot be
-# reached; usage error (argparse's own); the kv check's shortfall was the only failure.
-EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_KV_SHORTFALL = 0, 1, 2, 3
+# reached; usage error (argparse's own); the kv check's shortfall was the only failure; golden answers
+# differing under --golden-exact were the only failure.
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_KV_SHORTFALL, EXIT_GOLDEN_DIFFERS = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -96,6 +104,8 @@ class CheckResult:
     evidence: str
     # The kv check measured a capacity below the expectation (as opposed to not measuring one).
     shortfall: bool = False
+    # The golden check found answers that differ from the record, and exact agreement was asked for.
+    golden_differs: bool = False
 
     def line(self) -> str:
         return f"{'PASS' if self.passed else 'FAIL'}  {self.name:<8} {self.evidence}"
@@ -107,6 +117,10 @@ class CheckFailed(Exception):
 
 class CapacityShortfall(CheckFailed):
     """The server answered its capacity honestly, and it is below the expectation."""
+
+
+class GoldenDiffers(CheckFailed):
+    """The server answered every golden prompt, and some answers differ from the record (exact mode)."""
 
 
 @dataclass
@@ -126,6 +140,18 @@ class SmokeContext:
     template_tokens: tuple[str, ...] = ()
     # What the kv check measured, for a caller's report (endpoint_tools/verify.py); None until then.
     kv_verdict: kv_capacity.Verdict | None = None
+    # The golden check: "record" (answer the prompts, keep the record), "report" or "exact" (compare
+    # with golden_record; exact fails on any difference); None skips it.
+    golden_mode: str | None = None
+    golden_record: golden.Record | None = None
+    golden_key: dict[str, str] | None = None
+    # Where --record-golden writes the record (None: kept in golden_recorded only, as the Job does).
+    golden_path: str | None = None
+    # What the golden check produced, for a caller's report; None until then.
+    golden_recorded: golden.Record | None = None
+    golden_comparison: golden.Comparison | None = None
+    # The live answers with the live key, whatever the mode (a record to commit when they changed).
+    golden_live: golden.Record | None = None
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -428,6 +454,40 @@ def check_template(ctx: SmokeContext) -> str:
     return f"chat renders to {len(ids)} tokens, {added} from the template: {shown}{expected}"
 
 
+def check_golden(ctx: SmokeContext) -> str:
+    """Record the golden prompts' greedy answers, or compare them with a record (endpoint_tools/golden.py)."""
+    key = dict(ctx.golden_key or {})
+    if "engine" not in key:
+        engine = golden.server_engine(ctx.client)
+        if engine:
+            key["engine"] = engine
+    try:
+        live = golden.run_prompts(ctx.client, ctx.model)
+    except golden.GoldenError as exc:
+        raise CheckFailed(str(exc)) from None
+    ctx.golden_live = golden.Record(ctx.model, golden.normalized_key(key), live)
+    if ctx.golden_mode == "record" or ctx.golden_record is None:
+        rec = ctx.golden_recorded = ctx.golden_live
+        with_ids = sum(o.token_ids is not None for o in live)
+        where = ""
+        if ctx.golden_path:
+            try:
+                # The first record of a checkout also makes its golden/ folder.
+                os.makedirs(os.path.dirname(ctx.golden_path) or ".", exist_ok=True)
+                with open(ctx.golden_path, "w", encoding="utf-8") as f:
+                    f.write(rec.dumps())
+            except OSError as exc:
+                raise CheckFailed(f"cannot write the golden record {ctx.golden_path}: {exc.strerror or exc}") from None
+            where = f" to {ctx.golden_path}"
+        keyed = ", ".join(f"{k}={v}" for k, v in rec.key.items() if v is not None) or "no key fields known"
+        return f"recorded {len(live)} golden answers ({with_ids} with token ids){where}; key {keyed}"
+    comparison = ctx.golden_comparison = golden.compare(ctx.golden_record, key, live)
+    line = comparison.describe()
+    if not comparison.identical and ctx.golden_mode == "exact":
+        raise GoldenDiffers(line + " (exact agreement asked for)")
+    return line
+
+
 def check_names(ctx: SmokeContext) -> str:
     """Each name answers a short chat completion under its own name (vLLM reports the name it served;
     the endpoint picker rewrites a renamed model back to the name asked for)."""
@@ -476,6 +536,7 @@ ENTRANCE_CHECKS = ("chat", "stream", "names")
 def selected_checks(ctx: SmokeContext, entrance: bool = False) -> list[tuple[str, Callable[[SmokeContext], str]]]:
     checks = (list(CHECKS) + ([("kv", check_kv)] if ctx.expect_kv_tokens is not None else [])
               + ([("template", check_template)] if ctx.check_template or ctx.template_tokens else [])
+              + ([("golden", check_golden)] if ctx.golden_mode else [])
               + ([("names", check_names)] if ctx.names else []))
     return [(n, c) for n, c in checks if not entrance or n in ENTRANCE_CHECKS]
 
@@ -487,6 +548,8 @@ def run_checks(ctx: SmokeContext, entrance: bool = False) -> list[CheckResult]:
             results.append(CheckResult(name, True, check(ctx)))
         except CapacityShortfall as exc:
             results.append(CheckResult(name, False, _one_line(str(exc)), shortfall=True))
+        except GoldenDiffers as exc:
+            results.append(CheckResult(name, False, _one_line(str(exc)), golden_differs=True))
         except (CheckFailed, EndpointError) as exc:
             results.append(CheckResult(name, False, _one_line(str(exc))))
         except Exception as exc:  # noqa: BLE001 - a malformed answer must fail its check, not end the run
@@ -535,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m components.smoke",
         description="Smoke-check an OpenAI-compatible (vLLM) endpoint.",
         epilog="exit status: 0 every check passed; 1 a check failed or the endpoint cannot be reached; 2 usage error; "
-               "3 the only failure: less KV-cache capacity than --expect-kv-tokens",
+               "3 the only failure: less KV-cache capacity than --expect-kv-tokens; "
+               "4 the only failure: golden answers differ from the record under --golden-exact",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", help="the served model name (default: the first of --names)")
@@ -558,6 +622,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="add the template check: the chat template renders (through /tokenize)")
     parser.add_argument("--expect-template-tokens", type=_tokens, default=(), metavar="TOKEN[,TOKEN...]",
                         help="special tokens the rendered chat must contain (implies --check-template)")
+    parser.add_argument("--record-golden", metavar="FILE",
+                        help="answer the golden prompts greedily and write the record to FILE "
+                             "(e.g. golden/<served-name>.json; docs/verification.md)")
+    parser.add_argument("--golden", metavar="FILE",
+                        help="compare the golden prompts' answers with the record in FILE; reports which key "
+                             "fields changed and which answers differ")
+    parser.add_argument("--golden-exact", action="store_true",
+                        help="with --golden: fail (exit 4 when nothing else failed) when any answer differs")
+    parser.add_argument("--golden-key", type=_golden_key, default={}, metavar="FIELD=VALUE[,...]",
+                        help="what the server runs, for the record and the comparison: "
+                             f"{', '.join(golden.KEY_FIELDS)} (engine defaults to what GET /version reports)")
     parser.add_argument("--timeout", type=_seconds, default=60.0,
                         help="seconds for each HTTP request, start to end (default 60)")
     parser.add_argument("--total-timeout", type=_seconds, default=600.0,
@@ -574,6 +649,13 @@ def _tolerance(text: str) -> float:
     if not math.isfinite(value) or not 0 <= value < 100:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} must be a percentage from 0 to below 100")
     return value / 100
+
+
+def _golden_key(text: str) -> dict[str, str]:
+    try:
+        return golden.parse_key(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _whole(text: str) -> int:
@@ -608,6 +690,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.expect_kv_tokens is not None and args.entrance:
         parser.error("--expect-kv-tokens reads the server's /metrics, which the entrance does not route: "
                      "run it against the model's in-cluster Service")
+    golden_mode, golden_record = None, None
+    if args.record_golden and args.golden:
+        parser.error("--record-golden writes a record and --golden compares with one: give one of them")
+    if args.golden_exact and not args.golden:
+        parser.error("--golden-exact needs --golden FILE (the record to agree with)")
+    if (args.record_golden or args.golden) and args.entrance:
+        parser.error("the golden check asks one server for greedy answers: run it against the model's "
+                     "in-cluster Service, not the entrance")
+    if args.record_golden:
+        golden_mode = "record"
+    elif args.golden:
+        try:
+            golden_record = golden.load_record(args.golden)
+        except golden.GoldenError as exc:
+            parser.error(f"--golden {args.golden}: {exc}")
+        if golden_record.model != model:
+            parser.error(f"--golden {args.golden}: the record is of model {golden_record.model!r}, not {model!r}")
+        golden_mode = "exact" if args.golden_exact else "report"
     try:
         client = Client(args.base_url, api_key=api_key, timeout=args.timeout,
                         deadline=time.monotonic() + args.total_timeout)
@@ -624,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = SmokeContext(client, model, args.max_model_len, names=args.names, expect_kv_tokens=args.expect_kv_tokens,
                        kv_tolerance=args.kv_tolerance, check_template=args.check_template,
-                       template_tokens=args.expect_template_tokens)
+                       template_tokens=args.expect_template_tokens, golden_mode=golden_mode,
+                       golden_record=golden_record, golden_key=args.golden_key, golden_path=args.record_golden)
     results = run_checks(ctx, entrance=args.entrance)
     for result in results:
         print(result.line())
@@ -632,13 +733,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summarize(results: list[CheckResult]) -> int:
-    """Print the summary line; the exit status (a KV shortfall alone is EXIT_KV_SHORTFALL)."""
+    """Print the summary line; the exit status (a KV shortfall alone is EXIT_KV_SHORTFALL, golden
+    answers differing under exact mode alone EXIT_GOLDEN_DIFFERS)."""
     failed = [r for r in results if not r.passed]
     print(f"smoke: {len(results) - len(failed)}/{len(results)} checks passed"
           + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""))
     if not failed:
         return EXIT_PASSED
-    return EXIT_KV_SHORTFALL if all(r.shortfall for r in failed) else EXIT_FAILED
+    if all(r.shortfall for r in failed):
+        return EXIT_KV_SHORTFALL
+    return EXIT_GOLDEN_DIFFERS if all(r.golden_differs for r in failed) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -6,12 +6,15 @@ The stack's verification Job (components/verification/) runs this with the targe
 writes from the plan: for each model, its in-cluster Service, the names it serves (the model and
 its LoRA adapters), the max-model-len and the KV-cache tokens the planner predicted. Each model gets
 the smoke checks of `python -m components.smoke` (endpoint_tools/smoke.py: health, models, chat,
-stream, context, metrics, kv, template, names), printed as smoke prints them, then one `calibration:` line
-(JSON: the predicted and the actual KV-cache tokens with what decided them, the pair a user sends
-back as a calibration case; docs/verification.md) and, at the end, one `verify-summary:` line (JSON).
+stream, context, metrics, kv, template, golden, names), printed as smoke prints them, then one
+`calibration:` line (JSON: the predicted and the actual KV-cache tokens with what decided them, the
+pair a user sends back as a calibration case; docs/verification.md), for a model without a golden
+record one `golden-record:` line (JSON: the record to commit as golden/<model>.json;
+endpoint_tools/golden.py) and, at the end, one `verify-summary:` line (JSON).
 
 Exit status as smoke's: 0 every model passed; 1 a check failed or a server could not be reached;
-2 an unusable targets file; 3 the only failures are KV-cache capacities below the plan's.
+2 an unusable targets file; 3 the only failures are KV-cache capacities below the plan's; 4 the only
+failures are golden answers differing from their record where config asks for exact agreement.
 
 Standard library only: the Job runs it from a plain Python image with this package mounted.
 """
@@ -26,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from common.untrusted import InputLimitError, excerpt, loads_json, read_text_file
-from endpoint_tools import kv_capacity, smoke
+from endpoint_tools import golden, kv_capacity, smoke
 from endpoint_tools.openai_client import Client, EndpointError
 
 MAX_TARGETS_BYTES = 1024 * 1024
@@ -35,6 +38,8 @@ MAX_TARGETS = 256
 MAX_CONTEXT_KEYS = 32
 SUMMARY_PREFIX = "verify-summary: "
 CALIBRATION_PREFIX = "calibration: "
+GOLDEN_RECORD_PREFIX = golden.LOG_PREFIX
+GOLDEN_MODES = ("report", "exact")
 
 
 class TargetsError(ValueError):
@@ -54,6 +59,11 @@ class Target:
     context: dict[str, object] = field(default_factory=dict)
     # Special tokens the rendered chat must contain (none: the template check only sees it render).
     template_tokens: tuple[str, ...] = ()
+    # The golden check: "report" or "exact" against `golden_record`; without a record the answers
+    # are recorded and printed; None skips the check.
+    golden_mode: str | None = None
+    golden_key: dict[str, str] = field(default_factory=dict)
+    golden_record: golden.Record | None = None
 
 
 def _field(entry: dict, key: str, kind: type, where: str, *, required: bool = True, low=None, high=None):
@@ -100,6 +110,7 @@ def parse_targets(text: str) -> tuple[list[Target], float]:
         if not isinstance(context, dict) or len(context) > MAX_CONTEXT_KEYS or not all(
                 isinstance(v, (str, int, float, bool)) or v is None for v in context.values()):
             raise TargetsError(f"{where}.calibration must be an object of at most {MAX_CONTEXT_KEYS} plain values")
+        golden_mode, golden_key, golden_record = _golden(entry.get("golden"), f"{where}.golden")
         targets.append(Target(
             model=_field(entry, "model", str, where),
             base_url=_field(entry, "baseUrl", str, where),
@@ -113,8 +124,32 @@ def parse_targets(text: str) -> tuple[list[Target], float]:
             total_timeout=_field(entry, "totalTimeoutSeconds", float, where, low=1, high=86400),
             context=context,
             template_tokens=tuple(template_tokens),
+            golden_mode=golden_mode, golden_key=golden_key, golden_record=golden_record,
         ))
+        if golden_record is not None and golden_record.model != targets[-1].model:
+            raise TargetsError(f"{where}.golden.record is of model {excerpt(golden_record.model, 60)}, "
+                               f"not {excerpt(targets[-1].model, 60)}")
     return targets, (kv_capacity.DEFAULT_TOLERANCE if tolerance is None else tolerance / 100)
+
+
+def _golden(value: object, where: str) -> tuple[str | None, dict[str, str], golden.Record | None]:
+    """The golden entry of a target: {mode: report|exact, key: {...}, record: {...} or null}."""
+    if value is None:
+        return None, {}, None
+    if not isinstance(value, dict) or value.get("mode") not in GOLDEN_MODES:
+        raise TargetsError(f"{where} must be an object whose mode is one of {', '.join(GOLDEN_MODES)}")
+    key = value.get("key") or {}
+    if not isinstance(key, dict) or set(key) - set(golden.KEY_FIELDS) or not all(
+            v is None or (isinstance(v, str) and 0 < len(v) <= golden.MAX_KEY_CHARS) for v in key.values()):
+        raise TargetsError(f"{where}.key must be an object of {', '.join(golden.KEY_FIELDS)}, each a short string "
+                           "or null")
+    record = None
+    if value.get("record") is not None:
+        try:
+            record = golden.parse_record(value["record"], f"{where}.record")
+        except golden.GoldenError as exc:
+            raise TargetsError(str(exc)) from None
+    return value["mode"], {k: v for k, v in key.items() if v is not None}, record
 
 
 @dataclass
@@ -123,13 +158,19 @@ class ModelReport:
     status: int
     failed: list[str]
     verdict: kv_capacity.Verdict | None
+    # "recorded" (no record yet), "identical" or "differs", with the key fields that changed.
+    golden: dict[str, object] | None = None
 
     def summary(self) -> dict[str, object]:
-        out: dict[str, object] = {"status": {0: "passed", 3: "kv-shortfall"}.get(self.status, "failed"),
-                                  "failed": self.failed}
+        out: dict[str, object] = {
+            "status": {smoke.EXIT_PASSED: "passed", smoke.EXIT_KV_SHORTFALL: "kv-shortfall",
+                       smoke.EXIT_GOLDEN_DIFFERS: "golden-differs"}.get(self.status, "failed"),
+            "failed": self.failed}
         if self.verdict is not None:
             out.update(predictedKvTokens=self.verdict.predicted, actualKvTokens=self.verdict.actual,
                        kvErrorPercent=round(self.verdict.error * 100, 2))
+        if self.golden is not None:
+            out["golden"] = self.golden
         return out
 
 
@@ -150,27 +191,46 @@ def verify_target(target: Target, tolerance: float) -> ModelReport:
         return ModelReport(target.model, smoke.EXIT_FAILED, ["reach"], None)
     ctx = smoke.SmokeContext(client, target.model, target.max_model_len, names=target.names,
                              expect_kv_tokens=target.expect_kv_tokens, kv_tolerance=tolerance,
-                             check_template=True, template_tokens=target.template_tokens)
+                             check_template=True, template_tokens=target.template_tokens,
+                             golden_mode=(target.golden_mode if target.golden_record else "record") if target.golden_mode
+                             else None,
+                             golden_record=target.golden_record, golden_key=target.golden_key)
     results = smoke.run_checks(ctx)
     for result in results:
         print(result.line())
     status = smoke.summarize(results)
-    report = ModelReport(target.model, status, [r.name for r in results if not r.passed], ctx.kv_verdict)
+    report = ModelReport(target.model, status, [r.name for r in results if not r.passed], ctx.kv_verdict,
+                         _golden_summary(ctx))
     if ctx.kv_verdict is not None:
         print(CALIBRATION_PREFIX + json.dumps({
             "model": target.model, **target.context,
             "predictedKvTokens": ctx.kv_verdict.predicted, "actualKvTokens": ctx.kv_verdict.actual,
             "errorPercent": round(ctx.kv_verdict.error * 100, 2),
         }, sort_keys=False))
+    cmp = ctx.golden_comparison
+    if ctx.golden_live is not None and (cmp is None or not cmp.identical or cmp.key_changes):
+        # No record yet (the first rollout), or the answers or the key changed: the record to commit
+        # as golden/<model>.json once the change is judged fine (python -m endpoint_tools.golden save).
+        print(golden.LOG_PREFIX + json.dumps(ctx.golden_live.as_json(), ensure_ascii=True))
     sys.stdout.flush()
     return report
+
+
+def _golden_summary(ctx: smoke.SmokeContext) -> dict[str, object] | None:
+    if ctx.golden_recorded is not None:
+        return {"result": "recorded"}
+    if ctx.golden_comparison is None:
+        return None
+    cmp = ctx.golden_comparison
+    return {"result": "identical" if cmp.identical else "differs", "compared": cmp.compared,
+            "differing": [d.prompt for d in cmp.diffs], "keyChanges": [f for f, _, _ in cmp.key_changes]}
 
 
 def overall(reports: list[ModelReport]) -> int:
     if all(r.status == smoke.EXIT_PASSED for r in reports):
         return smoke.EXIT_PASSED
-    failing = [r for r in reports if r.status != smoke.EXIT_PASSED]
-    return smoke.EXIT_KV_SHORTFALL if all(r.status == smoke.EXIT_KV_SHORTFALL for r in failing) else smoke.EXIT_FAILED
+    failing = {r.status for r in reports if r.status != smoke.EXIT_PASSED}
+    return failing.pop() if failing in ({smoke.EXIT_KV_SHORTFALL}, {smoke.EXIT_GOLDEN_DIFFERS}) else smoke.EXIT_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m endpoint_tools.verify",
         description="Run the smoke checks against every model of a stack, with the plan's numbers.",
         epilog="exit status: 0 every model passed; 1 a check failed; 2 unusable targets file; "
-               "3 the only failures are KV-cache capacities below the plan's",
+               "3 the only failures are KV-cache capacities below the plan's; "
+               "4 the only failures are golden answers differing from their record (exact mode)",
     )
     parser.add_argument("--targets", required=True, help="the JSON targets file the program writes")
     args = parser.parse_args(argv)

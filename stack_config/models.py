@@ -103,6 +103,11 @@ class SloConfig(StrictModel):
     """How smoothly the answer streams once it started."""
 
 
+class VerificationConfig(StrictModel):
+    golden: Literal["report", "exact", "off"] = "report"
+    """Golden greedy prompts in the verification Job (docs/verification.md): report compares the answers with golden/<name>.json (committed from the first rollout's log) and reports a changed revision, engine, quantization or KV-cache dtype and each differing answer; exact also fails the Job when any answer differs; off skips them."""
+
+
 # Other names one model or adapter answers to through the entrance: each becomes a rewrite rule the
 # endpoint picker evaluates per request, so a handful, not a catalogue.
 MAX_ALIASES = 16
@@ -233,6 +238,8 @@ class ModelConfig(StrictModel):
     """Other names clients may send for this model through the entrance, e.g. its Hub repo id; the endpoint picker rewrites them to the served name and the answer back (InferenceModelRewrite). Needs exposure.entrance."""
     adapters: list[AdapterConfig] = Field(default_factory=list, max_length=MAX_ENTRIES)
     """LoRA adapters this model's servers load at start (vLLM --enable-lora --lora-modules); --max-loras, --max-lora-rank and --max-cpu-loras are derived from their adapter_config.json, and sizing counts their GPU memory."""
+    verification: VerificationConfig = Field(default_factory=VerificationConfig)
+    """What the verification Job checks beyond the smoke checks (vLLM models)."""
     signature: SignatureConfig | None = None
     """Verify the publisher's OpenSSF model signature after the mirror downloads the weights; a mismatch fails the mirror Job and no server starts. Unset: the plan reports the model as unsigned, not verified."""
     verifyAtStart: Literal["sizes", "sha256"] = Field("sizes", alias="verifyAtStart")

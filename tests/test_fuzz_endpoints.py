@@ -89,6 +89,21 @@ def test_smoke_against_any_server_ends_in_time_with_the_right_exit(server, scena
 
 
 @fuzz_settings(default_examples=5, long_share=0.15)
+@given(scenario=scenarios(SMOKE_ENDPOINTS))
+def test_smoke_recording_golden_answers_against_any_server_ends_in_time_with_the_right_exit(server, scenario):
+    # The golden check adds four chat completions (endpoint_tools/golden.py); the same bounds and exits
+    # hold. The record goes to a private temporary folder (hypothesis reuses no function fixtures).
+    import tempfile
+
+    server.set(scenario)
+    with tempfile.TemporaryDirectory() as folder:
+        proc, seconds = smoke(server, "--record-golden", f"{folder}/golden.json")
+    found = smoke_problems(scenario, proc, seconds)
+    _record("smoke", proc, seconds, found)
+    assert survey() or not found, "\n".join(found) + f"\nscenario: {scenario}\nstdout: {proc and proc.stdout[-2000:]}"
+
+
+@fuzz_settings(default_examples=5, long_share=0.15)
 @given(scenario=scenarios(LOAD_ENDPOINTS))
 def test_load_sweep_against_any_server_ends_in_time_with_the_right_exit(server, scenario):
     server.set(scenario)

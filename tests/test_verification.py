@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -79,7 +80,10 @@ def test_the_job_checks_each_model_against_the_plans_numbers(stack, evaluations)
         assert target["calibration"]["revision"] == row["revision"] and target["calibration"]["gpu"] == row["gpu"]
     output = ev.outputs["verification"]
     assert output["expected"] == {m: {"kvCacheTokens": r["kvCacheTokens"], "maxModelLen": r["maxModelLen"],
-                                      "names": [m]} for m, r in sizing.items()}
+                                      "names": [m], "golden": {"mode": "report", "record": None}}
+                                  for m, r in sizing.items()}
+    # No committed stack has a golden record yet: the Job records the answers (tests/test_golden_job.py).
+    assert all(t["golden"]["mode"] == "report" and t["golden"]["record"] is None for t in doc["targets"])
     assert output["logs"] == f"kubectl -n llm-serving logs job/{verification.JOB_NAME}"
     # Its digest is settled with every other image by the resolver (common/images.py).
     assert output["unresolved"][0]["resolveWith"].startswith("python -m tools.resolve_image_digests")
@@ -126,9 +130,15 @@ def test_the_job_runs_once_on_a_cpu_node_within_a_deadline_pulumi_outwaits(stack
 
 
 def test_budgets_grow_with_the_context_and_the_names():
-    plan = type("P", (), {"max_model_len": 32768, "lora": None, "served_name": "m"})()
-    assert verification.request_timeout_seconds(plan) == 60 + 33
-    assert verification.total_timeout_seconds(plan) == 93 * (verification.HEAVY_REQUESTS + 1) + 120
+    def plan(golden):
+        model = SimpleNamespace(verification=SimpleNamespace(golden=golden))
+        return SimpleNamespace(max_model_len=32768, lora=None, served_name="m", model=model)
+
+    assert verification.request_timeout_seconds(plan("report")) == 60 + 33
+    # The golden prompts add one request each unless they are off.
+    assert verification.total_timeout_seconds(plan("report")) == 93 * (verification.HEAVY_REQUESTS + 1) + 120 + (
+        verification.GOLDEN_REQUESTS * 60)
+    assert verification.total_timeout_seconds(plan("off")) == 93 * (verification.HEAVY_REQUESTS + 1) + 120
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -9,7 +9,8 @@ image would hide which code ran. With the ConfigMap the Job runs the very files 
 What the Job does (endpoint_tools/verify.py): for each vLLM model, against its in-cluster Service,
 the smoke checks (health, models, chat with usage, streaming to [DONE], the context limit, the
 metrics), the kv check against the plan's kvCacheTokens, the template check (the chat template
-renders), and every name the server serves (the
+renders), the golden greedy prompts against the model's committed record (models[].verification.golden;
+golden/<name>.json, shipped in the targets file), and every name the server serves (the
 model and its LoRA adapters) answering under its own name. It does not go through the entrance's
 public host name: on a first `pulumi up` its DNS record does not exist yet (the user creates it
 from the stack output), so the check would fail every first deployment; the Job waits for the
@@ -34,9 +35,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from common import contract, images, pod_security
-from common.engine import VLLM_VERSION
+from common.engine import VLLM_IMAGE, VLLM_VERSION
 from components.serving.vllm import API_KEY_SECRET_KEY
-from components.verification.tools import ENTRY_MODULE, TOOLS_MOUNT_PATH, tool_sources, volume_items
+from components.verification.tools import ENTRY_MODULE, ROOT, TOOLS_MOUNT_PATH, tool_sources, volume_items
 from planner.plan import ModelPlan
 
 JOB_NAME = "llm-serving-verify"
@@ -61,6 +62,12 @@ KV_TOLERANCE_PERCENT = 10
 REQUEST_BASE_SECONDS = 60
 PREFILL_FLOOR_TOKENS_PER_SECOND = 1000
 HEAVY_REQUESTS = 6
+# The golden prompts (endpoint_tools/golden.py PROMPTS; 32 output tokens each), one request each;
+# tests/test_golden_job.py keeps the two equal (components never import endpoint_tools). Their
+# prompts are a sentence, so each gets REQUEST_BASE_SECONDS without the full-context prefill term.
+GOLDEN_REQUESTS = 4
+# A record is a few kilobytes; anything far larger is not one (endpoint_tools/golden.py reads 256 KiB).
+MAX_GOLDEN_BYTES = 256 * 1024
 LIGHT_SECONDS = 120
 # Scheduling the pod and pulling a ~50 MB image.
 POD_START_SECONDS = 300
@@ -101,8 +108,59 @@ def names_of(plan: ModelPlan) -> list[str]:
     return [plan.served_name, *(plan.lora.names if plan.lora else [])]
 
 
+def golden_mode(plan: ModelPlan) -> str:
+    return plan.model.verification.golden
+
+
 def total_timeout_seconds(plan: ModelPlan) -> int:
-    return request_timeout_seconds(plan) * (HEAVY_REQUESTS + len(names_of(plan))) + LIGHT_SECONDS
+    golden = GOLDEN_REQUESTS * REQUEST_BASE_SECONDS if golden_mode(plan) != "off" else 0
+    return request_timeout_seconds(plan) * (HEAVY_REQUESTS + len(names_of(plan))) + golden + LIGHT_SECONDS
+
+
+def golden_key(plan: ModelPlan) -> dict[str, str]:
+    """What produces a model's greedy answers (endpoint_tools/golden.py KEY_FIELDS), as the Job records it."""
+    image = plan.model.image
+    return {
+        "revision": plan.revision,
+        # The smoke command's own form (`vllm <version>` from GET /version), so records made by hand
+        # and by the Job compare; another image than the pinned one is named by its reference.
+        "engine": f"vllm {VLLM_VERSION}" if image == VLLM_IMAGE else f"image {image}",
+        # None: what the checkpoint declares (vLLM reads it from config.json).
+        "quantization": plan.model.quantization or "checkpoint",
+        "kvCacheDtype": plan.model.kvCacheDtype,
+    }
+
+
+def golden_record_path(plan: ModelPlan) -> str:
+    return f"golden/{plan.served_name}.json"
+
+
+def golden_record(plan: ModelPlan) -> Optional[Any]:
+    """The committed record of a model (parsed JSON), None when there is none yet.
+
+    Only its size and JSON are checked here (components never import endpoint_tools); its fields are
+    checked by tests/test_golden_job.py for every committed record and by the Job's runner, which
+    fails with a usage error naming the field.
+    """
+    path = ROOT / golden_record_path(plan)
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    if len(data) > MAX_GOLDEN_BYTES:
+        raise ValueError(f"{golden_record_path(plan)} is {len(data):,} bytes; a golden record is at most "
+                         f"{MAX_GOLDEN_BYTES:,} (record it again: docs/verification.md)")
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"{golden_record_path(plan)} is not JSON ({exc}); record it again "
+                         "(docs/verification.md)") from None
+
+
+def golden_entry(plan: ModelPlan) -> Optional[dict[str, Any]]:
+    """The targets file's golden entry of a model: mode, key and the committed record (or null)."""
+    if golden_mode(plan) == "off":
+        return None
+    return {"mode": golden_mode(plan), "key": golden_key(plan), "record": golden_record(plan)}
 
 
 def deadline_seconds(plans: list[ModelPlan]) -> int:
@@ -112,8 +170,11 @@ def deadline_seconds(plans: list[ModelPlan]) -> int:
 
 def expected(plan: ModelPlan) -> dict[str, Any]:
     """What the Job checks a model against: the plan's numbers and names."""
+    golden = golden_mode(plan)
     return {"kvCacheTokens": plan.sizing.kv_cache_tokens, "maxModelLen": plan.max_model_len,
-            "names": names_of(plan)}
+            "names": names_of(plan),
+            "golden": {"mode": golden, "record": golden_record_path(plan) if golden_record(plan) is not None else None}
+            if golden != "off" else {"mode": "off"}}
 
 
 def calibration_context(plan: ModelPlan) -> dict[str, Any]:
@@ -136,13 +197,16 @@ def targets_document(plans: list[ModelPlan], base_urls: list[str], api_key_envs:
             "maxModelLen": plan.max_model_len, "expectKvTokens": plan.sizing.kv_cache_tokens,
             "apiKeyEnv": key_env, "requestTimeoutSeconds": request_timeout_seconds(plan),
             "totalTimeoutSeconds": total_timeout_seconds(plan), "calibration": calibration_context(plan),
+            "golden": golden_entry(plan),
         })
     return json.dumps({"kvTolerancePercent": tolerance_percent, "targets": targets}, indent=1, sort_keys=True)
 
 
-def content_hash(expected_by_model: dict[str, Any], key_envs: list[Optional[str]]) -> str:
+def content_hash(expected_by_model: dict[str, Any], key_envs: list[Optional[str]],
+                 goldens: Optional[dict[str, Any]] = None) -> str:
     """Twelve hex digits over the tools' source and what the Job checks (see Verification)."""
-    text = json.dumps({"tools": tool_sources(), "expected": expected_by_model, "keys": key_envs}, sort_keys=True)
+    text = json.dumps({"tools": tool_sources(), "expected": expected_by_model, "keys": key_envs,
+                       "golden": goldens or {}}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -230,7 +294,8 @@ class Verification(pulumi.ComponentResource):
         # The ConfigMap's name carries a hash of the tools and of what they check: new tools or a new
         # plan make a new ConfigMap, whose new name changes the Job's template, so the Job is
         # replaced and runs again; an unchanged stack keeps its finished Job.
-        digest = content_hash(self.summary["expected"], key_envs)
+        # A newly committed golden record or a new key (revision, engine, ...) runs the Job again too.
+        digest = content_hash(self.summary["expected"], key_envs, {p.served_name: golden_entry(p) for p in plans})
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-tools",
             metadata={"name": f"{JOB_NAME}-{digest}", "namespace": args.namespace, "labels": _labels()},

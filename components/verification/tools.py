@@ -19,6 +19,7 @@ TOOL_FILES = (
     "endpoint_tools/__init__.py",
     "endpoint_tools/openai_client.py",
     "endpoint_tools/kv_capacity.py",
+    "endpoint_tools/golden.py",
     "endpoint_tools/smoke.py",
     "endpoint_tools/verify.py",
 )
