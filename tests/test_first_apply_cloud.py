@@ -270,26 +270,10 @@ def test_gke_driver_is_unresolved_and_the_plan_says_how_to_resolve_it():
 
 
 def test_a_regional_gke_gateway_without_proxy_only_subnet_or_gateway_api_fires():
-    import copy
-    import dataclasses
-
-    from offline_plan.mock_runtime import Evaluation
-
     dev = evaluate_stack("dev")
     assert fired(dev, "regional-gateway-has-its-gke-prerequisites") == []
 
-    def without(evaluation, drop=None, edit=None):
-        out = []
-        for r in evaluation.resources:
-            if drop and drop(r):
-                continue
-            r = dataclasses.replace(r, inputs=copy.deepcopy(r.inputs))
-            if edit:
-                edit(r)
-            out.append(r)
-        return Evaluation(evaluation.stack, out, outputs=evaluation.outputs)
-
-    no_subnet = without(dev, drop=lambda r: r.type == rules.GCP_SUBNETWORK
+    no_subnet = _edited(dev, drop=lambda r: r.type == rules.GCP_SUBNETWORK
                         and r.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY")
     [found] = fired(no_subnet, "regional-gateway-has-its-gke-prerequisites")
     assert "no ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in us-central1" in found
@@ -297,7 +281,7 @@ def test_a_regional_gke_gateway_without_proxy_only_subnet_or_gateway_api_fires()
     def gateway_api_off(r):
         if r.type == "gcp:container/cluster:Cluster":
             r.inputs.pop("gatewayApiConfig", None)
-    [found] = fired(without(dev, edit=gateway_api_off), "regional-gateway-has-its-gke-prerequisites")
+    [found] = fired(_edited(dev, edit=gateway_api_off), "regional-gateway-has-its-gke-prerequisites")
     assert "Gateway API is off" in found
 
 
