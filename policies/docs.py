@@ -2,7 +2,7 @@
 
     from policies.docs import policy_table_markdown
 
-The lead pastes its output between markers in README.md, and a test compares the two.
+`python -m offline_plan.config_reference` writes its output between markers in README.md, and a test compares the two.
 """
 
 from __future__ import annotations
