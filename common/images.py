@@ -112,15 +112,19 @@ def _unresolved(repository: str, tag: str, why: str) -> Fact:
     )
 
 
+def _checked(repository: str, tag: str, digest: str) -> str:
+    if not DIGEST_RE.match(digest):
+        raise ValueError(f"{repository}:{tag}: {digest!r} is not sha256:<64 hex>")
+    return digest
+
+
 def _cited(repository: str, tag: str, digest: str, source: str) -> Fact:
     # Read in a published list, not from the registry: used (a digest can only name bytes the
     # repository's owner pushed, and a wrong one fails the pull with "manifest unknown" rather than
     # running something else), but listed as unverified until the resolver confirms it.
-    if not DIGEST_RE.match(digest):
-        raise ValueError(f"{repository}:{tag}: {digest!r} is not sha256:<64 hex>")
     return Fact(
         subject=f"digest of {repository}:{tag}",
-        value=digest,
+        value=_checked(repository, tag, digest),
         source=source,
         established=False,
         resolve_with=f"{RESOLVE_COMMAND}  (or: crane digest {repository}:{tag})",
@@ -129,9 +133,7 @@ def _cited(repository: str, tag: str, digest: str, source: str) -> Fact:
 
 def _resolved(repository: str, tag: str, digest: str, source: str) -> Fact:
     # Read from the registry by tools/resolve_image_digests.py, checked against the body's sha256.
-    if not DIGEST_RE.match(digest):
-        raise ValueError(f"{repository}:{tag}: {digest!r} is not sha256:<64 hex>")
-    return Fact(subject=f"digest of {repository}:{tag}", value=digest, source=source)
+    return Fact(subject=f"digest of {repository}:{tag}", value=_checked(repository, tag, digest), source=source)
 
 
 _NOT_FOUND = ("no published digest for this tag found in the public sources searched on 2026-12-01 "

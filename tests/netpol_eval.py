@@ -20,6 +20,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.rules.stack import selector_matches as pack_selector_matches
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -34,22 +36,8 @@ class Endpoint:
 
 
 def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """LabelSelector semantics; an empty selector matches everything."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
+    """LabelSelector semantics (the policy pack's own matcher); no selector matches everything."""
+    return pack_selector_matches(selector or {}, labels)
 
 
 class Cluster:

@@ -71,6 +71,9 @@ SYNC_NON_ROOT = Fact(
 )
 
 # Without a bucket binding (an existing cluster) the service accounts still exist, with these names.
+# The component label of everything the mirror runs or reads (Jobs, script, token, trust key);
+# the serving namespace's NetworkPolicies select the Jobs' pods by it.
+COMPONENT_MIRROR = "model-mirror"
 DEFAULT_WRITER_SERVICE_ACCOUNT = "model-mirror"
 DEFAULT_READER_SERVICE_ACCOUNT = "model-reader"
 
@@ -470,7 +473,7 @@ class ModelStore(pulumi.ComponentResource):
             self.claim_name = args.existing_claim
         self.script = k8s.core.v1.ConfigMap(
             f"{name}-mirror-script",
-            metadata=self._metadata(k8s_name(base, "mirror-script"), "model-mirror"),
+            metadata=self._metadata(k8s_name(base, "mirror-script"), COMPONENT_MIRROR),
             data={MIRROR_SCRIPT_NAME: MIRROR_SCRIPT.read_text()},
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -481,7 +484,7 @@ class ModelStore(pulumi.ComponentResource):
         if trust is not None:
             self.trust_config_map = k8s.core.v1.ConfigMap(
                 f"{name}-signature-trust",
-                metadata=self._metadata(k8s_name(base, "signature-trust"), "model-mirror"),
+                metadata=self._metadata(k8s_name(base, "signature-trust"), COMPONENT_MIRROR),
                 data={model_signature.TRUST_FILE: trust},
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -587,7 +590,7 @@ class ModelStore(pulumi.ComponentResource):
         # the provider also marks a Secret's data secret, this makes it independent of that.
         return k8s.core.v1.Secret(
             f"{name}-hf-token",
-            metadata=self._metadata(k8s_name(base, "hf-token"), "model-mirror"),
+            metadata=self._metadata(k8s_name(base, "hf-token"), COMPONENT_MIRROR),
             type="Opaque",
             string_data={contract.HF_TOKEN_KEY: pulumi.Output.secret(self.args.hf_token)},
             opts=pulumi.ResourceOptions(parent=self),
@@ -622,7 +625,7 @@ class ModelStore(pulumi.ComponentResource):
         if self.args.staging_storage_class:
             claim_spec["storageClassName"] = self.args.staging_storage_class
         return {"name": WEIGHTS_VOLUME, "ephemeral": {"volumeClaimTemplate": {
-            "metadata": {"labels": {**self.labels, contract.LABEL_COMPONENT: "model-mirror"}},
+            "metadata": {"labels": {**self.labels, contract.LABEL_COMPONENT: COMPONENT_MIRROR}},
             "spec": claim_spec,
         }}}
 
@@ -781,7 +784,7 @@ class ModelStore(pulumi.ComponentResource):
         owner = source.adapter or args.served_name
         return k8s.batch.v1.Job(
             resource_name,
-            metadata=self._metadata(k8s_name(owner, f"mirror-{source.revision[:12]}"), "model-mirror", source),
+            metadata=self._metadata(k8s_name(owner, f"mirror-{source.revision[:12]}"), COMPONENT_MIRROR, source),
             spec={
                 "backoffLimit": MIRROR_BACKOFF_LIMIT,
                 "activeDeadlineSeconds": deadline,
@@ -789,7 +792,7 @@ class ModelStore(pulumi.ComponentResource):
                 # finished Job, and the next `pulumi up` would recreate it and mirror again.
                 "template": {
                     "metadata": {
-                        "labels": self._labels("model-mirror", source),
+                        "labels": self._labels(COMPONENT_MIRROR, source),
                         "annotations": {**self._annotations(source), **pod_security.exception_annotation(
                             {} if fetch_non_root else {pod_security.RUN_AS_NON_ROOT: ROOT_ON_SHARED_VOLUME_REASON})},
                     },

@@ -16,6 +16,7 @@ from components.cluster.gcp import network as gke_network
 from components.entrance import picker
 from components.entrance.entrance import GATEWAY_NAME
 from components.network_policy.rules import DEFAULT_DENY, GATEWAY_POD_FACT, GKE_EXT_PROC_FACT, IDENTITY_FACT, PRIVATE_RANGES, NetworkPolicySpec, ServerGroup, network_policies
+from components.model_store import store
 from components.serving import kserve, vllm
 from components.verification import job as verification_job
 from stack_config.entrance import implementation_for
@@ -63,7 +64,7 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence) -> NetworkPolic
         namespace=stack.modelStore.namespace,
         cloud=stack.cloud.value,
         servers=tuple(server_group(p, stack.cloud != cfg.Cloud.existing) for p in plans),
-        mirror_component="model-mirror" if mirrors else None,
+        mirror_component=store.COMPONENT_MIRROR if mirrors else None,
         # __main__.py runs the verification Job whenever a vLLM model is served.
         verification_component=verification_job.COMPONENT if any(p.model.engine == "vllm" for p in plans) else None,
         entrance=kind,

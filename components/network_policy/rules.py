@@ -126,8 +126,8 @@ class NetworkPolicySpec:
     namespace: str
     cloud: str
     servers: tuple[ServerGroup, ...]
-    # The mirror Jobs' pods (contract.LABEL_COMPONENT value); None without mirror Jobs.
-    mirror_component: str | None = "model-mirror"
+    # The mirror Jobs' pods (contract.LABEL_COMPONENT value, store.COMPONENT_MIRROR); None without them.
+    mirror_component: str | None = None
     # The verification Job's pods (contract.LABEL_COMPONENT value), which call every vLLM server's
     # API port after `pulumi up`; None without the Job.
     verification_component: str | None = None
