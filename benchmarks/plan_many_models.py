@@ -1,10 +1,13 @@
 """Benchmark: evaluate a stack serving 50 models under the mock runtime (target: under 10 s here).
 
     venv/bin/python benchmarks/plan_many_models.py [--models 50] [--repeat 3]
+    venv/bin/python benchmarks/plan_many_models.py --quick     # 3 models, once: does it still run?
 
 Not a test: timings depend on the machine. It builds the stack from the prod stack file with its
-model list repeated under distinct names, runs the whole program (config, Hub metadata from the
-committed model-metadata/ folder, sizing, every component) and reports wall time and peak memory.
+model list repeated under distinct names (each copy's aliases too: every name a client can ask for
+must be distinct), runs the whole program (config, Hub metadata from the committed model-metadata/
+folder, sizing, every component) and reports wall time and peak memory. `make test` runs it with
+--quick (tests/repo/test_benchmarks.py), so a benchmark the program has outgrown fails there.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], lis
         model = copy.deepcopy(models[i % len(models)])
         model["name"] = f"m{i}-{model.get('name') or model['repo'].split('/')[-1].lower().replace('.', '-')}"[:63].rstrip("-")
         model.pop("replicas", None)
+        if i >= len(models):
+            model["aliases"] = [f"{alias}-copy{i}" for alias in model.get("aliases", [])]
         many.append(model)
     config[f"{PROJECT}:models"] = json.dumps(many)
     # Room for every model's replicas, so the benchmark measures planning, not a capacity error.
@@ -50,7 +55,10 @@ def main() -> int:
     parser.add_argument("--models", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--stack", default="prod")
+    parser.add_argument("--quick", action="store_true", help="3 models, one run: a check that it runs")
     args = parser.parse_args()
+    if args.quick:
+        args.models, args.repeat = 3, 1
     config, secret_keys = many_models_config(args.models, args.stack)
     times = []
     for _ in range(args.repeat):

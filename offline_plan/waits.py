@@ -4,7 +4,7 @@ Each recorded resource gets the longest the engine may wait for it (below), and 
 of such waits through the dependency graph is the longest `pulumi up` can run before it either
 finishes or fails on its own. The `pulumi up` workflow's job timeout must exceed it: a job killed
 mid-update leaves a pending operation on the stack (.github/workflows/pulumi-up.yml; the test in
-tests/test_waits.py reads both committed stacks and the workflow).
+tests/offline_plan/test_waits.py reads both committed stacks and the workflow).
 
 The longest wait per resource, by what decides it:
 - customTimeouts (create) when the program sets them; the engine and providers honour them.

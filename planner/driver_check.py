@@ -3,7 +3,7 @@
 One row per model for the stack outputs and plan.md: the engine image's CUDA and the pool's driver
 (common/engine.py, common/driver_versions.py), each with whether it is established, and the
 verdict. A fact that is not established is still checked with its best value, and the row says
-which command settles it. tests/first_apply_cloud.py checks the same from the resources the program
+which command settles it. tests/support/first_apply_cloud.py checks the same from the resources the program
 creates (the pinned AMI releases, the GKE driver setting, the GPU Operator's values).
 """
 

@@ -12,7 +12,7 @@ Every field of every section, including keys added later:
   ordinary field would be written into manifests in plain text, so it is refused without being
   quoted (secrets belong in `pulumi config set --secret`).
 
-Bounds and formats per field come from stack_config/fields.py; tests/test_config_limits.py fails
+Bounds and formats per field come from stack_config/fields.py; tests/stack_config/test_config_limits.py fails
 for a new number without an upper bound or a new string without a format.
 """
 

@@ -2,7 +2,7 @@
 
 A new config key takes one of these types (or Field bounds from the constants below) and so gets
 the same check as every other key of its kind; the formats themselves, each citing the rule of the
-API that receives the value, live in stack_config/formats.py. tests/test_config_limits.py walks
+API that receives the value, live in stack_config/formats.py. tests/stack_config/test_config_limits.py walks
 the whole schema and fails for a number without both bounds or a string without a format.
 """
 

@@ -1,12 +1,12 @@
 """Session-wide guard: with LLM_SERVING_REQUIRE_VLLM set, the real-vLLM checks may not skip.
 
 `make test` (and CI) set the variable. The checks against a real vLLM (tests/vllm/ and the vLLM
-parser check in tests/test_vllm_args.py) skip on a developer machine without vLLM, which is fine
+parser check in tests/components/serving/test_vllm_args.py) skip on a developer machine without vLLM, which is fine
 there; in CI a skip would turn "the flags and metric names were checked against vLLM" into a
 silent no-op. So when the variable is set, any skip in those files makes the session fail, with
 the skipped tests and their reasons listed at the end.
 
-Self-contained (no project imports): tests/test_vllm_args.py copies this file into a scratch tree
+Self-contained (no project imports): tests/components/serving/test_vllm_args.py copies this file into a scratch tree
 to prove the guard in a subprocess.
 """
 
@@ -20,7 +20,7 @@ import pytest
 REQUIRE_ENV = "LLM_SERVING_REQUIRE_VLLM"
 _HERE = pathlib.Path(__file__).resolve().parent
 # The files and folders whose tests must run, not skip, when vLLM is required.
-GUARDED = (_HERE / "vllm", _HERE / "test_vllm_args.py")
+GUARDED = (_HERE / "vllm", _HERE / "components" / "serving" / "test_vllm_args.py")
 
 # (node id, reason) of every skip seen while vLLM is required, kept per pytest run.
 _SKIPS = pytest.StashKey[list]()

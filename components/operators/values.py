@@ -2,7 +2,7 @@
 
 Pure Python (no Pulumi import): the components, the tests, the offline plan and the policy pack
 call the same functions, so what a test asserts is exactly what `pulumi up` would send to Helm.
-Every key set here must exist in the pinned chart's values.yaml; tests/helm_values.py walks these
+Every key set here must exist in the pinned chart's values.yaml; tests/support/helm_values.py walks these
 dicts against the upstream files and fails on a key the chart does not know (Helm would silently
 ignore it).
 

@@ -6,7 +6,7 @@ plan (drain time), never from a second computation here.
 
 Flag spellings are those of vLLM 0.32 (common/engine.py): boolean engine flags are
 argparse BooleanOptionalAction, so prefix caching is `--enable-prefix-caching` /
-`--no-enable-prefix-caching` (vllm/engine/arg_utils.py). tests/test_vllm_args.py parses the argv
+`--no-enable-prefix-caching` (vllm/engine/arg_utils.py). tests/components/serving/test_vllm_args.py parses the argv
 with 0.32's own parser when the project's vLLM test environment (.venv-vllm) is present.
 """
 

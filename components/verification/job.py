@@ -63,7 +63,7 @@ REQUEST_BASE_SECONDS = 60
 PREFILL_FLOOR_TOKENS_PER_SECOND = 1000
 HEAVY_REQUESTS = 6
 # The golden prompts (endpoint_tools/golden.py PROMPTS; 32 output tokens each), one request each;
-# tests/test_golden_job.py keeps the two equal (components never import endpoint_tools). Their
+# tests/components/verification/test_golden_job.py keeps the two equal (components never import endpoint_tools). Their
 # prompts are a sentence, so each gets REQUEST_BASE_SECONDS without the full-context prefill term.
 GOLDEN_REQUESTS = 4
 # A record is a few kilobytes; anything far larger is not one (endpoint_tools/golden.py reads 256 KiB).
@@ -139,7 +139,7 @@ def golden_record(plan: ModelPlan) -> Optional[Any]:
     """The committed record of a model (parsed JSON), None when there is none yet.
 
     Only its size and JSON are checked here (components never import endpoint_tools); its fields are
-    checked by tests/test_golden_job.py for every committed record and by the Job's runner, which
+    checked by tests/components/verification/test_golden_job.py for every committed record and by the Job's runner, which
     fails with a usage error naming the field.
     """
     path = ROOT / golden_record_path(plan)

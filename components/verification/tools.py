@@ -1,8 +1,8 @@
 """The endpoint tools' source, as the verification Job receives it.
 
 The Job runs `python -m endpoint_tools.verify` from a plain Python image with these files mounted
-at TOOLS_MOUNT_PATH. They are standard library only (tests/test_layout.py), so no pip install
-happens in the cluster; tests/test_verification.py runs the ConfigMap's copy in an empty folder to
+at TOOLS_MOUNT_PATH. They are standard library only (tests/repo/test_layout.py), so no pip install
+happens in the cluster; tests/components/verification/test_verification.py runs the ConfigMap's copy in an empty folder to
 prove the list below is their whole import closure.
 """
 

@@ -4,7 +4,7 @@ What counts as a tag follows the image reference grammar (distribution/reference
 part after the last ':' of the LAST path component, so `registry:5000/app` has no tag (5000 is a
 port) while `registry:5000/app:1.2` has tag 1.2; a digest (`@sha256:...`) pins the image whatever
 the tag says. The same verdicts as the Gatekeeper library's k8sdisallowedtags, Kyverno's
-disallow-latest-tag and checkov's CKV_K8S_14/CKV_K8S_43 (see tests/test_policies_community.py).
+disallow-latest-tag and checkov's CKV_K8S_14/CKV_K8S_43 (see tests/policies/test_policies_community.py).
 """
 
 from __future__ import annotations

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 from endpoint_tools import golden
-
-from .conftest import FIGURES, ROOT
+from tests.support.vllm_server import FIGURES, smoke
 
 KEY = "revision=" + "0" * 40 + ",quantization=none,kvCacheDtype=auto"
 
 
 def _smoke(server, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "components.smoke", "--base-url", server.base_url, "--model", server.model, *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+    return smoke(server, "--model", server.model, *extra)
 
 
 def _golden_line(proc: subprocess.CompletedProcess) -> str:

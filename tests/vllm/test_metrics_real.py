@@ -5,15 +5,13 @@ from __future__ import annotations
 import pytest
 
 from common.engine_metrics import REQUIRED_METRICS, missing_names, referenced_names
-from endpoint_tools.openai_client import Client
-
-from .conftest import FIGURES, SERVED_NAME
-from .stack_commands import collect_metric_reference_texts
+from tests.support.stack_commands import collect_metric_reference_texts
+from tests.support.vllm_server import FIGURES, SERVED_NAME
 
 
 @pytest.fixture(scope="session")
 def metrics_text(vllm_server) -> str:
-    client = Client(vllm_server.base_url)
+    client = vllm_server.client()
     # One finished request first, so per-request histograms have samples as in production.
     assert client.post("/v1/completions", {"model": vllm_server.model, "prompt": "Hi", "max_tokens": 2}).status == 200
     resp = client.get("/metrics")
@@ -81,11 +79,10 @@ def _sample(metrics_text: str, name: str, **labels: str) -> float:
 def test_every_series_the_stacks_query_is_vllms_or_comes_from_the_dcgm_or_kube_state_metrics_fixtures(metrics_text):
     # The stacks' rules, dashboards and autoscalers query three sources. Only vLLM's can be checked
     # live here; the others must not be on vLLM's /metrics (so no vLLM name hides among them) and
-    # must be in their own fixtures (tests/test_observability.py checks the same offline).
+    # must be in their own fixtures (tests/components/serving/test_observability.py checks the same offline).
     from common.engine_metrics import base_name, exposed_names
-    from tests import promql
-
-    from .stack_commands import collect_promql_expressions
+    from tests.support import promql
+    from tests.support.stack_commands import collect_promql_expressions
 
     exprs = collect_promql_expressions()
     assert len(exprs) > 50, exprs
@@ -136,7 +133,7 @@ def test_failure_reasons_and_http_status_classes_exist_before_any_failure(metric
 
     for reason in (FINISHED_ERROR, FINISHED_ABORT):
         assert f'finished_reason="{reason}"' in metrics_text and _sample(metrics_text, REQUEST_SUCCESS, finished_reason=reason) == 0
-    client = Client(vllm_server.base_url)
+    client = vllm_server.client()
     before = _sample(client.get("/metrics").text(), HTTP_REQUESTS, handler="/v1/completions", status="4xx")
     assert client.post("/v1/completions", {"model": "no-such-model", "prompt": "Hi", "max_tokens": 1}).status == 404
     after = client.get("/metrics").text()
@@ -158,7 +155,7 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
 
     from common.engine_metrics import GENERATION_TOKENS, NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, REQUEST_SUCCESS
 
-    client = Client(vllm_server.base_url)
+    client = vllm_server.client()
 
     def idle_metrics() -> str:
         # Requests other tests left running would finish during the measurement; wait them out.
@@ -176,7 +173,8 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
                        "ignore_eos": True, "stream": True}).encode()
     with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                     b"Authorization: Bearer %s\r\n" % vllm_server.api_key.encode()
+                     + b"Content-Length: %d\r\n\r\n" % len(body) + body)
         assert b"data: " in sock.recv(4096) or b"data: " in sock.recv(4096)
         # Hang up the way a killed client does: a reset, not an orderly close the server may only
         # notice at its next write.

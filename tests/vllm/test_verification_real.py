@@ -13,9 +13,7 @@ import subprocess
 import sys
 
 from components.verification.tools import ENTRY_MODULE, TOOL_FILES, config_map_key, tool_sources, volume_items
-
-from .conftest import FIGURES
-from .test_kv_capacity_real import planned_tokens
+from tests.support.vllm_server import FIGURES, TOOL_KEY_ENV, planned_tokens
 
 
 def _job_folder(tmp_path):
@@ -38,13 +36,14 @@ def _run(tmp_path, targets: dict, env_extra: dict | None = None) -> subprocess.C
 
 def _target(server, expect: int) -> dict:
     return {"model": server.model, "baseUrl": server.base_url, "names": [server.model, server.adapter],
+            "apiKeyEnv": TOOL_KEY_ENV,
             "maxModelLen": server.max_model_len, "expectKvTokens": expect, "requestTimeoutSeconds": 60,
             "totalTimeoutSeconds": 300, "calibration": {"repo": "local/tiny-llama", "vllm": "0.32.0"}}
 
 
 def test_the_shipped_files_verify_the_model_and_its_adapter(vllm_server, tiny_model, tmp_path):
     predicted = planned_tokens(tiny_model)
-    proc = _run(tmp_path, {"targets": [_target(vllm_server, predicted)]})
+    proc = _run(tmp_path, {"targets": [_target(vllm_server, predicted)]}, {TOOL_KEY_ENV: vllm_server.api_key})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     checks = [line.split()[1] for line in lines if line[:4] in ("PASS", "FAIL")]
@@ -59,7 +58,7 @@ def test_the_shipped_files_verify_the_model_and_its_adapter(vllm_server, tiny_mo
 
 
 def test_a_plan_that_promised_too_much_fails_the_job_with_exit_3(vllm_server, tmp_path):
-    proc = _run(tmp_path, {"targets": [_target(vllm_server, 10**7)]})
+    proc = _run(tmp_path, {"targets": [_target(vllm_server, 10**7)]}, {TOOL_KEY_ENV: vllm_server.api_key})
     assert proc.returncode == 3, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.splitlines()[-1][len("verify-summary: "):])
     assert summary["models"][vllm_server.model]["status"] == "kv-shortfall"

@@ -65,7 +65,7 @@ ROOT_DEVICE = "/dev/xvda"
 
 def helm_values(cluster_name: pulumi.Input[str], cluster_endpoint: pulumi.Input[str],
                 interruption_queue: pulumi.Input[str], system_nodes: int) -> dict[str, Any]:
-    """Chart values; every key is one of the chart's values.yaml at v1.14.1 (tests/helm_values.py).
+    """Chart values; every key is one of the chart's values.yaml at v1.14.1 (tests/support/helm_values.py).
 
     Not set: the image. The tag's values.yaml still names the 1.13.0 image (the release pipeline
     rewrites it), and the chart published as 1.14.1 carries the 1.14.1 image and its digest.

@@ -6,7 +6,7 @@ backup, a snapshot) does not hold the HF token or the API key in a form anyone c
 the key ("Encrypt Kubernetes secrets with KMS on existing clusters", Amazon EKS User Guide). Once a
 cluster has an encryption configuration it cannot be removed or its key changed (same page:
 "after you enable secrets encryption on your cluster, you can't disable it"; EKS API
-AssociateEncryptionConfig has no inverse); tests/first_apply_cloud.py guards that.
+AssociateEncryptionConfig has no inverse); tests/support/first_apply_cloud.py guards that.
 """
 
 from __future__ import annotations

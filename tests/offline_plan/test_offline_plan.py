@@ -1,0 +1,130 @@
+"""`make plan`: what it writes, what it says about itself, and how it fails."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from common import images
+from offline_plan import mock_runtime
+from offline_plan import write as offline_plan
+from stack_config import ConfigError
+from tests.support import paths
+from tests.support.committed import committed_stack
+
+ROOT = paths.ROOT
+# prod's pack config requires image digests (policies/config/prod.json): while common/images.py
+# lacks one, prod's plan is written but exits 1, its only mandatory findings those images.
+PROD_EXIT = 1 if images.unresolved() else 0
+
+
+@pytest.fixture(scope="module")
+def prod_plan(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    code = offline_plan.run("prod", out)
+    return code, out / "prod"
+
+
+def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_plan):
+    code, folder = prod_plan
+    assert code == PROD_EXIT
+    evaluation = committed_stack("prod")
+    manifests = sorted((folder / "manifests").glob("*.yaml"))
+    assert len(manifests) == len(evaluation.kubernetes_objects)
+    for path in manifests:
+        [doc] = list(yaml.safe_load_all(path.read_text()))
+        assert list(doc)[:3] == ["apiVersion", "kind", "metadata"], path.name
+    plan_md = (folder / "plan.md").read_text()
+    assert "not `pulumi preview`" in plan_md
+    assert "| llama-3-3-70b-instruct | 38ff4e01a70559264c95945aa04b900a11e68422 | h100 | H100-80GB | 4 | 1 |" in plan_md
+    # Each model's numbers are explained: memory split, KV cache and start-up budget.
+    assert "- **Memory per GPU**: 79.19 GiB CUDA total x 0.9 = " in plan_md
+    assert "the startup probe allows 590 s (1.5 x the estimate, at least 300 s)" in plan_md
+    assert "| h100 | H100-80GB | p5.48xlarge | 8 | 1 | 2 | on-demand | 500 |" in plan_md
+    assert "## Policy verdicts" in plan_md
+    if PROD_EXIT:
+        verdicts = plan_md.split("## Policy verdicts", 1)[1].split("## Resources", 1)[0]
+        mandatory = [line for line in verdicts.splitlines() if line.startswith("| mandatory |")]
+        assert mandatory and all("| image-tag-pinned |" in line and images.RESOLVE_COMMAND in line for line in mandatory)
+        assert "NOT DEPLOYABLE with requireDigest" in plan_md
+    else:
+        assert "No violations." in plan_md
+    # The resource tree shows components with their children, types and names.
+    assert "llm-serving:k8s:VllmServer  llama-3-3-70b-instruct\n  kubernetes:apps/v1:Deployment" in plan_md
+    assert "`hfToken` is not set in Pulumi.prod.yaml; this plan used a placeholder" in plan_md
+
+
+def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unresolved(prod_plan, tmp_path):
+    _, folder = prod_plan
+    plan_md = (folder / "plan.md").read_text()
+    assert "## Cluster platform (network, NAT, node autoscaling)" in plan_md
+    assert "- **Network**: created, 10.0.0.0/16" in plan_md
+    assert "- **NAT**: 1 NAT gateway(s) (single)" in plan_md
+    assert "- **Node autoscaler**: Karpenter 1.14.1" in plan_md
+    assert "| h100 | p5.48xlarge | us-east-1b, us-east-1d | us-east-1b | private | 1 | 1 | placement group |" in plan_md
+    assert "aws:ec2/natGateway:NatGateway" in plan_md and "kubernetes:karpenter.sh/v1:NodePool" in plan_md
+    assert "| llama-3-3-70b-instruct | h100 | 13.0 (unresolved) | 580.159.03 | runs (CUDA 13.0 needs >= 580.95.05) |" in plan_md
+    assert '`docker run --rm --entrypoint python3 vllm/vllm-openai:v0.32.0 -c "import torch; print(torch.version.cuda)"`' in plan_md
+    assert offline_plan.run("dev", tmp_path) == 0
+    dev_md = (tmp_path / "dev" / "plan.md").read_text()
+    assert "- **Google APIs enabled**: container.googleapis.com, compute.googleapis.com" in dev_md
+    assert "gcloud services enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com" in dev_md
+    assert "| llama-3-1-8b-instruct | l4 | 13.0 (unresolved) | unknown (unresolved) | unknown |" in dev_md
+    assert "nvidia-smi --query-gpu=driver_version" in dev_md
+
+
+def test_no_secret_value_reaches_a_plan_file(tmp_path, monkeypatch):
+    token = "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123"
+    monkeypatch.setattr(offline_plan, "evaluate_stack", lambda stack, project_dir=None: _with_secret(stack, token))
+    assert offline_plan.run("prod", tmp_path) == PROD_EXIT
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert token not in path.read_text(), path
+    secrets = [p for p in (tmp_path / "prod" / "manifests").glob("Secret-*hf-token.yaml")]
+    assert secrets and all("<secret>" in p.read_text() for p in secrets)
+
+
+def _with_secret(stack, token):
+    """The stack evaluated with a real-looking HF token set as secret config (as `pulumi up` has it)."""
+    config, secret_keys = mock_runtime.stack_file_config(stack)
+    config["llm-serving:hfToken"] = token
+    config["llm-serving:apiKey"] = "sk-not-a-real-key-but-looks-like-one"
+    return mock_runtime.evaluate(stack, config, secret_keys + ["llm-serving:hfToken", "llm-serving:apiKey"])
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("config: [1, 2]\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
+        ("- just\n- a list\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
+        ("config:\n  llm-serving:cloud: [unclosed\n", "Pulumi.broken.yaml:3:1: not valid YAML:"),
+        ("config:\n  llm-serving:cloud: gcp\n  llm-serving:cloud: aws\n",
+         "Pulumi.broken.yaml:3:3: not valid YAML: key 'llm-serving:cloud' is defined twice (first on line 2)"),
+    ],
+)
+def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, capsys):
+    shutil.copy(ROOT / "__main__.py", tmp_path / "__main__.py")
+    (tmp_path / "Pulumi.broken.yaml").write_text(content)
+    with pytest.raises(ConfigError) as info:
+        mock_runtime.stack_file_config("broken", tmp_path)
+    assert str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_an_unknown_stack_names_the_ones_that_exist():
+    with pytest.raises(ConfigError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
+        mock_runtime.stack_file_config("staging")
+    assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
+
+
+def test_the_plan_lists_the_add_ons_with_versions_and_reasons_and_the_longest_wait(prod_plan):
+    _, folder = prod_plan
+    plan_md = (folder / "plan.md").read_text()
+    assert "## Add-ons" in plan_md
+    assert ("| KEDA (`keda`) | 2.20.2 | installed: keda 2.20.2 | models[0] (llama-3-1-8b-instruct) scales with "
+            "autoscaling.kind keda (a ScaledObject) |") in plan_md
+    assert "installed: prometheus-operator-crds 31.0.0; kube-prometheus-stack 88.3.0" in plan_md
+    assert "## Longest blocking wait" in plan_md and "`kubernetes:batch/v1:Job llama-3-3-70b-instruct-mirror` | 11400 |" in plan_md

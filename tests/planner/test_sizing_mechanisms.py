@@ -1,0 +1,306 @@
+"""Each mechanism of the sizing engine against the vLLM behaviour it models (issue 19).
+
+The numbers come from vLLM's source (cited in planner/sizing.py, planner/kv_layout.py and
+planner/vllm_releases.py) or from log lines that state them exactly (the KV-cache layout of a hybrid
+model follows from the logged KV memory alone, with no calibrated constant). Every check has a
+broken variant next to it that shows the check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from common import gpus
+from planner import kv_layout
+from planner.model_arch import ModelArch
+from planner.sizing import (
+    NCCL_NVLS_BUFFERS_GIB,
+    GiB,
+    SizingRequest,
+    activation_bytes,
+    cuda_graph_capture_sizes,
+    default_batch_limits,
+    non_torch_bytes,
+    size,
+    stage_weight_bytes,
+    total_weights_from_first_stage,
+)
+from planner.vllm_releases import Release, parse_release
+from tests.support.sizing_cases import CALIBRATION, HELD_OUT, LOGS
+
+QWEN35 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3.5-35b-a3b.json").read_text()))
+QWEN36 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3.6-35b-a3b-nvfp4.json").read_text()))
+LLAMA8B = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "llama-3.1-8b.json").read_text()))
+QWEN30B = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-30b-a3b.json").read_text()))
+
+
+def _case(cases, prefix):
+    return next(c for c in cases if c["id"].startswith(prefix))
+
+
+# --- the hybrid KV-cache manager --------------------------------------------------------------
+
+
+def test_deltanet_layers_are_state_layers_and_attention_layers_are_counted_apart():
+    assert QWEN35.is_hybrid and QWEN35.layer_types.count("linear") == 30
+    assert QWEN35.attention_layers == 10 and QWEN35.mtp_layers == 1
+    # Qwen3.5 pins the recurrent state to float32 (config.json mamba_ssm_dtype).
+    assert QWEN35.mamba_ssm_dtype == "float32"
+
+
+def test_qwen3_next_without_layer_types_takes_every_fourth_layer_as_attention():
+    cfg = {"num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2,
+           "head_dim": 256, "full_attention_interval": 4, "linear_num_value_heads": 32}
+    assert ModelArch.from_hf_config(cfg).layer_types == ("linear",) * 3 + ("full",) + ("linear",) * 3 + ("full",)
+
+
+def test_hybrid_block_size_and_page_padding_match_the_qwen35_log():
+    # "Setting attention block size to 1056 tokens" / "Padding mamba page size by 0.76%" (vLLM 0.18.1).
+    layout = kv_layout.kv_layout(QWEN35, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
+                                 release=Release.of("0.18.1"), counts=kv_layout.layer_counts(QWEN35))
+    assert layout.block_size == 1056
+    assert round(100 * (layout.page_bytes - layout.state_bytes) / layout.state_bytes, 2) == 0.76
+    # Broken variant: a state in bf16 instead of float32 needs only half the block.
+    bf16 = replace(QWEN35, mamba_ssm_dtype=None)
+    assert kv_layout.kv_layout(bf16, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
+                               release=Release.of("0.18.1"), counts=kv_layout.layer_counts(bf16)).block_size == 544
+
+
+@pytest.mark.parametrize("case_prefix", ["gb10-qwen3.5-35b-a3b-fp8-util0.80-0.18.1-run-a",
+                                         "gb10-qwen3.5-35b-a3b-fp8-util0.80-0.18.1-run-b"])
+def test_hybrid_token_count_follows_from_the_logged_kv_memory(case_prefix):
+    """No budget term involved: logged KV memory -> blocks -> the logged token count."""
+    case = _case(CALIBRATION, case_prefix)
+    layout = kv_layout.kv_layout(QWEN35, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
+                                 release=Release.of("0.18.1"), counts=kv_layout.layer_counts(QWEN35))
+    blocks = int(case["observed"]["kv_cache_gib"] * GiB // (layout.page_bytes * layout.group_size))
+    need = kv_layout.blocks_per_request(layout, QWEN35, 262144, 2048, mamba_align=True)
+    tokens = kv_layout.reported_tokens(blocks, layout, need, 262144, Release.of("0.18.1"))
+    assert tokens == case["observed"]["kv_cache_tokens"]
+    # Broken variant: the hybrid counted as 40 full-attention layers of 16-token blocks.
+    dense = replace(QWEN35, layer_types=())
+    flat = kv_layout.kv_layout(dense, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
+                               release=Release.of("0.18.1"), counts=kv_layout.layer_counts(dense))
+    flat_blocks = int(case["observed"]["kv_cache_gib"] * GiB // (flat.page_bytes * flat.group_size))
+    assert kv_layout.reported_tokens(flat_blocks, flat, 0, 262144, Release.of("0.18.1")) != tokens
+
+
+def test_mtp_layer_state_blocks_and_align_mode_match_the_qwen36_log():
+    # vLLM 0.22.1, FP8 KV, MTP with 2 draft tokens, prefix caching: "Setting attention block size to
+    # 2128 tokens", "Add 3 padding layers", "GPU KV cache size: 6,455,296 tokens" from 74.76 GiB.
+    case = _case(HELD_OUT, "gb10-qwen3.6")
+    release = Release.of("0.22.1")
+    counts = kv_layout.layer_counts(QWEN36, with_mtp=True)
+    layout = kv_layout.kv_layout(QWEN36, tp=1, kv_dtype_bytes=1, model_dtype_bytes=2, block_size=16,
+                                 release=release, counts=counts, speculative_tokens=2)
+    assert layout.block_size == 2128 and layout.padding_layers == 3
+    need = kv_layout.blocks_per_request(layout, QWEN36, 262144, 8192, mamba_align=True, speculative_tokens=2)
+    assert need == 124 + 3 * (2 + 2)
+    blocks = int(case["observed"]["kv_cache_gib"] * GiB // (layout.page_bytes * layout.group_size))
+    tokens = kv_layout.reported_tokens(blocks, layout, need, 262144, release)
+    # "74.76 GiB" is rounded to 10 MiB, one block's worth of the 23 MB block: within one block.
+    assert abs(tokens - case["observed"]["kv_cache_tokens"]) <= 262144 / need + 1
+    # Broken variant: without the MTP layer there is nothing to pad and the count moves.
+    plain = kv_layout.kv_layout(QWEN36, tp=1, kv_dtype_bytes=1, model_dtype_bytes=2, block_size=16, release=release,
+                                counts=kv_layout.layer_counts(QWEN36), speculative_tokens=2)
+    assert plain.padding_layers == 0
+
+
+def test_grouping_threshold_follows_the_release():
+    counts = {"full": 13, "sliding": 12}  # gpt-oss-20b + an EAGLE layer (the vLLM comment's example)
+    assert kv_layout.group_layers(counts, Release.of("0.10.2")) == (("full", 12), ("full", 12), ("sliding", 12))
+    assert kv_layout.group_layers(counts, Release.of("0.19.0")) == (("full", 13), ("sliding", 13))
+    # 30 linear : 11 attention is below neither threshold: groups of the smaller type.
+    assert len(kv_layout.group_layers({"linear": 30, "full": 11}, Release.of("0.32.0"))) == 4
+
+
+def test_mamba2_state_follows_vllms_shape_formula():
+    # mamba2_state_shape: conv (heads*head_dim + 2*groups*state)/TP x (kernel-1), ssm heads/TP x head_dim x state.
+    arch = ModelArch(layers=4, hidden=1024, heads=8, kv_heads=8, head_dim=128, vocab=1000, intermediate=4096,
+                     layer_types=("mamba", "mamba", "mamba", "full"), mamba_num_heads=64, mamba_head_dim=64,
+                     mamba_state_size=128, mamba_groups=1, mamba_conv_kernel=4)
+    conv = (64 * 64 + 2 * 2 * 128) // 2 * 3  # one group replicated to two for TP 2
+    ssm = 64 // 2 * 64 * 128
+    assert kv_layout.state_bytes(arch, tp=2, model_dtype_bytes=2) == (conv + ssm) * 2
+
+
+# --- the memory budget ---------------------------------------------------------------------------
+
+
+def test_nccl_nvls_buffers_only_on_hopper_nvswitch_systems():
+    base = SizingRequest(arch=LLAMA8B, gpu_memory_gib=79.19, tensor_parallel_size=2, gpu_name="H100-80GB",
+                         max_model_len=8192)
+    nvswitch = non_torch_bytes(replace(base, interconnect="nvswitch"))
+    pcie = non_torch_bytes(replace(base, interconnect="pcie"))
+    assert nvswitch - pcie == pytest.approx(NCCL_NVLS_BUFFERS_GIB * GiB)
+    # A100 NVSwitch systems have no NVLink SHARP: ring buffers only.
+    a100 = replace(base, gpu_name="A100-80GB", gpu_memory_gib=79.15, interconnect="nvswitch")
+    assert non_torch_bytes(a100) == pcie
+    # The catalog decides when the request does not: H100 machines are NVSwitch, L40S machines PCIe.
+    assert size(base).interconnect == "nvswitch"
+    assert size(replace(base, gpu_name="L40S", gpu_memory_gib=44.42)).interconnect == "pcie"
+    assert size(replace(base, tensor_parallel_size=1)).interconnect == "single"
+
+
+def test_every_catalog_machine_has_an_interconnect_and_multi_gpu_sxm_machines_are_nvswitch():
+    for gpu in gpus.CATALOG.values():
+        for machine in gpu.aws + gpu.gcp:
+            kind = gpu.interconnect(machine.gpus)
+            assert kind in ("single", "nvswitch", "pcie", "unified")
+    assert gpus.CATALOG["H100-80GB"].interconnect(8) == "nvswitch"
+    assert gpus.CATALOG["L4"].interconnect(4) == "pcie" and gpus.CATALOG["L4"].interconnect(1) == "single"
+    assert gpus.CATALOG["GB10"].interconnect(1) == "unified"
+
+
+def test_unified_memory_uses_small_batch_defaults_and_counts_host_growth_from_0_12():
+    gb10 = SizingRequest(arch=QWEN30B, gpu_memory_gib=121.69, gpu_name="GB10", vllm_version="0.13.0")
+    assert default_batch_limits(gb10) == (2048, 256)  # NVML has no memory figure on GB10
+    # Broken variant: the same memory on a discrete GPU gets the large-GPU defaults.
+    assert default_batch_limits(replace(gb10, gpu_name=None, interconnect="single")) == (8192, 1024)
+    assert non_torch_bytes(gb10) > non_torch_bytes(replace(gb10, vllm_version="0.11.0"))
+
+
+def test_b200_batch_defaults_from_0_28():
+    b200 = SizingRequest(arch=LLAMA8B, gpu_memory_gib=178.35, gpu_name="B200")
+    assert default_batch_limits(replace(b200, vllm_version="0.27.1")) == (8192, 1024)
+    assert default_batch_limits(replace(b200, vllm_version="0.28.0")) == (16384, 1024)
+
+
+def test_capture_sizes_follow_release_max_num_seqs_and_drafting():
+    req = SizingRequest(arch=LLAMA8B, gpu_memory_gib=79.19, gpu_name="H100-80GB")
+    assert len(cuda_graph_capture_sizes(replace(req, vllm_version="0.10.2"), 1024)) == 67  # 1, 2, 4, 8..512 by 8
+    assert len(cuda_graph_capture_sizes(replace(req, vllm_version="0.19.0"), 1024)) == 51
+    # "Profiling CUDA graph memory: PIECEWISE=6 (largest=24)": max_num_seqs 5, two MTP draft tokens.
+    assert cuda_graph_capture_sizes(replace(req, vllm_version="0.22.1", speculative_tokens=2), 5) == [1, 2, 4, 8, 16, 24]
+    b200 = replace(req, gpu_name="B200", gpu_memory_gib=178.35)
+    assert max(cuda_graph_capture_sizes(replace(b200, vllm_version="0.32.0"), 1024)) == 1024
+    assert max(cuda_graph_capture_sizes(replace(b200, vllm_version="0.27.1"), 1024)) == 512
+    assert cuda_graph_capture_sizes(replace(req, enforce_eager=True), 1024) == []
+
+
+def test_model_runner_v2_releases_subtract_no_cuda_graph_estimate():
+    release = Release.of("0.27.1")
+    assert not release.estimates_cuda_graphs("Qwen3ForCausalLM", moe=False, hybrid=False)
+    assert not release.estimates_cuda_graphs("LlamaForCausalLM", moe=False, hybrid=False)
+    assert release.estimates_cuda_graphs("Qwen3MoeForCausalLM", moe=True, hybrid=False)
+    assert Release.of("0.22.1").estimates_cuda_graphs("LlamaForCausalLM", moe=False, hybrid=False)
+    assert not Release.of("0.22.1").estimates_cuda_graphs("Qwen3ForCausalLM", moe=False, hybrid=False)
+    assert Release.of("0.29.0").estimates_cuda_graphs("LlamaForCausalLM", moe=False, hybrid=False)
+    assert not Release.of("0.19.0").estimates_cuda_graphs("LlamaForCausalLM", moe=False, hybrid=False)
+
+
+def test_pipeline_stages_carry_their_layers_and_the_ends_carry_embedding_and_head():
+    # Llama-3.1-8B, vLLM 0.19 H100: 14.99 GiB on one GPU, 4.26 GiB on the first of four stages.
+    req = SizingRequest(arch=LLAMA8B, gpu_memory_gib=79.19, pipeline_parallel_size=4)
+    total = total_weights_from_first_stage(req, 4.26 * GiB)
+    assert total / GiB == pytest.approx(14.99, rel=0.01)
+    stages = stage_weight_bytes(req, total)
+    assert stages[0] == pytest.approx(4.26 * GiB) and stages[0] == pytest.approx(stages[3])
+    assert stages[1] < stages[0]  # middle stages hold neither the embedding nor the head
+    # Broken variant: an even split would put 3.75 GiB on every stage.
+    assert stages[0] != pytest.approx(total / 4)
+
+
+def test_expert_parallelism_keeps_the_moe_intermediate_whole():
+    req = SizingRequest(arch=QWEN30B, gpu_memory_gib=44.42, tensor_parallel_size=2, max_num_batched_tokens=2048,
+                        max_num_seqs=256)
+    assert activation_bytes(replace(req, expert_parallel=True), 0, 2048, 256) > activation_bytes(req, 0, 2048, 256)
+
+
+def test_release_strings_of_container_builds_and_release_candidates_parse():
+    assert parse_release("0.13.0+faa43dbf.nv26.01") == (0, 13, 0)
+    assert parse_release("v0.22.1rc1.dev26+g4721bb3aa") == (0, 22, 1)
+    assert parse_release("0.8.5.post1") == (0, 8, 5)
+    assert parse_release("0.26.1rc1.dev156+g0eec856cc.d20260731") == (0, 26, 1)
+    # A switch at (0, 11, 1) leaves 0.11.0 out and takes 0.11.2 in.
+    assert parse_release("0.11.0") < (0, 11, 1) <= parse_release("0.11.2")
+
+
+# --- the sampler warm-up, the fused-MoE workspace and Model Runner V2 (second pass of issue 19) ----
+
+
+def test_top_k_top_p_path_follows_the_release_and_what_the_log_says():
+    # Up to 0.11.0 an installed FlashInfer runs; the log says which ("Using FlashInfer for top-p &
+    # top-k sampling." / "FlashInfer is not available").
+    assert Release.of("0.10.1.1").top_k_top_p_path(256, True) == "flashinfer"
+    assert Release.of("0.10.2").top_k_top_p_path(1024, False) == "sort"
+    assert Release.of("0.10.2").top_k_top_p_path(1024, None) == "sort"  # unknown: the larger footprint
+    # From 0.11.1 the PyTorch sort, from 0.17.0 the Triton kernel for 8 rows or more.
+    assert Release.of("0.13.0").top_k_top_p_path(256, None) == "sort"
+    assert Release.of("0.17.0").top_k_top_p_path(1024, None) == "triton"
+    assert Release.of("0.17.0").top_k_top_p_path(6, None) == "sort"
+    assert Release.of("0.16.0").top_k_top_p_path(1024, None) == "sort"
+    # Broken variant: a boundary one release early would send 0.16 to Triton.
+    assert Release((0, 16, 0)).top_k_top_p_path(1024, None) != "triton"
+
+
+def test_the_sampler_path_explains_the_a100_40gb_pair_of_one_calibration_source():
+    # dennislee22/vLLM-benchmarking, vLLM 0.10.1.1, Qwen2-7B: the 40 GB run's log says "FlashInfer is not
+    # available", its 80 GB siblings say "Using FlashInfer for top-p & top-k sampling".
+    no_fi = _case(CALIBRATION, "vllm-7B-2gpuA10040GB-0.5GRAM-diff-nodes")
+    fi = _case(CALIBRATION, "vllm-7B-2gpuA10080GB-0.5GRAM-same-node")
+    assert no_fi["flashinfer_sampler"] is False and fi["flashinfer_sampler"] is True
+    from tests.support.sizing_cases import relative_error, request_for
+    assert abs(relative_error(no_fi)) <= 0.035 and abs(relative_error(fi)) <= 0.035
+    # Broken variant: sized as if FlashInfer had run, the 40 GB case misses by more than 5%.
+    req = replace(request_for(no_fi), flashinfer_sampler=True)
+    wrong = (size(req).kv_cache_tokens - no_fi["observed"]["kv_cache_tokens"]) / no_fi["observed"]["kv_cache_tokens"]
+    assert wrong > 0.05
+
+
+def test_fused_moe_workspace_adds_to_the_sampler_only_once_it_is_persistent():
+    assert not Release.of("0.13.0").moe_workspace_persists("fp8")
+    assert Release.of("0.14.0").moe_workspace_persists("fp8")
+    assert not Release.of("0.16.0").moe_workspace_persists(None)
+    assert Release.of("0.17.0").moe_workspace_persists(None)
+    assert not Release.of("0.32.0").moe_workspace_persists("mxfp4")
+    req = SizingRequest(arch=QWEN30B, gpu_memory_gib=79.19, max_num_batched_tokens=8192, max_num_seqs=1024)
+    persistent = activation_bytes(replace(req, vllm_version="0.19.0"), 0, 8192, 1024)
+    per_call = activation_bytes(replace(req, vllm_version="0.12.0"), 0, 8192, 1024)
+    workspace = 8192 * 8 * 2 * (2048 + 2 * 768)
+    sampler_019 = 15.3 * 1024 * 151936
+    assert persistent == pytest.approx(sampler_019 + workspace)
+    # Broken variant: 0.12's per-call buffers are not added on top of its (sort) sampler.
+    assert per_call == pytest.approx(38.0 * 1024 * 151936)
+
+
+def test_mxfp4_moe_buffers_raise_the_forward_peak_of_a_small_batch():
+    arch = ModelArch.from_hf_config(json.loads((LOGS.parent / "model_configs" / "gpt-oss-120b" / "config.json").read_text()))
+    req = SizingRequest(arch=arch, gpu_memory_gib=79.19, vllm_version="0.11.2", quantization="mxfp4",
+                        max_num_batched_tokens=8192, max_num_seqs=6)
+    workspace = 8192 * arch.experts_per_token * 2 * (arch.hidden + 2 * arch.moe_intermediate)
+    forward = 8192 * 2 * 4.25 * arch.hidden
+    assert activation_bytes(req, 0, 8192, 6) == pytest.approx(forward + workspace)
+    # With 256 rows the PyTorch sampler is the larger peak and the MoE buffers are gone by then.
+    assert activation_bytes(req, 0, 8192, 256) == pytest.approx(38.0 * 256 * arch.vocab)
+
+
+def test_model_runner_v2_defaults_by_release(monkeypatch):
+    def v2(version, arch, moe=False, hybrid=False):
+        return Release.of(version).uses_model_runner_v2(arch, moe, hybrid)
+    assert not v2("0.21.0", "Qwen3ForCausalLM")
+    assert v2("0.22.1", "Qwen3ForCausalLM") and not v2("0.22.1", "LlamaForCausalLM")
+    assert v2("0.23.0", "LlamaForCausalLM")
+    assert v2("0.25.1", "Gemma2ForCausalLM") and not v2("0.25.1", "Qwen3MoeForCausalLM", moe=True)
+    assert v2("0.25.1", "Qwen2MoeForCausalLM", moe=True) and not v2("0.28.0", "Qwen2MoeForCausalLM", moe=True)
+    assert not v2("0.27.1", "Qwen3_5ForConditionalGeneration", hybrid=True)
+    assert v2("0.29.0", "Qwen3MoeForCausalLM", moe=True) and v2("0.32.0", "Qwen3_5ForConditionalGeneration", hybrid=True)
+    # Broken variant: a dense-default switch at 0.27 (the first pass's reading) misses 0.25's dense models.
+    from planner import vllm_releases
+    monkeypatch.setattr(vllm_releases, "V2_RUNNER_DEFAULT_FOR_DENSE_FROM", (0, 27))
+    assert not v2("0.25.1", "Gemma2ForCausalLM")
+
+
+def test_model_runner_v2_sampler_keeps_its_penalty_counts_not_a_top_k_scratch():
+    qwen32 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-32b.json").read_text()))
+    req = SizingRequest(arch=qwen32, gpu_memory_gib=95.01, vllm_version="0.27.1", max_num_batched_tokens=8192,
+                        max_num_seqs=1024, tensor_parallel_size=2)
+    counts = 1024 * 151936 * 4 + 1024 * -(-151936 // 32) * 4  # output_bin_counts and prompt_bin_mask
+    forward = 8192 * 2 * (3 * qwen32.intermediate / 2 + 4.25 * qwen32.hidden)
+    assert activation_bytes(req, 0, 8192, 1024) == pytest.approx(forward + counts)
+    # Broken variant: V1's Triton top-k/top-p scratch would be far larger than the logits V2 keeps.
+    v1 = replace(req, vllm_version="0.21.0")
+    assert activation_bytes(v1, 0, 8192, 1024) > activation_bytes(req, 0, 8192, 1024)

@@ -1,0 +1,74 @@
+"""The sizing engine's error on real startup logs, per GPU type, release band and architecture family.
+
+A pytest plugin (loaded by pytest.ini's `-p tests.support.sizing_report`): when a run includes the sizing
+tests, the terminal summary gets one section per set (calibration sources, held-out sources) with the
+mean absolute error of the KV-cache token count and the share of cases within 5%, overall and per
+group, plus whether every run that did not start is predicted as "does not fit". No `-s` needed.
+
+    venv/bin/python -m tests.support.sizing_report     # the same tables without pytest
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Iterable
+
+WITHIN = 0.05
+SIZING_TEST_FILES = ("test_sizing.py", "test_sizing_by_source.py")
+
+
+def _stats(errors: list[float]) -> str:
+    n = len(errors)
+    mae = sum(abs(e) for e in errors) / n
+    within = sum(abs(e) <= WITHIN for e in errors) / n
+    return f"{n:>3}  MAE {mae:6.2%}  within 5% {within:6.1%}"
+
+
+def table(title: str, cases: list[dict], errors: dict[str, float],
+          groupings: Iterable[tuple[str, Callable[[dict], str]]]) -> list[str]:
+    lines = [f"{title}: {_stats(list(errors.values()))}"]
+    for name, key in groupings:
+        groups: dict[str, list[float]] = defaultdict(list)
+        for case in cases:
+            if case["id"] in errors:
+                groups[key(case)].append(errors[case["id"]])
+        lines.append(f"  by {name}:")
+        lines += [f"    {group:<22} {_stats(values)}" for group, values in sorted(groups.items())]
+    return lines
+
+
+def report_lines() -> list[str]:
+    from tests.support import sizing_cases as sc
+
+    groupings = (("GPU type", sc.gpu_type), ("release band", sc.release_band),
+                 ("architecture family", sc.architecture_family))
+    lines = []
+    sets = (("calibration sources (cases.yaml)", sc.CALIBRATION),
+            ("held-out sources, all cases (held_out_by_source.yaml)", sc.HELD_OUT),
+            ("held-out sources within the planner's scope (the goal's set)", [c for c in sc.HELD_OUT if sc.in_scope(c)]))
+    for title, cases in sets:
+        running = [c for c in cases if sc.starts(c)]
+        errors = {c["id"]: sc.relative_error(c) for c in running}
+        lines += table(title, running, errors, groupings)
+        failed = [c for c in cases if not sc.starts(c)]
+        if failed:
+            told = [c["id"] for c in failed if not sc.predicted(c).fits]
+            lines.append(f"  runs that did not start, predicted 'does not fit': {len(told)} of {len(failed)}")
+        worst = sorted(errors.items(), key=lambda item: -abs(item[1]))[:5]
+        lines.append("  largest errors: " + ", ".join(f"{cid} {err:+.1%}" for cid, err in worst))
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # pragma: no cover - output only
+    ran = {report.nodeid.split("::")[0].rsplit("/", 1)[-1]
+           for key in ("passed", "failed", "xfailed", "xpassed")
+           for report in terminalreporter.stats.get(key, [])}
+    if not ran & set(SIZING_TEST_FILES):
+        return
+    terminalreporter.write_sep("-", "sizing error on real vLLM startup logs (KV-cache tokens)")
+    for line in report_lines():
+        terminalreporter.write_line(line)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print("\n".join(report_lines()))
