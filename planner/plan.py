@@ -329,6 +329,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         raise PlanError([f"{key}.maxModelLen: {model.repo}'s config.json declares no max_position_embeddings, "
                          f"so the context length cannot be derived; set maxModelLen"])
     max_model_len = model.maxModelLen or model_max
+    assert max_model_len is not None  # the check above raised when neither is set
     if model_max is not None and max_model_len > model_max:
         raise PlanError([f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
                          f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])
