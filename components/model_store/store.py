@@ -49,6 +49,9 @@ from components.cluster.interface import GpuPlacement, ModelBucket
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
 from components.model_store import signature as model_signature
+from planner.plan import ModelPlan
+from stack_config import ModelStoreConfig
+from stack_config.models import SignatureConfig
 
 LoadFrom = Literal["volume", "bucket", "existing-claim"]
 GIB = 1024**3
@@ -386,8 +389,8 @@ class ModelStoreArgs:
     staging_storage_class: str | None = None
     # LoRA adapters served on this model: each mirrored by a Job of its own onto the same volume.
     adapters: list["MirrorSource"] = field(default_factory=list)
-    # The publisher's signature to verify after the download (stack_config SignatureConfig); None: unsigned.
-    signature: Any = None
+    # The publisher's signature to verify after the download; None: unsigned.
+    signature: SignatureConfig | None = None
 
     @property
     def volume_bytes(self) -> int:
@@ -406,8 +409,9 @@ class MirrorSource:
     adapter: str | None = None  # the adapter's served name; None for the base weights
 
 
-def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
-                     bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None,
+def model_store_args(plan: ModelPlan, store_config: ModelStoreConfig, *, shared: ServingNamespace,
+                     storage_class: str | None,
+                     bucket: ModelBucket | None, hf_token: pulumi.Input[str] | None, placement: GpuPlacement | None = None,
                      staging_storage_class: str | None = None,
                      image_mirrors: dict[str, str] | None = None) -> ModelStoreArgs:
     """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
@@ -629,7 +633,7 @@ class ModelStore(pulumi.ComponentResource):
             "spec": claim_spec,
         }}}
 
-    def _signature_steps(self, source: MirrorSource, signature: Any,
+    def _signature_steps(self, source: MirrorSource, signature: SignatureConfig,
                          resources: dict[str, dict[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The verify-signature and seal containers, and the volume of the trusted key (if any)."""
         weights_mount = {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH}

@@ -19,10 +19,11 @@ from components.network_policy.rules import DEFAULT_DENY, GATEWAY_POD_FACT, GKE_
 from components.model_store import store
 from components.serving import kserve, vllm
 from components.verification import job as verification_job
+from planner.plan import ModelPlan
 from stack_config.entrance import implementation_for
 
 
-def server_group(plan, has_bucket: bool) -> ServerGroup:
+def server_group(plan: ModelPlan, has_bucket: bool) -> ServerGroup:
     """One model's server pods as the policies select them."""
     model = plan.model
     if model.engine == "kserve":
@@ -37,7 +38,7 @@ def server_group(plan, has_bucket: bool) -> ServerGroup:
                        downloads=plan.load_from == "bucket")
 
 
-def network_policy_spec(stack: cfg.StackConfig, plans: Sequence) -> NetworkPolicySpec:
+def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> NetworkPolicySpec:
     """The paths this stack's pods need, from the config and the per-model plans."""
     entrance = stack.exposure.entrance
     kind, controller, proxies, checks = "none", None, (), ()
