@@ -198,7 +198,8 @@ def node_image_for(cloud: str, driver: str, gke_driver_version: str | None) -> s
 class MigPool(Protocol):
     """The fields of `config.PoolConfig` MIG placement depends on."""
 
-    migProfile: str | None
+    @property
+    def migProfile(self) -> str | None: ...  # read-only: the config model is frozen
 
 
 def mig_node_labels(pool: MigPool, plan: DriverPlan) -> dict[str, str]:

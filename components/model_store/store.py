@@ -548,7 +548,10 @@ class ModelStore(pulumi.ComponentResource):
     @property
     def weights_location(self) -> pulumi.Input[str]:
         """What a server passes to `vllm serve`: the bucket URI when streaming, else the local path."""
-        return self.weights_uri if self.load_format == "runai_streamer" else self.model_path
+        if self.load_format == "runai_streamer":
+            assert self.weights_uri is not None  # streaming is chosen only with a bucket (_check)
+            return self.weights_uri
+        return self.model_path
 
     # -- children --------------------------------------------------------------------------
 
@@ -686,7 +689,7 @@ class ModelStore(pulumi.ComponentResource):
             weights_volume = {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": self.claim_name}}
         # Root only where the volume may not be writable by anyone else (ROOT_ON_SHARED_VOLUME_REASON).
         fetch_non_root = not mirror_runs_as_root(args.load_from)
-        env = [
+        env: list[dict[str, Any]] = [
             # HF_HUB_OFFLINE is deliberately absent: this is the one pod that must reach the Hub.
             {"name": "HOME", "value": HOME_PATH},
             {"name": "HF_HOME", "value": f"{SCRATCH_MOUNT_PATH}/hf-home"},
@@ -730,7 +733,8 @@ class ModelStore(pulumi.ComponentResource):
             init_containers, containers = [fetch, steps[0]], [steps[1]]
         if args.bucket is not None:
             destination = args.bucket.uri(source.repo, source.revision)
-            sync_env = [{"name": "HOME", "value": SYNC_HOME_PATH}, {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
+            sync_env: list[dict[str, Any]] = [{"name": "HOME", "value": SYNC_HOME_PATH},
+                                              {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
             if args.bucket.scheme == "s3" and args.bucket.region is not None:
                 sync_env.append({"name": "AWS_REGION", "value": args.bucket.region})
             sync = {

@@ -32,6 +32,7 @@ Either way the weights are at /mnt/models in the model container, which `vllm se
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -253,7 +254,7 @@ def pod_labels(plan: ModelPlan) -> dict[str, str]:
     }
 
 
-def annotations(plan: ModelPlan) -> dict[str, str]:
+def workload_annotations(plan: ModelPlan) -> dict[str, str]:
     return {
         # The policy pack compares the startup probe against this estimate.
         contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
@@ -363,7 +364,7 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
         "model": model,
         "labels": pod_labels(plan) if not canary else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
         # The predictor's annotations go on its pods; Karpenter must not take a serving pod's node.
-        "annotations": {**annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true",
+        "annotations": {**workload_annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true",
                         **({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"} if args.allow_unauthenticated else {})},
         "nodeSelector": args.placement.node_selector,
         "tolerations": args.placement.tolerations,
@@ -407,16 +408,17 @@ def inference_service_spec(name: str, args: KServeModelArgs,
     plan = args.plan
     percent = plan.model.canaryTrafficPercent
     baseline = args.canary_baseline_revision
-    common = {"storage_container": storage_container, "api_key_secret": api_key_secret}
+    predictor = functools.partial(predictor_spec, name, args, storage_container=storage_container,
+                                  api_key_secret=api_key_secret)
     if percent is not None and baseline and baseline != plan.revision:
         # v0.20 Standard mode: predictor.canaryTrafficPercent is read only by the Knative
         # reconciler; the raw-mode canary is spec.canary[] (a second, named predictor Deployment
         # taking trafficPercent), validated by inference_service_validation.go validateCanarySpecs.
-        stable = predictor_spec(name, args, storage_uri(args, baseline), **common)
+        stable = predictor(storage_uri(args, baseline))
         stable["labels"] = {**stable["labels"], contract.LABEL_REVISION: baseline}
-        canary = predictor_spec(name, args, storage_uri(args, plan.revision), canary=True, **common)
+        canary = predictor(storage_uri(args, plan.revision), canary=True)
         return {"predictor": stable, "canary": [{"predictor": canary, "trafficPercent": percent}]}
-    return {"predictor": predictor_spec(name, args, storage_uri(args, plan.revision), **common)}
+    return {"predictor": predictor(storage_uri(args, plan.revision))}
 
 
 def canary_warnings(args: KServeModelArgs) -> list[str]:
@@ -535,7 +537,7 @@ class KServeModel(pulumi.ComponentResource):
             "namespace": args.namespace,
             "labels": pod_labels(plan),
             "annotations": {
-                **annotations(plan),
+                **workload_annotations(plan),
                 DEPLOYMENT_MODE_ANNOTATION: STANDARD_MODE,
                 AUTOSCALER_CLASS_ANNOTATION: autoscaler_class(plan),
                 # `pulumi up` waits for the predictor to serve; without it the InferenceService
