@@ -5,6 +5,8 @@ cluster -> operators -> model store -> servers, and export what a person needs t
 Every decision lives in a component or in planner/plan.py; this file only connects them.
 """
 
+from typing import Any
+
 import pulumi
 
 import stack_config as config
@@ -44,6 +46,10 @@ try:
 except (ConfigError, PlanError) as err:
     # One line per problem, no traceback: these are the stack file's problems, not the program's.
     raise pulumi.RunError("\n".join(err.problems)) from None
+
+# Every cluster layer is a ComponentResource (the Cluster protocol cannot say so), and what runs on
+# the cluster depends on it as one.
+assert isinstance(cluster, pulumi.Resource)
 
 # Everything on the cluster waits for the whole cluster layer: its node pools, and the RWX
 # StorageClass a model volume binds to (EFS on EKS), not only for the API endpoint.
@@ -109,9 +115,9 @@ if stack.security.networkPolicies:
 
 gateway = stack.exposure.gateway
 mirror_placement = cluster.placements[stack.modelStore.mirrorPool] if stack.modelStore.mirrorPool else None
-endpoints = {}
+endpoints: dict[str, Any] = {}
 warnings: list[str] = []
-adapter_rules = []
+adapter_rules: list[dict[str, Any]] = []
 verify_targets: list[VerificationTarget] = []
 servers: list[pulumi.Resource] = []
 for model_plan in plans:
@@ -129,6 +135,7 @@ for model_plan in plans:
         ),
         k8s_opts,
     )
+    server: KServeModel | VllmServer
     if model_plan.model.engine == "kserve":
         kserve_storage = model_plan.model.kserveStorage
         server = KServeModel(
@@ -151,6 +158,7 @@ for model_plan in plans:
             k8s_opts,
         )
     else:
+        assert store is not None  # only a KServe model read from hf:// goes without one
         storage = ServerStorage(**store.server_storage())
         storage.depends_on = storage.depends_on + operators_ready
         server = VllmServer(
@@ -230,8 +238,9 @@ if verify_targets:
     pulumi.export("verification", verification.summary)
 # The cluster's exec kubeconfig (no credential in it) for `kubectl` in CI (the pulumi-up workflow
 # prints the verification Job's log with it); an existing cluster has the user's own.
-if getattr(cluster, "kubeconfig", None) is not None:
-    pulumi.export("kubeconfig", cluster.kubeconfig)
+kubeconfig = getattr(cluster, "kubeconfig", None)
+if kubeconfig is not None:
+    pulumi.export("kubeconfig", kubeconfig)
 
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))

@@ -20,10 +20,15 @@ GKE_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
 class GpuOperatorOptions(Protocol):
     """The fields of `config.GpuOperatorConfig` the values depend on."""
 
-    chartVersion: str
-    migStrategy: str
-    timeSlicingReplicas: int | None
-    dcgmServiceMonitor: bool
+    # Read-only members: the config model is frozen, and the values only read it.
+    @property
+    def chartVersion(self) -> str: ...
+    @property
+    def migStrategy(self) -> str: ...
+    @property
+    def timeSlicingReplicas(self) -> int | None: ...
+    @property
+    def dcgmServiceMonitor(self) -> bool: ...
 
 
 class OperatorValuesError(ValueError):
@@ -193,7 +198,8 @@ def node_image_for(cloud: str, driver: str, gke_driver_version: str | None) -> s
 class MigPool(Protocol):
     """The fields of `config.PoolConfig` MIG placement depends on."""
 
-    migProfile: str | None
+    @property
+    def migProfile(self) -> str | None: ...  # read-only: the config model is frozen
 
 
 def mig_node_labels(pool: MigPool, plan: DriverPlan) -> dict[str, str]:

@@ -32,6 +32,7 @@ bounded (common.untrusted) and any malformed record is one GoldenError line, nev
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common.untrusted import InputLimitError, excerpt, loads_json, read_text_file
@@ -118,6 +119,7 @@ def run_prompt(client: Client, model: str, prompt_id: str, content: str) -> Outp
     if not isinstance(text, str) or len(text) > MAX_TEXT_CHARS:
         raise GoldenError(f"prompt {prompt_id!r}: the answer has no text of at most {MAX_TEXT_CHARS:,} characters "
                           f"(choices[0].message.content: {excerpt(text, 60)})")
+    assert isinstance(choice, dict)  # the text was read from it
     ids = _token_ids(choice.get("token_ids"))
     finish = choice.get("finish_reason")
     return Output(prompt_id, text, ids, finish if isinstance(finish, str) and len(finish) <= 64 else None)
@@ -127,21 +129,22 @@ def _token_ids(value: object) -> tuple[int, ...] | None:
     if not isinstance(value, list) or len(value) > MAX_TOKEN_IDS:
         return None
     ids = [whole_number(v) for v in value]
-    return None if any(i is None or i < 0 for i in ids) else tuple(ids)  # type: ignore[misc]
+    kept = [i for i in ids if i is not None and i >= 0]
+    return tuple(kept) if len(kept) == len(ids) else None
 
 
 def run_prompts(client: Client, model: str) -> tuple[Output, ...]:
     return tuple(run_prompt(client, model, pid, content) for pid, content in PROMPTS)
 
 
-def record(client: Client, model: str, key: dict[str, str | None]) -> Record:
+def record(client: Client, model: str, key: Mapping[str, str | None]) -> Record:
     return Record(model, normalized_key(key), run_prompts(client, model))
 
 
 # -- reading a record ------------------------------------------------------------------------------
 
 
-def normalized_key(key: dict[str, object]) -> dict[str, str | None]:
+def normalized_key(key: Mapping[str, object]) -> dict[str, str | None]:
     """Every key field, in order; a field not given is None ("not known")."""
     return {f: (None if key.get(f) is None else str(key.get(f))) for f in KEY_FIELDS}
 
@@ -261,7 +264,7 @@ def diff_output(recorded: Output, live: Output) -> PromptDiff | None:
     return PromptDiff(recorded.prompt, "chars", pos, recorded.text[pos:pos + 40], live.text[pos:pos + 40])
 
 
-def compare(recorded: Record, live_key: dict[str, str | None], live: tuple[Output, ...]) -> Comparison:
+def compare(recorded: Record, live_key: Mapping[str, str | None], live: tuple[Output, ...]) -> Comparison:
     live_key = normalized_key(live_key)
     changes = tuple((f, recorded.key[f], live_key[f]) for f in KEY_FIELDS if recorded.key[f] != live_key[f])
     by_id = {o.prompt: o for o in live}

@@ -141,7 +141,8 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
     if ignore_eos:
         body["ignore_eos"] = True
     started = time.perf_counter()
-    first = last = None
+    first: float | None = None
+    last = started  # moved with `first`, and read only once `first` is set
     gaps: list[float] = []
     chunks = 0
     usage_tokens = None

@@ -156,7 +156,8 @@ class Client:
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
         self.scheme = parsed.scheme
-        self.host = parsed.hostname
+        assert parsed.hostname  # _split_base_url refuses a URL without a host
+        self.host: str = parsed.hostname
         self.port = port
         # A trailing /v1 is a common way to write an OpenAI base URL; paths below add it themselves.
         prefix = parsed.path.rstrip("/")

@@ -220,6 +220,7 @@ def check_chat(ctx: SmokeContext) -> str:
     usage = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(message, dict) or not isinstance(usage, dict):
         raise CheckFailed(f"chat completion lacks choices/message/finish_reason/usage: {_quote(resp.text(), 200)}")
+    assert isinstance(choice, dict)  # the message was read from it
     text, finish = message.get("content"), choice.get("finish_reason")
     if not isinstance(text, str) or not text:
         raise CheckFailed(f"chat completion returned no text (content {_quote(text, 60)}, "
@@ -405,7 +406,8 @@ def check_context(ctx: SmokeContext) -> str:
         messages, n_prompt = _sized_messages(ctx, target)
         replies.append(_boundary_request(ctx, messages, n_prompt))
     health = ctx.client.get("/health")
-    return judge_context(limit, OUTPUT_BUDGET, *replies, health_after=health.status)
+    fit, edge, over = replies
+    return judge_context(limit, OUTPUT_BUDGET, fit, edge, over, health_after=health.status)
 
 
 def check_metrics(ctx: SmokeContext) -> str:
@@ -427,6 +429,7 @@ def check_kv(ctx: SmokeContext) -> str:
         capacity = kv_capacity.read_capacity(resp.text())
     except kv_capacity.CapacityUnreadable as exc:
         raise CheckFailed(str(exc)) from None
+    assert ctx.expect_kv_tokens is not None  # the check runs only with an expected number
     verdict = ctx.kv_verdict = kv_capacity.judge(ctx.expect_kv_tokens, capacity.tokens, ctx.kv_tolerance)
     line = kv_capacity.describe(verdict, capacity)
     if not verdict.passed:

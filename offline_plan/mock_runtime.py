@@ -291,6 +291,8 @@ class MissingResourceError(Exception):
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also noting each resource's URN, parent, dependencies and options."""
 
+    mocks: RecordingMocks  # _run builds it with the recording mocks, whose per-thread notes it fills
+
     def _note(self, request, read: bool) -> None:
         # The SDK registers resources from a thread pool; these travel per thread.
         self.mocks.registering.parent = request.parent
@@ -339,6 +341,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             )
         )
         if read and args.typ == CRD_TYPE and self.cluster_crds is not None and args.resource_id not in self.cluster_crds:
+            assert args.resource_id is not None  # a read always names the id it reads
             raise MissingResourceError(args.typ, args.name, args.resource_id)
         if read:
             return args.resource_id, {"metadata": {"name": args.resource_id}}

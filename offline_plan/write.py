@@ -56,7 +56,7 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
             path = path.with_name(f"{path.stem}-{n}.yaml")
             n += 1
         # Conventional order: apiVersion, kind, metadata first, as people write manifests.
-        head = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+        head: dict[str, Any] = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
         ordered = {**head, **{k: v for k, v in obj.items() if k not in head}}
         path.write_text(yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False))
         written.append(path)
@@ -156,10 +156,11 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
     deployed = _deployed_images(evaluation)
     out = ["## Images", "", "| image | tag | digest | in this stack | source | used by |", "|---|---|---|---|---|---|"]
     for image in images.IMAGES.values():
-        if not image.resolved:
+        digest = image.digest.value  # None while unresolved
+        if digest is None:
             state = "**unresolved**"
         else:
-            state = f"`{image.digest.value[:19]}...`" + ("" if image.digest.established else " (unverified)")
+            state = f"`{digest[:19]}...`" + ("" if image.digest.established else " (unverified)")
         used = "yes" if _in_stack(image, deployed) else "no"
         out.append(f"| `{image.repository}` | `{image.tag}` | {state} | {used} | {_cell(image.digest.source)} | "
                    f"{_cell(image.used_by)} |")
@@ -351,7 +352,9 @@ def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
     waivers = []
     for obj in objects:
         w = workload(obj)
-        for pod in (w.pods if w else []):
+        if w is None:
+            continue
+        for pod in w.pods:
             waived = pod_security.parse_exceptions(pod.annotations.get(pod_security.EXCEPTION_ANNOTATION))
             for control, reason in waived.items():
                 waivers.append(f"- {w.ref} ({pod.where}) waives {control}: {reason}")

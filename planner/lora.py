@@ -158,7 +158,9 @@ def plan_lora(key: str, adapters: list[Any], load: AdapterLoader, path_of: Calla
         return None, problems
     largest = max(a.rank for a in planned)
     count = len(planned)
-    return LoraPlan(tuple(planned), max_lora_rank=smallest_allowed_rank(largest), max_loras=count,
+    max_lora_rank = smallest_allowed_rank(largest)
+    assert max_lora_rank is not None  # every planned adapter's rank passed smallest_allowed_rank above
+    return LoraPlan(tuple(planned), max_lora_rank=max_lora_rank, max_loras=count,
                     max_cpu_loras=count), []
 
 

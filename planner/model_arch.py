@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from common.untrusted import excerpt
 
@@ -38,6 +38,12 @@ class _Reader:
     def __init__(self, cfg: dict[str, Any], prefix: str = ""):
         self.cfg = cfg
         self.prefix = prefix
+
+    @overload
+    def count(self, keys: tuple[str, ...], upper: int, required: Literal[True]) -> int: ...
+
+    @overload
+    def count(self, keys: tuple[str, ...], upper: int, required: bool = False) -> int | None: ...
 
     def count(self, keys: tuple[str, ...], upper: int, required: bool = False) -> int | None:
         """The first of `keys` that is set (not 0, null or false, as before), as a whole number in
@@ -254,9 +260,9 @@ class ModelArch:
                 raise SizingError(f"config.json: hybrid_override_pattern has {len(pattern_text):,} layers; "
                                   f"at most {MAX_LAYERS:,}")
             layer_types = _hybrid_override_kinds(pattern_text)
-        elif read.count(("full_attention_interval",), MAX_LAYERS) and read.count(("linear_num_value_heads",), MAX_HEADS):
+        elif ((interval := read.count(("full_attention_interval",), MAX_LAYERS))
+              and read.count(("linear_num_value_heads",), MAX_HEADS)):
             # Qwen3-Next without layer_types: every full_attention_interval-th layer is attention.
-            interval = read.count(("full_attention_interval",), MAX_LAYERS)
             layer_types = tuple("full" if (i + 1) % interval == 0 else "linear" for i in range(layers))
         elif window and model_type == "gemma2":
             # Gemma 2 alternates local (sliding) and global layers, starting with a local one.

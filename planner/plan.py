@@ -20,7 +20,7 @@ from planner import checkpoint, sizing
 from planner.hub import AdapterMetadata, HubError, ModelMetadata, load_adapter_metadata, load_model_metadata
 from planner.lora import AdapterLoader, LoraPlan, plan_lora
 from planner.model_arch import ModelArch, SizingError
-from stack_config import ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
+from stack_config import LoadFrom, ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
 
 # Default read speed of each weight path, bytes/s. A network volume (EFS/Filestore) sustains about
 # 500 MB/s for one reader; the Run:ai streamer reading S3/GCS in parallel reaches 1-2 GB/s from one
@@ -87,7 +87,7 @@ class ModelPlan:
     sizing: sizing.SizingResult
     weights_bytes: int
     read_bytes_per_second: float
-    load_from: str
+    load_from: LoadFrom
     load_seconds: float
     """Container start to /health, the servers' start check included (`start_check_seconds`)."""
     # `nvidia.com/gpu` the whole pool can reach (MIG slices and time-slicing counted): at maxNodes
@@ -329,6 +329,7 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         raise PlanError([f"{key}.maxModelLen: {model.repo}'s config.json declares no max_position_embeddings, "
                          f"so the context length cannot be derived; set maxModelLen"])
     max_model_len = model.maxModelLen or model_max
+    assert max_model_len is not None  # the check above raised when neither is set
     if model_max is not None and max_model_len > model_max:
         raise PlanError([f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
                          f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])

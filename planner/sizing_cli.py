@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from common.engine import QUANTIZATION_METHODS, VLLM_VERSION
 from common.gpus import CATALOG, UnknownGpuError, get_gpu
@@ -78,7 +78,7 @@ def _finite(name: str) -> Callable[[str], float]:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line instead of usage + error
+    def error(self, message: str) -> NoReturn:  # one line instead of usage + error
         raise CliError(f"{message} (see --help)")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 from common.engine import VLLM_VERSION
 
@@ -164,7 +165,10 @@ TOKENS_FROM_CONCURRENCY_FROM = (0, 21)
 HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
 
 
-def _by_release(table: dict[tuple[int, int], object], release: tuple[int, int]):
+_Value = TypeVar("_Value")
+
+
+def _by_release(table: dict[tuple[int, int], _Value], release: tuple[int, int, int]) -> _Value:
     return table[max(key for key in table if key <= release)]
 
 
@@ -172,7 +176,7 @@ def _by_release(table: dict[tuple[int, int], object], release: tuple[int, int]):
 class Release:
     """The release-dependent behaviour of one vLLM release, as the sizing engine needs it."""
 
-    version: tuple[int, int]
+    version: tuple[int, int, int]
 
     @classmethod
     def of(cls, version: str | None) -> "Release":

@@ -73,7 +73,9 @@ def allowed_values(schema: dict) -> str:
     """A setting's JSON-schema property as words: "a number >= 0", "a boolean", "one of a, b"."""
     if "enum" in schema:
         return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
-    words = {"boolean": "a boolean", "number": "a number", "integer": "an integer", "string": "a string"}
+    # Keyed by whatever the schema's "type" holds (None when it has none).
+    words: dict[object, str] = {"boolean": "a boolean", "number": "a number", "integer": "an integer",
+                                "string": "a string"}
     out = [words.get(schema.get("type"), f"a {schema.get('type', 'value')}")]
     for key, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
         if isinstance(schema.get(key), (int, float)) and not isinstance(schema.get(key), bool):

@@ -14,6 +14,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    Policy,
     PolicyConfigSchema,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -101,13 +102,15 @@ def _schema(rule: Rule) -> PolicyConfigSchema | None:
     return PolicyConfigSchema(properties={k: dict(v) for k, v in rule.schema.items()}) if rule.schema else None
 
 
-def build_policies() -> list:
-    policies = []
+def build_policies() -> list[Policy]:
+    policies: list[Policy] = []
     for rule in RULES:
-        common = dict(name=rule.name, description=rule.description, enforcement_level=_LEVELS[rule.level],
-                      config_schema=_schema(rule))
+        level, schema = _LEVELS[rule.level], _schema(rule)
         if rule.stack:
-            policies.append(StackValidationPolicy(validate=_stack_validator(rule), **common))
+            policies.append(StackValidationPolicy(name=rule.name, description=rule.description, enforcement_level=level,
+                                                  config_schema=schema, validate=_stack_validator(rule)))
         else:
-            policies.append(ResourceValidationPolicy(validate=_resource_validator(rule), **common))
+            policies.append(ResourceValidationPolicy(name=rule.name, description=rule.description,
+                                                     enforcement_level=level, config_schema=schema,
+                                                     validate=_resource_validator(rule)))
     return policies

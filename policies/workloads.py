@@ -96,7 +96,7 @@ def _containers(spec: dict, sections=("initContainers", "containers", "ephemeral
     return views
 
 
-def _template_pod(where: str, template: dict) -> PodView | None:
+def _template_pod(where: str, template: object) -> PodView | None:
     template = as_dict(template)
     spec = as_dict(template.get("spec"))
     if not spec:

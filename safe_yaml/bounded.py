@@ -17,7 +17,7 @@ Why each limit (common/untrusted.py holds the numbers):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.events import (
@@ -32,6 +32,12 @@ from common.untrusted import MAX_NESTING_DEPTH, InputLimitError, excerpt
 
 LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))
 _BaseLoader = yaml.CSafeLoader if LIBYAML else yaml.SafeLoader
+if TYPE_CHECKING:
+    # The checker cannot subclass a base chosen at run time; it checks against the pure-Python
+    # loader, whose constructor methods (SafeConstructor's) the C loader shares.
+    _UniqueKeyBase = yaml.SafeLoader
+else:
+    _UniqueKeyBase = _BaseLoader
 
 # Values aliases may stand for in one file, counted written out. Hand-written YAML that reuses a
 # block with an anchor stays in the hundreds; a billion-laughs document needs millions.
@@ -46,7 +52,7 @@ class YamlInputError(InputLimitError):
     """YAML that cannot be read within the limits; the message is one line naming file and line."""
 
 
-class _UniqueKeyLoader(_BaseLoader):
+class _UniqueKeyLoader(_UniqueKeyBase):
     """A key given twice in one mapping is an error, not a silent override."""
 
     def construct_mapping(self, node, deep=False):
@@ -91,6 +97,7 @@ def check_events(text: str, what: str, *, max_depth: int = MAX_NESTING_DEPTH,
                 if event.anchor:
                     sizes[event.anchor] = 1
             elif isinstance(event, AliasEvent):
+                assert event.anchor is not None  # an alias always names its anchor
                 if event.anchor in open_anchors:
                     raise YamlInputError(f"{_where(what, event.start_mark)}: the alias *{event.anchor} sits inside the "
                                          f"value it names (a recursive alias); write the value out")

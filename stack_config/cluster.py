@@ -198,6 +198,7 @@ def pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
         where = f"only on {', '.join(clouds)}" if clouds else "the catalog lists no cloud machine for it; use cloud: existing"
         return [("gpu", f"{pool.gpu} is not offered on {cloud_name} ({where}); GPUs on {cloud_name}: {', '.join(others)}")]
     problems = []
+    machine: gpus.CloudMachine | None
     if pool.machineType is not None:
         found = gpus.find_machine(cloud_name, pool.machineType)
         if found is None:

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from common.untrusted import excerpt
 from stack_config.formats import did_you_mean
@@ -68,7 +69,7 @@ def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     return [f.alias or n for n, f in current.model_fields.items()]
 
 
-def _fix(e: dict) -> str:
+def _fix(e: ErrorDetails) -> str:
     """pydantic's message, with the fix spelled out where its words alone do not say it."""
     if e["type"] == "finite_number":
         return "must be a finite number (not .nan or .inf); write a number"

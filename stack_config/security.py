@@ -94,7 +94,7 @@ class SecurityConfig(StrictModel):
     def cluster_labels(self) -> dict[str, str]:
         """Tags (EKS) or resource labels (GKE) of a created cluster that tell the policy pack's
         cluster-endpoint-restricted rule the profile, and an endpoint knowingly left open."""
-        labels = {contract.CLUSTER_PROFILE_TAG: self.profile}
+        labels: dict[str, str] = {contract.CLUSTER_PROFILE_TAG: self.profile}
         if self.clusterEndpoint.allowWorldOpen:
             labels[contract.WORLD_OPEN_ENDPOINT_TAG] = contract.WORLD_OPEN_ALLOWED
         return labels

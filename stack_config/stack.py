@@ -113,8 +113,8 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems += entrance_problems(stack)
     problems += security_problems(stack)
     system_type = stack.cluster.systemPool.machineType
-    if system_type and stack.cloud != Cloud.existing and gpus.find_machine(stack.cloud.value, system_type):
-        gpu, machine = gpus.find_machine(stack.cloud.value, system_type)
+    if system_type and stack.cloud != Cloud.existing and (found := gpus.find_machine(stack.cloud.value, system_type)):
+        gpu, machine = found
         problems.append(("cluster.systemPool.machineType",
                          f"{system_type} is a GPU machine type ({machine.gpus} x {gpu.name}); the system pool "
                          "runs untainted CPU work, so use a CPU type or leave it unset"))

@@ -50,7 +50,7 @@ def upstream_keys(path: Path) -> dict[str, tuple[int, str, Any]]:
     """key path -> (1-based line, shape, default) for every key of the upstream values.yaml."""
     found: dict[str, tuple[int, str, Any]] = {}
 
-    def walk(node: yaml.Node, prefix: str) -> None:
+    def walk(node: yaml.Node | None, prefix: str) -> None:  # None: an empty values.yaml
         if not isinstance(node, yaml.MappingNode):
             return
         for key_node, value_node in node.value:

@@ -46,9 +46,10 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from common import images
+from common.facts import Fact
 from common.untrusted import InputLimitError, NotJsonError, excerpt, loads_json
 
 # Manifest media types (OCI image-spec media-types.md; Docker's manifest v2 schema 2), most specific
@@ -117,32 +118,37 @@ def _check_url(url: str, what: str) -> None:
     raise ResolveError(f"{what} {excerpt(url)} is not an https address (plain http only to a loopback address)")
 
 
-def _with_deadline(fn: Callable[[], object], seconds: float, what: str) -> object:
+_T = TypeVar("_T")
+
+
+def _with_deadline(fn: Callable[[], _T], seconds: float, what: str) -> _T:
     """Run `fn` in a daemon thread and give up after `seconds`: a socket timeout bounds each read,
     not a server that sends one byte just before every timeout, so the whole exchange has a clock."""
-    box: dict[str, object] = {}
+    value: list[_T] = []
+    error: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["value"] = fn()
+            value.append(fn())
         except BaseException as err:  # noqa: BLE001 handed to the caller's thread
-            box["error"] = err
+            error.append(err)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
         raise ResolveError(f"{what}: no complete answer within {seconds:g} s (the server stalls or drips)")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["value"]
+    if error:
+        raise error[0]
+    return value[0]
 
 
 def _read_bounded(response, limit: int, what: str) -> bytes:
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ResolveError(f"{what}: the answer declares {int(declared):,} bytes, more than the {limit:,} read")
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         chunk = response.read(READ_CHUNK)
         if not chunk:
@@ -228,7 +234,7 @@ def resolve(ref: str, endpoints: dict[str, str], timeout: float) -> tuple[str, s
                                          MAX_MANIFEST_BYTES, timeout)
         return status, headers, body
 
-    status, headers, body = _with_deadline(exchange, timeout, ref)  # type: ignore[misc]
+    status, headers, body = _with_deadline(exchange, timeout, ref)
     if status != 200:
         raise ResolveError(f"{url} answered HTTP {status}")
     media_type = headers.get("content-type", "").split(";")[0].strip()
@@ -247,7 +253,7 @@ def _entry_source(r: Resolved, when: str) -> str:
     return f"{r.url} ({r.media_type}), Docker-Content-Digest checked against the body's sha256, {when}"
 
 
-def render_table(current: dict[str, tuple[str, str, object]], resolved: dict[str, Resolved], when: str) -> str:
+def render_table(current: dict[str, tuple[str, str, Fact]], resolved: dict[str, Resolved], when: str) -> str:
     """The DIGESTS block of common/images.py with the resolved entries replaced."""
     lines = ["DIGESTS: dict[str, tuple[str, str, Fact]] = {"]
     for key, (repo, tag, fact) in current.items():
@@ -255,11 +261,11 @@ def render_table(current: dict[str, tuple[str, str, object]], resolved: dict[str
             r = resolved[key]
             call = f"_resolved({repo!r}, {tag!r}, {r.digest!r}, {_entry_source(r, when)!r})"
         elif getattr(fact, "value", None) is None:
-            call = f"_unresolved({repo!r}, {tag!r}, {fact.source!r})"  # type: ignore[attr-defined]
+            call = f"_unresolved({repo!r}, {tag!r}, {fact.source!r})"
         elif getattr(fact, "established", False):
-            call = f"_resolved({repo!r}, {tag!r}, {fact.value!r}, {fact.source!r})"  # type: ignore[attr-defined]
+            call = f"_resolved({repo!r}, {tag!r}, {fact.value!r}, {fact.source!r})"
         else:
-            call = f"_cited({repo!r}, {tag!r}, {fact.value!r}, {fact.source!r})"  # type: ignore[attr-defined]
+            call = f"_cited({repo!r}, {tag!r}, {fact.value!r}, {fact.source!r})"
         lines.append(f"    {key!r}: ({repo!r}, {tag!r}, {call}),")
     lines.append("}")
     return "\n".join(lines)

@@ -18,7 +18,7 @@ output.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -62,7 +62,11 @@ class AddOns(pulumi.ComponentResource):
         super().__init__("llm-serving:k8s:AddOns", name, None, opts)
         # Children do not inherit a component's depends_on (the cluster layer); pass it on.
         after = opts.depends_on if opts else None
-        self._after_cluster = list(after) if isinstance(after, (list, tuple)) else ([after] if after else [])
+        # A single value is one dependency, as ResourceOptions takes it (its type also allows an
+        # Output of a list, which nothing here passes).
+        self._after_cluster: list[pulumi.Input[pulumi.Resource]] = (
+            list(after) if isinstance(after, (list, tuple))
+            else ([cast("pulumi.Input[pulumi.Resource]", after)] if after else []))
         self.crds = CrdSources()
         self.values = {}
         self.ready = {}
@@ -82,7 +86,7 @@ class AddOns(pulumi.ComponentResource):
         self.register_outputs({"addons": [need.key for need in args.needs]})
 
     def _install(self, addon: AddOn, system_node_selector: Mapping[str, str] | None) -> pulumi.Resource:
-        before: list[pulumi.Resource] = list(self._after_cluster)
+        before: list[pulumi.Input[pulumi.Resource]] = list(self._after_cluster)
         for required in addon.requires:
             before += self.ready[required]
         namespaces: dict[str, k8s.core.v1.Namespace] = {}
@@ -112,7 +116,7 @@ class AddOns(pulumi.ComponentResource):
         return last
 
     def _release(self, chart: HelmChart, system_node_selector: Mapping[str, str] | None,
-                 before: list[pulumi.Resource]) -> k8s.helm.v3.Release:
+                 before: list[pulumi.Input[pulumi.Resource]]) -> k8s.helm.v3.Release:
         values = chart.values(system_node_selector)
         self.values[chart.release] = values
         return k8s.helm.v3.Release(

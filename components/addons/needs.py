@@ -22,6 +22,7 @@ from components.addons import (
     prometheus_operator,
 )
 from components.addons.catalog import AddOn
+from planner.plan import ModelPlan
 from stack_config import Cloud, StackConfig
 from stack_config.entrance import implementation_for
 
@@ -60,7 +61,7 @@ class AddOnNeed:
         return self.addon.key
 
 
-def _reasons(stack: StackConfig, plans: Sequence[Any]) -> dict[str, list[str]]:
+def _reasons(stack: StackConfig, plans: Sequence[ModelPlan]) -> dict[str, list[str]]:
     reasons: dict[str, list[str]] = {addon.key: [] for addon in CATALOG}
     if stack.monitoring.enabled:
         reasons["prometheusOperator"].append(
@@ -122,7 +123,7 @@ def _variant(addon: AddOn, stack: StackConfig) -> AddOn:
     return addon
 
 
-def needed_addons(stack: StackConfig, plans: Sequence[Any]) -> list[AddOnNeed]:
+def needed_addons(stack: StackConfig, plans: Sequence[ModelPlan]) -> list[AddOnNeed]:
     """The add-ons the stack's objects need, in install order, each with the reasons it is needed.
 
     On a created cluster an add-on's `requires` are needed too (KServe needs cert-manager); on an

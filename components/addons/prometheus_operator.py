@@ -70,8 +70,9 @@ def image_mapping(key: str) -> dict[str, str]:
     entry = images.IMAGES[key]
     registry, _, repository = entry.repository.partition("/")
     out = {"registry": registry, "repository": repository, "tag": entry.tag}
-    if entry.resolved:
-        out["sha"] = entry.digest.value.removeprefix("sha256:")
+    digest = entry.digest.value  # None while unresolved
+    if digest is not None:
+        out["sha"] = digest.removeprefix("sha256:")
     return out
 
 

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 
 import stack_config as cfg
 from components.cluster.common import placement_for
-from components.cluster.interface import GpuPlacement, ModelBucket
+from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachment
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,10 @@ class ExistingCluster(pulumi.ComponentResource):
         self.placements = {p.pool: p for p in args.placements}
         self.bucket = None
         self.rwx_storage_class = args.rwx_storage_class
-        self.staging_storage_class = None
-        self.rdma_attachments = {}
+        self.staging_storage_class: str | None = None
+        self.rdma_attachments: dict[str, RdmaAttachment] = {}
         # images.pullThrough is refused on an existing cluster (stack_config/stack.py): no cloud account.
-        self.image_mirrors = {}
+        self.image_mirrors: dict[str, str] = {}
         self.platform = {
             "cloud": "existing",
             "vpc": "the cluster's own",

@@ -14,7 +14,7 @@ check; the entrance is another way in, not a replacement.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -26,6 +26,8 @@ from components.addons.crd_sources import CrdSources, custom_resource
 from components.entrance import body_routing, gke, picker, rewrites, routes, tls
 from components.serving import probes
 from components.serving.vllm import selector_labels
+from planner.plan import ModelPlan
+from stack_config.entrance import EntranceImplementation
 
 # The stack's one Gateway and its objects, in the serving namespace.
 GATEWAY_NAME = "llm-serving"
@@ -70,11 +72,11 @@ def unresolved_facts(cloud: str, implementation: str, certificate: str, several:
 class EntranceArgs:
     hostname: str
     namespace: str
-    implementation: Any
-    """stack_config.entrance.EntranceImplementation: the GatewayClass and what it can do."""
+    implementation: EntranceImplementation
+    """The GatewayClass and what it can do."""
     cloud: str
-    plans: Sequence[Any]
-    """The ModelPlans behind the entrance (engine vllm)."""
+    plans: Sequence[ModelPlan]
+    """The plans behind the entrance (engine vllm)."""
     picker_replicas: int
     failure_mode: str
     certificate: str
@@ -99,23 +101,23 @@ def _labels(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {contract.LABEL_PART_OF: contract.PART_OF, contract.LABEL_COMPONENT: COMPONENT, **(extra or {})}
 
 
-def served_names(plans: Sequence[Any]) -> dict[str, list[str]]:
+def served_names(plans: Sequence[ModelPlan]) -> dict[str, list[str]]:
     """base model -> the adapters served on it."""
     return {p.served_name: (p.lora.names if p.lora else []) for p in plans}
 
 
-def aliases_of(plan: Any) -> dict[str, list[str]]:
+def aliases_of(plan: ModelPlan) -> dict[str, list[str]]:
     """served name (the model's or an adapter's) -> its aliases, for one base model."""
     found = {plan.served_name: list(plan.model.aliases)}
     found.update({a.name: list(a.aliases) for a in plan.model.adapters})
     return {name: aliases for name, aliases in found.items() if aliases}
 
 
-def request_timeout_seconds(plan: Any) -> int:
+def request_timeout_seconds(plan: ModelPlan) -> int:
     return probes.drain_seconds(plan)
 
 
-def load_balancer_annotations(cloud: str, implementation: str, plans: Sequence[Any]) -> dict[str, str]:
+def load_balancer_annotations(cloud: str, implementation: str, plans: Sequence[ModelPlan]) -> dict[str, str]:
     if cloud == "aws" and implementation == "agentgateway":
         longest = max(request_timeout_seconds(p) for p in plans)
         return {AWS_IDLE_TIMEOUT_ANNOTATION: str(longest + IDLE_TIMEOUT_MARGIN_SECONDS)}

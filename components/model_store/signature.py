@@ -17,10 +17,9 @@ model_signing/_cli.py: `verify sigstore MODEL_PATH --signature --identity --iden
 
 from __future__ import annotations
 
-from typing import Any
-
 from common import images
 from common.facts import Fact
+from stack_config.models import SignatureConfig
 
 # The CLI's container image, published by the Sigstore project from sigstore/model-transparency.
 # Its tag is the one Sigstore's own model-validation-operator pins as its default verifier
@@ -43,12 +42,14 @@ TRUST_MOUNT_PATH = "/etc/llm-serving-signature"
 TRUST_FILE = "trust.pem"
 
 
-def verifier_args(signature: Any, local_dir: str, ignore: list[str]) -> list[str]:
+def verifier_args(signature: SignatureConfig, local_dir: str, ignore: list[str]) -> list[str]:
     """Arguments after the image's entrypoint (the `model_signing` CLI)."""
     args = ["verify", signature.method, local_dir, "--signature", f"{local_dir}/{signature.file}"]
     for path in ignore:
         args += ["--ignore-paths", path]
     if signature.method == "sigstore":
+        # SignatureConfig refuses a sigstore signature without both.
+        assert signature.identity is not None and signature.issuer is not None
         args += ["--identity", signature.identity, "--identity_provider", signature.issuer]
     elif signature.method == "key":
         args += ["--public_key", f"{TRUST_MOUNT_PATH}/{TRUST_FILE}"]
@@ -57,7 +58,7 @@ def verifier_args(signature: Any, local_dir: str, ignore: list[str]) -> list[str
     return args
 
 
-def trust_pem(signature: Any) -> str | None:
+def trust_pem(signature: SignatureConfig) -> str | None:
     """The PEM the verifier reads from a ConfigMap (key and certificate methods), else None."""
     if signature.method == "key":
         return signature.publicKey

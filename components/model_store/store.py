@@ -49,6 +49,9 @@ from components.cluster.interface import GpuPlacement, ModelBucket
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
 from components.model_store import signature as model_signature
+from planner.plan import ModelPlan
+from stack_config import ModelStoreConfig
+from stack_config.models import SignatureConfig
 
 LoadFrom = Literal["volume", "bucket", "existing-claim"]
 GIB = 1024**3
@@ -386,8 +389,8 @@ class ModelStoreArgs:
     staging_storage_class: str | None = None
     # LoRA adapters served on this model: each mirrored by a Job of its own onto the same volume.
     adapters: list["MirrorSource"] = field(default_factory=list)
-    # The publisher's signature to verify after the download (stack_config SignatureConfig); None: unsigned.
-    signature: Any = None
+    # The publisher's signature to verify after the download; None: unsigned.
+    signature: SignatureConfig | None = None
 
     @property
     def volume_bytes(self) -> int:
@@ -406,8 +409,9 @@ class MirrorSource:
     adapter: str | None = None  # the adapter's served name; None for the base weights
 
 
-def model_store_args(plan, store_config, *, shared: ServingNamespace, storage_class: str | None,
-                     bucket: ModelBucket | None, hf_token, placement: GpuPlacement | None = None,
+def model_store_args(plan: ModelPlan, store_config: ModelStoreConfig, *, shared: ServingNamespace,
+                     storage_class: str | None,
+                     bucket: ModelBucket | None, hf_token: pulumi.Input[str] | None, placement: GpuPlacement | None = None,
                      staging_storage_class: str | None = None,
                      image_mirrors: dict[str, str] | None = None) -> ModelStoreArgs:
     """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
@@ -544,7 +548,10 @@ class ModelStore(pulumi.ComponentResource):
     @property
     def weights_location(self) -> pulumi.Input[str]:
         """What a server passes to `vllm serve`: the bucket URI when streaming, else the local path."""
-        return self.weights_uri if self.load_format == "runai_streamer" else self.model_path
+        if self.load_format == "runai_streamer":
+            assert self.weights_uri is not None  # streaming is chosen only with a bucket (_check)
+            return self.weights_uri
+        return self.model_path
 
     # -- children --------------------------------------------------------------------------
 
@@ -629,7 +636,7 @@ class ModelStore(pulumi.ComponentResource):
             "spec": claim_spec,
         }}}
 
-    def _signature_steps(self, source: MirrorSource, signature: Any,
+    def _signature_steps(self, source: MirrorSource, signature: SignatureConfig,
                          resources: dict[str, dict[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The verify-signature and seal containers, and the volume of the trusted key (if any)."""
         weights_mount = {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH}
@@ -682,7 +689,7 @@ class ModelStore(pulumi.ComponentResource):
             weights_volume = {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": self.claim_name}}
         # Root only where the volume may not be writable by anyone else (ROOT_ON_SHARED_VOLUME_REASON).
         fetch_non_root = not mirror_runs_as_root(args.load_from)
-        env = [
+        env: list[dict[str, Any]] = [
             # HF_HUB_OFFLINE is deliberately absent: this is the one pod that must reach the Hub.
             {"name": "HOME", "value": HOME_PATH},
             {"name": "HF_HOME", "value": f"{SCRATCH_MOUNT_PATH}/hf-home"},
@@ -726,7 +733,8 @@ class ModelStore(pulumi.ComponentResource):
             init_containers, containers = [fetch, steps[0]], [steps[1]]
         if args.bucket is not None:
             destination = args.bucket.uri(source.repo, source.revision)
-            sync_env = [{"name": "HOME", "value": SYNC_HOME_PATH}, {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
+            sync_env: list[dict[str, Any]] = [{"name": "HOME", "value": SYNC_HOME_PATH},
+                                              {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
             if args.bucket.scheme == "s3" and args.bucket.region is not None:
                 sync_env.append({"name": "AWS_REGION", "value": args.bucket.region})
             sync = {

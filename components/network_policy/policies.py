@@ -16,13 +16,15 @@ from components.cluster.gcp import network as gke_network
 from components.entrance import picker
 from components.entrance.entrance import GATEWAY_NAME
 from components.network_policy.rules import DEFAULT_DENY, GATEWAY_POD_FACT, GKE_EXT_PROC_FACT, IDENTITY_FACT, PRIVATE_RANGES, NetworkPolicySpec, ServerGroup, network_policies
+from components.network_policy.rules import Entrance
 from components.model_store import store
 from components.serving import kserve, vllm
 from components.verification import job as verification_job
+from planner.plan import ModelPlan
 from stack_config.entrance import implementation_for
 
 
-def server_group(plan, has_bucket: bool) -> ServerGroup:
+def server_group(plan: ModelPlan, has_bucket: bool) -> ServerGroup:
     """One model's server pods as the policies select them."""
     model = plan.model
     if model.engine == "kserve":
@@ -37,10 +39,13 @@ def server_group(plan, has_bucket: bool) -> ServerGroup:
                        downloads=plan.load_from == "bucket")
 
 
-def network_policy_spec(stack: cfg.StackConfig, plans: Sequence) -> NetworkPolicySpec:
+def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> NetworkPolicySpec:
     """The paths this stack's pods need, from the config and the per-model plans."""
     entrance = stack.exposure.entrance
-    kind, controller, proxies, checks = "none", None, (), ()
+    kind: Entrance = "none"
+    controller: str | None = None
+    proxies: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
     if entrance is not None:
         impl = implementation_for(stack.cloud.value, stack.creates_cluster, entrance)
         if impl.name == "agentgateway":

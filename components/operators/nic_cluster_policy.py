@@ -112,8 +112,9 @@ def nic_cluster_policy_spec(
             # From the one table: a resolved digest goes in `version`, which the operator joins as
             # `repository/image@sha256:...` (imagePath in pkg/render/render.go:106-112 at v26.4.1).
             entry = images.IMAGES[key]
+            digest = entry.digest.value  # None while unresolved
             return {"image": name, "repository": entry.repository.rpartition("/")[0],
-                    "version": entry.digest.value if entry.resolved else entry.tag}
+                    "version": digest if digest is not None else entry.tag}
         return {"image": name, "repository": IMAGE_REPOSITORY, "version": tag}
 
     return {

@@ -55,13 +55,19 @@ NfdOwner = Literal["gpu-operator", "network-operator"]
 class Placement(Protocol):
     """The fields of `components.cluster.interface.GpuPlacement` the values depend on."""
 
-    pool: str
-    node_labels: dict[str, str]
-    taint_key: str
-    taint_effect: str
-    gpus_per_node: int
-    max_nodes: int
-
+    # Read-only members: GpuPlacement is a frozen dataclass, and the values only read it.
+    @property
+    def pool(self) -> str: ...
+    @property
+    def node_labels(self) -> dict[str, str]: ...
+    @property
+    def taint_key(self) -> str: ...
+    @property
+    def taint_effect(self) -> str: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def max_nodes(self) -> int: ...
     @property
     def toleration(self) -> dict[str, str]: ...
 
@@ -127,8 +133,9 @@ def operand_image(key: str) -> dict[str, str]:
     `version` when it is known (the operator then pulls `repository/image@sha256:...`), else the tag."""
     entry = images.IMAGES[key]
     repository, _, image = entry.repository.rpartition("/")
+    digest = entry.digest.value  # None while unresolved
     return {"repository": repository, "image": image,
-            "version": entry.digest.value if entry.resolved else entry.tag}
+            "version": digest if digest is not None else entry.tag}
 
 
 def device_plugin_time_slicing_config(replicas: int, mig_strategy: str) -> str:

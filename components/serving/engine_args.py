@@ -16,6 +16,7 @@ from typing import Any
 
 from common import contract
 from components.serving import probes
+from planner.plan import ModelPlan
 
 SERVE_COMMAND = ["vllm", "serve"]
 # A chat template from the stack config is mounted from a ConfigMap at this path.
@@ -46,7 +47,7 @@ def api_key_args(rotating: bool) -> list[str]:
     return ["--api-key", f"$({API_KEY_ENV})", f"$({API_KEY_NEXT_ENV})"]
 
 
-def serve_args(plan: Any, *, weights_uri: Any = None, model_dir: str | None = None,
+def serve_args(plan: ModelPlan, *, weights_uri: Any = None, model_dir: str | None = None,
                port: int = contract.SERVER_PORT) -> list[Any]:
     """Arguments after `vllm serve` for this plan.
 
@@ -71,7 +72,7 @@ def serve_args(plan: Any, *, weights_uri: Any = None, model_dir: str | None = No
     return args
 
 
-def engine_args(plan: Any) -> list[str]:
+def engine_args(plan: ModelPlan) -> list[str]:
     """The engine flags sizing decided (`--flag value` pairs and switches)."""
     model = plan.model
     args: list[str] = ["--max-model-len", str(plan.max_model_len)]
@@ -98,7 +99,7 @@ def engine_args(plan: Any) -> list[str]:
     return args
 
 
-def lora_args(plan: Any) -> list[str]:
+def lora_args(plan: ModelPlan) -> list[str]:
     """LoRA flags from the plan (planner/lora.py derived them from the adapters' adapter_config.json).
 
     Each adapter is one `--lora-modules name=path` argument (vLLM 0.32's LoRAParserAction takes
@@ -116,16 +117,16 @@ def lora_args(plan: Any) -> list[str]:
     return args
 
 
-def command_line(plan: Any, *, weights_uri: Any = None) -> list[Any]:
+def command_line(plan: ModelPlan, *, weights_uri: Any = None) -> list[Any]:
     return [*SERVE_COMMAND, *serve_args(plan, weights_uri=weights_uri)]
 
 
-def needs_chat_template_file(plan: Any) -> bool:
+def needs_chat_template_file(plan: ModelPlan) -> bool:
     """A configured chat template is used only when the model ships none."""
     return bool(plan.model.chatTemplate) and plan.metadata.has_chat_template is False
 
 
-def plan_warnings(plan: Any) -> list[str]:
+def plan_warnings(plan: ModelPlan) -> list[str]:
     """Things that deploy fine but a user will trip over; shown in the plan and stack outputs."""
     key = f"models[{plan.index}]"
     warnings: list[str] = []

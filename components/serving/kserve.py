@@ -32,6 +32,7 @@ Either way the weights are at /mnt/models in the model container, which `vllm se
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from typing import Any, Literal, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract, images, pod_security
+from common import contract, gpus, images, pod_security
 from common.alerting import RUNBOOK_DOC
 from common.engine import VLLM_VERSION
 from common.facts import Fact
@@ -50,6 +51,7 @@ from components.cluster.interface import GpuPlacement, ModelBucket
 from components.serving import engine_args as vllm_args
 from components.serving import alerts, api_key, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import resources as server_resources
+from planner.plan import ModelPlan
 
 # --- KServe v0.20 names, pinned ---------------------------------------------------------------
 
@@ -123,11 +125,11 @@ class KServeConfigError(ValueError):
 # --- pure shaping (no resources), shared with the tests ---------------------------------------
 
 
-def runtime_name(plan: Any) -> str:
+def runtime_name(plan: ModelPlan) -> str:
     return f"{plan.served_name}{RUNTIME_SUFFIX}"
 
 
-def model_args(plan: Any, rotating: bool = False) -> list[str]:
+def model_args(plan: ModelPlan, rotating: bool = False) -> list[str]:
     """The whole `vllm serve` command line after the command: the vLLM path's, on KServe's model
     dir and port (served name, engine flags, drain, host/port), plus both keys while rotating."""
     return [*vllm_args.serve_args(plan, model_dir=KSERVE_MODEL_DIR, port=HTTP_PORT),
@@ -144,7 +146,7 @@ def hf_uri_regex(repo: str, revision: str) -> str:
     return "^" + re.escape(hf_uri(repo, revision)).replace("\\/", "/").replace("\\:", ":") + "$"
 
 
-def probe_specs(plan: Any) -> dict[str, dict[str, Any]]:
+def probe_specs(plan: ModelPlan) -> dict[str, dict[str, Any]]:
     """The vLLM path's probes (numbers and vLLM's /health) on the runtime's port.
 
     `vllm serve` answers HTTP only once the engine is built, /health turns 503 when the engine
@@ -160,7 +162,7 @@ def probe_specs(plan: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def check_servable(plan: Any) -> None:
+def check_servable(plan: ModelPlan) -> None:
     key = f"models[{plan.index}]"
     if plan.nodes_per_replica > 1:
         raise KServeConfigError(
@@ -173,7 +175,7 @@ def check_servable(plan: Any) -> None:
 
 @dataclass
 class KServeModelArgs:
-    plan: Any  # planner.plan.ModelPlan
+    plan: ModelPlan
     placement: GpuPlacement
     namespace: str
     crds: CrdSources
@@ -188,7 +190,7 @@ class KServeModelArgs:
     """ServiceAccount bound to the bucket's reader identity; the storage initializer runs as it."""
     hf_token: Optional[pulumi.Input[str]] = None
     """A secret Output; needed for gated models with storage hf."""
-    machine: Any = None
+    machine: Optional[gpus.CloudMachine] = None
     """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
     canary_baseline_revision: Optional[str] = None
     """The commit now serving. With canaryTrafficPercent it keeps serving while `plan.revision` runs as a canary."""
@@ -241,7 +243,7 @@ def target(name: str, args: KServeModelArgs) -> targets.Target:
     )
 
 
-def pod_labels(plan: Any) -> dict[str, str]:
+def pod_labels(plan: ModelPlan) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "vllm",
         "app.kubernetes.io/instance": plan.served_name,
@@ -252,7 +254,7 @@ def pod_labels(plan: Any) -> dict[str, str]:
     }
 
 
-def annotations(plan: Any) -> dict[str, str]:
+def workload_annotations(plan: ModelPlan) -> dict[str, str]:
     return {
         # The policy pack compares the startup probe against this estimate.
         contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
@@ -261,7 +263,7 @@ def annotations(plan: Any) -> dict[str, str]:
     }
 
 
-def autoscaler_class(plan: Any) -> str:
+def autoscaler_class(plan: ModelPlan) -> str:
     a = plan.model.autoscaling
     if not a.enabled:
         # none: KServe creates no autoscaler and pins the Deployment to minReplicas.
@@ -277,7 +279,7 @@ def downloads_weights(args: "KServeModelArgs") -> bool:
     return args.storage == "hf" or args.bucket is not None
 
 
-def predictor_resources(plan: Any, resources: server_resources.PodResources, *, downloads: bool) -> dict[str, Any]:
+def predictor_resources(plan: ModelPlan, resources: server_resources.PodResources, *, downloads: bool) -> dict[str, Any]:
     """The model container's requests and limits: the vLLM path's (GPU limits == requests, no CPU
     limit, since throttling stalls the engine loop). The program's runtime container carries the
     same CPU and memory (`serving_runtime`), so KServe's merge leaves these as they are and adds no
@@ -292,7 +294,7 @@ def predictor_resources(plan: Any, resources: server_resources.PodResources, *, 
     return req
 
 
-def serving_runtime(plan: Any, namespace: str, image: str, resources: dict[str, Any]) -> dict[str, Any]:
+def serving_runtime(plan: ModelPlan, namespace: str, image: str, resources: dict[str, Any]) -> dict[str, Any]:
     """The model's ServingRuntime: the pinned vLLM image running `vllm serve`.
 
     The command line, key, environment and GPUs are on the InferenceService's model container,
@@ -362,7 +364,7 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
         "model": model,
         "labels": pod_labels(plan) if not canary else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
         # The predictor's annotations go on its pods; Karpenter must not take a serving pod's node.
-        "annotations": {**annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true",
+        "annotations": {**workload_annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true",
                         **({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"} if args.allow_unauthenticated else {})},
         "nodeSelector": args.placement.node_selector,
         "tolerations": args.placement.tolerations,
@@ -406,16 +408,17 @@ def inference_service_spec(name: str, args: KServeModelArgs,
     plan = args.plan
     percent = plan.model.canaryTrafficPercent
     baseline = args.canary_baseline_revision
-    common = {"storage_container": storage_container, "api_key_secret": api_key_secret}
+    predictor = functools.partial(predictor_spec, name, args, storage_container=storage_container,
+                                  api_key_secret=api_key_secret)
     if percent is not None and baseline and baseline != plan.revision:
         # v0.20 Standard mode: predictor.canaryTrafficPercent is read only by the Knative
         # reconciler; the raw-mode canary is spec.canary[] (a second, named predictor Deployment
         # taking trafficPercent), validated by inference_service_validation.go validateCanarySpecs.
-        stable = predictor_spec(name, args, storage_uri(args, baseline), **common)
+        stable = predictor(storage_uri(args, baseline))
         stable["labels"] = {**stable["labels"], contract.LABEL_REVISION: baseline}
-        canary = predictor_spec(name, args, storage_uri(args, plan.revision), canary=True, **common)
+        canary = predictor(storage_uri(args, plan.revision), canary=True)
         return {"predictor": stable, "canary": [{"predictor": canary, "trafficPercent": percent}]}
-    return {"predictor": predictor_spec(name, args, storage_uri(args, plan.revision), **common)}
+    return {"predictor": predictor(storage_uri(args, plan.revision))}
 
 
 def canary_warnings(args: KServeModelArgs) -> list[str]:
@@ -534,7 +537,7 @@ class KServeModel(pulumi.ComponentResource):
             "namespace": args.namespace,
             "labels": pod_labels(plan),
             "annotations": {
-                **annotations(plan),
+                **workload_annotations(plan),
                 DEPLOYMENT_MODE_ANNOTATION: STANDARD_MODE,
                 AUTOSCALER_CLASS_ANNOTATION: autoscaler_class(plan),
                 # `pulumi up` waits for the predictor to serve; without it the InferenceService

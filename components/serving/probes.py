@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from planner.plan import PROBE_PERIOD_SECONDS
+from planner.plan import PROBE_PERIOD_SECONDS, ModelPlan
 
 HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
@@ -62,14 +62,7 @@ MAX_DRAIN_SECONDS = 600
 EXIT_SECONDS = 30
 
 
-class _PlanLike(Protocol):
-    max_model_len: int
-
-    @property
-    def startup_budget_seconds(self) -> int: ...
-
-
-def drain_seconds(plan: _PlanLike) -> int:
+def drain_seconds(plan: ModelPlan) -> int:
     """Seconds vLLM waits for in-flight requests after SIGTERM (its --shutdown-timeout)."""
     need = math.ceil(plan.max_model_len / CONSERVATIVE_STREAM_TOKENS_PER_SECOND)
     return int(min(MAX_DRAIN_SECONDS, max(MIN_DRAIN_SECONDS, need)))
@@ -125,7 +118,7 @@ class ProbePlan:
         return {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}}
 
 
-def probe_plan(plan: Any) -> ProbePlan:
+def probe_plan(plan: ModelPlan) -> ProbePlan:
     """The probe numbers for one model's server (the startup budget is the plan's)."""
     period = PROBE_PERIOD_SECONDS
     failures = math.ceil(plan.startup_budget_seconds / period)

@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from common.gpus import CloudMachine
+from planner.plan import ModelPlan
+
 GIB = 1024**3
 
 # Host memory a pod needs besides the weights: Python, tokenizer, CUDA contexts and pinned
@@ -62,12 +65,12 @@ class PodResources:
         }
 
 
-def weights_gib_per_pod(plan: Any) -> float:
+def weights_gib_per_pod(plan: ModelPlan) -> float:
     """Each pod of a multi-node replica loads only its pipeline stage's share of the weights."""
     return plan.weights_bytes / GIB / plan.nodes_per_replica
 
 
-def pod_resources(plan: Any, machine: Any | None) -> PodResources:
+def pod_resources(plan: ModelPlan, machine: CloudMachine | None) -> PodResources:
     """Requests and limits for one server pod; `machine` is the pool's catalog machine or None."""
     gpus = plan.gpus_per_pod
     weights = weights_gib_per_pod(plan)
@@ -94,7 +97,7 @@ def pod_resources(plan: Any, machine: Any | None) -> PodResources:
     return PodResources(gpus, cpus, request, limit, shm, capped)
 
 
-def update_strategy(plan: Any, configured: UpdateStrategy = "auto") -> str:
+def update_strategy(plan: ModelPlan, configured: UpdateStrategy = "auto") -> str:
     """RollingUpdate (surge one replica, never below the serving replicas) or Recreate.
 
     auto: RollingUpdate when the pool can hold one replica of this model more than every model on it

@@ -24,6 +24,7 @@ from typing import Any
 
 from common import engine_metrics as m
 from components.serving.targets import Target
+from stack_config.models import AutoscalingConfig
 
 # The HPA caps stabilization windows and policy periods (autoscaling/v2 validation).
 HPA_MAX_WINDOW_SECONDS = 3600
@@ -55,8 +56,8 @@ class ScalingTargets:
         return {QUEUE.key: self.queue, KV_CACHE.key: self.kv_cache}[signal.key]
 
     @classmethod
-    def of_model(cls, autoscaling: Any) -> "ScalingTargets":
-        """From a model's `autoscaling` section (stack_config.models.AutoscalingConfig)."""
+    def of_model(cls, autoscaling: AutoscalingConfig) -> "ScalingTargets":
+        """From a model's `autoscaling` section."""
         return cls(queue=autoscaling.queueThreshold, kv_cache=autoscaling.kvCacheThreshold)
 
 

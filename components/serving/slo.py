@@ -25,6 +25,7 @@ from typing import Any
 from common import engine_metrics as m
 from common.alerting import BURN_WINDOWS, PAGE, TICKET, AlertRouting, BurnWindow, alert_rule, burn_threshold
 from components.serving.targets import Target
+from stack_config.models import SloConfig
 
 # Every window a rule or dashboard reads: each pair's long and short window.
 RECORDED_WINDOWS: tuple[str, ...] = tuple(dict.fromkeys(w for b in BURN_WINDOWS for w in (b.short, b.long)))
@@ -54,8 +55,8 @@ TTFT = "ttft"
 ITL = "itl"
 
 
-def latency_slos(config: Any) -> list[LatencySlo]:
-    """The model's SLOs from its `slo` config section (stack_config.models.SloConfig); [] when off."""
+def latency_slos(config: SloConfig) -> list[LatencySlo]:
+    """The model's SLOs from its `slo` config section; [] when off."""
     if not config.enabled:
         return []
     ttft, itl = config.timeToFirstToken, config.interTokenLatency

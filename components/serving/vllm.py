@@ -23,7 +23,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract, images, pod_security
+from common import contract, gpus, images, pod_security
 from common.alerting import RUNBOOK_DOC
 from common.engine import VLLM_VERSION
 from components.addons import leader_worker_set
@@ -33,6 +33,7 @@ from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
 from components.serving import alerts, api_key, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import engine_args as vllm_args
 from components.serving import resources as server_resources
+from planner.plan import ModelPlan
 
 CONTAINER_NAME = targets.SERVER_CONTAINER
 COMPONENT_SERVER = "vllm-server"
@@ -93,14 +94,14 @@ class GatewayExposure:
 
 @dataclass
 class VllmServerArgs:
-    plan: Any  # planner.plan.ModelPlan
+    plan: ModelPlan
     placement: GpuPlacement
     namespace: str
     storage: ServerStorage
     crds: CrdSources
     """Where each custom resource kind comes from (components/addons): every LeaderWorkerSet,
     HTTPRoute, ServiceMonitor, PrometheusRule and ScaledObject waits for it."""
-    machine: Any = None
+    machine: Optional[gpus.CloudMachine] = None
     """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
     api_key: Optional[pulumi.Input[str]] = None
     """The API key (a Pulumi secret); stored in a Secret and read by vLLM from VLLM_API_KEY."""
@@ -124,7 +125,7 @@ class VllmServerArgs:
     """The Network Operator's RDMA devices and network; used only by replicas that span nodes."""
 
 
-def _labels(plan: Any, component: str) -> dict[str, str]:
+def _labels(plan: ModelPlan, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "vllm",
         "app.kubernetes.io/instance": plan.served_name,
@@ -134,12 +135,12 @@ def _labels(plan: Any, component: str) -> dict[str, str]:
     }
 
 
-def selector_labels(plan: Any, component: str = COMPONENT_SERVER) -> dict[str, str]:
+def selector_labels(plan: ModelPlan, component: str = COMPONENT_SERVER) -> dict[str, str]:
     # Immutable selectors: model and role only, never the revision (a new revision is a rollout).
     return {contract.LABEL_MODEL: plan.served_name, contract.LABEL_COMPONENT: component}
 
 
-def workload_annotations(plan: Any) -> dict[str, str]:
+def workload_annotations(plan: ModelPlan) -> dict[str, str]:
     return {
         contract.ANNOTATION_LOAD_SECONDS: str(round(plan.load_seconds)),
         contract.ANNOTATION_REPO: plan.repo,
@@ -147,14 +148,14 @@ def workload_annotations(plan: Any) -> dict[str, str]:
     }
 
 
-def rollout_deadline_seconds(plan: Any) -> int:
+def rollout_deadline_seconds(plan: ModelPlan) -> int:
     """The plan's rollout deadline (planner/plan.py decides it): the Deployment's
     progressDeadlineSeconds, including a node's provisioning when the pool may have to grow for the
     pods; `pulumi up` waits `plan.server_wait_seconds`, a minute longer."""
     return plan.rollout_deadline_seconds
 
 
-def api_service_name(plan: Any) -> str:
+def api_service_name(plan: ModelPlan) -> str:
     return f"{plan.served_name}{API_SERVICE_SUFFIX}"
 
 
@@ -449,7 +450,7 @@ def pod_disruption_budget_manifest(name: str, args: VllmServerArgs) -> dict[str,
 ROUTED_PATHS = ("/v1", probes.HEALTH_PATH)
 
 
-def route_prefix(plan: Any) -> str:
+def route_prefix(plan: ModelPlan) -> str:
     """Every model shares the Gateway and hostname; its served name in the path tells them apart."""
     return f"/{plan.served_name}"
 

@@ -302,7 +302,9 @@ class Verification(pulumi.ComponentResource):
             data=data,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for), delete_before_replace=True),
         )
-        secrets = [(env, t.api_key_secret) for env, t in zip(key_envs, args.targets) if env is not None]
+        # A target has an env name exactly when it has a key; the second test says so to the checker.
+        secrets = [(env, t.api_key_secret) for env, t in zip(key_envs, args.targets)
+                   if env is not None and t.api_key_secret is not None]
         deadline = deadline_seconds(plans)
         wait = deadline + PULUMI_WAIT_MARGIN_SECONDS
         self.job = k8s.batch.v1.Job(

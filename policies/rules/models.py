@@ -93,9 +93,9 @@ def model_revision_pinned(obj: dict, config: dict) -> list[Finding]:
         spec = as_dict(obj.get("spec"))
         for where, comp in kserve_components(spec):
             uri = as_str(comp.get("storageUri"))
-            problem = hf_uri_problem(uri) if uri and uri.startswith("hf://") else None
-            if problem:
-                out.append(Finding(f"{w.ref}: {where} {problem}; pin the 40-hex commit sha "
+            uri_problem = hf_uri_problem(uri) if uri and uri.startswith("hf://") else None
+            if uri_problem:
+                out.append(Finding(f"{w.ref}: {where} {uri_problem}; pin the 40-hex commit sha "
                                    f"('hf://org/model:<sha>').", None))
     return out
 

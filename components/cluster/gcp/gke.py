@@ -525,7 +525,7 @@ class GkeCluster(pulumi.ComponentResource):
         )
         self.rwx_storage_class = args.rwx_storage_class
         # GKE's default class (standard-rwo, Persistent Disk) fits a staging volume.
-        self.staging_storage_class = None
+        self.staging_storage_class: str | None = None
         self.platform = platform_summary(args)
         self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
 
@@ -585,6 +585,7 @@ def platform_summary(args: GkeClusterArgs) -> dict:
 def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
     """GkeCluster from the validated stack config."""
     location = stack.region
+    assert location is not None  # None only for an existing cluster
     project: pulumi.Input[str] = stack.cluster.gcpProject or gcp.organizations.get_client_config_output().project
     source = f"Pulumi.{stack_name}.yaml: "
     specs = []

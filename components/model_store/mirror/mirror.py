@@ -37,6 +37,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +115,7 @@ def size_tree(root: Path, paths: list[str]) -> dict[str, Actual]:
 def _presence_or_size_problem(path: str, want: Expected | None, got: Actual | None) -> str | None:
     """A missing, stray or resized file, in the words both comparisons use."""
     if got is None:
+        assert want is not None  # every path compared comes from one of the two tables
         return f"{path}: missing (expected {want.size} bytes)"
     if want is None:
         return f"{path}: unexpected file, not part of the revision"
@@ -128,7 +130,7 @@ def compare_sizes(expected: dict[str, Expected], actual: dict[str, Actual]) -> l
     return [problem for problem in found if problem]
 
 
-def hash_tree(root: Path, paths: list[str], git_blob_for: set[str] = frozenset()) -> dict[str, Actual]:
+def hash_tree(root: Path, paths: list[str], git_blob_for: Set[str] = frozenset()) -> dict[str, Actual]:
     with ThreadPoolExecutor(max_workers=HASH_WORKERS) as pool:
         results = pool.map(lambda p: (p, hash_file(root / p, p in git_blob_for)), paths)
         return dict(results)
@@ -142,7 +144,9 @@ def compare(expected: dict[str, Expected], actual: dict[str, Actual]) -> list[st
         presence_or_size = _presence_or_size_problem(path, want, got)
         if presence_or_size:
             problems.append(presence_or_size)
-        elif want.sha256 is not None and got.sha256 != want.sha256:
+            continue
+        assert want is not None and got is not None  # no presence problem: both tables have the file
+        if want.sha256 is not None and got.sha256 != want.sha256:
             problems.append(f"{path}: sha256 mismatch: expected {want.sha256}, found {got.sha256}")
         elif want.sha256 is None and want.git_blob_sha1 is not None and got.git_blob_sha1 != want.git_blob_sha1:
             problems.append(f"{path}: git blob id mismatch: expected {want.git_blob_sha1}, found {got.git_blob_sha1}")
@@ -227,7 +231,7 @@ def fileset_problems(expected: dict[str, Expected]) -> list[str]:
     return []
 
 
-def index_problems(local_dir: Path, actual: dict[str, object]) -> list[str]:
+def index_problems(local_dir: Path, actual: Mapping[str, object]) -> list[str]:
     """Every shard the safetensors index names must have been mirrored (not filtered out by a glob)."""
     if INDEX_NAME not in actual:
         return []
