@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from offline_plan.mock_runtime import PROJECT, evaluate, stack_file_config  # noqa: E402
+from offline_plan.mock_runtime import PROJECT, evaluate, stack_file_config
 
 
 def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], list[str]]:
@@ -32,7 +32,9 @@ def many_models_config(n: int, stack: str = "prod") -> tuple[dict[str, str], lis
     many = []
     for i in range(n):
         model = copy.deepcopy(models[i % len(models)])
-        model["name"] = f"m{i}-{model.get('name') or model['repo'].split('/')[-1].lower().replace('.', '-')}"[:63].rstrip("-")
+        model["name"] = f"m{i}-{model.get('name') or model['repo'].split('/')[-1].lower().replace('.', '-')}"[
+            :63
+        ].rstrip("-")
         model.pop("replicas", None)
         if i >= len(models):
             model["aliases"] = [f"{alias}-copy{i}" for alias in model.get("aliases", [])]
@@ -66,10 +68,14 @@ def main() -> int:
         evaluation = evaluate(args.stack, config, secret_keys)
         times.append(time.perf_counter() - start)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{args.models} models, stack {args.stack}: {len(evaluation.resources)} resources, "
-          f"{len(evaluation.kubernetes_objects)} Kubernetes objects")
-    print(f"evaluation wall time over {args.repeat} runs: min {min(times):.2f} s, "
-          f"median {statistics.median(times):.2f} s, max {max(times):.2f} s; peak RSS {peak_mib:.0f} MiB")
+    print(
+        f"{args.models} models, stack {args.stack}: {len(evaluation.resources)} resources, "
+        f"{len(evaluation.kubernetes_objects)} Kubernetes objects"
+    )
+    print(
+        f"evaluation wall time over {args.repeat} runs: min {min(times):.2f} s, "
+        f"median {statistics.median(times):.2f} s, max {max(times):.2f} s; peak RSS {peak_mib:.0f} MiB"
+    )
     return 0
 
 

@@ -41,8 +41,9 @@ def runbook_link(runbook_url: str, alert: str) -> str:
     return f"{runbook_url}#{runbook_anchor(alert)}"
 
 
-def alert_rule(name: str, expr: str, *, severity: str, for_: str, summary: str, description: str,
-               routing: AlertRouting) -> dict[str, Any]:
+def alert_rule(
+    name: str, expr: str, *, severity: str, for_: str, summary: str, description: str, routing: AlertRouting
+) -> dict[str, Any]:
     """A Prometheus alerting rule (PrometheusRule `spec.groups[].rules[]` entry)."""
     if severity not in SEVERITIES:
         raise ValueError(f"alert {name}: severity {severity!r} is not one of {SEVERITIES}")

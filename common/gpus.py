@@ -108,47 +108,78 @@ CATALOG: dict[str, Gpu] = {
             # On AWS (Linux-5.15.0-1067-aws, driver 535.161.07), the g5 machines below. An NVIDIA A10,
             # a different card, reads 22.06 GiB (vllm-project/vllm#928), and a vLLM CI log on an
             # unnamed GPU 22.05 GiB (vllm-project/vllm#20214); neither is an A10G.
-            "A10G", 21.99, 600, (8, 6),
-            cuda_total_source=("https://github.com/vllm-project/vllm/issues/8073 (\"GPU 0 has a total capacity of "
-                               "21.99 GiB\", collect_env: \"GPU 0: NVIDIA A10G\")"),
+            "A10G",
+            21.99,
+            600,
+            (8, 6),
+            cuda_total_source=(
+                'https://github.com/vllm-project/vllm/issues/8073 ("GPU 0 has a total capacity of '
+                '21.99 GiB", collect_env: "GPU 0: NVIDIA A10G")'
+            ),
             aws=(
-                _m("g5.xlarge", 1, 4, 16, 250), _m("g5.2xlarge", 1, 8, 32, 450),
-                _m("g5.4xlarge", 1, 16, 64, 600), _m("g5.8xlarge", 1, 32, 128, 900),
-                _m("g5.16xlarge", 1, 64, 256, 1900), _m("g5.12xlarge", 4, 48, 192, 3800),
-                _m("g5.24xlarge", 4, 96, 384, 3800), _m("g5.48xlarge", 8, 192, 768, 7600),
+                _m("g5.xlarge", 1, 4, 16, 250),
+                _m("g5.2xlarge", 1, 8, 32, 450),
+                _m("g5.4xlarge", 1, 16, 64, 600),
+                _m("g5.8xlarge", 1, 32, 128, 900),
+                _m("g5.16xlarge", 1, 64, 256, 1900),
+                _m("g5.12xlarge", 4, 48, 192, 3800),
+                _m("g5.24xlarge", 4, 96, 384, 3800),
+                _m("g5.48xlarge", 8, 192, 768, 7600),
             ),
         ),
         Gpu(
             # "GPU 0 has a total capacity of 21.96 GiB" with "GPU 0: NVIDIA L4" (4 x L4 on AWS,
             # driver 535.183.01). A vLLM CI log on an unnamed 22.05 GiB GPU suggests the figure moves
             # by ~0.1 GiB with the driver; the smaller one is kept.
-            "L4", 21.96, 300, (8, 9),
-            cuda_total_source=("https://github.com/vllm-project/vllm/issues/12539 (\"GPU 0 has a total capacity of "
-                               "21.96 GiB\", collect_env: \"GPU 0: NVIDIA L4\")"),
+            "L4",
+            21.96,
+            300,
+            (8, 9),
+            cuda_total_source=(
+                'https://github.com/vllm-project/vllm/issues/12539 ("GPU 0 has a total capacity of '
+                '21.96 GiB", collect_env: "GPU 0: NVIDIA L4")'
+            ),
             aws=(
-                _m("g6.xlarge", 1, 4, 16, 250), _m("g6.2xlarge", 1, 8, 32, 450),
-                _m("g6.4xlarge", 1, 16, 64, 600), _m("g6.8xlarge", 1, 32, 128, 900),
-                _m("g6.16xlarge", 1, 64, 256, 1880), _m("g6.12xlarge", 4, 48, 192, 3760),
-                _m("g6.24xlarge", 4, 96, 384, 3760), _m("g6.48xlarge", 8, 192, 768, 7520),
+                _m("g6.xlarge", 1, 4, 16, 250),
+                _m("g6.2xlarge", 1, 8, 32, 450),
+                _m("g6.4xlarge", 1, 16, 64, 600),
+                _m("g6.8xlarge", 1, 32, 128, 900),
+                _m("g6.16xlarge", 1, 64, 256, 1880),
+                _m("g6.12xlarge", 4, 48, 192, 3760),
+                _m("g6.24xlarge", 4, 96, 384, 3760),
+                _m("g6.48xlarge", 8, 192, 768, 7520),
             ),
             gcp_accelerator="nvidia-l4",
             gcp=(
-                _m("g2-standard-4", 1, 4, 16, 375), _m("g2-standard-8", 1, 8, 32, 375),
-                _m("g2-standard-12", 1, 12, 48, 375), _m("g2-standard-16", 1, 16, 64, 375),
-                _m("g2-standard-32", 1, 32, 128, 375), _m("g2-standard-24", 2, 24, 96, 750),
-                _m("g2-standard-48", 4, 48, 192, 1500), _m("g2-standard-96", 8, 96, 384, 3000),
+                _m("g2-standard-4", 1, 4, 16, 375),
+                _m("g2-standard-8", 1, 8, 32, 375),
+                _m("g2-standard-12", 1, 12, 48, 375),
+                _m("g2-standard-16", 1, 16, 64, 375),
+                _m("g2-standard-32", 1, 32, 128, 375),
+                _m("g2-standard-24", 2, 24, 96, 750),
+                _m("g2-standard-48", 4, 48, 192, 1500),
+                _m("g2-standard-96", 8, 96, 384, 3000),
             ),
         ),
         Gpu(
-            "L40S", 44.42, 864, (8, 9),
-            cuda_total_source=("https://github.com/tim-roethig/ai-platform/blob/7c54612e18653a2d2ccc125072c093010d89691b/"
-                               "platform/benchmarks/qwen3_235b_on_8xl40s.md (\"Free memory on device (43.93/44.42 GiB)\", "
-                               "nvidia-smi in the same file: NVIDIA L40S)"),
+            "L40S",
+            44.42,
+            864,
+            (8, 9),
+            cuda_total_source=(
+                "https://github.com/tim-roethig/ai-platform/blob/7c54612e18653a2d2ccc125072c093010d89691b/"
+                'platform/benchmarks/qwen3_235b_on_8xl40s.md ("Free memory on device (43.93/44.42 GiB)", '
+                "nvidia-smi in the same file: NVIDIA L40S)"
+            ),
             aws=(
-                _m("g6e.xlarge", 1, 4, 32, 250), _m("g6e.2xlarge", 1, 8, 64, 450),
-                _m("g6e.4xlarge", 1, 16, 128, 600), _m("g6e.8xlarge", 1, 32, 256, 900),
-                _m("g6e.16xlarge", 1, 64, 512, 1900), _m("g6e.12xlarge", 4, 48, 384, 3800),
-                _m("g6e.24xlarge", 4, 96, 768, 3800), _m("g6e.48xlarge", 8, 192, 1536, 7600),
+                _m("g6e.xlarge", 1, 4, 32, 250),
+                _m("g6e.2xlarge", 1, 8, 64, 450),
+                _m("g6e.4xlarge", 1, 16, 128, 600),
+                _m("g6e.8xlarge", 1, 32, 256, 900),
+                _m("g6e.16xlarge", 1, 64, 512, 1900),
+                _m("g6e.12xlarge", 4, 48, 384, 3800),
+                _m("g6e.24xlarge", 4, 96, 768, 3800),
+                _m("g6e.48xlarge", 8, 192, 1536, 7600),
             ),
         ),
         Gpu(
@@ -156,44 +187,68 @@ CATALOG: dict[str, Gpu] = {
             # whose global-memory total is the figure torch.cuda.mem_get_info()[1] reports:
             # 42298834944 bytes / 1024**3 = 39.394 GiB. Logs that do not name their GPU also show
             # 39.49 and 39.56 GiB (other SKUs or drivers, perhaps); the SXM4 figure is kept.
-            "A100-40GB", 39.39, 1555, (8, 0), multi_gpu_interconnect="nvswitch",
-            cuda_total_source=("https://github.com/bottlerocket-os/bottlerocket/pull/3873 (deviceQuery: "
-                               "\"Device 2: \\\"NVIDIA A100-SXM4-40GB\\\"\", \"Total amount of global memory: "
-                               "40339 MBytes (42298834944 bytes)\" = 39.39 GiB)"),
+            "A100-40GB",
+            39.39,
+            1555,
+            (8, 0),
+            multi_gpu_interconnect="nvswitch",
+            cuda_total_source=(
+                "https://github.com/bottlerocket-os/bottlerocket/pull/3873 (deviceQuery: "
+                '"Device 2: \\"NVIDIA A100-SXM4-40GB\\"", "Total amount of global memory: '
+                '40339 MBytes (42298834944 bytes)" = 39.39 GiB)'
+            ),
             aws=(_m("p4d.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-tesla-a100",
             gcp=(
-                _m("a2-highgpu-1g", 1, 12, 85, 375), _m("a2-highgpu-2g", 2, 24, 170, 375),
-                _m("a2-highgpu-4g", 4, 48, 340, 375), _m("a2-highgpu-8g", 8, 96, 680, 375),
+                _m("a2-highgpu-1g", 1, 12, 85, 375),
+                _m("a2-highgpu-2g", 2, 24, 170, 375),
+                _m("a2-highgpu-4g", 4, 48, 340, 375),
+                _m("a2-highgpu-8g", 8, 96, 680, 375),
                 _m("a2-megagpu-16g", 16, 96, 1360, 375),
             ),
         ),
         Gpu(
             # The SXM4 part that p4de and a2-ultragpu machines carry. 79.15 GiB also appears, in logs that
             # do not name their GPU (an A100 80GB PCIe, perhaps).
-            "A100-80GB", 79.25, 2039, (8, 0), multi_gpu_interconnect="nvswitch",
-            cuda_total_source=("https://github.com/LukeJYK/AutoScientists/blob/e3133549cf9561e4649b382f4f2e17e97e79cc6a/"
-                               "vllm.log (\"Free memory on device (78.84/79.25 GiB) on startup\", and the fused-MoE "
-                               "config path of the same log: device_name=NVIDIA_A100-SXM4-80GB)"),
+            "A100-80GB",
+            79.25,
+            2039,
+            (8, 0),
+            multi_gpu_interconnect="nvswitch",
+            cuda_total_source=(
+                "https://github.com/LukeJYK/AutoScientists/blob/e3133549cf9561e4649b382f4f2e17e97e79cc6a/"
+                'vllm.log ("Free memory on device (78.84/79.25 GiB) on startup", and the fused-MoE '
+                "config path of the same log: device_name=NVIDIA_A100-SXM4-80GB)"
+            ),
             aws=(_m("p4de.24xlarge", 8, 96, 1152, 8000, efa=True),),
             gcp_accelerator="nvidia-a100-80gb",
             gcp=(
-                _m("a2-ultragpu-1g", 1, 12, 170, 375), _m("a2-ultragpu-2g", 2, 24, 340, 750),
-                _m("a2-ultragpu-4g", 4, 48, 680, 1500), _m("a2-ultragpu-8g", 8, 96, 1360, 3000),
+                _m("a2-ultragpu-1g", 1, 12, 170, 375),
+                _m("a2-ultragpu-2g", 2, 24, 340, 750),
+                _m("a2-ultragpu-4g", 4, 48, 680, 1500),
+                _m("a2-ultragpu-8g", 8, 96, 1360, 3000),
             ),
         ),
         Gpu(
-            "H100-80GB", 79.19, 3350, (9, 0), multi_gpu_interconnect="nvswitch",
-            cuda_total_source=("https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/"
-                               "accuracy/results/v0.19.0/logs/ (\"worker init memory snapshot: ... total_memory=79.19GiB\")"),
+            "H100-80GB",
+            79.19,
+            3350,
+            (9, 0),
+            multi_gpu_interconnect="nvswitch",
+            cuda_total_source=(
+                "https://github.com/llm-d-incubation/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b/"
+                'accuracy/results/v0.19.0/logs/ ("worker init memory snapshot: ... total_memory=79.19GiB")'
+            ),
             aws=(
                 _m("p5.4xlarge", 1, 16, 256, 3800),
                 _m("p5.48xlarge", 8, 192, 2048, 30400, efa=True),
             ),
             gcp_accelerator="nvidia-h100-80gb",
             gcp=(
-                _m("a3-highgpu-1g", 1, 26, 234, 750), _m("a3-highgpu-2g", 2, 52, 468, 1500),
-                _m("a3-highgpu-4g", 4, 104, 936, 3000), _m("a3-highgpu-8g", 8, 208, 1872, 6000),
+                _m("a3-highgpu-1g", 1, 26, 234, 750),
+                _m("a3-highgpu-2g", 2, 52, 468, 1500),
+                _m("a3-highgpu-4g", 4, 104, 936, 3000),
+                _m("a3-highgpu-8g", 8, 208, 1872, 6000),
             ),
         ),
         Gpu(
@@ -203,11 +258,17 @@ CATALOG: dict[str, Gpu] = {
             # H200s. PyTorch OOM messages on other H200s read 139.81 GiB (another driver, perhaps),
             # and those found name no GPU or sit in files whose repository could not be identified;
             # as for the L4, the smaller figure is kept.
-            "H200", 139.80, 4800, (9, 0), multi_gpu_interconnect="nvswitch",
-            cuda_total_source=("https://github.com/faradawn/bench3/blob/64ae4f53eaf341cac03be15bf7b0e59960310486/"
-                               "logs/trtllm-serve-egine.log (\"free memory 122.65985107421875GiB of total memory "
-                               "139.80084228515625GiB\", \"device total memory 139.80 GiB\"; README.md of the same "
-                               "repository: \"**Hardware**: 2x H200 GPUs\")"),
+            "H200",
+            139.80,
+            4800,
+            (9, 0),
+            multi_gpu_interconnect="nvswitch",
+            cuda_total_source=(
+                "https://github.com/faradawn/bench3/blob/64ae4f53eaf341cac03be15bf7b0e59960310486/"
+                'logs/trtllm-serve-egine.log ("free memory 122.65985107421875GiB of total memory '
+                '139.80084228515625GiB", "device total memory 139.80 GiB"; README.md of the same '
+                'repository: "**Hardware**: 2x H200 GPUs")'
+            ),
             aws=(_m("p5en.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-h200-141gb",
             gcp=(_m("a3-ultragpu-8g", 8, 224, 2952, 12000),),
@@ -219,9 +280,15 @@ CATALOG: dict[str, Gpu] = {
             # 180 GB clouds advertise (both figures: huggingface/huggingface.js#1539), and a CUDA total
             # exceeds the advertised figure (H100: 79.19 GiB = 85.0 GB, sold as 80 GB). 178.36 GiB also
             # appears, in logs that do not name their GPU (another driver, perhaps).
-            "B200", 178.35, 8000, (10, 0), multi_gpu_interconnect="nvswitch",
-            cuda_total_source=("https://github.com/pytorch/ao/pull/4002 (\"=== Device 0: NVIDIA B200 ===\", "
-                               "\"Total Global Memory: 178.35 GB\", a GiB figure under a GB label)"),
+            "B200",
+            178.35,
+            8000,
+            (10, 0),
+            multi_gpu_interconnect="nvswitch",
+            cuda_total_source=(
+                'https://github.com/pytorch/ao/pull/4002 ("=== Device 0: NVIDIA B200 ===", '
+                '"Total Global Memory: 178.35 GB", a GiB figure under a GB label)'
+            ),
             aws=(_m("p6-b200.48xlarge", 8, 192, 2048, 30400, efa=True),),
             gcp_accelerator="nvidia-b200",
             gcp=(_m("a4-highgpu-8g", 8, 224, 3968, 12000),),
@@ -230,18 +297,29 @@ CATALOG: dict[str, Gpu] = {
             # For existing clusters (GCP's G4 machines carry it, but their GKE accelerator name was not
             # found, so no cloud machines are listed yet). Bandwidth: "approximately 1.8 TB/s"
             # (kubesimplify/website@c3935fb3 content/blog/bonsai-27b-rtx-pro-6000-dgx-spark.md).
-            "RTX-PRO-6000", 95.01, 1800, (12, 0),
-            cuda_total_source=("https://github.com/kubesimplify/website/blob/8b1d2a5c3e94d3fad7aebfef7cecfa10b6bcc21b/"
-                               "content/blog/running-a-single-llm-across-two-gpus-with-vllm.md (\"GPU 0: NVIDIA RTX PRO "
-                               "6000 Blackwell Server Edition 95.01 GiB sm_120\")"),
+            "RTX-PRO-6000",
+            95.01,
+            1800,
+            (12, 0),
+            cuda_total_source=(
+                "https://github.com/kubesimplify/website/blob/8b1d2a5c3e94d3fad7aebfef7cecfa10b6bcc21b/"
+                'content/blog/running-a-single-llm-across-two-gpus-with-vllm.md ("GPU 0: NVIDIA RTX PRO '
+                '6000 Blackwell Server Edition 95.01 GiB sm_120")'
+            ),
         ),
         Gpu(
             # DGX Spark, existing clusters only. The total moves with the host's own use of the
             # shared memory (121.63 GiB is reported on another box). 273 GB/s: same post as above.
-            "GB10", 121.69, 273, (12, 1), unified_memory=True,
-            cuda_total_source=("https://github.com/kubesimplify/website/blob/75e403657199c4aa151273e0cb816deccc75f23e/"
-                               "content/blog/qwen3-8-27b-on-dgx-spark.md (vLLM: \"Free memory 74.82/121.69 GiB is less "
-                               "than desired 0.8 utilization\")"),
+            "GB10",
+            121.69,
+            273,
+            (12, 1),
+            unified_memory=True,
+            cuda_total_source=(
+                "https://github.com/kubesimplify/website/blob/75e403657199c4aa151273e0cb816deccc75f23e/"
+                'content/blog/qwen3-8-27b-on-dgx-spark.md (vLLM: "Free memory 74.82/121.69 GiB is less '
+                'than desired 0.8 utilization")'
+            ),
         ),
     )
 }
@@ -256,9 +334,7 @@ def get_gpu(name: str) -> Gpu:
     try:
         return CATALOG[name]
     except KeyError:
-        raise UnknownGpuError(
-            f"unknown GPU {name!r}; known GPUs: {', '.join(CATALOG)}"
-        ) from None
+        raise UnknownGpuError(f"unknown GPU {name!r}; known GPUs: {', '.join(CATALOG)}") from None
 
 
 def find_machine(cloud: str, machine_type: str) -> tuple[Gpu, CloudMachine] | None:
@@ -316,19 +392,39 @@ def _mig_profiles(eighth_gib: float, *profiles: tuple[str, int, int]) -> dict[st
 
 MIG_PROFILES: dict[str, dict[str, MigProfile]] = {
     "A100-40GB": _mig_profiles(
-        4.75, ("1g.5gb", 1, 7), ("1g.10gb", 2, 4), ("2g.10gb", 2, 3), ("3g.20gb", 4, 2), ("4g.20gb", 4, 1),
+        4.75,
+        ("1g.5gb", 1, 7),
+        ("1g.10gb", 2, 4),
+        ("2g.10gb", 2, 3),
+        ("3g.20gb", 4, 2),
+        ("4g.20gb", 4, 1),
         ("7g.40gb", 8, 1),
     ),
     "A100-80GB": _mig_profiles(
-        9.31, ("1g.10gb", 1, 7), ("1g.20gb", 2, 4), ("2g.20gb", 2, 3), ("3g.40gb", 4, 2), ("4g.40gb", 4, 1),
+        9.31,
+        ("1g.10gb", 1, 7),
+        ("1g.20gb", 2, 4),
+        ("2g.20gb", 2, 3),
+        ("3g.40gb", 4, 2),
+        ("4g.40gb", 4, 1),
         ("7g.80gb", 8, 1),
     ),
     "H100-80GB": _mig_profiles(
-        9.62, ("1g.10gb", 1, 7), ("1g.20gb", 2, 4), ("2g.20gb", 2, 3), ("3g.40gb", 4, 2), ("4g.40gb", 4, 1),
+        9.62,
+        ("1g.10gb", 1, 7),
+        ("1g.20gb", 2, 4),
+        ("2g.20gb", 2, 3),
+        ("3g.40gb", 4, 2),
+        ("4g.40gb", 4, 1),
         ("7g.80gb", 8, 1),
     ),
     "H200": _mig_profiles(
-        16.00, ("1g.18gb", 1, 7), ("1g.35gb", 2, 4), ("2g.35gb", 2, 3), ("3g.71gb", 4, 2), ("4g.71gb", 4, 1),
+        16.00,
+        ("1g.18gb", 1, 7),
+        ("1g.35gb", 2, 4),
+        ("2g.35gb", 2, 3),
+        ("3g.71gb", 4, 2),
+        ("4g.71gb", 4, 1),
         ("7g.141gb", 8, 1),
     ),
 }

@@ -136,8 +136,10 @@ def _resolved(repository: str, tag: str, digest: str, source: str) -> Fact:
     return Fact(subject=f"digest of {repository}:{tag}", value=_checked(repository, tag, digest), source=source)
 
 
-_NOT_FOUND = ("no published digest for this tag found in the public sources searched on 2026-12-01 "
-              "(GitHub code index: '<repo>:<tag>@sha256' and the release notes); no registry access here")
+_NOT_FOUND = (
+    "no published digest for this tag found in the public sources searched on 2026-12-01 "
+    "(GitHub code index: '<repo>:<tag>@sha256' and the release notes); no registry access here"
+)
 
 # The table the resolver rewrites: key -> (repository, tag, digest Fact). Bump a tag here and run
 # the resolver; never write a digest by hand that was not read from the registry or a cited list.
@@ -145,74 +147,163 @@ _NOT_FOUND = ("no published digest for this tag found in the public sources sear
 DIGESTS: dict[str, tuple[str, str, Fact]] = {
     "vllm": ("vllm/vllm-openai", "v0.32.0", _unresolved("vllm/vllm-openai", "v0.32.0", _NOT_FOUND)),
     "downloader": ("vllm/vllm-openai", "v0.32.0", _unresolved("vllm/vllm-openai", "v0.32.0", _NOT_FOUND)),
-    "aws-cli": ("amazon/aws-cli", "2.37.7", _cited(
-        "amazon/aws-cli", "2.37.7",
-        "sha256:95f8d1e6d31aaa16997d1406eb532b0ca6a9830fe8a859c37a0fd223f10959e5",
-        "a third-party build-toolchain pin list (TypeScript, BUILD_TOOLCHAIN.images.awsCli) in the GitHub "
-        "code index, find_string id 71421043156; the index does not name its repository")),
-    "gcloud": ("google/cloud-sdk", "587.0.0-slim", _cited(
-        "google/cloud-sdk", "587.0.0-slim",
-        "sha256:7c2dbc4eeba1e500b788be19cae33599cefe3294949a62c034bd1c2002329f69",
-        "the same third-party pin list (BUILD_TOOLCHAIN.images.gcloud), find_string ids 71421043156 and "
-        "70902551587 (two versions of the file agree)")),
-    "storage-initializer": ("kserve/storage-initializer", "v0.20.0",
-                            _unresolved("kserve/storage-initializer", "v0.20.0", _NOT_FOUND)),
+    "aws-cli": (
+        "amazon/aws-cli",
+        "2.37.7",
+        _cited(
+            "amazon/aws-cli",
+            "2.37.7",
+            "sha256:95f8d1e6d31aaa16997d1406eb532b0ca6a9830fe8a859c37a0fd223f10959e5",
+            "a third-party build-toolchain pin list (TypeScript, BUILD_TOOLCHAIN.images.awsCli) in the GitHub "
+            "code index, find_string id 71421043156; the index does not name its repository",
+        ),
+    ),
+    "gcloud": (
+        "google/cloud-sdk",
+        "587.0.0-slim",
+        _cited(
+            "google/cloud-sdk",
+            "587.0.0-slim",
+            "sha256:7c2dbc4eeba1e500b788be19cae33599cefe3294949a62c034bd1c2002329f69",
+            "the same third-party pin list (BUILD_TOOLCHAIN.images.gcloud), find_string ids 71421043156 and "
+            "70902551587 (two versions of the file agree)",
+        ),
+    ),
+    "storage-initializer": (
+        "kserve/storage-initializer",
+        "v0.20.0",
+        _unresolved("kserve/storage-initializer", "v0.20.0", _NOT_FOUND),
+    ),
     "verify-python": ("python", "3.12.8-slim", _unresolved("python", "3.12.8-slim", _NOT_FOUND)),
-    "model-signing": ("ghcr.io/sigstore/model-transparency-cli", "v1.0.1",
-                      _unresolved("ghcr.io/sigstore/model-transparency-cli", "v1.0.1", _NOT_FOUND)),
-    "endpoint-picker": ("ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0", _cited(
-        "ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0",
-        "sha256:2e516fa1310da7be59b82beb1445362139597d6d553ef04d546716abe3aaaa70",
-        "a third-party versions table ('llm-d-router | v0.10.0 (2026-08-17) ... Endpoint picker: "
-        "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:2e516fa1...', the multi-arch index; "
-        "arm64 sha256:110a7225..., amd64 sha256:9862ae38...) in the GitHub code index, find_string id "
-        "68336677490; the index does not name its repository")),
-    "gpu-operator-toolkit": ("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0",
-                             _unresolved("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0", _NOT_FOUND)),
-    "gpu-operator-device-plugin": ("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0",
-                                   _unresolved("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0", _NOT_FOUND)),
-    "gpu-operator-dcgm-exporter": ("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless",
-                                   _unresolved("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless", _NOT_FOUND)),
-    "gpu-operator-mig-manager": ("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0",
-                                 _unresolved("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0", _NOT_FOUND)),
-    "keda-operator": ("ghcr.io/kedacore/keda", "2.20.2",
-        _unresolved("ghcr.io/kedacore/keda", "2.20.2", _NOT_FOUND)),
-    "keda-metrics-apiserver": ("ghcr.io/kedacore/keda-metrics-apiserver", "2.20.2",
-        _unresolved("ghcr.io/kedacore/keda-metrics-apiserver", "2.20.2", _NOT_FOUND)),
-    "keda-admission-webhooks": ("ghcr.io/kedacore/keda-admission-webhooks", "2.20.2",
-        _unresolved("ghcr.io/kedacore/keda-admission-webhooks", "2.20.2", _NOT_FOUND)),
-    "lws-controller": ("registry.k8s.io/lws/lws", "v0.10.0",
-        _unresolved("registry.k8s.io/lws/lws", "v0.10.0", _NOT_FOUND)),
-    "cert-manager-controller": ("quay.io/jetstack/cert-manager-controller", "v1.21.1",
-        _unresolved("quay.io/jetstack/cert-manager-controller", "v1.21.1", _NOT_FOUND)),
-    "cert-manager-webhook": ("quay.io/jetstack/cert-manager-webhook", "v1.21.1",
-        _unresolved("quay.io/jetstack/cert-manager-webhook", "v1.21.1", _NOT_FOUND)),
-    "cert-manager-cainjector": ("quay.io/jetstack/cert-manager-cainjector", "v1.21.1",
-        _unresolved("quay.io/jetstack/cert-manager-cainjector", "v1.21.1", _NOT_FOUND)),
-    "cert-manager-acmesolver": ("quay.io/jetstack/cert-manager-acmesolver", "v1.21.1",
-        _unresolved("quay.io/jetstack/cert-manager-acmesolver", "v1.21.1", _NOT_FOUND)),
-    "cert-manager-startupapicheck": ("quay.io/jetstack/cert-manager-startupapicheck", "v1.21.1",
-        _unresolved("quay.io/jetstack/cert-manager-startupapicheck", "v1.21.1", _NOT_FOUND)),
-    "prometheus-operator": ("quay.io/prometheus-operator/prometheus-operator", "v0.93.0",
-        _unresolved("quay.io/prometheus-operator/prometheus-operator", "v0.93.0", _NOT_FOUND)),
-    "prometheus-config-reloader": ("quay.io/prometheus-operator/prometheus-config-reloader", "v0.93.0",
-        _unresolved("quay.io/prometheus-operator/prometheus-config-reloader", "v0.93.0", _NOT_FOUND)),
-    "prometheus": ("quay.io/prometheus/prometheus", "v3.13.2-distroless",
-        _unresolved("quay.io/prometheus/prometheus", "v3.13.2-distroless", _NOT_FOUND)),
-    "alertmanager": ("quay.io/prometheus/alertmanager", "v0.33.1",
-        _unresolved("quay.io/prometheus/alertmanager", "v0.33.1", _NOT_FOUND)),
-    "kube-webhook-certgen": ("ghcr.io/jkroepke/kube-webhook-certgen", "1.8.5",
-        _unresolved("ghcr.io/jkroepke/kube-webhook-certgen", "1.8.5", _NOT_FOUND)),
-    "kserve-controller": ("kserve/kserve-controller", "v0.20.0",
-        _unresolved("kserve/kserve-controller", "v0.20.0", _NOT_FOUND)),
-    "network-operator-k8s-rdma-shared-dev-plugin": ("nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1",
-        _unresolved("nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1", _NOT_FOUND)),
-    "network-operator-multus-cni": ("nvcr.io/nvidia/mellanox/multus-cni", "network-operator-v26.4.1",
-        _unresolved("nvcr.io/nvidia/mellanox/multus-cni", "network-operator-v26.4.1", _NOT_FOUND)),
-    "network-operator-plugins": ("nvcr.io/nvidia/mellanox/plugins", "network-operator-v26.4.1",
-        _unresolved("nvcr.io/nvidia/mellanox/plugins", "network-operator-v26.4.1", _NOT_FOUND)),
-    "network-operator-nvidia-k8s-ipam": ("nvcr.io/nvidia/mellanox/nvidia-k8s-ipam", "network-operator-v26.4.1",
-        _unresolved("nvcr.io/nvidia/mellanox/nvidia-k8s-ipam", "network-operator-v26.4.1", _NOT_FOUND)),
+    "model-signing": (
+        "ghcr.io/sigstore/model-transparency-cli",
+        "v1.0.1",
+        _unresolved("ghcr.io/sigstore/model-transparency-cli", "v1.0.1", _NOT_FOUND),
+    ),
+    "endpoint-picker": (
+        "ghcr.io/llm-d/llm-d-router-endpoint-picker",
+        "v0.10.0",
+        _cited(
+            "ghcr.io/llm-d/llm-d-router-endpoint-picker",
+            "v0.10.0",
+            "sha256:2e516fa1310da7be59b82beb1445362139597d6d553ef04d546716abe3aaaa70",
+            "a third-party versions table ('llm-d-router | v0.10.0 (2026-08-17) ... Endpoint picker: "
+            "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:2e516fa1...', the multi-arch index; "
+            "arm64 sha256:110a7225..., amd64 sha256:9862ae38...) in the GitHub code index, find_string id "
+            "68336677490; the index does not name its repository",
+        ),
+    ),
+    "gpu-operator-toolkit": (
+        "nvcr.io/nvidia/k8s/container-toolkit",
+        "v1.20.0",
+        _unresolved("nvcr.io/nvidia/k8s/container-toolkit", "v1.20.0", _NOT_FOUND),
+    ),
+    "gpu-operator-device-plugin": (
+        "nvcr.io/nvidia/k8s-device-plugin",
+        "v0.20.0",
+        _unresolved("nvcr.io/nvidia/k8s-device-plugin", "v0.20.0", _NOT_FOUND),
+    ),
+    "gpu-operator-dcgm-exporter": (
+        "nvcr.io/nvidia/k8s/dcgm-exporter",
+        "4.6.0-4.8.3-distroless",
+        _unresolved("nvcr.io/nvidia/k8s/dcgm-exporter", "4.6.0-4.8.3-distroless", _NOT_FOUND),
+    ),
+    "gpu-operator-mig-manager": (
+        "nvcr.io/nvidia/cloud-native/k8s-mig-manager",
+        "v0.15.0",
+        _unresolved("nvcr.io/nvidia/cloud-native/k8s-mig-manager", "v0.15.0", _NOT_FOUND),
+    ),
+    "keda-operator": ("ghcr.io/kedacore/keda", "2.20.2", _unresolved("ghcr.io/kedacore/keda", "2.20.2", _NOT_FOUND)),
+    "keda-metrics-apiserver": (
+        "ghcr.io/kedacore/keda-metrics-apiserver",
+        "2.20.2",
+        _unresolved("ghcr.io/kedacore/keda-metrics-apiserver", "2.20.2", _NOT_FOUND),
+    ),
+    "keda-admission-webhooks": (
+        "ghcr.io/kedacore/keda-admission-webhooks",
+        "2.20.2",
+        _unresolved("ghcr.io/kedacore/keda-admission-webhooks", "2.20.2", _NOT_FOUND),
+    ),
+    "lws-controller": (
+        "registry.k8s.io/lws/lws",
+        "v0.10.0",
+        _unresolved("registry.k8s.io/lws/lws", "v0.10.0", _NOT_FOUND),
+    ),
+    "cert-manager-controller": (
+        "quay.io/jetstack/cert-manager-controller",
+        "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-controller", "v1.21.1", _NOT_FOUND),
+    ),
+    "cert-manager-webhook": (
+        "quay.io/jetstack/cert-manager-webhook",
+        "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-webhook", "v1.21.1", _NOT_FOUND),
+    ),
+    "cert-manager-cainjector": (
+        "quay.io/jetstack/cert-manager-cainjector",
+        "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-cainjector", "v1.21.1", _NOT_FOUND),
+    ),
+    "cert-manager-acmesolver": (
+        "quay.io/jetstack/cert-manager-acmesolver",
+        "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-acmesolver", "v1.21.1", _NOT_FOUND),
+    ),
+    "cert-manager-startupapicheck": (
+        "quay.io/jetstack/cert-manager-startupapicheck",
+        "v1.21.1",
+        _unresolved("quay.io/jetstack/cert-manager-startupapicheck", "v1.21.1", _NOT_FOUND),
+    ),
+    "prometheus-operator": (
+        "quay.io/prometheus-operator/prometheus-operator",
+        "v0.93.0",
+        _unresolved("quay.io/prometheus-operator/prometheus-operator", "v0.93.0", _NOT_FOUND),
+    ),
+    "prometheus-config-reloader": (
+        "quay.io/prometheus-operator/prometheus-config-reloader",
+        "v0.93.0",
+        _unresolved("quay.io/prometheus-operator/prometheus-config-reloader", "v0.93.0", _NOT_FOUND),
+    ),
+    "prometheus": (
+        "quay.io/prometheus/prometheus",
+        "v3.13.2-distroless",
+        _unresolved("quay.io/prometheus/prometheus", "v3.13.2-distroless", _NOT_FOUND),
+    ),
+    "alertmanager": (
+        "quay.io/prometheus/alertmanager",
+        "v0.33.1",
+        _unresolved("quay.io/prometheus/alertmanager", "v0.33.1", _NOT_FOUND),
+    ),
+    "kube-webhook-certgen": (
+        "ghcr.io/jkroepke/kube-webhook-certgen",
+        "1.8.5",
+        _unresolved("ghcr.io/jkroepke/kube-webhook-certgen", "1.8.5", _NOT_FOUND),
+    ),
+    "kserve-controller": (
+        "kserve/kserve-controller",
+        "v0.20.0",
+        _unresolved("kserve/kserve-controller", "v0.20.0", _NOT_FOUND),
+    ),
+    "network-operator-k8s-rdma-shared-dev-plugin": (
+        "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin",
+        "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin", "network-operator-v26.4.1", _NOT_FOUND),
+    ),
+    "network-operator-multus-cni": (
+        "nvcr.io/nvidia/mellanox/multus-cni",
+        "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/multus-cni", "network-operator-v26.4.1", _NOT_FOUND),
+    ),
+    "network-operator-plugins": (
+        "nvcr.io/nvidia/mellanox/plugins",
+        "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/plugins", "network-operator-v26.4.1", _NOT_FOUND),
+    ),
+    "network-operator-nvidia-k8s-ipam": (
+        "nvcr.io/nvidia/mellanox/nvidia-k8s-ipam",
+        "network-operator-v26.4.1",
+        _unresolved("nvcr.io/nvidia/mellanox/nvidia-k8s-ipam", "network-operator-v26.4.1", _NOT_FOUND),
+    ),
 }
 # END DIGESTS
 
@@ -253,7 +344,7 @@ _USED_BY = {
     # 1021, certgen 3132; components/addons/prometheus_operator.py).
     "prometheus-operator": "Prometheus Operator (prometheusOperator.image.*)",
     "prometheus-config-reloader": "Prometheus and Alertmanager config reloader sidecars "
-                                  "(prometheusOperator.prometheusConfigReloader.image.*)",
+    "(prometheusOperator.prometheusConfigReloader.image.*)",
     "prometheus": "Prometheus (prometheus.prometheusSpec.image.*)",
     "alertmanager": "Alertmanager (alertmanager.alertmanagerSpec.image.*)",
     "kube-webhook-certgen": "Prometheus Operator's webhook certificate Jobs (prometheusOperator.admissionWebhooks.patch.image.*)",

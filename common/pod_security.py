@@ -71,8 +71,7 @@ def pod_security_context(*, non_root: bool = True) -> dict[str, Any]:
     """The pod-level part: seccomp for every container, and the uid/gid/fsGroup when non-root."""
     ctx: dict[str, Any] = {"seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)}
     if non_root:
-        ctx.update({"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_GROUP,
-                    "fsGroup": FS_GROUP})
+        ctx.update({"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_GROUP, "fsGroup": FS_GROUP})
     return ctx
 
 

@@ -25,11 +25,11 @@ from typing import Any
 MAX_NESTING_DEPTH = 100
 
 # Sizes of what is read whole into memory.
-MAX_STACK_FILE_BYTES = 1 * 1024 * 1024        # a Pulumi stack file is a few KB
-MAX_CONFIG_VALUE_BYTES = 1 * 1024 * 1024      # one config value the Pulumi CLI hands over as JSON
-MAX_MODEL_CONFIG_BYTES = 16 * 1024 * 1024     # config.json / index files of a Hub repo (KBs to ~1 MB)
-MAX_MANIFEST_FILE_BYTES = 64 * 1024 * 1024    # one YAML file the policy checker reads (libyaml: seconds)
-MAX_PACK_CONFIG_BYTES = 1 * 1024 * 1024       # the policy pack's --config JSON
+MAX_STACK_FILE_BYTES = 1 * 1024 * 1024  # a Pulumi stack file is a few KB
+MAX_CONFIG_VALUE_BYTES = 1 * 1024 * 1024  # one config value the Pulumi CLI hands over as JSON
+MAX_MODEL_CONFIG_BYTES = 16 * 1024 * 1024  # config.json / index files of a Hub repo (KBs to ~1 MB)
+MAX_MANIFEST_FILE_BYTES = 64 * 1024 * 1024  # one YAML file the policy checker reads (libyaml: seconds)
+MAX_PACK_CONFIG_BYTES = 1 * 1024 * 1024  # the policy pack's --config JSON
 
 # How much of a bad value an error message quotes.
 EXCERPT_CHARS = 40
@@ -114,8 +114,11 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     shown = text[:limit]
     quoted = repr(shown) if isinstance(value, str) else shown
     if len(text) > limit:
-        quoted = f"{quoted[:-1]}...{quoted[-1]} ({len(text):,} characters)" if isinstance(value, str) \
+        quoted = (
+            f"{quoted[:-1]}...{quoted[-1]} ({len(text):,} characters)"
+            if isinstance(value, str)
             else f"{quoted}... ({len(text):,} characters)"
+        )
     return quoted
 
 
@@ -123,8 +126,13 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
 # Files
 
 
-_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def file_kind(mode: int) -> str:
@@ -186,9 +194,10 @@ def decode_utf8(data: bytes, what: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputLimitError(f"{what}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                              "save it as UTF-8") from None
-    return text[1:] if text.startswith("\ufeff") else text
+        raise InputLimitError(
+            f"{what}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
+    return text.removeprefix("\ufeff")
 
 
 def read_text_file(path: str | os.PathLike, max_bytes: int, what: str | None = None) -> str:

@@ -1,4 +1,5 @@
-"""`python -m components.loadtest`: the documented name of `endpoint_tools.loadtest`, kept so users' commands still work."""
+"""`python -m components.loadtest`: the documented name of `endpoint_tools.loadtest`, kept so users' commands still
+work."""
 
 import sys
 

@@ -77,9 +77,12 @@ class Output:
     finish_reason: str | None
 
     def as_json(self) -> dict:
-        return {"prompt": self.prompt, "text": self.text,
-                "tokenIds": list(self.token_ids) if self.token_ids is not None else None,
-                "finishReason": self.finish_reason}
+        return {
+            "prompt": self.prompt,
+            "text": self.text,
+            "tokenIds": list(self.token_ids) if self.token_ids is not None else None,
+            "finishReason": self.finish_reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,13 @@ class Record:
     outputs: tuple[Output, ...]
 
     def as_json(self) -> dict:
-        return {"format": FORMAT, "model": self.model, "key": dict(self.key), "sampling": dict(SAMPLING),
-                "outputs": [o.as_json() for o in self.outputs]}
+        return {
+            "format": FORMAT,
+            "model": self.model,
+            "key": dict(self.key),
+            "sampling": dict(SAMPLING),
+            "outputs": [o.as_json() for o in self.outputs],
+        }
 
     def dumps(self) -> str:
         return json.dumps(self.as_json(), indent=1, ensure_ascii=False) + "\n"
@@ -102,23 +110,32 @@ class Record:
 def request_body(model: str, content: str) -> dict:
     # return_token_ids asks vLLM for the generated ids (choices[].token_ids); a server that does not
     # know the field ignores it and the record keeps text only.
-    return {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": MAX_TOKENS,
-            "temperature": 0, "seed": SEED, "return_token_ids": True}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "seed": SEED,
+        "return_token_ids": True,
+    }
 
 
 def run_prompt(client: Client, model: str, prompt_id: str, content: str) -> Output:
     resp = client.post("/v1/chat/completions", request_body(model, content))
     if resp.status != 200:
-        raise GoldenError(f"prompt {prompt_id!r}: chat completion answered HTTP {resp.status}: "
-                          f"{error_message(resp)[:120]}")
+        raise GoldenError(
+            f"prompt {prompt_id!r}: chat completion answered HTTP {resp.status}: {error_message(resp)[:120]}"
+        )
     data = resp.json()
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
     text = message.get("content") if isinstance(message, dict) else None
     if not isinstance(text, str) or len(text) > MAX_TEXT_CHARS:
-        raise GoldenError(f"prompt {prompt_id!r}: the answer has no text of at most {MAX_TEXT_CHARS:,} characters "
-                          f"(choices[0].message.content: {excerpt(text, 60)})")
+        raise GoldenError(
+            f"prompt {prompt_id!r}: the answer has no text of at most {MAX_TEXT_CHARS:,} characters "
+            f"(choices[0].message.content: {excerpt(text, 60)})"
+        )
     assert isinstance(choice, dict)  # the text was read from it
     ids = _token_ids(choice.get("token_ids"))
     finish = choice.get("finish_reason")
@@ -228,8 +245,11 @@ class Comparison:
         return not self.diffs and not self.unrecorded
 
     def describe(self) -> str:
-        key = ("key unchanged" if not self.key_changes else "key changed: " + ", ".join(
-            f"{f} {_show(old)} -> {_show(new)}" for f, old, new in self.key_changes))
+        key = (
+            "key unchanged"
+            if not self.key_changes
+            else "key changed: " + ", ".join(f"{f} {_show(old)} -> {_show(new)}" for f, old, new in self.key_changes)
+        )
         if self.identical:
             return f"{self.compared}/{self.compared} golden prompts identical to the record ({key})"
         parts = [f"{len(self.diffs)} of {self.compared} golden prompts differ from the record ({key})"]
@@ -261,7 +281,7 @@ def diff_output(recorded: Output, live: Output) -> PromptDiff | None:
     if recorded.text == live.text:
         return None
     pos = _first_difference(recorded.text, live.text)
-    return PromptDiff(recorded.prompt, "chars", pos, recorded.text[pos:pos + 40], live.text[pos:pos + 40])
+    return PromptDiff(recorded.prompt, "chars", pos, recorded.text[pos : pos + 40], live.text[pos : pos + 40])
 
 
 def compare(recorded: Record, live_key: Mapping[str, str | None], live: tuple[Output, ...]) -> Comparison:
@@ -277,8 +297,9 @@ def compare(recorded: Record, live_key: Mapping[str, str | None], live: tuple[Ou
         if found:
             diffs.append(found)
     recorded_ids = {o.prompt for o in recorded.outputs}
-    return Comparison(changes, tuple(diffs), len(recorded.outputs),
-                      tuple(o.prompt for o in live if o.prompt not in recorded_ids))
+    return Comparison(
+        changes, tuple(diffs), len(recorded.outputs), tuple(o.prompt for o in live if o.prompt not in recorded_ids)
+    )
 
 
 def parse_key(text: str) -> dict[str, str]:
@@ -288,8 +309,9 @@ def parse_key(text: str) -> dict[str, str]:
         name, sep, value = part.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or name not in KEY_FIELDS or not value or len(value) > MAX_KEY_CHARS or name in key:
-            raise ValueError(f"{excerpt(part, 60)} is not FIELD=VALUE with FIELD one of {', '.join(KEY_FIELDS)} "
-                             "(each at most once)")
+            raise ValueError(
+                f"{excerpt(part, 60)} is not FIELD=VALUE with FIELD one of {', '.join(KEY_FIELDS)} (each at most once)"
+            )
         key[name] = value
     return key
 
@@ -315,7 +337,7 @@ def records_in_log(text: str) -> list[Record]:
         if not line.startswith(LOG_PREFIX):
             continue
         try:
-            doc = loads_json(line[len(LOG_PREFIX):], f"line {n}", max_bytes=MAX_RECORD_BYTES)
+            doc = loads_json(line[len(LOG_PREFIX) :], f"line {n}", max_bytes=MAX_RECORD_BYTES)
         except InputLimitError as exc:
             raise GoldenError(" ".join(str(exc).split())) from None
         found.append(parse_record(doc, f"the record on line {n}"))
@@ -327,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     import os
     import re
 
-    parser = argparse.ArgumentParser(prog="python -m endpoint_tools.golden",
-                                     description="Save the golden records a verification Job's log printed.")
+    parser = argparse.ArgumentParser(
+        prog="python -m endpoint_tools.golden", description="Save the golden records a verification Job's log printed."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     save = sub.add_parser("save", help="write DIR/<model>.json for each golden-record: line of LOG")
     save.add_argument("log", help="the Job's log (kubectl logs job/llm-serving-verify > FILE)")
@@ -349,8 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(args.dir, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(rec.dumps())
-        print(f"golden: wrote {path} ({len(rec.outputs)} answers; key "
-              + ", ".join(f"{k}={v}" for k, v in rec.key.items() if v is not None) + ")")
+        print(
+            f"golden: wrote {path} ({len(rec.outputs)} answers; key "
+            + ", ".join(f"{k}={v}" for k, v in rec.key.items() if v is not None)
+            + ")"
+        )
     return 0
 
 

@@ -55,8 +55,9 @@ def _labels(body: str) -> dict[str, str]:
     while pos < len(body):
         match = _LABEL.match(body, pos)
         if match is None:
-            raise CapacityUnreadable(f"{CACHE_CONFIG_INFO} has labels that do not parse near "
-                                     f"{excerpt(body[pos:pos + 40])}")
+            raise CapacityUnreadable(
+                f"{CACHE_CONFIG_INFO} has labels that do not parse near {excerpt(body[pos : pos + 40])}"
+            )
         labels[match.group(1)] = match.group(2)
         pos = match.end()
     return labels
@@ -70,14 +71,15 @@ def info_series(metrics_text: str) -> list[dict[str, str]]:
         if not line.startswith(prefix):
             continue
         if len(line) > MAX_LINE_CHARS:
-            raise CapacityUnreadable(f"a {CACHE_CONFIG_INFO} line is {len(line):,} characters long "
-                                     f"(at most {MAX_LINE_CHARS:,} are read)")
+            raise CapacityUnreadable(
+                f"a {CACHE_CONFIG_INFO} line is {len(line):,} characters long (at most {MAX_LINE_CHARS:,} are read)"
+            )
         end = line.rfind("}")
         if end < len(prefix) - 1:
             raise CapacityUnreadable(f"a {CACHE_CONFIG_INFO} line has no closing brace: {excerpt(line[:80])}")
         if len(found) == MAX_INFO_SERIES:
             raise CapacityUnreadable(f"more than {MAX_INFO_SERIES} {CACHE_CONFIG_INFO} series")
-        found.append(_labels(line[len(prefix):end]))
+        found.append(_labels(line[len(prefix) : end]))
     return found
 
 
@@ -100,8 +102,10 @@ def _one(labels: dict[str, str]) -> Capacity:
         # hybrid models report fewer tokens than this, see planner/kv_layout.reported_tokens).
         tokens, how = blocks * block_size, f"{NUM_GPU_BLOCKS_LABEL} x {BLOCK_SIZE_LABEL}"
     else:
-        raise CapacityUnreadable(f"{CACHE_CONFIG_INFO} has neither {KV_SIZE_TOKENS_LABEL} nor both "
-                                 f"{NUM_GPU_BLOCKS_LABEL} and {BLOCK_SIZE_LABEL}")
+        raise CapacityUnreadable(
+            f"{CACHE_CONFIG_INFO} has neither {KV_SIZE_TOKENS_LABEL} nor both "
+            f"{NUM_GPU_BLOCKS_LABEL} and {BLOCK_SIZE_LABEL}"
+        )
     if tokens <= 0:
         raise CapacityUnreadable(f"{CACHE_CONFIG_INFO} reports {tokens} KV-cache tokens")
     return Capacity(tokens, how, blocks, block_size, 1)
@@ -111,8 +115,9 @@ def read_capacity(metrics_text: str) -> Capacity:
     """The server's KV-cache tokens per engine; with several engines (data parallel), the smallest."""
     series = info_series(metrics_text)
     if not series:
-        raise CapacityUnreadable(f"/metrics has no {CACHE_CONFIG_INFO} (vLLM older than the pinned release, "
-                                 "or not a vLLM server)")
+        raise CapacityUnreadable(
+            f"/metrics has no {CACHE_CONFIG_INFO} (vLLM older than the pinned release, or not a vLLM server)"
+        )
     each = [_one(labels) for labels in series]
     least = min(each, key=lambda c: c.tokens)
     return Capacity(least.tokens, least.how, least.num_blocks, least.block_size, len(each))
@@ -143,11 +148,16 @@ def judge(predicted: int, actual: int, tolerance: float = DEFAULT_TOLERANCE) -> 
 
 def describe(verdict: Verdict, capacity: Capacity) -> str:
     """One line: predicted, actual, the error, how the actual was read, and what it means."""
-    pages = (f"; {capacity.num_blocks:,} blocks of {capacity.block_size}"
-             if capacity.num_blocks is not None and capacity.block_size is not None else "")
+    pages = (
+        f"; {capacity.num_blocks:,} blocks of {capacity.block_size}"
+        if capacity.num_blocks is not None and capacity.block_size is not None
+        else ""
+    )
     engines = f"; least of {capacity.engines} engines" if capacity.engines > 1 else ""
-    text = (f"predicted {verdict.predicted:,} KV-cache tokens, actual {verdict.actual:,} ({capacity.how}{pages}"
-            f"{engines}), error {verdict.error:+.1%}")
+    text = (
+        f"predicted {verdict.predicted:,} KV-cache tokens, actual {verdict.actual:,} ({capacity.how}{pages}"
+        f"{engines}), error {verdict.error:+.1%}"
+    )
     if not verdict.passed:
         return text + f": below the prediction by more than the {verdict.tolerance:.0%} tolerance"
     if verdict.error > verdict.tolerance:

@@ -76,8 +76,9 @@ def parse_distribution(spec: str) -> Distribution:
     if not all(math.isfinite(n) for n in numbers) or any(abs(n) > MAX_TOKENS for n in numbers):
         raise DistributionError(f"{excerpt(spec)}: parameters must be finite numbers of at most {MAX_TOKENS:,} tokens")
     if kind == "normal" and len(numbers) == 2 and numbers[0] + 4 * numbers[1] > MAX_TOKENS:
-        raise DistributionError(f"{excerpt(spec)}: MEAN + 4*SD reaches {numbers[0] + 4 * numbers[1]:,.0f} tokens, "
-                                f"more than {MAX_TOKENS:,}")
+        raise DistributionError(
+            f"{excerpt(spec)}: MEAN + 4*SD reaches {numbers[0] + 4 * numbers[1]:,.0f} tokens, more than {MAX_TOKENS:,}"
+        )
     if kind == "fixed":
         if len(numbers) != 1 or numbers[0] < 1 or not numbers[0].is_integer():
             raise DistributionError(f"{excerpt(spec)}: fixed takes one whole number >= 1, e.g. fixed:128")

@@ -73,8 +73,11 @@ def summarize(concurrency: int, samples: list[RequestSample], planned: int, dura
     # falls behind it sends several tokens in one chunk, so ITL shows 0 ms gaps and long ones; TPOT
     # (time per output token after the first, per request) is the steadier per-token figure.
     itls = [gap * 1000 for s in ok for gap in s.itl]
-    tpots = [(s.latency - s.ttft) * 1000 / (s.output_tokens - 1) for s in ok
-             if s.latency is not None and s.ttft is not None and s.output_tokens > 1]
+    tpots = [
+        (s.latency - s.ttft) * 1000 / (s.output_tokens - 1)
+        for s in ok
+        if s.latency is not None and s.ttft is not None and s.output_tokens > 1
+    ]
     e2es = [s.latency * 1000 for s in ok if s.latency is not None]
     tokens = sum(s.output_tokens for s in ok)
 
@@ -201,8 +204,10 @@ def render_svg(levels: list[LevelResult], title: str, slo_ttft_ms: float | None 
         return top + plot_h * (1 - v / y_max)
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">'
+        ),
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{left}" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
     ]
@@ -216,17 +221,25 @@ def render_svg(levels: list[LevelResult], title: str, slo_ttft_ms: float | None 
     for i, lv in enumerate(levels):
         out.append(f'<text x="{x_at(i):.1f}" y="{top + plot_h + 18}" text-anchor="middle">{lv.concurrency}</text>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 10}" text-anchor="middle">concurrency</text>')
-    out.append(f'<text transform="translate(18 {top + plot_h / 2:.1f}) rotate(-90)" '
-               f'text-anchor="middle">latency (ms)</text>')
+    out.append(
+        f'<text transform="translate(18 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">latency (ms)</text>'
+    )
     if slo_ttft_ms:
         y = y_at(slo_ttft_ms)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
-                   f'stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="8,4"/>')
-        out.append(f'<text x="{left + plot_w - 4}" y="{y - 5:.1f}" text-anchor="end" fill="#2ca02c">'
-                   f'TTFT SLO {slo_ttft_ms:g} ms</text>')
+        out.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
+            f'stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="8,4"/>'
+        )
+        out.append(
+            f'<text x="{left + plot_w - 4}" y="{y - 5:.1f}" text-anchor="end" fill="#2ca02c">'
+            f"TTFT SLO {slo_ttft_ms:g} ms</text>"
+        )
     for row, (label, attr, stat, color, dash) in enumerate(_SERIES):
-        points = [(x_at(i), y_at(getattr(lv, attr)[stat])) for i, lv in enumerate(levels)
-                  if getattr(lv, attr)[stat] is not None]
+        points = [
+            (x_at(i), y_at(getattr(lv, attr)[stat]))
+            for i, lv in enumerate(levels)
+            if getattr(lv, attr)[stat] is not None
+        ]
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         if len(points) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)

@@ -95,13 +95,17 @@ class PromptSource:
             # Grow the corpus until a window of the longest prompt fits with room to move around.
             while len(tokens) < longest * 2 + 16:
                 if text_chars > MAX_CORPUS_CHARS:
-                    raise MalformedAnswer(f"/tokenize counts {len(tokens):,} tokens in {text_chars // 2:,} characters "
-                                          f"of text, too few for prompts of {longest:,} tokens; it does not count "
-                                          "tokens like a tokenizer")
+                    raise MalformedAnswer(
+                        f"/tokenize counts {len(tokens):,} tokens in {text_chars // 2:,} characters "
+                        f"of text, too few for prompts of {longest:,} tokens; it does not count "
+                        "tokens like a tokenizer"
+                    )
                 counted = client.tokenize(model, prompt=passage(rng, text_chars), add_special_tokens=False)
                 if len(counted) <= len(tokens):
-                    raise MalformedAnswer(f"/tokenize counts {len(counted):,} tokens in {text_chars:,} characters of "
-                                          f"text, no more than in half of it; it does not count tokens like a tokenizer")
+                    raise MalformedAnswer(
+                        f"/tokenize counts {len(counted):,} tokens in {text_chars:,} characters of "
+                        f"text, no more than in half of it; it does not count tokens like a tokenizer"
+                    )
                 tokens = counted
                 text_chars *= 2
             self.tokens = tokens
@@ -114,14 +118,15 @@ class PromptSource:
     def prompt(self, n_tokens: int) -> list[int] | str:
         if self.exact:
             start = self.rng.randrange(0, len(self.tokens) - n_tokens + 1)
-            return self.tokens[start:start + n_tokens]
+            return self.tokens[start : start + n_tokens]
         n_chars = n_tokens * _CHARS_PER_TOKEN_FALLBACK
         start = self.rng.randrange(0, len(self.text) - n_chars + 1)
-        return self.text[start:start + n_chars]
+        return self.text[start : start + n_chars]
 
 
-def plan_requests(source: PromptSource, rng: random.Random, count: int,
-                  prompt_dist: Distribution, output_dist: Distribution) -> list[PlannedRequest]:
+def plan_requests(
+    source: PromptSource, rng: random.Random, count: int, prompt_dist: Distribution, output_dist: Distribution
+) -> list[PlannedRequest]:
     planned = []
     for _ in range(count):
         n_in, n_out = prompt_dist.sample(rng), output_dist.sample(rng)
@@ -129,8 +134,9 @@ def plan_requests(source: PromptSource, rng: random.Random, count: int,
     return planned
 
 
-def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
-            ignore_eos: bool = True) -> RequestSample:
+def run_one(
+    client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float, ignore_eos: bool = True
+) -> RequestSample:
     body = {
         "model": model,
         "prompt": req.prompt,
@@ -168,8 +174,10 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
             if counted is not None and counted >= 0:
                 usage_tokens = counted
             choices = data.get("choices")
-            if any(isinstance(choice, dict) and isinstance(choice.get("text"), str) and choice["text"] for choice in
-                   (choices if isinstance(choices, list) else [])):
+            if any(
+                isinstance(choice, dict) and isinstance(choice.get("text"), str) and choice["text"]
+                for choice in (choices if isinstance(choices, list) else [])
+            ):
                 chunks += 1
                 if first is None:
                     first = event.at
@@ -193,8 +201,9 @@ def run_one(client: Client, model: str, req: PlannedRequest, deadline: float, re
     )
 
 
-def measure(client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float,
-            ignore_eos: bool = True) -> RequestSample:
+def measure(
+    client: Client, model: str, req: PlannedRequest, deadline: float, request_timeout: float, ignore_eos: bool = True
+) -> RequestSample:
     """run_one, with any unexpected exception turned into an error sample.
 
     Requests run in worker threads, where an uncaught exception ends the thread quietly and its
@@ -202,7 +211,7 @@ def measure(client: Client, model: str, req: PlannedRequest, deadline: float, re
     """
     try:
         return run_one(client, model, req, deadline, request_timeout, ignore_eos)
-    except Exception as exc:  # noqa: BLE001 - see the docstring
+    except Exception as exc:
         return RequestSample(ok=False, error=f"client error: {type(exc).__name__}: {exc}")
 
 
@@ -228,8 +237,11 @@ class Progress:
 
     def end_level(self) -> None:
         if not self.live:
-            print(f"loadtest: {self.label} finished, {self.done}/{self.total} requests, {self.errors} errors",
-                  file=self.stream, flush=True)
+            print(
+                f"loadtest: {self.label} finished, {self.done}/{self.total} requests, {self.errors} errors",
+                file=self.stream,
+                flush=True,
+            )
 
     def _draw(self) -> None:
         if not self.live:
@@ -246,8 +258,16 @@ class Progress:
             self.stream.flush()
 
 
-def run_level(client: Client, model: str, concurrency: int, planned: list[PlannedRequest],
-              deadline: float, request_timeout: float, progress: Progress, ignore_eos: bool = True) -> LevelResult:
+def run_level(
+    client: Client,
+    model: str,
+    concurrency: int,
+    planned: list[PlannedRequest],
+    deadline: float,
+    request_timeout: float,
+    progress: Progress,
+    ignore_eos: bool = True,
+) -> LevelResult:
     work: queue.Queue[PlannedRequest] = queue.Queue()
     for req in planned:
         work.put(req)
@@ -287,7 +307,9 @@ def _concurrency_list(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{shown} is not a comma-separated list of whole numbers, e.g. 1,2,4,8")
     if not levels or any(not 1 <= level <= MAX_CONCURRENCY for level in levels):
-        raise argparse.ArgumentTypeError(f"{shown}: every level must be >= 1 and at most {MAX_CONCURRENCY}, e.g. 1,2,4,8")
+        raise argparse.ArgumentTypeError(
+            f"{shown}: every level must be >= 1 and at most {MAX_CONCURRENCY}, e.g. 1,2,4,8"
+        )
     if len(set(levels)) > 64:
         raise argparse.ArgumentTypeError(f"{shown}: at most 64 levels")
     return sorted(set(levels))
@@ -312,6 +334,7 @@ def _positive(kind, upper: float = math.inf):
         if value > upper:
             raise argparse.ArgumentTypeError(f"{text[:40]!r} must be at most {upper:,}")
         return value
+
     return parse
 
 
@@ -320,30 +343,57 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m components.loadtest",
         description="Load sweep of an OpenAI-compatible (vLLM) endpoint: latency against concurrency.",
         epilog="DIST: fixed:N | uniform:LO,HI | normal:MEAN,SD (token counts). exit status: 0 the sweep ran "
-               "(failed requests are results); 1 the endpoint is unreachable, answers /v1/models or /tokenize "
-               "malformed, or no request succeeded; 2 usage error",
+        "(failed requests are results); 1 the endpoint is unreachable, answers /v1/models or /tokenize "
+        "malformed, or no request succeeded; 2 usage error",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", required=True, help="the served model name")
-    parser.add_argument("--concurrency", type=_concurrency_list, default=[1, 2, 4, 8],
-                        help="comma-separated concurrency levels (default 1,2,4,8)")
-    parser.add_argument("--requests", type=_positive(int, MAX_REQUESTS), default=20,
-                        help=f"requests per level, at most {MAX_REQUESTS:,} (default 20)")
-    parser.add_argument("--prompt-tokens", type=_distribution, default=parse_distribution("normal:256,64"),
-                        metavar="DIST", help="prompt length distribution (default normal:256,64)")
-    parser.add_argument("--output-tokens", type=_distribution, default=parse_distribution("uniform:64,256"),
-                        metavar="DIST", help="output length distribution (default uniform:64,256)")
+    parser.add_argument(
+        "--concurrency",
+        type=_concurrency_list,
+        default=[1, 2, 4, 8],
+        help="comma-separated concurrency levels (default 1,2,4,8)",
+    )
+    parser.add_argument(
+        "--requests",
+        type=_positive(int, MAX_REQUESTS),
+        default=20,
+        help=f"requests per level, at most {MAX_REQUESTS:,} (default 20)",
+    )
+    parser.add_argument(
+        "--prompt-tokens",
+        type=_distribution,
+        default=parse_distribution("normal:256,64"),
+        metavar="DIST",
+        help="prompt length distribution (default normal:256,64)",
+    )
+    parser.add_argument(
+        "--output-tokens",
+        type=_distribution,
+        default=parse_distribution("uniform:64,256"),
+        metavar="DIST",
+        help="output length distribution (default uniform:64,256)",
+    )
     parser.add_argument("--slo-ttft-ms", type=_positive(float), help=f"TTFT target; the {SLO_STAT} must stay within it")
     parser.add_argument("--json", type=pathlib.Path, metavar="FILE", help="write the results as JSON")
     parser.add_argument("--chart", type=pathlib.Path, metavar="FILE.svg", help="write an SVG chart")
-    parser.add_argument("--timeout", type=_positive(float), default=600.0,
-                        help="seconds for the whole sweep (default 600)")
-    parser.add_argument("--request-timeout", type=_positive(float), default=120.0,
-                        help="seconds one request may take, start to end (default 120)")
+    parser.add_argument(
+        "--timeout", type=_positive(float), default=600.0, help="seconds for the whole sweep (default 600)"
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive(float),
+        default=120.0,
+        help="seconds one request may take, start to end (default 120)",
+    )
     parser.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    parser.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                        help="do not send vLLM's ignore_eos (for servers that reject unknown parameters); "
-                             "output lengths then end where the model stops")
+    parser.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        help="do not send vLLM's ignore_eos (for servers that reject unknown parameters); "
+        "output lengths then end where the model stops",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed for lengths and prompts (default 0)")
     return parser
 
@@ -406,8 +456,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     longest = args.prompt_tokens.upper_bound + args.output_tokens.upper_bound
     if max_len is not None and longest > max_len:
-        parser.error(f"--prompt-tokens/--output-tokens reach {longest} tokens, over the server's "
-                     f"max_model_len {max_len}; lower the distributions")
+        parser.error(
+            f"--prompt-tokens/--output-tokens reach {longest} tokens, over the server's "
+            f"max_model_len {max_len}; lower the distributions"
+        )
 
     rng = random.Random(args.seed)
     try:
@@ -419,23 +471,27 @@ def main(argv: list[str] | None = None) -> int:
         print("loadtest: the server has no /tokenize; prompt lengths are approximate", file=sys.stderr)
 
     # One unmeasured request first, so one-off start-up costs do not land in the first level.
-    measure(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout,
-            args.ignore_eos)
+    measure(client, args.model, PlannedRequest(source.prompt(8), 8, 4), deadline, args.request_timeout, args.ignore_eos)
 
     progress = Progress(args.requests * len(args.concurrency))
     levels: list[LevelResult] = []
     for concurrency in args.concurrency:
         planned = plan_requests(source, rng, args.requests, args.prompt_tokens, args.output_tokens)
-        levels.append(run_level(client, args.model, concurrency, planned, deadline, args.request_timeout,
-                                progress, args.ignore_eos))
+        levels.append(
+            run_level(
+                client, args.model, concurrency, planned, deadline, args.request_timeout, progress, args.ignore_eos
+            )
+        )
     progress.close()
 
     print(format_table(levels))
     best = None
     if args.slo_ttft_ms:
         best = highest_meeting_slo(levels, args.slo_ttft_ms, SLO_STAT)
-        print(f"SLO TTFT {SLO_STAT} <= {args.slo_ttft_ms:g} ms: "
-              + (f"met up to concurrency {best}" if best is not None else "not met at any tested concurrency"))
+        print(
+            f"SLO TTFT {SLO_STAT} <= {args.slo_ttft_ms:g} ms: "
+            + (f"met up to concurrency {best}" if best is not None else "not met at any tested concurrency")
+        )
     for level in levels:
         for message in level.error_samples:
             print(f"errors at concurrency {level.concurrency}: {message}")

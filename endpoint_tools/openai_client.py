@@ -24,8 +24,9 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from common.untrusted import InputLimitError, loads_json
 
@@ -150,8 +151,7 @@ class Client:
     value) bounds all of them together: no request starts after it or runs past it.
     """
 
-    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0,
-                 deadline: float | None = None):
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 60.0, deadline: float | None = None):
         parsed, port = _split_base_url(base_url)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
@@ -161,8 +161,7 @@ class Client:
         self.port = port
         # A trailing /v1 is a common way to write an OpenAI base URL; paths below add it themselves.
         prefix = parsed.path.rstrip("/")
-        if prefix.endswith("/v1"):
-            prefix = prefix[: -len("/v1")]
+        prefix = prefix.removesuffix("/v1")
         self.prefix = prefix
         self.api_key = api_key
         self.timeout = timeout
@@ -218,8 +217,9 @@ class Client:
         try:
             declared = resp.getheader("Content-Length")
             if declared and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
-                raise EndpointError(f"{where}: answer of {int(declared):,} bytes, more than the "
-                                    f"{MAX_BODY_BYTES:,} this tool reads")
+                raise EndpointError(
+                    f"{where}: answer of {int(declared):,} bytes, more than the {MAX_BODY_BYTES:,} this tool reads"
+                )
             chunks, size = [], 0
             while True:
                 chunk = resp.read1(65536)
@@ -298,12 +298,19 @@ class Client:
         data = resp.json()
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list) or not all(
-                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID for t in tokens):
+            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_TOKEN_ID for t in tokens
+        ):
             raise MalformedAnswer("POST /tokenize answer has no list of token ids")
         return tokens, token_strings(data, len(tokens))
 
-    def tokenize(self, model: str, *, prompt: str | None = None, messages: list[dict] | None = None,
-                 add_special_tokens: bool = True) -> list[int]:
+    def tokenize(
+        self,
+        model: str,
+        *,
+        prompt: str | None = None,
+        messages: list[dict] | None = None,
+        add_special_tokens: bool = True,
+    ) -> list[int]:
         """Token ids exactly as the server counts them (vLLM's /tokenize).
 
         With `messages`, the server applies the model's chat template and the generation prompt,
@@ -336,8 +343,10 @@ def token_strings(data: Any, count: int) -> list[str]:
     """The `token_strs` of a /tokenize answer (return_token_strs): one short string per token id."""
     strs = data.get("token_strs") if isinstance(data, dict) else None
     if not isinstance(strs, list) or len(strs) != count:
-        raise MalformedAnswer("POST /tokenize answer has no token_strs list as long as its tokens "
-                              "(return_token_strs needs vLLM 0.6 or later)")
+        raise MalformedAnswer(
+            "POST /tokenize answer has no token_strs list as long as its tokens "
+            "(return_token_strs needs vLLM 0.6 or later)"
+        )
     if not all(isinstance(s, str) and len(s) <= MAX_TOKEN_STR_CHARS for s in strs):
         raise MalformedAnswer("POST /tokenize answer's token_strs holds something other than short strings")
     return strs

@@ -61,8 +61,8 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from common.engine_metrics import REQUIRED_METRICS, describe_missing, missing_names
 from common.untrusted import excerpt
@@ -181,13 +181,16 @@ def check_models(ctx: SmokeContext) -> str:
     if reported is None:
         return f"/v1/models lists {ctx.model!r}"
     length = whole_number(reported)
-    if length is None or not OUTPUT_BUDGET + 1 < length:
-        raise CheckFailed(f"/v1/models reports max_model_len {_quote(reported)} for {ctx.model!r}, not a context "
-                          "length")
+    if length is None or not length > OUTPUT_BUDGET + 1:
+        raise CheckFailed(
+            f"/v1/models reports max_model_len {_quote(reported)} for {ctx.model!r}, not a context length"
+        )
     if length > MAX_CONTEXT_CHECKED:
         ctx.reported_too_long = length
-        raise CheckFailed(f"/v1/models reports max_model_len {length:,}, beyond the {MAX_CONTEXT_CHECKED:,} tokens "
-                          "the smoke check builds prompts for; pass --max-model-len to check a shorter boundary")
+        raise CheckFailed(
+            f"/v1/models reports max_model_len {length:,}, beyond the {MAX_CONTEXT_CHECKED:,} tokens "
+            "the smoke check builds prompts for; pass --max-model-len to check a shorter boundary"
+        )
     if ctx.max_model_len is None:
         # vLLM reports the context length it was started with; use it when not given.
         ctx.max_model_len = length
@@ -223,22 +226,19 @@ def check_chat(ctx: SmokeContext) -> str:
     assert isinstance(choice, dict)  # the message was read from it
     text, finish = message.get("content"), choice.get("finish_reason")
     if not isinstance(text, str) or not text:
-        raise CheckFailed(f"chat completion returned no text (content {_quote(text, 60)}, "
-                          f"finish_reason={_quote(finish, 40)})")
+        raise CheckFailed(
+            f"chat completion returned no text (content {_quote(text, 60)}, finish_reason={_quote(finish, 40)})"
+        )
     if not isinstance(finish, str) or not finish:
         raise CheckFailed(f"chat completion has no finish_reason (got {_quote(finish, 40)})")
     completion, prompt = whole_number(usage.get("completion_tokens")), whole_number(usage.get("prompt_tokens"))
     if not completion or completion < 0:
         raise CheckFailed(f"chat completion usage has no completion_tokens: {_quote(usage, 200)}")
-    return (
-        f"{len(text)} chars, finish_reason={_quote(finish, 40)}, usage prompt={prompt} "
-        f"completion={completion}"
-    )
+    return f"{len(text)} chars, finish_reason={_quote(finish, 40)}, usage prompt={prompt} completion={completion}"
 
 
 def check_stream(ctx: SmokeContext) -> str:
-    body = _chat_body(ctx.model, "Count from one to five.", 16, stream=True,
-                      stream_options={"include_usage": True})
+    body = _chat_body(ctx.model, "Count from one to five.", 16, stream=True, stream_options={"include_usage": True})
     chunks = 0
     pieces: list[str] = []
     last = None
@@ -324,13 +324,13 @@ def _boundary_request(ctx: SmokeContext, messages: list[dict], n_prompt: int) ->
     # ignore_eos (a vLLM sampling parameter; /tokenize already makes this check vLLM-only) makes the
     # server generate every token it allows, so "the full budget" and "clamped" are measurable
     # rather than hidden behind a model that happened to stop early.
-    body = {"model": ctx.model, "messages": messages, "max_tokens": OUTPUT_BUDGET, "temperature": 0,
-            "ignore_eos": True}
+    body = {"model": ctx.model, "messages": messages, "max_tokens": OUTPUT_BUDGET, "temperature": 0, "ignore_eos": True}
     return BoundaryReply(n_prompt, ctx.client.post("/v1/chat/completions", body))
 
 
-def judge_context(limit: int, budget: int, fit: BoundaryReply, edge: BoundaryReply, over: BoundaryReply,
-                  health_after: int) -> str:
+def judge_context(
+    limit: int, budget: int, fit: BoundaryReply, edge: BoundaryReply, over: BoundaryReply, health_after: int
+) -> str:
     """Judge the three boundary answers; the evidence of every part, or CheckFailed naming the failures.
 
       fit   prompt = limit - budget       must answer 200 with exactly `budget` completion tokens;
@@ -354,9 +354,11 @@ def judge_context(limit: int, budget: int, fit: BoundaryReply, edge: BoundaryRep
         judge(False, f"{label} -> HTTP {fit.status} ({error_message(fit.response)}), expected 200")
     else:
         produced = fit.completion_tokens()
-        judge(produced == budget and fit.counted_prompt() == limit - budget,
-              f"{label} -> 200 with prompt {fit.counted_prompt()} + {produced} output tokens "
-              f"(expected {limit - budget} + {budget})")
+        judge(
+            produced == budget and fit.counted_prompt() == limit - budget,
+            f"{label} -> 200 with prompt {fit.counted_prompt()} + {produced} output tokens "
+            f"(expected {limit - budget} + {budget})",
+        )
 
     # edge: one token more than fits with the full budget.
     label = f"{edge.prompt_tokens}+{budget}={limit + 1}"
@@ -365,21 +367,31 @@ def judge_context(limit: int, budget: int, fit: BoundaryReply, edge: BoundaryRep
     elif edge.status == 200:
         produced = edge.completion_tokens()
         if produced is None:
-            judge(False, f"{label} -> 200 without usage.completion_tokens; cannot tell whether output "
-                         f"stayed within max-model-len {limit}")
+            judge(
+                False,
+                f"{label} -> 200 without usage.completion_tokens; cannot tell whether output "
+                f"stayed within max-model-len {limit}",
+            )
         else:
             total = edge.counted_prompt() + produced
-            judge(produced <= budget - 1 and total <= limit,
-                  f"{label} -> 200 with {produced} output tokens, prompt+output {total} "
-                  f"({'within' if total <= limit else 'over'} max-model-len {limit}; max_tokens clamped)")
+            judge(
+                produced <= budget - 1 and total <= limit,
+                f"{label} -> 200 with {produced} output tokens, prompt+output {total} "
+                f"({'within' if total <= limit else 'over'} max-model-len {limit}; max_tokens clamped)",
+            )
     else:
-        judge(False, f"{label} -> HTTP {edge.status} ({error_message(edge.response)[:80]}), expected a 4xx "
-                     f"or a 200 clamped to {budget - 1} tokens")
+        judge(
+            False,
+            f"{label} -> HTTP {edge.status} ({error_message(edge.response)[:80]}), expected a 4xx "
+            f"or a 200 clamped to {budget - 1} tokens",
+        )
 
     # over: the prompt alone is over the limit.
-    judge(400 <= over.status < 500,
-          f"{over.prompt_tokens} -> {over.status} (prompt one over max-model-len; {error_message(over.response)[:80]})"
-          + ("" if 400 <= over.status < 500 else ", expected a 4xx rejection"))
+    judge(
+        400 <= over.status < 500,
+        f"{over.prompt_tokens} -> {over.status} (prompt one over max-model-len; {error_message(over.response)[:80]})"
+        + ("" if 400 <= over.status < 500 else ", expected a 4xx rejection"),
+    )
 
     judge(health_after == 200, f"/health afterwards -> {health_after}")
 
@@ -397,8 +409,10 @@ def check_context(ctx: SmokeContext) -> str:
     """
     if ctx.max_model_len is None:
         if ctx.reported_too_long:
-            raise CheckFailed(f"the server's max_model_len {ctx.reported_too_long:,} is beyond the "
-                              f"{MAX_CONTEXT_CHECKED:,} tokens this check builds prompts for; pass --max-model-len")
+            raise CheckFailed(
+                f"the server's max_model_len {ctx.reported_too_long:,} is beyond the "
+                f"{MAX_CONTEXT_CHECKED:,} tokens this check builds prompts for; pass --max-model-len"
+            )
         raise CheckFailed("max-model-len unknown: pass --max-model-len (the server did not report a usable one)")
     limit = ctx.max_model_len
     replies = []
@@ -446,13 +460,16 @@ def check_template(ctx: SmokeContext) -> str:
     plain = ctx.client.tokenize(ctx.model, prompt=TEMPLATE_PROBE, add_special_tokens=False)
     added = len(ids) - len(plain)
     if added <= 0:
-        raise CheckFailed(f"a one-message chat is {len(ids)} tokens and its text alone {len(plain)}: the server "
-                          "applied no chat template")
+        raise CheckFailed(
+            f"a one-message chat is {len(ids)} tokens and its text alone {len(plain)}: the server "
+            "applied no chat template"
+        )
     shown = f"{' '.join(_quote(s, 30) for s in strs[:3])} ... {' '.join(_quote(s, 30) for s in strs[-3:])}"
     missing = [t for t in ctx.template_tokens if t not in strs]
     if missing:
-        raise CheckFailed(f"the rendered chat ({len(ids)} tokens: {shown}) lacks "
-                          + ", ".join(_quote(t, 40) for t in missing))
+        raise CheckFailed(
+            f"the rendered chat ({len(ids)} tokens: {shown}) lacks " + ", ".join(_quote(t, 40) for t in missing)
+        )
     expected = f"; has {', '.join(ctx.template_tokens)}" if ctx.template_tokens else ""
     return f"chat renders to {len(ids)} tokens, {added} from the template: {shown}{expected}"
 
@@ -517,8 +534,11 @@ def check_names(ctx: SmokeContext) -> str:
         else:
             answered.append(f"{name} ({len(text)} chars)")
     if failures:
-        raise CheckFailed(f"{len(failures)} of {len(ctx.names)} names failed: " + "; ".join(failures)
-                          + (f"; answered: {', '.join(answered)}" if answered else ""))
+        raise CheckFailed(
+            f"{len(failures)} of {len(ctx.names)} names failed: "
+            + "; ".join(failures)
+            + (f"; answered: {', '.join(answered)}" if answered else "")
+        )
     return f"{len(answered)} names answered under their own name: {', '.join(answered)}"
 
 
@@ -537,10 +557,13 @@ ENTRANCE_CHECKS = ("chat", "stream", "names")
 
 
 def selected_checks(ctx: SmokeContext, entrance: bool = False) -> list[tuple[str, Callable[[SmokeContext], str]]]:
-    checks = (list(CHECKS) + ([("kv", check_kv)] if ctx.expect_kv_tokens is not None else [])
-              + ([("template", check_template)] if ctx.check_template or ctx.template_tokens else [])
-              + ([("golden", check_golden)] if ctx.golden_mode else [])
-              + ([("names", check_names)] if ctx.names else []))
+    checks = (
+        list(CHECKS)
+        + ([("kv", check_kv)] if ctx.expect_kv_tokens is not None else [])
+        + ([("template", check_template)] if ctx.check_template or ctx.template_tokens else [])
+        + ([("golden", check_golden)] if ctx.golden_mode else [])
+        + ([("names", check_names)] if ctx.names else [])
+    )
     return [(n, c) for n, c in checks if not entrance or n in ENTRANCE_CHECKS]
 
 
@@ -555,10 +578,12 @@ def run_checks(ctx: SmokeContext, entrance: bool = False) -> list[CheckResult]:
             results.append(CheckResult(name, False, _one_line(str(exc)), golden_differs=True))
         except (CheckFailed, EndpointError) as exc:
             results.append(CheckResult(name, False, _one_line(str(exc))))
-        except Exception as exc:  # noqa: BLE001 - a malformed answer must fail its check, not end the run
+        except Exception as exc:
             # Every answer shape the checks know is handled above; reaching this is a gap in a check
             # (the fuzz tests assert it never happens), but it still fails the check with one line.
-            results.append(CheckResult(name, False, f"{UNFORESEEN} ({type(exc).__name__}: {_one_line(str(exc))[:160]})"))
+            results.append(
+                CheckResult(name, False, f"{UNFORESEEN} ({type(exc).__name__}: {_one_line(str(exc))[:160]})")
+            )
     return results
 
 
@@ -601,45 +626,92 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m components.smoke",
         description="Smoke-check an OpenAI-compatible (vLLM) endpoint.",
         epilog="exit status: 0 every check passed; 1 a check failed or the endpoint cannot be reached; 2 usage error; "
-               "3 the only failure: less KV-cache capacity than --expect-kv-tokens; "
-               "4 the only failure: golden answers differ from the record under --golden-exact",
+        "3 the only failure: less KV-cache capacity than --expect-kv-tokens; "
+        "4 the only failure: golden answers differ from the record under --golden-exact",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000")
     parser.add_argument("--model", help="the served model name (default: the first of --names)")
-    parser.add_argument("--names", type=_names, default=(),
-                        help="comma-separated model and adapter names that must each answer under their own name")
-    parser.add_argument("--entrance", action="store_true",
-                        help="the base URL is the stack's entrance: run only what it routes (chat, stream, names)")
-    parser.add_argument("--api-key-env", metavar="VAR",
-                        help="name of the environment variable holding the API key (never the key itself)")
-    parser.add_argument("--max-model-len", type=_whole,
-                        help=f"context length the server enforces, at most {MAX_CONTEXT_CHECKED:,} "
-                             "(default: what /v1/models reports)")
-    parser.add_argument("--expect-kv-tokens", type=_whole, metavar="N",
-                        help="KV-cache tokens the server should hold (the stack output sizing[].kvCacheTokens); "
-                             "adds the kv check, read from /metrics")
-    parser.add_argument("--kv-tolerance", type=_tolerance, default=kv_capacity.DEFAULT_TOLERANCE, metavar="PERCENT",
-                        help="how far below --expect-kv-tokens the server may be before the kv check fails "
-                             "(default 10)")
-    parser.add_argument("--check-template", action="store_true",
-                        help="add the template check: the chat template renders (through /tokenize)")
-    parser.add_argument("--expect-template-tokens", type=_tokens, default=(), metavar="TOKEN[,TOKEN...]",
-                        help="special tokens the rendered chat must contain (implies --check-template)")
-    parser.add_argument("--record-golden", metavar="FILE",
-                        help="answer the golden prompts greedily and write the record to FILE "
-                             "(e.g. golden/<served-name>.json; docs/verification.md)")
-    parser.add_argument("--golden", metavar="FILE",
-                        help="compare the golden prompts' answers with the record in FILE; reports which key "
-                             "fields changed and which answers differ")
-    parser.add_argument("--golden-exact", action="store_true",
-                        help="with --golden: fail (exit 4 when nothing else failed) when any answer differs")
-    parser.add_argument("--golden-key", type=_golden_key, default={}, metavar="FIELD=VALUE[,...]",
-                        help="what the server runs, for the record and the comparison: "
-                             f"{', '.join(golden.KEY_FIELDS)} (engine defaults to what GET /version reports)")
-    parser.add_argument("--timeout", type=_seconds, default=60.0,
-                        help="seconds for each HTTP request, start to end (default 60)")
-    parser.add_argument("--total-timeout", type=_seconds, default=600.0,
-                        help="seconds for the whole run; requests not done by then fail (default 600)")
+    parser.add_argument(
+        "--names",
+        type=_names,
+        default=(),
+        help="comma-separated model and adapter names that must each answer under their own name",
+    )
+    parser.add_argument(
+        "--entrance",
+        action="store_true",
+        help="the base URL is the stack's entrance: run only what it routes (chat, stream, names)",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="name of the environment variable holding the API key (never the key itself)",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=_whole,
+        help=f"context length the server enforces, at most {MAX_CONTEXT_CHECKED:,} (default: what /v1/models reports)",
+    )
+    parser.add_argument(
+        "--expect-kv-tokens",
+        type=_whole,
+        metavar="N",
+        help="KV-cache tokens the server should hold (the stack output sizing[].kvCacheTokens); "
+        "adds the kv check, read from /metrics",
+    )
+    parser.add_argument(
+        "--kv-tolerance",
+        type=_tolerance,
+        default=kv_capacity.DEFAULT_TOLERANCE,
+        metavar="PERCENT",
+        help="how far below --expect-kv-tokens the server may be before the kv check fails (default 10)",
+    )
+    parser.add_argument(
+        "--check-template",
+        action="store_true",
+        help="add the template check: the chat template renders (through /tokenize)",
+    )
+    parser.add_argument(
+        "--expect-template-tokens",
+        type=_tokens,
+        default=(),
+        metavar="TOKEN[,TOKEN...]",
+        help="special tokens the rendered chat must contain (implies --check-template)",
+    )
+    parser.add_argument(
+        "--record-golden",
+        metavar="FILE",
+        help="answer the golden prompts greedily and write the record to FILE "
+        "(e.g. golden/<served-name>.json; docs/verification.md)",
+    )
+    parser.add_argument(
+        "--golden",
+        metavar="FILE",
+        help="compare the golden prompts' answers with the record in FILE; reports which key "
+        "fields changed and which answers differ",
+    )
+    parser.add_argument(
+        "--golden-exact",
+        action="store_true",
+        help="with --golden: fail (exit 4 when nothing else failed) when any answer differs",
+    )
+    parser.add_argument(
+        "--golden-key",
+        type=_golden_key,
+        default={},
+        metavar="FIELD=VALUE[,...]",
+        help="what the server runs, for the record and the comparison: "
+        f"{', '.join(golden.KEY_FIELDS)} (engine defaults to what GET /version reports)",
+    )
+    parser.add_argument(
+        "--timeout", type=_seconds, default=60.0, help="seconds for each HTTP request, start to end (default 60)"
+    )
+    parser.add_argument(
+        "--total-timeout",
+        type=_seconds,
+        default=600.0,
+        help="seconds for the whole run; requests not done by then fail (default 600)",
+    )
     return parser
 
 
@@ -688,19 +760,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.expect_kv_tokens is not None and not 0 < args.expect_kv_tokens <= MAX_KV_TOKENS:
         parser.error(f"--expect-kv-tokens must be a whole number from 1 to {MAX_KV_TOKENS:,}")
     if (args.check_template or args.expect_template_tokens) and args.entrance:
-        parser.error("the template check reads the server's /tokenize, which the entrance does not route: "
-                     "run it against the model's in-cluster Service")
+        parser.error(
+            "the template check reads the server's /tokenize, which the entrance does not route: "
+            "run it against the model's in-cluster Service"
+        )
     if args.expect_kv_tokens is not None and args.entrance:
-        parser.error("--expect-kv-tokens reads the server's /metrics, which the entrance does not route: "
-                     "run it against the model's in-cluster Service")
+        parser.error(
+            "--expect-kv-tokens reads the server's /metrics, which the entrance does not route: "
+            "run it against the model's in-cluster Service"
+        )
     golden_mode, golden_record = None, None
     if args.record_golden and args.golden:
         parser.error("--record-golden writes a record and --golden compares with one: give one of them")
     if args.golden_exact and not args.golden:
         parser.error("--golden-exact needs --golden FILE (the record to agree with)")
     if (args.record_golden or args.golden) and args.entrance:
-        parser.error("the golden check asks one server for greedy answers: run it against the model's "
-                     "in-cluster Service, not the entrance")
+        parser.error(
+            "the golden check asks one server for greedy answers: run it against the model's "
+            "in-cluster Service, not the entrance"
+        )
     if args.record_golden:
         golden_mode = "record"
     elif args.golden:
@@ -712,8 +790,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--golden {args.golden}: the record is of model {golden_record.model!r}, not {model!r}")
         golden_mode = "exact" if args.golden_exact else "report"
     try:
-        client = Client(args.base_url, api_key=api_key, timeout=args.timeout,
-                        deadline=time.monotonic() + args.total_timeout)
+        client = Client(
+            args.base_url, api_key=api_key, timeout=args.timeout, deadline=time.monotonic() + args.total_timeout
+        )
     except ValueError as exc:
         parser.error(str(exc))
 
@@ -725,10 +804,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"smoke: cannot reach {client.base_url}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 
-    ctx = SmokeContext(client, model, args.max_model_len, names=args.names, expect_kv_tokens=args.expect_kv_tokens,
-                       kv_tolerance=args.kv_tolerance, check_template=args.check_template,
-                       template_tokens=args.expect_template_tokens, golden_mode=golden_mode,
-                       golden_record=golden_record, golden_key=args.golden_key, golden_path=args.record_golden)
+    ctx = SmokeContext(
+        client,
+        model,
+        args.max_model_len,
+        names=args.names,
+        expect_kv_tokens=args.expect_kv_tokens,
+        kv_tolerance=args.kv_tolerance,
+        check_template=args.check_template,
+        template_tokens=args.expect_template_tokens,
+        golden_mode=golden_mode,
+        golden_record=golden_record,
+        golden_key=args.golden_key,
+        golden_path=args.record_golden,
+    )
     results = run_checks(ctx, entrance=args.entrance)
     for result in results:
         print(result.line())
@@ -739,8 +828,10 @@ def summarize(results: list[CheckResult]) -> int:
     """Print the summary line; the exit status (a KV shortfall alone is EXIT_KV_SHORTFALL, golden
     answers differing under exact mode alone EXIT_GOLDEN_DIFFERS)."""
     failed = [r for r in results if not r.passed]
-    print(f"smoke: {len(results) - len(failed)}/{len(results)} checks passed"
-          + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""))
+    print(
+        f"smoke: {len(results) - len(failed)}/{len(results)} checks passed"
+        + (f"; failed: {', '.join(r.name for r in failed)}" if failed else "")
+    )
     if not failed:
         return EXIT_PASSED
     if all(r.shortfall for r in failed):

@@ -104,31 +104,49 @@ def parse_targets(text: str) -> tuple[list[Target], float]:
             raise TargetsError(f"{where}.names must be a list of names")
         template_tokens = entry.get("templateTokens") or []
         if not isinstance(template_tokens, list) or not all(
-                isinstance(t, str) and 0 < len(t) <= 256 for t in template_tokens):
+            isinstance(t, str) and 0 < len(t) <= 256 for t in template_tokens
+        ):
             raise TargetsError(f"{where}.templateTokens must be a list of token strings")
         context = entry.get("calibration") or {}
-        if not isinstance(context, dict) or len(context) > MAX_CONTEXT_KEYS or not all(
-                isinstance(v, (str, int, float, bool)) or v is None for v in context.values()):
+        if (
+            not isinstance(context, dict)
+            or len(context) > MAX_CONTEXT_KEYS
+            or not all(isinstance(v, (str, int, float, bool)) or v is None for v in context.values())
+        ):
             raise TargetsError(f"{where}.calibration must be an object of at most {MAX_CONTEXT_KEYS} plain values")
         golden_mode, golden_key, golden_record = _golden(entry.get("golden"), f"{where}.golden")
-        targets.append(Target(
-            model=_field(entry, "model", str, where),
-            base_url=_field(entry, "baseUrl", str, where),
-            names=tuple(names),
-            max_model_len=_field(entry, "maxModelLen", int, where, required=False, low=smoke.OUTPUT_BUDGET + 2,
-                                 high=smoke.MAX_CONTEXT_CHECKED),
-            expect_kv_tokens=_field(entry, "expectKvTokens", int, where, required=False, low=1,
-                                    high=smoke.MAX_KV_TOKENS),
-            api_key_env=_field(entry, "apiKeyEnv", str, where, required=False),
-            request_timeout=_field(entry, "requestTimeoutSeconds", float, where, low=1, high=86400),
-            total_timeout=_field(entry, "totalTimeoutSeconds", float, where, low=1, high=86400),
-            context=context,
-            template_tokens=tuple(template_tokens),
-            golden_mode=golden_mode, golden_key=golden_key, golden_record=golden_record,
-        ))
+        targets.append(
+            Target(
+                model=_field(entry, "model", str, where),
+                base_url=_field(entry, "baseUrl", str, where),
+                names=tuple(names),
+                max_model_len=_field(
+                    entry,
+                    "maxModelLen",
+                    int,
+                    where,
+                    required=False,
+                    low=smoke.OUTPUT_BUDGET + 2,
+                    high=smoke.MAX_CONTEXT_CHECKED,
+                ),
+                expect_kv_tokens=_field(
+                    entry, "expectKvTokens", int, where, required=False, low=1, high=smoke.MAX_KV_TOKENS
+                ),
+                api_key_env=_field(entry, "apiKeyEnv", str, where, required=False),
+                request_timeout=_field(entry, "requestTimeoutSeconds", float, where, low=1, high=86400),
+                total_timeout=_field(entry, "totalTimeoutSeconds", float, where, low=1, high=86400),
+                context=context,
+                template_tokens=tuple(template_tokens),
+                golden_mode=golden_mode,
+                golden_key=golden_key,
+                golden_record=golden_record,
+            )
+        )
         if golden_record is not None and golden_record.model != targets[-1].model:
-            raise TargetsError(f"{where}.golden.record is of model {excerpt(golden_record.model, 60)}, "
-                               f"not {excerpt(targets[-1].model, 60)}")
+            raise TargetsError(
+                f"{where}.golden.record is of model {excerpt(golden_record.model, 60)}, "
+                f"not {excerpt(targets[-1].model, 60)}"
+            )
     return targets, (kv_capacity.DEFAULT_TOLERANCE if tolerance is None else tolerance / 100)
 
 
@@ -139,10 +157,14 @@ def _golden(value: object, where: str) -> tuple[str | None, dict[str, str], gold
     if not isinstance(value, dict) or value.get("mode") not in GOLDEN_MODES:
         raise TargetsError(f"{where} must be an object whose mode is one of {', '.join(GOLDEN_MODES)}")
     key = value.get("key") or {}
-    if not isinstance(key, dict) or set(key) - set(golden.KEY_FIELDS) or not all(
-            v is None or (isinstance(v, str) and 0 < len(v) <= golden.MAX_KEY_CHARS) for v in key.values()):
-        raise TargetsError(f"{where}.key must be an object of {', '.join(golden.KEY_FIELDS)}, each a short string "
-                           "or null")
+    if (
+        not isinstance(key, dict)
+        or set(key) - set(golden.KEY_FIELDS)
+        or not all(v is None or (isinstance(v, str) and 0 < len(v) <= golden.MAX_KEY_CHARS) for v in key.values())
+    ):
+        raise TargetsError(
+            f"{where}.key must be an object of {', '.join(golden.KEY_FIELDS)}, each a short string or null"
+        )
     record = None
     if value.get("record") is not None:
         try:
@@ -163,12 +185,19 @@ class ModelReport:
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "status": {smoke.EXIT_PASSED: "passed", smoke.EXIT_KV_SHORTFALL: "kv-shortfall",
-                       smoke.EXIT_GOLDEN_DIFFERS: "golden-differs"}.get(self.status, "failed"),
-            "failed": self.failed}
+            "status": {
+                smoke.EXIT_PASSED: "passed",
+                smoke.EXIT_KV_SHORTFALL: "kv-shortfall",
+                smoke.EXIT_GOLDEN_DIFFERS: "golden-differs",
+            }.get(self.status, "failed"),
+            "failed": self.failed,
+        }
         if self.verdict is not None:
-            out.update(predictedKvTokens=self.verdict.predicted, actualKvTokens=self.verdict.actual,
-                       kvErrorPercent=round(self.verdict.error * 100, 2))
+            out.update(
+                predictedKvTokens=self.verdict.predicted,
+                actualKvTokens=self.verdict.actual,
+                kvErrorPercent=round(self.verdict.error * 100, 2),
+            )
         if self.golden is not None:
             out["golden"] = self.golden
         return out
@@ -183,30 +212,50 @@ def verify_target(target: Target, tolerance: float) -> ModelReport:
             print(f"FAIL  setup    environment variable {target.api_key_env} (the API key) is not set or empty")
             return ModelReport(target.model, smoke.EXIT_FAILED, ["setup"], None)
     try:
-        client = Client(target.base_url, api_key=api_key, timeout=target.request_timeout,
-                        deadline=time.monotonic() + target.total_timeout)
+        client = Client(
+            target.base_url,
+            api_key=api_key,
+            timeout=target.request_timeout,
+            deadline=time.monotonic() + target.total_timeout,
+        )
         client.get("/health", timeout=min(target.request_timeout, 10.0))
     except (ValueError, EndpointError) as exc:
         print(f"FAIL  reach    cannot reach {target.base_url}: {' '.join(str(exc).split())}")
         return ModelReport(target.model, smoke.EXIT_FAILED, ["reach"], None)
-    ctx = smoke.SmokeContext(client, target.model, target.max_model_len, names=target.names,
-                             expect_kv_tokens=target.expect_kv_tokens, kv_tolerance=tolerance,
-                             check_template=True, template_tokens=target.template_tokens,
-                             golden_mode=(target.golden_mode if target.golden_record else "record") if target.golden_mode
-                             else None,
-                             golden_record=target.golden_record, golden_key=target.golden_key)
+    ctx = smoke.SmokeContext(
+        client,
+        target.model,
+        target.max_model_len,
+        names=target.names,
+        expect_kv_tokens=target.expect_kv_tokens,
+        kv_tolerance=tolerance,
+        check_template=True,
+        template_tokens=target.template_tokens,
+        golden_mode=(target.golden_mode if target.golden_record else "record") if target.golden_mode else None,
+        golden_record=target.golden_record,
+        golden_key=target.golden_key,
+    )
     results = smoke.run_checks(ctx)
     for result in results:
         print(result.line())
     status = smoke.summarize(results)
-    report = ModelReport(target.model, status, [r.name for r in results if not r.passed], ctx.kv_verdict,
-                         _golden_summary(ctx))
+    report = ModelReport(
+        target.model, status, [r.name for r in results if not r.passed], ctx.kv_verdict, _golden_summary(ctx)
+    )
     if ctx.kv_verdict is not None:
-        print(CALIBRATION_PREFIX + json.dumps({
-            "model": target.model, **target.context,
-            "predictedKvTokens": ctx.kv_verdict.predicted, "actualKvTokens": ctx.kv_verdict.actual,
-            "errorPercent": round(ctx.kv_verdict.error * 100, 2),
-        }, sort_keys=False))
+        print(
+            CALIBRATION_PREFIX
+            + json.dumps(
+                {
+                    "model": target.model,
+                    **target.context,
+                    "predictedKvTokens": ctx.kv_verdict.predicted,
+                    "actualKvTokens": ctx.kv_verdict.actual,
+                    "errorPercent": round(ctx.kv_verdict.error * 100, 2),
+                },
+                sort_keys=False,
+            )
+        )
     cmp = ctx.golden_comparison
     if ctx.golden_live is not None and (cmp is None or not cmp.identical or cmp.key_changes):
         # No record yet (the first rollout), or the answers or the key changed: the record to commit
@@ -222,8 +271,12 @@ def _golden_summary(ctx: smoke.SmokeContext) -> dict[str, object] | None:
     if ctx.golden_comparison is None:
         return None
     cmp = ctx.golden_comparison
-    return {"result": "identical" if cmp.identical else "differs", "compared": cmp.compared,
-            "differing": [d.prompt for d in cmp.diffs], "keyChanges": [f for f, _, _ in cmp.key_changes]}
+    return {
+        "result": "identical" if cmp.identical else "differs",
+        "compared": cmp.compared,
+        "differing": [d.prompt for d in cmp.diffs],
+        "keyChanges": [f for f, _, _ in cmp.key_changes],
+    }
 
 
 def overall(reports: list[ModelReport]) -> int:
@@ -238,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m endpoint_tools.verify",
         description="Run the smoke checks against every model of a stack, with the plan's numbers.",
         epilog="exit status: 0 every model passed; 1 a check failed; 2 unusable targets file; "
-               "3 the only failures are KV-cache capacities below the plan's; "
-               "4 the only failures are golden answers differing from their record (exact mode)",
+        "3 the only failures are KV-cache capacities below the plan's; "
+        "4 the only failures are golden answers differing from their record (exact mode)",
     )
     parser.add_argument("--targets", required=True, help="the JSON targets file the program writes")
     args = parser.parse_args(argv)
@@ -251,8 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     status = overall(reports)
     passed = sum(r.status == smoke.EXIT_PASSED for r in reports)
     print(f"== verify: {passed}/{len(reports)} models passed")
-    print(SUMMARY_PREFIX + json.dumps({"passed": status == smoke.EXIT_PASSED, "exitStatus": status,
-                                       "models": {r.model: r.summary() for r in reports}}))
+    print(
+        SUMMARY_PREFIX
+        + json.dumps(
+            {
+                "passed": status == smoke.EXIT_PASSED,
+                "exitStatus": status,
+                "models": {r.model: r.summary() for r in reports},
+            }
+        )
+    )
     return status
 
 

@@ -49,7 +49,8 @@ def _type_name(annotation) -> str:
         if hasattr(annotation, "__members__"):
             return " \\| ".join(f"`{m}`" for m in annotation.__members__)
         return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
-            annotation.__name__, annotation.__name__)
+            annotation.__name__, annotation.__name__
+        )
     return str(annotation)
 
 

@@ -15,9 +15,10 @@ import re
 import runpy
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
@@ -53,7 +54,7 @@ def redact_secrets(value: Any) -> Any:
         inner = value.get("value")
         # A whole map made secret (a Secret's stringData) keeps its keys, so it still validates.
         if isinstance(inner, dict):
-            return {k: REDACTED for k in inner}
+            return dict.fromkeys(inner, REDACTED)
         return REDACTED
     if isinstance(value, dict):
         return {k: redact_secrets(v) for k, v in value.items()}
@@ -146,8 +147,12 @@ def _zone_id(region: str, suffix: str) -> str:
 
 def _availability_zones(args: dict) -> dict:
     region = args.get("region") or "us-east-1"
-    return {"id": region, "names": [f"{region}{s}" for s, _ in MOCK_ZONES],
-            "zoneIds": [_zone_id(region, s) for s, _ in MOCK_ZONES], "groupNames": [region] * len(MOCK_ZONES)}
+    return {
+        "id": region,
+        "names": [f"{region}{s}" for s, _ in MOCK_ZONES],
+        "zoneIds": [_zone_id(region, s) for s, _ in MOCK_ZONES],
+        "groupNames": [region] * len(MOCK_ZONES),
+    }
 
 
 def _instance_type_offerings(args: dict) -> dict:
@@ -156,8 +161,12 @@ def _instance_type_offerings(args: dict) -> dict:
     scarce = any(t in MOCK_SCARCE_INSTANCE_TYPES for t in types)
     suffixes = MOCK_SCARCE_ZONES if scarce else [s for s, _ in MOCK_ZONES]
     zones = [f"{region}{s}" for s in suffixes]
-    return {"id": region, "instanceTypes": types * len(zones), "locations": zones,
-            "locationTypes": ["availability-zone"] * len(zones)}
+    return {
+        "id": region,
+        "instanceTypes": types * len(zones),
+        "locations": zones,
+        "locationTypes": ["availability-zone"] * len(zones),
+    }
 
 
 def _subnet(args: dict) -> dict:
@@ -166,8 +175,12 @@ def _subnet(args: dict) -> dict:
     if known is None:
         return {}
     suffix, public, vpc = known
-    return {"availabilityZone": f"{region}{suffix}", "availabilityZoneId": _zone_id(region, suffix),
-            "vpcId": vpc, "mapPublicIpOnLaunch": public}
+    return {
+        "availabilityZone": f"{region}{suffix}",
+        "availabilityZoneId": _zone_id(region, suffix),
+        "vpcId": vpc,
+        "mapPublicIpOnLaunch": public,
+    }
 
 
 def _route_tables(args: dict) -> dict:
@@ -180,15 +193,29 @@ def _route_tables(args: dict) -> dict:
     return {"id": "mock", "ids": [_MAIN_TABLE]}
 
 
-_ROUTE_FIELDS = ("carrierGatewayId", "cidrBlock", "coreNetworkArn", "destinationPrefixListId", "egressOnlyGatewayId",
-                 "gatewayId", "instanceId", "ipv6CidrBlock", "localGatewayId", "natGatewayId", "networkInterfaceId",
-                 "odbNetworkArn", "transitGatewayId", "vpcEndpointId", "vpcPeeringConnectionId")
+_ROUTE_FIELDS = (
+    "carrierGatewayId",
+    "cidrBlock",
+    "coreNetworkArn",
+    "destinationPrefixListId",
+    "egressOnlyGatewayId",
+    "gatewayId",
+    "instanceId",
+    "ipv6CidrBlock",
+    "localGatewayId",
+    "natGatewayId",
+    "networkInterfaceId",
+    "odbNetworkArn",
+    "transitGatewayId",
+    "vpcEndpointId",
+    "vpcPeeringConnectionId",
+)
 
 
 def _route_table(args: dict) -> dict:
     table = args.get("routeTableId", "")
     target = {"natGatewayId": "nat-mock"} if table == _PRIVATE_TABLE else {"gatewayId": "igw-mock"}
-    route = {**{k: "" for k in _ROUTE_FIELDS}, "cidrBlock": "0.0.0.0/0", **target}
+    route = {**dict.fromkeys(_ROUTE_FIELDS, ""), "cidrBlock": "0.0.0.0/0", **target}
     return {"routeTableId": table, "routes": [route], "associations": []}
 
 
@@ -212,10 +239,16 @@ _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
 # Created EC2 resources get ids in EC2's own form (`subnet-...`, `sg-...`), so objects that
 # validate ids by pattern (Karpenter's EC2NodeClass selector terms) see what they would in a preview.
 _EC2_ID_PREFIXES = {
-    "aws:ec2/subnet:Subnet": "subnet", "aws:ec2/securityGroup:SecurityGroup": "sg", "aws:ec2/vpc:Vpc": "vpc",
-    "aws:ec2/internetGateway:InternetGateway": "igw", "aws:ec2/natGateway:NatGateway": "nat",
-    "aws:ec2/routeTable:RouteTable": "rtb", "aws:ec2/eip:Eip": "eipalloc", "aws:ec2/placementGroup:PlacementGroup": "pg",
-    "aws:ec2/launchTemplate:LaunchTemplate": "lt", "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/placementGroup:PlacementGroup": "pg",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
 }
 
 
@@ -229,7 +262,10 @@ def mock_id(type_token: str, name: str) -> str:
 # arguments, or a function of the arguments.
 _CALL_RESULTS: dict[str, Any] = {
     "aws:index/getCallerIdentity:getCallerIdentity": {
-        "accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "mock"},
+        "accountId": "123456789012",
+        "arn": "arn:aws:iam::123456789012:user/mock",
+        "userId": "mock",
+    },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1"},
     "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
     "aws:index/getAvailabilityZones:getAvailabilityZones": _availability_zones,
@@ -244,16 +280,26 @@ _CALL_RESULTS: dict[str, Any] = {
         "certificateAuthorities": [{"data": "bW9jay1leGlzdGluZy1jYQ=="}],
         "version": "1.33",
         "vpcConfig": {
-            "subnetIds": MOCK_SUBNETS + MOCK_PRIVATE_SUBNETS[:3], "vpcId": MOCK_EXISTING_VPC,
+            "subnetIds": MOCK_SUBNETS + MOCK_PRIVATE_SUBNETS[:3],
+            "vpcId": MOCK_EXISTING_VPC,
             "clusterSecurityGroupId": MOCK_CLUSTER_SG,
-            "securityGroupIds": [], "publicAccessCidrs": [], "endpointPrivateAccess": True,
-            "endpointPublicAccess": True, "controlPlaneEgressMode": "",
+            "securityGroupIds": [],
+            "publicAccessCidrs": [],
+            "endpointPrivateAccess": True,
+            "endpointPublicAccess": True,
+            "controlPlaneEgressMode": "",
         },
     },
     "gcp:container/getCluster:getCluster": {
         "endpoint": "203.0.113.20",
-        "masterAuths": [{"clusterCaCertificate": "bW9jay1leGlzdGluZy1jYQ==", "clientCertificate": "",
-                         "clientKey": "", "clientCertificateConfigs": []}],
+        "masterAuths": [
+            {
+                "clusterCaCertificate": "bW9jay1leGlzdGluZy1jYQ==",
+                "clientCertificate": "",
+                "clientKey": "",
+                "clientCertificateConfigs": [],
+            }
+        ],
     },
     "gcp:organizations/getProject:getProject": {"projectId": "mock-project", "number": "123456789"},
     "gcp:organizations/getClientConfig:getClientConfig": {"project": "mock-project", "region": "us-central1"},
@@ -302,7 +348,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         timeouts = getattr(request, "customTimeouts", None)
         self.mocks.registering.custom_timeouts = (
             {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)}
-            if timeouts is not None else {})
+            if timeouts is not None
+            else {}
+        )
 
     def RegisterResource(self, request):
         self._note(request, read=False)
@@ -333,14 +381,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
         read = getattr(self.registering, "read", False)
         self.resources.append(
             RecordedResource(
-                args.typ, args.name, dict(args.inputs), args.provider, args.custom,
-                urn=getattr(self.registering, "urn", ""), parent_urn=getattr(self.registering, "parent", ""),
+                args.typ,
+                args.name,
+                dict(args.inputs),
+                args.provider,
+                args.custom,
+                urn=getattr(self.registering, "urn", ""),
+                parent_urn=getattr(self.registering, "parent", ""),
                 dependencies=getattr(self.registering, "dependencies", ()),
                 custom_timeouts=dict(getattr(self.registering, "custom_timeouts", {}) or {}),
                 read_id=args.resource_id if read else None,
             )
         )
-        if read and args.typ == CRD_TYPE and self.cluster_crds is not None and args.resource_id not in self.cluster_crds:
+        if (
+            read
+            and args.typ == CRD_TYPE
+            and self.cluster_crds is not None
+            and args.resource_id not in self.cluster_crds
+        ):
             assert args.resource_id is not None  # a read always names the id it reads
             raise MissingResourceError(args.typ, args.name, args.resource_id)
         if read:
@@ -414,8 +472,12 @@ class Evaluation:
 
 def _object_order(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     meta = obj.get("metadata") or {}
-    return (str(obj.get("kind", "")), str(meta.get("namespace", "")), str(meta.get("name", "")),
-            json.dumps(obj, sort_keys=True, default=str))
+    return (
+        str(obj.get("kind", "")),
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        json.dumps(obj, sort_keys=True, default=str),
+    )
 
 
 # Pulumi stack names: letters, digits, '-', '_' and '.', at most 100 characters (the CLI's own rule
@@ -436,11 +498,12 @@ def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, s
     numbers). Every problem is a ConfigError line naming the file and the key.
     """
     if not isinstance(stack, str) or not STACK_NAME_RE.fullmatch(stack) or stack in (".", ".."):
-        raise ConfigError([f"stack name {excerpt(stack)} is not a Pulumi stack name; use letters, digits, '-', '_' "
-                           "or '.' (e.g. dev)"])
+        raise ConfigError(
+            [f"stack name {excerpt(stack)} is not a Pulumi stack name; use letters, digits, '-', '_' or '.' (e.g. dev)"]
+        )
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
-        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+        stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
         raise ConfigError([f"no stack file {path.name}; stacks here: {', '.join(stacks) or 'none'}"])
     try:
         text = read_text_file(path, MAX_STACK_FILE_BYTES, path.name)
@@ -451,8 +514,10 @@ def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, s
     if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
         raise ConfigError([f"{path.name}: the top level must be a mapping with a `config:` mapping of keys"])
     entries = doc.get("config") or {}
-    problems = [f"{path.name}: {where.removeprefix(PROJECT + ':')}: {problem}"
-                for where, problem in json_value_problems(entries, plain_only=True)]
+    problems = [
+        f"{path.name}: {where.removeprefix(PROJECT + ':')}: {problem}"
+        for where, problem in json_value_problems(entries, plain_only=True)
+    ]
     if problems:
         raise ConfigError(problems)
     config: dict[str, str] = {}
@@ -464,15 +529,19 @@ def stack_file_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, s
         if full_key in spelled:
             # `hfToken` and `llm-serving:hfToken` are one key to the CLI; keeping either silently
             # would hide the other (a plain-text token beside its `secure:` twin, say).
-            problems.append(f"{path.name}: {excerpt(short)}: set twice, as {excerpt(spelled[full_key])} and "
-                            f"{excerpt(key)}; keep one (secrets only as `secure:`, set with "
-                            f"`pulumi config set --secret {short}`)")
+            problems.append(
+                f"{path.name}: {excerpt(short)}: set twice, as {excerpt(spelled[full_key])} and "
+                f"{excerpt(key)}; keep one (secrets only as `secure:`, set with "
+                f"`pulumi config set --secret {short}`)"
+            )
             continue
         spelled[full_key] = key
         if isinstance(value, dict) and "secure" in value:
             if set(value) != {"secure"} or not isinstance(value["secure"], str):
-                problems.append(f"{path.name}: {excerpt(short)}: a `secure:` entry holds only the ciphertext the CLI "
-                                "wrote; remove the other keys (never put the plain value next to it)")
+                problems.append(
+                    f"{path.name}: {excerpt(short)}: a `secure:` entry holds only the ciphertext the CLI "
+                    "wrote; remove the other keys (never put the plain value next to it)"
+                )
                 continue
             config[full_key] = f"<secret {full_key} (encrypted in {path.name})>"
             secret_keys.append(full_key)
@@ -507,8 +576,14 @@ def evaluate(
     """Run the program once under mocks with the given config and return what it registered."""
     if str(program.parent) not in sys.path:
         sys.path.insert(0, str(program.parent))
-    return _run(lambda: runpy.run_path(str(program), run_name="__main__"), stack, config, secret_keys, raise_errors,
-                cluster_crds)
+    return _run(
+        lambda: runpy.run_path(str(program), run_name="__main__"),
+        stack,
+        config,
+        secret_keys,
+        raise_errors,
+        cluster_crds,
+    )
 
 
 def _run(
@@ -523,15 +598,12 @@ def _run(
     asyncio.set_event_loop(loop)
     mocks = RecordingMocks(cluster_crds)
     pulumi.runtime.set_all_config(dict(config), list(secret_keys or []))
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks)
-    )
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     root = pulumi.runtime.get_root_resource()
-    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls,
-                            call_results=mocks.call_results)
+    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls, call_results=mocks.call_results)
     try:
         _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
-    except BaseException as err:  # noqa: BLE001 handed back to the caller as data or re-raised
+    except BaseException as err:
         evaluation.error = err
         if raise_errors:
             raise
@@ -576,7 +648,7 @@ def _stack_outputs(root) -> dict[str, Any]:
     for key, value in outputs.items():
         try:
             resolved[key] = _sync_await(pulumi.Output.from_input(value).future())
-        except Exception:  # noqa: BLE001 an unresolvable export is reported as such
+        except Exception:
             resolved[key] = "<unknown>"
     return resolved
 
@@ -609,7 +681,13 @@ def evaluate_stack(
                 config[full_key] = f"<secret {full_key} (not set in Pulumi.{stack}.yaml)>"
                 secret_keys.append(full_key)
                 assumed.append(key)
-    evaluation = evaluate(stack, config, secret_keys, program=project_dir / "__main__.py",
-                          raise_errors=raise_errors, cluster_crds=cluster_crds)
+    evaluation = evaluate(
+        stack,
+        config,
+        secret_keys,
+        program=project_dir / "__main__.py",
+        raise_errors=raise_errors,
+        cluster_crds=cluster_crds,
+    )
     evaluation.assumed_secrets = assumed
     return evaluation

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from common import contract
 from offline_plan.mock_runtime import Evaluation, RecordedResource
@@ -53,9 +53,17 @@ CLOUD_CREATE_WAIT_SECONDS = {
 
 # Kubernetes kinds (apiVersion, kind) with a built-in awaiter that can block.
 AWAITED_KINDS = {
-    ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"), ("batch/v1", "Job"),
-    ("v1", "Pod"), ("v1", "Service"), ("v1", "PersistentVolumeClaim"), ("v1", "PersistentVolume"),
-    ("v1", "ReplicationController"), ("v1", "ResourceQuota"), ("networking.k8s.io/v1", "Ingress"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("batch/v1", "Job"),
+    ("v1", "Pod"),
+    ("v1", "Service"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "PersistentVolume"),
+    ("v1", "ReplicationController"),
+    ("v1", "ResourceQuota"),
+    ("networking.k8s.io/v1", "Ingress"),
 }
 
 # What a job of .github/workflows/pulumi-up.yml spends before `pulumi up` starts: checkout, two
@@ -86,7 +94,7 @@ class Wait:
 
 
 def _annotations(resource: RecordedResource) -> dict:
-    return ((resource.inputs.get("metadata") or {}).get("annotations") or {})
+    return (resource.inputs.get("metadata") or {}).get("annotations") or {}
 
 
 def resource_wait(resource: RecordedResource) -> Wait:
@@ -98,8 +106,10 @@ def resource_wait(resource: RecordedResource) -> Wait:
         annotations = _annotations(resource)
         if str(annotations.get(contract.PULUMI_SKIP_AWAIT, "")).lower() == "true":
             return Wait(resource, 0, "skipAwait")
-        awaited = contract.PULUMI_WAIT_FOR in annotations or (
-            resource.inputs.get("apiVersion"), resource.inputs.get("kind")) in AWAITED_KINDS
+        awaited = (
+            contract.PULUMI_WAIT_FOR in annotations
+            or (resource.inputs.get("apiVersion"), resource.inputs.get("kind")) in AWAITED_KINDS
+        )
         if not awaited:
             return Wait(resource, 0, "not awaited")
         if create:
@@ -168,6 +178,7 @@ def chain_table(evaluation: Evaluation) -> dict:
     return {
         "totalSeconds": total,
         "requiredJobMinutes": required_job_minutes(total),
-        "steps": [{"resource": f"{w.resource.type} {w.resource.name}", "seconds": w.seconds, "why": w.why}
-                  for w in chain],
+        "steps": [
+            {"resource": f"{w.resource.type} {w.resource.name}", "seconds": w.seconds, "why": w.why} for w in chain
+        ],
     }

@@ -103,7 +103,11 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             image = value.get("image")
-            if isinstance(image, str) and isinstance(value.get("repository"), str) and isinstance(value.get("version"), str):
+            if (
+                isinstance(image, str)
+                and isinstance(value.get("repository"), str)
+                and isinstance(value.get("version"), str)
+            ):
                 # The GPU Operator's operand style (components/operators/values.py operand_image):
                 # `repository/image@version` for a digest, else `repository/image:version`. An operand
                 # turned off (`enabled: false`, the MIG manager on GKE) pulls nothing.
@@ -121,9 +125,14 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
                 # [registry/]repository:tag[@digest], as those charts' templates join them.
                 registry = value.get("registry")
                 # cert-manager names it `digest`; kube-prometheus-stack `sha`, the hex alone.
-                digest = value.get("digest") or (f"sha256:{value['sha']}" if isinstance(value.get("sha"), str) and value["sha"] else None)
-                found.add((f"{registry}/" if isinstance(registry, str) and registry else "")
-                          + f"{value['repository']}:{value['tag']}" + (f"@{digest}" if isinstance(digest, str) else ""))
+                digest = value.get("digest") or (
+                    f"sha256:{value['sha']}" if isinstance(value.get("sha"), str) and value["sha"] else None
+                )
+                found.add(
+                    (f"{registry}/" if isinstance(registry, str) and registry else "")
+                    + f"{value['repository']}:{value['tag']}"
+                    + (f"@{digest}" if isinstance(digest, str) else "")
+                )
             elif isinstance(image, dict) and isinstance(image.get("registry"), str):
                 found.add(f"{image['registry']}/{image.get('repository')}:{image.get('tag')}")
             for v in value.values():
@@ -141,9 +150,13 @@ def _in_stack(image: images.Image, deployed: set[str]) -> bool:
     # Matched on repository and tag, through a digest or a pull-through cache prefix; or on
     # repository and digest where a chart takes the digest in place of the tag (GPU Operator).
     by_digest = f"{image.repository}@{image.digest.value}" if image.resolved else None
-    return any(ref == by_digest or ref.partition("@")[0] == image.tagged or ref.partition("@")[0].endswith("/" + image.tagged)
-               or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
-               for ref in deployed)
+    return any(
+        ref == by_digest
+        or ref.partition("@")[0] == image.tagged
+        or ref.partition("@")[0].endswith("/" + image.tagged)
+        or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
+        for ref in deployed
+    )
 
 
 def _cell(text: str) -> str:
@@ -162,36 +175,56 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
         else:
             state = f"`{digest[:19]}...`" + ("" if image.digest.established else " (unverified)")
         used = "yes" if _in_stack(image, deployed) else "no"
-        out.append(f"| `{image.repository}` | `{image.tag}` | {state} | {used} | {_cell(image.digest.source)} | "
-                   f"{_cell(image.used_by)} |")
+        out.append(
+            f"| `{image.repository}` | `{image.tag}` | {state} | {used} | {_cell(image.digest.source)} | "
+            f"{_cell(image.used_by)} |"
+        )
     out.append("")
     missing = [i for i in images.unresolved() if _in_stack(i, deployed)]
     unverified = [i for i in images.unverified() if _in_stack(i, deployed)]
     if missing:
         names = ", ".join(dict.fromkeys(f"`{i.tagged}`" for i in missing))
         if requires_digest(config):
-            out.append(f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
-                       f"{names} (no known digest). On a machine that can reach the registries run "
-                       f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it.")
+            out.append(
+                f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
+                f"{names} (no known digest). On a machine that can reach the registries run "
+                f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it."
+            )
         else:
             out.append(f"Deployed by tag only (no known digest): {names}. Settle with `{images.RESOLVE_COMMAND}`.")
         out.append("")
     if unverified:
-        out.append("Digests read in a published list, not yet from the registry (verify with the same command): "
-                   + ", ".join(f"`{i.tagged}`" for i in unverified) + ".")
+        out.append(
+            "Digests read in a published list, not yet from the registry (verify with the same command): "
+            + ", ".join(f"`{i.tagged}`" for i in unverified)
+            + "."
+        )
         out.append("")
-    out.append("Add-on charts that take a digest (GPU and Network Operator operands, KEDA, LWS, cert-manager, "
-               "kube-prometheus-stack, the KServe controller) take their images from this table; each counts as in "
-               "this stack only where the stack installs it. The pack's requireDigest does not read Helm values: "
-               "the list above is where an add-on image still deployed by tag shows. Other add-on images (Grafana, "
-               "kube-state-metrics, node-exporter, agentgateway, ...) are their charts' own; docs/security.md, "
-               "\"Add-on chart images\", says per chart why.")
+    out.append(
+        "Add-on charts that take a digest (GPU and Network Operator operands, KEDA, LWS, cert-manager, "
+        "kube-prometheus-stack, the KServe controller) take their images from this table; each counts as in "
+        "this stack only where the stack installs it. The pack's requireDigest does not read Helm values: "
+        "the list above is where an add-on image still deployed by tag shows. Other add-on images (Grafana, "
+        "kube-state-metrics, node-exporter, agentgateway, ...) are their charts' own; docs/security.md, "
+        '"Add-on chart images", says per chart why.'
+    )
     out.append("")
     return out
 
 
-SUMMARY_COLUMNS = ["model", "revision", "pool", "gpu", "tensorParallelSize", "pipelineParallelSize",
-                   "minReplicas", "maxReplicas", "maxModelLen", "kvCacheTokens", "startupBudgetSeconds"]
+SUMMARY_COLUMNS = [
+    "model",
+    "revision",
+    "pool",
+    "gpu",
+    "tensorParallelSize",
+    "pipelineParallelSize",
+    "minReplicas",
+    "maxReplicas",
+    "maxModelLen",
+    "kvCacheTokens",
+    "startupBudgetSeconds",
+]
 
 
 def _markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
@@ -206,8 +239,10 @@ def _interconnect_note(row: dict[str, Any]) -> str:
     kind = row.get("interconnect", "single")
     if row["tensorParallelSize"] == 1:
         return "CUDA workspaces" + ("; unified memory counts the host's growth too" if kind == "unified" else "")
-    return {"nvswitch": "NCCL over NVSwitch, with NVLS buffers on Hopper and newer",
-            "pcie": "NCCL ring buffers over PCIe"}.get(kind, f"NCCL over {kind}")
+    return {
+        "nvswitch": "NCCL over NVSwitch, with NVLS buffers on Hopper and newer",
+        "pcie": "NCCL ring buffers over PCIe",
+    }.get(kind, f"NCCL over {kind}")
 
 
 def _model_story(row: dict[str, Any]) -> list[str]:
@@ -216,40 +251,80 @@ def _model_story(row: dict[str, Any]) -> list[str]:
     lines = [
         f"### {row['model']}",
         "",
-        f"- **Weights**: `{row['repo']}` at `{row['revision']}`, {row['weightsGiB']} GiB in total, "
-        f"{row['weightsGiBPerGpu']} GiB on each of {gpus} {row['gpu']} GPU(s).",
+        (
+            f"- **Weights**: `{row['repo']}` at `{row['revision']}`, {row['weightsGiB']} GiB in total, "
+            f"{row['weightsGiBPerGpu']} GiB on each of {gpus} {row['gpu']} GPU(s)."
+        ),
         f"- **Memory per GPU**: {row['gpuMemoryGiB']} GiB CUDA total x {row['gpuMemoryUtilization']} = "
         f"{row['requestedGiBPerGpu']} GiB for vLLM: weights {row['weightsGiBPerGpu']} + "
-        + (f"LoRA slots {row['loraGiBPerGpu']} + " if row.get("loraGiBPerGpu") else "") + "activations "
+        + (f"LoRA slots {row['loraGiBPerGpu']} + " if row.get("loraGiBPerGpu") else "")
+        + "activations "
         f"{row['activationGiB']} + non-torch {row['nonTorchGiB']} ({_interconnect_note(row)}) + CUDA graphs "
         f"{row['cudaGraphGiB']} + KV cache {row['kvCacheGiBPerGpu']} GiB"
-        + ("" if row.get("cudaTotalConfirmed", True) else " (the CUDA total is not confirmed by a cited log)") + ".",
-        f"- **KV cache**: {row['kvCacheTokens']:,} tokens, room for {row['maxConcurrency']} requests of "
-        f"{row['maxModelLen']:,} tokens at once.",
-        *([f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on every replica "
-           f"(--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} from their adapter_config.json); "
-           f"their slots take {row['loraGiBPerGpu']} GiB per GPU out of the KV cache."] if row.get("adapters") else []),
+        + ("" if row.get("cudaTotalConfirmed", True) else " (the CUDA total is not confirmed by a cited log)")
+        + ".",
+        (
+            f"- **KV cache**: {row['kvCacheTokens']:,} tokens, room for {row['maxConcurrency']} requests of "
+            f"{row['maxModelLen']:,} tokens at once."
+        ),
+        *(
+            [
+                (
+                    f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on every replica "
+                    f"(--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} from their adapter_config.json); "
+                    f"their slots take {row['loraGiBPerGpu']} GiB per GPU out of the KV cache."
+                )
+            ]
+            if row.get("adapters")
+            else []
+        ),
         f"- **Start-up**: about {row['loadSecondsEstimate']} s (weights read from the {row['loadFrom']} at "
         f"{row['readMBps']} MB/s, plus engine start-up); the startup probe allows {row['startupBudgetSeconds']} s "
         f"(1.5 x the estimate, at least 300 s"
-        + (f", plus {row['workerWaitSeconds']} s for the other nodes of the replica to join" if row["workerWaitSeconds"] else "")
+        + (
+            f", plus {row['workerWaitSeconds']} s for the other nodes of the replica to join"
+            if row["workerWaitSeconds"]
+            else ""
+        )
         + ")."
-        + (f" A rollout may take {row['rolloutDeadlineSeconds']} s, including {row['nodeProvisioningSeconds']} s for "
-           "a node to be launched (the pool may have to grow for it)." if row.get("nodeProvisioningSeconds") else
-           (f" A rollout may take {row['rolloutDeadlineSeconds']} s." if row.get("rolloutDeadlineSeconds") else "")),
-        *([f"- **Provenance**: {row['provenance']}"
-           + (f" (the sha256 start check is {row['startCheckSeconds']} s of the estimate)" if row.get("startCheckSeconds") else "")
-           + "."] if row.get("provenance") else []),
+        + (
+            f" A rollout may take {row['rolloutDeadlineSeconds']} s, including {row['nodeProvisioningSeconds']} s for "
+            "a node to be launched (the pool may have to grow for it)."
+            if row.get("nodeProvisioningSeconds")
+            else (
+                f" A rollout may take {row['rolloutDeadlineSeconds']} s." if row.get("rolloutDeadlineSeconds") else ""
+            )
+        ),
+        *(
+            [
+                f"- **Provenance**: {row['provenance']}"
+                + (
+                    f" (the sha256 start check is {row['startCheckSeconds']} s of the estimate)"
+                    if row.get("startCheckSeconds")
+                    else ""
+                )
+                + "."
+            ]
+            if row.get("provenance")
+            else []
+        ),
         "",
     ]
     return lines
 
 
 PLATFORM_LABELS = {
-    "vpc": "Network", "zones": "Zones", "nodeSubnets": "Node subnets", "nat": "NAT",
-    "autoscaler": "Node autoscaler", "nodeImage": "Node image", "apis": "Google APIs enabled",
-    "apisByHand": "APIs to enable once by hand", "gatewayApi": "Gateway API (the entrance's Gateway controller)",
-    "apiEndpoint": "Kubernetes API endpoint", "secretsEncryption": "Secrets encryption",
+    "vpc": "Network",
+    "zones": "Zones",
+    "nodeSubnets": "Node subnets",
+    "nat": "NAT",
+    "autoscaler": "Node autoscaler",
+    "nodeImage": "Node image",
+    "apis": "Google APIs enabled",
+    "apisByHand": "APIs to enable once by hand",
+    "gatewayApi": "Gateway API (the entrance's Gateway controller)",
+    "apiEndpoint": "Kubernetes API endpoint",
+    "secretsEncryption": "Secrets encryption",
 }
 
 
@@ -281,8 +356,13 @@ def _driver_section(rows: list[dict[str, Any]]) -> list[str]:
     out += _markdown_table(rows, ["model", "pool", "engineCuda", "driver", "verdict"]) + [""]
     unresolved = sorted({cmd for row in rows for cmd in row.get("toResolve", "").split(" | ") if cmd})
     if unresolved:
-        out += ["Not established here (checked with the best evidence; run these where the tool or cloud is "
-                "available and update common/engine.py or common/driver_versions.py):", ""]
+        out += [
+            (
+                "Not established here (checked with the best evidence; run these where the tool or cloud is "
+                "available and update common/engine.py or common/driver_versions.py):"
+            ),
+            "",
+        ]
         out += [f"- `{cmd}`" for cmd in unresolved] + [""]
     sources = sorted({src for row in rows for src in row.get("sources", "").split(" | ") if src})
     out += ["Sources: " + "; ".join(sources), ""]
@@ -296,25 +376,37 @@ def _addons_section(rows: list[dict[str, Any]]) -> list[str]:
         return out + ["None: the stack creates no custom resources that need one.", ""]
     out += ["| add-on | version | how | why |", "|---|---|---|---|"]
     for row in rows:
-        out.append(f"| {row['title']} (`{row['addon']}`) | {row['version']} | {row['how']} | "
-                   f"{'; '.join(row['reasons'])} |")
+        out.append(
+            f"| {row['title']} (`{row['addon']}`) | {row['version']} | {row['how']} | {'; '.join(row['reasons'])} |"
+        )
     return out + [""]
 
 
 ENTRANCE_LABELS = {
-    "baseUrl": "Base URL (every model and adapter)", "models": "Model names",
-    "aliases": "Aliases (rewritten by the endpoint picker)", "gateway": "Gateway",
-    "implementation": "Implementation", "gatewayClass": "GatewayClass", "certificate": "HTTPS certificate",
-    "bodyRouting": "Body-based routing", "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
+    "baseUrl": "Base URL (every model and adapter)",
+    "models": "Model names",
+    "aliases": "Aliases (rewritten by the endpoint picker)",
+    "gateway": "Gateway",
+    "implementation": "Implementation",
+    "gatewayClass": "GatewayClass",
+    "certificate": "HTTPS certificate",
+    "bodyRouting": "Body-based routing",
+    "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
     "dnsRecord": "DNS record to create",
 }
 
 
 def _entrance_section(entrance: dict[str, Any]) -> list[str]:
     """The one way in: base URL, names, Gateway and, per base model, its pool and pickers."""
-    out = ["## Entrance", "",
-           "Clients call the base URL and choose the model (or adapter) with the request's `model`; plain "
-           "HTTP on port 80 redirects to HTTPS (docs/routing.md).", ""]
+    out = [
+        "## Entrance",
+        "",
+        (
+            "Clients call the base URL and choose the model (or adapter) with the request's `model`; plain "
+            "HTTP on port 80 redirects to HTTPS (docs/routing.md)."
+        ),
+        "",
+    ]
     for key, label in ENTRANCE_LABELS.items():
         value = entrance.get(key)
         if value is None:
@@ -358,9 +450,14 @@ def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
             waived = pod_security.parse_exceptions(pod.annotations.get(pod_security.EXCEPTION_ANNOTATION))
             for control, reason in waived.items():
                 waivers.append(f"- {w.ref} ({pod.where}) waives {control}: {reason}")
-    out += ["", "Pods that waive a control (every other container runs non-root on a read-only root, "
-                "with no capabilities, no privilege escalation, the runtime's seccomp profile and no API token):",
-            ""] + (waivers or ["- none"])
+    out += [
+        "",
+        (
+            "Pods that waive a control (every other container runs non-root on a read-only root, "
+            "with no capabilities, no privilege escalation, the runtime's seccomp profile and no API token):"
+        ),
+        "",
+    ] + (waivers or ["- none"])
     facts = [*writable.UNRESOLVED, store.SYNC_NON_ROOT, kserve.STORAGE_INITIALIZER_CONTEXT]
     out += ["", "Not settled on this machine (settle on a cluster):", ""]
     out += [f"- {f.subject} ({f.source}): `{f.resolve_with}`" for f in facts]
@@ -369,13 +466,26 @@ def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
 
 def _verification_section(verification: dict[str, Any]) -> list[str]:
     """The Job that checks every model after `pulumi up` (components/verification, docs/verification.md)."""
-    out = ["## Verification", "",
-           f"After the servers and the entrance, Job `{verification['job']}` runs the smoke checks against every "
-           f"vLLM model and compares the KV-cache capacity vLLM allocated with the plan's (fails below "
-           f"-{verification['kvTolerancePercent']}%); `pulumi up` waits for it (deadline "
-           f"{verification['deadlineSeconds']} s). Report: `{verification['logs']}`.", ""]
-    rows = [{"model": m, "kvCacheTokens": e["kvCacheTokens"], "maxModelLen": e["maxModelLen"],
-             "names": ", ".join(e["names"])} for m, e in verification["expected"].items()]
+    out = [
+        "## Verification",
+        "",
+        (
+            f"After the servers and the entrance, Job `{verification['job']}` runs the smoke checks against every "
+            f"vLLM model and compares the KV-cache capacity vLLM allocated with the plan's (fails below "
+            f"-{verification['kvTolerancePercent']}%); `pulumi up` waits for it (deadline "
+            f"{verification['deadlineSeconds']} s). Report: `{verification['logs']}`."
+        ),
+        "",
+    ]
+    rows = [
+        {
+            "model": m,
+            "kvCacheTokens": e["kvCacheTokens"],
+            "maxModelLen": e["maxModelLen"],
+            "names": ", ".join(e["names"]),
+        }
+        for m, e in verification["expected"].items()
+    ]
     out += _markdown_table(rows, ["model", "kvCacheTokens", "maxModelLen", "names"])
     unresolved = verification.get("unresolved") or []
     if unresolved:
@@ -387,19 +497,27 @@ def _verification_section(verification: dict[str, Any]) -> list[str]:
 def _waits_section(evaluation: Evaluation) -> list[str]:
     """The longest chain of waits one `pulumi up` may block on (offline_plan/waits.py)."""
     table = chain_table(evaluation)
-    out = ["## Longest blocking wait", "",
-           f"`pulumi up` may wait up to {table['totalSeconds'] / 60:.0f} min along this chain (each step's "
-           "longest wait: its customTimeouts, Helm's timeout per phase, or the provider's default); with "
-           f"{WORKFLOW_SETUP_SECONDS // 60} min of job set-up the `pulumi up` workflow needs "
-           f"timeout-minutes >= {table['requiredJobMinutes']} (a GitHub-hosted job stops at "
-           f"{GITHUB_HOSTED_JOB_LIMIT_MINUTES}).", "",
-           "| step | wait (s) | bounded by |", "|---|---|---|"]
+    out = [
+        "## Longest blocking wait",
+        "",
+        (
+            f"`pulumi up` may wait up to {table['totalSeconds'] / 60:.0f} min along this chain (each step's "
+            "longest wait: its customTimeouts, Helm's timeout per phase, or the provider's default); with "
+            f"{WORKFLOW_SETUP_SECONDS // 60} min of job set-up the `pulumi up` workflow needs "
+            f"timeout-minutes >= {table['requiredJobMinutes']} (a GitHub-hosted job stops at "
+            f"{GITHUB_HOSTED_JOB_LIMIT_MINUTES})."
+        ),
+        "",
+        "| step | wait (s) | bounded by |",
+        "|---|---|---|",
+    ]
     out += [f"| `{step['resource']}` | {step['seconds']} | {step['why']} |" for step in table["steps"]]
     return out + [""]
 
 
-def render_plan(evaluation: Evaluation, verdicts: list[Any], manifests: list[Path],
-                config: dict[str, Any] | None = None) -> str:
+def render_plan(
+    evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None = None
+) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
@@ -464,7 +582,7 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     """Exit status: 0 planned, 1 a mandatory policy violation, 2 the stack file or config is unusable."""
     try:
         evaluation = evaluate_stack(stack, project_dir)
-    except Exception as err:  # noqa: BLE001 every failure becomes a message, not a traceback
+    except Exception as err:
         problems = getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines()
         shown = stack if STACK_NAME_RE.fullmatch(stack) else excerpt(stack)
         print(f"plan failed for stack {shown}:", file=sys.stderr)
@@ -482,26 +600,33 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
-    print(f"stack {stack}: {len(evaluation.resources)} resources, {len(manifests)} Kubernetes objects, "
-          f"{len(verdicts)} policy findings ({len(mandatory)} mandatory)")
+    print(
+        f"stack {stack}: {len(evaluation.resources)} resources, {len(manifests)} Kubernetes objects, "
+        f"{len(verdicts)} policy findings ({len(mandatory)} mandatory)"
+    )
     for row in evaluation.outputs.get("sizing") or []:
-        print(f"  {row['model']}: TP {row['tensorParallelSize']} x PP {row['pipelineParallelSize']} on {row['gpu']}, "
-              f"{row['kvCacheTokens']:,} KV-cache tokens ({row['maxConcurrency']} requests of {row['maxModelLen']:,}), "
-              f"startup budget {row['startupBudgetSeconds']} s")
+        print(
+            f"  {row['model']}: TP {row['tensorParallelSize']} x PP {row['pipelineParallelSize']} on {row['gpu']}, "
+            f"{row['kvCacheTokens']:,} KV-cache tokens ({row['maxConcurrency']} requests of {row['maxModelLen']:,}), "
+            f"startup budget {row['startupBudgetSeconds']} s"
+        )
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
     deployed = _deployed_images(evaluation)
     missing = [i.tagged for i in images.unresolved() if _in_stack(i, deployed)]
     if requires_digest(config) and missing:
-        print(f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
-              f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`")
+        print(
+            f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
+            f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`"
+        )
     print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
     return 1 if mandatory else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m offline_plan", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m offline_plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
     parser.add_argument("--out", type=Path, default=ROOT / "build", help="output folder (default build/)")
     args = parser.parse_args(argv)

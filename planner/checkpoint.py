@@ -42,17 +42,21 @@ def quantization_problem(arch: ModelArch, quantization: str | None) -> str | Non
     if declared is None:
         if quantization in ONLINE_QUANTIZATION_METHODS:
             return None
-        return (f"{quantization} reads the scales of a checkpoint quantized with {quantization}, but this checkpoint "
-                f"is unquantized {arch.torch_dtype} (its config.json declares no quantization_config); vLLM stops with "
-                f"\"Cannot find the config file for {quantization}\" (vllm/model_executor/model_loader/weight_utils.py "
-                f"get_quant_config). Remove quantization, serve a checkpoint quantized with {quantization}, or use "
-                f"a method that quantizes while loading: {', '.join(ONLINE_QUANTIZATION_METHODS)}")
+        return (
+            f"{quantization} reads the scales of a checkpoint quantized with {quantization}, but this checkpoint "
+            f"is unquantized {arch.torch_dtype} (its config.json declares no quantization_config); vLLM stops with "
+            f'"Cannot find the config file for {quantization}" (vllm/model_executor/model_loader/weight_utils.py '
+            f"get_quant_config). Remove quantization, serve a checkpoint quantized with {quantization}, or use "
+            f"a method that quantizes while loading: {', '.join(ONLINE_QUANTIZATION_METHODS)}"
+        )
     if quantization == declared or any({quantization, declared} <= family for family in QUANTIZATION_FAMILIES):
         return None
-    return (f"the checkpoint is quantized with {declared} (config.json quantization_config), not {quantization}; "
-            f"vLLM stops with \"Quantization method specified in the model config ({declared}) does not match the "
-            f"quantization method specified in the `quantization` argument ({quantization})\" "
-            f"(vllm/config/model.py _verify_quantization). Remove quantization or set it to {declared}")
+    return (
+        f"the checkpoint is quantized with {declared} (config.json quantization_config), not {quantization}; "
+        f'vLLM stops with "Quantization method specified in the model config ({declared}) does not match the '
+        f'quantization method specified in the `quantization` argument ({quantization})" '
+        f"(vllm/config/model.py _verify_quantization). Remove quantization or set it to {declared}"
+    )
 
 
 def dtype_problem(arch: ModelArch, dtype: str | None, quantization: str | None) -> str | None:
@@ -62,13 +66,14 @@ def dtype_problem(arch: ModelArch, dtype: str | None, quantization: str | None) 
     served = served_dtype(arch, dtype)
     if supported is None or served in supported:
         return None
-    return (f"quantization method {method} runs in {' or '.join(supported)}, not {served}; vLLM stops with "
-            f"\"{served} is not supported for quantization method {method}\" (vllm/config/vllm.py); set dtype to "
-            f"{supported[0]} or auto")
+    return (
+        f"quantization method {method} runs in {' or '.join(supported)}, not {served}; vLLM stops with "
+        f'"{served} is not supported for quantization method {method}" (vllm/config/vllm.py); set dtype to '
+        f"{supported[0]} or auto"
+    )
 
 
-def loaded_weight_bytes(checkpoint_bytes: int, arch: ModelArch, dtype: str | None,
-                        quantization: str | None) -> int:
+def loaded_weight_bytes(checkpoint_bytes: int, arch: ModelArch, dtype: str | None, quantization: str | None) -> int:
     """GPU memory the weights of an unquantized checkpoint take once cast to the served dtype.
 
     vLLM builds the model in the served dtype and copies the checkpoint's tensors into it, so a bf16

@@ -15,14 +15,20 @@ from common.gpu_driver import OperatorValuesError
 from planner.plan import ModelPlan
 from stack_config import StackConfig
 
+
 def engine_cuda(image: str, engine_name: str) -> Fact:
     """Both engines run the model's image (`models[].image`): the KServe path's own ServingRuntime
     runs it too (components/serving/kserve.py)."""
     known = engine.image_cuda(image)
     if known is not None:
         return known
-    return Fact(subject=f"CUDA of {image}", value=None, source="not recorded in common/engine.py", established=False,
-                resolve_with=f'docker run --rm --entrypoint python3 {image} -c "import torch; print(torch.version.cuda)"')
+    return Fact(
+        subject=f"CUDA of {image}",
+        value=None,
+        source="not recorded in common/engine.py",
+        established=False,
+        resolve_with=f'docker run --rm --entrypoint python3 {image} -c "import torch; print(torch.version.cuda)"',
+    )
 
 
 def pool_driver(config: StackConfig, gke_driver_version: str | None) -> Fact:
@@ -50,13 +56,15 @@ def driver_rows(config: StackConfig, plans: list[ModelPlan]) -> list[dict[str, s
     for p in plans:
         cuda = engine_cuda(p.model.image, p.model.engine)
         driver = pool_driver(config, p.pool.gkeDriverVersion if config.cloud.value == "gcp" else None)
-        rows.append({
-            "model": p.served_name,
-            "pool": p.pool.name,
-            "engineCuda": cuda.describe(),
-            "driver": driver.describe(),
-            "verdict": verdict(cuda, driver),
-            "toResolve": " | ".join(f.resolve_with for f in (cuda, driver) if not f.established and f.resolve_with),
-            "sources": " | ".join(f.source for f in (cuda, driver)),
-        })
+        rows.append(
+            {
+                "model": p.served_name,
+                "pool": p.pool.name,
+                "engineCuda": cuda.describe(),
+                "driver": driver.describe(),
+                "verdict": verdict(cuda, driver),
+                "toResolve": " | ".join(f.resolve_with for f in (cuda, driver) if not f.established and f.resolve_with),
+                "sources": " | ".join(f.source for f in (cuda, driver)),
+            }
+        )
     return rows

@@ -115,7 +115,9 @@ def load_model_metadata(
     if local_dir is not None:
         folder = Path(local_dir)
         if not (folder / CONFIG_FILE).is_file():
-            raise HubError(f"{folder}: no {CONFIG_FILE} in the local folder given for {repo_id}; point local_dir at the model's folder")
+            raise HubError(
+                f"{folder}: no {CONFIG_FILE} in the local folder given for {repo_id}; point local_dir at the model's folder"
+            )
         return _read_folder(repo_id, revision, folder)
     committed = metadata_dir(repo_id, revision, metadata_root)
     if (committed / CONFIG_FILE).is_file():
@@ -124,8 +126,10 @@ def load_model_metadata(
 
 
 def adapter_download_command(repo_id: str, revision: str) -> str:
-    return (f"hf download {repo_id} {ADAPTER_CONFIG_FILE} --revision {revision} "
-            f"--local-dir model-metadata/{repo_id}/{revision}")
+    return (
+        f"hf download {repo_id} {ADAPTER_CONFIG_FILE} --revision {revision} "
+        f"--local-dir model-metadata/{repo_id}/{revision}"
+    )
 
 
 @dataclass(frozen=True)
@@ -151,13 +155,21 @@ def load_adapter_metadata(
     if (committed / ADAPTER_CONFIG_FILE).is_file():
         path = committed / ADAPTER_CONFIG_FILE
         return AdapterMetadata(repo_id, revision, _read_json(path), str(path))
-    fix = (f"populate {committed} with `{adapter_download_command(repo_id, revision)}` "
-           "(and say where it came from in a SOURCE.md beside it)")
+    fix = (
+        f"populate {committed} with `{adapter_download_command(repo_id, revision)}` "
+        "(and say where it came from in a SOURCE.md beside it)"
+    )
     offline = _offline()
     try:
         with _quiet_retries():
-            downloaded = hf_hub_download(repo_id, ADAPTER_CONFIG_FILE, revision=revision, token=token,
-                                         cache_dir=_cache_dir(), local_files_only=offline)
+            downloaded = hf_hub_download(
+                repo_id,
+                ADAPTER_CONFIG_FILE,
+                revision=revision,
+                token=token,
+                cache_dir=_cache_dir(),
+                local_files_only=offline,
+            )
     except GatedRepoError:
         raise HubError(f"{repo_id} is gated: a Hugging Face token with access is needed; {HF_TOKEN_HINT}") from None
     except RepositoryNotFoundError:
@@ -166,13 +178,15 @@ def load_adapter_metadata(
         raise HubError(f"{repo_id} has no commit {revision}: check the SHA in the repo's history") from None
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: it must come first
         why = "HF_HUB_OFFLINE is set and" if offline else "the Hub is unreachable and"
-        raise HubError(f"{repo_id}@{revision}: {why} its {ADAPTER_CONFIG_FILE} is not in the Hugging Face cache; "
-                       f"{fix}") from None
+        raise HubError(
+            f"{repo_id}@{revision}: {why} its {ADAPTER_CONFIG_FILE} is not in the Hugging Face cache; {fix}"
+        ) from None
     except EntryNotFoundError:
         raise HubError(f"{repo_id}@{revision} has no {ADAPTER_CONFIG_FILE}: it is not a PEFT adapter repo") from None
     except (OfflineModeIsEnabled, HfHubHTTPError, OSError) as exc:
-        raise HubError(f"{repo_id}@{revision}: could not read {ADAPTER_CONFIG_FILE} from the Hub "
-                       f"({type(exc).__name__}); {fix}") from None
+        raise HubError(
+            f"{repo_id}@{revision}: could not read {ADAPTER_CONFIG_FILE} from the Hub ({type(exc).__name__}); {fix}"
+        ) from None
     return AdapterMetadata(repo_id, revision, _read_json(Path(downloaded)), str(downloaded))
 
 
@@ -204,7 +218,9 @@ def _read_folder(repo_id: str, revision: str, folder: Path) -> ModelMetadata:
         weights_bytes=_folder_weights_bytes(folder),
         has_chat_template=_folder_chat_template(folder),
         source=str(folder),
-        generation_config=_read_json(folder / GENERATION_CONFIG_FILE) if (folder / GENERATION_CONFIG_FILE).is_file() else None,
+        generation_config=_read_json(folder / GENERATION_CONFIG_FILE)
+        if (folder / GENERATION_CONFIG_FILE).is_file()
+        else None,
     )
 
 
@@ -271,7 +287,7 @@ def _quiet_retries():
 def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -> ModelMetadata:
     offline = _offline()
 
-    def fetch(filename: str, required: bool) -> Path | None | object:
+    def fetch(filename: str, required: bool) -> Path | object | None:
         try:
             with _quiet_retries():
                 downloaded = hf_hub_download(
@@ -285,7 +301,9 @@ def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -
             return Path(downloaded)
         except GatedRepoError:
             if token:
-                raise HubError(f"{repo_id} is gated and the token given has no access: accept its licence on huggingface.co with that account") from None
+                raise HubError(
+                    f"{repo_id} is gated and the token given has no access: accept its licence on huggingface.co with that account"
+                ) from None
             raise HubError(f"{repo_id} is gated: a Hugging Face token with access is needed; {HF_TOKEN_HINT}") from None
         except RepositoryNotFoundError:
             raise HubError(f"{repo_id} was not found on the Hub (or is private: {HF_TOKEN_HINT})") from None
@@ -302,7 +320,9 @@ def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -
             return None  # the repo has no such file at this commit
         except (OfflineModeIsEnabled, HfHubHTTPError, OSError) as exc:
             if required:
-                raise HubError(f"{repo_id}@{revision}: could not read {filename} from the Hub ({type(exc).__name__}); {_populate_hint(repo_id, revision, committed)}") from None
+                raise HubError(
+                    f"{repo_id}@{revision}: could not read {filename} from the Hub ({type(exc).__name__}); {_populate_hint(repo_id, revision, committed)}"
+                ) from None
             return _UNKNOWN
 
     config_path = fetch(CONFIG_FILE, required=True)

@@ -74,7 +74,10 @@ def state_bytes(arch: ModelArch, tp: int, model_dtype_bytes: int, speculative_to
     ssm_bytes = 4 if (arch.mamba_ssm_dtype or "").replace("torch.", "") in ("float32", "float") else model_dtype_bytes
     kinds = set(arch.layer_types)
     if "linear" in kinds:
-        conv_dim = arch.linear_key_head_dim * arch.linear_num_key_heads * 2 + arch.linear_value_head_dim * arch.linear_num_value_heads
+        conv_dim = (
+            arch.linear_key_head_dim * arch.linear_num_key_heads * 2
+            + arch.linear_value_head_dim * arch.linear_num_value_heads
+        )
         conv = conv_dim // tp * (arch.linear_conv_kernel_dim - 1 + speculative_tokens)
         ssm = arch.linear_num_value_heads // tp * arch.linear_value_head_dim * arch.linear_key_head_dim
         return conv * model_dtype_bytes + ssm * ssm_bytes
@@ -114,20 +117,35 @@ def layer_counts(arch: ModelArch, with_mtp: bool = False) -> dict[str, int]:
     return counts
 
 
-def kv_layout(arch: ModelArch, *, tp: int, kv_dtype_bytes: int, model_dtype_bytes: int, block_size: int,
-              release: Release, counts: dict[str, int], speculative_tokens: int = 0) -> KvLayout:
+def kv_layout(
+    arch: ModelArch,
+    *,
+    tp: int,
+    kv_dtype_bytes: int,
+    model_dtype_bytes: int,
+    block_size: int,
+    release: Release,
+    counts: dict[str, int],
+    speculative_tokens: int = 0,
+) -> KvLayout:
     per_token = attention_bytes_per_token(arch, tp, kv_dtype_bytes)
     state = state_bytes(arch, tp, model_dtype_bytes, speculative_tokens) if arch.is_hybrid else 0
     if state:
         align = MLA_KERNEL_BLOCK_ALIGNMENT if arch.is_mla else max(ATTENTION_KERNEL_BLOCK_ALIGNMENT, block_size)
         block_size = max(block_size, align * math.ceil(state / (align * per_token)))
-    return KvLayout(block_size=block_size, page_bytes=block_size * per_token,
-                    groups=group_layers(counts, release), attention_bytes_per_token=per_token, state_bytes=state,
-                    layers_per_kind=tuple((kind, n) for kind, n in counts.items() if n > 0))
+    return KvLayout(
+        block_size=block_size,
+        page_bytes=block_size * per_token,
+        groups=group_layers(counts, release),
+        attention_bytes_per_token=per_token,
+        state_bytes=state,
+        layers_per_kind=tuple((kind, n) for kind, n in counts.items() if n > 0),
+    )
 
 
-def blocks_per_request(layout: KvLayout, arch: ModelArch, max_len: int, mnbt: int, *, mamba_align: bool,
-                       speculative_tokens: int = 0) -> int:
+def blocks_per_request(
+    layout: KvLayout, arch: ModelArch, max_len: int, mnbt: int, *, mamba_align: bool, speculative_tokens: int = 0
+) -> int:
     """Blocks one max_model_len request takes from the shared pool, summed over groups
     (vllm v0.32.0 v1/core/kv_cache_utils.py:get_max_concurrency_for_kv_cache_config and
     v1/kv_cache_interface.py max_memory_usage_bytes of each spec)."""

@@ -26,8 +26,9 @@ layers support LoRA"), and so are the input embedding and the LM head of models 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from common.engine import (
     LORA_INIT_SUPPORTED,
@@ -90,8 +91,9 @@ def adapter_problems(config: dict[str, Any]) -> list[str]:
     if "r" in config and (isinstance(r, bool) or not isinstance(r, int) or r <= 0):
         problems.append(f"r is {r!r}; a LoRA rank is a positive whole number")
     pattern = config.get("rank_pattern") or {}
-    if not isinstance(pattern, dict) or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0
-                                            for v in pattern.values()):
+    if not isinstance(pattern, dict) or any(
+        isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in pattern.values()
+    ):
         problems.append(f"rank_pattern {pattern!r} must map module patterns to positive whole ranks")
     for flag, why in LORA_UNSUPPORTED_FLAGS.items():
         if config.get(flag):
@@ -100,12 +102,16 @@ def adapter_problems(config: dict[str, Any]) -> list[str]:
         problems.append(f"bias is {config.get('bias')!r}: vLLM {VLLM_VERSION} supports adapters with bias none only")
     extra = [m for m in (config.get("modules_to_save") or []) if m not in LORA_MODULES_TO_SAVE_ALLOWED]
     if extra:
-        problems.append(f"modules_to_save names {extra}; vLLM loads only classification heads "
-                        f"({', '.join(LORA_MODULES_TO_SAVE_ALLOWED)})")
+        problems.append(
+            f"modules_to_save names {extra}; vLLM loads only classification heads "
+            f"({', '.join(LORA_MODULES_TO_SAVE_ALLOWED)})"
+        )
     init = config.get("init_lora_weights", True)
     if isinstance(init, str) and init.lower() not in LORA_INIT_SUPPORTED:
-        problems.append(f"init_lora_weights is {init!r}, which changes the base weights; vLLM refuses it "
-                        "(convert the adapter to a plain LoRA with PEFT first)")
+        problems.append(
+            f"init_lora_weights is {init!r}, which changes the base weights; vLLM refuses it "
+            "(convert the adapter to a plain LoRA with PEFT first)"
+        )
     return problems
 
 
@@ -121,8 +127,9 @@ def adapter_bytes_bound(arch: ModelArch, rank: int) -> int:
     return int(rank * 4 * (arch.layers * per_layer + vocab_ends))
 
 
-def plan_lora(key: str, adapters: list[Any], load: AdapterLoader, path_of: Callable[[str, str], str],
-              arch: ModelArch) -> tuple[LoraPlan | None, list[str]]:
+def plan_lora(
+    key: str, adapters: list[Any], load: AdapterLoader, path_of: Callable[[str, str], str], arch: ModelArch
+) -> tuple[LoraPlan | None, list[str]]:
     """The LoRA plan of one model (None without adapters) and the problems, each naming the
     adapter's key (`models[i].adapters[j]`) and the fix."""
     if not adapters:
@@ -138,30 +145,41 @@ def plan_lora(key: str, adapters: list[Any], load: AdapterLoader, path_of: Calla
             continue
         found = adapter_problems(meta.config)
         if found:
-            problems += [f"{where} ({adapter.repo}@{adapter.revision[:12]}): {p} (read from {meta.source})"
-                         for p in found]
+            problems += [
+                f"{where} ({adapter.repo}@{adapter.revision[:12]}): {p} (read from {meta.source})" for p in found
+            ]
             continue
         rank = adapter_rank(meta.config)
         if smallest_allowed_rank(rank) is None:
-            problems.append(f"{where} ({adapter.repo}): rank {rank} is above the largest --max-lora-rank vLLM "
-                            f"{VLLM_VERSION} accepts ({LORA_MAX_RANKS[-1]}), so it cannot be served; use an adapter "
-                            f"trained with r <= {LORA_MAX_RANKS[-1]} or remove it")
+            problems.append(
+                f"{where} ({adapter.repo}): rank {rank} is above the largest --max-lora-rank vLLM "
+                f"{VLLM_VERSION} accepts ({LORA_MAX_RANKS[-1]}), so it cannot be served; use an adapter "
+                f"trained with r <= {LORA_MAX_RANKS[-1]} or remove it"
+            )
             continue
         try:
             bound = adapter_bytes_bound(arch, rank)
         except SizingError as err:
             problems.append(f"{where}: {err}; serve adapters on a dense model")
             continue
-        planned.append(AdapterPlan(adapter.name, adapter.repo, adapter.revision, rank,
-                                   path_of(adapter.repo, adapter.revision), meta.source, bound))
+        planned.append(
+            AdapterPlan(
+                adapter.name,
+                adapter.repo,
+                adapter.revision,
+                rank,
+                path_of(adapter.repo, adapter.revision),
+                meta.source,
+                bound,
+            )
+        )
     if problems:
         return None, problems
     largest = max(a.rank for a in planned)
     count = len(planned)
     max_lora_rank = smallest_allowed_rank(largest)
     assert max_lora_rank is not None  # every planned adapter's rank passed smallest_allowed_rank above
-    return LoraPlan(tuple(planned), max_lora_rank=max_lora_rank, max_loras=count,
-                    max_cpu_loras=count), []
+    return LoraPlan(tuple(planned), max_lora_rank=max_lora_rank, max_loras=count, max_cpu_loras=count), []
 
 
 def lora_buffer_units(arch: ModelArch, tp: int) -> tuple[float, float]:
@@ -173,8 +191,10 @@ def lora_buffer_units(arch: ModelArch, tp: int) -> tuple[float, float]:
     Embedding and LM head: vocabulary + hidden each (not divided by TP: the bound is kept high).
     """
     if arch.is_moe or arch.is_mla or arch.is_hybrid:
-        raise SizingError(f"LoRA slot memory is modelled for dense attention models only, not "
-                          f"{arch.architecture or 'this architecture'} (MoE, MLA or hybrid layers)")
+        raise SizingError(
+            f"LoRA slot memory is modelled for dense attention models only, not "
+            f"{arch.architecture or 'this architecture'} (MoE, MLA or hybrid layers)"
+        )
     h, inter = arch.hidden, arch.intermediate
     q = arch.heads * arch.head_dim
     kv = arch.kv_heads * arch.head_dim
@@ -187,8 +207,17 @@ def lora_buffer_units(arch: ModelArch, tp: int) -> tuple[float, float]:
     return attention + mlp, vocab_ends
 
 
-def lora_buffer_bytes(arch: ModelArch, *, tp: int, max_loras: int, max_lora_rank: int, dtype_bytes: int,
-                      layers: int | None = None, first_stage: bool = True, last_stage: bool = True) -> float:
+def lora_buffer_bytes(
+    arch: ModelArch,
+    *,
+    tp: int,
+    max_loras: int,
+    max_lora_rank: int,
+    dtype_bytes: int,
+    layers: int | None = None,
+    first_stage: bool = True,
+    last_stage: bool = True,
+) -> float:
     """GPU bytes of the LoRA slots on one GPU holding `layers` decoder layers (all by default)."""
     if max_loras <= 0:
         return 0.0

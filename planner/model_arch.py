@@ -54,8 +54,9 @@ class _Reader:
                 continue
             whole = _whole(value)
             if whole is None or not 1 <= whole <= upper:
-                raise SizingError(f"config.json: {self.prefix}{key} must be a whole number from 1 to {upper:,}, "
-                                  f"got {excerpt(value)}")
+                raise SizingError(
+                    f"config.json: {self.prefix}{key} must be a whole number from 1 to {upper:,}, got {excerpt(value)}"
+                )
             return whole
         if required:
             raise SizingError(
@@ -97,14 +98,17 @@ def _quantization(qcfg: Any) -> tuple[str | None, int | None]:
         return method, None
     whole = _whole(bits)
     if whole is None or not 1 <= whole <= MAX_QUANT_BITS:
-        raise SizingError(f"config.json: quantization_config bits must be a whole number from 1 to {MAX_QUANT_BITS}, "
-                          f"got {excerpt(bits)}")
+        raise SizingError(
+            f"config.json: quantization_config bits must be a whole number from 1 to {MAX_QUANT_BITS}, "
+            f"got {excerpt(bits)}"
+        )
     return method, whole
 
 
 # Model types whose MLP is up-projection + down-projection without a gate.
-NON_GATED_MLP_MODEL_TYPES = frozenset({"phi", "gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode",
-                                       "starcoder2", "opt", "bloom", "mpt"})
+NON_GATED_MLP_MODEL_TYPES = frozenset(
+    {"phi", "gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode", "starcoder2", "opt", "bloom", "mpt"}
+)
 
 # Layer kinds with a per-token KV cache, and kinds with a fixed-size recurrent state.
 ATTENTION_KINDS = frozenset({"full", "sliding"})
@@ -210,7 +214,7 @@ class ModelArch:
         return any(kind in STATE_KINDS for kind in self.layer_types)
 
     @classmethod
-    def from_hf_config(cls, cfg: dict[str, Any]) -> "ModelArch":
+    def from_hf_config(cls, cfg: dict[str, Any]) -> ModelArch:
         """Read what sizing needs; every number checked (type and range), so a broken or hostile
         config.json is a SizingError naming the key, never a traceback, a hang or a wrong answer."""
         if not isinstance(cfg, dict):
@@ -227,8 +231,10 @@ class ModelArch:
         kv_heads = read.count(("num_key_value_heads", "num_kv_heads"), MAX_HEADS) or heads
         head_dim = read.count(("head_dim",), MAX_WIDTH) or hidden // heads
         if head_dim < 1:
-            raise SizingError(f"config.json: hidden_size {hidden} over {heads} attention heads leaves no head "
-                              "dimension; set head_dim or check num_attention_heads")
+            raise SizingError(
+                f"config.json: hidden_size {hidden} over {heads} attention heads leaves no head "
+                "dimension; set head_dim or check num_attention_heads"
+            )
         vocab = read.count(("vocab_size",), MAX_VOCAB) or _Reader(top).count(("vocab_size",), MAX_VOCAB) or 32000
         intermediate = read.count(("intermediate_size", "n_inner"), MAX_WIDTH) or 4 * hidden
         experts = read.count(("num_local_experts", "num_experts", "n_routed_experts"), MAX_EXPERTS) or 0
@@ -242,8 +248,9 @@ class ModelArch:
         mlp_only = cfg.get("mlp_only_layers")
         if experts and mlp_only:
             if not isinstance(mlp_only, list) or len(mlp_only) > layers:
-                raise SizingError(f"config.json: mlp_only_layers must list at most {layers} layer numbers, "
-                                  f"got {excerpt(mlp_only)}")
+                raise SizingError(
+                    f"config.json: mlp_only_layers must list at most {layers} layer numbers, got {excerpt(mlp_only)}"
+                )
             dense_layers = len(mlp_only)
 
         window = read.count(("sliding_window",), MAX_CONTEXT)
@@ -257,11 +264,13 @@ class ModelArch:
             layer_types = tuple(_layer_kind(str(t)[:64]) for t in declared)
         elif isinstance(pattern_text, str):
             if len(pattern_text) > MAX_LAYERS:
-                raise SizingError(f"config.json: hybrid_override_pattern has {len(pattern_text):,} layers; "
-                                  f"at most {MAX_LAYERS:,}")
+                raise SizingError(
+                    f"config.json: hybrid_override_pattern has {len(pattern_text):,} layers; at most {MAX_LAYERS:,}"
+                )
             layer_types = _hybrid_override_kinds(pattern_text)
-        elif ((interval := read.count(("full_attention_interval",), MAX_LAYERS))
-              and read.count(("linear_num_value_heads",), MAX_HEADS)):
+        elif (interval := read.count(("full_attention_interval",), MAX_LAYERS)) and read.count(
+            ("linear_num_value_heads",), MAX_HEADS
+        ):
             # Qwen3-Next without layer_types: every full_attention_interval-th layer is attention.
             layer_types = tuple("full" if (i + 1) % interval == 0 else "linear" for i in range(layers))
         elif window and model_type == "gemma2":
@@ -269,9 +278,7 @@ class ModelArch:
             layer_types = tuple("sliding" if i % 2 == 0 else "full" for i in range(layers))
         elif window and (cfg.get("sliding_window_pattern") or model_type.startswith("gemma3")):
             pattern = read.count(("sliding_window_pattern",), MAX_LAYERS) or 6
-            layer_types = tuple(
-                "full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)
-            )
+            layer_types = tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers))
         elif window and cfg.get("use_sliding_window", True) and model_type in ("mistral", "mixtral"):
             layer_types = tuple("sliding" for _ in range(layers))
         if layer_types and len(layer_types) != layers:
@@ -290,9 +297,13 @@ class ModelArch:
             if merge:
                 patch = seen.count(("patch_size",), MAX_WIDTH) or 14
                 vision_fields = dict(
-                    vision_hidden=vh, vision_intermediate=vi, vision_spatial_merge=merge,
+                    vision_hidden=vh,
+                    vision_intermediate=vi,
+                    vision_spatial_merge=merge,
                     vision_patch_values=(seen.count(("in_channels",), MAX_WIDTH) or 3)
-                    * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1) * patch * patch,
+                    * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1)
+                    * patch
+                    * patch,
                 )
 
         quant_method, quant_bits = _quantization(cfg.get("quantization_config") or top.get("quantization_config") or {})
@@ -309,19 +320,28 @@ class ModelArch:
         architecture = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
         max_positions = read.count(("max_position_embeddings",), MAX_CONTEXT)
         return cls(
-            layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-            vocab=vocab, intermediate=intermediate,
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            vocab=vocab,
+            intermediate=intermediate,
             max_position_embeddings=max_positions,
             torch_dtype=dtype.replace("torch.", ""),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", top.get("tie_word_embeddings", tie_default))),
-            experts=experts, experts_per_token=topk, moe_intermediate=moe_i,
-            shared_expert_intermediate=shared, dense_layers=dense_layers,
+            experts=experts,
+            experts_per_token=topk,
+            moe_intermediate=moe_i,
+            shared_expert_intermediate=shared,
+            dense_layers=dense_layers,
             kv_lora_rank=read.count(("kv_lora_rank",), MAX_WIDTH) or 0,
             qk_rope_head_dim=read.count(("qk_rope_head_dim",), MAX_WIDTH) or 0,
             qk_nope_head_dim=read.count(("qk_nope_head_dim",), MAX_WIDTH) or 0,
             v_head_dim=read.count(("v_head_dim",), MAX_WIDTH) or 0,
             q_lora_rank=read.count(("q_lora_rank",), MAX_WIDTH) or 0,
-            layer_types=layer_types, sliding_window=window or None,
+            layer_types=layer_types,
+            sliding_window=window or None,
             linear_num_key_heads=read.count(("linear_num_key_heads",), MAX_HEADS) or 0,
             linear_num_value_heads=read.count(("linear_num_value_heads",), MAX_HEADS) or 0,
             linear_key_head_dim=read.count(("linear_key_head_dim",), MAX_WIDTH) or 0,
@@ -335,8 +355,11 @@ class ModelArch:
             mamba_ssm_dtype=ssm_dtype,
             mtp_layers=read.count(("mtp_num_hidden_layers", "num_nextn_predict_layers"), MAX_LAYERS) or 0,
             **vision_fields,
-            quant_method=quant_method, quant_bits=quant_bits, architecture=architecture[:200],
-            gated_mlp=model_type not in NON_GATED_MLP_MODEL_TYPES, extra_params=extra,
+            quant_method=quant_method,
+            quant_bits=quant_bits,
+            architecture=architecture[:200],
+            gated_mlp=model_type not in NON_GATED_MLP_MODEL_TYPES,
+            extra_params=extra,
         )
 
     # -- parameter count (used when the checkpoint size is unknown) ---------------------------
@@ -345,10 +368,14 @@ class ModelArch:
         h = self.hidden
         if self.is_mla:
             qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
-            q = (h * self.q_lora_rank + self.q_lora_rank * self.heads * qk_head) if self.q_lora_rank \
+            q = (
+                (h * self.q_lora_rank + self.q_lora_rank * self.heads * qk_head)
+                if self.q_lora_rank
                 else h * self.heads * qk_head
+            )
             kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.heads * (
-                self.qk_nope_head_dim + self.v_head_dim)
+                self.qk_nope_head_dim + self.v_head_dim
+            )
             return q + kv + self.heads * self.v_head_dim * h
         return h * self.heads * self.head_dim * 2 + h * self.kv_heads * self.head_dim * 2
 

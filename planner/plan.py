@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from common import contract, gpus
 from planner import checkpoint, sizing
@@ -208,8 +208,12 @@ def default_adapter_loader(token: str | None = None) -> AdapterLoader:
     return load
 
 
-def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str = "stack config",
-                load_adapter: AdapterLoader | None = None) -> list[ModelPlan]:
+def build_plans(
+    config: StackConfig,
+    load_metadata: MetadataLoader,
+    source: str = "stack config",
+    load_adapter: AdapterLoader | None = None,
+) -> list[ModelPlan]:
     problems: list[str] = []
     plans: list[ModelPlan] = []
     load_adapter = load_adapter or default_adapter_loader()
@@ -218,7 +222,10 @@ def build_plans(config: StackConfig, load_metadata: MetadataLoader, source: str 
             plans.append(plan_model(config, index, model, load_metadata, load_adapter))
         except (PlanError, HubError, SizingError) as err:
             lines = err.problems if isinstance(err, PlanError) else [str(err)]
-            problems += [f"{source}: {line}" if line.startswith("models[") else f"{source}: models[{index}]: {line}" for line in lines]
+            problems += [
+                f"{source}: {line}" if line.startswith("models[") else f"{source}: models[{index}]: {line}"
+                for line in lines
+            ]
     problems += [f"{source}: {p}" for p in pool_capacity_problems(config, plans)]
     if problems:
         raise PlanError(problems)
@@ -292,18 +299,24 @@ def does_not_fit(key, model, pool, gpu, max_tp, max_model_len, shared_gpus, requ
     largest = sizing.size(request(max_tp))
     where = f"{max_tp} x {gpu.name}{' slice' if shared_gpus else ''} (pool {pool.name})"
     if largest.kv_cache_gib_per_gpu <= 0:
-        why = (f"even on {where} the weights ({largest.weights_gib_per_gpu:.1f} GiB per GPU) and the runtime "
-               f"({largest.overhead_gib:.1f} GiB) exceed the {largest.requested_gib:.1f} GiB vLLM may use per GPU")
+        why = (
+            f"even on {where} the weights ({largest.weights_gib_per_gpu:.1f} GiB per GPU) and the runtime "
+            f"({largest.overhead_gib:.1f} GiB) exceed the {largest.requested_gib:.1f} GiB vLLM may use per GPU"
+        )
         fixes = "use a pool with more or larger GPUs"
     else:
-        why = (f"on {where} the KV cache holds {largest.kv_cache_tokens} tokens, less than one "
-               f"{max_model_len}-token request")
+        why = (
+            f"on {where} the KV cache holds {largest.kv_cache_tokens} tokens, less than one "
+            f"{max_model_len}-token request"
+        )
         fixes = "lower maxModelLen, set kvCacheDtype: fp8, or use a pool with more or larger GPUs"
     needed = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
     if needed and needed > pool.gpusPerNode and not shared_gpus:
         stages = -(-needed // pool.gpusPerNode)
-        fixes += (f", or spread a replica over {stages} nodes (tensorParallelSize {pool.gpusPerNode}, "
-                  f"pipelineParallelSize {stages})")
+        fixes += (
+            f", or spread a replica over {stages} nodes (tensorParallelSize {pool.gpusPerNode}, "
+            f"pipelineParallelSize {stages})"
+        )
     return f"{key}: {model.repo} does not fit: {why}; {fixes}"
 
 
@@ -314,32 +327,54 @@ def schedulable_gpus_per_node(config: StackConfig, pool: PoolConfig) -> int:
     return pool.gpusPerNode * gpus.slices_per_gpu_for(pool) * time_slices
 
 
-def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadata: MetadataLoader,
-               load_adapter: AdapterLoader | None = None) -> ModelPlan:
+def plan_model(
+    config: StackConfig,
+    index: int,
+    model: ModelConfig,
+    load_metadata: MetadataLoader,
+    load_adapter: AdapterLoader | None = None,
+) -> ModelPlan:
     key = f"models[{index}]"
     pool = config.pool(model.pool)
     gpu = gpus.CATALOG[pool.gpu]
     metadata = load_metadata(model)
     arch = ModelArch.from_hf_config(metadata.config)
-    lora, lora_problems = plan_lora(key, list(model.adapters), load_adapter or default_adapter_loader(), model_path, arch)
+    lora, lora_problems = plan_lora(
+        key, list(model.adapters), load_adapter or default_adapter_loader(), model_path, arch
+    )
     if lora_problems:
         raise PlanError(lora_problems)
     model_max = arch.max_position_embeddings
     if model_max is None and model.maxModelLen is None:
-        raise PlanError([f"{key}.maxModelLen: {model.repo}'s config.json declares no max_position_embeddings, "
-                         f"so the context length cannot be derived; set maxModelLen"])
+        raise PlanError(
+            [
+                (
+                    f"{key}.maxModelLen: {model.repo}'s config.json declares no max_position_embeddings, "
+                    f"so the context length cannot be derived; set maxModelLen"
+                )
+            ]
+        )
     max_model_len = model.maxModelLen or model_max
     assert max_model_len is not None  # the check above raised when neither is set
     if model_max is not None and max_model_len > model_max:
-        raise PlanError([f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
-                         f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"])
+        raise PlanError(
+            [
+                (
+                    f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
+                    f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"
+                )
+            ]
+        )
     pp = model.pipelineParallelSize
     problems = checkpoint_problems(key, model, arch)
     if problems:
         raise PlanError(problems)
     # The checkpoint's bytes as they sit in GPU memory (a bf16 checkpoint served as float32 doubles).
-    loaded_bytes = None if metadata.weights_bytes is None else checkpoint.loaded_weight_bytes(
-        metadata.weights_bytes, arch, model.dtype, model.quantization)
+    loaded_bytes = (
+        None
+        if metadata.weights_bytes is None
+        else checkpoint.loaded_weight_bytes(metadata.weights_bytes, arch, model.dtype, model.quantization)
+    )
 
     # A container sees one MIG slice or one time-sliced share: no tensor parallelism there.
     shared_gpus = bool(pool.migProfile) or bool(config.operators.gpuOperator.timeSlicingReplicas)
@@ -381,36 +416,80 @@ def plan_model(config: StackConfig, index: int, model: ModelConfig, load_metadat
         tp = model.tensorParallelSize
         valid = sizing.valid_tensor_parallel_sizes(arch, max_tp=max(tp, max_tp))
         if tp not in valid:
-            raise PlanError([f"{key}.tensorParallelSize: vLLM cannot shard {model.repo} {tp} ways ({arch.heads} "
-                             f"attention heads, {arch.kv_heads} KV heads); valid sizes: "
-                             f"{', '.join(map(str, valid))}, or auto"])
+            raise PlanError(
+                [
+                    (
+                        f"{key}.tensorParallelSize: vLLM cannot shard {model.repo} {tp} ways ({arch.heads} "
+                        f"attention heads, {arch.kv_heads} KV heads); valid sizes: "
+                        f"{', '.join(map(str, valid))}, or auto"
+                    )
+                ]
+            )
         if tp > max_tp and shared_gpus:
-            raise PlanError([f"{key}.tensorParallelSize: pool {pool.name}'s GPUs are shared (MIG or time-slicing), "
-                             f"so a container sees one; use 1 or auto"])
+            raise PlanError(
+                [
+                    (
+                        f"{key}.tensorParallelSize: pool {pool.name}'s GPUs are shared (MIG or time-slicing), "
+                        f"so a container sees one; use 1 or auto"
+                    )
+                ]
+            )
         if tp > pool.gpusPerNode:
-            raise PlanError([f"{key}.tensorParallelSize: {tp} exceeds the {pool.gpusPerNode} GPUs per node of pool "
-                             f"{pool.name}; tensor parallelism stays inside a node, use pipelineParallelSize across nodes"])
+            raise PlanError(
+                [
+                    (
+                        f"{key}.tensorParallelSize: {tp} exceeds the {pool.gpusPerNode} GPUs per node of pool "
+                        f"{pool.name}; tensor parallelism stays inside a node, use pipelineParallelSize across nodes"
+                    )
+                ]
+            )
     result = sizing.size(request(tp))
     if not result.fits:
         smallest = sizing.smallest_tensor_parallel_size(request(1), max_tp=64)
-        hint = f" the smallest tensor-parallel size that fits is {smallest}" if smallest else " no tensor-parallel size up to 64 fits"
+        hint = (
+            f" the smallest tensor-parallel size that fits is {smallest}"
+            if smallest
+            else " no tensor-parallel size up to 64 fits"
+        )
         raise PlanError([f"{key}: {model.repo} does not fit on {tp} x {gpu.name}: {result.reason};{hint}"])
     replica_gpus = tp * pp
     reachable_nodes = pool_scaling(config, pool).reachable_nodes
     if replica_gpus > pool.gpusPerNode and replica_gpus > pool.gpusPerNode * reachable_nodes:
-        raise PlanError([f"{key}: one replica needs {replica_gpus} GPUs but pool {pool.name} can have at most "
-                         f"{pool.gpusPerNode * reachable_nodes}; raise pools[].maxNodes"])
+        raise PlanError(
+            [
+                (
+                    f"{key}: one replica needs {replica_gpus} GPUs but pool {pool.name} can have at most "
+                    f"{pool.gpusPerNode * reachable_nodes}; raise pools[].maxNodes"
+                )
+            ]
+        )
     if replica_gpus > pool.gpusPerNode and tp != pool.gpusPerNode and pp > 1 and replica_gpus % pool.gpusPerNode:
-        raise PlanError([f"{key}: a replica spanning nodes needs tensorParallelSize equal to the pool's "
-                         f"gpusPerNode ({pool.gpusPerNode}) so each pipeline stage fills one node"])
-    warnings = sizing_warnings(key, model, gpu, pool, result, request, max_tp=max_tp,
-                               model_max=model_max, valid=sizing.valid_tensor_parallel_sizes(arch, max_tp))
+        raise PlanError(
+            [
+                (
+                    f"{key}: a replica spanning nodes needs tensorParallelSize equal to the pool's "
+                    f"gpusPerNode ({pool.gpusPerNode}) so each pipeline stage fills one node"
+                )
+            ]
+        )
+    warnings = sizing_warnings(
+        key,
+        model,
+        gpu,
+        pool,
+        result,
+        request,
+        max_tp=max_tp,
+        model_max=model_max,
+        valid=sizing.valid_tensor_parallel_sizes(arch, max_tp),
+    )
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
     load_from = config.modelStore.loadFrom
     read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
     # Only a vLLM server reading the model volume runs the check (bucket streaming has no local copy).
-    check_seconds = start_check_seconds(weights_bytes, read_bps, model.verifyAtStart,
-                                        checks_volume=load_from != "bucket" and model.engine == "vllm")
+    check_seconds = start_check_seconds(
+        weights_bytes, read_bps, model.verifyAtStart, checks_volume=load_from != "bucket" and model.engine == "vllm"
+    )
     load_seconds = sizing.estimate_load_seconds(weights_bytes, read_bps) + check_seconds
     return ModelPlan(
         index=index,
@@ -441,9 +520,18 @@ SHORTER_CONTEXT_TOKENS = 8192
 MEASURE_CUDA_TOTAL = 'python3 -c "import torch; print(torch.cuda.mem_get_info()[1] / 1024**3)"'
 
 
-def sizing_warnings(key: str, model: ModelConfig, gpu: gpus.Gpu, pool: PoolConfig, result: sizing.SizingResult,
-                    request: Callable[..., sizing.SizingRequest], *, max_tp: int, model_max: int | None,
-                    valid: list[int]) -> list[str]:
+def sizing_warnings(
+    key: str,
+    model: ModelConfig,
+    gpu: gpus.Gpu,
+    pool: PoolConfig,
+    result: sizing.SizingResult,
+    request: Callable[..., sizing.SizingRequest],
+    *,
+    max_tp: int,
+    model_max: int | None,
+    valid: list[int],
+) -> list[str]:
     """What the sizing found that deploys but costs the user: each finding with its number and the fix."""
     warnings: list[str] = []
     tp, length = result.tensor_parallel_size, result.max_model_len
@@ -451,7 +539,8 @@ def sizing_warnings(key: str, model: ModelConfig, gpu: gpus.Gpu, pool: PoolConfi
         warnings.append(
             f"{key}: sized against {gpu.name}'s CUDA total of {gpu.cuda_total_gib} GiB, which no cited log confirms "
             f"(common/gpus.py); measure it on a node of pool {pool.name} with `{MEASURE_CUDA_TOTAL}` and correct "
-            f"the catalog, or the KV-cache figures below may be off by about 1%")
+            f"the catalog, or the KV-cache figures below may be off by about 1%"
+        )
     target = model.targetConcurrentRequests
     if result.max_concurrency < target:
         fixes = []
@@ -468,7 +557,8 @@ def sizing_warnings(key: str, model: ModelConfig, gpu: gpus.Gpu, pool: PoolConfi
         fixes.append(f"or lower targetConcurrentRequests to {max(1, int(result.max_concurrency))}")
         warnings.append(
             f"{key}: {model.repo} holds {result.max_concurrency:.2f} requests of {length:,} tokens at once on "
-            f"{tp} x {gpu.name}, below targetConcurrentRequests {target}; " + ", ".join(fixes))
+            f"{tp} x {gpu.name}, below targetConcurrentRequests {target}; " + ", ".join(fixes)
+        )
     if model.maxModelLen is None and model_max and model_max >= LONG_CONTEXT_TOKENS:
         shorter = sizing.size(request(tp, SHORTER_CONTEXT_TOKENS))
         per_request = result.kv_cache_gib_per_gpu / result.max_concurrency if result.max_concurrency else 0.0
@@ -476,7 +566,8 @@ def sizing_warnings(key: str, model: ModelConfig, gpu: gpus.Gpu, pool: PoolConfi
             f"{key}.maxModelLen: left at {model.repo}'s maximum of {model_max:,} tokens; one full-length request "
             f"takes {per_request:.2f} GiB of KV cache per GPU, so a replica holds {result.max_concurrency:.2f} of them "
             f"at once (at {SHORTER_CONTEXT_TOKENS:,} tokens it would hold {shorter.max_concurrency:.2f}); set maxModelLen "
-            f"to the longest prompt plus output you serve")
+            f"to the longest prompt plus output you serve"
+        )
     return warnings
 
 
@@ -485,8 +576,10 @@ def checkpoint_problems(key: str, model: ModelConfig, arch: ModelArch) -> list[s
     the sizing arithmetic has nothing to work on), each naming its key."""
     problems = []
     if model.pipelineParallelSize > arch.layers:
-        problems.append(f"{key}.pipelineParallelSize: {model.pipelineParallelSize} stages for {model.repo}'s "
-                        f"{arch.layers} decoder layers; every stage needs at least one layer, use at most {arch.layers}")
+        problems.append(
+            f"{key}.pipelineParallelSize: {model.pipelineParallelSize} stages for {model.repo}'s "
+            f"{arch.layers} decoder layers; every stage needs at least one layer, use at most {arch.layers}"
+        )
     problem = checkpoint.quantization_problem(arch, model.quantization)
     if problem:
         problems.append(f"{key}.quantization: {problem}")
@@ -502,8 +595,11 @@ def provenance(p: ModelPlan) -> str:
     hub = "the Hub's published hashes at the pinned commit (mirror Job)"
     if p.model.engine == "kserve" and p.model.kserveStorage == "hf":
         hub = "KServe's storage initializer at the pinned commit (no manifest)"
-    signed = (f"signature verified by the mirror Job: {p.model.signature.describe()}" if p.model.signature
-              else "unsigned: no publisher signature verified (set models[].signature where the publisher signs)")
+    signed = (
+        f"signature verified by the mirror Job: {p.model.signature.describe()}"
+        if p.model.signature
+        else "unsigned: no publisher signature verified (set models[].signature where the publisher signs)"
+    )
     if p.model.engine != "vllm":
         start = "no start check (KServe)"
     elif p.load_from == "bucket":
@@ -567,18 +663,18 @@ def pool_table(config: StackConfig) -> list[dict[str, object]]:
     for pool in config.pools:
         machine = pool_machine(config.cloud, pool)
         scaling = pool_scaling(config, pool)
-        rows.append({
-            "pool": pool.name,
-            "gpu": pool.gpu,
-            "machineType": machine.name if machine else "(existing nodes)",
-            "gpusPerNode": pool.gpusPerNode,
-            "minNodes": pool.minNodes,
-            "maxNodes": pool.maxNodes,
-            "capacityType": pool.capacityType,
-            "diskGiB": pool.diskGib,
-            "autoscaler": scaling.autoscaler.value,
-            "nodesCounted": scaling.reachable_nodes,
-        })
+        rows.append(
+            {
+                "pool": pool.name,
+                "gpu": pool.gpu,
+                "machineType": machine.name if machine else "(existing nodes)",
+                "gpusPerNode": pool.gpusPerNode,
+                "minNodes": pool.minNodes,
+                "maxNodes": pool.maxNodes,
+                "capacityType": pool.capacityType,
+                "diskGiB": pool.diskGib,
+                "autoscaler": scaling.autoscaler.value,
+                "nodesCounted": scaling.reachable_nodes,
+            }
+        )
     return rows
-
-

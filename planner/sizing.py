@@ -108,8 +108,18 @@ CUDA_GRAPH_BASE_GIB = 0.2
 CUDA_GRAPH_PER_LAYER_GIB = 0.02
 CUDA_GRAPH_REFERENCE_SIZES = 51
 
-DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "fp8": 1,
-               "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "int8": 1}
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "float8_e4m3fn": 1,
+    "int8": 1,
+}
 
 # vLLM pads MXFP4 expert weights for its kernels: gpt-oss-20b loads as 2 × 7.01 GiB at TP2 against
 # ~12.8 GiB of checkpoint (llm-d-planner v0.19 sweep).
@@ -363,8 +373,10 @@ def stage_weight_bytes(req: SizingRequest, total_weights: float) -> list[float]:
     head_in_checkpoint = 0.0 if req.arch.tie_word_embeddings else embed
     body = max(per_tp - embed - head_in_checkpoint, 0.0)
     stages = layers_per_stage(req.arch.layers, pp)
-    return [body * n / req.arch.layers + (embed if i == 0 else 0.0) + (embed if i == pp - 1 else 0.0)
-            for i, n in enumerate(stages)]
+    return [
+        body * n / req.arch.layers + (embed if i == 0 else 0.0) + (embed if i == pp - 1 else 0.0)
+        for i, n in enumerate(stages)
+    ]
 
 
 def total_weights_from_first_stage(req: SizingRequest, first_stage_bytes: float) -> float:
@@ -394,7 +406,7 @@ def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> fl
         else:
             path = release.top_k_top_p_path(rows, req.flashinfer_sampler)
             sampler = SAMPLER_BYTES_PER_LOGIT[path] * rows * arch.vocab
-    quant = (req.quantization or arch.quant_method or "")
+    quant = req.quantization or arch.quant_method or ""
     moe_workspace = 0.0
     if arch.is_moe:
         # The fused-MoE kernel's workspace, per routed token: the gate/up output and the expert
@@ -453,7 +465,9 @@ def vision_encoder_bytes(req: SizingRequest, mnbt: int) -> float:
     act = _dtype_bytes(_model_dtype(req))
     tokens = max(mnbt, VISION_ENCODER_TOKENS_PER_IMAGE)
     patches = tokens * arch.vision_spatial_merge**2
-    per_patch = 2 * arch.vision_hidden + 2 * arch.vision_intermediate / req.tensor_parallel_size + arch.vision_patch_values
+    per_patch = (
+        2 * arch.vision_hidden + 2 * arch.vision_intermediate / req.tensor_parallel_size + arch.vision_patch_values
+    )
     return patches * per_patch * act
 
 
@@ -517,14 +531,17 @@ def request_problem(req: SizingRequest) -> str | None:
     if req.pipeline_parallel_size > arch.layers:
         # vLLM splits the decoder layers evenly over the stages (vllm/distributed/utils.py
         # get_pp_indices); a stage without a layer holds nothing to size or to serve.
-        return (f"pipeline_parallel_size {req.pipeline_parallel_size} exceeds the model's {arch.layers} decoder "
-                f"layers; every pipeline stage needs at least one layer, so use at most {arch.layers}")
+        return (
+            f"pipeline_parallel_size {req.pipeline_parallel_size} exceeds the model's {arch.layers} decoder "
+            f"layers; every pipeline stage needs at least one layer, so use at most {arch.layers}"
+        )
     memory = req.gpu_memory_gib
     if not isinstance(memory, (int, float)) or not math.isfinite(memory) or not 0 < memory <= MAX_GPU_MEMORY_GIB:
         return f"GPU memory must be a finite number of GiB above 0 and at most {MAX_GPU_MEMORY_GIB:g}"
     utilization = req.gpu_memory_utilization
-    if utilization is not None and not (isinstance(utilization, (int, float)) and math.isfinite(utilization)
-                                        and 0 < utilization <= 1):
+    if utilization is not None and not (
+        isinstance(utilization, (int, float)) and math.isfinite(utilization) and 0 < utilization <= 1
+    ):
         return f"gpu_memory_utilization {utilization} must be in (0, 1]"
     if req.weights_bytes is not None and not _whole_in(req.weights_bytes, 0, MAX_WEIGHT_BYTES):
         return "weight bytes must be a whole number from 0 to 1 PiB"
@@ -553,10 +570,12 @@ def size(req: SizingRequest) -> SizingResult:
         utilization = release.default_gpu_memory_utilization
     max_len = req.max_model_len or arch.max_position_embeddings or 4096
     mnbt, seqs = default_batch_limits(req)
-    graphs_in_budget = not req.enforce_eager and release.estimates_cuda_graphs(arch.architecture, arch.is_moe, arch.is_hybrid)
+    graphs_in_budget = not req.enforce_eager and release.estimates_cuda_graphs(
+        arch.architecture, arch.is_moe, arch.is_hybrid
+    )
     capture_sizes = len(cuda_graph_capture_sizes(req, seqs))
 
-    total_weights = req.weights_bytes if req.weights_bytes else weight_bytes_estimate(req)
+    total_weights = req.weights_bytes or weight_bytes_estimate(req)
     stage_weights = stage_weight_bytes(req, total_weights)
     requested = req.gpu_memory_gib * GiB * utilization
     non_torch = non_torch_bytes(req)
@@ -570,23 +589,45 @@ def size(req: SizingRequest) -> SizingResult:
         act = activation_bytes(req, stage, mnbt, seqs)
         graphs = cuda_graph_bytes(stage_layers, capture_sizes)
         # LoRA slots are allocated while the model loads, so they count with the weights.
-        lora = lora_buffer_bytes(arch, tp=tp, max_loras=req.lora_max_loras, max_lora_rank=req.lora_max_rank,
-                                 dtype_bytes=model_bytes, layers=stage_layers, first_stage=stage == 0,
-                                 last_stage=stage == pp - 1)
+        lora = lora_buffer_bytes(
+            arch,
+            tp=tp,
+            max_loras=req.lora_max_loras,
+            max_lora_rank=req.lora_max_rank,
+            dtype_bytes=model_bytes,
+            layers=stage_layers,
+            first_stage=stage == 0,
+            last_stage=stage == pp - 1,
+        )
         kv_mem = requested - stage_weights[stage] - lora - act - non_torch - (graphs if graphs_in_budget else 0)
         stage_counts = counts if pp == 1 else {k: math.ceil(n * stage_layers / arch.layers) for k, n in counts.items()}
-        layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
-                                     block_size=req.block_size, release=release, counts=stage_counts,
-                                     speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
+        layout = kv_layout.kv_layout(
+            arch,
+            tp=tp,
+            kv_dtype_bytes=kv_cache_dtype_bytes(req),
+            model_dtype_bytes=model_bytes,
+            block_size=req.block_size,
+            release=release,
+            counts=stage_counts,
+            speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0,
+        )
         blocks = int(kv_mem // (layout.page_bytes * layout.group_size)) if kv_mem > 0 else 0
         stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage], lora))
     blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu, lora_per_gpu = min(stages, key=lambda s: s[0])
-    full_layout = kv_layout.kv_layout(arch, tp=tp, kv_dtype_bytes=kv_cache_dtype_bytes(req), model_dtype_bytes=model_bytes,
-                                      block_size=req.block_size, release=release, counts=counts,
-                                      speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0)
+    full_layout = kv_layout.kv_layout(
+        arch,
+        tp=tp,
+        kv_dtype_bytes=kv_cache_dtype_bytes(req),
+        model_dtype_bytes=model_bytes,
+        block_size=req.block_size,
+        release=release,
+        counts=counts,
+        speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0,
+    )
     spec = req.speculative_tokens if _with_mtp(req) else 0
-    need = kv_layout.blocks_per_request(full_layout, arch, max_len, mnbt, mamba_align=_prefix_caching(req),
-                                        speculative_tokens=spec)
+    need = kv_layout.blocks_per_request(
+        full_layout, arch, max_len, mnbt, mamba_align=_prefix_caching(req), speculative_tokens=spec
+    )
     tokens = kv_layout.reported_tokens(blocks, full_layout, need, max_len, release)
     concurrency = blocks / need if need else 0.0
     attention_on_stage = round(arch.attention_layers * stage_layers / arch.layers) if pp > 1 else arch.attention_layers
@@ -595,14 +636,18 @@ def size(req: SizingRequest) -> SizingResult:
     if kv_mem <= 0:
         fits = False
         lora_part = f" + LoRA slots {lora_per_gpu / GiB:.2f} GiB" if lora_per_gpu else ""
-        reason = (f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB{lora_part} + runtime "
-                  f"{(act + non_torch + (graphs if graphs_in_budget else 0)) / GiB:.2f}"
-                  f" GiB exceed the requested "
-                  f"{requested / GiB:.2f} GiB per GPU")
+        reason = (
+            f"no memory left for KV cache: weights {weights_per_gpu / GiB:.2f} GiB{lora_part} + runtime "
+            f"{(act + non_torch + (graphs if graphs_in_budget else 0)) / GiB:.2f}"
+            f" GiB exceed the requested "
+            f"{requested / GiB:.2f} GiB per GPU"
+        )
     elif concurrency < 1:
         fits = False
-        reason = (f"KV cache holds {tokens} tokens per GPU but one {max_len}-token request needs "
-                  f"more; lower max_model_len or raise tensor_parallel_size")
+        reason = (
+            f"KV cache holds {tokens} tokens per GPU but one {max_len}-token request needs "
+            f"more; lower max_model_len or raise tensor_parallel_size"
+        )
     return SizingResult(
         weights_gib_per_gpu=weights_per_gpu / GiB,
         activation_gib=act / GiB,
@@ -651,8 +696,9 @@ def valid_tensor_parallel_sizes(arch: ModelArch, max_tp: int = 8) -> list[int]:
     return sizes
 
 
-def smallest_tensor_parallel_size(req_without_tp: SizingRequest, max_tp: int = 8,
-                                  min_concurrency: float = 0.0) -> int | None:
+def smallest_tensor_parallel_size(
+    req_without_tp: SizingRequest, max_tp: int = 8, min_concurrency: float = 0.0
+) -> int | None:
     """The smallest valid TP at which the model fits and holds `min_concurrency` full-length requests."""
     for tp in valid_tensor_parallel_sizes(req_without_tp.arch, max_tp):
         result = size(replace(req_without_tp, tensor_parallel_size=tp))
@@ -671,8 +717,9 @@ ENGINE_STARTUP_SECONDS = 90.0
 PROCESS_STARTUP_SECONDS = 20.0
 
 
-def estimate_load_seconds(weights_bytes: int, read_bytes_per_second: float, *,
-                          engine_startup_seconds: float = ENGINE_STARTUP_SECONDS) -> float:
+def estimate_load_seconds(
+    weights_bytes: int, read_bytes_per_second: float, *, engine_startup_seconds: float = ENGINE_STARTUP_SECONDS
+) -> float:
     """Seconds from container start until the server answers /health.
 
     Weight bytes / storage read speed ("Model loading took X GiB and Y seconds" in the logs is
@@ -681,4 +728,3 @@ def estimate_load_seconds(weights_bytes: int, read_bytes_per_second: float, *,
     if read_bytes_per_second <= 0:
         raise SizingError("storage read speed must be positive")
     return PROCESS_STARTUP_SECONDS + weights_bytes / read_bytes_per_second + engine_startup_seconds
-

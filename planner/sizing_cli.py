@@ -17,8 +17,9 @@ import math
 import os
 import re
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from common.engine import QUANTIZATION_METHODS, VLLM_VERSION
 from common.gpus import CATALOG, UnknownGpuError, get_gpu
@@ -61,6 +62,7 @@ def _whole(low: int, high: int) -> Callable[[str], int]:
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high:,}")
         return value
+
     return parse
 
 
@@ -74,6 +76,7 @@ def _finite(name: str) -> Callable[[str], float]:
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{excerpt(text)} is not a finite {name}")
         return value
+
     return parse
 
 
@@ -83,42 +86,79 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m components.sizing", description=__doc__.splitlines()[0],
-                epilog="exit status: 0 it fits; 1 it does not fit; 2 unusable input (a bad flag or value, an "
-                       "unreadable or implausible config.json, or a request vLLM refuses to start with)")
-    p.add_argument("--model-config", required=True,
-                   help="path to a config.json, or a Hub repo id (then --revision is required)")
+    p = _Parser(
+        prog="python -m components.sizing",
+        description=__doc__.splitlines()[0],
+        epilog="exit status: 0 it fits; 1 it does not fit; 2 unusable input (a bad flag or value, an "
+        "unreadable or implausible config.json, or a request vLLM refuses to start with)",
+    )
+    p.add_argument(
+        "--model-config", required=True, help="path to a config.json, or a Hub repo id (then --revision is required)"
+    )
     p.add_argument("--revision", help="40-hex commit of the Hub repo (with a repo id)")
     gpu = p.add_mutually_exclusive_group(required=True)
     gpu.add_argument("--gpu", help="GPU name from the catalog (common/gpus.py), e.g. H100-80GB")
-    gpu.add_argument("--gpu-memory-gib", type=_finite("GiB"),
-                     help=f"CUDA-reported total memory per GPU, GiB (above 0, at most {MAX_GPU_MEMORY_GIB:g})")
-    p.add_argument("--tensor-parallel-size", type=_whole(-(2**31), 2**31), default=1,
-                   help=f"1 to {MAX_TENSOR_PARALLEL} (default 1)")
-    p.add_argument("--pipeline-parallel-size", type=_whole(-(2**31), 2**31), default=1,
-                   help="1 to the model's number of layers (default 1)")
-    p.add_argument("--gpu-memory-utilization", type=_finite("fraction"),
-                   help="in (0, 1]; default: the release's (0.92 from vLLM 0.21, 0.9 before)")
-    p.add_argument("--max-model-len", type=_whole(-(2**63), 2**63),
-                   help="default: the model's max_position_embeddings")
+    gpu.add_argument(
+        "--gpu-memory-gib",
+        type=_finite("GiB"),
+        help=f"CUDA-reported total memory per GPU, GiB (above 0, at most {MAX_GPU_MEMORY_GIB:g})",
+    )
+    p.add_argument(
+        "--tensor-parallel-size",
+        type=_whole(-(2**31), 2**31),
+        default=1,
+        help=f"1 to {MAX_TENSOR_PARALLEL} (default 1)",
+    )
+    p.add_argument(
+        "--pipeline-parallel-size",
+        type=_whole(-(2**31), 2**31),
+        default=1,
+        help="1 to the model's number of layers (default 1)",
+    )
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=_finite("fraction"),
+        help="in (0, 1]; default: the release's (0.92 from vLLM 0.21, 0.9 before)",
+    )
+    p.add_argument("--max-model-len", type=_whole(-(2**63), 2**63), help="default: the model's max_position_embeddings")
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
     p.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"])
-    p.add_argument("--quantization", help="vLLM --quantization (fp8, awq, gptq, mxfp4, ...): one the deployed "
-                                          "release knows, that the checkpoint can use")
-    p.add_argument("--weights-gib", type=_finite("GiB"), metavar="TOTAL",
-                   help="TOTAL weight memory across all GPUs in GiB (e.g. the log's per-GPU "
-                        "'Model loading took X GiB' × TP × PP); default: estimated from the config")
-    p.add_argument("--max-num-batched-tokens", type=_whole(1, MAX_BATCHED_TOKENS),
-                   help=f"1 to {MAX_BATCHED_TOKENS:,}; default: vLLM's default for the GPU")
-    p.add_argument("--max-num-seqs", type=_whole(1, MAX_NUM_SEQS),
-                   help=f"1 to {MAX_NUM_SEQS:,}; default: vLLM's default for the GPU")
-    p.add_argument("--block-size", type=_whole(1, MAX_BLOCK_SIZE), default=16,
-                   help=f"tokens per KV-cache block, 1 to {MAX_BLOCK_SIZE} (default 16)")
+    p.add_argument(
+        "--quantization",
+        help="vLLM --quantization (fp8, awq, gptq, mxfp4, ...): one the deployed "
+        "release knows, that the checkpoint can use",
+    )
+    p.add_argument(
+        "--weights-gib",
+        type=_finite("GiB"),
+        metavar="TOTAL",
+        help="TOTAL weight memory across all GPUs in GiB (e.g. the log's per-GPU "
+        "'Model loading took X GiB' × TP × PP); default: estimated from the config",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=_whole(1, MAX_BATCHED_TOKENS),
+        help=f"1 to {MAX_BATCHED_TOKENS:,}; default: vLLM's default for the GPU",
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=_whole(1, MAX_NUM_SEQS),
+        help=f"1 to {MAX_NUM_SEQS:,}; default: vLLM's default for the GPU",
+    )
+    p.add_argument(
+        "--block-size",
+        type=_whole(1, MAX_BLOCK_SIZE),
+        default=16,
+        help=f"tokens per KV-cache block, 1 to {MAX_BLOCK_SIZE} (default 16)",
+    )
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     p.add_argument("--vllm-version", help="vLLM release to model (default: the deployed one)")
-    p.add_argument("--interconnect", choices=list(INTERCONNECTS),
-                   help="what joins the GPUs (default: the catalog GPU's multi-GPU machines; nvswitch "
-                        "for --gpu-memory-gib, the larger NCCL footprint)")
+    p.add_argument(
+        "--interconnect",
+        choices=list(INTERCONNECTS),
+        help="what joins the GPUs (default: the catalog GPU's multi-GPU machines; nvswitch "
+        "for --gpu-memory-gib, the larger NCCL footprint)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -132,8 +172,9 @@ def canonical_gpu_name(name: str) -> str:
     if name in CATALOG:
         return name
     key = name.upper().replace("NVIDIA", "").replace("_", "-").replace(" ", "-").strip("-")
-    key = "-".join(part for part in key.split("-") if part and part not in ("SXM", "SXM4", "SXM5",
-                                                                         "PCIE", "HBM3", "HBM2E"))
+    key = "-".join(
+        part for part in key.split("-") if part and part not in ("SXM", "SXM4", "SXM5", "PCIE", "HBM3", "HBM2E")
+    )
     for known in CATALOG:
         if key == known.upper():
             return known
@@ -167,8 +208,9 @@ def load_config(source: str, revision: str | None) -> dict[str, Any]:
     try:
         from planner.hub import load_model_config  # optional: only needed for Hub ids
     except ImportError:
-        raise CliError("--model-config: Hub repo ids need planner/hub.py, which is not installed; "
-                       "pass a config.json path") from None
+        raise CliError(
+            "--model-config: Hub repo ids need planner/hub.py, which is not installed; pass a config.json path"
+        ) from None
     try:
         return load_model_config(source, revision)
     except Exception as exc:  # the hub module's own errors carry the reason
@@ -184,10 +226,13 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
     if args.gpu_memory_utilization is not None and not 0 < args.gpu_memory_utilization <= 1:
         raise CliError("--gpu-memory-utilization must be in (0, 1], e.g. 0.9")
     if args.quantization is not None and args.quantization not in QUANTIZATION_METHODS:
-        raise CliError(f"--quantization {excerpt(args.quantization)} is not a method vLLM {VLLM_VERSION} knows; "
-                       f"use one of {', '.join(QUANTIZATION_METHODS)}")
-    if args.vllm_version is not None and not re.fullmatch(r"v?\d{1,4}\.\d{1,4}(\.\d{1,4})?([.+-][0-9A-Za-z.+-]{1,32})?",
-                                                          args.vllm_version):
+        raise CliError(
+            f"--quantization {excerpt(args.quantization)} is not a method vLLM {VLLM_VERSION} knows; "
+            f"use one of {', '.join(QUANTIZATION_METHODS)}"
+        )
+    if args.vllm_version is not None and not re.fullmatch(
+        r"v?\d{1,4}\.\d{1,4}(\.\d{1,4})?([.+-][0-9A-Za-z.+-]{1,32})?", args.vllm_version
+    ):
         raise CliError(f"--vllm-version {excerpt(args.vllm_version)} is not a release number like 0.19.0")
     device_name = None  # what vLLM's batch defaults look at (the "a100" check)
     if args.gpu:
@@ -197,9 +242,12 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
             raise CliError(f"--gpu: {exc}") from None
         memory, gpu_name, device_name = gpu.cuda_total_gib, gpu.name, gpu.name
         if not gpu.cuda_total_confirmed:
-            print(f"warning: {gpu.name}'s CUDA total ({gpu.cuda_total_gib} GiB) is not confirmed by a cited log "
-                  f"(common/gpus.py); measure it on the GPU with python3 -c \"import torch; "
-                  f"print(torch.cuda.mem_get_info()[1] / 1024**3)\" and pass --gpu-memory-gib", file=sys.stderr)
+            print(
+                f"warning: {gpu.name}'s CUDA total ({gpu.cuda_total_gib} GiB) is not confirmed by a cited log "
+                f'(common/gpus.py); measure it on the GPU with python3 -c "import torch; '
+                f'print(torch.cuda.mem_get_info()[1] / 1024**3)" and pass --gpu-memory-gib',
+                file=sys.stderr,
+            )
     else:
         if not 0 < args.gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
             raise CliError(f"--gpu-memory-gib must be above 0 and at most {MAX_GPU_MEMORY_GIB:g}")
@@ -216,29 +264,42 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         raise CliError(f"--max-model-len must be at most {MAX_CONTEXT:,} tokens")
     arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
     if args.pipeline_parallel_size > arch.layers:
-        raise CliError(f"--pipeline-parallel-size {args.pipeline_parallel_size} exceeds the model's {arch.layers} "
-                       f"decoder layers; every pipeline stage needs at least one layer")
-    for flag, problem in (("--quantization", quantization_problem(arch, args.quantization)),
-                          ("--dtype", dtype_problem(arch, args.dtype, args.quantization))):
+        raise CliError(
+            f"--pipeline-parallel-size {args.pipeline_parallel_size} exceeds the model's {arch.layers} "
+            f"decoder layers; every pipeline stage needs at least one layer"
+        )
+    for flag, problem in (
+        ("--quantization", quantization_problem(arch, args.quantization)),
+        ("--dtype", dtype_problem(arch, args.dtype, args.quantization)),
+    ):
         if problem:
             raise CliError(f"{flag}: {problem}")
     valid = valid_tensor_parallel_sizes(arch, max_tp=max(args.tensor_parallel_size, 8))
     if args.tensor_parallel_size not in valid:
         # A warning, not an error: the numbers are still what vLLM would compute if it started.
-        print(f"warning: vLLM refuses --tensor-parallel-size {args.tensor_parallel_size} for this model "
-              f"({arch.heads} attention heads, {arch.kv_heads} KV heads); valid: {', '.join(map(str, valid))}",
-              file=sys.stderr)
+        print(
+            f"warning: vLLM refuses --tensor-parallel-size {args.tensor_parallel_size} for this model "
+            f"({arch.heads} attention heads, {arch.kv_heads} KV heads); valid: {', '.join(map(str, valid))}",
+            file=sys.stderr,
+        )
     req = SizingRequest(
-        arch=arch, gpu_memory_gib=memory,
+        arch=arch,
+        gpu_memory_gib=memory,
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
         gpu_memory_utilization=args.gpu_memory_utilization,
-        max_model_len=args.max_model_len, dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        kv_cache_dtype=args.kv_cache_dtype,
         quantization=args.quantization,
         weights_bytes=int(args.weights_gib * GiB) if args.weights_gib else None,
-        max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-        block_size=args.block_size, enforce_eager=args.enforce_eager,
-        gpu_name=device_name, vllm_version=args.vllm_version, interconnect=args.interconnect,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
+        block_size=args.block_size,
+        enforce_eager=args.enforce_eager,
+        gpu_name=device_name,
+        vllm_version=args.vllm_version,
+        interconnect=args.interconnect,
     )
     return req, gpu_name
 
@@ -253,9 +314,11 @@ def render_bar(result: SizingResult, gpu_name: str) -> str:
     cells = "".join(ch * round(BAR_WIDTH * gib / total) for ch, gib in parts)[:BAR_WIDTH].ljust(BAR_WIDTH, ".")
     gpus = result.tensor_parallel_size * result.pipeline_parallel_size
     lines = [
-        f"Will it fit? {'yes' if result.fits else 'NO'} - {gpus} × {gpu_name} "
-        f"({total:.2f} GiB CUDA total), TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}, "
-        f"max_model_len {result.max_model_len:,}, interconnect {result.interconnect}",
+        (
+            f"Will it fit? {'yes' if result.fits else 'NO'} - {gpus} × {gpu_name} "
+            f"({total:.2f} GiB CUDA total), TP {result.tensor_parallel_size} × PP {result.pipeline_parallel_size}, "
+            f"max_model_len {result.max_model_len:,}, interconnect {result.interconnect}"
+        ),
     ]
     for gpu in range(gpus):
         lines.append(f"  GPU {gpu} [{cells}]")
@@ -264,10 +327,13 @@ def render_bar(result: SizingResult, gpu_name: str) -> str:
         f"  W weights          {result.weights_gib_per_gpu:7.2f} GiB per GPU",
         f"  R runtime overhead {overhead:7.2f} GiB (activations {result.activation_gib:.2f}, "
         f"non-torch {result.non_torch_gib:.2f}"
-        + (f", CUDA graphs {result.cuda_graph_gib:.2f}" if result.cuda_graph_in_budget else "") + ")",
-        f"  K KV cache         {kv:7.2f} GiB = {result.kv_cache_tokens:,} tokens "
-        f"({result.kv_bytes_per_token_per_gpu:,} B/token/GPU), {result.max_concurrency:.2f}× "
-        f"{result.max_model_len:,}-token requests",
+        + (f", CUDA graphs {result.cuda_graph_gib:.2f}" if result.cuda_graph_in_budget else "")
+        + ")",
+        (
+            f"  K KV cache         {kv:7.2f} GiB = {result.kv_cache_tokens:,} tokens "
+            f"({result.kv_bytes_per_token_per_gpu:,} B/token/GPU), {result.max_concurrency:.2f}× "
+            f"{result.max_model_len:,}-token requests"
+        ),
         f"  . spare            {spare:7.2f} GiB (outside gpu_memory_utilization){graphs}",
     ]
     if not result.fits:
@@ -286,8 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render_bar(result, gpu_name))
         if not result.fits:
             tp = smallest_tensor_parallel_size(replace(req, tensor_parallel_size=1))
-            hint = (f"smallest tensor-parallel size that fits: {tp}" if tp
-                    else "no tensor-parallel size up to 8 fits; use a larger GPU or a shorter max_model_len")
+            hint = (
+                f"smallest tensor-parallel size that fits: {tp}"
+                if tp
+                else "no tensor-parallel size up to 8 fits; use a larger GPU or a shorter max_model_len"
+            )
             raise DoesNotFit(f"does not fit: {result.reason}; {hint}")
         return 0
     except DoesNotFit as exc:

@@ -74,17 +74,49 @@ V2_RUNNER_DEFAULT_ARCHITECTURES = {
     (0, 0): frozenset(),
     (0, 22): frozenset({"Qwen3ForCausalLM"}),
     (0, 23): frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}),
-    (0, 24): frozenset({"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
-                        "LlamaForCausalLM", "MistralForCausalLM"}),
+    (0, 24): frozenset(
+        {
+            "Qwen3ForCausalLM",
+            "DeepseekV2ForCausalLM",
+            "Qwen2MoeForCausalLM",
+            "GraniteMoeForCausalLM",
+            "LlamaForCausalLM",
+            "MistralForCausalLM",
+        }
+    ),
     (0, 25): frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
-    (0, 26): frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
-                        "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
-    (0, 27): frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
-                        "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
-                        "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"}),
-    (0, 28): frozenset({"DeepseekV2ForCausalLM", "DeepseekV4ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
-                        "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
-                        "LongcatFlashNgramForCausalLM"}),
+    (0, 26): frozenset(
+        {
+            "DeepseekV2ForCausalLM",
+            "GraniteMoeForCausalLM",
+            "InklingForCausalLM",
+            "InklingForConditionalGeneration",
+            "LongcatFlashNgramForCausalLM",
+            "Qwen2MoeForCausalLM",
+        }
+    ),
+    (0, 27): frozenset(
+        {
+            "DeepseekV2ForCausalLM",
+            "GraniteMoeForCausalLM",
+            "InklingForCausalLM",
+            "InklingForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "LongcatFlashNgramForCausalLM",
+            "Qwen2MoeForCausalLM",
+        }
+    ),
+    (0, 28): frozenset(
+        {
+            "DeepseekV2ForCausalLM",
+            "DeepseekV4ForCausalLM",
+            "GraniteMoeForCausalLM",
+            "InklingForCausalLM",
+            "InklingForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "LongcatFlashNgramForCausalLM",
+        }
+    ),
 }
 V2_RUNNER_DEFAULT_FOR_DENSE_FROM = (0, 25)
 V2_RUNNER_DEFAULT_FOR_ALL_FROM = (0, 29)
@@ -179,7 +211,7 @@ class Release:
     version: tuple[int, int, int]
 
     @classmethod
-    def of(cls, version: str | None) -> "Release":
+    def of(cls, version: str | None) -> Release:
         return cls(parse_release(version))
 
     @property

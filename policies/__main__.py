@@ -10,9 +10,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-from policies.pack import build_policies  # noqa: E402
+from policies.pack import build_policies
 
 PolicyPack(
     name="llm-serving",

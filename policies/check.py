@@ -44,7 +44,6 @@ from policies.resource import Resource, from_object
 from safe_yaml import YamlInputError, load_all
 from safe_yaml.bounded import json_value_problems
 
-
 # Largest magnitude a numeric setting may have: thresholds are seconds or counts, and beyond 2^53 a
 # float no longer holds every integer.
 MAX_SETTING_NUMBER = 2**53
@@ -74,8 +73,12 @@ def allowed_values(schema: dict) -> str:
     if "enum" in schema:
         return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
     # Keyed by whatever the schema's "type" holds (None when it has none).
-    words: dict[object, str] = {"boolean": "a boolean", "number": "a number", "integer": "an integer",
-                                "string": "a string"}
+    words: dict[object, str] = {
+        "boolean": "a boolean",
+        "number": "a number",
+        "integer": "an integer",
+        "string": "a string",
+    }
     out = [words.get(schema.get("type"), f"a {schema.get('type', 'value')}")]
     for key, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
         if isinstance(schema.get(key), (int, float)) and not isinstance(schema.get(key), bool):
@@ -95,7 +98,7 @@ def validate_config(config) -> dict:
     if config is None:
         return {}
     if not isinstance(config, dict):
-        raise InputError("config must be a JSON object of {\"policy-name\": {\"enforcementLevel\": ..., ...}}")
+        raise InputError('config must be a JSON object of {"policy-name": {"enforcementLevel": ..., ...}}')
     for key, value in config.items():
         if key != "all" and key not in BY_NAME:
             raise InputError(f"config names unknown policy {excerpt(key)}; known policies: {', '.join(BY_NAME)}")
@@ -112,21 +115,30 @@ def validate_config(config) -> dict:
                 continue
             if rule is None or setting not in rule.schema:
                 known = ", ".join(rule.schema) if rule and rule.schema else "none"
-                raise InputError(f"config['{key}'] has unknown setting {excerpt(setting)}; settings of this policy: {known}")
+                raise InputError(
+                    f"config['{key}'] has unknown setting {excerpt(setting)}; settings of this policy: {known}"
+                )
             schema = rule.schema[setting]
             # JSON Schema's "type: number" admits NaN, and every comparison with NaN is false: a NaN
             # threshold would silently turn its rule off. Infinity is no threshold either.
             if isinstance(setting_value, float) and not math.isfinite(setting_value):
-                raise InputError(f"config['{key}'].{setting} is {setting_value}; use a finite number "
-                                 f"({allowed_values(schema)})")
-            if isinstance(setting_value, int) and not isinstance(setting_value, bool) \
-                    and abs(setting_value) > MAX_SETTING_NUMBER:
+                raise InputError(
+                    f"config['{key}'].{setting} is {setting_value}; use a finite number ({allowed_values(schema)})"
+                )
+            if (
+                isinstance(setting_value, int)
+                and not isinstance(setting_value, bool)
+                and abs(setting_value) > MAX_SETTING_NUMBER
+            ):
                 # The rules compare in floats; a 400-digit integer has no float.
-                raise InputError(f"config['{key}'].{setting} is {excerpt(setting_value)}; use a number of at most "
-                                 f"{MAX_SETTING_NUMBER:.0e} ({allowed_values(schema)})")
+                raise InputError(
+                    f"config['{key}'].{setting} is {excerpt(setting_value)}; use a number of at most "
+                    f"{MAX_SETTING_NUMBER:.0e} ({allowed_values(schema)})"
+                )
             if not _setting_is_valid(schema, setting_value):
-                raise InputError(f"config['{key}'].{setting} must be {allowed_values(schema)}, "
-                                 f"not {excerpt(setting_value)}")
+                raise InputError(
+                    f"config['{key}'].{setting} must be {allowed_values(schema)}, not {excerpt(setting_value)}"
+                )
     return config
 
 
@@ -138,8 +150,9 @@ def _effective_level(level: str) -> str:
 
 def _verdict(r: Resource, policy: str, level: str, finding: str) -> Verdict:
     namespace = r.namespace if r.is_kubernetes else None
-    return Verdict(r.kind, r.name, policy, level, str(finding), r.file, getattr(finding, "container", None),
-                   as_str(namespace), r)
+    return Verdict(
+        r.kind, r.name, policy, level, str(finding), r.file, getattr(finding, "container", None), as_str(namespace), r
+    )
 
 
 def check_resources(resources: list[Resource], config: dict | None = None) -> list[Verdict]:
@@ -236,16 +249,19 @@ def load_file(path: str) -> list[Resource]:
         if doc is None:
             continue  # an empty document ('---' at the end of a file)
         if not isinstance(doc, dict):
-            raise InputError(f"{path}: document {index} is a {type(doc).__name__}, not a mapping; every YAML "
-                             f"document must be one Kubernetes object")
+            raise InputError(
+                f"{path}: document {index} is a {type(doc).__name__}, not a mapping; every YAML "
+                f"document must be one Kubernetes object"
+            )
         # Values no API server accepts (a 400-digit integer, .nan) make the file unusable, and the
         # rules' arithmetic must never meet them.
         for where, problem in json_value_problems(doc, plain_only=False, limit=1):
             raise InputError(f"{path}: document {index}: {where}: {problem}; Kubernetes would refuse it")
         for item in _flatten(doc):
             if not isinstance(item.get("kind"), str):
-                print(f"check: {path}: document {index} has no 'kind'; skipped (not a Kubernetes object)",
-                      file=sys.stderr)
+                print(
+                    f"check: {path}: document {index} has no 'kind'; skipped (not a Kubernetes object)", file=sys.stderr
+                )
                 continue
             resources.append(from_object(item, path))
     return resources
@@ -257,11 +273,20 @@ def _json_report(resources: list[Resource], verdicts: list[Verdict]) -> dict:
     by_resource: dict[int, list[Verdict]] = {}
     for v in verdicts:
         by_resource.setdefault(id(v.resource), []).append(v)
-    return {"resources": [
-        {"file": r.file, "kind": r.kind, "name": r.name, "namespace": as_str(r.namespace) if r.is_kubernetes else None,
-         "violations": [{"policy": v.policy, "level": v.level, "message": v.message}
-                        for v in by_resource.get(id(r), [])]}
-        for r in resources]}
+    return {
+        "resources": [
+            {
+                "file": r.file,
+                "kind": r.kind,
+                "name": r.name,
+                "namespace": as_str(r.namespace) if r.is_kubernetes else None,
+                "violations": [
+                    {"policy": v.policy, "level": v.level, "message": v.message} for v in by_resource.get(id(r), [])
+                ],
+            }
+            for r in resources
+        ]
+    }
 
 
 def text_line(v: Verdict) -> str:
@@ -275,13 +300,16 @@ def _count(n: int, noun: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m policies.check",
-                                     description="Check Kubernetes manifests against the llm-serving policy pack.",
-                                     epilog="exit status: 0 no mandatory violation; 1 a mandatory violation; 2 "
-                                            "unusable input (unreadable or oversized files, YAML past the nesting or "
-                                            "alias limits, values no API server takes, a bad --config)")
-    parser.add_argument("--config", metavar="FILE.json",
-                        help='per-policy settings, e.g. {"image-tag-pinned": {"requireDigest": true}}')
+    parser = argparse.ArgumentParser(
+        prog="python -m policies.check",
+        description="Check Kubernetes manifests against the llm-serving policy pack.",
+        epilog="exit status: 0 no mandatory violation; 1 a mandatory violation; 2 "
+        "unusable input (unreadable or oversized files, YAML past the nesting or "
+        "alias limits, values no API server takes, a bad --config)",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE.json", help='per-policy settings, e.g. {"image-tag-pinned": {"requireDigest": true}}'
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders")
     args = parser.parse_args(argv)
@@ -290,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.config:
             try:
                 what = f"--config {args.config}"
-                config = loads_json(read_text_file(args.config, MAX_PACK_CONFIG_BYTES, what), what,
-                                    max_bytes=MAX_PACK_CONFIG_BYTES)
+                config = loads_json(
+                    read_text_file(args.config, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES
+                )
             except InputLimitError as e:
                 raise InputError(str(e)) from None
         config = validate_config(config)
@@ -309,8 +338,11 @@ def main(argv: list[str] | None = None) -> int:
         for v in verdicts:
             print(text_line(v))
         mandatory = sum(v.level == MANDATORY for v in verdicts)
-        print(f"check: {_count(len(resources), 'resource')}, {_count(len(verdicts), 'violation')} "
-              f"({mandatory} mandatory)", file=sys.stderr)
+        print(
+            f"check: {_count(len(resources), 'resource')}, {_count(len(verdicts), 'violation')} "
+            f"({mandatory} mandatory)",
+            file=sys.stderr,
+        )
     return 1 if any(v.level == MANDATORY for v in verdicts) else 0
 
 

@@ -34,6 +34,7 @@ def expand(token: str, env: dict[str, str]) -> str:
     def sub(m: re.Match) -> str:
         name = m.group(1) or m.group(2) or m.group(3)
         return env.get(name, m.group(0))
+
     return _REF_RE.sub(sub, token)
 
 
@@ -63,5 +64,5 @@ def flag_values(toks: list[str], flags: tuple[str, ...]) -> list[tuple[str, str 
             if t == f:
                 found.append((f, toks[i + 1] if i + 1 < len(toks) else None))
             elif t.startswith(f + "="):
-                found.append((f, t[len(f) + 1:]))
+                found.append((f, t[len(f) + 1 :]))
     return found

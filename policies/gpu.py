@@ -14,8 +14,12 @@ from policies.workloads import ContainerView, PodView
 def is_gpu_resource(key: str) -> bool:
     """Extended resources that stand for an accelerator: NVIDIA (whole GPUs and MIG slices), AMD,
     Intel. Device-plugin names: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu, gpu.intel.com/i915."""
-    return (key == GPU_RESOURCE or key.endswith("/gpu") or key.startswith("nvidia.com/mig-")
-            or key.startswith("gpu.intel.com/"))
+    return (
+        key == GPU_RESOURCE
+        or key.endswith("/gpu")
+        or key.startswith("nvidia.com/mig-")
+        or key.startswith("gpu.intel.com/")
+    )
 
 
 def gpu_keys(container: dict) -> set[str]:
@@ -56,8 +60,9 @@ def tolerates(toleration: dict, key: str, effect: str, value: str | None = None)
     return (as_str(toleration.get("value")) or "") == value
 
 
-def pod_tolerates(pod: PodView, key: str = GPU_TAINT_KEY, effect: str = GPU_TAINT_EFFECT,
-                  value: str | None = None) -> bool:
+def pod_tolerates(
+    pod: PodView, key: str = GPU_TAINT_KEY, effect: str = GPU_TAINT_EFFECT, value: str | None = None
+) -> bool:
     if is_unknown(pod.spec.get("tolerations")):
         return True
     return any(tolerates(t, key, effect, value) for t in as_list(pod.spec.get("tolerations")) if isinstance(t, dict))

@@ -16,9 +16,9 @@ from typing import Any
 class _Unknown:
     """A value the engine cannot know during preview (e.g. an image built by another resource)."""
 
-    _instance: "_Unknown | None" = None
+    _instance: _Unknown | None = None
 
-    def __new__(cls) -> "_Unknown":
+    def __new__(cls) -> _Unknown:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -46,7 +46,7 @@ class Finding(str):
 
     container: str | None
 
-    def __new__(cls, message: str, container: str | None = None) -> "Finding":
+    def __new__(cls, message: str, container: str | None = None) -> Finding:
         obj = super().__new__(cls, message)
         obj.container = container
         return obj

@@ -27,8 +27,11 @@ from policies.objects import UNKNOWN
 from policies.registry import RULES, Rule
 from policies.resource import Resource, from_object
 
-_LEVELS = {"mandatory": EnforcementLevel.MANDATORY, "advisory": EnforcementLevel.ADVISORY,
-           "disabled": EnforcementLevel.DISABLED}
+_LEVELS = {
+    "mandatory": EnforcementLevel.MANDATORY,
+    "advisory": EnforcementLevel.ADVISORY,
+    "disabled": EnforcementLevel.DISABLED,
+}
 
 
 def plain(value: Any) -> Any:
@@ -54,13 +57,19 @@ def plain(value: Any) -> Any:
     return value
 
 
-def resource_of(resource_type: str, props: Any, name: str, urn: str | None = None,
-                property_dependencies: Mapping[str, Any] | None = None) -> Resource:
+def resource_of(
+    resource_type: str,
+    props: Any,
+    name: str,
+    urn: str | None = None,
+    property_dependencies: Mapping[str, Any] | None = None,
+) -> Resource:
     r = from_object({"type": resource_type, "name": name, "props": plain(props)})
     r.urn = urn
     # Stack validation gives PolicyResource objects; keep their URNs only.
-    r.property_dependencies = {k: [getattr(d, "urn", d) for d in deps]
-                               for k, deps in (property_dependencies or {}).items()}
+    r.property_dependencies = {
+        k: [getattr(d, "urn", d) for d in deps] for k, deps in (property_dependencies or {}).items()
+    }
     if r.is_kubernetes:
         # The object's own name (after auto-naming) is what kubectl shows; the Pulumi name otherwise.
         meta = r.props.get("metadata")
@@ -83,18 +92,21 @@ def _resource_validator(rule: Rule):
         findings = rule.check(resource, _settings(rule, args.get_config()))
         for finding in findings:
             report_violation(str(finding), None)
+
     return validate
 
 
 def _stack_validator(rule: Rule):
     def validate(args: StackValidationArgs, report_violation) -> None:
-        resources = [resource_of(r.resource_type, r.props, r.name, r.urn, r.property_dependencies)
-                     for r in args.resources]
+        resources = [
+            resource_of(r.resource_type, r.props, r.name, r.urn, r.property_dependencies) for r in args.resources
+        ]
         reason = rule.stack_not_applicable(resources) if rule.stack_not_applicable else None
         if reason:
             args.not_applicable(reason)
         for resource, finding in rule.check(resources, _settings(rule, args.get_config())):
             report_violation(str(finding), resource.urn)
+
     return validate
 
 
@@ -107,10 +119,23 @@ def build_policies() -> list[Policy]:
     for rule in RULES:
         level, schema = _LEVELS[rule.level], _schema(rule)
         if rule.stack:
-            policies.append(StackValidationPolicy(name=rule.name, description=rule.description, enforcement_level=level,
-                                                  config_schema=schema, validate=_stack_validator(rule)))
+            policies.append(
+                StackValidationPolicy(
+                    name=rule.name,
+                    description=rule.description,
+                    enforcement_level=level,
+                    config_schema=schema,
+                    validate=_stack_validator(rule),
+                )
+            )
         else:
-            policies.append(ResourceValidationPolicy(name=rule.name, description=rule.description,
-                                                     enforcement_level=level, config_schema=schema,
-                                                     validate=_resource_validator(rule)))
+            policies.append(
+                ResourceValidationPolicy(
+                    name=rule.name,
+                    description=rule.description,
+                    enforcement_level=level,
+                    config_schema=schema,
+                    validate=_resource_validator(rule),
+                )
+            )
     return policies

@@ -51,14 +51,16 @@ def kubernetes_type(obj: dict) -> str:
 def api_version_of(resource_type: str) -> tuple[str, str]:
     """(apiVersion, kind) from a Kubernetes provider type token."""
     _, group_version, kind = resource_type.split(":", 2)
-    if group_version.startswith("core/"):
-        group_version = group_version[len("core/"):]
+    group_version = group_version.removeprefix("core/")
     return group_version, kind
 
 
 def from_kubernetes(obj: dict, file: str | None = None) -> Resource:
-    name = as_str(as_dict(obj.get("metadata")).get("name")) or as_str(as_dict(obj.get("metadata")).get("generateName")) \
+    name = (
+        as_str(as_dict(obj.get("metadata")).get("name"))
+        or as_str(as_dict(obj.get("metadata")).get("generateName"))
         or "<unnamed>"
+    )
     return Resource(kubernetes_type(obj), name, obj, file)
 
 

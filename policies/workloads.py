@@ -25,8 +25,19 @@ from policies.objects import as_dict, as_list, as_number, as_str, is_unknown
 TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController"}
 RUN_TO_COMPLETION_KINDS = {"Job", "CronJob"}
 # Framework keys of a KServe PredictorSpec that hold a ModelSpec (a container plus storageUri).
-KSERVE_MODEL_KEYS = ("model", "huggingface", "sklearn", "xgboost", "tensorflow", "pytorch", "triton",
-                     "onnx", "pmml", "lightgbm", "paddle")
+KSERVE_MODEL_KEYS = (
+    "model",
+    "huggingface",
+    "sklearn",
+    "xgboost",
+    "tensorflow",
+    "pytorch",
+    "triton",
+    "onnx",
+    "pmml",
+    "lightgbm",
+    "paddle",
+)
 KSERVE_COMPONENTS = ("predictor", "transformer", "explainer")
 # KServe labels every pod of an InferenceService with its name (pkg/constants InferenceServicePodLabelKey).
 KSERVE_POD_LABEL = "serving.kserve.io/inferenceservice"
@@ -45,8 +56,12 @@ class ContainerView:
     @property
     def label(self) -> str:
         """How messages name the container: "container 'vllm'", "init container 'fetch'"."""
-        prefix = {"containers": "container", "initContainers": "init container",
-                  "ephemeralContainers": "ephemeral container", "model": "model container"}[self.section]
+        prefix = {
+            "containers": "container",
+            "initContainers": "init container",
+            "ephemeralContainers": "ephemeral container",
+            "model": "model container",
+        }[self.section]
         return f"{prefix} '{self.name}'"
 
     @property
@@ -127,7 +142,9 @@ def kserve_components(spec: dict) -> list[tuple[str, dict]]:
     found = [(f"spec.{key}", spec[key]) for key in KSERVE_COMPONENTS if isinstance(spec.get(key), dict)]
     for i, item in enumerate(as_list(spec.get("canary"))):
         item = as_dict(item)
-        found += [(f"spec.canary[{i}].{key}", item[key]) for key in KSERVE_COMPONENTS if isinstance(item.get(key), dict)]
+        found += [
+            (f"spec.canary[{i}].{key}", item[key]) for key in KSERVE_COMPONENTS if isinstance(item.get(key), dict)
+        ]
     return found
 
 
@@ -146,8 +163,9 @@ def workload(obj: dict) -> Workload | None:
 
     if kind == "Pod":
         if spec:
-            pods.append(PodView("spec", spec, as_dict(meta.get("labels")), as_dict(meta.get("annotations")),
-                                _containers(spec)))
+            pods.append(
+                PodView("spec", spec, as_dict(meta.get("labels")), as_dict(meta.get("annotations")), _containers(spec))
+            )
         # A bare Pod that restarts Never/OnFailure is a one-off task, like a Job's pod.
         if spec.get("restartPolicy") in ("Never", "OnFailure"):
             long_running = False
@@ -176,8 +194,9 @@ def workload(obj: dict) -> Workload | None:
         replicas = 1.0 if replicas is None else replicas
     elif kind in ("ServingRuntime", "ClusterServingRuntime"):
         if spec.get("containers") is not None:
-            pods.append(PodView("spec", spec, as_dict(spec.get("labels")), as_dict(spec.get("annotations")),
-                                _containers(spec)))
+            pods.append(
+                PodView("spec", spec, as_dict(spec.get("labels")), as_dict(spec.get("annotations")), _containers(spec))
+            )
         worker = as_dict(spec.get("workerSpec"))
         if worker:
             pods.append(PodView("spec.workerSpec", worker, {}, {}, _containers(worker)))

@@ -65,7 +65,8 @@ class _UniqueKeyLoader(_UniqueKeyBase):
                 continue  # an unhashable key: the base constructor reports it
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {excerpt(key)} is defined twice (first on line {first + 1})", key_node.start_mark)
+                    None, None, f"key {excerpt(key)} is defined twice (first on line {first + 1})", key_node.start_mark
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
@@ -82,11 +83,12 @@ def _yaml_error(what: str, err: yaml.YAMLError) -> YamlInputError:
     return YamlInputError(f"{_where(what, mark)}: not valid YAML: {text[:200]}")
 
 
-def check_events(text: str, what: str, *, max_depth: int = MAX_NESTING_DEPTH,
-                 max_alias_values: int = MAX_ALIAS_VALUES) -> None:
+def check_events(
+    text: str, what: str, *, max_depth: int = MAX_NESTING_DEPTH, max_alias_values: int = MAX_ALIAS_VALUES
+) -> None:
     """Walk the parser's events once: nesting depth, alias expansion and recursive aliases."""
-    sizes: dict[str, int] = {}          # anchor -> values its node stands for, written out
-    open_anchors: set[str] = set()      # anchors of collections not closed yet
+    sizes: dict[str, int] = {}  # anchor -> values its node stands for, written out
+    open_anchors: set[str] = set()  # anchors of collections not closed yet
     stack: list[tuple[str | None, int]] = []  # (anchor, values counted before it) per open collection
     counted = 0
     through_aliases = 0
@@ -99,15 +101,18 @@ def check_events(text: str, what: str, *, max_depth: int = MAX_NESTING_DEPTH,
             elif isinstance(event, AliasEvent):
                 assert event.anchor is not None  # an alias always names its anchor
                 if event.anchor in open_anchors:
-                    raise YamlInputError(f"{_where(what, event.start_mark)}: the alias *{event.anchor} sits inside the "
-                                         f"value it names (a recursive alias); write the value out")
+                    raise YamlInputError(
+                        f"{_where(what, event.start_mark)}: the alias *{event.anchor} sits inside the "
+                        f"value it names (a recursive alias); write the value out"
+                    )
                 size = sizes.get(event.anchor, 1)
                 counted += size
                 through_aliases += size
                 if through_aliases > max_alias_values:
                     raise YamlInputError(
                         f"{_where(what, event.start_mark)}: aliases (*{event.anchor} and others) expand to more than "
-                        f"{max_alias_values:,} values; write the values out or use fewer aliases")
+                        f"{max_alias_values:,} values; write the values out or use fewer aliases"
+                    )
             elif isinstance(event, CollectionStartEvent):
                 counted += 1
                 stack.append((event.anchor, counted))
@@ -128,8 +133,14 @@ def check_events(text: str, what: str, *, max_depth: int = MAX_NESTING_DEPTH,
         raise YamlInputError(f"{what}: nested too deeply to parse") from None
 
 
-def load_all(text: str, what: str, *, unique_keys: bool = False, max_depth: int = MAX_NESTING_DEPTH,
-             max_alias_values: int = MAX_ALIAS_VALUES) -> list[Any]:
+def load_all(
+    text: str,
+    what: str,
+    *,
+    unique_keys: bool = False,
+    max_depth: int = MAX_NESTING_DEPTH,
+    max_alias_values: int = MAX_ALIAS_VALUES,
+) -> list[Any]:
     """Every document of `text` (already size-capped and decoded), checked before it is built."""
     check_events(text, what, max_depth=max_depth, max_alias_values=max_alias_values)
     loader = _UniqueKeyLoader if unique_keys else _BaseLoader
@@ -139,7 +150,9 @@ def load_all(text: str, what: str, *, unique_keys: bool = False, max_depth: int 
         raise _yaml_error(what, err) from None
     except (RecursionError, OverflowError, ValueError, TypeError) as err:
         # ValueError: a 5,000-digit integer; TypeError: an unhashable key the loader let through.
-        raise YamlInputError(f"{what}: not usable YAML ({type(err).__name__}: {' '.join(str(err).split())[:120]})") from None
+        raise YamlInputError(
+            f"{what}: not usable YAML ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+        ) from None
 
 
 def load_one(text: str, what: str, **limits: Any) -> Any:
@@ -187,6 +200,13 @@ def json_value_problems(value: Any, path: str = "", *, plain_only: bool, limit: 
             if not math.isfinite(node):
                 problems.append((shown, f"{node} is not a finite number"))
         elif plain_only:
-            problems.append((shown, f"a YAML {type(node).__name__} value ({excerpt(node)}) is not plain data; "
-                                    "write a string, number, boolean, list or mapping"))
+            problems.append(
+                (
+                    shown,
+                    (
+                        f"a YAML {type(node).__name__} value ({excerpt(node)}) is not plain data; "
+                        "write a string, number, boolean, list or mapping"
+                    ),
+                )
+            )
     return problems

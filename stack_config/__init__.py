@@ -26,6 +26,8 @@ from stack_config.formats import default_model_name, validate_image
 from stack_config.loader import PROJECT, SECRET_KEYS, LoadedConfig, decode_config_values, load, parse_stack_config
 from stack_config.models import AutoscalingConfig, ModelConfig
 from stack_config.operators import GpuOperatorConfig, NetworkOperatorConfig, OperatorsConfig
+from stack_config.scaling import Autoscaler, PoolScaling, initial_nodes, pool_scaling
+from stack_config.security import ClusterEndpointConfig, SecurityConfig
 from stack_config.serving import (
     DOWNLOADER_IMAGE,
     ExposureConfig,
@@ -34,16 +36,45 @@ from stack_config.serving import (
     ModelStoreConfig,
     MonitoringConfig,
 )
-from stack_config.security import ClusterEndpointConfig, SecurityConfig
-from stack_config.scaling import Autoscaler, PoolScaling, initial_nodes, pool_scaling
 from stack_config.stack import EFA_NEEDS_PRIVATE_SUBNETS, StackConfig
 
 __all__ = [
-    "AddOnName", "AddonsConfig", "ClusterEndpointConfig", "SecurityConfig", "DEFAULT_REGIONS", "DOWNLOADER_IMAGE", "EFA_NEEDS_PRIVATE_SUBNETS", "PROJECT",
-    "SECRET_KEYS", "Autoscaler", "AutoscalingConfig", "CapacityType", "Cloud", "ClusterConfig", "ConfigError",
-    "ExposureConfig", "NetworkConfig", "PoolScaling", "initial_nodes", "pool_scaling",
-    "GatewayConfig", "GpuOperatorConfig", "LoadFrom", "LoadedConfig", "ModelConfig", "ModelStoreConfig",
-    "MonitoringConfig", "NetworkOperatorConfig", "OperatorsConfig", "PoolConfig", "StackConfig",
-    "SystemPoolConfig", "decode_config_values", "default_model_name", "load", "parse_stack_config",
-    "pool_machine", "validate_image",
+    "DEFAULT_REGIONS",
+    "DOWNLOADER_IMAGE",
+    "EFA_NEEDS_PRIVATE_SUBNETS",
+    "PROJECT",
+    "SECRET_KEYS",
+    "AddOnName",
+    "AddonsConfig",
+    "Autoscaler",
+    "AutoscalingConfig",
+    "CapacityType",
+    "Cloud",
+    "ClusterConfig",
+    "ClusterEndpointConfig",
+    "ConfigError",
+    "ExposureConfig",
+    "GatewayConfig",
+    "GpuOperatorConfig",
+    "LoadFrom",
+    "LoadedConfig",
+    "ModelConfig",
+    "ModelStoreConfig",
+    "MonitoringConfig",
+    "NetworkConfig",
+    "NetworkOperatorConfig",
+    "OperatorsConfig",
+    "PoolConfig",
+    "PoolScaling",
+    "SecurityConfig",
+    "StackConfig",
+    "SystemPoolConfig",
+    "decode_config_values",
+    "default_model_name",
+    "initial_nodes",
+    "load",
+    "parse_stack_config",
+    "pool_machine",
+    "pool_scaling",
+    "validate_image",
 ]

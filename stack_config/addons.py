@@ -11,13 +11,26 @@ from stack_config.base import StrictModel
 # The add-ons whose custom resources this program creates (components/addons/catalog.py says what
 # each installs and why a stack needs it). cert-manager is needed on an existing cluster only for
 # the entrance's ACME certificate (for KServe, whoever installed KServe has taken care of it).
-AddOnName = Literal["prometheusOperator", "keda", "leaderWorkerSet", "kserve", "gatewayApi", "inferenceExtension",
-                    "llmdRouter", "certManager", "agentgateway"]
+AddOnName = Literal[
+    "prometheusOperator",
+    "keda",
+    "leaderWorkerSet",
+    "kserve",
+    "gatewayApi",
+    "inferenceExtension",
+    "llmdRouter",
+    "certManager",
+    "agentgateway",
+]
 
 
 class AddonsConfig(StrictModel):
     preinstalled: list[AddOnName] = Field(default_factory=list, max_length=16)
-    """Add-ons already installed on an existing cluster (`cloud: existing`, or `cluster.create: false`): prometheusOperator, keda, leaderWorkerSet, kserve, gatewayApi, inferenceExtension, llmdRouter, certManager (with Gateway API support), agentgateway. On such a cluster the program installs no add-on; it looks up each needed add-on's CRDs during `pulumi preview` and fails there, naming the add-on and its install command, when one is missing. Must stay empty on a cluster the program creates (it installs what the stack needs)."""
+    """Add-ons already installed on an existing cluster (`cloud: existing`, or `cluster.create: false`):
+    prometheusOperator, keda, leaderWorkerSet, kserve, gatewayApi, inferenceExtension, llmdRouter, certManager (with
+    Gateway API support), agentgateway. On such a cluster the program installs no add-on; it looks up each needed
+    add-on's CRDs during `pulumi preview` and fails there, naming the add-on and its install command, when one is
+    missing. Must stay empty on a cluster the program creates (it installs what the stack needs)."""
 
     @field_validator("preinstalled")
     @classmethod

@@ -62,9 +62,11 @@ def _holds_sections(annotation: Any) -> bool:
 def _string_problem(value: str, multiline: bool) -> str | None:
     kind = secret_kind(value)
     if kind:
-        return (f"the value looks like {kind}; secrets never go in ordinary fields (they would be written into "
-                "manifests in plain text): remove it, rotate it if the file was shared, and set secrets with "
-                "`pulumi config set --secret`")
+        return (
+            f"the value looks like {kind}; secrets never go in ordinary fields (they would be written into "
+            "manifests in plain text): remove it, rotate it if the file was shared, and set secrets with "
+            "`pulumi config set --secret`"
+        )
     if not multiline and has_control_characters(value):
         return "the value contains a line break or another control character; remove it (check for a stray \\n)"
     return None
@@ -101,8 +103,12 @@ class StrictModel(BaseModel):
     @classmethod
     def _every_value(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name or "")
-        if field is not None and isinstance(value, bool) and _takes_numbers(field.annotation) \
-                and not _allows_bool(field.annotation):
+        if (
+            field is not None
+            and isinstance(value, bool)
+            and _takes_numbers(field.annotation)
+            and not _allows_bool(field.annotation)
+        ):
             raise ValueError(f"{str(value).lower()} is not a number; write a number")
         if field is not None and not isinstance(value, str) and _holds_sections(field.annotation):
             return value

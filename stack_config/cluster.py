@@ -12,7 +12,16 @@ from pydantic import Field, field_validator, model_validator
 from common import contract, gpus
 from common.untrusted import excerpt
 from stack_config.base import StrictModel
-from stack_config.fields import MAX_NODES, FilePath, GcpProject, GcpZone, Location, MachineType, ObjectName, PrintableName
+from stack_config.fields import (
+    MAX_NODES,
+    FilePath,
+    GcpProject,
+    GcpZone,
+    Location,
+    MachineType,
+    ObjectName,
+    PrintableName,
+)
 from stack_config.formats import did_you_mean, dns_label
 
 # Where a stack without cluster.region lives.
@@ -38,7 +47,7 @@ class SystemPoolConfig(StrictModel):
     """GKE: zones of the system pool; default: the region's `-a` zone (`<region>-a`)."""
 
     @model_validator(mode="after")
-    def _sizes(self) -> "SystemPoolConfig":
+    def _sizes(self) -> SystemPoolConfig:
         if self.minNodes > self.maxNodes:
             raise ValueError(f"minNodes ({self.minNodes}) is greater than maxNodes ({self.maxNodes})")
         return self
@@ -50,17 +59,24 @@ NatGateways = Literal["single", "per-zone"]
 
 class NetworkConfig(StrictModel):
     vpc: VpcMode = "create"
-    """EKS: `create` a VPC (private node subnets behind NAT, public subnets for load balancers), use the account's `default` VPC (public subnets only, no NAT, no EFA), or an `existing` one (privateSubnetIds). GKE: `create` a VPC network and subnet, or the project's `default` network."""
+    """EKS: `create` a VPC (private node subnets behind NAT, public subnets for load balancers), use the account's
+    `default` VPC (public subnets only, no NAT, no EFA), or an `existing` one (privateSubnetIds). GKE: `create` a VPC
+    network and subnet, or the project's `default` network."""
     cidr: str = "10.0.0.0/16"
-    """EKS, vpc create: the VPC's IPv4 range, /16 to /20; each zone gets a private subnet of 1/8 of it, the public subnets share the last 1/8."""
+    """EKS, vpc create: the VPC's IPv4 range, /16 to /20; each zone gets a private subnet of 1/8 of it, the public
+    subnets share the last 1/8."""
     zoneCount: int = Field(3, ge=2, le=6, alias="zoneCount")
-    """EKS, vpc create: Availability Zones the VPC spans (EKS needs two); a zone offering each pool's instance type is included first."""
+    """EKS, vpc create: Availability Zones the VPC spans (EKS needs two); a zone offering each pool's instance type is
+    included first."""
     natGateways: NatGateways = Field("single", alias="natGateways")
-    """EKS, vpc create: `single` NAT gateway for every private subnet (cheapest; egress stops if its zone fails) or one `per-zone`."""
+    """EKS, vpc create: `single` NAT gateway for every private subnet (cheapest; egress stops if its zone fails) or one
+    `per-zone`."""
     privateSubnetIds: list[str] | None = Field(None, alias="privateSubnetIds", min_length=2, max_length=64)
-    """EKS, vpc existing: the private subnets (behind NAT) for the cluster and its nodes, in at least two zones; looked up at preview, and refused if one routes to an internet gateway."""
+    """EKS, vpc existing: the private subnets (behind NAT) for the cluster and its nodes, in at least two zones; looked
+    up at preview, and refused if one routes to an internet gateway."""
     privateNodes: bool = Field(False, alias="privateNodes")
-    """GKE: nodes get internal IP addresses only, and a Cloud Router with Cloud NAT gives them egress (image pulls from Docker Hub, the Hub)."""
+    """GKE: nodes get internal IP addresses only, and a Cloud Router with Cloud NAT gives them egress (image pulls from
+    Docker Hub, the Hub)."""
 
     @field_validator("cidr")
     @classmethod
@@ -100,13 +116,17 @@ class ClusterConfig(StrictModel):
     context: PrintableName | None = None
     """For `cloud: existing`: kubeconfig context to use (default: the file's current context)."""
     rwxStorageClass: ObjectName | None = Field(None, alias="rwxStorageClass")
-    """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI); required for `cloud: existing` unless models load from the bucket or an existing claim."""
+    """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and
+    the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI);
+    required for `cloud: existing` unless models load from the bucket or an existing claim."""
     manageRwxStorage: bool | None = Field(None, alias="manageRwxStorage")
-    """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc; set false when the cluster already has them."""
+    """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc;
+    set false when the cluster already has them."""
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     """Where a created cluster's nodes live: VPC, subnets, NAT (docs/config-cloud.md, "Networking")."""
     systemPool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, alias="systemPool")
-    """Untainted CPU nodes of a created cluster (create: true) for everything that is not a GPU server; GPU pools are tainted, so a cluster with only GPU nodes cannot run CoreDNS or the mirror Jobs."""
+    """Untainted CPU nodes of a created cluster (create: true) for everything that is not a GPU server; GPU pools are
+    tainted, so a cluster with only GPU nodes cannot run CoreDNS or the mirror Jobs."""
 
     @field_validator("name")
     @classmethod
@@ -125,35 +145,45 @@ class PoolConfig(StrictModel):
     gpusPerNode: int = Field(1, ge=1, le=16, alias="gpusPerNode")
     """GPUs per node. With no `machineType`, the smallest machine with exactly this many GPUs is used."""
     machineType: MachineType | None = Field(None, alias="machineType")
-    """EC2 instance type or GCE machine type; must carry this pool's GPU. Default: derived from `gpu` and `gpusPerNode`."""
+    """EC2 instance type or GCE machine type; must carry this pool's GPU. Default: derived from `gpu` and
+    `gpusPerNode`."""
     minNodes: int = Field(0, ge=0, le=MAX_NODES, alias="minNodes")
-    """Nodes that are always on; 0 lets an idle pool scale to nothing. On a created EKS cluster these are a fixed-size managed node group and Karpenter adds the rest; on an EKS cluster this program did not create nothing adds nodes (docs/config-cloud.md)."""
+    """Nodes that are always on; 0 lets an idle pool scale to nothing. On a created EKS cluster these are a fixed-size
+    managed node group and Karpenter adds the rest; on an EKS cluster this program did not create nothing adds nodes
+    (docs/config-cloud.md)."""
     maxNodes: int = Field(1, ge=1, le=MAX_NODES, alias="maxNodes")
-    """The most nodes the pool may have: the GKE autoscaler's total, or minNodes plus what Karpenter may add on a created EKS cluster (its NodePool's limits.nodes)."""
+    """The most nodes the pool may have: the GKE autoscaler's total, or minNodes plus what Karpenter may add on a
+    created EKS cluster (its NodePool's limits.nodes)."""
     desiredNodes: int | None = Field(None, ge=0, le=MAX_NODES, alias="desiredNodes")
-    """Initial node count: GKE's initial count, the desired size of a node group on an existing EKS cluster. Default: `minNodes`. Not used on a created EKS cluster (Karpenter launches nodes for pending pods)."""
+    """Initial node count: GKE's initial count, the desired size of a node group on an existing EKS cluster. Default:
+    `minNodes`. Not used on a created EKS cluster (Karpenter launches nodes for pending pods)."""
     capacityType: CapacityType = Field("on-demand", alias="capacityType")
     """on-demand, spot, or capacity-block (AWS EC2 Capacity Blocks for ML, with capacityReservationId)."""
     capacityReservationId: str | None = Field(None, alias="capacityReservationId", pattern=r"^cr-[0-9a-f]{17}$")
     """AWS: the Capacity Block's reservation id (cr-...); required with capacityType capacity-block."""
     zones: list[GcpZone] | None = Field(None, min_length=1, max_length=16)
-    """GKE: zones of the pool (node_locations); default: the region's `-a` zone (`<region>-a`), which not every region has. GPUs are not offered in every zone."""
+    """GKE: zones of the pool (node_locations); default: the region's `-a` zone (`<region>-a`), which not every region
+    has. GPUs are not offered in every zone."""
     diskGib: int = Field(200, ge=50, le=16384, alias="diskGib")
     """Root/boot disk per node in GiB; engine images are 10-20 GB and are unpacked there."""
     efa: bool = False
     """AWS: attach Elastic Fabric Adapter interfaces (p4d/p5 families) for multi-node NCCL."""
     gkeDriverVersion: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field("LATEST", alias="gkeDriverVersion")
-    """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver `operator` (the pools then run Ubuntu node images)."""
+    """GKE: GPU driver version GKE installs on the nodes. INSTALLATION_DISABLED only with operators.gpuOperator.driver
+    `operator` (the pools then run Ubuntu node images)."""
     localSsd: bool = Field(True, alias="localSsd")
     """GKE: use the machine's local SSDs for ephemeral storage (image layers, emptyDirs) where it has them."""
     migProfile: PrintableName | None = Field(None, alias="migProfile")
-    """MIG profile every GPU of this pool is cut into (e.g. 1g.10gb on H100-80GB), each slice one nvidia.com/gpu; needs operators.gpuOperator.migStrategy single. Profiles per GPU: common/gpus.py MIG_PROFILES."""
+    """MIG profile every GPU of this pool is cut into (e.g. 1g.10gb on H100-80GB), each slice one nvidia.com/gpu; needs
+    operators.gpuOperator.migStrategy single. Profiles per GPU: common/gpus.py MIG_PROFILES."""
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if v == contract.SYSTEM_POOL:
-            raise ValueError(f"{excerpt(v)} is reserved for the CPU system pool of a created cluster; choose another name")
+            raise ValueError(
+                f"{excerpt(v)} is reserved for the CPU system pool of a created cluster; choose another name"
+            )
         return dns_label(v)
 
     @field_validator("gpu")
@@ -166,7 +196,7 @@ class PoolConfig(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _sizes(self) -> "PoolConfig":
+    def _sizes(self) -> PoolConfig:
         if self.minNodes > self.maxNodes:
             raise ValueError(f"minNodes ({self.minNodes}) is greater than maxNodes ({self.maxNodes})")
         if self.desiredNodes is not None and not self.minNodes <= self.desiredNodes <= self.maxNodes:
@@ -186,24 +216,44 @@ def pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
     gpu = gpus.CATALOG[pool.gpu]
     if cloud == Cloud.existing:
         # Nothing is created on an existing cluster, so options that shape cloud nodes do nothing.
-        cloud_only = {"efa": pool.efa, "capacityReservationId": pool.capacityReservationId,
-                      "machineType": pool.machineType, "zones": pool.zones}
-        return [(key, "applies to pools this program creates on aws or gcp; remove it for cloud existing")
-                for key, value in cloud_only.items() if value]
+        cloud_only = {
+            "efa": pool.efa,
+            "capacityReservationId": pool.capacityReservationId,
+            "machineType": pool.machineType,
+            "zones": pool.zones,
+        }
+        return [
+            (key, "applies to pools this program creates on aws or gcp; remove it for cloud existing")
+            for key, value in cloud_only.items()
+            if value
+        ]
     cloud_name = cloud.value
     offered = gpu.machines(cloud_name)
     if not offered:
         clouds = [c for c in ("aws", "gcp") if gpu.machines(c)]
         others = [g.name for g in gpus.CATALOG.values() if g.machines(cloud_name)]
-        where = f"only on {', '.join(clouds)}" if clouds else "the catalog lists no cloud machine for it; use cloud: existing"
-        return [("gpu", f"{pool.gpu} is not offered on {cloud_name} ({where}); GPUs on {cloud_name}: {', '.join(others)}")]
+        where = (
+            f"only on {', '.join(clouds)}"
+            if clouds
+            else "the catalog lists no cloud machine for it; use cloud: existing"
+        )
+        return [
+            ("gpu", f"{pool.gpu} is not offered on {cloud_name} ({where}); GPUs on {cloud_name}: {', '.join(others)}")
+        ]
     problems = []
     machine: gpus.CloudMachine | None
     if pool.machineType is not None:
         found = gpus.find_machine(cloud_name, pool.machineType)
         if found is None:
-            problems.append(("machineType", f"{excerpt(pool.machineType)} is not a GPU machine type on {cloud_name}; "
-                                            f"{pool.gpu} machines: {', '.join(m.name for m in offered)}"))
+            problems.append(
+                (
+                    "machineType",
+                    (
+                        f"{excerpt(pool.machineType)} is not a GPU machine type on {cloud_name}; "
+                        f"{pool.gpu} machines: {', '.join(m.name for m in offered)}"
+                    ),
+                )
+            )
             return problems
         machine_gpu, machine = found
         if machine_gpu.name != pool.gpu:
@@ -211,19 +261,37 @@ def pool_problems(cloud: Cloud, pool: PoolConfig) -> list[tuple[str, str]]:
         elif pool.gpusPerNode != machine.gpus:
             # The cloud attaches all of a machine's GPUs; planning for fewer would leave GPUs idle
             # and every capacity number wrong.
-            problems.append(("gpusPerNode", f"{pool.machineType} has {machine.gpus} GPU(s); set gpusPerNode to "
-                                            f"{machine.gpus} or drop machineType"))
+            problems.append(
+                (
+                    "gpusPerNode",
+                    (
+                        f"{pool.machineType} has {machine.gpus} GPU(s); set gpusPerNode to "
+                        f"{machine.gpus} or drop machineType"
+                    ),
+                )
+            )
     else:
         machine = gpus.default_machine(gpu, cloud_name, pool.gpusPerNode)
         if machine is None:
             counts = sorted({m.gpus for m in offered})
-            problems.append(("gpusPerNode", f"no {cloud_name} machine has {pool.gpusPerNode} x {pool.gpu}; choose one of {counts}"))
+            problems.append(
+                ("gpusPerNode", f"no {cloud_name} machine has {pool.gpusPerNode} x {pool.gpu}; choose one of {counts}")
+            )
     if pool.capacityType == "capacity-block":
         if cloud != Cloud.aws:
-            problems.append(("capacityType", "capacity-block is an AWS EC2 Capacity Block; on gcp use on-demand or spot"))
+            problems.append(
+                ("capacityType", "capacity-block is an AWS EC2 Capacity Block; on gcp use on-demand or spot")
+            )
         elif not pool.capacityReservationId:
-            problems.append(("capacityReservationId", "capacityType is capacity-block: give the Capacity Block's "
-                                                      "reservation id (cr-...) from the EC2 console"))
+            problems.append(
+                (
+                    "capacityReservationId",
+                    (
+                        "capacityType is capacity-block: give the Capacity Block's "
+                        "reservation id (cr-...) from the EC2 console"
+                    ),
+                )
+            )
     elif pool.capacityReservationId:
         problems.append(("capacityReservationId", "only used with capacityType capacity-block"))
     if pool.zones and cloud != Cloud.gcp:

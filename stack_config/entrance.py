@@ -33,29 +33,38 @@ RESERVED_DOMAINS = ("example.com", "example.org", "example.net", "test", "invali
 
 class PickerConfig(StrictModel):
     replicas: int = Field(2, ge=2, le=5)
-    """Endpoint picker pods per base model. Leader election keeps one active and the others warm, so a lost pod costs a failover of seconds instead of a restart; at least 2, with a PodDisruptionBudget."""
+    """Endpoint picker pods per base model. Leader election keeps one active and the others warm, so a lost pod costs a
+    failover of seconds instead of a restart; at least 2, with a PodDisruptionBudget."""
     failureMode: Literal["FailOpen", "FailClose"] = Field(alias="failureMode")
-    """What the Gateway does when no picker answers: FailOpen sends the request to a server of the pool by plain balancing (no queue or cache awareness); FailClose refuses it (HTTP 5xx). Required: an outage's behaviour is a choice, not a default."""
+    """What the Gateway does when no picker answers: FailOpen sends the request to a server of the pool by plain
+    balancing (no queue or cache awareness); FailClose refuses it (HTTP 5xx). Required: an outage's behaviour is a
+    choice, not a default."""
 
     @field_validator("failureMode", mode="before")
     @classmethod
     def _spelling(cls, v: Any) -> Any:
         if v == "FailClosed":
             # The llm-d-router chart README spells it this way; the CRD's enum does not.
-            raise ValueError("'FailClosed' is not allowed; use FailClose (the InferencePool CRD's spelling; the API "
-                             "server rejects FailClosed) or FailOpen")
+            raise ValueError(
+                "'FailClosed' is not allowed; use FailClose (the InferencePool CRD's spelling; the API "
+                "server rejects FailClosed) or FailOpen"
+            )
         return v
 
 
 class TlsConfig(StrictModel):
     certificate: Literal["acme", "secret"] = "acme"
-    """acme: cert-manager obtains and renews a certificate for `hostname` from `acmeServer`, answering the HTTP-01 challenge through the Gateway's port 80 (the host name must resolve to the Gateway's address first); secret: a kubernetes.io/tls Secret you create and renew, named by `secretName`, in the serving namespace."""
+    """acme: cert-manager obtains and renews a certificate for `hostname` from `acmeServer`, answering the HTTP-01
+    challenge through the Gateway's port 80 (the host name must resolve to the Gateway's address first); secret: a
+    kubernetes.io/tls Secret you create and renew, named by `secretName`, in the serving namespace."""
     acmeServer: str = Field(LETS_ENCRYPT, alias="acmeServer")
-    """ACME directory URL (certificate: acme). Default: Let's Encrypt production; its staging directory avoids rate limits while testing."""
+    """ACME directory URL (certificate: acme). Default: Let's Encrypt production; its staging directory avoids rate
+    limits while testing."""
     acmeEmail: str | None = Field(None, alias="acmeEmail")
     """Contact address the ACME CA sends expiry notices to (certificate: acme); optional."""
     secretName: str | None = Field(None, alias="secretName")
-    """certificate: secret: the kubernetes.io/tls Secret (tls.crt, tls.key) in the serving namespace that the HTTPS listener serves."""
+    """certificate: secret: the kubernetes.io/tls Secret (tls.crt, tls.key) in the serving namespace that the HTTPS
+    listener serves."""
 
     @field_validator("acmeServer")
     @classmethod
@@ -77,12 +86,14 @@ class TlsConfig(StrictModel):
         return None if v is None else dns_label(v)
 
     @model_validator(mode="after")
-    def _mode_keys(self) -> "TlsConfig":
+    def _mode_keys(self) -> TlsConfig:
         if self.certificate == "secret" and not self.secretName:
             raise ValueError("certificate is secret: name the kubernetes.io/tls Secret in secretName")
         if self.certificate == "acme" and self.secretName:
             raise ValueError("secretName applies to certificate: secret; with acme, cert-manager writes the Secret")
-        if self.certificate == "secret" and ("acmeEmail" in self.model_fields_set or "acmeServer" in self.model_fields_set):
+        if self.certificate == "secret" and (
+            "acmeEmail" in self.model_fields_set or "acmeServer" in self.model_fields_set
+        ):
             raise ValueError("acmeEmail and acmeServer apply to certificate: acme")
         return self
 
@@ -92,15 +103,20 @@ Implementation = Literal["gke", "agentgateway", "other"]
 
 class EntranceConfig(StrictModel):
     hostname: str
-    """The host name clients call: https://<hostname>/v1 for every model and adapter (a DNS record pointing at the Gateway's address is yours to create)."""
+    """The host name clients call: https://<hostname>/v1 for every model and adapter (a DNS record pointing at the
+    Gateway's address is yours to create)."""
     picker: PickerConfig
     """The endpoint picker (llm-d-router) in front of each base model's servers."""
     tls: TlsConfig = Field(default_factory=TlsConfig)
     """Where the HTTPS listener's certificate comes from; plain HTTP on port 80 redirects to HTTPS."""
     implementation: Implementation | None = None
-    """cloud existing only: the Gateway implementation already on the cluster. agentgateway (routes on the request body, so several base models share the entrance), gke (GKE Gateway controller) or other (one base model behind the entrance). On aws and gcp the cloud decides: agentgateway on EKS, installed by the program; the GKE Gateway controller on GKE."""
+    """cloud existing only: the Gateway implementation already on the cluster. agentgateway (routes on the request body,
+    so several base models share the entrance), gke (GKE Gateway controller) or other (one base model behind the
+    entrance). On aws and gcp the cloud decides: agentgateway on EKS, installed by the program; the GKE Gateway
+    controller on GKE."""
     gatewayClass: str | None = Field(None, alias="gatewayClass")
-    """cloud existing only: the GatewayClass of that implementation; default: agentgateway for agentgateway, gke-l7-regional-external-managed for gke; required for other."""
+    """cloud existing only: the GatewayClass of that implementation; default: agentgateway for agentgateway,
+    gke-l7-regional-external-managed for gke; required for other."""
 
     @field_validator("hostname")
     @classmethod
@@ -108,8 +124,10 @@ class EntranceConfig(StrictModel):
         hostname(v)
         # The certificate is proven by an ACME HTTP-01 challenge, which cannot prove a wildcard.
         if v.startswith("*."):
-            raise ValueError(f"{excerpt(v)} is a wildcard; give the one host name clients call, e.g. llm.example.org "
-                             "(an ACME HTTP-01 challenge cannot prove a wildcard)")
+            raise ValueError(
+                f"{excerpt(v)} is a wildcard; give the one host name clients call, e.g. llm.example.org "
+                "(an ACME HTTP-01 challenge cannot prove a wildcard)"
+            )
         return v
 
     @field_validator("gatewayClass")
@@ -154,8 +172,11 @@ class EntranceImplementation:
 
     @property
     def title(self) -> str:
-        return {"gke": "GKE Gateway controller", "agentgateway": "agentgateway",
-                "other": f"GatewayClass {self.gateway_class}"}[self.name]
+        return {
+            "gke": "GKE Gateway controller",
+            "agentgateway": "agentgateway",
+            "other": f"GatewayClass {self.gateway_class}",
+        }[self.name]
 
 
 def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConfig) -> EntranceImplementation:
@@ -167,5 +188,6 @@ def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConf
         return EntranceImplementation("agentgateway", AGENTGATEWAY_CLASS, "none", True, creates_cluster)
     name = entrance.implementation or "other"
     default_class = {"gke": GKE_GATEWAY_CLASS, "agentgateway": AGENTGATEWAY_CLASS}.get(name, "")
-    return EntranceImplementation(name, entrance.gatewayClass or default_class,
-                                  "gke" if name == "gke" else "none", name == "agentgateway", False)
+    return EntranceImplementation(
+        name, entrance.gatewayClass or default_class, "gke" if name == "gke" else "none", name == "agentgateway", False
+    )

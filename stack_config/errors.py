@@ -29,7 +29,6 @@ class CrossCheckError(ValueError):
         super().__init__("; ".join(f"{k}: {m}" for k, m in problems))
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Turning pydantic's errors into one line per problem, naming the key path as the user wrote it.
 
@@ -41,9 +40,12 @@ def _loc_to_path(loc: tuple) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif str(part).startswith(("function-after", "function-before", "tagged-union")):
-            continue
-        elif part in ("int", "literal['auto']", "constrained-int", "[key]"):
+        elif str(part).startswith(("function-after", "function-before", "tagged-union")) or part in (
+            "int",
+            "literal['auto']",
+            "constrained-int",
+            "[key]",
+        ):
             continue
         else:
             text = str(part) if _PLAIN_KEY.fullmatch(str(part)) else f"[{excerpt(part)}]"
@@ -114,4 +116,3 @@ def format_validation_error(err: ValidationError, root: type[BaseModel]) -> list
     for p in problems:
         seen.setdefault(p.split(": ", 1)[0], p)
     return list(seen.values())
-

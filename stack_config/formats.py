@@ -30,8 +30,10 @@ DNS1123_SUBDOMAIN_MAX = 253
 # and '/', then a name of at most 63 characters; values at most 63 characters, may be empty.
 LABEL_NAME_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-LABEL_KEY_RE = re.compile(r"(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?"
-                          r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_KEY_RE = re.compile(
+    r"(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 # Hub repo ids, as huggingface_hub 2.4.0 checks them (utils/_validators.py REPO_ID_REGEX and
 # validate_repo_id): "<org>/<name>", each part 1-96 of [A-Za-z0-9._-] that starts and ends with a
 # word character; no "--" or ".."; not ending in ".git". The Hub library raises its own error
@@ -63,8 +65,10 @@ ALIAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}")
 
 def model_alias(v: str) -> str:
     if not _fullmatch(ALIAS_RE, v):
-        raise ValueError(f"{excerpt(v)} is not a usable model name; use letters, digits and . _ : / @ + - (no spaces), "
-                         "starting with a letter or digit, at most 256 characters")
+        raise ValueError(
+            f"{excerpt(v)} is not a usable model name; use letters, digits and . _ : / @ + - (no spaces), "
+            "starting with a letter or digit, at most 256 characters"
+        )
     return v
 
 
@@ -92,31 +96,39 @@ def dns_label(v: str) -> str:
 def dns1123_label(v: str) -> str:
     """The name of an existing namespace (RFC 1123 label)."""
     if not _fullmatch(DNS1123_LABEL_RE, v):
-        raise ValueError(f"{excerpt(v)} is not a Kubernetes namespace name; use at most 63 lower-case letters, "
-                         "digits and '-', starting and ending with a letter or digit")
+        raise ValueError(
+            f"{excerpt(v)} is not a Kubernetes namespace name; use at most 63 lower-case letters, "
+            "digits and '-', starting and ending with a letter or digit"
+        )
     return v
 
 
 def dns1123_subdomain(v: str) -> str:
     """The name of an existing object such as a PVC, a StorageClass or a Gateway (RFC 1123 subdomain)."""
     if not _fullmatch(DNS1123_SUBDOMAIN_RE, v) or len(v) > DNS1123_SUBDOMAIN_MAX:
-        raise ValueError(f"{excerpt(v)} is not a Kubernetes object name; use at most 253 lower-case letters, "
-                         "digits, '-' and '.', starting and ending with a letter or digit")
+        raise ValueError(
+            f"{excerpt(v)} is not a Kubernetes object name; use at most 253 lower-case letters, "
+            "digits, '-' and '.', starting and ending with a letter or digit"
+        )
     return v
 
 
 def label_key(v: str) -> str:
     prefix, _, name = v.rpartition("/") if isinstance(v, str) else ("", "", v)
     if not _fullmatch(LABEL_KEY_RE, v) or len(prefix) > DNS1123_SUBDOMAIN_MAX:
-        raise ValueError(f"{excerpt(v)} is not a valid Kubernetes label key; use [prefix/]name with a name of at "
-                         "most 63 letters, digits, '-', '_' or '.' (and a DNS-subdomain prefix)")
+        raise ValueError(
+            f"{excerpt(v)} is not a valid Kubernetes label key; use [prefix/]name with a name of at "
+            "most 63 letters, digits, '-', '_' or '.' (and a DNS-subdomain prefix)"
+        )
     return v
 
 
 def label_value(v: str) -> str:
     if not _fullmatch(LABEL_VALUE_RE, v):
-        raise ValueError(f"{excerpt(v)} is not a valid Kubernetes label value; use at most 63 letters, digits, "
-                         "'-', '_' or '.', starting and ending with a letter or digit")
+        raise ValueError(
+            f"{excerpt(v)} is not a valid Kubernetes label value; use at most 63 letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
     return v
 
 
@@ -128,8 +140,10 @@ HOSTNAME_RE = re.compile(r"(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 
 def hostname(v: str) -> str:
     if not _fullmatch(HOSTNAME_RE, v) or len(v) > 253:
-        raise ValueError(f"{excerpt(v)} is not a hostname a Gateway API route accepts; use lower-case DNS names "
-                         "such as llm.example.com (optionally *.example.com), at most 253 characters, no port")
+        raise ValueError(
+            f"{excerpt(v)} is not a hostname a Gateway API route accepts; use lower-case DNS names "
+            "such as llm.example.com (optionally *.example.com), at most 253 characters, no port"
+        )
     return v
 
 
@@ -139,10 +153,14 @@ def hostname(v: str) -> str:
 
 def validate_image(v: str) -> str:
     if not _fullmatch(IMAGE_RE, v) or len(v) > IMAGE_MAX:
-        raise ValueError(f"{excerpt(v)} is not an image reference; write registry/name:tag or name@sha256:<digest>, "
-                         f"at most {IMAGE_MAX} characters without spaces")
+        raise ValueError(
+            f"{excerpt(v)} is not an image reference; write registry/name:tag or name@sha256:<digest>, "
+            f"at most {IMAGE_MAX} characters without spaces"
+        )
     if "@" not in v and ":" not in v.rsplit("/", 1)[-1]:
-        raise ValueError(f"{excerpt(v)} has no tag or digest; pin it, e.g. vllm/vllm-openai:v0.32.0 or an @sha256: digest")
+        raise ValueError(
+            f"{excerpt(v)} has no tag or digest; pin it, e.g. vllm/vllm-openai:v0.32.0 or an @sha256: digest"
+        )
     tag = v.rsplit("/", 1)[-1].split("@")[0].partition(":")[2]
     if tag == "latest" and "@" not in v:
         raise ValueError(f"{excerpt(v)} uses the floating tag latest; pin a version tag or an @sha256: digest")
@@ -151,11 +169,17 @@ def validate_image(v: str) -> str:
 
 def repo_id(v: str) -> str:
     parts = v.split("/") if isinstance(v, str) else []
-    if (not _fullmatch(REPO_ID_RE, v) or any(len(p) > REPO_PART_MAX or not (p[-1].isalnum() or p[-1] == "_")
-                                              for p in parts)
-            or "--" in v or ".." in v or v.endswith(".git")):
-        raise ValueError(f"{excerpt(v)} is not a Hub repo id; write it as `org/name` (letters, digits, '.', '_', "
-                         "'-'; each part at most 96 characters), e.g. Qwen/Qwen2.5-7B-Instruct")
+    if (
+        not _fullmatch(REPO_ID_RE, v)
+        or any(len(p) > REPO_PART_MAX or not (p[-1].isalnum() or p[-1] == "_") for p in parts)
+        or "--" in v
+        or ".." in v
+        or v.endswith(".git")
+    ):
+        raise ValueError(
+            f"{excerpt(v)} is not a Hub repo id; write it as `org/name` (letters, digits, '.', '_', "
+            "'-'; each part at most 96 characters), e.g. Qwen/Qwen2.5-7B-Instruct"
+        )
     return v
 
 
@@ -176,7 +200,9 @@ def pinned_commit(v: str) -> str:
 def exact_chart_version(v: str) -> str:
     """Helm matches chart versions literally; a range or `latest` would float."""
     if not isinstance(v, str) or not re.fullmatch(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", v) or len(v) > 64:
-        raise ValueError(f"{excerpt(v)} is not an exact chart version; pin one such as 26.4.1 (ranges and latest float)")
+        raise ValueError(
+            f"{excerpt(v)} is not an exact chart version; pin one such as 26.4.1 (ranges and latest float)"
+        )
     return v
 
 
@@ -188,8 +214,10 @@ def exact_chart_version(v: str) -> str:
 # packages/util-endpoints/src/lib/aws/partitions.json, each partition's regionRegex): aws
 # `^(us|eu|ap|sa|ca|me|af|il|mx)\-\w+\-\d+$`, aws-cn `^cn\-\w+\-\d+$`, aws-us-gov `^us\-gov\-\w+\-\d+$`,
 # and the isolated partitions us-iso, us-isob, eu-isoe, us-isof, eusc-de. Region codes are lower case.
-AWS_REGION_RE = re.compile(r"(us|eu|ap|sa|ca|me|af|il|mx|cn|us-gov|us-iso|us-isob|eu-isoe|us-isof|eusc-de)"
-                           r"-[a-z]+-\d+")
+AWS_REGION_RE = re.compile(
+    r"(us|eu|ap|sa|ca|me|af|il|mx|cn|us-gov|us-iso|us-isob|eu-isoe|us-isof|eusc-de)"
+    r"-[a-z]+-\d+"
+)
 # GCP regions and zones (https://cloud.google.com/compute/docs/regions-zones: a region such as
 # us-central1 or northamerica-northeast1; a zone is the region, '-' and one letter: us-central1-a).
 GCP_REGION_RE = re.compile(r"[a-z]+-[a-z]+\d+")
@@ -201,8 +229,10 @@ LOCATION_RE = re.compile(r"[a-z0-9]+(-[a-z0-9]+){1,5}")
 def location(v: str) -> str:
     """A region or zone code: lower-case words joined by '-' (the cloud's own format is checked later)."""
     if not _fullmatch(LOCATION_RE, v) or len(v) > 64:
-        raise ValueError(f"{excerpt(v)} is not a region or zone code; write it as the cloud spells it, e.g. "
-                         "us-east-1 (AWS) or us-central1 / us-central1-a (GCP)")
+        raise ValueError(
+            f"{excerpt(v)} is not a region or zone code; write it as the cloud spells it, e.g. "
+            "us-east-1 (AWS) or us-central1 / us-central1-a (GCP)"
+        )
     return v
 
 
@@ -233,8 +263,10 @@ GCP_PROJECT_RE = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 
 def gcp_project(v: str) -> str:
     if not _fullmatch(GCP_PROJECT_RE, v):
-        raise ValueError(f"{excerpt(v)} is not a GCP project id; use 6-30 lower-case letters, digits or hyphens, "
-                         "starting with a letter (the id, not the project's display name or number)")
+        raise ValueError(
+            f"{excerpt(v)} is not a GCP project id; use 6-30 lower-case letters, digits or hyphens, "
+            "starting with a letter (the id, not the project's display name or number)"
+        )
     return v
 
 
@@ -244,8 +276,10 @@ MACHINE_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9-]*(\.[a-z0-9-]+)?")
 
 def machine_type(v: str) -> str:
     if not _fullmatch(MACHINE_TYPE_RE, v) or len(v) > 64:
-        raise ValueError(f"{excerpt(v)} is not a machine type; write it as the cloud spells it, e.g. p5.48xlarge "
-                         "(AWS) or a3-highgpu-8g (GCP)")
+        raise ValueError(
+            f"{excerpt(v)} is not a machine type; write it as the cloud spells it, e.g. p5.48xlarge "
+            "(AWS) or a3-highgpu-8g (GCP)"
+        )
     return v
 
 
@@ -261,8 +295,10 @@ S3_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 
 def bucket_name(v: str) -> str:
     if not _fullmatch(BUCKET_RE, v):
-        raise ValueError(f"{excerpt(v)} is not a valid bucket name; use 3-63 lower-case letters, digits, '.' or '-', "
-                         "starting and ending with a letter or digit")
+        raise ValueError(
+            f"{excerpt(v)} is not a valid bucket name; use 3-63 lower-case letters, digits, '.' or '-', "
+            "starting and ending with a letter or digit"
+        )
     if ".." in v:
         raise ValueError(f"{excerpt(v)} is not a valid bucket name: two adjacent periods; remove one")
     try:
@@ -276,14 +312,26 @@ def bucket_name_problems(cloud: str, v: str) -> list[str]:
     """What the chosen cloud's storage refuses beyond the shared rules of `bucket_name`."""
     if cloud == "aws":
         bad = [p for p in S3_RESERVED_PREFIXES if v.startswith(p)] + [s for s in S3_RESERVED_SUFFIXES if v.endswith(s)]
-        return [f"{excerpt(v)}: S3 reserves the {'prefix' if bad[0] in S3_RESERVED_PREFIXES else 'suffix'} "
-                f"{bad[0]!r}; choose another name"] if bad else []
+        return (
+            [
+                (
+                    f"{excerpt(v)}: S3 reserves the {'prefix' if bad[0] in S3_RESERVED_PREFIXES else 'suffix'} "
+                    f"{bad[0]!r}; choose another name"
+                )
+            ]
+            if bad
+            else []
+        )
     if cloud == "gcp":
         # GCS: "cannot begin with the goog prefix", "cannot contain google or close misspellings".
         spelled = v.replace("0", "o")
         if v.startswith("goog") or "google" in spelled:
-            return [f"{excerpt(v)}: Cloud Storage refuses names that begin with 'goog' or contain 'google'; "
-                    "choose another name"]
+            return [
+                (
+                    f"{excerpt(v)}: Cloud Storage refuses names that begin with 'goog' or contain 'google'; "
+                    "choose another name"
+                )
+            ]
     return []
 
 
@@ -304,12 +352,16 @@ def http_url(v: str) -> str:
     except ValueError as err:
         raise ValueError(f"{excerpt(v)} is not a valid URL ({err}); write it as http(s)://host[:port][/path]") from None
     if parsed.username is not None or parsed.password is not None:
-        raise ValueError("the URL carries credentials (user:password@ before the host), which would be written into "
-                         "the cluster's manifests in plain text; remove them and let the target authenticate "
-                         "another way")
+        raise ValueError(
+            "the URL carries credentials (user:password@ before the host), which would be written into "
+            "the cluster's manifests in plain text; remove them and let the target authenticate "
+            "another way"
+        )
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"{excerpt(v)} is not an http(s) URL with a host; write it as http(s)://host[:port][/path], "
-                         "e.g. http://prometheus-operated.monitoring.svc:9090")
+        raise ValueError(
+            f"{excerpt(v)} is not an http(s) URL with a host; write it as http(s)://host[:port][/path], "
+            "e.g. http://prometheus-operated.monitoring.svc:9090"
+        )
     if port == 0:
         raise ValueError(f"{excerpt(v)}: port 0 is not a server port")
     return v
@@ -321,8 +373,10 @@ PATH_MAX = 4096
 
 def file_path(v: str) -> str:
     if not isinstance(v, str) or not v or len(v) > PATH_MAX or has_control_characters(v):
-        raise ValueError(f"{excerpt(v)} is not a usable file path; give a path of at most {PATH_MAX} characters "
-                         "without line breaks or other control characters")
+        raise ValueError(
+            f"{excerpt(v)} is not a usable file path; give a path of at most {PATH_MAX} characters "
+            "without line breaks or other control characters"
+        )
     return v
 
 
@@ -334,9 +388,11 @@ PEM_RE = re.compile(r"\s*(-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=\r\n]+--
 
 def pem_public(v: str) -> str:
     if not isinstance(v, str) or len(v) > PEM_MAX or not PEM_RE.fullmatch(v):
-        raise ValueError(f"{excerpt(v)} is not PEM text; paste the file as a YAML block (|), from "
-                         "-----BEGIN PUBLIC KEY----- (or CERTIFICATE) to its -----END ...----- line, at most "
-                         f"{PEM_MAX:,} characters")
+        raise ValueError(
+            f"{excerpt(v)} is not PEM text; paste the file as a YAML block (|), from "
+            "-----BEGIN PUBLIC KEY----- (or CERTIFICATE) to its -----END ...----- line, at most "
+            f"{PEM_MAX:,} characters"
+        )
     if "PRIVATE KEY" in v:
         raise ValueError("this is a private key; verification needs only the public key (openssl pkey -pubout)")
     return v
@@ -346,15 +402,18 @@ def repo_relative_path(v: str) -> str:
     """A file inside a Hub repo: relative, '/'-separated, no '..' and no control characters."""
     file_path(v)
     if v.startswith("/") or any(part in ("", ".", "..") for part in v.split("/")):
-        raise ValueError(f"{excerpt(v)} is not a path inside the repo; write it relative to the repo root, e.g. model.sig")
+        raise ValueError(
+            f"{excerpt(v)} is not a path inside the repo; write it relative to the repo root, e.g. model.sig"
+        )
     return v
 
 
 def printable_name(v: str) -> str:
     """A name without a fixed format (a kubeconfig context): no control characters, at most 253."""
     if not isinstance(v, str) or not v or len(v) > DNS1123_SUBDOMAIN_MAX or has_control_characters(v):
-        raise ValueError(f"{excerpt(v)} is not a usable name; at most 253 characters, no line breaks or other "
-                         "control characters")
+        raise ValueError(
+            f"{excerpt(v)} is not a usable name; at most 253 characters, no line breaks or other control characters"
+        )
     return v
 
 
@@ -365,8 +424,10 @@ NIC_RE = re.compile(r"[A-Za-z0-9_.:-]{1,15}")
 
 def nic_name(v: str) -> str:
     if not _fullmatch(NIC_RE, v) or v in (".", ".."):
-        raise ValueError(f"{excerpt(v)} is not a Linux network interface name; use at most 15 characters such as "
-                         "ens1f0, without '/' or spaces")
+        raise ValueError(
+            f"{excerpt(v)} is not a Linux network interface name; use at most 15 characters such as "
+            "ens1f0, without '/' or spaces"
+        )
     return v
 
 
@@ -385,14 +446,17 @@ def kernel_name(v: str) -> str:
 # (https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-creating-rule.html,
 # "Prerequisites"); the ARN form is arn:<partition>:secretsmanager:<region>:<account>:secret:<name>.
 ECR_CACHE_SECRET_ARN_RE = re.compile(
-    r"arn:aws(?:-[a-z]+)*:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:ecr-pullthroughcache/[A-Za-z0-9/_+=.@-]{1,400}")
+    r"arn:aws(?:-[a-z]+)*:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:ecr-pullthroughcache/[A-Za-z0-9/_+=.@-]{1,400}"
+)
 
 
 def ecr_cache_secret_arn(v: str) -> str:
     if not _fullmatch(ECR_CACHE_SECRET_ARN_RE, v):
-        raise ValueError(f"{excerpt(v)} is not the ARN of a Secrets Manager secret named ecr-pullthroughcache/...; "
-                         "ECR pull-through cache reads upstream credentials only from such a secret, e.g. "
-                         "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf")
+        raise ValueError(
+            f"{excerpt(v)} is not the ARN of a Secrets Manager secret named ecr-pullthroughcache/...; "
+            "ECR pull-through cache reads upstream credentials only from such a secret, e.g. "
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf"
+        )
     return v
 
 
@@ -403,8 +467,9 @@ def ipv4_cidr(v: str) -> str:
     try:
         ipaddress.IPv4Network(v, strict=True)
     except ValueError as err:
-        raise ValueError(f"{excerpt(v)} is not an IPv4 network in CIDR form such as 203.0.113.0/24 "
-                         f"(host bits zero) ({err})") from None
+        raise ValueError(
+            f"{excerpt(v)} is not an IPv4 network in CIDR form such as 203.0.113.0/24 (host bits zero) ({err})"
+        ) from None
     return v
 
 
@@ -412,14 +477,20 @@ def ipv4_cidr(v: str) -> str:
 # alias ARN is refused by EKS encryptionConfig, which wants the key itself: EKS API reference,
 # Provider.keyArn) or a Google Cloud KMS CryptoKey resource name (projects/<p>/locations/<l>/
 # keyRings/<r>/cryptoKeys/<k>, the form GKE's databaseEncryption.keyName takes).
-AWS_KMS_KEY_ARN_RE = re.compile(r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}|"
-                                r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/mrk-[0-9a-f]{32}")
-GCP_CRYPTO_KEY_RE = re.compile(r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]+/keyRings/[A-Za-z0-9_-]{1,63}"
-                               r"/cryptoKeys/[A-Za-z0-9_-]{1,63}")
+AWS_KMS_KEY_ARN_RE = re.compile(
+    r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}|"
+    r"arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/mrk-[0-9a-f]{32}"
+)
+GCP_CRYPTO_KEY_RE = re.compile(
+    r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]+/keyRings/[A-Za-z0-9_-]{1,63}"
+    r"/cryptoKeys/[A-Za-z0-9_-]{1,63}"
+)
 
 
 def kms_key(v: str) -> str:
     if not (_fullmatch(AWS_KMS_KEY_ARN_RE, v) or _fullmatch(GCP_CRYPTO_KEY_RE, v)):
-        raise ValueError(f"{excerpt(v)} is neither an AWS KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>) nor a "
-                         "Cloud KMS key name (projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>)")
+        raise ValueError(
+            f"{excerpt(v)} is neither an AWS KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>) nor a "
+            "Cloud KMS key name (projects/<p>/locations/<l>/keyRings/<r>/cryptoKeys/<k>)"
+        )
     return v

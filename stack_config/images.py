@@ -21,7 +21,13 @@ UPSTREAMS: tuple[str, ...] = ("docker.io", "ghcr.io")
 
 class ImagesConfig(StrictModel):
     pullThrough: bool = Field(False, alias="pullThrough")
-    """Create a pull-through cache per upstream registry (docker.io, ghcr.io) in the cloud account (an ECR pull-through cache rule on EKS, an Artifact Registry remote repository on GKE) and pull every image of the program through it: nodes then pull from the account's own registry, rate limits and upstream outages stop mattering once an image is cached, and a digest still pins the same bytes."""
+    """Create a pull-through cache per upstream registry (docker.io, ghcr.io) in the cloud account (an ECR pull-through
+    cache rule on EKS, an Artifact Registry remote repository on GKE) and pull every image of the program through it:
+    nodes then pull from the account's own registry, rate limits and upstream outages stop mattering once an image is
+    cached, and a digest still pins the same bytes."""
     upstreamCredentials: dict[Upstream, EcrCacheSecretArn] = Field(
-        default_factory=dict, max_length=len(UPSTREAMS), alias="upstreamCredentials")
-    """EKS with pullThrough: per upstream (docker.io, ghcr.io), the ARN of the Secrets Manager secret named ecr-pullthroughcache/... holding its credentials (ECR requires them for Docker Hub and ghcr.io); same account and Region as the cluster."""
+        default_factory=dict, max_length=len(UPSTREAMS), alias="upstreamCredentials"
+    )
+    """EKS with pullThrough: per upstream (docker.io, ghcr.io), the ARN of the Secrets Manager secret named
+    ecr-pullthroughcache/... holding its credentials (ECR requires them for Docker Hub and ghcr.io); same account and
+    Region as the cluster."""

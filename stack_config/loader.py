@@ -36,7 +36,9 @@ def parse_stack_config(raw: dict[str, Any], source: str) -> StackConfig:
         raise ConfigError([f"{source}: {p}" for p in format_validation_error(err, StackConfig)]) from None
 
 
-def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: str = "<stack>") -> tuple[dict[str, Any], list[str]]:
+def decode_config_values(
+    values: dict[str, str], secret_keys: set[str], stack: str = "<stack>"
+) -> tuple[dict[str, Any], list[str]]:
     """Pulumi hands structured config over as JSON strings; decode them, keeping plain strings.
 
     The JSON is bounded like every other untrusted input (size, nesting, no NaN): a value that is
@@ -72,7 +74,7 @@ def decode_config_values(values: dict[str, str], secret_keys: set[str], stack: s
     return raw, problems
 
 
-def load() -> "LoadedConfig":
+def load() -> LoadedConfig:
     """Read and validate the running stack's config (the program's single entry point)."""
     import pulumi
     from pulumi.runtime import config as runtime_config
@@ -100,11 +102,15 @@ def load() -> "LoadedConfig":
     gated = [f"models[{i}] ({m.repo})" for i, m in enumerate(stack_config.models) if m.gated]
     if gated and hf_token is None:
         named = ", ".join(gated[:3]) + (f" and {len(gated) - 3} more" if len(gated) > 3 else "")
-        raise ConfigError([
-            f"{source}: hfToken: {named} {'is' if len(gated) == 1 else 'are'} gated and need"
-            f"{'s' if len(gated) == 1 else ''} a Hugging Face token; set it with "
-            f"`pulumi config set --secret hfToken hf_... -s {stack}`"
-        ])
+        raise ConfigError(
+            [
+                (
+                    f"{source}: hfToken: {named} {'is' if len(gated) == 1 else 'are'} gated and need"
+                    f"{'s' if len(gated) == 1 else ''} a Hugging Face token; set it with "
+                    f"`pulumi config set --secret hfToken hf_... -s {stack}`"
+                )
+            ]
+        )
     api_key_next = cfg.get_secret("apiKeyNext")
     problems = exposure_problems(stack_config, api_key, api_key_next, source, stack)
     if problems:
@@ -112,8 +118,15 @@ def load() -> "LoadedConfig":
     hub_token = values.get(f"{PROJECT}:hfToken")
     if hub_token is not None and hub_token.startswith("<secret "):
         hub_token = None  # the offline plan's stand-in for a value only the CLI can decrypt
-    return LoadedConfig(stack=stack, source=source, config=stack_config, hf_token=hf_token,
-                        api_key=api_key, hub_token=hub_token, api_key_next=api_key_next)
+    return LoadedConfig(
+        stack=stack,
+        source=source,
+        config=stack_config,
+        hf_token=hf_token,
+        api_key=api_key,
+        hub_token=hub_token,
+        api_key_next=api_key_next,
+    )
 
 
 def exposure_problems(stack_config: StackConfig, api_key, api_key_next, source: str, stack: str) -> list[str]:
@@ -124,23 +137,30 @@ def exposure_problems(stack_config: StackConfig, api_key, api_key_next, source: 
     exposure = stack_config.exposure
     problems = []
     if api_key_next is not None and api_key is None:
-        problems.append(f"{source}: apiKeyNext: is the second key of a rotation and needs apiKey beside it; set "
-                        f"`pulumi config set --secret apiKey <key> -s {stack}` or remove apiKeyNext")
-    exposed = [key for key, on in (("exposure.entrance", exposure.entrance), ("exposure.gateway", exposure.gateway))
-               if on is not None]
+        problems.append(
+            f"{source}: apiKeyNext: is the second key of a rotation and needs apiKey beside it; set "
+            f"`pulumi config set --secret apiKey <key> -s {stack}` or remove apiKeyNext"
+        )
+    exposed = [
+        key
+        for key, on in (("exposure.entrance", exposure.entrance), ("exposure.gateway", exposure.gateway))
+        if on is not None
+    ]
     if exposed and api_key is None and not exposure.allowUnauthenticated:
         problems.append(
             f"{source}: apiKey: {exposed[0]} puts the models on a Gateway, but no API key is set, so anyone who "
             f"reaches it could use them; set one with `pulumi config set --secret apiKey <key> -s {stack}`, or set "
-            "exposure.allowUnauthenticated: true to serve without a key knowingly")
+            "exposure.allowUnauthenticated: true to serve without a key knowingly"
+        )
     return problems
 
 
 class LoadedConfig:
     """The validated config plus the secrets, which stay pulumi Output secrets end to end."""
 
-    def __init__(self, stack: str, source: str, config: StackConfig, hf_token, api_key, hub_token=None,
-                 api_key_next=None):
+    def __init__(
+        self, stack: str, source: str, config: StackConfig, hf_token, api_key, hub_token=None, api_key_next=None
+    ):
         self.stack = stack
         self.source = source
         self.config = config
@@ -152,4 +172,3 @@ class LoadedConfig:
         # The same HF token as a plain string, for one purpose only: authenticating the Hub
         # download of a gated model's config.json while planning. It never reaches a resource.
         self.hub_token = hub_token
-

@@ -21,14 +21,24 @@ from stack_config.fields import (
     RepoId,
     RepoPath,
 )
-from stack_config.formats import URL_MAX, default_model_name, did_you_mean, dns_label, model_alias, pinned_commit, validate_image
+from stack_config.formats import (
+    URL_MAX,
+    default_model_name,
+    did_you_mean,
+    dns_label,
+    model_alias,
+    pinned_commit,
+    validate_image,
+)
 
 
 class AutoscalingConfig(StrictModel):
     enabled: bool = False
-    """Scale replicas on whichever saturates first: vLLM's queue depth (vllm:num_requests_waiting) or its KV-cache usage (vllm:kv_cache_usage_perc)."""
+    """Scale replicas on whichever saturates first: vLLM's queue depth (vllm:num_requests_waiting) or its KV-cache usage
+    (vllm:kv_cache_usage_perc)."""
     kind: Literal["keda", "hpa"] = "keda"
-    """keda: a KEDA ScaledObject with a Prometheus trigger per signal; hpa: an HPA on the same two signals via an external metrics adapter."""
+    """keda: a KEDA ScaledObject with a Prometheus trigger per signal; hpa: an HPA on the same two signals via an
+    external metrics adapter."""
     minReplicas: int = Field(1, ge=0, le=MAX_REPLICAS, alias="minReplicas")
     """Replicas kept warm; a cold start costs the full load time."""
     maxReplicas: int = Field(4, ge=1, le=MAX_REPLICAS, alias="maxReplicas")
@@ -36,10 +46,11 @@ class AutoscalingConfig(StrictModel):
     queueThreshold: float = Field(5, gt=0, le=10_000, alias="queueThreshold")
     """Waiting requests per replica that trigger a scale-up (at most 10,000: a server's whole batch is far smaller)."""
     kvCacheThreshold: float = Field(0.8, gt=0, le=1, alias="kvCacheThreshold")
-    """Average KV-cache usage per replica (0..1) that triggers a scale-up, before requests queue for cache blocks or get preempted."""
+    """Average KV-cache usage per replica (0..1) that triggers a scale-up, before requests queue for cache blocks or get
+    preempted."""
     prometheusUrl: HttpUrl = Field(contract.PROMETHEUS_URL, max_length=URL_MAX, alias="prometheusUrl")
-    """Prometheus that scrapes the servers (KEDA's query target). Default: the Prometheus the program installs on a cluster it creates; on an existing cluster, set your Prometheus' URL."""
-
+    """Prometheus that scrapes the servers (KEDA's query target). Default: the Prometheus the program installs on a
+    cluster it creates; on an existing cluster, set your Prometheus' URL."""
 
 
 class LatencyObjective(StrictModel):
@@ -63,7 +74,8 @@ class LatencyObjective(StrictModel):
             nearest = " or ".join(f"{b:g}" for b in (below, above) if b is not None)
             raise ValueError(
                 f"{v:g} s is not a bucket bound of {cls.histogram} in vLLM {VLLM_VERSION}, so no series counts the "
-                f"requests under it; use a bound (nearest: {nearest}); bounds: {', '.join(f'{b:g}' for b in bounds)}")
+                f"requests under it; use a bound (nearest: {nearest}); bounds: {', '.join(f'{b:g}' for b in bounds)}"
+            )
         return v
 
     @field_validator("objective", check_fields=False)
@@ -74,14 +86,16 @@ class LatencyObjective(StrictModel):
             fastest = 1 / (1 - lowest)
             raise ValueError(
                 f"{v:g} must be above {lowest:.4f} and below 1: the error budget is 1 - objective, and the fastest "
-                f"burn-rate page fires at {fastest:g} x the budget, which must stay below 100% errors; e.g. 0.99 or 0.995")
+                f"burn-rate page fires at {fastest:g} x the budget, which must stay below 100% errors; e.g. 0.99 or 0.995"
+            )
         return v
 
 
 class TimeToFirstTokenObjective(LatencyObjective):
     histogram: ClassVar[str] = engine_metrics.TIME_TO_FIRST_TOKEN
     seconds: float = 2.5
-    """Time to first token a request should not exceed (a bucket bound of vllm:time_to_first_token_seconds: ..., 1, 2.5, 5, 7.5, 10, ...)."""
+    """Time to first token a request should not exceed (a bucket bound of vllm:time_to_first_token_seconds: ..., 1, 2.5,
+    5, 7.5, 10, ...)."""
     objective: float = 0.99
     """Share of requests, over 30 days, whose first token arrives within `seconds`."""
 
@@ -89,23 +103,31 @@ class TimeToFirstTokenObjective(LatencyObjective):
 class InterTokenLatencyObjective(LatencyObjective):
     histogram: ClassVar[str] = engine_metrics.INTER_TOKEN_LATENCY
     seconds: float = 0.1
-    """Gap between two streamed tokens that should not be exceeded (a bucket bound of vllm:inter_token_latency_seconds: ..., 0.075, 0.1, 0.15, 0.2, ...)."""
+    """Gap between two streamed tokens that should not be exceeded (a bucket bound of vllm:inter_token_latency_seconds:
+    ..., 0.075, 0.1, 0.15, 0.2, ...)."""
     objective: float = 0.99
     """Share of inter-token gaps, over 30 days, within `seconds`."""
 
 
 class SloConfig(StrictModel):
     enabled: bool = True
-    """Record the SLIs and alert on error-budget burn (1h/5m and 6h/30m pages, 3d/6h ticket); needs monitoring.enabled."""
-    timeToFirstToken: TimeToFirstTokenObjective = Field(default_factory=TimeToFirstTokenObjective, alias="timeToFirstToken")
+    """Record the SLIs and alert on error-budget burn (1h/5m and 6h/30m pages, 3d/6h ticket); needs
+    monitoring.enabled."""
+    timeToFirstToken: TimeToFirstTokenObjective = Field(
+        default_factory=TimeToFirstTokenObjective, alias="timeToFirstToken"
+    )
     """How long a chat user waits for the answer to start."""
-    interTokenLatency: InterTokenLatencyObjective = Field(default_factory=InterTokenLatencyObjective, alias="interTokenLatency")
+    interTokenLatency: InterTokenLatencyObjective = Field(
+        default_factory=InterTokenLatencyObjective, alias="interTokenLatency"
+    )
     """How smoothly the answer streams once it started."""
 
 
 class VerificationConfig(StrictModel):
     golden: Literal["report", "exact", "off"] = "report"
-    """Golden greedy prompts in the verification Job (docs/verification.md): report compares the answers with golden/<name>.json (committed from the first rollout's log) and reports a changed revision, engine, quantization or KV-cache dtype and each differing answer; exact also fails the Job when any answer differs; off skips them."""
+    """Golden greedy prompts in the verification Job (docs/verification.md): report compares the answers with
+    golden/<name>.json (committed from the first rollout's log) and reports a changed revision, engine, quantization or
+    KV-cache dtype and each differing answer; exact also fails the Job when any answer differs; off skips them."""
 
 
 # Other names one model or adapter answers to through the entrance: each becomes a rewrite rule the
@@ -117,13 +139,16 @@ class AdapterConfig(StrictModel):
     """A LoRA adapter served on its base model's servers, addressed by clients under `name`."""
 
     name: str
-    """The model name clients send (`"model": "<name>"`) to use this adapter; a DNS label, unique among every model and adapter of the stack."""
+    """The model name clients send (`"model": "<name>"`) to use this adapter; a DNS label, unique among every model and
+    adapter of the stack."""
     repo: RepoId
-    """Hugging Face Hub repo id of the PEFT LoRA adapter, `org/name`; its adapter_config.json must be in model-metadata/ or the Hugging Face cache (docs/routing.md)."""
+    """Hugging Face Hub repo id of the PEFT LoRA adapter, `org/name`; its adapter_config.json must be in model-metadata/
+    or the Hugging Face cache (docs/routing.md)."""
     revision: str
     """The 40-character commit SHA of the adapter to serve; mirrored and SHA-256-verified like the base weights."""
     aliases: list[str] = Field(default_factory=list, max_length=MAX_ALIASES)
-    """Other names clients may send for this adapter through the entrance; the endpoint picker rewrites them to `name` (InferenceModelRewrite). Needs exposure.entrance."""
+    """Other names clients may send for this adapter through the entrance; the endpoint picker rewrites them to `name`
+    (InferenceModelRewrite). Needs exposure.entrance."""
 
     @field_validator("aliases")
     @classmethod
@@ -150,9 +175,11 @@ class SignatureConfig(StrictModel):
     multiline_fields = frozenset({"publicKey", "certificateChain"})
 
     method: Literal["sigstore", "key", "certificate"] = "sigstore"
-    """sigstore: keyless, the signer's identity as Sigstore's certificate and log attest it; key: a public key; certificate: a signing certificate chained to `certificateChain`."""
+    """sigstore: keyless, the signer's identity as Sigstore's certificate and log attest it; key: a public key;
+    certificate: a signing certificate chained to `certificateChain`."""
     file: RepoPath = "model.sig"
-    """Path of the signature file in the repo (model-signing's default name is model.sig); the mirror fetches it with the weights."""
+    """Path of the signature file in the repo (model-signing's default name is model.sig); the mirror fetches it with
+    the weights."""
     identity: PrintableName | None = None
     """method sigstore: the signer identity the certificate must name (an e-mail, or a workflow URI for CI signing)."""
     issuer: HttpUrl | None = None
@@ -163,15 +190,19 @@ class SignatureConfig(StrictModel):
     """method certificate: the chain of trust (PEM certificates) the signing certificate must chain to."""
 
     @model_validator(mode="after")
-    def _method_keys(self) -> "SignatureConfig":
+    def _method_keys(self) -> SignatureConfig:
         needs = {"sigstore": ("identity", "issuer"), "key": ("publicKey",), "certificate": ("certificateChain",)}
         missing = [k for k in needs[self.method] if getattr(self, k) is None]
         if missing:
-            raise ValueError(f"method {self.method} needs {' and '.join(missing)}: the signature is checked against "
-                             "them, and without them any signer would pass")
+            raise ValueError(
+                f"method {self.method} needs {' and '.join(missing)}: the signature is checked against "
+                "them, and without them any signer would pass"
+            )
         stray = [k for m, keys in needs.items() if m != self.method for k in keys if k in self.model_fields_set]
         if stray:
-            raise ValueError(f"{', '.join(stray)} apply to another method than {self.method}; remove them or change method")
+            raise ValueError(
+                f"{', '.join(stray)} apply to another method than {self.method}; remove them or change method"
+            )
         return self
 
     def describe(self) -> str:
@@ -199,7 +230,8 @@ class ModelConfig(StrictModel):
     tensorParallelSize: TensorParallel = Field("auto", alias="tensorParallelSize")
     """GPUs one replica shards the model across inside a node, or `auto` for the smallest size that fits."""
     targetConcurrentRequests: int = Field(4, ge=1, le=4096, alias="targetConcurrentRequests")
-    """Full-length (maxModelLen) requests one replica's KV cache should hold at once: tensorParallelSize auto picks the smallest size that reaches it; the plan warns when the chosen size falls short."""
+    """Full-length (maxModelLen) requests one replica's KV cache should hold at once: tensorParallelSize auto picks the
+    smallest size that reaches it; the plan warns when the chosen size falls short."""
     pipelineParallelSize: int = Field(1, ge=1, le=64, alias="pipelineParallelSize")
     """Pipeline stages; more than one spreads a replica across nodes (needs RDMA to be fast)."""
     maxModelLen: int | None = Field(None, ge=16, le=MAX_TOKENS, alias="maxModelLen")
@@ -231,21 +263,31 @@ class ModelConfig(StrictModel):
     updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
     """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
-    """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving the rest)."""
+    """KServe only: share of traffic `revision` takes as a canary; needs `canaryBaselineRevision` (the commit serving
+    the rest)."""
     canaryBaselineRevision: str | None = Field(None, alias="canaryBaselineRevision")
-    """KServe only: the 40-character commit now serving. With canaryTrafficPercent it stays the stable predictor while `revision` runs as the canary; promote by setting it to `revision` or removing canaryTrafficPercent."""
+    """KServe only: the 40-character commit now serving. With canaryTrafficPercent it stays the stable predictor while
+    `revision` runs as the canary; promote by setting it to `revision` or removing canaryTrafficPercent."""
     aliases: list[str] = Field(default_factory=list, max_length=MAX_ALIASES)
-    """Other names clients may send for this model through the entrance, e.g. its Hub repo id; the endpoint picker rewrites them to the served name and the answer back (InferenceModelRewrite). Needs exposure.entrance."""
+    """Other names clients may send for this model through the entrance, e.g. its Hub repo id; the endpoint picker
+    rewrites them to the served name and the answer back (InferenceModelRewrite). Needs exposure.entrance."""
     adapters: list[AdapterConfig] = Field(default_factory=list, max_length=MAX_ENTRIES)
-    """LoRA adapters this model's servers load at start (vLLM --enable-lora --lora-modules); --max-loras, --max-lora-rank and --max-cpu-loras are derived from their adapter_config.json, and sizing counts their GPU memory."""
+    """LoRA adapters this model's servers load at start (vLLM --enable-lora --lora-modules); --max-loras,
+    --max-lora-rank and --max-cpu-loras are derived from their adapter_config.json, and sizing counts their GPU
+    memory."""
     verification: VerificationConfig = Field(default_factory=VerificationConfig)
     """What the verification Job checks beyond the smoke checks (vLLM models)."""
     signature: SignatureConfig | None = None
-    """Verify the publisher's OpenSSF model signature after the mirror downloads the weights; a mismatch fails the mirror Job and no server starts. Unset: the plan reports the model as unsigned, not verified."""
+    """Verify the publisher's OpenSSF model signature after the mirror downloads the weights; a mismatch fails the
+    mirror Job and no server starts. Unset: the plan reports the model as unsigned, not verified."""
     verifyAtStart: Literal["sizes", "sha256"] = Field("sizes", alias="verifyAtStart")
-    """Before a vLLM server loads from the model volume, check the files against the mirror's manifest: sizes (every file present, none extra, sizes equal; seconds) or sha256 (every byte; adds the weights' size / 250 MB/s to the load estimate and the startup budget)."""
+    """Before a vLLM server loads from the model volume, check the files against the mirror's manifest: sizes (every
+    file present, none extra, sizes equal; seconds) or sha256 (every byte; adds the weights' size / 250 MB/s to the load
+    estimate and the startup budget)."""
     kserveStorage: Literal["bucket", "hf"] = Field("bucket", alias="kserveStorage")
-    """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token handed over through a ClusterStorageContainer."""
+    """KServe only: where the storage initializer fetches weights. bucket: the mirrored s3:// or gs:// folder of the
+    pinned commit (pvc:// of the model volume without a bucket); hf: hf://<repo>:<revision> from the Hub, the token
+    handed over through a ClusterStorageContainer."""
 
     @field_validator("revision", "canaryBaselineRevision")
     @classmethod
@@ -267,7 +309,9 @@ class ModelConfig(StrictModel):
     def _quantization(cls, v: str | None) -> str | None:
         if v is not None and v not in QUANTIZATION_METHODS:
             hint = did_you_mean(v, QUANTIZATION_METHODS)
-            raise ValueError(f"{excerpt(v)} is not a vLLM quantization method{hint}; known: {', '.join(QUANTIZATION_METHODS)}")
+            raise ValueError(
+                f"{excerpt(v)} is not a vLLM quantization method{hint}; known: {', '.join(QUANTIZATION_METHODS)}"
+            )
         return v
 
     @field_validator("tensorParallelSize", mode="before")
@@ -287,22 +331,27 @@ class ModelConfig(StrictModel):
         return self.name or default_model_name(self.repo)
 
     @model_validator(mode="after")
-    def _replicas(self) -> "ModelConfig":
+    def _replicas(self) -> ModelConfig:
         a = self.autoscaling
         if a.enabled and a.minReplicas > a.maxReplicas:
             raise ValueError(f"autoscaling.minReplicas ({a.minReplicas}) exceeds maxReplicas ({a.maxReplicas})")
         if a.enabled and "replicas" in self.model_fields_set:
-            raise ValueError("replicas is decided by the autoscaler when autoscaling is enabled; "
-                             "set autoscaling.minReplicas and maxReplicas instead")
-        kserve_only = {"canaryTrafficPercent": self.canaryTrafficPercent, "canaryBaselineRevision": self.canaryBaselineRevision,
-                       "kserveStorage": None if self.kserveStorage == "bucket" else self.kserveStorage}
+            raise ValueError(
+                "replicas is decided by the autoscaler when autoscaling is enabled; "
+                "set autoscaling.minReplicas and maxReplicas instead"
+            )
+        kserve_only = {
+            "canaryTrafficPercent": self.canaryTrafficPercent,
+            "canaryBaselineRevision": self.canaryBaselineRevision,
+            "kserveStorage": None if self.kserveStorage == "bucket" else self.kserveStorage,
+        }
         for key, value in kserve_only.items():
             if value is not None and self.engine != "kserve":
                 raise ValueError(f"{key} applies to engine: kserve only")
         if self.canaryTrafficPercent is not None and self.canaryBaselineRevision is None:
-            raise ValueError("canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest")
+            raise ValueError(
+                "canaryTrafficPercent needs canaryBaselineRevision, the commit that keeps serving the rest"
+            )
         if self.engine == "kserve" and self.adapters:
             raise ValueError("adapters apply to engine: vllm only (this program passes LoRA flags to `vllm serve`)")
         return self
-
-

@@ -19,13 +19,15 @@ class GpuOperatorConfig(StrictModel):
     chartVersion: str = Field("v26.7.0", alias="chartVersion")
     """Exact gpu-operator Helm chart version from https://helm.ngc.nvidia.com/nvidia."""
     driver: Literal["auto", "operator", "preinstalled"] = "auto"
-    """Who installs the driver and container toolkit. auto: preinstalled on EKS (AL2023 NVIDIA AMI) and GKE (GKE-managed drivers); set explicitly for `cloud: existing`."""
+    """Who installs the driver and container toolkit. auto: preinstalled on EKS (AL2023 NVIDIA AMI) and GKE (GKE-managed
+    drivers); set explicitly for `cloud: existing`."""
     migStrategy: Literal["none", "single", "mixed"] = Field("none", alias="migStrategy")
     """MIG strategy the device plugin advertises (only for MIG-capable GPUs)."""
     timeSlicingReplicas: int | None = Field(None, ge=2, le=64, alias="timeSlicingReplicas")
     """Share each GPU between N pods by time-slicing (dev/test only: no memory isolation)."""
     dcgmServiceMonitor: bool = Field(True, alias="dcgmServiceMonitor")
-    """Create a ServiceMonitor for the DCGM exporter (needs the Prometheus Operator: installed on a created cluster, `addons.preinstalled` on an existing one)."""
+    """Create a ServiceMonitor for the DCGM exporter (needs the Prometheus Operator: installed on a created cluster,
+    `addons.preinstalled` on an existing one)."""
 
     @field_validator("chartVersion")
     @classmethod
@@ -38,13 +40,16 @@ class NetworkOperatorConfig(StrictModel):
     """Install NVIDIA's Network Operator for RDMA/GPUDirect; needed only when pipeline parallelism crosses nodes."""
     chartVersion: str = Field("26.4.1", alias="chartVersion")
     """Exact network-operator Helm chart version from https://helm.ngc.nvidia.com/nvidia."""
-    rdmaSharedDevices: list[KernelName] = Field(default_factory=lambda: ["mlx5_core"], max_length=32,
-                                                alias="rdmaSharedDevices")
-    """Kernel drivers (ifNames/vendors are matched by the RDMA shared device plugin) exposed as rdma/rdma_shared_device_a."""
+    rdmaSharedDevices: list[KernelName] = Field(
+        default_factory=lambda: ["mlx5_core"], max_length=32, alias="rdmaSharedDevices"
+    )
+    """Kernel drivers (ifNames/vendors are matched by the RDMA shared device plugin) exposed as
+    rdma/rdma_shared_device_a."""
     ipRange: str = Field("192.168.100.0/24", alias="ipRange")
     """IP range (NVIDIA IPAM pool) of the secondary network NCCL uses."""
     interface: NicName | None = None
-    """Host RDMA NIC (e.g. ens1f0) the secondary network's macvlan sits on; without it no network attachment is created (the CNI would pick the management interface)."""
+    """Host RDMA NIC (e.g. ens1f0) the secondary network's macvlan sits on; without it no network attachment is created
+    (the CNI would pick the management interface)."""
 
     @field_validator("chartVersion")
     @classmethod
@@ -57,8 +62,9 @@ class NetworkOperatorConfig(StrictModel):
         try:
             ipaddress.ip_network(v, strict=True)
         except ValueError as err:
-            raise ValueError(f"{excerpt(v)} is not a network in CIDR form ({excerpt(str(err), 80)}); "
-                             "e.g. 192.168.100.0/24") from None
+            raise ValueError(
+                f"{excerpt(v)} is not a network in CIDR form ({excerpt(str(err), 80)}); e.g. 192.168.100.0/24"
+            ) from None
         return v
 
 
@@ -74,4 +80,3 @@ class OperatorsConfig(StrictModel):
     @classmethod
     def _ns(cls, v: str) -> str:
         return dns_label(v)
-

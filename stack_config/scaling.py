@@ -51,16 +51,20 @@ def initial_nodes(pool: PoolConfig) -> int:
     return pool.desiredNodes if pool.desiredNodes is not None else pool.minNodes
 
 
-def pool_scaling(stack: "StackConfig", pool: PoolConfig) -> PoolScaling:
+def pool_scaling(stack: StackConfig, pool: PoolConfig) -> PoolScaling:
     if stack.cloud == Cloud.aws:
         if stack.cluster.create:
             # Karpenter grows the pool from its always-on managed node group (minNodes) to maxNodes.
             return PoolScaling(Autoscaler.karpenter, pool.minNodes, pool.maxNodes)
         size = initial_nodes(pool)
         return PoolScaling(
-            Autoscaler.none, size, size,
-            why_fixed=("the cluster was not created by this stack (cluster.create false), so no autoscaler is "
-                       "installed and the node group keeps its desired size (desiredNodes, default minNodes)"),
+            Autoscaler.none,
+            size,
+            size,
+            why_fixed=(
+                "the cluster was not created by this stack (cluster.create false), so no autoscaler is "
+                "installed and the node group keeps its desired size (desiredNodes, default minNodes)"
+            ),
         )
     if stack.cloud == Cloud.gcp:
         return PoolScaling(Autoscaler.gke, initial_nodes(pool), pool.maxNodes)

@@ -38,19 +38,27 @@ def reserved(cidr: str) -> bool:
     publicAccessCidrs ("The block cannot include reserved addresses", EKS User Guide, "Configure
     network access to cluster API server endpoint"); such callers reach the private endpoint."""
     net = ipaddress.IPv4Network(cidr)
-    return not world_open(cidr) and (net.is_private or net.is_reserved or net.is_loopback or net.is_link_local
-                                     or net.is_multicast)
+    return not world_open(cidr) and (
+        net.is_private or net.is_reserved or net.is_loopback or net.is_link_local or net.is_multicast
+    )
 
 
 class ClusterEndpointConfig(StrictModel):
     publicAccess: bool = Field(True, alias="publicAccess")
-    """The cluster's API server answers on a public address (EKS endpointPublicAccess; on GKE false sets privateClusterConfig.enablePrivateEndpoint and needs cluster.network.privateNodes). With false, `pulumi up` and kubectl must run from inside the VPC (or a network peered or VPN-connected to it)."""
+    """The cluster's API server answers on a public address (EKS endpointPublicAccess; on GKE false sets
+    privateClusterConfig.enablePrivateEndpoint and needs cluster.network.privateNodes). With false, `pulumi up` and
+    kubectl must run from inside the VPC (or a network peered or VPN-connected to it)."""
     privateAccess: bool = Field(True, alias="privateAccess")
-    """EKS: the API server also answers inside the VPC (endpointPrivateAccess), so nodes and pods reach it without leaving the VPC. Required when publicAccess is false. GKE always has an internal endpoint."""
+    """EKS: the API server also answers inside the VPC (endpointPrivateAccess), so nodes and pods reach it without
+    leaving the VPC. Required when publicAccess is false. GKE always has an internal endpoint."""
     publicCidrs: list[Ipv4Cidr] = Field(default_factory=list, max_length=MAX_PUBLIC_CIDRS, alias="publicCidrs")
-    """The only addresses that may call the public endpoint (EKS publicAccessCidrs, GKE master authorized networks), at most 40 (EKS's fixed quota). Empty with publicAccess true means the whole internet: refused in a production profile unless allowWorldOpen."""
+    """The only addresses that may call the public endpoint (EKS publicAccessCidrs, GKE master authorized networks), at
+    most 40 (EKS's fixed quota). Empty with publicAccess true means the whole internet: refused in a production profile
+    unless allowWorldOpen."""
     allowWorldOpen: bool = Field(False, alias="allowWorldOpen")
-    """Knowingly accept a public endpoint open to every address (no publicCidrs, or 0.0.0.0/0) in a production profile. Authentication still guards the API; the endpoint is just reachable for probing and credential attacks from anywhere."""
+    """Knowingly accept a public endpoint open to every address (no publicCidrs, or 0.0.0.0/0) in a production profile.
+    Authentication still guards the API; the endpoint is just reachable for probing and credential attacks from
+    anywhere."""
 
     @field_validator("publicCidrs")
     @classmethod
@@ -67,23 +75,33 @@ class ClusterEndpointConfig(StrictModel):
 
 class SecretsEncryptionConfig(StrictModel):
     enabled: bool | None = None
-    """Encrypt Kubernetes Secrets (the HF token, the API key) with a cloud KMS key (EKS envelope encryption, GKE application-layer secrets encryption). Default: on in the production profile, off in development. Once on, EKS cannot turn it off again."""
+    """Encrypt Kubernetes Secrets (the HF token, the API key) with a cloud KMS key (EKS envelope encryption, GKE
+    application-layer secrets encryption). Default: on in the production profile, off in development. Once on, EKS
+    cannot turn it off again."""
     kmsKey: KmsKey | None = Field(None, alias="kmsKey")
-    """The key to use: an AWS KMS key ARN on EKS, a Cloud KMS CryptoKey name (projects/.../cryptoKeys/...) on GKE. Default: a key this program creates (rotation on) in the cluster's region."""
+    """The key to use: an AWS KMS key ARN on EKS, a Cloud KMS CryptoKey name (projects/.../cryptoKeys/...) on GKE.
+    Default: a key this program creates (rotation on) in the cluster's region."""
 
 
 class SecurityConfig(StrictModel):
     profile: Profile = "development"
-    """production: the controls a shared or internet-facing deployment needs are required (a restricted cluster endpoint unless clusterEndpoint.allowWorldOpen, Secrets encryption on by default) and the policy pack enforces them; development relaxes those defaults."""
+    """production: the controls a shared or internet-facing deployment needs are required (a restricted cluster endpoint
+    unless clusterEndpoint.allowWorldOpen, Secrets encryption on by default) and the policy pack enforces them;
+    development relaxes those defaults."""
     networkPolicies: bool = Field(True, alias="networkPolicies")
-    """Default-deny NetworkPolicies in the serving namespace, then only the paths the stack needs (docs/security.md); the cluster's network plugin must enforce NetworkPolicy (GKE Dataplane V2 / Calico, the EKS VPC CNI's network policy agent)."""
-    allowedClientNamespaces: list[NamespaceName] = Field(default_factory=list, max_length=64,
-                                                         alias="allowedClientNamespaces")
-    """Namespaces whose pods may call the servers' API port directly (the in-cluster endpoints), besides the entrance and Prometheus."""
+    """Default-deny NetworkPolicies in the serving namespace, then only the paths the stack needs (docs/security.md);
+    the cluster's network plugin must enforce NetworkPolicy (GKE Dataplane V2 / Calico, the EKS VPC CNI's network policy
+    agent)."""
+    allowedClientNamespaces: list[NamespaceName] = Field(
+        default_factory=list, max_length=64, alias="allowedClientNamespaces"
+    )
+    """Namespaces whose pods may call the servers' API port directly (the in-cluster endpoints), besides the entrance
+    and Prometheus."""
     clusterEndpoint: ClusterEndpointConfig = Field(default_factory=ClusterEndpointConfig, alias="clusterEndpoint")
     """Who may reach the Kubernetes API server of a created cluster."""
-    secretsEncryption: SecretsEncryptionConfig = Field(default_factory=SecretsEncryptionConfig,
-                                                       alias="secretsEncryption")
+    secretsEncryption: SecretsEncryptionConfig = Field(
+        default_factory=SecretsEncryptionConfig, alias="secretsEncryption"
+    )
     """Kubernetes Secrets encrypted at rest with a cloud KMS key."""
 
     @property

@@ -22,14 +22,18 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.addons.catalog import HelmChart  # noqa: E402
-from components.addons.needs import CATALOG, VARIANTS  # noqa: E402
+from components.addons.catalog import HelmChart
+from components.addons.needs import CATALOG, VARIANTS
 
 
 def charts_by_name(name: str) -> list[HelmChart]:
     """Every form of the chart the program installs (an add-on's variants set more keys)."""
-    found = [step for addon in CATALOG + VARIANTS for step in addon.steps
-             if isinstance(step, HelmChart) and step.chart.rsplit("/", 1)[-1] == name]
+    found = [
+        step
+        for addon in CATALOG + VARIANTS
+        for step in addon.steps
+        if isinstance(step, HelmChart) and step.chart.rsplit("/", 1)[-1] == name
+    ]
     if not found:
         raise SystemExit(f"no add-on chart named {name}")
     return found
@@ -88,12 +92,14 @@ def main() -> None:
             raise SystemExit(f"{chart.chart} {chart.version}: {p} is not a key of {args.values_yaml}")
         line, shape, default = upstream[p]
         keys[p] = {"line": line, "shape": shape, **({"default": default} if shape == "scalar" else {})}
-    entry = {args.chart: {
-        "version": chart.version,
-        "source": chart.values_url,
-        "sha256": hashlib.sha256(args.values_yaml.read_bytes()).hexdigest(),
-        "keys": keys,
-    }}
+    entry = {
+        args.chart: {
+            "version": chart.version,
+            "source": chart.values_url,
+            "sha256": hashlib.sha256(args.values_yaml.read_bytes()).hexdigest(),
+            "keys": keys,
+        }
+    }
     print(yaml.safe_dump(entry, sort_keys=False), end="")
 
 

@@ -22,8 +22,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.entrance import picker  # noqa: E402
-from tools.helm_value_keys import key_paths, upstream_keys  # noqa: E402
+from components.entrance import picker
+from tools.helm_value_keys import key_paths, upstream_keys
 
 # Keys a template reads although values.yaml only shows them in a comment: path -> where it is read.
 TEMPLATE_ONLY = {
@@ -36,9 +36,16 @@ def variants() -> list[dict]:
     out = []
     for monitoring in (False, True):
         for selector in (None, {"example.io/pool": "system"}):
-            spec = picker.PickerSpec(release="m", namespace="ns", server_labels={"a": "b"}, replicas=2,
-                                     failure_mode="FailOpen", monitoring=monitoring,
-                                     monitoring_labels={"release": "x"}, system_node_selector=selector)
+            spec = picker.PickerSpec(
+                release="m",
+                namespace="ns",
+                server_labels={"a": "b"},
+                replicas=2,
+                failure_mode="FailOpen",
+                monitoring=monitoring,
+                monitoring_labels={"release": "x"},
+                system_node_selector=selector,
+            )
             out.append(picker.picker_values(spec)["router"])
     return out
 
@@ -64,12 +71,20 @@ def main() -> None:
         if p in TEMPLATE_ONLY:
             entry = {"template": TEMPLATE_ONLY[p], "shape": "open"}
         keys[p] = entry
-    print(yaml.safe_dump({"routerlib": {
-        "version": picker.VERSION,
-        "source": picker.LIBRARY_VALUES_URL,
-        "sha256": hashlib.sha256(args.values_yaml.read_bytes()).hexdigest(),
-        "keys": keys,
-    }}, sort_keys=False), end="")
+    print(
+        yaml.safe_dump(
+            {
+                "routerlib": {
+                    "version": picker.VERSION,
+                    "source": picker.LIBRARY_VALUES_URL,
+                    "sha256": hashlib.sha256(args.values_yaml.read_bytes()).hexdigest(),
+                    "keys": keys,
+                }
+            },
+            sort_keys=False,
+        ),
+        end="",
+    )
 
 
 if __name__ == "__main__":

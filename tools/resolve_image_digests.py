@@ -43,10 +43,11 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from common import images
 from common.facts import Fact
@@ -93,7 +94,7 @@ class Resolved:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     # A redirect could take the request (and a bearer token) to another scheme or host; a manifest
     # or token endpoint that redirects is reported instead of followed.
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401, ANN001
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         raise ResolveError(f"{req.full_url}: redirected ({code}) to {excerpt(newurl)}; not followed")
 
 
@@ -130,7 +131,7 @@ def _with_deadline(fn: Callable[[], _T], seconds: float, what: str) -> _T:
     def run() -> None:
         try:
             value.append(fn())
-        except BaseException as err:  # noqa: BLE001 handed to the caller's thread
+        except BaseException as err:
             error.append(err)
 
     worker = threading.Thread(target=run, daemon=True)
@@ -182,7 +183,9 @@ def parse_challenge(header: str) -> dict[str, str]:
         raise ResolveError(f"WWW-Authenticate challenge of {len(header):,} characters; refused")
     scheme, _, params = header.strip().partition(" ")
     if scheme.lower() != "bearer":
-        raise ResolveError(f"the registry asks for {excerpt(scheme)} authentication; only anonymous Bearer tokens are used")
+        raise ResolveError(
+            f"the registry asks for {excerpt(scheme)} authentication; only anonymous Bearer tokens are used"
+        )
     found = dict(_PARAM_RE.findall(params))
     if "realm" not in found:
         raise ResolveError(f"WWW-Authenticate challenge without a realm: {excerpt(header)}")
@@ -230,8 +233,9 @@ def resolve(ref: str, endpoints: dict[str, str], timeout: float) -> tuple[str, s
         if status == 401:
             challenge = parse_challenge(headers.get("www-authenticate", ""))
             token = _token(challenge, repository, timeout)
-            status, headers, body = _get(url, {**accept, "Authorization": f"Bearer {token}"},
-                                         MAX_MANIFEST_BYTES, timeout)
+            status, headers, body = _get(
+                url, {**accept, "Authorization": f"Bearer {token}"}, MAX_MANIFEST_BYTES, timeout
+            )
         return status, headers, body
 
     status, headers, body = _with_deadline(exchange, timeout, ref)
@@ -302,16 +306,32 @@ def _endpoint(text: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.resolve_image_digests", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.resolve_image_digests",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--only", action="append", metavar="KEY", help="resolve only this entry of common/images.py")
     parser.add_argument("--write", action="store_true", help="rewrite the DIGESTS table of common/images.py")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 5 when the table lacks a digest or names another one than the registry serves")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                        help=f"seconds per image for the whole exchange (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--endpoint", action="append", type=_endpoint, default=[], metavar="HOST=URL",
-                        help="serve HOST's images from URL instead (a mirror, or the tests' stand-in registry)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 5 when the table lacks a digest or names another one than the registry serves",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds per image for the whole exchange (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--endpoint",
+        action="append",
+        type=_endpoint,
+        default=[],
+        metavar="HOST=URL",
+        help="serve HOST's images from URL instead (a mirror, or the tests' stand-in registry)",
+    )
     parser.add_argument("--module", type=Path, default=Path(images.__file__), help=argparse.SUPPRESS)
     try:
         args = parser.parse_args(argv)
@@ -350,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         if change:
             differs.append(key)
     if args.write and status != EXIT_DIGEST_MISMATCH and resolved:
-        when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        when = datetime.now(UTC).strftime("%Y-%m-%d")
         try:
             rewrite_module(args.module, render_table(images.DIGESTS, resolved, when))
         except (OSError, SyntaxError) as err:
@@ -358,8 +378,11 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_WRITE
         print(f"rewrote {args.module}: {len(resolved)} digest(s); review the diff and commit it")
     if args.check and differs and status == EXIT_OK:
-        print(f"the table differs from the registries for {', '.join(differs)}: run "
-              f"`{images.RESOLVE_COMMAND}` and commit common/images.py", file=sys.stderr)
+        print(
+            f"the table differs from the registries for {', '.join(differs)}: run "
+            f"`{images.RESOLVE_COMMAND}` and commit common/images.py",
+            file=sys.stderr,
+        )
         return EXIT_TABLE_DIFFERS
     return status
 

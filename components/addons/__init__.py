@@ -22,5 +22,14 @@ from components.addons.crd_sources import CrdSources, MissingCrdSource
 from components.addons.install import AddOns, AddOnsArgs
 from components.addons.needs import CATALOG, AddOnNeed, addon_table, needed_addons, undeclared_problems
 
-__all__ = ["CATALOG", "AddOnNeed", "AddOns", "AddOnsArgs", "CrdSources", "MissingCrdSource", "addon_table", "needed_addons",
-           "undeclared_problems"]
+__all__ = [
+    "CATALOG",
+    "AddOnNeed",
+    "AddOns",
+    "AddOnsArgs",
+    "CrdSources",
+    "MissingCrdSource",
+    "addon_table",
+    "needed_addons",
+    "undeclared_problems",
+]

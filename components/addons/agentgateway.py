@@ -26,7 +26,8 @@ service.yaml:1-13, controller/pkg/deployer/agentgateway_parameters.go:539-541).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common.facts import Fact
 from components.addons.catalog import AddOn, Crd, HelmChart

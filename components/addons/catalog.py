@@ -7,8 +7,9 @@ the same descriptions. Chart facts are cited in each add-on's module.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 # Values functions receive the node selector of the untainted system pool (None where the cluster
 # is not ours to shape) and return the chart's values.
@@ -39,7 +40,8 @@ class HelmChart:
     pod_security: str = (
         "baseline: the chart runs controllers and webhooks without host namespaces, host paths, host ports "
         "or privileged containers; their securityContexts were not checked against restricted here, so "
-        "warn and audit at restricted report any gap without refusing the pods.")
+        "warn and audit at restricted report any gap without refusing the pods."
+    )
     """The Pod Security level the chart's pods meet, and why it is weaker than restricted: "<level>:
     <reason>" (common/pod_security.py). The add-on's namespace enforces it."""
 
@@ -49,8 +51,10 @@ class HelmChart:
         shape (no system pool): the same values, as --set flags."""
         source = f"{self.chart}" if self.repo is None else f"{self.chart} --repo {self.repo}"
         flags = "".join(f" --set {path}={value}" for path, value in _flatten(self.values(None)))
-        return (f"helm upgrade --install {self.release} {source} --version {self.version} "
-                f"--namespace {self.namespace} --create-namespace{flags}")
+        return (
+            f"helm upgrade --install {self.release} {source} --version {self.version} "
+            f"--namespace {self.namespace} --create-namespace{flags}"
+        )
 
 
 def _flatten(values: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:

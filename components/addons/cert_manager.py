@@ -10,7 +10,8 @@ hack/setup/quick-install/kserve-standard-mode-full-install-helm.sh at kserve v0.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart
@@ -33,8 +34,11 @@ def image_values() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for component, key in IMAGES.items():
         entry = images.IMAGES[key]
-        image = {"repository": entry.repository, "tag": entry.tag,
-                 **({"digest": entry.digest.value} if entry.resolved else {})}
+        image = {
+            "repository": entry.repository,
+            "tag": entry.tag,
+            **({"digest": entry.digest.value} if entry.resolved else {}),
+        }
         if component:
             out[component] = {"image": image}
         else:

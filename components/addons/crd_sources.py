@@ -8,7 +8,7 @@ raised while the program runs, never a create that fails a minute into `pulumi u
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -42,7 +42,8 @@ class CrdSources:
             known = ", ".join(f"{k} ({g})" for g, k in sorted(self._by_kind)) or "none"
             raise MissingCrdSource(
                 f"nothing installs or declares the CRD of {kind} ({key[0]}); components/addons/needs.py decides "
-                f"which add-ons a stack needs and must list the one that serves it (kinds provided: {known})")
+                f"which add-ons a stack needs and must list the one that serves it (kinds provided: {known})"
+            )
         return list(self._by_kind[key])
 
     def origin(self, api_version: str, kind: str) -> str:
@@ -52,14 +53,19 @@ class CrdSources:
         return sorted(self._by_kind)
 
 
-def custom_resource(resource_name: str, manifest: dict, crds: CrdSources,
-                    opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+def custom_resource(
+    resource_name: str, manifest: dict, crds: CrdSources, opts: pulumi.ResourceOptions
+) -> k8s.apiextensions.CustomResource:
     """A CustomResource from a manifest dict that waits for what provides its kind, besides `opts`."""
     extra = crds.depends_on(manifest["apiVersion"], manifest["kind"])
     base = opts.depends_on if isinstance(opts.depends_on, list) else ([opts.depends_on] if opts.depends_on else [])
     merged = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions())
     merged.depends_on = list(base) + extra
     return k8s.apiextensions.CustomResource(
-        resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"],
-        metadata=manifest["metadata"], spec=manifest["spec"], opts=merged,
+        resource_name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=merged,
     )

@@ -41,10 +41,12 @@ ADDON = AddOn(
     title="Gateway API CRDs (standard channel)",
     version=VERSION,
     steps=(MANIFESTS,),
-    crds=(Crd("gateway.networking.k8s.io", "HTTPRoute", "httproutes"),
-          Crd("gateway.networking.k8s.io", "Gateway", "gateways")),
+    crds=(
+        Crd("gateway.networking.k8s.io", "HTTPRoute", "httproutes"),
+        Crd("gateway.networking.k8s.io", "Gateway", "gateways"),
+    ),
     docs="The entrance's Gateway and HTTPRoutes (exposure.entrance), or an HTTPRoute per model on the Gateway "
-         "named in exposure.gateway.",
+    "named in exposure.gateway.",
 )
 
 
@@ -58,12 +60,18 @@ GKE_GATEWAY = dataclasses.replace(
     ADDON,
     title="Gateway API on GKE (GKE Gateway controller, standard channel)",
     version="GKE-managed",
-    steps=(CloudFeature(
-        name="gke-gateway-api",
-        command="gcloud container clusters update <cluster> --location <region> --gateway-api=standard",
-        version="GKE-managed"),),
-    crds=ADDON.crds + (Crd(GKE_GROUP, "HealthCheckPolicy", "healthcheckpolicies"),
-                       Crd(GKE_GROUP, "GCPBackendPolicy", "gcpbackendpolicies")),
+    steps=(
+        CloudFeature(
+            name="gke-gateway-api",
+            command="gcloud container clusters update <cluster> --location <region> --gateway-api=standard",
+            version="GKE-managed",
+        ),
+    ),
+    crds=ADDON.crds
+    + (
+        Crd(GKE_GROUP, "HealthCheckPolicy", "healthcheckpolicies"),
+        Crd(GKE_GROUP, "GCPBackendPolicy", "gcpbackendpolicies"),
+    ),
     docs="The entrance's Gateway (GKE Gateway controller), its HTTPRoutes, and GKE's health-check and backend "
-         "policies per InferencePool.",
+    "policies per InferencePool.",
 )

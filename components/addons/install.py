@@ -17,8 +17,9 @@ output.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence, cast
+from typing import cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -37,8 +38,10 @@ HELM_TIMEOUT_SECONDS = 600
 
 def lookup_name(addon: AddOn, crd: Crd) -> str:
     """The read resource's name: what `pulumi preview` prints above "resource '<crd>' does not exist"."""
-    return (f"{crd.name}, from {addon.title} {addon.version} listed in addons.preinstalled; "
-            f"if missing, install it: {' && '.join(install_commands(addon))}")
+    return (
+        f"{crd.name}, from {addon.title} {addon.version} listed in addons.preinstalled; "
+        f"if missing, install it: {' && '.join(install_commands(addon))}"
+    )
 
 
 @dataclass
@@ -65,8 +68,10 @@ class AddOns(pulumi.ComponentResource):
         # A single value is one dependency, as ResourceOptions takes it (its type also allows an
         # Output of a list, which nothing here passes).
         self._after_cluster: list[pulumi.Input[pulumi.Resource]] = (
-            list(after) if isinstance(after, (list, tuple))
-            else ([cast("pulumi.Input[pulumi.Resource]", after)] if after else []))
+            list(after)
+            if isinstance(after, (list, tuple))
+            else ([cast("pulumi.Input[pulumi.Resource]", after)] if after else [])
+        )
         self.crds = CrdSources()
         self.values = {}
         self.ready = {}
@@ -93,30 +98,46 @@ class AddOns(pulumi.ComponentResource):
         last: pulumi.Resource | None = None
         for step in addon.steps:
             if isinstance(step, CloudFeature):
-                raise ValueError(f"{addon.title} is installed by the cloud ({step.name}); needs.py must mark it "
-                                 "provided_by the cloud on a cluster the program creates")
+                raise ValueError(
+                    f"{addon.title} is installed by the cloud ({step.name}); needs.py must mark it "
+                    "provided_by the cloud on a cluster the program creates"
+                )
             if isinstance(step, Manifests):
                 last = k8s.yaml.v2.ConfigFile(
-                    f"{addon.key}-{step.name}", file=step.url,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=before))
+                    f"{addon.key}-{step.name}",
+                    file=step.url,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=before),
+                )
             else:
                 if step.namespace not in namespaces:
                     # The level the add-on's charts meet (the weakest of them), with its reason.
                     level, reasons = pod_security.strictest_level(
-                        {c.release: c.pod_security for c in addon.steps
-                         if isinstance(c, HelmChart) and c.namespace == step.namespace})
+                        {
+                            c.release: c.pod_security
+                            for c in addon.steps
+                            if isinstance(c, HelmChart) and c.namespace == step.namespace
+                        }
+                    )
                     namespaces[step.namespace] = k8s.core.v1.Namespace(
                         f"{addon.key}-{step.namespace}-ns",
-                        metadata={"name": step.namespace, "labels": pod_security.namespace_labels(level),
-                                  "annotations": pod_security.namespace_annotations(level, reasons)},
-                        opts=pulumi.ResourceOptions(parent=self, depends_on=before))
+                        metadata={
+                            "name": step.namespace,
+                            "labels": pod_security.namespace_labels(level),
+                            "annotations": pod_security.namespace_annotations(level, reasons),
+                        },
+                        opts=pulumi.ResourceOptions(parent=self, depends_on=before),
+                    )
                 last = self._release(step, system_node_selector, before + [namespaces[step.namespace]])
             before = [last]
         assert last is not None, f"add-on {addon.key} has no install step"
         return last
 
-    def _release(self, chart: HelmChart, system_node_selector: Mapping[str, str] | None,
-                 before: list[pulumi.Input[pulumi.Resource]]) -> k8s.helm.v3.Release:
+    def _release(
+        self,
+        chart: HelmChart,
+        system_node_selector: Mapping[str, str] | None,
+        before: list[pulumi.Input[pulumi.Resource]],
+    ) -> k8s.helm.v3.Release:
         values = chart.values(system_node_selector)
         self.values[chart.release] = values
         return k8s.helm.v3.Release(
@@ -141,6 +162,7 @@ class AddOns(pulumi.ComponentResource):
     def _look_up(self, addon: AddOn) -> list[pulumi.Resource]:
         return [
             k8s.apiextensions.v1.CustomResourceDefinition.get(
-                lookup_name(addon, crd), crd.name, opts=pulumi.ResourceOptions(parent=self))
+                lookup_name(addon, crd), crd.name, opts=pulumi.ResourceOptions(parent=self)
+            )
             for crd in addon.crds
         ]

@@ -7,7 +7,8 @@ ScaledObject CRD equals the project's fixture (kedacore/keda v2.20.2 with its sc
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart

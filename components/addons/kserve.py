@@ -15,7 +15,8 @@ Serving, which the program does not install.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart
@@ -39,9 +40,11 @@ CONTROLLER_IMAGE = "kserve-controller"
 
 
 def resources_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    controller: dict[str, Any] = {"deploymentMode": STANDARD_MODE,
-                                  "image": images.IMAGES[CONTROLLER_IMAGE].repository,
-                                  "tag": images.pinned_tag(CONTROLLER_IMAGE)}
+    controller: dict[str, Any] = {
+        "deploymentMode": STANDARD_MODE,
+        "image": images.IMAGES[CONTROLLER_IMAGE].repository,
+        "tag": images.pinned_tag(CONTROLLER_IMAGE),
+    }
     if system_node_selector:
         controller["nodeSelector"] = dict(system_node_selector)
     return {"kserve": {"controller": controller}}
@@ -51,14 +54,29 @@ def runtime_values(system_node_selector: Mapping[str, str] | None) -> dict[str, 
     return {"kserve": {"servingruntime": {"enabled": True}}}
 
 
-CRD_CHART = HelmChart(release="kserve-crd", chart=f"{OCI}/kserve-crd", version=VERSION, namespace=NAMESPACE,
-                      values_url=_VALUES.format(chart="kserve-crd"))
-RESOURCES_CHART = HelmChart(release="kserve-resources", chart=f"{OCI}/kserve-resources", version=VERSION,
-                            namespace=NAMESPACE, values_url=_VALUES.format(chart="kserve-resources"),
-                            values=resources_values)
-RUNTIMES_CHART = HelmChart(release="kserve-runtime-configs", chart=f"{OCI}/kserve-runtime-configs", version=VERSION,
-                           namespace=NAMESPACE, values_url=_VALUES.format(chart="kserve-runtime-configs"),
-                           values=runtime_values)
+CRD_CHART = HelmChart(
+    release="kserve-crd",
+    chart=f"{OCI}/kserve-crd",
+    version=VERSION,
+    namespace=NAMESPACE,
+    values_url=_VALUES.format(chart="kserve-crd"),
+)
+RESOURCES_CHART = HelmChart(
+    release="kserve-resources",
+    chart=f"{OCI}/kserve-resources",
+    version=VERSION,
+    namespace=NAMESPACE,
+    values_url=_VALUES.format(chart="kserve-resources"),
+    values=resources_values,
+)
+RUNTIMES_CHART = HelmChart(
+    release="kserve-runtime-configs",
+    chart=f"{OCI}/kserve-runtime-configs",
+    version=VERSION,
+    namespace=NAMESPACE,
+    values_url=_VALUES.format(chart="kserve-runtime-configs"),
+    values=runtime_values,
+)
 
 ADDON = AddOn(
     key="kserve",

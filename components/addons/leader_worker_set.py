@@ -10,7 +10,8 @@ controller runs: the LeaderWorkerSet waits for the release, which waits for the 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import images
 from components.addons.catalog import AddOn, Crd, HelmChart

@@ -37,7 +37,9 @@ ADDON = AddOn(
     title="llm-d-router CRDs (InferenceModelRewrite, InferenceObjective)",
     version=VERSION,
     steps=(MANIFESTS,),
-    crds=(Crd(GROUP, "InferenceModelRewrite", "inferencemodelrewrites"),
-          Crd(GROUP, "InferenceObjective", "inferenceobjectives")),
+    crds=(
+        Crd(GROUP, "InferenceModelRewrite", "inferencemodelrewrites"),
+        Crd(GROUP, "InferenceObjective", "inferenceobjectives"),
+    ),
     docs="The endpoint pickers rewrite model aliases (InferenceModelRewrite) to the served names.",
 )

@@ -7,8 +7,9 @@ stack must declare them (`addons.preinstalled`), and the program only looks thei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from components.addons import (
     agentgateway,
@@ -65,11 +66,13 @@ def _reasons(stack: StackConfig, plans: Sequence[ModelPlan]) -> dict[str, list[s
     reasons: dict[str, list[str]] = {addon.key: [] for addon in CATALOG}
     if stack.monitoring.enabled:
         reasons["prometheusOperator"].append(
-            "monitoring.enabled: a ServiceMonitor and PrometheusRule per vLLM model, a PodMonitor per KServe model")
+            "monitoring.enabled: a ServiceMonitor and PrometheusRule per vLLM model, a PodMonitor per KServe model"
+        )
     gpu = stack.operators.gpuOperator
     if gpu.enabled and gpu.dcgmServiceMonitor:
         reasons["prometheusOperator"].append(
-            "operators.gpuOperator.dcgmServiceMonitor: the GPU Operator chart creates a ServiceMonitor for DCGM")
+            "operators.gpuOperator.dcgmServiceMonitor: the GPU Operator chart creates a ServiceMonitor for DCGM"
+        )
     for plan in plans:
         model, key = plan.model, f"models[{plan.index}] ({plan.served_name})"
         if model.autoscaling.enabled and model.autoscaling.kind == "keda":
@@ -78,21 +81,27 @@ def _reasons(stack: StackConfig, plans: Sequence[ModelPlan]) -> dict[str, list[s
             reasons["kserve"].append(f"{key} uses engine kserve (an InferenceService)")
         elif plan.nodes_per_replica > 1:
             reasons["leaderWorkerSet"].append(
-                f"{key} spans {plan.nodes_per_replica} nodes per replica (a LeaderWorkerSet)")
+                f"{key} spans {plan.nodes_per_replica} nodes per replica (a LeaderWorkerSet)"
+            )
     if stack.exposure.gateway is not None:
         reasons["gatewayApi"].append("exposure.gateway: an HTTPRoute per model")
     entrance = stack.exposure.entrance
     if entrance is not None:
         reasons["gatewayApi"].append("exposure.entrance: the Gateway and its HTTPRoutes")
         reasons["inferenceExtension"].append("exposure.entrance: an InferencePool per base model")
-        reasons["llmdRouter"].append("exposure.entrance: the endpoint pickers find these kinds when they start "
-                                     "(model aliases are InferenceModelRewrites)")
+        reasons["llmdRouter"].append(
+            "exposure.entrance: the endpoint pickers find these kinds when they start "
+            "(model aliases are InferenceModelRewrites)"
+        )
         if entrance.tls.certificate == "acme":
-            reasons["certManager"].append("exposure.entrance.tls.certificate acme: cert-manager obtains the "
-                                          "HTTPS certificate through the Gateway")
+            reasons["certManager"].append(
+                "exposure.entrance.tls.certificate acme: cert-manager obtains the HTTPS certificate through the Gateway"
+            )
         if implementation_for(stack.cloud.value, stack.creates_cluster, entrance).name == "agentgateway":
-            reasons["agentgateway"].append("exposure.entrance: the Gateway implementation (GatewayClass "
-                                           "agentgateway) and its body-based routing policy")
+            reasons["agentgateway"].append(
+                "exposure.entrance: the Gateway implementation (GatewayClass "
+                "agentgateway) and its body-based routing policy"
+            )
     return reasons
 
 
@@ -103,13 +112,19 @@ def _minor(stack: StackConfig) -> tuple[int, ...]:
 def _gke_provides_gateway_api(stack: StackConfig) -> bool:
     """A created GKE cluster installs the Gateway API CRDs from 1.34, or whenever the entrance turns on
     its Gateway API (gateway_api_config, components/cluster/gcp/gke.py)."""
-    return stack.cloud == Cloud.gcp and stack.creates_cluster and (
-        _minor(stack) >= gateway_api.GKE_INSTALLS_FROM_MINOR or stack.exposure.entrance is not None)
+    return (
+        stack.cloud == Cloud.gcp
+        and stack.creates_cluster
+        and (_minor(stack) >= gateway_api.GKE_INSTALLS_FROM_MINOR or stack.exposure.entrance is not None)
+    )
 
 
 def _gke_provides_inference_extension(stack: StackConfig) -> bool:
-    return (stack.cloud == Cloud.gcp and stack.creates_cluster
-            and _minor(stack) >= inference_extension.GKE_INSTALLS_FROM_MINOR)
+    return (
+        stack.cloud == Cloud.gcp
+        and stack.creates_cluster
+        and _minor(stack) >= inference_extension.GKE_INSTALLS_FROM_MINOR
+    )
 
 
 def _variant(addon: AddOn, stack: StackConfig) -> AddOn:
@@ -117,8 +132,11 @@ def _variant(addon: AddOn, stack: StackConfig) -> AddOn:
     entrance = stack.exposure.entrance
     if addon.key == cert_manager.ADDON.key and entrance is not None and entrance.tls.certificate == "acme":
         return cert_manager.WITH_GATEWAY_API
-    if (addon.key == gateway_api.ADDON.key and entrance is not None
-            and implementation_for(stack.cloud.value, stack.creates_cluster, entrance).name == "gke"):
+    if (
+        addon.key == gateway_api.ADDON.key
+        and entrance is not None
+        and implementation_for(stack.cloud.value, stack.creates_cluster, entrance).name == "gke"
+    ):
         return gateway_api.GKE_GATEWAY
     return addon
 
@@ -142,13 +160,17 @@ def needed_addons(stack: StackConfig, plans: Sequence[ModelPlan]) -> list[AddOnN
             continue
         provided_by = None
         if addon.key == gateway_api.ADDON.key and _gke_provides_gateway_api(stack):
-            provided_by = (f"GKE {stack.cluster.kubernetesVersion} (the cluster's Gateway API, turned on for the "
-                           "entrance)" if stack.exposure.entrance is not None else
-                           f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Gateway API CRDs from "
-                           "1.34.0-gke.1626000 on)")
+            provided_by = (
+                f"GKE {stack.cluster.kubernetesVersion} (the cluster's Gateway API, turned on for the entrance)"
+                if stack.exposure.entrance is not None
+                else f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Gateway API CRDs from "
+                "1.34.0-gke.1626000 on)"
+            )
         if addon.key == inference_extension.ADDON.key and _gke_provides_inference_extension(stack):
-            provided_by = (f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Inference Extension CRDs from "
-                           "1.34.0-gke.1626000 on)")
+            provided_by = (
+                f"GKE {stack.cluster.kubernetesVersion} (GKE installs the Inference Extension CRDs from "
+                "1.34.0-gke.1626000 on)"
+            )
         needs.append(AddOnNeed(addon, tuple(reasons[addon.key]), provided_by))
     return needs
 
@@ -166,7 +188,8 @@ def undeclared_problems(stack: StackConfig, needs: Sequence[AddOnNeed], source: 
         problems.append(
             f"{source}: addons.preinstalled: this stack needs {need.addon.title} {need.addon.version} "
             f"({'; '.join(need.reasons)}), and on an existing cluster the program installs no add-ons. "
-            f"Install it ({commands}) and add `{need.key}` to addons.preinstalled")
+            f"Install it ({commands}) and add `{need.key}` to addons.preinstalled"
+        )
     return problems
 
 
@@ -178,15 +201,19 @@ def addon_table(needs: Sequence[AddOnNeed], creates_cluster: bool) -> list[dict[
             how = f"provided by {need.provided_by}"
         elif creates_cluster:
             how = "installed: " + "; ".join(
-                f"{getattr(step, 'release', getattr(step, 'name', ''))} {step.version}" for step in need.addon.steps)
+                f"{getattr(step, 'release', getattr(step, 'name', ''))} {step.version}" for step in need.addon.steps
+            )
         else:
             how = "declared in addons.preinstalled; CRDs looked up at preview: " + ", ".join(
-                crd.name for crd in need.addon.crds)
-        rows.append({
-            "addon": need.key,
-            "title": need.addon.title,
-            "version": need.addon.version,
-            "how": how,
-            "reasons": list(need.reasons),
-        })
+                crd.name for crd in need.addon.crds
+            )
+        rows.append(
+            {
+                "addon": need.key,
+                "title": need.addon.title,
+                "version": need.addon.version,
+                "how": how,
+                "reasons": list(need.reasons),
+            }
+        )
     return rows

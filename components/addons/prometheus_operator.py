@@ -23,7 +23,8 @@ prometheus-operator-crds-31.0.0 (Chart.yaml appVersion v0.93.0 in both).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import contract, images
 from components.addons.catalog import AddOn, Crd, HelmChart
@@ -111,8 +112,10 @@ STACK_CHART = HelmChart(
     # prometheus-node-exporter, a dependency of the chart, runs on every node with hostNetwork,
     # hostPID and hostPath mounts of the node's root (its values.yaml: hostNetwork: true, hostPID:
     # true, hostRootFsMount.enabled: true), which only the privileged level admits.
-    pod_security=("privileged: kube-prometheus-stack's node-exporter DaemonSet uses the host network and PID "
-                  "namespaces and mounts the node's root filesystem to read its metrics."),
+    pod_security=(
+        "privileged: kube-prometheus-stack's node-exporter DaemonSet uses the host network and PID "
+        "namespaces and mounts the node's root filesystem to read its metrics."
+    ),
 )
 
 GROUP = "monitoring.coreos.com"
@@ -127,5 +130,5 @@ ADDON = AddOn(
         Crd(GROUP, "PrometheusRule", "prometheusrules"),
     ),
     docs=f"Prometheus at {contract.PROMETHEUS_URL} selects every ServiceMonitor, PodMonitor and PrometheusRule; "
-         "Grafana loads every ConfigMap labelled grafana_dashboard: \"1\".",
+    'Grafana loads every ConfigMap labelled grafana_dashboard: "1".',
 )

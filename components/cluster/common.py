@@ -7,7 +7,8 @@ of them.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 
@@ -95,15 +96,19 @@ def bucket_resource_name(stack_name: str) -> str:
     return f"{base[:48].rstrip('-')}-models"
 
 
-
 def endpoint_summary(access: cfg.ClusterEndpointConfig, private_endpoint_label: str) -> str:
     """How the plan describes who may reach a created cluster's API server, and what that means for
     whoever runs `pulumi up` (the Kubernetes provider talks to that endpoint)."""
     if not access.publicAccess:
-        return (f"private only ({private_endpoint_label}): `pulumi up`, kubectl and CI must run from inside the "
-                "VPC or a network connected to it")
+        return (
+            f"private only ({private_endpoint_label}): `pulumi up`, kubectl and CI must run from inside the "
+            "VPC or a network connected to it"
+        )
     if access.is_world_open:
-        return ("public, open to every address (no security.clusterEndpoint.publicCidrs)"
-                + ("; allowed knowingly (allowWorldOpen)" if access.allowWorldOpen else ""))
-    return (f"public, only from {', '.join(access.publicCidrs)} (keep the address `pulumi up` runs from in the "
-            "list, or it loses the cluster)")
+        return "public, open to every address (no security.clusterEndpoint.publicCidrs)" + (
+            "; allowed knowingly (allowWorldOpen)" if access.allowWorldOpen else ""
+        )
+    return (
+        f"public, only from {', '.join(access.publicCidrs)} (keep the address `pulumi up` runs from in the "
+        "list, or it loses the cluster)"
+    )

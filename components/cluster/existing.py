@@ -61,8 +61,10 @@ class ExistingCluster(pulumi.ComponentResource):
             "nat": "the cluster's own",
             # The stack describes the cluster's nodes; whatever grows them is the cluster's.
             "autoscaler": "the cluster's own, if any (the plan counts pools at maxNodes as the stack declares them)",
-            "pools": [{"pool": p.pool, "maxNodes": p.max_nodes, "nodeSetup": "; ".join(node_setup_commands(p))}
-                      for p in args.placements],
+            "pools": [
+                {"pool": p.pool, "maxNodes": p.max_nodes, "nodeSetup": "; ".join(node_setup_commands(p))}
+                for p in args.placements
+            ],
         }
         self.register_outputs({})
 

@@ -95,9 +95,7 @@ class ModelBucket:
     region: pulumi.Input[str] | None = None
 
     def uri(self, repo_id: str, revision: str) -> pulumi.Output[str]:
-        return pulumi.Output.concat(
-            self.scheme, "://", self.name, "/", self.prefix, "/", repo_id, "/", revision
-        )
+        return pulumi.Output.concat(self.scheme, "://", self.name, "/", self.prefix, "/", repo_id, "/", revision)
 
 
 class Cluster(Protocol):

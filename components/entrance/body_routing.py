@@ -16,7 +16,8 @@ answers 404; that behaviour was not observed on a live agentgateway (docs/routin
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import contract
 from common.facts import Fact
@@ -29,7 +30,7 @@ UNKNOWN_NAME = Fact(
     source="inferred from Gateway API route matching; not observed on a live agentgateway",
     established=False,
     resolve_with="curl -s -o /dev/null -w '%{http_code}' https://<host>/v1/completions "
-                 "-H 'Content-Type: application/json' -d '{\"model\": \"nope\", \"prompt\": \"x\"}'",
+    '-H \'Content-Type: application/json\' -d \'{"model": "nope", "prompt": "x"}\'',
 )
 
 
@@ -51,8 +52,9 @@ def cel_lookup(mapping: Mapping[str, str]) -> str:
     return f"{json.dumps(dict(sorted(mapping.items())))}[json(request.body).model]"
 
 
-def agentgateway_policy_manifest(name: str, namespace: str, *, gateway: str, mapping: Mapping[str, str],
-                                 labels: Mapping[str, str]) -> dict[str, Any]:
+def agentgateway_policy_manifest(
+    name: str, namespace: str, *, gateway: str, mapping: Mapping[str, str], labels: Mapping[str, str]
+) -> dict[str, Any]:
     return {
         "apiVersion": AGENTGATEWAY_API,
         "kind": "AgentgatewayPolicy",
@@ -61,8 +63,9 @@ def agentgateway_policy_manifest(name: str, namespace: str, *, gateway: str, map
             "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": gateway}],
             "traffic": {
                 "phase": "PreRouting",
-                "transformation": {"request": {"set": [
-                    {"name": contract.BASE_MODEL_HEADER, "value": cel_lookup(mapping)}]}},
+                "transformation": {
+                    "request": {"set": [{"name": contract.BASE_MODEL_HEADER, "value": cel_lookup(mapping)}]}
+                },
             },
         },
     }

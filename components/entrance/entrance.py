@@ -13,8 +13,8 @@ check; the entrance is another way in, not a replacement.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -44,17 +44,18 @@ AWS_IDLE_TIMEOUT_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-conn
 IDLE_TIMEOUT_MARGIN_SECONDS = 60
 CLASSIC_LB = Fact(
     subject="EKS's built-in service controller gives agentgateway's LoadBalancer Service a Classic Load Balancer "
-            "with the annotated idle timeout",
+    "with the annotated idle timeout",
     value=None,
     source="kubernetes/cloud-provider-aws ServiceAnnotationLoadBalancerConnectionIdleTimeout; not run on EKS",
     established=False,
     resolve_with="aws elb describe-load-balancer-attributes --load-balancer-name <name> "
-                 "--query LoadBalancerAttributes.ConnectionSettings",
+    "--query LoadBalancerAttributes.ConnectionSettings",
 )
 
 
-def unresolved_facts(cloud: str, implementation: str, certificate: str, several: bool,
-                     installs_implementation: bool) -> list[Fact]:
+def unresolved_facts(
+    cloud: str, implementation: str, certificate: str, several: bool, installs_implementation: bool
+) -> list[Fact]:
     """The outside facts this stack's entrance rests on that could not be established here."""
     facts = [picker.PUBLISHED, inference_extension.PUBLISHED, llm_d_router.PUBLISHED]
     if installs_implementation:
@@ -147,8 +148,11 @@ class Entrance(pulumi.ComponentResource):
         # -- per base model: the pool and its pickers ---------------------------------------------
         # The chart renders the InferencePool (and, with monitoring, a ServiceMonitor); the picker looks
         # for the llm-d.ai kinds once, at start (components/addons/llm_d_router.py), so it starts after them.
-        pool_kinds = [("inference.networking.k8s.io/v1", "InferencePool"), ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
-                      ("llm-d.ai/v1alpha2", "InferenceObjective")]
+        pool_kinds = [
+            ("inference.networking.k8s.io/v1", "InferencePool"),
+            ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
+            ("llm-d.ai/v1alpha2", "InferenceObjective"),
+        ]
         if args.monitoring:
             pool_kinds.append(("monitoring.coreos.com/v1", "ServiceMonitor"))
         chart_crds = [r for api, kind in pool_kinds for r in args.crds.depends_on(api, kind)]
@@ -157,9 +161,14 @@ class Entrance(pulumi.ComponentResource):
         pool_routes: list[routes.PoolRoute] = []
         for plan in args.plans:
             spec = picker.PickerSpec(
-                release=plan.served_name, namespace=ns, server_labels=selector_labels(plan),
-                replicas=args.picker_replicas, failure_mode=args.failure_mode, monitoring=args.monitoring,
-                monitoring_labels=args.monitoring_labels, system_node_selector=args.system_node_selector,
+                release=plan.served_name,
+                namespace=ns,
+                server_labels=selector_labels(plan),
+                replicas=args.picker_replicas,
+                failure_mode=args.failure_mode,
+                monitoring=args.monitoring,
+                monitoring_labels=args.monitoring_labels,
+                system_node_selector=args.system_node_selector,
                 image_mirrors=args.image_mirrors,
             )
             values = picker.picker_values(spec)
@@ -184,23 +193,38 @@ class Entrance(pulumi.ComponentResource):
             )
             pickers.append(release)
             pdb = picker.pdb_manifest(spec, _labels({contract.LABEL_MODEL: plan.served_name}))
-            k8s.policy.v1.PodDisruptionBudget(f"{name}-{spec.release}-picker-pdb", metadata=pdb["metadata"],
-                                              spec=pdb["spec"], opts=child)
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{spec.release}-picker-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child
+            )
             timeout = request_timeout_seconds(plan)
-            pool_routes.append(routes.PoolRoute(pool=spec.release, base_model=plan.served_name,
-                                                request_timeout_seconds=timeout))
-            rewrite = rewrites.rewrite_manifest(spec.release, ns, aliases_of(plan),
-                                                _labels({contract.LABEL_MODEL: plan.served_name}))
+            pool_routes.append(
+                routes.PoolRoute(pool=spec.release, base_model=plan.served_name, request_timeout_seconds=timeout)
+            )
+            rewrite = rewrites.rewrite_manifest(
+                spec.release, ns, aliases_of(plan), _labels({contract.LABEL_MODEL: plan.served_name})
+            )
             if rewrite is not None:
-                custom_resource(f"{name}-{spec.release}-aliases", rewrite, args.crds,
-                                pulumi.ResourceOptions(parent=self, depends_on=[release]))
+                custom_resource(
+                    f"{name}-{spec.release}-aliases",
+                    rewrite,
+                    args.crds,
+                    pulumi.ResourceOptions(parent=self, depends_on=[release]),
+                )
             if impl.name == "gke":
                 pool_opts = pulumi.ResourceOptions(parent=self, depends_on=[release])
                 pool_labels = _labels({contract.LABEL_MODEL: plan.served_name})
-                custom_resource(f"{name}-{spec.release}-health-check",
-                                gke.health_check_policy_manifest(spec.release, ns, pool_labels), args.crds, pool_opts)
-                custom_resource(f"{name}-{spec.release}-backend-policy",
-                                gke.backend_policy_manifest(spec.release, ns, timeout, pool_labels), args.crds, pool_opts)
+                custom_resource(
+                    f"{name}-{spec.release}-health-check",
+                    gke.health_check_policy_manifest(spec.release, ns, pool_labels),
+                    args.crds,
+                    pool_opts,
+                )
+                custom_resource(
+                    f"{name}-{spec.release}-backend-policy",
+                    gke.backend_policy_manifest(spec.release, ns, timeout, pool_labels),
+                    args.crds,
+                    pool_opts,
+                )
 
         # -- the Gateway, its certificate and its routes ------------------------------------------
         annotations: dict[str, str] = {}
@@ -212,37 +236,74 @@ class Entrance(pulumi.ComponentResource):
             annotations[tls.ISSUER_ANNOTATION] = issuer_name
             issuer = custom_resource(
                 f"{name}-issuer",
-                tls.issuer_manifest(issuer_name, ns, gateway=GATEWAY_NAME, server=args.acme_server or "",
-                                    email=args.acme_email, labels=labels),
-                args.crds, child)
+                tls.issuer_manifest(
+                    issuer_name,
+                    ns,
+                    gateway=GATEWAY_NAME,
+                    server=args.acme_server or "",
+                    email=args.acme_email,
+                    labels=labels,
+                ),
+                args.crds,
+                child,
+            )
         assert tls_secret, "certificate secret needs tls_secret (the stack checks require secretName)"
         gateway = routes.gateway_manifest(
-            GATEWAY_NAME, ns, gateway_class=impl.gateway_class, hostname=args.hostname, tls_secret=tls_secret,
-            labels=labels, annotations=annotations,
-            infrastructure_annotations=load_balancer_annotations(args.cloud, impl.name, args.plans))
+            GATEWAY_NAME,
+            ns,
+            gateway_class=impl.gateway_class,
+            hostname=args.hostname,
+            tls_secret=tls_secret,
+            labels=labels,
+            annotations=annotations,
+            infrastructure_annotations=load_balancer_annotations(args.cloud, impl.name, args.plans),
+        )
         gateway_opts = pulumi.ResourceOptions(
-            parent=self, depends_on=list(args.namespace_ready) + list(args.implementation_ready) + ([issuer] if issuer else []))
+            parent=self,
+            depends_on=list(args.namespace_ready) + list(args.implementation_ready) + ([issuer] if issuer else []),
+        )
         gateway_resource = custom_resource(f"{name}-gateway", gateway, args.crds, gateway_opts)
 
         several = len(args.plans) > 1
         route_opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource, *pickers])
         if several:
             policy = body_routing.agentgateway_policy_manifest(
-                f"{GATEWAY_NAME}-model-routing", ns, gateway=GATEWAY_NAME,
+                f"{GATEWAY_NAME}-model-routing",
+                ns,
+                gateway=GATEWAY_NAME,
                 mapping=body_routing.base_model_map(
-                    {base: others + [a for p in args.plans if p.served_name == base
-                                     for aliases in aliases_of(p).values() for a in aliases]
-                     for base, others in names.items()}),
-                labels=labels)
+                    {
+                        base: others
+                        + [
+                            a
+                            for p in args.plans
+                            if p.served_name == base
+                            for aliases in aliases_of(p).values()
+                            for a in aliases
+                        ]
+                        for base, others in names.items()
+                    }
+                ),
+                labels=labels,
+            )
             custom_resource(f"{name}-model-routing", policy, args.crds, route_opts)
         route = routes.inference_route_manifest(
-            GATEWAY_NAME, ns, gateway=GATEWAY_NAME, hostname=args.hostname, pools=pool_routes,
-            route_on_header=several, request_timeouts=impl.name != "gke", labels=labels)
+            GATEWAY_NAME,
+            ns,
+            gateway=GATEWAY_NAME,
+            hostname=args.hostname,
+            pools=pool_routes,
+            route_on_header=several,
+            request_timeouts=impl.name != "gke",
+            labels=labels,
+        )
         custom_resource(f"{name}-route", route, args.crds, route_opts)
-        redirect = routes.redirect_route_manifest(f"{GATEWAY_NAME}-redirect", ns, gateway=GATEWAY_NAME,
-                                                  hostname=args.hostname, labels=labels)
-        custom_resource(f"{name}-redirect", redirect, args.crds, pulumi.ResourceOptions(
-            parent=self, depends_on=[gateway_resource]))
+        redirect = routes.redirect_route_manifest(
+            f"{GATEWAY_NAME}-redirect", ns, gateway=GATEWAY_NAME, hostname=args.hostname, labels=labels
+        )
+        custom_resource(
+            f"{name}-redirect", redirect, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource])
+        )
         lb = load_balancer_annotations(args.cloud, impl.name, args.plans)
         self.summary = {
             "baseUrl": self.base_url,
@@ -251,28 +312,37 @@ class Entrance(pulumi.ComponentResource):
             "gateway": f"{ns}/{GATEWAY_NAME}",
             "implementation": impl.title,
             "gatewayClass": impl.gateway_class,
-            "certificate": (f"ACME via cert-manager ({args.acme_server})" if args.certificate == "acme"
-                            else f"Secret {ns}/{args.tls_secret} (yours)"),
-            "bodyRouting": (f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)" if several
-                            else "none needed (one base model)"),
+            "certificate": (
+                f"ACME via cert-manager ({args.acme_server})"
+                if args.certificate == "acme"
+                else f"Secret {ns}/{args.tls_secret} (yours)"
+            ),
+            "bodyRouting": (
+                f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)"
+                if several
+                else "none needed (one base model)"
+            ),
             "loadBalancerIdleTimeoutSeconds": int(lb[AWS_IDLE_TIMEOUT_ANNOTATION]) if lb else None,
-            "pools": [{
-                "pool": route.pool,
-                "adapters": names[route.base_model],
-                "pickers": args.picker_replicas,
-                "failureMode": args.failure_mode,
-                "selects": ", ".join(f"{k}={v}" for k, v in selector_labels(plan).items()),
-                "targetPort": contract.SERVER_PORT,
-                "requestTimeoutSeconds": route.request_timeout_seconds,
-            } for route, plan in zip(pool_routes, args.plans)],
+            "pools": [
+                {
+                    "pool": route.pool,
+                    "adapters": names[route.base_model],
+                    "pickers": args.picker_replicas,
+                    "failureMode": args.failure_mode,
+                    "selects": ", ".join(f"{k}={v}" for k, v in selector_labels(plan).items()),
+                    "targetPort": contract.SERVER_PORT,
+                    "requestTimeoutSeconds": route.request_timeout_seconds,
+                }
+                for route, plan in zip(pool_routes, args.plans)
+            ],
             "dnsRecord": f"{args.hostname} -> the address of `{self.address_command(ns)}`",
-            "unresolved": [{"subject": f.subject, "source": f.source, "resolveWith": f.resolve_with}
-                           for f in unresolved_facts(args.cloud, impl.name, args.certificate, several,
-                                                     impl.installed_by_program)],
+            "unresolved": [
+                {"subject": f.subject, "source": f.source, "resolveWith": f.resolve_with}
+                for f in unresolved_facts(args.cloud, impl.name, args.certificate, several, impl.installed_by_program)
+            ],
         }
         self.register_outputs({"baseUrl": self.base_url, "models": self.models})
 
     def address_command(self, namespace: str) -> str:
         """What a person runs for the address the host name's DNS record must point at."""
-        return (f"kubectl get gateway {self.gateway_name} -n {namespace} "
-                "-o jsonpath='{.status.addresses[0].value}'")
+        return f"kubectl get gateway {self.gateway_name} -n {namespace} -o jsonpath='{{.status.addresses[0].value}}'"

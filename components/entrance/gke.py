@@ -13,7 +13,8 @@ its GKE objects with (hack/verify-manifests.sh:23); transcribed in tests/fixture
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common import contract
 from components.entrance.routes import INFERENCE_GROUP
@@ -37,15 +38,18 @@ def health_check_policy_manifest(pool: str, namespace: str, labels: Mapping[str,
             "default": {
                 "timeoutSec": HEALTH_CHECK_SECONDS,
                 "checkIntervalSec": HEALTH_CHECK_SECONDS,
-                "config": {"type": "HTTP", "httpHealthCheck": {"requestPath": probes.HEALTH_PATH,
-                                                              "port": contract.SERVER_PORT}},
+                "config": {
+                    "type": "HTTP",
+                    "httpHealthCheck": {"requestPath": probes.HEALTH_PATH, "port": contract.SERVER_PORT},
+                },
             },
         },
     }
 
 
-def backend_policy_manifest(pool: str, namespace: str, timeout_seconds: int,
-                            labels: Mapping[str, str]) -> dict[str, Any]:
+def backend_policy_manifest(
+    pool: str, namespace: str, timeout_seconds: int, labels: Mapping[str, str]
+) -> dict[str, Any]:
     return {
         "apiVersion": GKE_API,
         "kind": "GCPBackendPolicy",

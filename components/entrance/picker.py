@@ -48,8 +48,9 @@ Choices made here, each against a fact of the chart:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from common import contract, images
 from common.facts import Fact
@@ -72,8 +73,12 @@ def chart_image(ref: str) -> dict[str, str]:
     name, at, digest = ref.partition("@")
     head, _, last = name.rpartition("/")
     repository, _, tag = last.partition(":")
-    return {"registry": head, "repository": repository, "tag": tag + (f"@{digest}" if at else ""),
-            "pullPolicy": "IfNotPresent"}
+    return {
+        "registry": head,
+        "repository": repository,
+        "tag": tag + (f"@{digest}" if at else ""),
+        "pullPolicy": "IfNotPresent",
+    }
 
 
 IMAGE = chart_image(_PICKER.reference)
@@ -82,19 +87,21 @@ PUBLISHED = Fact(
     subject=f"chart {CHART} {VERSION} and image {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
     value=VERSION,
     source=f"llm-d/llm-d-router@{VERSION}:hack/push-chart.sh and .github/ISSUE_TEMPLATE/new-release.md:143-148 "
-           "(what a release publishes; not a registry listing)",
+    "(what a release publishes; not a registry listing)",
     established=False,
     resolve_with=f"helm show chart {CHART} --version {VERSION} && "
-                 f"crane manifest {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
+    f"crane manifest {IMAGE['registry']}/{IMAGE['repository']}:{VERSION}",
 )
 # The chart's picker pod (routerlib templates/_deployment.yaml at v0.10.0) has no securityContext
 # value, at pod or container level, for the epp container (only the unused proxy sidecar takes one),
 # so it cannot be made to meet the restricted level; it meets baseline (no host namespaces, paths
 # or ports, no privileged mode, no added capabilities). It also keeps its ServiceAccount token: the
 # picker watches the InferencePool and its pods and holds a leader-election Lease.
-POD_SECURITY_EXCEPTION = ("baseline: the endpoint picker pods of the llm-d-router-gateway chart v0.10.0 take no "
-                          "securityContext value (routerlib templates/_deployment.yaml), so they run without "
-                          "runAsNonRoot, seccomp or dropped capabilities, and they call the Kubernetes API.")
+POD_SECURITY_EXCEPTION = (
+    "baseline: the endpoint picker pods of the llm-d-router-gateway chart v0.10.0 take no "
+    "securityContext value (routerlib templates/_deployment.yaml), so they run without "
+    "runAsNonRoot, seccomp or dropped capabilities, and they call the Kubernetes API."
+)
 
 # The picker Service's ports (routerlib templates/_service.yaml): ext_proc, which the Gateway calls,
 # and metrics, which Prometheus scrapes.
@@ -137,9 +144,20 @@ def picker_values(spec: PickerSpec) -> dict[str, Any]:
     }
     if spec.system_node_selector:
         # The chart takes affinity, not a nodeSelector (routerlib values.yaml:67).
-        epp["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-            "matchExpressions": [{"key": k, "operator": "In", "values": [v]}
-                                 for k, v in spec.system_node_selector.items()]}]}}}
+        epp["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": k, "operator": "In", "values": [v]}
+                                for k, v in spec.system_node_selector.items()
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     router: dict[str, Any] = {
         "modelServers": {
             "type": "vllm",

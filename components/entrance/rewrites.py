@@ -11,19 +11,26 @@ asked for `meta-llama/Llama-3.1-8B-Instruct` gets that name back. Rewrites act w
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from components.entrance.routes import INFERENCE_GROUP
 
 API = "llm-d.ai/v1alpha2"
 
 
-def rewrite_manifest(pool: str, namespace: str, aliases: Mapping[str, list[str]],
-                     labels: Mapping[str, str]) -> dict[str, Any] | None:
+def rewrite_manifest(
+    pool: str, namespace: str, aliases: Mapping[str, list[str]], labels: Mapping[str, str]
+) -> dict[str, Any] | None:
     """`aliases`: served name -> the other names clients may use for it. None when there are none."""
-    rules = [{"matches": [{"model": {"type": "Exact", "value": alias}} for alias in names],
-              "targets": [{"modelRewrite": served}]}
-             for served, names in aliases.items() if names]
+    rules = [
+        {
+            "matches": [{"model": {"type": "Exact", "value": alias}} for alias in names],
+            "targets": [{"modelRewrite": served}],
+        }
+        for served, names in aliases.items()
+        if names
+    ]
     if not rules:
         return None
     return {

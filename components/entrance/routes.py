@@ -15,8 +15,9 @@ Nothing else is routed: /metrics and /health of the servers stay inside the clus
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from common import contract
 
@@ -39,18 +40,36 @@ class PoolRoute:
     longest generation it lets finish (components/serving/probes.py drain_seconds)."""
 
 
-def gateway_manifest(name: str, namespace: str, *, gateway_class: str, hostname: str, tls_secret: str,
-                     labels: Mapping[str, str], annotations: Mapping[str, str] | None = None,
-                     infrastructure_annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+def gateway_manifest(
+    name: str,
+    namespace: str,
+    *,
+    gateway_class: str,
+    hostname: str,
+    tls_secret: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str] | None = None,
+    infrastructure_annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     same_namespace = {"namespaces": {"from": "Same"}}
     spec: dict[str, Any] = {
         "gatewayClassName": gateway_class,
         "listeners": [
-            {"name": HTTP_LISTENER, "protocol": "HTTP", "port": 80, "hostname": hostname,
-             "allowedRoutes": same_namespace},
-            {"name": HTTPS_LISTENER, "protocol": "HTTPS", "port": 443, "hostname": hostname,
-             "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": tls_secret}]},
-             "allowedRoutes": same_namespace},
+            {
+                "name": HTTP_LISTENER,
+                "protocol": "HTTP",
+                "port": 80,
+                "hostname": hostname,
+                "allowedRoutes": same_namespace,
+            },
+            {
+                "name": HTTPS_LISTENER,
+                "protocol": "HTTPS",
+                "port": 443,
+                "hostname": hostname,
+                "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": tls_secret}]},
+                "allowedRoutes": same_namespace,
+            },
         ],
     }
     if infrastructure_annotations:
@@ -67,15 +86,25 @@ def _parent(gateway: str, namespace: str, listener: str) -> dict[str, str]:
     return {"group": GATEWAY_GROUP, "kind": "Gateway", "name": gateway, "namespace": namespace, "sectionName": listener}
 
 
-def inference_route_manifest(name: str, namespace: str, *, gateway: str, hostname: str, pools: list[PoolRoute],
-                             route_on_header: bool, request_timeouts: bool,
-                             labels: Mapping[str, str]) -> dict[str, Any]:
+def inference_route_manifest(
+    name: str,
+    namespace: str,
+    *,
+    gateway: str,
+    hostname: str,
+    pools: list[PoolRoute],
+    route_on_header: bool,
+    request_timeouts: bool,
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
     """`route_on_header`: one rule per pool matching the base-model header (several base models);
     else one pool takes every /v1 request. `request_timeouts`: HTTPRoute `timeouts.request` on each
     rule (off where the implementation takes the timeout from a policy instead, GKE)."""
     if not route_on_header and len(pools) != 1:
-        raise ValueError(f"{len(pools)} pools behind a Gateway that cannot route on the body's model; "
-                         "the stack checks should have refused this")
+        raise ValueError(
+            f"{len(pools)} pools behind a Gateway that cannot route on the body's model; "
+            "the stack checks should have refused this"
+        )
     rules = []
     for pool in pools:
         match: dict[str, Any] = {"path": {"type": "PathPrefix", "value": API_PREFIX}}
@@ -96,8 +125,9 @@ def inference_route_manifest(name: str, namespace: str, *, gateway: str, hostnam
     }
 
 
-def redirect_route_manifest(name: str, namespace: str, *, gateway: str, hostname: str,
-                            labels: Mapping[str, str]) -> dict[str, Any]:
+def redirect_route_manifest(
+    name: str, namespace: str, *, gateway: str, hostname: str, labels: Mapping[str, str]
+) -> dict[str, Any]:
     """Plain HTTP answers 301 to the same URL on https. cert-manager's HTTP-01 challenge route on the
     same listener matches its path Exact, which wins over this route's implicit PathPrefix / (the
     HTTPRoute CRD's match precedence: "Exact path match" first)."""
@@ -108,7 +138,8 @@ def redirect_route_manifest(name: str, namespace: str, *, gateway: str, hostname
         "spec": {
             "parentRefs": [_parent(gateway, namespace, HTTP_LISTENER)],
             "hostnames": [hostname],
-            "rules": [{"filters": [{"type": "RequestRedirect",
-                                    "requestRedirect": {"scheme": "https", "statusCode": 301}}]}],
+            "rules": [
+                {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}
+            ],
         },
     }

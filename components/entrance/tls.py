@@ -14,7 +14,8 @@ The solver's Service is ClusterIP: both Gateway implementations reach endpoints 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from common.facts import Fact
 from components.entrance.routes import GATEWAY_GROUP, HTTP_LISTENER
@@ -29,17 +30,31 @@ GKE_HTTP01 = Fact(
 )
 
 
-def issuer_manifest(name: str, namespace: str, *, gateway: str, server: str, email: str | None,
-                    labels: Mapping[str, str]) -> dict[str, Any]:
+def issuer_manifest(
+    name: str, namespace: str, *, gateway: str, server: str, email: str | None, labels: Mapping[str, str]
+) -> dict[str, Any]:
     acme: dict[str, Any] = {
         "server": server,
         # The ACME account key cert-manager creates and keeps here.
         "privateKeySecretRef": {"name": f"{name}-account-key"},
-        "solvers": [{"http01": {"gatewayHTTPRoute": {
-            "parentRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": gateway, "namespace": namespace,
-                            "sectionName": HTTP_LISTENER}],
-            "serviceType": "ClusterIP",
-        }}}],
+        "solvers": [
+            {
+                "http01": {
+                    "gatewayHTTPRoute": {
+                        "parentRefs": [
+                            {
+                                "group": GATEWAY_GROUP,
+                                "kind": "Gateway",
+                                "name": gateway,
+                                "namespace": namespace,
+                                "sectionName": HTTP_LISTENER,
+                            }
+                        ],
+                        "serviceType": "ClusterIP",
+                    }
+                }
+            }
+        ],
     }
     if email:
         acme["email"] = email

@@ -35,7 +35,7 @@ VERIFIER_IMAGE_FACT = Fact(
     source="sigstore/model-validation-operator internal/constants/images.go (default verifier image)",
     established=False,
     resolve_with="crane ls ghcr.io/sigstore/model-transparency-cli && crane digest "
-                 "ghcr.io/sigstore/model-transparency-cli:v1.0.1",
+    "ghcr.io/sigstore/model-transparency-cli:v1.0.1",
 )
 # Where the public key or certificate chain (a ConfigMap) is mounted in the verifier.
 TRUST_MOUNT_PATH = "/etc/llm-serving-signature"

@@ -42,13 +42,12 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from common import contract, images
-from common import pod_security
+from common import contract, images, pod_security
 from common.facts import Fact
 from components.cluster.interface import GpuPlacement, ModelBucket
+from components.model_store import signature as model_signature
 from components.model_store.mirror import SCRIPT as MIRROR_SCRIPT
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
-from components.model_store import signature as model_signature
 from planner.plan import ModelPlan
 from stack_config import ModelStoreConfig
 from stack_config.models import SignatureConfig
@@ -67,10 +66,14 @@ SYNC_IMAGES = {"s3": AWS_CLI_IMAGE, "gs": GCLOUD_IMAGE}
 # scratch emptyDir, /tmp on its own). Not run here: no container runtime on this machine.
 SYNC_NON_ROOT = Fact(
     subject=f"{AWS_CLI_IMAGE} and {GCLOUD_IMAGE} run as uid 65532 on a read-only root filesystem",
-    value=None, source="not measured (no container runtime here); docs/security.md", established=False,
-    resolve_with=(f"docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp {AWS_CLI_IMAGE} "
-                  f"--version && docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp "
-                  f"-e CLOUDSDK_CONFIG=/tmp/gcloud {GCLOUD_IMAGE} gcloud --version"),
+    value=None,
+    source="not measured (no container runtime here); docs/security.md",
+    established=False,
+    resolve_with=(
+        f"docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp {AWS_CLI_IMAGE} "
+        f"--version && docker run --rm --user 65532:65532 --read-only --tmpfs /tmp -e HOME=/tmp "
+        f"-e CLOUDSDK_CONFIG=/tmp/gcloud {GCLOUD_IMAGE} gcloud --version"
+    ),
 )
 
 # Without a bucket binding (an existing cluster) the service accounts still exist, with these names.
@@ -141,7 +144,9 @@ ROOT_ON_SHARED_VOLUME_REASON = (
     "driver may not apply the pod's fsGroup, so a non-root uid could not create files there"
 )
 # What that means for the serving namespace: root is allowed by the baseline level, not by restricted.
-MIRROR_POD_SECURITY_EXCEPTION = f"baseline: the mirror Job's fetch container runs as uid 0 because it {ROOT_ON_SHARED_VOLUME_REASON}."
+MIRROR_POD_SECURITY_EXCEPTION = (
+    f"baseline: the mirror Job's fetch container runs as uid 0 because it {ROOT_ON_SHARED_VOLUME_REASON}."
+)
 
 
 def mirror_runs_as_root(load_from: LoadFrom) -> bool:
@@ -225,20 +230,26 @@ def k8s_name(base: str, suffix: str) -> str:
 _SYNC_COMMANDS = {
     "s3": {
         "fetch": 'aws s3 cp "$1" "$2" --no-progress --only-show-errors',
-        "weights": ('aws s3 sync "$SRC" "$DST" --no-progress --only-show-errors '
-                    '--exclude ".cache/*" --exclude "manifest.json"'),
+        "weights": (
+            'aws s3 sync "$SRC" "$DST" --no-progress --only-show-errors --exclude ".cache/*" --exclude "manifest.json"'
+        ),
         # put-object takes bucket and key apart: s3://<bucket>/<key...>.
         "weights_failed": "uploading the weights to $DST failed",
         "prepare": 'KEY="${DST#s3://}"; BUCKET="${KEY%%/*}"; KEY="${KEY#*/}/manifest.json"',
-        "manifest": ('aws s3api put-object --bucket "$BUCKET" --key "$KEY" --body "$SRC/manifest.json" '
-                     "--if-none-match '*' >/dev/null"),
+        "manifest": (
+            'aws s3api put-object --bucket "$BUCKET" --key "$KEY" --body "$SRC/manifest.json" '
+            "--if-none-match '*' >/dev/null"
+        ),
     },
     "gs": {
         "fetch": 'gcloud storage cp "$1" "$2" --no-user-output-enabled',
-        "weights": ('gcloud storage rsync "$SRC" "$DST" --recursive --checksums-only '
-                    "--exclude='^\\.cache/|^manifest\\.json$'"),
-        "weights_failed": ("uploading the weights to $DST failed; an object there that differs from the verified "
-                           "file cannot be replaced by the writer (no delete permission, by design)"),
+        "weights": (
+            'gcloud storage rsync "$SRC" "$DST" --recursive --checksums-only --exclude=\'^\\.cache/|^manifest\\.json$\''
+        ),
+        "weights_failed": (
+            "uploading the weights to $DST failed; an object there that differs from the verified "
+            "file cannot be replaced by the writer (no delete permission, by design)"
+        ),
         "prepare": "",
         "manifest": 'gcloud storage cp --if-generation-match=0 "$SRC/manifest.json" "$DST/manifest.json"',
     },
@@ -265,10 +276,10 @@ def sync_script(scheme: str, local_dir: str, destination: pulumi.Input[str]) -> 
         '    echo "$DST already holds this verified copy (identical manifest.json); nothing to upload"; exit 0\n'
         "  fi\n"
         '  echo "$DST/manifest.json differs from the verified download in $SRC: the bucket holds other bytes for '
-        'this commit. The writer cannot replace objects (no delete permission, by design); compare the two '
+        "this commit. The writer cannot replace objects (no delete permission, by design); compare the two "
         'manifests, then remove the prefix with an identity that may delete and re-run the Job" >&2; exit 1\n'
         "fi\n"
-        f"{cmd['weights']} || {{ echo \"{cmd['weights_failed']}\" >&2; exit 1; }}\n"
+        f'{cmd["weights"]} || {{ echo "{cmd["weights_failed"]}" >&2; exit 1; }}\n'
         "# Create-only: if another run wrote the manifest meanwhile, it must be the same one.\n"
         + (f"{cmd['prepare']}\n" if cmd["prepare"] else "")
         + f"if ! {cmd['manifest']}; then\n"
@@ -280,7 +291,13 @@ def sync_script(scheme: str, local_dir: str, destination: pulumi.Input[str]) -> 
         'echo "synced the verified copy to $DST"\n'
     )
     return pulumi.Output.concat(
-        "set -eu\n", "SRC=", local_dir, "\n", "DST=", destination, "\n",
+        "set -eu\n",
+        "SRC=",
+        local_dir,
+        "\n",
+        "DST=",
+        destination,
+        "\n",
         'test -f "$SRC/manifest.json" || { echo "no verified manifest in $SRC; refusing to sync" >&2; exit 1; }\n',
         body,
     )
@@ -325,9 +342,11 @@ class ServingNamespace(pulumi.ComponentResource):
         self.pod_security_level, reasons = pod_security.strictest_level(args.pod_security_exceptions)
         self.namespace_resource = k8s.core.v1.Namespace(
             f"{name}-ns",
-            metadata={"name": args.namespace,
-                      "labels": {**labels, **pod_security.namespace_labels(self.pod_security_level)},
-                      "annotations": pod_security.namespace_annotations(self.pod_security_level, reasons)},
+            metadata={
+                "name": args.namespace,
+                "labels": {**labels, **pod_security.namespace_labels(self.pod_security_level)},
+                "annotations": pod_security.namespace_annotations(self.pod_security_level, reasons),
+            },
             opts=child,
         )
         self.namespace = self.namespace_resource.metadata.apply(_name_of)
@@ -352,11 +371,13 @@ class ServingNamespace(pulumi.ComponentResource):
         self.reader = account("reader", bucket.reader if bucket else None, DEFAULT_READER_SERVICE_ACCOUNT)
         self.writer_service_account = self.writer.metadata.apply(_name_of)
         self.reader_service_account = self.reader.metadata.apply(_name_of)
-        self.register_outputs({
-            "namespace": self.namespace,
-            "writerServiceAccount": self.writer_service_account,
-            "readerServiceAccount": self.reader_service_account,
-        })
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "writerServiceAccount": self.writer_service_account,
+                "readerServiceAccount": self.reader_service_account,
+            }
+        )
 
 
 # --- one model's store ------------------------------------------------------------------------
@@ -388,7 +409,7 @@ class ModelStoreArgs:
     # StorageClass of the RWO staging volume (load_from bucket). None: the cluster's default class.
     staging_storage_class: str | None = None
     # LoRA adapters served on this model: each mirrored by a Job of its own onto the same volume.
-    adapters: list["MirrorSource"] = field(default_factory=list)
+    adapters: list[MirrorSource] = field(default_factory=list)
     # The publisher's signature to verify after the download; None: unsigned.
     signature: SignatureConfig | None = None
 
@@ -409,11 +430,18 @@ class MirrorSource:
     adapter: str | None = None  # the adapter's served name; None for the base weights
 
 
-def model_store_args(plan: ModelPlan, store_config: ModelStoreConfig, *, shared: ServingNamespace,
-                     storage_class: str | None,
-                     bucket: ModelBucket | None, hf_token: pulumi.Input[str] | None, placement: GpuPlacement | None = None,
-                     staging_storage_class: str | None = None,
-                     image_mirrors: dict[str, str] | None = None) -> ModelStoreArgs:
+def model_store_args(
+    plan: ModelPlan,
+    store_config: ModelStoreConfig,
+    *,
+    shared: ServingNamespace,
+    storage_class: str | None,
+    bucket: ModelBucket | None,
+    hf_token: pulumi.Input[str] | None,
+    placement: GpuPlacement | None = None,
+    staging_storage_class: str | None = None,
+    image_mirrors: dict[str, str] | None = None,
+) -> ModelStoreArgs:
     """Wiring helper for __main__: a ModelPlan and the validated modelStore config to typed args."""
     return ModelStoreArgs(
         repo=plan.repo,
@@ -435,8 +463,10 @@ def model_store_args(plan: ModelPlan, store_config: ModelStoreConfig, *, shared:
         hf_token=hf_token if plan.model.gated else None,
         placement=placement,
         staging_storage_class=staging_storage_class,
-        adapters=[MirrorSource(a.repo, a.revision, a.path, a.bytes_bound, adapter=a.name)
-                  for a in (plan.lora.adapters if plan.lora else ())],
+        adapters=[
+            MirrorSource(a.repo, a.revision, a.path, a.bytes_bound, adapter=a.name)
+            for a in (plan.lora.adapters if plan.lora else ())
+        ],
         signature=plan.model.signature,
     )
 
@@ -492,8 +522,9 @@ class ModelStore(pulumi.ComponentResource):
                 data={model_signature.TRUST_FILE: trust},
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        self.deadline_seconds = mirror_deadline_seconds(args.weights_bytes, self.syncs_to_bucket,
-                                                        signed=args.signature is not None)
+        self.deadline_seconds = mirror_deadline_seconds(
+            args.weights_bytes, self.syncs_to_bucket, signed=args.signature is not None
+        )
         self.pulumi_wait_seconds = self.deadline_seconds + PULUMI_WAIT_MARGIN_SECONDS
         base_source = MirrorSource(args.repo, args.revision, args.model_path, args.weights_bytes)
         self.mirror_job = self._mirror_job(f"{name}-mirror", base_source)
@@ -510,15 +541,17 @@ class ModelStore(pulumi.ComponentResource):
         else:
             self.weights_uri = None
             self.load_format = None
-        self.register_outputs({
-            "claimName": self.claim_name,
-            "modelPath": self.model_path,
-            "bucketUri": self.bucket_uri,
-            "weightsUri": self.weights_uri,
-            "revision": self.revision,
-            "mirrorJob": self.mirror_job.metadata.apply(_name_of),
-            "adapterMirrorJobs": [job.metadata.apply(_name_of) for job in self.adapter_jobs],
-        })
+        self.register_outputs(
+            {
+                "claimName": self.claim_name,
+                "modelPath": self.model_path,
+                "bucketUri": self.bucket_uri,
+                "weightsUri": self.weights_uri,
+                "revision": self.revision,
+                "mirrorJob": self.mirror_job.metadata.apply(_name_of),
+                "adapterMirrorJobs": [job.metadata.apply(_name_of) for job in self.adapter_jobs],
+            }
+        )
 
     # -- what the servers use --------------------------------------------------------------
 
@@ -627,26 +660,36 @@ class ModelStore(pulumi.ComponentResource):
         """load_from bucket: a per-pod RWO claim for the download, deleted with the pod."""
         claim_spec: dict[str, Any] = {
             "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"}},
+            "resources": {
+                "requests": {"storage": f"{volume_size_gib(self.args.weights_bytes, self.args.volume_headroom)}Gi"}
+            },
         }
         if self.args.staging_storage_class:
             claim_spec["storageClassName"] = self.args.staging_storage_class
-        return {"name": WEIGHTS_VOLUME, "ephemeral": {"volumeClaimTemplate": {
-            "metadata": {"labels": {**self.labels, contract.LABEL_COMPONENT: COMPONENT_MIRROR}},
-            "spec": claim_spec,
-        }}}
+        return {
+            "name": WEIGHTS_VOLUME,
+            "ephemeral": {
+                "volumeClaimTemplate": {
+                    "metadata": {"labels": {**self.labels, contract.LABEL_COMPONENT: COMPONENT_MIRROR}},
+                    "spec": claim_spec,
+                }
+            },
+        }
 
-    def _signature_steps(self, source: MirrorSource, signature: SignatureConfig,
-                         resources: dict[str, dict[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _signature_steps(
+        self, source: MirrorSource, signature: SignatureConfig, resources: dict[str, dict[str, str]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The verify-signature and seal containers, and the volume of the trusted key (if any)."""
         weights_mount = {"name": WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH}
         verify_mounts = [{**weights_mount, "readOnly": True}]
         volumes: list[dict[str, Any]] = []
         if self.trust_config_map is not None:
-            volumes.append({"name": "signature-trust",
-                            "configMap": {"name": self.trust_config_map.metadata.apply(_name_of)}})
-            verify_mounts.append({"name": "signature-trust", "mountPath": model_signature.TRUST_MOUNT_PATH,
-                                  "readOnly": True})
+            volumes.append(
+                {"name": "signature-trust", "configMap": {"name": self.trust_config_map.metadata.apply(_name_of)}}
+            )
+            verify_mounts.append(
+                {"name": "signature-trust", "mountPath": model_signature.TRUST_MOUNT_PATH, "readOnly": True}
+            )
         verify = {
             "name": "verify-signature",
             "image": images.mirrored(model_signature.VERIFIER_IMAGE, self.args.image_mirrors),
@@ -655,8 +698,11 @@ class ModelStore(pulumi.ComponentResource):
             "resources": resources,
             # Sigstore's verifier keeps its trust root (TUF metadata) under HOME/XDG dirs: on the
             # Job's /tmp emptyDir, so the root filesystem stays read-only.
-            "env": [{"name": "HOME", "value": "/tmp"}, {"name": "XDG_CACHE_HOME", "value": "/tmp/.cache"},
-                    {"name": "XDG_DATA_HOME", "value": "/tmp/.local/share"}],
+            "env": [
+                {"name": "HOME", "value": "/tmp"},
+                {"name": "XDG_CACHE_HOME", "value": "/tmp/.cache"},
+                {"name": "XDG_DATA_HOME", "value": "/tmp/.local/share"},
+            ],
             "volumeMounts": [*verify_mounts, {"name": TMP_VOLUME, "mountPath": "/tmp"}],
             # It only reads the weights, so it runs non-root even where fetch had to be root.
             "securityContext": pod_security.container_security_context(),
@@ -664,14 +710,25 @@ class ModelStore(pulumi.ComponentResource):
         seal = {
             "name": "seal",
             "image": self.args.downloader_image,
-            "command": ["python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "seal", "--local-dir", source.local_dir,
-                        "--signature-note", f"verified {signature.describe()}"],
+            "command": [
+                "python3",
+                f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}",
+                "seal",
+                "--local-dir",
+                source.local_dir,
+                "--signature-note",
+                f"verified {signature.describe()}",
+            ],
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
             "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
-            "volumeMounts": [weights_mount, {"name": "mirror-script", "mountPath": SCRIPT_MOUNT_PATH, "readOnly": True}],
+            "volumeMounts": [
+                weights_mount,
+                {"name": "mirror-script", "mountPath": SCRIPT_MOUNT_PATH, "readOnly": True},
+            ],
             # It writes the manifest into the folder fetch wrote, so it runs as fetch ran.
             "securityContext": pod_security.container_security_context(
-                non_root=not mirror_runs_as_root(self.args.load_from)),
+                non_root=not mirror_runs_as_root(self.args.load_from)
+            ),
         }
         return [verify, seal], volumes
 
@@ -697,11 +754,17 @@ class ModelStore(pulumi.ComponentResource):
             {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
         ]
         if self.hf_token_secret is not None:
-            env.append({
-                "name": contract.HF_TOKEN_KEY,
-                "valueFrom": {"secretKeyRef": {"name": self.hf_token_secret.metadata.apply(
-                    _name_of), "key": contract.HF_TOKEN_KEY}},
-            })
+            env.append(
+                {
+                    "name": contract.HF_TOKEN_KEY,
+                    "valueFrom": {
+                        "secretKeyRef": {
+                            "name": self.hf_token_secret.metadata.apply(_name_of),
+                            "key": contract.HF_TOKEN_KEY,
+                        }
+                    },
+                }
+            )
         fetch = {
             "name": "fetch",
             "image": images.mirrored(args.downloader_image, args.image_mirrors),
@@ -709,8 +772,15 @@ class ModelStore(pulumi.ComponentResource):
             # revision is the pinned commit, never a branch: the bytes mirrored are the bytes served.
             # The globs go to `hf download` and filter what the script expects from the Hub alike.
             "command": [
-                "python3", f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}", "fetch",
-                "--repo", source.repo, "--revision", source.revision, "--local-dir", source.local_dir,
+                "python3",
+                f"{SCRIPT_MOUNT_PATH}/{MIRROR_SCRIPT_NAME}",
+                "fetch",
+                "--repo",
+                source.repo,
+                "--revision",
+                source.revision,
+                "--local-dir",
+                source.local_dir,
                 *file_selection_args(),
                 *(["--include", signature.file, "--defer-manifest"] if signature is not None else []),
             ],
@@ -733,8 +803,10 @@ class ModelStore(pulumi.ComponentResource):
             init_containers, containers = [fetch, steps[0]], [steps[1]]
         if args.bucket is not None:
             destination = args.bucket.uri(source.repo, source.revision)
-            sync_env: list[dict[str, Any]] = [{"name": "HOME", "value": SYNC_HOME_PATH},
-                                              {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH}]
+            sync_env: list[dict[str, Any]] = [
+                {"name": "HOME", "value": SYNC_HOME_PATH},
+                {"name": "CLOUDSDK_CONFIG", "value": GCLOUD_CONFIG_PATH},
+            ]
             if args.bucket.scheme == "s3" and args.bucket.region is not None:
                 sync_env.append({"name": "AWS_REGION", "value": args.bucket.region})
             sync = {
@@ -771,9 +843,10 @@ class ModelStore(pulumi.ComponentResource):
             "containers": containers,
             "volumes": [
                 weights_volume,
-                {"name": "mirror-script", "configMap": {
-                    "name": self.script.metadata.apply(_name_of),
-                    "defaultMode": 0o555}},
+                {
+                    "name": "mirror-script",
+                    "configMap": {"name": self.script.metadata.apply(_name_of), "defaultMode": 0o555},
+                },
                 {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_GIB}Gi"}},
                 {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
                 *extra_volumes,
@@ -784,8 +857,9 @@ class ModelStore(pulumi.ComponentResource):
         if args.placement is not None:
             pod_spec["nodeSelector"] = args.placement.node_selector
             pod_spec["tolerations"] = args.placement.tolerations
-        depends = [r for r in (self.volume_claim, self.hf_token_secret, self.script, self.trust_config_map)
-                   if r is not None]
+        depends = [
+            r for r in (self.volume_claim, self.hf_token_secret, self.script, self.trust_config_map) if r is not None
+        ]
         # The name carries the revision: a new commit is a new Job (Job templates are immutable),
         # and `kubectl get jobs` shows which commit each mirror fetched. An adapter's Job is named
         # after the adapter (names are unique across the stack).
@@ -801,8 +875,12 @@ class ModelStore(pulumi.ComponentResource):
                 "template": {
                     "metadata": {
                         "labels": self._labels(COMPONENT_MIRROR, source),
-                        "annotations": {**self._annotations(source), **pod_security.exception_annotation(
-                            {} if fetch_non_root else {pod_security.RUN_AS_NON_ROOT: ROOT_ON_SHARED_VOLUME_REASON})},
+                        "annotations": {
+                            **self._annotations(source),
+                            **pod_security.exception_annotation(
+                                {} if fetch_non_root else {pod_security.RUN_AS_NON_ROOT: ROOT_ON_SHARED_VOLUME_REASON}
+                            ),
+                        },
                     },
                     "spec": pod_spec,
                 },

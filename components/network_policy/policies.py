@@ -4,7 +4,7 @@ rules.py) for the stack as configured, and the spec they are built from.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,9 +15,18 @@ from components.addons import agentgateway
 from components.cluster.gcp import network as gke_network
 from components.entrance import picker
 from components.entrance.entrance import GATEWAY_NAME
-from components.network_policy.rules import DEFAULT_DENY, GATEWAY_POD_FACT, GKE_EXT_PROC_FACT, IDENTITY_FACT, PRIVATE_RANGES, NetworkPolicySpec, ServerGroup, network_policies
-from components.network_policy.rules import Entrance
 from components.model_store import store
+from components.network_policy.rules import (
+    DEFAULT_DENY,
+    GATEWAY_POD_FACT,
+    GKE_EXT_PROC_FACT,
+    IDENTITY_FACT,
+    PRIVATE_RANGES,
+    Entrance,
+    NetworkPolicySpec,
+    ServerGroup,
+    network_policies,
+)
 from components.serving import kserve, vllm
 from components.verification import job as verification_job
 from planner.plan import ModelPlan
@@ -31,12 +40,18 @@ def server_group(plan: ModelPlan, has_bucket: bool) -> ServerGroup:
         # KServe's storage initializer (in the predictor pod) copies hf:// and bucket URIs; only a
         # pvc:// claim (storage bucket on a cluster without a bucket) is mounted instead.
         downloads = model.kserveStorage == "hf" or has_bucket
-        return ServerGroup(plan.served_name, (kserve.COMPONENT, f"{kserve.COMPONENT}-canary"), kserve.HTTP_PORT,
-                           downloads=downloads)
-    return ServerGroup(plan.served_name, (vllm.COMPONENT_SERVER,), contract.SERVER_PORT,
-                       worker_components=(vllm.COMPONENT_WORKER,), multi_node=plan.nodes_per_replica > 1,
-                       # vLLM streams the weights from the bucket itself (Run:ai streamer).
-                       downloads=plan.load_from == "bucket")
+        return ServerGroup(
+            plan.served_name, (kserve.COMPONENT, f"{kserve.COMPONENT}-canary"), kserve.HTTP_PORT, downloads=downloads
+        )
+    return ServerGroup(
+        plan.served_name,
+        (vllm.COMPONENT_SERVER,),
+        contract.SERVER_PORT,
+        worker_components=(vllm.COMPONENT_WORKER,),
+        multi_node=plan.nodes_per_replica > 1,
+        # vLLM streams the weights from the bucket itself (Run:ai streamer).
+        downloads=plan.load_from == "bucket",
+    )
 
 
 def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> NetworkPolicySpec:
@@ -99,16 +114,25 @@ class ServingNetworkPolicies(pulumi.ComponentResource):
 
     names: list[str]
 
-    def __init__(self, name: str, spec: NetworkPolicySpec, namespace_ready: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: NetworkPolicySpec,
+        namespace_ready: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("llm-serving:k8s:ServingNetworkPolicies", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=namespace_ready)
         manifests = network_policies(spec)
         self.names = [m["metadata"]["name"] for m in manifests]
 
         def create(manifest: dict, opts: pulumi.ResourceOptions) -> k8s.networking.v1.NetworkPolicy:
-            return k8s.networking.v1.NetworkPolicy(f"{name}-{manifest['metadata']['name']}",
-                                                   metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
+            return k8s.networking.v1.NetworkPolicy(
+                f"{name}-{manifest['metadata']['name']}",
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=opts,
+            )
 
         # The allowed paths first, default-deny last: a pod that starts in between (a mirror Job) never
         # finds its path closed; before default-deny exists nothing is closed yet.
@@ -116,7 +140,12 @@ class ServingNetworkPolicies(pulumi.ComponentResource):
         deny = next(m for m in manifests if m["metadata"]["name"] == DEFAULT_DENY)
         create(deny, pulumi.ResourceOptions(parent=self, depends_on=[*namespace_ready, *allows]))
         # What the plan shows: the policies, and the outside facts they rest on that are not settled.
-        self.summary = {"policies": self.names,
-                        "unresolved": [f"{f.subject}: {f.describe()} ({f.source}); check: {f.resolve_with}"
-                                       for f in relevant_facts(spec) if not f.established]}
+        self.summary = {
+            "policies": self.names,
+            "unresolved": [
+                f"{f.subject}: {f.describe()} ({f.source}); check: {f.resolve_with}"
+                for f in relevant_facts(spec)
+                if not f.established
+            ],
+        }
         self.register_outputs({"networkPolicies": self.names})

@@ -68,11 +68,11 @@ IDENTITY_FACT = Fact(
     subject="addresses and ports pods reach for cloud credentials (EKS Pod Identity, GKE Workload Identity)",
     value="aws 169.254.170.23:80; gcp 169.254.169.254:80, 169.254.169.252:988, 127.0.0.1:988",
     source="EKS User Guide 'Understand how EKS Pod Identity works'; GKE docs 'Workload Identity Federation for GKE' "
-           "(both recalled, not re-read in this session)",
+    "(both recalled, not re-read in this session)",
     established=False,
     resolve_with="kubectl -n <serving namespace> logs job/<mirror job> (a credential error names the address), or "
-                 "kubectl -n kube-system get ds eks-pod-identity-agent -o yaml | grep -A3 ports (EKS); "
-                 "kubectl -n kube-system get ds gke-metadata-server -o yaml | grep -i port (GKE)",
+    "kubectl -n kube-system get ds eks-pod-identity-agent -o yaml | grep -A3 ports (EKS); "
+    "kubectl -n kube-system get ds gke-metadata-server -o yaml | grep -i port (GKE)",
 )
 # cert-manager's HTTP-01 solver pod: its label and port (cert-manager pkg/issuer/acme/http/pod.go:
 # the solver listens on 8089 and carries acme.cert-manager.io/http01-solver=true).
@@ -86,7 +86,7 @@ GATEWAY_POD_FACT = Fact(
     subject="label of agentgateway's proxy pods",
     value=f"{GATEWAY_NAME_LABEL}=<Gateway name>",
     source="Gateway API GEP-1762 (in-cluster Gateway deployments); agentgateway docs select the proxy Service by "
-           "this label; the pod template of agentgateway v1.4.1's deployer was not read in this session",
+    "this label; the pod template of agentgateway v1.4.1's deployer was not read in this session",
     established=False,
     resolve_with=f"kubectl -n <serving namespace> get pods -l {GATEWAY_NAME_LABEL}=llm-serving (the proxy pods)",
 )
@@ -94,10 +94,10 @@ GKE_EXT_PROC_FACT = Fact(
     subject="source addresses of GKE's regional Gateway calling an InferencePool's endpoint picker (ext_proc)",
     value="the region's proxy-only subnet, health checks from 35.191.0.0/16 and 130.211.0.0/22",
     source="GKE's Envoy-based load balancers connect to backends from the proxy-only subnet ('Proxy-only subnets for "
-           "Envoy-based load balancers'); that the picker's callout takes the same path is inferred",
+    "Envoy-based load balancers'); that the picker's callout takes the same path is inferred",
     established=False,
     resolve_with="kubectl -n <serving namespace> logs deploy/<pool>-epp | grep -i ext_proc (requests arrive), and "
-                 "`kubectl describe gateway llm-serving` shows no backend unhealthy",
+    "`kubectl describe gateway llm-serving` shows no backend unhealthy",
 )
 FACTS = (IDENTITY_FACT, GATEWAY_POD_FACT, GKE_EXT_PROC_FACT)
 
@@ -150,18 +150,25 @@ class NetworkPolicySpec:
     labels: dict[str, str] = field(default_factory=dict)
 
 
-def _policy(name: str, spec: NetworkPolicySpec, pod_selector: dict, *, ingress: list | None = None,
-            egress: list | None = None) -> dict[str, Any]:
+def _policy(
+    name: str, spec: NetworkPolicySpec, pod_selector: dict, *, ingress: list | None = None, egress: list | None = None
+) -> dict[str, Any]:
     types = [t for t, rules in (("Ingress", ingress), ("Egress", egress)) if rules is not None]
     body: dict[str, Any] = {"podSelector": pod_selector, "policyTypes": types}
     if ingress is not None:
         body["ingress"] = ingress
     if egress is not None:
         body["egress"] = egress
-    return {"apiVersion": API, "kind": "NetworkPolicy",
-            "metadata": {"name": name, "namespace": spec.namespace,
-                         "labels": {contract.LABEL_PART_OF: contract.PART_OF, **spec.labels}},
-            "spec": body}
+    return {
+        "apiVersion": API,
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": name,
+            "namespace": spec.namespace,
+            "labels": {contract.LABEL_PART_OF: contract.PART_OF, **spec.labels},
+        },
+        "spec": body,
+    }
 
 
 def _ports(*ports: int, protocol: str = "TCP") -> list[dict[str, Any]]:
@@ -173,8 +180,9 @@ def _namespace(name: str) -> dict[str, Any]:
 
 
 def _components(*values: str, model: str | None = None) -> dict[str, Any]:
-    selector: dict[str, Any] = {"matchExpressions": [
-        {"key": contract.LABEL_COMPONENT, "operator": "In", "values": list(values)}]}
+    selector: dict[str, Any] = {
+        "matchExpressions": [{"key": contract.LABEL_COMPONENT, "operator": "In", "values": list(values)}]
+    }
     if model is not None:
         selector["matchLabels"] = {contract.LABEL_MODEL: model}
     return selector
@@ -205,8 +213,12 @@ def _downloads(cloud: str) -> list[dict[str, Any]]:
 def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     """Every NetworkPolicy of the serving namespace, default-deny first."""
     out = [_policy(DEFAULT_DENY, spec, {}, ingress=[], egress=[])]
-    dns = [{"to": [{**_namespace(DNS_NAMESPACE), "podSelector": {"matchLabels": dict(DNS_POD_LABELS)}}],
-            "ports": _ports(DNS_PORT, protocol="UDP") + _ports(DNS_PORT)}]
+    dns = [
+        {
+            "to": [{**_namespace(DNS_NAMESPACE), "podSelector": {"matchLabels": dict(DNS_POD_LABELS)}}],
+            "ports": _ports(DNS_PORT, protocol="UDP") + _ports(DNS_PORT),
+        }
+    ]
     out.append(_policy("allow-dns", spec, {}, egress=dns))
 
     gateway = _gateway_peers(spec)
@@ -217,20 +229,38 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         # Requests from the entrance (through a picker's choice) and the pickers' own metric scrapes;
         # Prometheus scrapes /metrics on the same port (vLLM serves both on one port).
         via_entrance = has_pickers and group.port == contract.SERVER_PORT
-        verifier = ([{"podSelector": {"matchLabels": {contract.LABEL_COMPONENT: spec.verification_component}}}]
-                    if spec.verification_component and group.port == contract.SERVER_PORT else [])
-        sources = [*(gateway if via_entrance else []), *([{"podSelector": PICKERS}] if via_entrance else []),
-                   *verifier, *monitoring, *clients]
+        verifier = (
+            [{"podSelector": {"matchLabels": {contract.LABEL_COMPONENT: spec.verification_component}}}]
+            if spec.verification_component and group.port == contract.SERVER_PORT
+            else []
+        )
+        sources = [
+            *(gateway if via_entrance else []),
+            *([{"podSelector": PICKERS}] if via_entrance else []),
+            *verifier,
+            *monitoring,
+            *clients,
+        ]
         ingress = [{"from": sources, "ports": _ports(group.port)}] if sources else []
         egress: list[dict[str, Any]] = _downloads(spec.cloud) if group.downloads else []
-        out.append(_policy(f"{group.model}-server", spec, _components(*group.api_components, model=group.model),
-                           ingress=ingress, egress=egress))
+        out.append(
+            _policy(
+                f"{group.model}-server",
+                spec,
+                _components(*group.api_components, model=group.model),
+                ingress=ingress,
+                egress=egress,
+            )
+        )
         if group.multi_node:
             members = _components(*group.api_components, *group.worker_components, model=group.model)
             # Every port: Ray's head and workers, NCCL's bootstrap and its sockets pick ports at run time.
             same = [{"from": [{"podSelector": members}]}]
-            out.append(_policy(f"{group.model}-replica", spec, members, ingress=same,
-                               egress=[{"to": [{"podSelector": members}]}]))
+            out.append(
+                _policy(
+                    f"{group.model}-replica", spec, members, ingress=same, egress=[{"to": [{"podSelector": members}]}]
+                )
+            )
 
     if spec.entrance != "none":
         ext_proc, metrics = spec.picker_ports
@@ -240,8 +270,16 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         if monitoring:
             picker_in.append({"from": monitoring, "ports": _ports(metrics)})
         api_servers = [g for g in spec.servers if g.port == contract.SERVER_PORT]
-        picker_out = [{"to": [{"podSelector": _components(*g.api_components, model=g.model)} for g in api_servers],
-                       "ports": _ports(contract.SERVER_PORT)}] if api_servers else []
+        picker_out = (
+            [
+                {
+                    "to": [{"podSelector": _components(*g.api_components, model=g.model)} for g in api_servers],
+                    "ports": _ports(contract.SERVER_PORT),
+                }
+            ]
+            if api_servers
+            else []
+        )
         # The picker watches its InferencePool and the pods behind it. The API server is no pod, and
         # its address is the cloud's (an ENI in the VPC, a Google address), so only the port is named.
         picker_out.append({"ports": _ports(*API_SERVER_PORTS)})
@@ -249,31 +287,60 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
     if spec.entrance == "in-cluster":
         proxy = {"matchLabels": {GATEWAY_NAME_LABEL: spec.gateway_name}}
-        controller = (_namespace(spec.gateway_controller_namespace) if spec.gateway_controller_namespace
-                      else {"namespaceSelector": {}})
-        to_servers = [{"podSelector": _components(*g.api_components, model=g.model)} for g in spec.servers
-                      if g.port == contract.SERVER_PORT]
+        controller = (
+            _namespace(spec.gateway_controller_namespace)
+            if spec.gateway_controller_namespace
+            else {"namespaceSelector": {}}
+        )
+        to_servers = [
+            {"podSelector": _components(*g.api_components, model=g.model)}
+            for g in spec.servers
+            if g.port == contract.SERVER_PORT
+        ]
         proxy_out = [
             {"to": to_servers, "ports": _ports(contract.SERVER_PORT)} if to_servers else None,
             {"to": [{"podSelector": PICKERS}], "ports": _ports(spec.picker_ports[0])},
             # Its configuration (xDS) from the controller.
             {"to": [controller]},
             {"to": [{"podSelector": {"matchLabels": dict(ACME_SOLVER_LABELS)}}], "ports": _ports(ACME_SOLVER_PORT)}
-            if spec.acme else None,
+            if spec.acme
+            else None,
         ]
         # Clients from anywhere on any port: the load balancer in front decides which ports exist.
-        out.append(_policy("entrance-gateway", spec, proxy, ingress=[{}],
-                           egress=[r for r in proxy_out if r is not None]))
+        out.append(
+            _policy("entrance-gateway", spec, proxy, ingress=[{}], egress=[r for r in proxy_out if r is not None])
+        )
     if spec.acme and gateway:
-        out.append(_policy("acme-solver", spec, {"matchLabels": dict(ACME_SOLVER_LABELS)},
-                           ingress=[{"from": gateway, "ports": _ports(ACME_SOLVER_PORT)}]))
-    vllm_servers = [{"podSelector": _components(*g.api_components, model=g.model)} for g in spec.servers
-                    if g.port == contract.SERVER_PORT]
+        out.append(
+            _policy(
+                "acme-solver",
+                spec,
+                {"matchLabels": dict(ACME_SOLVER_LABELS)},
+                ingress=[{"from": gateway, "ports": _ports(ACME_SOLVER_PORT)}],
+            )
+        )
+    vllm_servers = [
+        {"podSelector": _components(*g.api_components, model=g.model)}
+        for g in spec.servers
+        if g.port == contract.SERVER_PORT
+    ]
     if spec.verification_component and vllm_servers:
         # The smoke checks go to each server's in-cluster Service (its pods' API port), nowhere else.
-        out.append(_policy("verification", spec, {"matchLabels": {contract.LABEL_COMPONENT: spec.verification_component}},
-                           egress=[{"to": vllm_servers, "ports": _ports(contract.SERVER_PORT)}]))
+        out.append(
+            _policy(
+                "verification",
+                spec,
+                {"matchLabels": {contract.LABEL_COMPONENT: spec.verification_component}},
+                egress=[{"to": vllm_servers, "ports": _ports(contract.SERVER_PORT)}],
+            )
+        )
     if spec.mirror_component:
-        out.append(_policy("mirror-downloads", spec, {"matchLabels": {contract.LABEL_COMPONENT: spec.mirror_component}},
-                           egress=_downloads(spec.cloud)))
+        out.append(
+            _policy(
+                "mirror-downloads",
+                spec,
+                {"matchLabels": {contract.LABEL_COMPONENT: spec.mirror_component}},
+                egress=_downloads(spec.cloud),
+            )
+        )
     return out

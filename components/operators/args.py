@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
-from components.addons.crd_sources import CrdSources
 from common.alerting import RUNBOOK_DOC
+from components.addons.crd_sources import CrdSources
 from components.cluster.interface import GpuPlacement
 from stack_config import OperatorsConfig
 

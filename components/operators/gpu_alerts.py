@@ -49,15 +49,21 @@ def _identify() -> str:
 
 def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
     off_bus = g.XID_FELL_OFF_THE_BUS
-    gone = (f"count by ({g.NODE_LABEL}) (count by ({g.NODE_LABEL}, {g.UUID_LABEL}) (max_over_time({g.GPU_TEMP}[1h]))) "
-            f"> count by ({g.NODE_LABEL}) (count by ({g.NODE_LABEL}, {g.UUID_LABEL}) ({g.GPU_TEMP}))")
+    gone = (
+        f"count by ({g.NODE_LABEL}) (count by ({g.NODE_LABEL}, {g.UUID_LABEL}) (max_over_time({g.GPU_TEMP}[1h]))) "
+        f"> count by ({g.NODE_LABEL}) (count by ({g.NODE_LABEL}, {g.UUID_LABEL}) ({g.GPU_TEMP}))"
+    )
     return [
         alert_rule(
             FELL_OFF_THE_BUS,
-            (f'max by ({BY_GPU}) ({g.XID_COUNT}{{{g.XID_LABEL}="{off_bus}"}}) > 0 '
-             f"or max by ({BY_GPU}) ({g.XID_LAST} == {off_bus}) "
-             f"or {gone}"),
-            severity=PAGE, for_="1m", routing=routing,
+            (
+                f'max by ({BY_GPU}) ({g.XID_COUNT}{{{g.XID_LABEL}="{off_bus}"}}) > 0 '
+                f"or max by ({BY_GPU}) ({g.XID_LAST} == {off_bus}) "
+                f"or {gone}"
+            ),
+            severity=PAGE,
+            for_="1m",
+            routing=routing,
             summary="A GPU fell off the bus (XID 79) or vanished from its node",
             description=(
                 f"{_identify()} raised XID {off_bus}, or a node ({{{{ $labels.Hostname }}}}) reports fewer GPUs than in "
@@ -66,8 +72,11 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             ),
         ),
         alert_rule(
-            XID_ERROR, f'max by ({BY_GPU}, {g.XID_LABEL}) ({g.XID_COUNT}{{{g.XID_LABEL}!="{off_bus}"}}) > 0',
-            severity=TICKET, for_="1m", routing=routing,
+            XID_ERROR,
+            f'max by ({BY_GPU}, {g.XID_LABEL}) ({g.XID_COUNT}{{{g.XID_LABEL}!="{off_bus}"}}) > 0',
+            severity=TICKET,
+            for_="1m",
+            routing=routing,
             summary="GPU XID error {{ $labels.xid }}",
             description=(
                 f"{_identify()} raised XID {{{{ $labels.xid }}}} in the last 5 minutes. Look the code up in NVIDIA's Xid "
@@ -77,8 +86,11 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             ),
         ),
         alert_rule(
-            ECC_DOUBLE_BIT, f"max by ({BY_GPU}) (increase({g.ECC_DBE_VOLATILE}[10m])) > 0",
-            severity=PAGE, for_="0m", routing=routing,
+            ECC_DOUBLE_BIT,
+            f"max by ({BY_GPU}) (increase({g.ECC_DBE_VOLATILE}[10m])) > 0",
+            severity=PAGE,
+            for_="0m",
+            routing=routing,
             summary="Uncorrectable (double-bit) ECC error on a GPU",
             description=(
                 f"{_identify()} reported a double-bit ECC error: data in GPU memory was corrupted. The process that "
@@ -87,8 +99,11 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             ),
         ),
         alert_rule(
-            ROW_REMAP_FAILURE, f"max by ({BY_GPU}) ({g.ROW_REMAP_FAILURE}) > 0",
-            severity=PAGE, for_="0m", routing=routing,
+            ROW_REMAP_FAILURE,
+            f"max by ({BY_GPU}) ({g.ROW_REMAP_FAILURE}) > 0",
+            severity=PAGE,
+            for_="0m",
+            routing=routing,
             summary="GPU memory row remapping failed",
             description=(
                 f"{_identify()} could not remap a failing memory row: it has run out of spare rows. The GPU must be "
@@ -96,8 +111,11 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             ),
         ),
         alert_rule(
-            THERMAL_THROTTLING, f"{_throttled_share(g.THERMAL_VIOLATION)} > {THERMAL_THROTTLE_SHARE:g}",
-            severity=TICKET, for_="10m", routing=routing,
+            THERMAL_THROTTLING,
+            f"{_throttled_share(g.THERMAL_VIOLATION)} > {THERMAL_THROTTLE_SHARE:g}",
+            severity=TICKET,
+            for_="10m",
+            routing=routing,
             summary="GPU clocks held down for heat",
             description=(
                 f"{_identify()} spent {{{{ $value | humanizePercentage }}}} of the last {THROTTLE_WINDOW} thermally "
@@ -107,8 +125,11 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             ),
         ),
         alert_rule(
-            POWER_THROTTLING, f"{_throttled_share(g.POWER_VIOLATION)} > {POWER_THROTTLE_SHARE:g}",
-            severity=TICKET, for_="30m", routing=routing,
+            POWER_THROTTLING,
+            f"{_throttled_share(g.POWER_VIOLATION)} > {POWER_THROTTLE_SHARE:g}",
+            severity=TICKET,
+            for_="30m",
+            routing=routing,
             summary="GPU clocks held down by its power limit",
             description=(
                 f"{_identify()} spent {{{{ $value | humanizePercentage }}}} of the last {THROTTLE_WINDOW} capped by "
@@ -119,10 +140,14 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
         ),
         alert_rule(
             MEMORY_TEMPERATURE,
-            (f"max by ({BY_GPU}) ({g.MEMORY_TEMP}) >= on ({BY_GPU}) "
-             f"max by ({BY_GPU}) ({g.MEM_MAX_OP_TEMP}) - {MEMORY_TEMP_MARGIN_C} "
-             f"and on ({BY_GPU}) max by ({BY_GPU}) ({g.MEM_MAX_OP_TEMP}) > 0"),
-            severity=TICKET, for_="10m", routing=routing,
+            (
+                f"max by ({BY_GPU}) ({g.MEMORY_TEMP}) >= on ({BY_GPU}) "
+                f"max by ({BY_GPU}) ({g.MEM_MAX_OP_TEMP}) - {MEMORY_TEMP_MARGIN_C} "
+                f"and on ({BY_GPU}) max by ({BY_GPU}) ({g.MEM_MAX_OP_TEMP}) > 0"
+            ),
+            severity=TICKET,
+            for_="10m",
+            routing=routing,
             summary="GPU memory close to its maximum operating temperature",
             description=(
                 f"{_identify()} memory is at {{{{ $value }}}} C, within {MEMORY_TEMP_MARGIN_C} C of the maximum the "
@@ -138,6 +163,7 @@ def gpu_prometheus_rule(name: str, namespace: str, labels: dict[str, str], runbo
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"groups": [{"name": "llm-serving-gpus",
-                             "rules": gpu_alert_rules(AlertRouting(runbook_url=runbook_url))}]},
+        "spec": {
+            "groups": [{"name": "llm-serving-gpus", "rules": gpu_alert_rules(AlertRouting(runbook_url=runbook_url))}]
+        },
     }

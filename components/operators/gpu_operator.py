@@ -75,8 +75,10 @@ class GpuOperator(pulumi.ComponentResource):
         if options.dcgmServiceMonitor:
             # Helm refuses the whole release when one rendered object's kind is unknown.
             if args.crds is None:
-                raise ValueError("the GPU Operator's DCGM ServiceMonitor needs the Prometheus Operator CRDs: "
-                                 "pass OperatorsArgs.crds (components/addons) or turn dcgmServiceMonitor off")
+                raise ValueError(
+                    "the GPU Operator's DCGM ServiceMonitor needs the Prometheus Operator CRDs: "
+                    "pass OperatorsArgs.crds (components/addons) or turn dcgmServiceMonitor off"
+                )
             before_helm += args.crds.depends_on(SERVICE_MONITOR_API_VERSION, "ServiceMonitor")
 
         dcgm_metrics = k8s.core.v1.ConfigMap(
@@ -120,12 +122,20 @@ class GpuOperator(pulumi.ComponentResource):
         alerting = args.gpu_alerting
         if alerting is not None and options.dcgmServiceMonitor:
             # Evaluated cluster-wide whatever its namespace; next to the exporter it watches.
-            rule = gpu_prometheus_rule(GPU_ALERTS_RULE, args.config.namespace, alerting.rule_labels, alerting.runbook_url)
+            rule = gpu_prometheus_rule(
+                GPU_ALERTS_RULE, args.config.namespace, alerting.rule_labels, alerting.runbook_url
+            )
             if args.crds is None:
-                raise ValueError("the GPU alerts' PrometheusRule needs the Prometheus Operator CRDs: "
-                                 "pass OperatorsArgs.crds (components/addons)")
-            custom_resource(f"{name}-gpu-alerts", {**rule, "metadata": {**rule["metadata"], "namespace": ns.metadata.name}},
-                            args.crds, child)
+                raise ValueError(
+                    "the GPU alerts' PrometheusRule needs the Prometheus Operator CRDs: "
+                    "pass OperatorsArgs.crds (components/addons)"
+                )
+            custom_resource(
+                f"{name}-gpu-alerts",
+                {**rule, "metadata": {**rule["metadata"], "namespace": ns.metadata.name}},
+                args.crds,
+                child,
+            )
         self.namespace = ns.metadata.name
         self.release_status = release.status
         self.ready = [release]

@@ -90,17 +90,23 @@ class NetworkOperator(pulumi.ComponentResource):
 
         # The chart ships the NicClusterPolicy CRD but no policy; the operator deploys nothing
         # on the nodes until one named nic-cluster-policy exists.
-        self.nic_cluster_policy_spec = nic_cluster_policy_spec(config.chartVersion, placements, config.rdmaSharedDevices)
+        self.nic_cluster_policy_spec = nic_cluster_policy_spec(
+            config.chartVersion, placements, config.rdmaSharedDevices
+        )
         ready_wait = f"{POLICY_READY_SECONDS}s"
         policy = k8s.apiextensions.CustomResource(
             f"{name}-nic-cluster-policy",
             api_version=NIC_CLUSTER_POLICY_API_VERSION,
             kind="NicClusterPolicy",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=NIC_CLUSTER_POLICY_NAME,
-                                                annotations={contract.PULUMI_WAIT_FOR: READY}),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=NIC_CLUSTER_POLICY_NAME, annotations={contract.PULUMI_WAIT_FOR: READY}
+            ),
             spec=self.nic_cluster_policy_spec,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[release],
-                                        custom_timeouts=pulumi.CustomTimeouts(create=ready_wait, update=ready_wait)),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[release],
+                custom_timeouts=pulumi.CustomTimeouts(create=ready_wait, update=ready_wait),
+            ),
         )
         # The IPPool CRD is applied by the operator while it reconciles nvIpam (not by the chart):
         # the pool waits for the policy to be ready, by when the kind is served. Relying on the
@@ -121,8 +127,9 @@ class NetworkOperator(pulumi.ComponentResource):
                 api_version=NIC_CLUSTER_POLICY_API_VERSION,
                 kind="MacvlanNetwork",
                 # Pods name this network; the NetworkAttachmentDefinition exists once it is ready.
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=SECONDARY_NETWORK_NAME,
-                                                    annotations={contract.PULUMI_WAIT_FOR: READY}),
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=SECONDARY_NETWORK_NAME, annotations={contract.PULUMI_WAIT_FOR: READY}
+                ),
                 spec=macvlan_network_spec(args.rdma_interface, args.workload_namespace),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[pool]),
             )

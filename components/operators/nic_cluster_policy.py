@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from common import images
 from common.gpu_driver import OperatorValuesError
@@ -113,8 +114,11 @@ def nic_cluster_policy_spec(
             # `repository/image@sha256:...` (imagePath in pkg/render/render.go:106-112 at v26.4.1).
             entry = images.IMAGES[key]
             digest = entry.digest.value  # None while unresolved
-            return {"image": name, "repository": entry.repository.rpartition("/")[0],
-                    "version": digest if digest is not None else entry.tag}
+            return {
+                "image": name,
+                "repository": entry.repository.rpartition("/")[0],
+                "version": digest if digest is not None else entry.tag,
+            }
         return {"image": name, "repository": IMAGE_REPOSITORY, "version": tag}
 
     return {
@@ -150,7 +154,7 @@ def ip_pool_spec(ip_range: str, placements: Sequence[Placement]) -> dict[str, An
         raise OperatorValuesError(
             "operators.networkOperator.ipRange",
             f"{ip_range} has {usable} addresses for {nodes} GPU nodes "
-            f"({block} each) but a node can run {needed} NCCL pods; use a larger range"
+            f"({block} each) but a node can run {needed} NCCL pods; use a larger range",
         )
     return {
         "subnet": str(network),
@@ -163,7 +167,9 @@ def ip_pool_spec(ip_range: str, placements: Sequence[Placement]) -> dict[str, An
     }
 
 
-def macvlan_network_spec(master_interface: str, workload_namespace: str, pool_name: str = IPPOOL_NAME) -> dict[str, Any]:
+def macvlan_network_spec(
+    master_interface: str, workload_namespace: str, pool_name: str = IPPOOL_NAME
+) -> dict[str, Any]:
     """The secondary network pods attach to (`k8s.v1.cni.cncf.io/networks: rdma-net`).
 
     `master` is the RDMA-capable host NIC; left empty the CNI would pick the default-route

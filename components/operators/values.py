@@ -13,7 +13,8 @@ Mellanox/network-operator v26.4.1 `deployment/network-operator/`.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, Protocol
 
 from common import contract, images
 from common.gpu_driver import (
@@ -134,8 +135,7 @@ def operand_image(key: str) -> dict[str, str]:
     entry = images.IMAGES[key]
     repository, _, image = entry.repository.rpartition("/")
     digest = entry.digest.value  # None while unresolved
-    return {"repository": repository, "image": image,
-            "version": digest if digest is not None else entry.tag}
+    return {"repository": repository, "image": image, "version": digest if digest is not None else entry.tag}
 
 
 def device_plugin_time_slicing_config(replicas: int, mig_strategy: str) -> str:

@@ -66,19 +66,28 @@ def no_ready_pods_expr(pods: PodSet) -> str:
     """
     sel = pods.selector
     none_ready = f'(sum({KSM_POD_READY}{{{sel}, condition="true"}}) or on() vector(0)) == 0'
-    overdue = (f"((time() - min({KSM_POD_CREATED}{{{sel}}})) > {pods.ready_deadline_seconds} "
-               f"or on() absent({KSM_POD_CREATED}{{{sel}}}))")
+    overdue = (
+        f"((time() - min({KSM_POD_CREATED}{{{sel}}})) > {pods.ready_deadline_seconds} "
+        f"or on() absent({KSM_POD_CREATED}{{{sel}}}))"
+    )
     return f"{none_ready} and on() {overdue} unless on() absent({KSM_POD_READY})"
 
 
-def no_ready_pods_alert(name: str, pods: PodSet, routing: AlertRouting, *, what_to_do: str,
-                        for_: str = "5m") -> dict[str, Any]:
+def no_ready_pods_alert(
+    name: str, pods: PodSet, routing: AlertRouting, *, what_to_do: str, for_: str = "5m"
+) -> dict[str, Any]:
     """Page when none of `pods` is ready past their deadline: every request to them fails."""
     return alert_rule(
-        name, no_ready_pods_expr(pods), severity=PAGE, for_=for_, routing=routing,
+        name,
+        no_ready_pods_expr(pods),
+        severity=PAGE,
+        for_=for_,
+        routing=routing,
         summary=f"{pods.description}: no ready pod, every request fails",
-        description=(f"No pod of {pods.description} in namespace {pods.namespace} has been ready for {for_}, although "
-                     f"the oldest is past its {pods.ready_deadline_seconds}s start-up deadline. {what_to_do}"),
+        description=(
+            f"No pod of {pods.description} in namespace {pods.namespace} has been ready for {for_}, although "
+            f"the oldest is past its {pods.ready_deadline_seconds}s start-up deadline. {what_to_do}"
+        ),
     )
 
 
@@ -93,11 +102,15 @@ def error_ratios(t: Target) -> tuple[str, str]:
     """
     w = ERROR_WINDOW
     sel = t.selector
-    engine = (f'sum(rate({m.REQUEST_SUCCESS}{{{sel}, {m.FINISHED_REASON_LABEL}=~"{m.FINISHED_ERROR}|{m.FINISHED_ABORT}"}}[{w}])) '
-              f"/ sum(rate({m.REQUEST_SUCCESS}{{{sel}}}[{w}]))")
+    engine = (
+        f'sum(rate({m.REQUEST_SUCCESS}{{{sel}, {m.FINISHED_REASON_LABEL}=~"{m.FINISHED_ERROR}|{m.FINISHED_ABORT}"}}[{w}])) '
+        f"/ sum(rate({m.REQUEST_SUCCESS}{{{sel}}}[{w}]))"
+    )
     api = f'{t.serving_pod_selector}, handler=~"{m.HTTP_API_HANDLERS}"'
-    http = (f'sum(rate({m.HTTP_REQUESTS}{{{api}, {m.HTTP_STATUS_LABEL}="{m.HTTP_SERVER_ERROR}"}}[{w}])) '
-            f"/ sum(rate({m.HTTP_REQUESTS}{{{api}}}[{w}]))")
+    http = (
+        f'sum(rate({m.HTTP_REQUESTS}{{{api}, {m.HTTP_STATUS_LABEL}="{m.HTTP_SERVER_ERROR}"}}[{w}])) '
+        f"/ sum(rate({m.HTTP_REQUESTS}{{{api}}}[{w}]))"
+    )
     return engine, http
 
 
@@ -128,11 +141,12 @@ def restart_loop_query(t: Target) -> str:
     ready = f'({KSM_POD_READY}{{{t.serving_pod_selector}, condition="true"}} == 0)'
     window = restart_window(t)
     if t.workload_kind == LEADER_WORKER_SET:
-        started = (f"count by (namespace, pod) (count by (namespace, pod, uid) "
-                   f"(last_over_time({KSM_POD_INFO}{{{t.serving_pod_selector}}}[{window}]))) >= 3")
+        started = (
+            f"count by (namespace, pod) (count by (namespace, pod, uid) "
+            f"(last_over_time({KSM_POD_INFO}{{{t.serving_pod_selector}}}[{window}]))) >= 3"
+        )
     else:
-        started = (f'increase({KSM_CONTAINER_RESTARTS}{{{t.pod_selector}, '
-                   f'container="{t.container}"}}[{window}]) >= 2')
+        started = f'increase({KSM_CONTAINER_RESTARTS}{{{t.pod_selector}, container="{t.container}"}}[{window}]) >= 2'
     return f"({started}) and on (namespace, pod) {ready}"
 
 
@@ -141,8 +155,9 @@ def restart_loop_query(t: Target) -> str:
 
 
 def queue_per_replica_query(t: Target) -> str:
-    return (f"sum({m.NUM_REQUESTS_WAITING}{{{t.selector}}}) / "
-            f"clamp_min(count({m.NUM_REQUESTS_WAITING}{{{t.selector}}}), 1)")
+    return (
+        f"sum({m.NUM_REQUESTS_WAITING}{{{t.selector}}}) / clamp_min(count({m.NUM_REQUESTS_WAITING}{{{t.selector}}}), 1)"
+    )
 
 
 def model_alerts(t: Target, th: AlertThresholds, routing: AlertRouting) -> list[dict[str, Any]]:
@@ -151,13 +166,21 @@ def model_alerts(t: Target, th: AlertThresholds, routing: AlertRouting) -> list[
     name = t.served_name
     return [
         no_ready_pods_alert(
-            NO_READY_REPLICA, t.serving_pods, routing,
-            what_to_do=("Check the pods' events and the previous container log (kubectl describe pod, kubectl logs "
-                        "--previous): Pending means no GPU node could take it (pool at maxNodes, capacity, taints); "
-                        "a crash or OOM needs the fix VllmStartupRestartLoop describes."),
+            NO_READY_REPLICA,
+            t.serving_pods,
+            routing,
+            what_to_do=(
+                "Check the pods' events and the previous container log (kubectl describe pod, kubectl logs "
+                "--previous): Pending means no GPU node could take it (pool at maxNodes, capacity, taints); "
+                "a crash or OOM needs the fix VllmStartupRestartLoop describes."
+            ),
         ),
         alert_rule(
-            REQUEST_ERRORS, request_errors_expr(t, th.error_ratio), severity=PAGE, for_="5m", routing=routing,
+            REQUEST_ERRORS,
+            request_errors_expr(t, th.error_ratio),
+            severity=PAGE,
+            for_="5m",
+            routing=routing,
             summary=f"{name}: more than {th.error_ratio:.0%} of requests fail",
             description=(
                 "Requests end in HTTP 5xx or are finished by the engine with an error or abort ({{ $value | "
@@ -167,7 +190,11 @@ def model_alerts(t: Target, th: AlertThresholds, routing: AlertRouting) -> list[
             ),
         ),
         alert_rule(
-            STARTUP_RESTART_LOOP, restart_loop_query(t), severity=PAGE, for_="5m", routing=routing,
+            STARTUP_RESTART_LOOP,
+            restart_loop_query(t),
+            severity=PAGE,
+            for_="5m",
+            routing=routing,
             summary=f"{name}: server restarts before it ever becomes ready",
             description=(
                 "The server crashes or is killed during start-up. Read the previous container log "
@@ -178,7 +205,10 @@ def model_alerts(t: Target, th: AlertThresholds, routing: AlertRouting) -> list[
             ),
         ),
         alert_rule(
-            QUEUE_BACKLOG, f"{queue_per_replica_query(t)} > {th.queue_per_replica:g}", severity=TICKET, for_="10m",
+            QUEUE_BACKLOG,
+            f"{queue_per_replica_query(t)} > {th.queue_per_replica:g}",
+            severity=TICKET,
+            for_="10m",
             routing=routing,
             summary=f"{name}: more than {th.queue_per_replica:g} requests waiting per replica for 10 minutes",
             description=(
@@ -188,8 +218,11 @@ def model_alerts(t: Target, th: AlertThresholds, routing: AlertRouting) -> list[
             ),
         ),
         alert_rule(
-            KV_CACHE_NEARLY_FULL, f"max({m.KV_CACHE_USAGE}{{{sel}}}) > {th.kv_cache_usage:g}", severity=TICKET,
-            for_="15m", routing=routing,
+            KV_CACHE_NEARLY_FULL,
+            f"max({m.KV_CACHE_USAGE}{{{sel}}}) > {th.kv_cache_usage:g}",
+            severity=TICKET,
+            for_="15m",
+            routing=routing,
             summary=f"{name}: KV cache over {th.kv_cache_usage:.0%} full for 15 minutes",
             description=(
                 "New requests wait for cache blocks and running ones get preempted. Add replicas, lower "
@@ -198,8 +231,11 @@ def model_alerts(t: Target, th: AlertThresholds, routing: AlertRouting) -> list[
             ),
         ),
         alert_rule(
-            PREEMPTIONS, f"sum(rate({m.NUM_PREEMPTIONS}{{{sel}}}[5m])) > {th.preemptions_per_second:g}",
-            severity=TICKET, for_="15m", routing=routing,
+            PREEMPTIONS,
+            f"sum(rate({m.NUM_PREEMPTIONS}{{{sel}}}[5m])) > {th.preemptions_per_second:g}",
+            severity=TICKET,
+            for_="15m",
+            routing=routing,
             summary=f"{name}: requests are being preempted (KV cache exhausted)",
             description=(
                 "Preempted requests are recomputed from scratch, wasting GPU time and raising latency. "

@@ -47,8 +47,9 @@ def api_key_args(rotating: bool) -> list[str]:
     return ["--api-key", f"$({API_KEY_ENV})", f"$({API_KEY_NEXT_ENV})"]
 
 
-def serve_args(plan: ModelPlan, *, weights_uri: Any = None, model_dir: str | None = None,
-               port: int = contract.SERVER_PORT) -> list[Any]:
+def serve_args(
+    plan: ModelPlan, *, weights_uri: Any = None, model_dir: str | None = None, port: int = contract.SERVER_PORT
+) -> list[Any]:
     """Arguments after `vllm serve` for this plan.
 
     `weights_uri`: when the model loads from the bucket, its s3:// or gs:// URI (a string or a
@@ -111,8 +112,16 @@ def lora_args(plan: ModelPlan) -> list[str]:
     lora = getattr(plan, "lora", None)
     if lora is None:
         return []
-    args = ["--enable-lora", "--max-loras", str(lora.max_loras), "--max-lora-rank", str(lora.max_lora_rank),
-            "--max-cpu-loras", str(lora.max_cpu_loras), "--lora-modules"]
+    args = [
+        "--enable-lora",
+        "--max-loras",
+        str(lora.max_loras),
+        "--max-lora-rank",
+        str(lora.max_lora_rank),
+        "--max-cpu-loras",
+        str(lora.max_cpu_loras),
+        "--lora-modules",
+    ]
     args += [f"{a.name}={a.path}" for a in lora.adapters]
     return args
 

@@ -36,7 +36,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -48,8 +48,19 @@ from common.facts import Fact
 from components.addons import kserve as kserve_addon
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, ModelBucket
+from components.serving import (
+    alerts,
+    api_key,
+    dashboard,
+    disruption,
+    observability,
+    probes,
+    scaling,
+    slo,
+    targets,
+    writable,
+)
 from components.serving import engine_args as vllm_args
-from components.serving import alerts, api_key, dashboard, disruption, observability, probes, scaling, slo, targets, writable
 from components.serving import resources as server_resources
 from planner.plan import ModelPlan
 
@@ -103,13 +114,16 @@ EPHEMERAL_STORAGE_FACTOR = 1.1
 # its own configuration (the `storageInitializer` entry of the inferenceservice-config ConfigMap),
 # not ours; the pod-level context above reaches it, the container-level controls (no privilege
 # escalation, capabilities dropped) may not. The restricted level would then reject the whole pod.
-POD_SECURITY_EXCEPTION = ("baseline: KServe injects the storage-initializer container into each predictor pod with "
-                          "the container securityContext of its own configuration (inferenceservice-config), which "
-                          "this program does not set and restricted may reject.")
+POD_SECURITY_EXCEPTION = (
+    "baseline: KServe injects the storage-initializer container into each predictor pod with "
+    "the container securityContext of its own configuration (inferenceservice-config), which "
+    "this program does not set and restricted may reject."
+)
 
 STORAGE_INITIALIZER_CONTEXT = Fact(
     subject="the container securityContext KServe v0.20 gives the storage-initializer it injects",
-    value=None, source="kserve/kserve v0.20.0 inferenceservice-config storageInitializer (not read here)",
+    value=None,
+    source="kserve/kserve v0.20.0 inferenceservice-config storageInitializer (not read here)",
     established=False,
     resolve_with="kubectl get configmap inferenceservice-config -n kserve -o jsonpath='{.data.storageInitializer}'",
 )
@@ -132,8 +146,7 @@ def runtime_name(plan: ModelPlan) -> str:
 def model_args(plan: ModelPlan, rotating: bool = False) -> list[str]:
     """The whole `vllm serve` command line after the command: the vLLM path's, on KServe's model
     dir and port (served name, engine flags, drain, host/port), plus both keys while rotating."""
-    return [*vllm_args.serve_args(plan, model_dir=KSERVE_MODEL_DIR, port=HTTP_PORT),
-            *vllm_args.api_key_args(rotating)]
+    return [*vllm_args.serve_args(plan, model_dir=KSERVE_MODEL_DIR, port=HTTP_PORT), *vllm_args.api_key_args(rotating)]
 
 
 def hf_uri(repo: str, revision: str) -> str:
@@ -167,10 +180,12 @@ def check_servable(plan: ModelPlan) -> None:
     if plan.nodes_per_replica > 1:
         raise KServeConfigError(
             f"{key}: one replica spans {plan.nodes_per_replica} nodes; the KServe path serves single-node replicas "
-            "only, use engine: vllm (LeaderWorkerSet) or a pool with enough GPUs per node")
+            "only, use engine: vllm (LeaderWorkerSet) or a pool with enough GPUs per node"
+        )
     if vllm_args.needs_chat_template_file(plan):
         raise KServeConfigError(
-            f"{key}.chatTemplate: the KServe path cannot mount a chat template; remove it or use engine: vllm")
+            f"{key}.chatTemplate: the KServe path cannot mount a chat template; remove it or use engine: vllm"
+        )
 
 
 @dataclass
@@ -183,33 +198,33 @@ class KServeModelArgs:
     ClusterStorageContainer and PodMonitor wait for it."""
     storage: KServeStorage = "bucket"
     """bucket: the mirrored bucket (or the model store's claim); hf: hf://org/name:<commit>."""
-    bucket: Optional[ModelBucket] = None
-    claim_name: Optional[pulumi.Input[str]] = None
+    bucket: ModelBucket | None = None
+    claim_name: pulumi.Input[str] | None = None
     """The model store's RWX claim; used (pvc://) when storage is bucket but the cluster has no bucket."""
-    reader_service_account: Optional[pulumi.Input[str]] = None
+    reader_service_account: pulumi.Input[str] | None = None
     """ServiceAccount bound to the bucket's reader identity; the storage initializer runs as it."""
-    hf_token: Optional[pulumi.Input[str]] = None
+    hf_token: pulumi.Input[str] | None = None
     """A secret Output; needed for gated models with storage hf."""
-    machine: Optional[gpus.CloudMachine] = None
+    machine: gpus.CloudMachine | None = None
     """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
-    canary_baseline_revision: Optional[str] = None
+    canary_baseline_revision: str | None = None
     """The commit now serving. With canaryTrafficPercent it keeps serving while `plan.revision` runs as a canary."""
     monitoring: bool = True
     """Create a PodMonitor so Prometheus scrapes vLLM's metrics (the autoscaler's queue signal)."""
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job: the bucket folder must be complete before a storage initializer reads it."""
-    api_key: Optional[pulumi.Input[str]] = None
+    api_key: pulumi.Input[str] | None = None
     """The API key (a Pulumi secret); stored in a Secret and read by vLLM from VLLM_API_KEY, as on the vLLM path."""
-    api_key_next: Optional[pulumi.Input[str]] = None
+    api_key_next: pulumi.Input[str] | None = None
     """A second key valid beside `api_key` during a rotation (a Pulumi secret, same Secret)."""
     allow_unauthenticated: bool = False
     """exposure.allowUnauthenticated: marks the predictor pods with the waiver the policy pack accepts."""
     image_mirrors: dict[str, str] = field(default_factory=dict)
     """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
-    dashboard_namespace: Optional[str] = None
+    dashboard_namespace: str | None = None
     """Namespace the Grafana sidecar watches (monitoring.dashboardNamespace); default: the model's."""
-    alert_thresholds: Optional[alerts.AlertThresholds] = None
+    alert_thresholds: alerts.AlertThresholds | None = None
     runbook_url: str = RUNBOOK_DOC
     """Where the alerts' runbook_url annotations point (monitoring.runbookUrl)."""
 
@@ -226,7 +241,8 @@ def storage_uri(args: KServeModelArgs, revision: str) -> pulumi.Input[str]:
         return pulumi.Output.concat("pvc://", args.claim_name, "/", relative)
     raise KServeConfigError(
         f"models[{plan.index}]: engine kserve reads weights from the model bucket, but this cluster has none and "
-        "no model volume was given; use modelStore.loadFrom volume/existing-claim or kserveStorage: hf")
+        "no model volume was given; use modelStore.loadFrom volume/existing-claim or kserveStorage: hf"
+    )
 
 
 def target(name: str, args: KServeModelArgs) -> targets.Target:
@@ -274,12 +290,14 @@ def autoscaler_class(plan: ModelPlan) -> str:
     return "keda" if a.kind == "keda" else "external"
 
 
-def downloads_weights(args: "KServeModelArgs") -> bool:
+def downloads_weights(args: KServeModelArgs) -> bool:
     """The storage initializer copies the weights (hf://, s3://, gs://); a pvc:// claim is mounted."""
     return args.storage == "hf" or args.bucket is not None
 
 
-def predictor_resources(plan: ModelPlan, resources: server_resources.PodResources, *, downloads: bool) -> dict[str, Any]:
+def predictor_resources(
+    plan: ModelPlan, resources: server_resources.PodResources, *, downloads: bool
+) -> dict[str, Any]:
     """The model container's requests and limits: the vLLM path's (GPU limits == requests, no CPU
     limit, since throttling stalls the engine loop). The program's runtime container carries the
     same CPU and memory (`serving_runtime`), so KServe's merge leaves these as they are and adds no
@@ -303,28 +321,31 @@ def serving_runtime(plan: ModelPlan, namespace: str, image: str, resources: dict
     same values: the policy pack checks each object on its own, and the runtime is one model's, so
     they cannot disagree. The GPUs stay with the predictor, whose pod tolerates the GPU taint.
     """
-    resources = {part: {k: v for k, v in values.items() if k != contract.GPU_RESOURCE}
-                 for part, values in resources.items()}
+    resources = {
+        part: {k: v for k, v in values.items() if k != contract.GPU_RESOURCE} for part, values in resources.items()
+    }
     return {
         "apiVersion": SERVING_RUNTIME_API_VERSION,
         "kind": "ServingRuntime",
         "metadata": {"name": runtime_name(plan), "namespace": namespace, "labels": pod_labels(plan)},
         "spec": {
             "supportedModelFormats": [{"name": HUGGINGFACE_FORMAT, "autoSelect": False}],
-            "containers": [{
-                "name": RUNTIME_CONTAINER,
-                "image": image,
-                "command": list(vllm_args.SERVE_COMMAND),
-                "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
-                "resources": resources,
-                **probe_specs(plan),
-                "securityContext": pod_security.container_security_context(),
-            }],
+            "containers": [
+                {
+                    "name": RUNTIME_CONTAINER,
+                    "image": image,
+                    "command": list(vllm_args.SERVE_COMMAND),
+                    "ports": [{"name": "http1", "containerPort": HTTP_PORT, "protocol": "TCP"}],
+                    "resources": resources,
+                    **probe_specs(plan),
+                    "securityContext": pod_security.container_security_context(),
+                }
+            ],
         },
     }
 
 
-def model_env(api_key_secret: Optional[pulumi.Input[str]], rotating: bool) -> list[dict[str, Any]]:
+def model_env(api_key_secret: pulumi.Input[str] | None, rotating: bool) -> list[dict[str, Any]]:
     """The vLLM path's environment (components/serving/vllm.py PodBuilder.env), key included."""
     env: list[dict[str, Any]] = [
         # The storage initializer fetched everything; a Hub call from the server is an outage.
@@ -339,9 +360,15 @@ def model_env(api_key_secret: Optional[pulumi.Input[str]], rotating: bool) -> li
     return env
 
 
-def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, canary: bool = False,
-                   storage_container: Optional[pulumi.Input[str]] = None,
-                   api_key_secret: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
+def predictor_spec(
+    name: str,
+    args: KServeModelArgs,
+    uri: pulumi.Input[str],
+    *,
+    canary: bool = False,
+    storage_container: pulumi.Input[str] | None = None,
+    api_key_secret: pulumi.Input[str] | None = None,
+) -> dict[str, Any]:
     plan = args.plan
     resources = server_resources.pod_resources(plan, args.machine)
     pp = probes.probe_plan(plan)
@@ -362,15 +389,22 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
     }
     spec: dict[str, Any] = {
         "model": model,
-        "labels": pod_labels(plan) if not canary else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
+        "labels": pod_labels(plan)
+        if not canary
+        else {**pod_labels(plan), contract.LABEL_COMPONENT: f"{COMPONENT}-canary"},
         # The predictor's annotations go on its pods; Karpenter must not take a serving pod's node.
-        "annotations": {**workload_annotations(plan), contract.ANNOTATION_DO_NOT_DISRUPT: "true",
-                        **({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"} if args.allow_unauthenticated else {})},
+        "annotations": {
+            **workload_annotations(plan),
+            contract.ANNOTATION_DO_NOT_DISRUPT: "true",
+            **({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"} if args.allow_unauthenticated else {}),
+        },
         "nodeSelector": args.placement.node_selector,
         "tolerations": args.placement.tolerations,
         "terminationGracePeriodSeconds": pp.termination_grace_period_seconds,
-        "volumes": [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{resources.shm_gib}Gi"}},
-                    *writable.volumes()],
+        "volumes": [
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{resources.shm_gib}Gi"}},
+            *writable.volumes(),
+        ],
         # Pod-level, so it also covers the storage initializer KServe injects: non-root, seccomp,
         # and the fsGroup that lets it write the /mnt/models emptyDir. Neither it nor the runtime
         # calls the Kubernetes API (bucket credentials are the cloud identity's).
@@ -402,14 +436,18 @@ def predictor_spec(name: str, args: KServeModelArgs, uri: pulumi.Input[str], *, 
     return spec
 
 
-def inference_service_spec(name: str, args: KServeModelArgs,
-                           storage_container: Optional[pulumi.Input[str]] = None,
-                           api_key_secret: Optional[pulumi.Input[str]] = None) -> dict[str, Any]:
+def inference_service_spec(
+    name: str,
+    args: KServeModelArgs,
+    storage_container: pulumi.Input[str] | None = None,
+    api_key_secret: pulumi.Input[str] | None = None,
+) -> dict[str, Any]:
     plan = args.plan
     percent = plan.model.canaryTrafficPercent
     baseline = args.canary_baseline_revision
-    predictor = functools.partial(predictor_spec, name, args, storage_container=storage_container,
-                                  api_key_secret=api_key_secret)
+    predictor = functools.partial(
+        predictor_spec, name, args, storage_container=storage_container, api_key_secret=api_key_secret
+    )
     if percent is not None and baseline and baseline != plan.revision:
         # v0.20 Standard mode: predictor.canaryTrafficPercent is read only by the Knative
         # reconciler; the raw-mode canary is spec.canary[] (a second, named predictor Deployment
@@ -427,15 +465,20 @@ def canary_warnings(args: KServeModelArgs) -> list[str]:
     if plan.model.canaryTrafficPercent is None:
         return []
     if not args.canary_baseline_revision:
-        return [f"{key}.canaryTrafficPercent: no baseline revision to split traffic with, so {plan.revision[:12]} "
-                "serves all traffic; set the revision now serving as the baseline to run the new one as a canary"]
+        return [
+            (
+                f"{key}.canaryTrafficPercent: no baseline revision to split traffic with, so {plan.revision[:12]} "
+                "serves all traffic; set the revision now serving as the baseline to run the new one as a canary"
+            )
+        ]
     if args.canary_baseline_revision == plan.revision:
         return [f"{key}.canaryTrafficPercent: the baseline is the revision being deployed; nothing to canary"]
     return []
 
 
-def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: pulumi.Input[str],
-                              image: str = STORAGE_INITIALIZER_IMAGE) -> dict[str, Any]:
+def cluster_storage_container(
+    name: str, uri_regexes: list[str], token_secret: pulumi.Input[str], image: str = STORAGE_INITIALIZER_IMAGE
+) -> dict[str, Any]:
     """A ClusterStorageContainer whose storage-initializer reads HF_TOKEN from a Secret.
 
     KServe's Hugging Face docs hand the token to the storage initializer this way
@@ -460,10 +503,12 @@ def cluster_storage_container(name: str, uri_regexes: list[str], token_secret: p
                 # KServe finds the init container by this exact name.
                 "name": "storage-initializer",
                 "image": image,
-                "env": [{
-                    "name": HF_TOKEN_KEY,
-                    "valueFrom": {"secretKeyRef": {"name": token_secret, "key": HF_TOKEN_KEY, "optional": False}},
-                }],
+                "env": [
+                    {
+                        "name": HF_TOKEN_KEY,
+                        "valueFrom": {"secretKeyRef": {"name": token_secret, "key": HF_TOKEN_KEY, "optional": False}},
+                    }
+                ],
                 # Multi-GB checkpoints: 1Gi (the chart default) gets the initializer OOM-killed.
                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
                 # It writes only the /mnt/models emptyDir KServe mounts, and temp files: the image's
@@ -484,8 +529,9 @@ def pod_monitor(name: str, t: targets.Target, extra_labels: dict[str, str]) -> d
         "spec": {
             "selector": {"matchLabels": {contract.LABEL_MODEL: t.served_name}},
             "namespaceSelector": {"matchNames": [t.namespace]},
-            "podMetricsEndpoints": [{"portNumber": HTTP_PORT, "path": probes.METRICS_PATH,
-                                     "interval": observability.SCRAPE_INTERVAL}],
+            "podMetricsEndpoints": [
+                {"portNumber": HTTP_PORT, "path": probes.METRICS_PATH, "interval": observability.SCRAPE_INTERVAL}
+            ],
         },
     }
 
@@ -505,7 +551,7 @@ class KServeModel(pulumi.ComponentResource):
     """With autoscaling kind hpa: the prometheus-adapter `rules.external` entries the HPA's metrics
     need (docs/autoscaling.md); [] otherwise. The same as the vLLM path's, so export them once."""
 
-    def __init__(self, name: str, args: KServeModelArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: KServeModelArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:k8s:KServeModel", name, None, opts)
         plan = args.plan
         check_servable(plan)
@@ -514,20 +560,23 @@ class KServeModel(pulumi.ComponentResource):
         self.warnings = canary_warnings(args)
 
         # The key exactly as the vLLM path keeps it (components/serving/api_key.py).
-        self.api_key_secret_name: Optional[pulumi.Output[str]] = None
+        self.api_key_secret_name: pulumi.Output[str] | None = None
         if args.api_key is not None:
-            secret = api_key.secret(name, isvc_name, args.namespace, pod_labels(plan), args.api_key,
-                                    args.api_key_next, child)
+            secret = api_key.secret(
+                name, isvc_name, args.namespace, pod_labels(plan), args.api_key, args.api_key_next, child
+            )
             self.api_key_secret_name = secret.metadata.apply(lambda m: m["name"])
 
         image = images.mirrored(plan.model.image, args.image_mirrors)
-        runtime_resources = predictor_resources(plan, server_resources.pod_resources(plan, args.machine),
-                                                downloads=downloads_weights(args))
+        runtime_resources = predictor_resources(
+            plan, server_resources.pod_resources(plan, args.machine), downloads=downloads_weights(args)
+        )
         self.serving_runtime = custom_resource(
-            f"{name}-runtime", serving_runtime(plan, args.namespace, image, runtime_resources), args.crds, child)
+            f"{name}-runtime", serving_runtime(plan, args.namespace, image, runtime_resources), args.crds, child
+        )
 
-        self.token_secret: Optional[k8s.core.v1.Secret] = None
-        self.storage_container: Optional[k8s.apiextensions.CustomResource] = None
+        self.token_secret: k8s.core.v1.Secret | None = None
+        self.storage_container: k8s.apiextensions.CustomResource | None = None
         if args.storage == "hf":
             self._hf_storage(name, args, isvc_name, child)
         container_name = _name_of(self.storage_container) if self.storage_container is not None else None
@@ -547,13 +596,20 @@ class KServeModel(pulumi.ComponentResource):
         }
         waits = [r for r in (self.token_secret, self.storage_container, self.serving_runtime) if r is not None]
         waits += list(args.depends_on)
-        manifest = {"apiVersion": API_VERSION, "kind": "InferenceService", "metadata": metadata,
-                    "spec": inference_service_spec(isvc_name, args, container_name, self.api_key_secret_name)}
+        manifest = {
+            "apiVersion": API_VERSION,
+            "kind": "InferenceService",
+            "metadata": metadata,
+            "spec": inference_service_spec(isvc_name, args, container_name, self.api_key_secret_name),
+        }
         wait = f"{plan.server_wait_seconds}s"
         self.inference_service = custom_resource(
-            f"{name}-isvc", manifest, args.crds,
-            pulumi.ResourceOptions(parent=self, depends_on=waits,
-                                   custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait)),
+            f"{name}-isvc",
+            manifest,
+            args.crds,
+            pulumi.ResourceOptions(
+                parent=self, depends_on=waits, custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait)
+            ),
         )
         self.inference_service_name = isvc_name
         # Standard mode: the ISVC's Service is <isvc>-predictor, port 80 to the container's 8080, and
@@ -574,11 +630,13 @@ class KServeModel(pulumi.ComponentResource):
             custom_resource(f"{name}-podmonitor", pm, args.crds, child)
             # The vLLM path's alerts, SLOs and dashboard over the same engine series; only the pods'
             # names and the container differ (the Target says which).
-            thresholds = dataclasses.replace(args.alert_thresholds or alerts.AlertThresholds(),
-                                             queue_per_replica=a.queueThreshold)
+            thresholds = dataclasses.replace(
+                args.alert_thresholds or alerts.AlertThresholds(), queue_per_replica=a.queueThreshold
+            )
             objectives = slo.latency_slos(plan.model.slo)
-            rule = observability.prometheus_rule(isvc_name, t, thresholds, objectives, args.runbook_url,
-                                                 args.monitoring_labels)
+            rule = observability.prometheus_rule(
+                isvc_name, t, thresholds, objectives, args.runbook_url, args.monitoring_labels
+            )
             custom_resource(f"{name}-alerts", rule, args.crds, child)
             board = dashboard.dashboard_config_map(f"{isvc_name}-dashboard", t, objectives, args.dashboard_namespace)
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=child)
@@ -587,18 +645,23 @@ class KServeModel(pulumi.ComponentResource):
             low, most = plan.replica_bounds
             ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": t.workload_name}
             hpa = scaling.horizontal_pod_autoscaler(
-                isvc_name, t, ref, min_replicas=low, max_replicas=most,
-                scale_at=scaling.ScalingTargets.of_model(a))
+                isvc_name, t, ref, min_replicas=low, max_replicas=most, scale_at=scaling.ScalingTargets.of_model(a)
+            )
             k8s.autoscaling.v2.HorizontalPodAutoscaler(
-                f"{name}-hpa", metadata=hpa["metadata"], spec=hpa["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.inference_service]))
-        self.register_outputs({
-            "inferenceServiceName": isvc_name,
-            "endpoint": self.endpoint,
-            "storageUri": self.storage_uri,
-            "warnings": self.warnings,
-            "prometheusAdapterRules": self.prometheus_adapter_rules,
-        })
+                f"{name}-hpa",
+                metadata=hpa["metadata"],
+                spec=hpa["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.inference_service]),
+            )
+        self.register_outputs(
+            {
+                "inferenceServiceName": isvc_name,
+                "endpoint": self.endpoint,
+                "storageUri": self.storage_uri,
+                "warnings": self.warnings,
+                "prometheusAdapterRules": self.prometheus_adapter_rules,
+            }
+        )
 
     def _hf_storage(self, name: str, args: KServeModelArgs, isvc_name: str, child: pulumi.ResourceOptions) -> None:
         """The token Secret and the ClusterStorageContainer that hands it to the storage initializer.
@@ -610,7 +673,8 @@ class KServeModel(pulumi.ComponentResource):
         if args.hf_token is None:
             if plan.model.gated:
                 raise KServeConfigError(
-                    f"models[{plan.index}] ({plan.repo}) is gated and served from hf://; set hfToken as secret config")
+                    f"models[{plan.index}] ({plan.repo}) is gated and served from hf://; set hfToken as secret config"
+                )
             return
         self.token_secret = k8s.core.v1.Secret(
             f"{name}-hf-token",
@@ -624,9 +688,12 @@ class KServeModel(pulumi.ComponentResource):
         if args.canary_baseline_revision and plan.model.canaryTrafficPercent is not None:
             revisions.append(args.canary_baseline_revision)
         # Cluster-scoped: the namespace in the name keeps two stacks' containers apart.
-        csc = cluster_storage_container(f"{args.namespace}-{isvc_name}-hf",
-                                        [hf_uri_regex(plan.repo, r) for r in revisions],
-                                        _name_of(self.token_secret),
-                                        images.mirrored(STORAGE_INITIALIZER_IMAGE, args.image_mirrors))
+        csc = cluster_storage_container(
+            f"{args.namespace}-{isvc_name}-hf",
+            [hf_uri_regex(plan.repo, r) for r in revisions],
+            _name_of(self.token_secret),
+            images.mirrored(STORAGE_INITIALIZER_IMAGE, args.image_mirrors),
+        )
         self.storage_container = custom_resource(
-            f"{name}-hf-storage", csc, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret]))
+            f"{name}-hf-storage", csc, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[self.token_secret])
+        )

@@ -33,20 +33,29 @@ def routing_for(t: Target, runbook_url: str) -> AlertRouting:
     return AlertRouting(runbook_url=runbook_url, labels={"model_name": t.served_name, "namespace": t.namespace})
 
 
-def rule_groups(t: Target, th: alerts.AlertThresholds, objectives: list[slo.LatencySlo],
-                runbook_url: str) -> list[dict[str, Any]]:
+def rule_groups(
+    t: Target, th: alerts.AlertThresholds, objectives: list[slo.LatencySlo], runbook_url: str
+) -> list[dict[str, Any]]:
     routing = routing_for(t, runbook_url)
     groups = [{"name": f"vllm-{t.served_name}", "rules": alerts.model_alerts(t, th, routing)}]
     if objectives:
-        groups.append({
-            "name": f"vllm-{t.served_name}-slo",
-            "rules": slo.recording_rules(t, objectives) + slo.burn_rate_alerts(t, objectives, routing),
-        })
+        groups.append(
+            {
+                "name": f"vllm-{t.served_name}-slo",
+                "rules": slo.recording_rules(t, objectives) + slo.burn_rate_alerts(t, objectives, routing),
+            }
+        )
     return groups
 
 
-def prometheus_rule(name: str, t: Target, th: alerts.AlertThresholds, objectives: list[slo.LatencySlo],
-                    runbook_url: str, extra_labels: dict[str, str]) -> dict[str, Any]:
+def prometheus_rule(
+    name: str,
+    t: Target,
+    th: alerts.AlertThresholds,
+    objectives: list[slo.LatencySlo],
+    runbook_url: str,
+    extra_labels: dict[str, str],
+) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -55,7 +64,9 @@ def prometheus_rule(name: str, t: Target, th: alerts.AlertThresholds, objectives
     }
 
 
-def service_monitor(name: str, t: Target, service_labels: dict[str, str], extra_labels: dict[str, str]) -> dict[str, Any]:
+def service_monitor(
+    name: str, t: Target, service_labels: dict[str, str], extra_labels: dict[str, str]
+) -> dict[str, Any]:
     # /metrics is outside vLLM's API-key guard (GUARDED_PREFIX covers /v1 and friends), so the
     # scrape needs no credentials.
     return {

@@ -56,7 +56,7 @@ class ScalingTargets:
         return {QUEUE.key: self.queue, KV_CACHE.key: self.kv_cache}[signal.key]
 
     @classmethod
-    def of_model(cls, autoscaling: AutoscalingConfig) -> "ScalingTargets":
+    def of_model(cls, autoscaling: AutoscalingConfig) -> ScalingTargets:
         """From a model's `autoscaling` section."""
         return cls(queue=autoscaling.queueThreshold, kv_cache=autoscaling.kvCacheThreshold)
 
@@ -88,13 +88,23 @@ def scaling_behavior(t: Target) -> dict[str, Any]:
         "scaleDown": {
             "stabilizationWindowSeconds": down_window,
             "selectPolicy": "Min",
-            "policies": [{"type": "Pods", "value": 1, "periodSeconds": min(HPA_MAX_POLICY_PERIOD_SECONDS, down_window)}],
+            "policies": [
+                {"type": "Pods", "value": 1, "periodSeconds": min(HPA_MAX_POLICY_PERIOD_SECONDS, down_window)}
+            ],
         },
     }
 
 
-def scaled_object(name: str, t: Target, target_ref: dict[str, str], *, min_replicas: int, max_replicas: int,
-                  scale_at: ScalingTargets, prometheus_url: str) -> dict[str, Any]:
+def scaled_object(
+    name: str,
+    t: Target,
+    target_ref: dict[str, str],
+    *,
+    min_replicas: int,
+    max_replicas: int,
+    scale_at: ScalingTargets,
+    prometheus_url: str,
+) -> dict[str, Any]:
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -107,17 +117,20 @@ def scaled_object(name: str, t: Target, target_ref: dict[str, str], *, min_repli
             "pollingInterval": 15,
             "cooldownPeriod": max(300, t.startup_budget_seconds),
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": scaling_behavior(t)}},
-            "triggers": [{
-                "type": "prometheus",
-                "name": signal.key,
-                # AverageValue: the HPA divides the sum by the replica count, so each threshold is per replica.
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": prometheus_url,
-                    "query": signal_query(t, signal),
-                    "threshold": f"{scale_at.of(signal):g}",
-                },
-            } for signal in SIGNALS],
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "name": signal.key,
+                    # AverageValue: the HPA divides the sum by the replica count, so each threshold is per replica.
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": prometheus_url,
+                        "query": signal_query(t, signal),
+                        "threshold": f"{scale_at.of(signal):g}",
+                    },
+                }
+                for signal in SIGNALS
+            ],
         },
     }
 
@@ -128,17 +141,21 @@ def kserve_external_metrics(t: Target, scale_at: ScalingTargets, prometheus_url:
     KServe copies each target.value into a KEDA trigger's threshold, and KEDA's default metric type
     (AverageValue) makes it per replica, as on the vLLM path.
     """
-    return [{
-        "type": "External",
-        "external": {
-            "metric": {"backend": "prometheus", "serverAddress": prometheus_url, "query": signal_query(t, signal)},
-            "target": {"type": "Value", "value": f"{scale_at.of(signal):g}"},
-        },
-    } for signal in SIGNALS]
+    return [
+        {
+            "type": "External",
+            "external": {
+                "metric": {"backend": "prometheus", "serverAddress": prometheus_url, "query": signal_query(t, signal)},
+                "target": {"type": "Value", "value": f"{scale_at.of(signal):g}"},
+            },
+        }
+        for signal in SIGNALS
+    ]
 
 
-def horizontal_pod_autoscaler(name: str, t: Target, target_ref: dict[str, str], *, min_replicas: int,
-                              max_replicas: int, scale_at: ScalingTargets) -> dict[str, Any]:
+def horizontal_pod_autoscaler(
+    name: str, t: Target, target_ref: dict[str, str], *, min_replicas: int, max_replicas: int, scale_at: ScalingTargets
+) -> dict[str, Any]:
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -147,16 +164,19 @@ def horizontal_pod_autoscaler(name: str, t: Target, target_ref: dict[str, str], 
             "scaleTargetRef": dict(target_ref),
             "minReplicas": max(1, min_replicas),
             "maxReplicas": max_replicas,
-            "metrics": [{
-                "type": "External",
-                "external": {
-                    "metric": {
-                        "name": signal.external_metric,
-                        "selector": {"matchLabels": {"model_name": t.served_name}},
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {
+                            "name": signal.external_metric,
+                            "selector": {"matchLabels": {"model_name": t.served_name}},
+                        },
+                        "target": {"type": "AverageValue", "averageValue": f"{scale_at.of(signal):g}"},
                     },
-                    "target": {"type": "AverageValue", "averageValue": f"{scale_at.of(signal):g}"},
-                },
-            } for signal in SIGNALS],
+                }
+                for signal in SIGNALS
+            ],
             "behavior": scaling_behavior(t),
         },
     }
@@ -168,9 +188,12 @@ def prometheus_adapter_rules() -> list[dict[str, Any]]:
     The namespace override makes the adapter add the HPA's namespace to the query; the HPA's
     `model_name` selector arrives in <<.LabelMatchers>>, and the sum keeps model_name so it can.
     """
-    return [{
-        "seriesQuery": f'{{__name__="{signal.engine_metric}"}}',
-        "resources": {"overrides": {"namespace": {"resource": "namespace"}}},
-        "name": {"matches": ".*", "as": signal.external_metric},
-        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (model_name)",
-    } for signal in SIGNALS]
+    return [
+        {
+            "seriesQuery": f'{{__name__="{signal.engine_metric}"}}',
+            "resources": {"overrides": {"namespace": {"resource": "namespace"}}},
+            "name": {"matches": ".*", "as": signal.external_metric},
+            "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (model_name)",
+        }
+        for signal in SIGNALS
+    ]

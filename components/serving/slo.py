@@ -61,8 +61,12 @@ def latency_slos(config: SloConfig) -> list[LatencySlo]:
         return []
     ttft, itl = config.timeToFirstToken, config.interTokenLatency
     return [
-        LatencySlo(TTFT, "Time to first token", "VllmTimeToFirstToken", m.TIME_TO_FIRST_TOKEN, ttft.seconds, ttft.objective),
-        LatencySlo(ITL, "Inter-token latency", "VllmInterTokenLatency", m.INTER_TOKEN_LATENCY, itl.seconds, itl.objective),
+        LatencySlo(
+            TTFT, "Time to first token", "VllmTimeToFirstToken", m.TIME_TO_FIRST_TOKEN, ttft.seconds, ttft.objective
+        ),
+        LatencySlo(
+            ITL, "Inter-token latency", "VllmInterTokenLatency", m.INTER_TOKEN_LATENCY, itl.seconds, itl.objective
+        ),
     ]
 
 
@@ -99,14 +103,19 @@ def error_ratio_expr(t: Target, slo: LatencySlo, window: str) -> str:
 
 
 def recording_rules(t: Target, slos: list[LatencySlo]) -> list[dict[str, Any]]:
-    return [{"record": recorded_ratio(slo, w), "expr": error_ratio_expr(t, slo, w)}
-            for slo in slos for w in RECORDED_WINDOWS]
+    return [
+        {"record": recorded_ratio(slo, w), "expr": error_ratio_expr(t, slo, w)}
+        for slo in slos
+        for w in RECORDED_WINDOWS
+    ]
 
 
 def _burning(t: Target, slo: LatencySlo, window: BurnWindow) -> str:
     threshold = f"{round(burn_threshold(window, slo.objective), 12):g}"
-    return (f"({recorded_ratio(slo, window.long)}{{{t.selector}}} > {threshold} "
-            f"and {recorded_ratio(slo, window.short)}{{{t.selector}}} > {threshold})")
+    return (
+        f"({recorded_ratio(slo, window.long)}{{{t.selector}}} > {threshold} "
+        f"and {recorded_ratio(slo, window.short)}{{{t.selector}}} > {threshold})"
+    )
 
 
 def burn_rate_expr(t: Target, slo: LatencySlo, severity: str) -> str:
@@ -115,27 +124,42 @@ def burn_rate_expr(t: Target, slo: LatencySlo, severity: str) -> str:
 
 
 def _windows_text(severity: str) -> str:
-    return " or ".join(f"{w.burn_rate:g}x over {w.long} and {w.short} ({w.budget_spent:.0%} of the 30-day budget)"
-                       for w in BURN_WINDOWS if w.severity == severity)
+    return " or ".join(
+        f"{w.burn_rate:g}x over {w.long} and {w.short} ({w.budget_spent:.0%} of the 30-day budget)"
+        for w in BURN_WINDOWS
+        if w.severity == severity
+    )
 
 
 def burn_rate_alerts(t: Target, slos: list[LatencySlo], routing: AlertRouting) -> list[dict[str, Any]]:
     rules = []
     for slo in slos:
-        what = (f"{t.served_name}: {slo.title.lower()} SLO ({slo.description}) is burning its error budget")
+        what = f"{t.served_name}: {slo.title.lower()} SLO ({slo.description}) is burning its error budget"
         advice = (
             "See the queue, KV-cache and preemption panels of the model's dashboard: a long queue calls for replicas "
             "(autoscaling.maxReplicas, the pool's maxNodes), a full KV cache for lower maxNumSeqs or kvCacheDtype fp8, "
             "preemptions for both; check the GPU panels for throttling or XID errors on the model's GPUs."
         )
-        rules.append(alert_rule(
-            fast_burn_alert(slo), burn_rate_expr(t, slo, PAGE), severity=PAGE, for_="2m", routing=routing,
-            summary=f"{what} fast",
-            description=f"Burn rate {_windows_text(PAGE)}: the budget is gone within days at this rate. {advice}",
-        ))
-        rules.append(alert_rule(
-            slow_burn_alert(slo), burn_rate_expr(t, slo, TICKET), severity=TICKET, for_="1h", routing=routing,
-            summary=f"{what} steadily",
-            description=f"Burn rate {_windows_text(TICKET)}: the budget runs out before the period ends. {advice}",
-        ))
+        rules.append(
+            alert_rule(
+                fast_burn_alert(slo),
+                burn_rate_expr(t, slo, PAGE),
+                severity=PAGE,
+                for_="2m",
+                routing=routing,
+                summary=f"{what} fast",
+                description=f"Burn rate {_windows_text(PAGE)}: the budget is gone within days at this rate. {advice}",
+            )
+        )
+        rules.append(
+            alert_rule(
+                slow_burn_alert(slo),
+                burn_rate_expr(t, slo, TICKET),
+                severity=TICKET,
+                for_="1h",
+                routing=routing,
+                summary=f"{what} steadily",
+                description=f"Burn rate {_windows_text(TICKET)}: the budget runs out before the period ends. {advice}",
+            )
+        )
     return rules

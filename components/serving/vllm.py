@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -30,7 +30,18 @@ from components.addons import leader_worker_set
 from components.addons.crd_sources import CrdSources, custom_resource
 from components.cluster.interface import GpuPlacement, RdmaAttachment
 from components.model_store.mirror import SCRIPT_NAME as MIRROR_SCRIPT_NAME
-from components.serving import alerts, api_key, dashboard, disruption, observability, probes, scaling, slo, targets, writable
+from components.serving import (
+    alerts,
+    api_key,
+    dashboard,
+    disruption,
+    observability,
+    probes,
+    scaling,
+    slo,
+    targets,
+    writable,
+)
 from components.serving import engine_args as vllm_args
 from components.serving import resources as server_resources
 from planner.plan import ModelPlan
@@ -70,15 +81,15 @@ RAY_GROUP_READY_CHECK = (
 class ServerStorage:
     """Where the weights come from, handed over by the model store (components/model_store/store.py)."""
 
-    claim_name: Optional[pulumi.Input[str]] = None
+    claim_name: pulumi.Input[str] | None = None
     """ReadWriteMany PVC holding <org>/<name>/<revision>/, mounted read-only at MODEL_MOUNT_PATH."""
-    weights_uri: Optional[pulumi.Input[str]] = None
+    weights_uri: pulumi.Input[str] | None = None
     """s3:// or gs:// URI of this revision's folder; vLLM streams it with the Run:ai streamer."""
-    service_account: Optional[pulumi.Input[str]] = None
+    service_account: pulumi.Input[str] | None = None
     """ServiceAccount allowed to read the bucket (EKS Pod Identity / GKE Workload Identity)."""
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     """The mirror Job (or anything else) that must finish before servers start."""
-    check_script_config_map: Optional[pulumi.Input[str]] = None
+    check_script_config_map: pulumi.Input[str] | None = None
     """The ConfigMap holding the mirror script: with a mounted volume, an init container checks the
     files against the mirror's manifest before vLLM starts (models[].verifyAtStart)."""
 
@@ -89,7 +100,7 @@ class GatewayExposure:
 
     name: str
     namespace: str
-    hostname: Optional[str] = None
+    hostname: str | None = None
 
 
 @dataclass
@@ -101,25 +112,25 @@ class VllmServerArgs:
     crds: CrdSources
     """Where each custom resource kind comes from (components/addons): every LeaderWorkerSet,
     HTTPRoute, ServiceMonitor, PrometheusRule and ScaledObject waits for it."""
-    machine: Optional[gpus.CloudMachine] = None
+    machine: gpus.CloudMachine | None = None
     """The pool's catalog machine (stack_config.pool_machine); None on an existing cluster."""
-    api_key: Optional[pulumi.Input[str]] = None
+    api_key: pulumi.Input[str] | None = None
     """The API key (a Pulumi secret); stored in a Secret and read by vLLM from VLLM_API_KEY."""
-    api_key_next: Optional[pulumi.Input[str]] = None
+    api_key_next: pulumi.Input[str] | None = None
     """A second key valid beside `api_key` during a rotation (a Pulumi secret, same Secret)."""
     allow_unauthenticated: bool = False
     """exposure.allowUnauthenticated: marks the pods with the waiver the policy pack accepts."""
-    gateway: Optional[GatewayExposure] = None
+    gateway: GatewayExposure | None = None
     update_strategy: server_resources.UpdateStrategy = "auto"
     monitoring: bool = True
     """Create the ServiceMonitor, PrometheusRule and dashboard (needs the Prometheus Operator CRDs)."""
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     """Labels the Prometheus' serviceMonitorSelector / ruleSelector match (e.g. release: kube-prometheus-stack)."""
-    dashboard_namespace: Optional[str] = None
-    alert_thresholds: Optional[alerts.AlertThresholds] = None
+    dashboard_namespace: str | None = None
+    alert_thresholds: alerts.AlertThresholds | None = None
     runbook_url: str = RUNBOOK_DOC
     """Where the alerts' runbook_url annotations point (monitoring.runbookUrl)."""
-    rdma: Optional[RdmaAttachment] = None
+    rdma: RdmaAttachment | None = None
     image_mirrors: dict[str, str] = field(default_factory=dict)
     """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
     """The Network Operator's RDMA devices and network; used only by replicas that span nodes."""
@@ -162,8 +173,12 @@ def api_service_name(plan: ModelPlan) -> str:
 class PodBuilder:
     """Builds the pod templates of one server from the plan and its inputs (pure dicts)."""
 
-    def __init__(self, args: VllmServerArgs, api_key_secret: Optional[pulumi.Input[str]],
-                 chat_template_config_map: Optional[pulumi.Input[str]]):
+    def __init__(
+        self,
+        args: VllmServerArgs,
+        api_key_secret: pulumi.Input[str] | None,
+        chat_template_config_map: pulumi.Input[str] | None,
+    ):
         self.args = args
         self.plan = args.plan
         self.api_key_secret = api_key_secret
@@ -214,8 +229,10 @@ class PodBuilder:
         return volumes, mounts
 
     def serve_argv(self) -> list[Any]:
-        return [*vllm_args.serve_args(self.plan, weights_uri=self.args.storage.weights_uri),
-                *vllm_args.api_key_args(self.rotating)]
+        return [
+            *vllm_args.serve_args(self.plan, weights_uri=self.args.storage.weights_uri),
+            *vllm_args.api_key_args(self.rotating),
+        ]
 
     def server_container(self) -> dict[str, Any]:
         _, mounts = self.volumes()
@@ -240,10 +257,12 @@ class PodBuilder:
             # says what the leader waits for, and the startup budget carries an allowance for it
             # (plan.worker_wait_seconds). The flags stay a plain list passed as "$@", so no flag is
             # ever re-quoted by a shell.
-            script = (f"ray start --head --port={RAY_PORT} --disable-usage-stats --include-dashboard=false"
-                      f" && until python3 -c '{RAY_GROUP_READY_CHECK}' >/dev/null 2>&1;"
-                      f' do echo "waiting for ${LWS_GROUP_SIZE_ENV} Ray nodes"; sleep 5; done'
-                      f' && exec {" ".join(vllm_args.SERVE_COMMAND)} "$@"')
+            script = (
+                f"ray start --head --port={RAY_PORT} --disable-usage-stats --include-dashboard=false"
+                f" && until python3 -c '{RAY_GROUP_READY_CHECK}' >/dev/null 2>&1;"
+                f' do echo "waiting for ${LWS_GROUP_SIZE_ENV} Ray nodes"; sleep 5; done'
+                f' && exec {" ".join(vllm_args.SERVE_COMMAND)} "$@"'
+            )
             container["command"] = ["/bin/sh", "-c", script, "vllm-leader"]
         else:
             container["command"] = list(vllm_args.SERVE_COMMAND)
@@ -253,9 +272,11 @@ class PodBuilder:
     def worker_container(self) -> dict[str, Any]:
         _, mounts = self.volumes()
         address = f"${LWS_LEADER_ADDRESS_ENV}:{RAY_PORT}"
-        script = (f"until ray health-check --address {address} >/dev/null 2>&1; do sleep 5; done"
-                  f" && exec ray start --address={address} --node-manager-port={RAY_NODE_MANAGER_PORT}"
-                  " --disable-usage-stats --block")
+        script = (
+            f"until ray health-check --address {address} >/dev/null 2>&1; do sleep 5; done"
+            f" && exec ray start --address={address} --node-manager-port={RAY_NODE_MANAGER_PORT}"
+            " --disable-usage-stats --block"
+        )
         # A worker serves no HTTP: its probes check that its raylet listens. The startup budget is
         # the leader's (the worker joins once the leader's Ray head is up, then loads its stage).
         raylet = {"tcpSocket": {"port": "ray-node"}}
@@ -279,8 +300,11 @@ class PodBuilder:
     def checks_weights(self) -> bool:
         """A mounted model volume and the mirror's script: the files are checked before vLLM starts."""
         storage = self.args.storage
-        return (storage.check_script_config_map is not None and storage.claim_name is not None
-                and storage.weights_uri is None)
+        return (
+            storage.check_script_config_map is not None
+            and storage.claim_name is not None
+            and storage.weights_uri is None
+        )
 
     def check_container(self) -> dict[str, Any]:
         """Compare the mirrored folder with the manifest the mirror Job wrote (sizes, or every byte).
@@ -295,14 +319,24 @@ class PodBuilder:
             # standard library for `verify`.
             "image": images.mirrored(self.plan.model.image, self.args.image_mirrors),
             "imagePullPolicy": "IfNotPresent",
-            "command": ["python3", f"{CHECK_SCRIPT_MOUNT}/{MIRROR_SCRIPT_NAME}", "verify",
-                        "--local-dir", self.plan.model_path, *(["--sizes-only"] if mode == "sizes" else [])],
+            "command": [
+                "python3",
+                f"{CHECK_SCRIPT_MOUNT}/{MIRROR_SCRIPT_NAME}",
+                "verify",
+                "--local-dir",
+                self.plan.model_path,
+                *(["--sizes-only"] if mode == "sizes" else []),
+            ],
             # It only reads: no bytecode cache to write on the read-only root.
             "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
-            "resources": {"requests": {"cpu": "1" if mode == "sha256" else "100m", "memory": "256Mi"},
-                          "limits": {"memory": "512Mi"}},
-            "volumeMounts": [{"name": "models", "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True},
-                             {"name": "weights-check", "mountPath": CHECK_SCRIPT_MOUNT, "readOnly": True}],
+            "resources": {
+                "requests": {"cpu": "1" if mode == "sha256" else "100m", "memory": "256Mi"},
+                "limits": {"memory": "512Mi"},
+            },
+            "volumeMounts": [
+                {"name": "models", "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True},
+                {"name": "weights-check", "mountPath": CHECK_SCRIPT_MOUNT, "readOnly": True},
+            ],
             "securityContext": pod_security.container_security_context(),
         }
 
@@ -324,26 +358,32 @@ class PodBuilder:
             # Non-root with a fixed uid: GPUs need no root (the NVIDIA device nodes the toolkit
             # injects are world read-write, mode 0666 by default), the weights are world-readable.
             "securityContext": pod_security.pod_security_context(),
-            "topologySpreadConstraints": [{
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                # ScheduleAnyway: spread replicas for availability, but never leave one Pending just
-                # because the only free GPUs sit on a node that already runs a replica.
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": selector_labels(self.plan, component)},
-            }],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    # ScheduleAnyway: spread replicas for availability, but never leave one Pending just
+                    # because the only free GPUs sit on a node that already runs a replica.
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": selector_labels(self.plan, component)},
+                }
+            ],
         }
         if self.args.storage.service_account is not None:
             spec["serviceAccountName"] = self.args.storage.service_account
         if component == COMPONENT_SERVER and self.checks_weights:
             # The leader (or every Deployment pod) checks; a group's workers read the same volume.
             spec["initContainers"] = [self.check_container()]
-            spec["volumes"] = volumes + [{"name": "weights-check", "configMap": {
-                "name": self.args.storage.check_script_config_map, "defaultMode": 0o555}}]
+            spec["volumes"] = volumes + [
+                {
+                    "name": "weights-check",
+                    "configMap": {"name": self.args.storage.check_script_config_map, "defaultMode": 0o555},
+                }
+            ]
         return spec
 
     @property
-    def rdma(self) -> Optional[RdmaAttachment]:
+    def rdma(self) -> RdmaAttachment | None:
         # Inside one node NCCL uses NVLink/PCIe; the fabric matters only between the pods of a group.
         return self.args.rdma if self.multi_node else None
 
@@ -368,7 +408,9 @@ class PodBuilder:
         }
 
 
-def deployment_manifest(name: str, args: VllmServerArgs, pods: PodBuilder, replicas: int, strategy: str) -> dict[str, Any]:
+def deployment_manifest(
+    name: str, args: VllmServerArgs, pods: PodBuilder, replicas: int, strategy: str
+) -> dict[str, Any]:
     plan = args.plan
     spec: dict[str, Any] = {
         "replicas": replicas,
@@ -389,12 +431,16 @@ def deployment_manifest(name: str, args: VllmServerArgs, pods: PodBuilder, repli
     }
 
 
-def leader_worker_set_manifest(name: str, args: VllmServerArgs, pods: PodBuilder, replicas: int, strategy: str) -> dict[str, Any]:
+def leader_worker_set_manifest(
+    name: str, args: VllmServerArgs, pods: PodBuilder, replicas: int, strategy: str
+) -> dict[str, Any]:
     plan = args.plan
     rollout: dict[str, Any] = {"type": "RollingUpdate"}
     # LWS rolls whole groups; "Recreate" maps to replacing every group at once (all unavailable).
     rollout["rollingUpdateConfiguration"] = (
-        {"maxUnavailable": 0, "maxSurge": 1} if strategy == "RollingUpdate" else {"maxUnavailable": replicas, "maxSurge": 0}
+        {"maxUnavailable": 0, "maxSurge": 1}
+        if strategy == "RollingUpdate"
+        else {"maxUnavailable": replicas, "maxSurge": 0}
     )
     metadata = _metadata(name, args, COMPONENT_SERVER)
     # Without it `pulumi up` would report the LeaderWorkerSet created the moment the API server
@@ -432,8 +478,15 @@ def service_manifest(name: str, args: VllmServerArgs) -> dict[str, Any]:
             "type": "ClusterIP",
             # Only the leader of a group (or every Deployment pod) serves HTTP, /v1 and /metrics.
             "selector": selector_labels(args.plan),
-            "ports": [{"name": probes.PORT_NAME, "port": contract.SERVER_PORT, "targetPort": probes.PORT_NAME,
-                       "protocol": "TCP", "appProtocol": "http"}],
+            "ports": [
+                {
+                    "name": probes.PORT_NAME,
+                    "port": contract.SERVER_PORT,
+                    "targetPort": probes.PORT_NAME,
+                    "protocol": "TCP",
+                    "appProtocol": "http",
+                }
+            ],
         },
     }
 
@@ -441,8 +494,9 @@ def service_manifest(name: str, args: VllmServerArgs) -> dict[str, Any]:
 def pod_disruption_budget_manifest(name: str, args: VllmServerArgs) -> dict[str, Any]:
     # All pods of the model (leaders and workers): evicting any pod of a group takes the group down,
     # so one pod at a time means at most one replica at a time.
-    return disruption.model_disruption_budget(_metadata(name, args, COMPONENT_SERVER, annotations=False),
-                                              args.plan.served_name)
+    return disruption.model_disruption_budget(
+        _metadata(name, args, COMPONENT_SERVER, annotations=False), args.plan.served_name
+    )
 
 
 # What a Gateway forwards of one model's server: the OpenAI API and the health check, never
@@ -463,17 +517,26 @@ def http_route_manifest(name: str, args: VllmServerArgs, service_name: str) -> d
     # one PathPrefix match (CEL rule on HTTPRoute .spec.rules). /<model>/v1/chat/completions reaches
     # the server as /v1/chat/completions; PathPrefix matches whole path segments, so /<model>/v1x
     # and /<model>/metrics match nothing.
-    rules = [{
-        "matches": [{"path": {"type": "PathPrefix", "value": f"{prefix}{path}"}}],
-        "filters": [{"type": "URLRewrite",
-                     "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": path}}}],
-        "backendRefs": [{"name": service_name, "port": contract.SERVER_PORT}],
-        # A streamed answer may legitimately last as long as the server's drain allowance; a
-        # gateway default (often 15-60 s) would cut long generations.
-        "timeouts": {"request": f"{probes.drain_seconds(args.plan)}s"},
-    } for path in ROUTED_PATHS]
+    rules = [
+        {
+            "matches": [{"path": {"type": "PathPrefix", "value": f"{prefix}{path}"}}],
+            "filters": [
+                {
+                    "type": "URLRewrite",
+                    "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": path}},
+                }
+            ],
+            "backendRefs": [{"name": service_name, "port": contract.SERVER_PORT}],
+            # A streamed answer may legitimately last as long as the server's drain allowance; a
+            # gateway default (often 15-60 s) would cut long generations.
+            "timeouts": {"request": f"{probes.drain_seconds(args.plan)}s"},
+        }
+        for path in ROUTED_PATHS
+    ]
     spec: dict[str, Any] = {
-        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw.name, "namespace": gw.namespace}],
+        "parentRefs": [
+            {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw.name, "namespace": gw.namespace}
+        ],
         "rules": rules,
     }
     if gw.hostname:
@@ -525,27 +588,34 @@ class VllmServer(pulumi.ComponentResource):
     """With autoscaling kind hpa: the prometheus-adapter `rules.external` entries the HPA's metrics
     need (docs/autoscaling.md); [] otherwise. Identical for every model, so export them once."""
 
-    def __init__(self, name: str, args: VllmServerArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: VllmServerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:k8s:VllmServer", name, None, opts)
         plan = args.plan
         if args.storage.claim_name is None and args.storage.weights_uri is None:
-            raise ValueError(f"VllmServer {name}: ServerStorage needs claim_name (volume) or weights_uri (bucket); "
-                             "pass what the model store created")
+            raise ValueError(
+                f"VllmServer {name}: ServerStorage needs claim_name (volume) or weights_uri (bucket); "
+                "pass what the model store created"
+            )
         child = pulumi.ResourceOptions(parent=self)
         k8s_name = plan.served_name
         self.warnings = vllm_args.plan_warnings(plan)
 
         api_key_secret = None
         if args.api_key is not None:
-            secret = api_key.secret(name, k8s_name, args.namespace, _labels(plan, COMPONENT_SERVER), args.api_key,
-                                    args.api_key_next, child)
+            secret = api_key.secret(
+                name, k8s_name, args.namespace, _labels(plan, COMPONENT_SERVER), args.api_key, args.api_key_next, child
+            )
             api_key_secret = secret.metadata.apply(lambda m: m["name"])
 
         template_cm = None
         if vllm_args.needs_chat_template_file(plan):
             cm = k8s.core.v1.ConfigMap(
                 f"{name}-chat-template",
-                metadata={"name": f"{k8s_name}-chat-template", "namespace": args.namespace, "labels": _labels(plan, COMPONENT_SERVER)},
+                metadata={
+                    "name": f"{k8s_name}-chat-template",
+                    "namespace": args.namespace,
+                    "labels": _labels(plan, COMPONENT_SERVER),
+                },
                 data={vllm_args.CHAT_TEMPLATE_FILE: plan.model.chatTemplate},
                 opts=child,
             )
@@ -581,7 +651,10 @@ class VllmServer(pulumi.ComponentResource):
             self.workload_kind = "Deployment"
             manifest = deployment_manifest(k8s_name, args, pods, replicas, strategy)
             workload = k8s.apps.v1.Deployment(
-                f"{name}-deployment", metadata=manifest["metadata"], spec=manifest["spec"], opts=workload_opts,
+                f"{name}-deployment",
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=workload_opts,
             )
             target_ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": k8s_name}
 
@@ -597,7 +670,9 @@ class VllmServer(pulumi.ComponentResource):
 
         if args.gateway is not None:
             route = http_route_manifest(k8s_name, args, api_service_name(plan))
-            custom_resource(f"{name}-route", route, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[service]))
+            custom_resource(
+                f"{name}-route", route, args.crds, pulumi.ResourceOptions(parent=self, depends_on=[service])
+            )
 
         if most > 1:
             pdb = pod_disruption_budget_manifest(k8s_name, args)
@@ -607,16 +682,20 @@ class VllmServer(pulumi.ComponentResource):
         a = plan.model.autoscaling
         scale_at = scaling.ScalingTargets.of_model(a)
         # The backlog alert fires at the same per-replica queue the autoscaler scales on.
-        thresholds = dataclasses.replace(args.alert_thresholds or alerts.AlertThresholds(),
-                                         queue_per_replica=a.queueThreshold)
+        thresholds = dataclasses.replace(
+            args.alert_thresholds or alerts.AlertThresholds(), queue_per_replica=a.queueThreshold
+        )
         objectives = slo.latency_slos(plan.model.slo)
         if args.monitoring:
             sm = observability.service_monitor(k8s_name, target, selector_labels(plan), args.monitoring_labels)
             custom_resource(f"{name}-servicemonitor", sm, args.crds, child)
-            rule = observability.prometheus_rule(k8s_name, target, thresholds, objectives, args.runbook_url,
-                                                 args.monitoring_labels)
+            rule = observability.prometheus_rule(
+                k8s_name, target, thresholds, objectives, args.runbook_url, args.monitoring_labels
+            )
             custom_resource(f"{name}-alerts", rule, args.crds, child)
-            board = dashboard.dashboard_config_map(f"{k8s_name}-dashboard", target, objectives, args.dashboard_namespace)
+            board = dashboard.dashboard_config_map(
+                f"{k8s_name}-dashboard", target, objectives, args.dashboard_namespace
+            )
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=child)
 
         self.prometheus_adapter_rules = scaling.prometheus_adapter_rules() if a.enabled and a.kind == "hpa" else []
@@ -624,23 +703,38 @@ class VllmServer(pulumi.ComponentResource):
             scale_opts = pulumi.ResourceOptions(parent=self, depends_on=[workload])
             if a.kind == "keda":
                 so = scaling.scaled_object(
-                    k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most,
-                    scale_at=scale_at, prometheus_url=a.prometheusUrl,
+                    k8s_name,
+                    target,
+                    target_ref,
+                    min_replicas=replicas,
+                    max_replicas=most,
+                    scale_at=scale_at,
+                    prometheus_url=a.prometheusUrl,
                 )
                 custom_resource(f"{name}-scaledobject", so, args.crds, scale_opts)
             else:
                 hpa = scaling.horizontal_pod_autoscaler(
-                    k8s_name, target, target_ref, min_replicas=replicas, max_replicas=most, scale_at=scale_at,
+                    k8s_name,
+                    target,
+                    target_ref,
+                    min_replicas=replicas,
+                    max_replicas=most,
+                    scale_at=scale_at,
                 )
                 k8s.autoscaling.v2.HorizontalPodAutoscaler(
-                    f"{name}-hpa", metadata=hpa["metadata"], spec=hpa["spec"], opts=scale_opts,
+                    f"{name}-hpa",
+                    metadata=hpa["metadata"],
+                    spec=hpa["spec"],
+                    opts=scale_opts,
                 )
 
-        self.register_outputs({
-            "serviceName": self.service_name,
-            "endpoint": self.endpoint,
-            "internalEndpoint": self.internal_endpoint,
-            "workloadKind": self.workload_kind,
-            "warnings": self.warnings,
-            "prometheusAdapterRules": self.prometheus_adapter_rules,
-        })
+        self.register_outputs(
+            {
+                "serviceName": self.service_name,
+                "endpoint": self.endpoint,
+                "internalEndpoint": self.internal_endpoint,
+                "workloadKind": self.workload_kind,
+                "warnings": self.warnings,
+                "prometheusAdapterRules": self.prometheus_adapter_rules,
+            }
+        )

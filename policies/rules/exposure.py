@@ -99,16 +99,25 @@ def authenticated_exposure(resources: list[Resource], config: dict) -> list[tupl
         for pod in w.pods:
             if not any(c.runs_alongside for c in pod.containers):
                 continue
-            through = [d for d in entries
-                       if not any(is_unknown(v) for v in d.selector.values())
-                       and _same_namespace(d.namespace, w.namespace)
-                       and selector_matches({"matchLabels": d.selector}, pod.labels)]
+            through = [
+                d
+                for d in entries
+                if not any(is_unknown(v) for v in d.selector.values())
+                and _same_namespace(d.namespace, w.namespace)
+                and selector_matches({"matchLabels": d.selector}, pod.labels)
+            ]
             if not through or asks_for_key(pod) or waived(pod):
                 continue
-            out.append((r, Finding(
-                f"{w.ref} ({pod.where}) is reachable from a Gateway through {through[0].what} but asks for no API "
-                f"key, so anyone who reaches the Gateway can use it; give its server the key from a Secret "
-                f"({API_KEY_ENV} via secretKeyRef, or {API_KEY_FLAG} $(VAR)); the program does so once the stack "
-                f"sets the apiKey secret. To serve it openly on purpose set exposure.allowUnauthenticated: true "
-                f"(pods annotated {ANNOTATION_ALLOW_UNAUTHENTICATED}: \"true\").")))
+            out.append(
+                (
+                    r,
+                    Finding(
+                        f"{w.ref} ({pod.where}) is reachable from a Gateway through {through[0].what} but asks for no API "
+                        f"key, so anyone who reaches the Gateway can use it; give its server the key from a Secret "
+                        f"({API_KEY_ENV} via secretKeyRef, or {API_KEY_FLAG} $(VAR)); the program does so once the stack "
+                        f"sets the apiKey secret. To serve it openly on purpose set exposure.allowUnauthenticated: true "
+                        f'(pods annotated {ANNOTATION_ALLOW_UNAUTHENTICATED}: "true").'
+                    ),
+                )
+            )
     return out

@@ -23,8 +23,12 @@ def gpu_taint_tolerated(obj: dict, config: dict) -> list[Finding]:
     for pod in w.pods:
         gpu = [c for c in pod.containers if is_gpu_container(c)]
         if gpu and not pod_tolerates(pod, key, GPU_TAINT_EFFECT):
-            out.append(Finding(
-                f"{w.ref}: {gpu[0].label} requests GPUs but the pod ({pod.where}) does not tolerate the GPU "
-                f"taint '{key}:{GPU_TAINT_EFFECT}'; add a toleration {{key: {key}, operator: Exists, "
-                f"effect: {GPU_TAINT_EFFECT}}} so it can schedule onto the GPU nodes.", gpu[0].name))
+            out.append(
+                Finding(
+                    f"{w.ref}: {gpu[0].label} requests GPUs but the pod ({pod.where}) does not tolerate the GPU "
+                    f"taint '{key}:{GPU_TAINT_EFFECT}'; add a toleration {{key: {key}, operator: Exists, "
+                    f"effect: {GPU_TAINT_EFFECT}}} so it can schedule onto the GPU nodes.",
+                    gpu[0].name,
+                )
+            )
     return out

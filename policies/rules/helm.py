@@ -15,7 +15,8 @@ from policies.objects import Finding, as_dict, as_str, is_unknown
 # SemVer 2.0.0 (semver.org), with the leading 'v' Helm tolerates.
 _EXACT_VERSION_RE = re.compile(
     r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$")
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
+)
 
 # Pulumi Helm resource types, plus the Flux HelmRelease custom resource for plain YAML.
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart")
@@ -58,5 +59,9 @@ def helm_chart_pinned(resource_type: str, name: str, props: dict, config: dict) 
         return []
     if not problem:
         return []
-    return [Finding(f"{what}: chart '{chart}' {problem}; set version to the exact chart version you tested "
-                    f"(e.g. '1.2.3').", None)]
+    return [
+        Finding(
+            f"{what}: chart '{chart}' {problem}; set version to the exact chart version you tested (e.g. '1.2.3').",
+            None,
+        )
+    ]

@@ -58,8 +58,10 @@ def _fix_for(image: str, fix: str) -> str:
     if not entries:
         return fix
     keys = ", ".join(f"'{e.key}'" for e in entries)
-    return (f"{fix}: it is the program's image {keys} in common/images.py, whose digest is unresolved; "
-            f"on a machine that can reach the registry run `{image_table.RESOLVE_COMMAND}` and commit the result")
+    return (
+        f"{fix}: it is the program's image {keys} in common/images.py, whose digest is unresolved; "
+        f"on a machine that can reach the registry run `{image_table.RESOLVE_COMMAND}` and commit the result"
+    )
 
 
 def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
@@ -67,8 +69,11 @@ def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
     if w is None:
         return []
     require_digest = bool(config.get("requireDigest", False))
-    fix = ("pin it by digest (image@sha256:...)" if require_digest
-           else "pin an explicit version tag (e.g. ':v0.32.0') or a digest ('@sha256:...')")
+    fix = (
+        "pin it by digest (image@sha256:...)"
+        if require_digest
+        else "pin an explicit version tag (e.g. ':v0.32.0') or a digest ('@sha256:...')"
+    )
     out = []
     for pod in w.pods:
         for c in pod.containers:
@@ -82,10 +87,15 @@ def image_tag_pinned(obj: dict, config: dict) -> list[Finding]:
                 # and Kyverno's require-image-tag fail it too).
                 if c.section != "model":
                     what = "has no image" if image is None else "has an empty image"
-                    out.append(Finding(f"{w.ref}: {c.label} {what}; set an image with an explicit version tag "
-                                       f"or digest.", c.name))
+                    out.append(
+                        Finding(
+                            f"{w.ref}: {c.label} {what}; set an image with an explicit version tag or digest.", c.name
+                        )
+                    )
                 continue
             problem = image_problem(image_s, require_digest)
             if problem:
-                out.append(Finding(f"{w.ref}: {c.label} image '{image_s}' {problem}; {_fix_for(image_s, fix)}.", c.name))
+                out.append(
+                    Finding(f"{w.ref}: {c.label} image '{image_s}' {problem}; {_fix_for(image_s, fix)}.", c.name)
+                )
     return out

@@ -28,7 +28,7 @@ _TRUE = {"1", "ON", "YES", "TRUE"}
 
 def hf_uri_problem(uri: str) -> str | None:
     """`hf://org/model:<rev>` (KServe's Hugging Face storage URI) must end in a 40-hex commit."""
-    path = uri[len("hf://"):]
+    path = uri[len("hf://") :]
     repo, colon, rev = path.rpartition(":") if ":" in path else (path, "", "")
     if not colon or not rev:
         return f"storage URI '{uri}' names no revision, so it follows the moving 'main' branch"
@@ -73,7 +73,9 @@ def model_revision_pinned(obj: dict, config: dict) -> list[Finding]:
     if w is None:
         return []
     out = []
-    labels = [("workload", as_dict(w.metadata.get("labels")))] + [(f"pod template ({p.where})", p.labels) for p in w.pods]
+    labels = [("workload", as_dict(w.metadata.get("labels")))] + [
+        (f"pod template ({p.where})", p.labels) for p in w.pods
+    ]
     seen = set()
     for where, lab in labels:
         value = lab.get(LABEL_REVISION)
@@ -81,13 +83,23 @@ def model_revision_pinned(obj: dict, config: dict) -> list[Finding]:
             continue
         seen.add((str(value), where))
         if not is_commit(str(value)):
-            out.append(Finding(f"{w.ref}: the {where} label '{LABEL_REVISION}' is '{value}', not a 40-hex commit; "
-                               f"set it to the commit the weights were mirrored from.", None))
+            out.append(
+                Finding(
+                    f"{w.ref}: the {where} label '{LABEL_REVISION}' is '{value}', not a 40-hex commit; "
+                    f"set it to the commit the weights were mirrored from.",
+                    None,
+                )
+            )
     for pod in w.pods:
         for c in pod.containers:
             for problem in _container_revision_problems(c):
-                out.append(Finding(f"{w.ref}: {c.label} {problem}; pin the 40-hex commit sha of the model "
-                                   f"revision (see the Hub's 'main' ref at review time).", c.name))
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} {problem}; pin the 40-hex commit sha of the model "
+                        f"revision (see the Hub's 'main' ref at review time).",
+                        c.name,
+                    )
+                )
     # storageUri directly on a KServe component (older API shape).
     if w.kind == "InferenceService":
         spec = as_dict(obj.get("spec"))
@@ -95,8 +107,11 @@ def model_revision_pinned(obj: dict, config: dict) -> list[Finding]:
             uri = as_str(comp.get("storageUri"))
             uri_problem = hf_uri_problem(uri) if uri and uri.startswith("hf://") else None
             if uri_problem:
-                out.append(Finding(f"{w.ref}: {where} {uri_problem}; pin the 40-hex commit sha "
-                                   f"('hf://org/model:<sha>').", None))
+                out.append(
+                    Finding(
+                        f"{w.ref}: {where} {uri_problem}; pin the 40-hex commit sha ('hf://org/model:<sha>').", None
+                    )
+                )
     return out
 
 
@@ -133,9 +148,14 @@ def hub_offline_serving(obj: dict, config: dict) -> list[Finding]:
             if not c.runs_alongside or not (is_gpu_container(c) or _mounts_models(c)):
                 continue
             if _offline_set(c) is False:
-                reason = "requests GPUs" if is_gpu_container(c) else f"mounts the mirrored weights at {MODEL_MOUNT_PATH}"
-                out.append(Finding(
-                    f"{w.ref}: {c.label} {reason} but does not set HF_HUB_OFFLINE=1; add env "
-                    f"{{name: HF_HUB_OFFLINE, value: '1'}} so the server never depends on the Hub being up.",
-                    c.name))
+                reason = (
+                    "requests GPUs" if is_gpu_container(c) else f"mounts the mirrored weights at {MODEL_MOUNT_PATH}"
+                )
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} {reason} but does not set HF_HUB_OFFLINE=1; add env "
+                        f"{{name: HF_HUB_OFFLINE, value: '1'}} so the server never depends on the Hub being up.",
+                        c.name,
+                    )
+                )
     return out

@@ -47,15 +47,22 @@ def is_default_deny(policy: Resource) -> bool:
 
 
 def _created_namespaces(resources: list[Resource]) -> set[str]:
-    return {r.name if is_unknown(as_dict(r.props.get("metadata")).get("name"))
-            else as_str(as_dict(r.props.get("metadata")).get("name")) or r.name
-            for r in resources if r.is_kubernetes and r.kind == "Namespace"}
+    return {
+        r.name
+        if is_unknown(as_dict(r.props.get("metadata")).get("name"))
+        else as_str(as_dict(r.props.get("metadata")).get("name")) or r.name
+        for r in resources
+        if r.is_kubernetes and r.kind == "Namespace"
+    }
 
 
 def network_policy_present(resources: list[Resource], config: dict) -> list[tuple[Resource, Finding]]:
     judged = None if config.get("everyNamespace") else _created_namespaces(resources)
-    denied = {(p.namespace or "default") for p in resources
-              if p.is_kubernetes and p.kind == "NetworkPolicy" and not is_unknown(p.namespace) and is_default_deny(p)}
+    denied = {
+        (p.namespace or "default")
+        for p in resources
+        if p.is_kubernetes and p.kind == "NetworkPolicy" and not is_unknown(p.namespace) and is_default_deny(p)
+    }
     out = []
     reported: set[str] = set()
     for r in resources:
@@ -66,10 +73,16 @@ def network_policy_present(resources: list[Resource], config: dict) -> list[tupl
         if namespace in denied or namespace in reported or (judged is not None and namespace not in judged):
             continue
         reported.add(namespace)
-        out.append((r, Finding(
-            f"{w.ref}: namespace '{namespace}' runs GPU servers but has no default-deny NetworkPolicy, so every pod "
-            f"of the cluster can reach them and they can reach anything; add a NetworkPolicy in '{namespace}' with "
-            "podSelector {}, policyTypes [Ingress, Egress] and no rules, then allow the paths the servers need.")))
+        out.append(
+            (
+                r,
+                Finding(
+                    f"{w.ref}: namespace '{namespace}' runs GPU servers but has no default-deny NetworkPolicy, so every pod "
+                    f"of the cluster can reach them and they can reach anything; add a NetworkPolicy in '{namespace}' with "
+                    "podSelector {}, policyTypes [Ingress, Egress] and no rules, then allow the paths the servers need."
+                ),
+            )
+        )
     return out
 
 
@@ -112,24 +125,35 @@ def cluster_endpoint_restricted(resource_type: str, name: str, props: dict, conf
             return []
         if not _world_open(as_list(vpc.get("publicAccessCidrs"))):
             return []
-        return [Finding(
-            f"{kind}/{name}: {why}, and the cluster's public API endpoint admits every address (publicAccessCidrs "
-            "empty or 0.0.0.0/0); set vpcConfig.endpointPublicAccess false (with endpointPrivateAccess true) or list "
-            f"the administrators' addresses in publicAccessCidrs, or tag the cluster {WORLD_OPEN_ENDPOINT_TAG}="
-            f"{WORLD_OPEN_ALLOWED} to accept it knowingly.")]
+        return [
+            Finding(
+                f"{kind}/{name}: {why}, and the cluster's public API endpoint admits every address (publicAccessCidrs "
+                "empty or 0.0.0.0/0); set vpcConfig.endpointPublicAccess false (with endpointPrivateAccess true) or list "
+                f"the administrators' addresses in publicAccessCidrs, or tag the cluster {WORLD_OPEN_ENDPOINT_TAG}="
+                f"{WORLD_OPEN_ALLOWED} to accept it knowingly."
+            )
+        ]
     private = as_dict(props.get("privateClusterConfig"))
     if private.get("enablePrivateEndpoint") is True or is_unknown(private.get("enablePrivateEndpoint")):
         return []
     networks = as_dict(props.get("masterAuthorizedNetworksConfig"))
     blocks = [as_dict(b).get("cidrBlock") for b in as_list(networks.get("cidrBlocks"))]
     # Authorized networks on with no blocks admit no outside address at all: restricted too.
-    open_block = any(not is_unknown(b) and ipaddress.ip_network(as_str(b) or "0.0.0.0/0", strict=False).prefixlen == 0
-                     for b in blocks)
-    if props.get("masterAuthorizedNetworksConfig") is not None and not open_block \
-            and networks.get("gcpPublicCidrsAccessEnabled") is not True:
+    open_block = any(
+        not is_unknown(b) and ipaddress.ip_network(as_str(b) or "0.0.0.0/0", strict=False).prefixlen == 0
+        for b in blocks
+    )
+    if (
+        props.get("masterAuthorizedNetworksConfig") is not None
+        and not open_block
+        and networks.get("gcpPublicCidrsAccessEnabled") is not True
+    ):
         return []
-    return [Finding(
-        f"{kind}/{name}: {why}, and the cluster's API endpoint admits every address (masterAuthorizedNetworksConfig off, "
-        "0.0.0.0/0 among its cidrBlocks, or gcpPublicCidrsAccessEnabled); list the administrators' addresses "
-        "in masterAuthorizedNetworksConfig.cidrBlocks or set privateClusterConfig.enablePrivateEndpoint true, or "
-        f"label the cluster {WORLD_OPEN_ENDPOINT_TAG}={WORLD_OPEN_ALLOWED} to accept it knowingly.")]
+    return [
+        Finding(
+            f"{kind}/{name}: {why}, and the cluster's API endpoint admits every address (masterAuthorizedNetworksConfig off, "
+            "0.0.0.0/0 among its cidrBlocks, or gcpPublicCidrsAccessEnabled); list the administrators' addresses "
+            "in masterAuthorizedNetworksConfig.cidrBlocks or set privateClusterConfig.enablePrivateEndpoint true, or "
+            f"label the cluster {WORLD_OPEN_ENDPOINT_TAG}={WORLD_OPEN_ALLOWED} to accept it knowingly."
+        )
+    ]

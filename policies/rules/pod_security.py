@@ -25,8 +25,10 @@ from policies.workloads import ContainerView, PodView, workload
 NO_POD_LEVEL_KINDS = {"ServingRuntime", "ClusterServingRuntime"}
 # The one capability the restricted level lets a container add back.
 ALLOWED_ADDED_CAPABILITIES = {"NET_BIND_SERVICE"}
-FIX_HINT = ("set them in the container's securityContext (or add the pod template annotation "
-            f"{ps.EXCEPTION_ANNOTATION}: '<control>: <reason>' for runAsNonRoot or readOnlyRootFilesystem)")
+FIX_HINT = (
+    "set them in the container's securityContext (or add the pod template annotation "
+    f"{ps.EXCEPTION_ANNOTATION}: '<control>: <reason>' for runAsNonRoot or readOnlyRootFilesystem)"
+)
 
 
 def _effective(container_ctx: dict, pod_ctx: dict, key: str):
@@ -70,20 +72,26 @@ def _pod_findings(ref: str, pod: PodView, pod_level: bool) -> list[Finding]:
     raw = pod.annotations.get(ps.EXCEPTION_ANNOTATION)
     waived = ps.parse_exceptions(raw)
     if raw is not None and not is_unknown(raw) and not waived:
-        out.append(Finding(
-            f"{ref}: the {ps.EXCEPTION_ANNOTATION} annotation of {pod.where} waives nothing it may: write "
-            f"'<control>: <reason of at least {ps.MIN_REASON_CHARS} characters>' with a control among "
-            f"{', '.join(ps.WAIVABLE)}."))
+        out.append(
+            Finding(
+                f"{ref}: the {ps.EXCEPTION_ANNOTATION} annotation of {pod.where} waives nothing it may: write "
+                f"'<control>: <reason of at least {ps.MIN_REASON_CHARS} characters>' with a control among "
+                f"{', '.join(ps.WAIVABLE)}."
+            )
+        )
     pod_ctx = pod.spec.get("securityContext")
     if is_unknown(pod_ctx):
         return out
     pod_ctx = as_dict(pod_ctx)
     automount = pod.spec.get("automountServiceAccountToken")
     if pod_level and automount is not False and not is_unknown(automount) and ps.AUTOMOUNT_TOKEN not in waived:
-        out.append(Finding(
-            f"{ref}: {pod.where} does not set automountServiceAccountToken: false, so every container holds a "
-            f"Kubernetes API token; set it to false, or waive it with the {ps.EXCEPTION_ANNOTATION} annotation "
-            "('automountServiceAccountToken: <why the pod calls the API>')."))
+        out.append(
+            Finding(
+                f"{ref}: {pod.where} does not set automountServiceAccountToken: false, so every container holds a "
+                f"Kubernetes API token; set it to false, or waive it with the {ps.EXCEPTION_ANNOTATION} annotation "
+                "('automountServiceAccountToken: <why the pod calls the API>')."
+            )
+        )
     for c in pod.containers:
         problems = _container_problems(c, pod_ctx, waived)
         if problems:
@@ -117,15 +125,21 @@ def namespace_pod_security(obj: dict, config: dict) -> list[Finding]:
     ref = f"Namespace/{name}"
     if level not in ps.PSA_LEVELS:
         shown = "no" if level is None else f"the unknown level {level!r} as its"
-        return [Finding(
-            f"{ref}: has {shown} {ps.PSA_PREFIX}/enforce label, so Pod Security Admission admits any pod; label it "
-            f"'{ps.RESTRICTED}' (or the strictest level its pods meet, with the reason in "
-            f"{ps.LEVEL_REASON_ANNOTATION}).")]
+        return [
+            Finding(
+                f"{ref}: has {shown} {ps.PSA_PREFIX}/enforce label, so Pod Security Admission admits any pod; label it "
+                f"'{ps.RESTRICTED}' (or the strictest level its pods meet, with the reason in "
+                f"{ps.LEVEL_REASON_ANNOTATION})."
+            )
+        ]
     if level != ps.RESTRICTED and not is_unknown(annotations):
         reason = as_str(as_dict(annotations).get(ps.LEVEL_REASON_ANNOTATION)) or ""
         if len(reason.strip()) < ps.MIN_REASON_CHARS:
-            return [Finding(
-                f"{ref}: enforces the {level} Pod Security level without saying why it cannot be "
-                f"{ps.RESTRICTED}; write the reason in the {ps.LEVEL_REASON_ANNOTATION} annotation, or enforce "
-                f"{ps.RESTRICTED}.")]
+            return [
+                Finding(
+                    f"{ref}: enforces the {level} Pod Security level without saying why it cannot be "
+                    f"{ps.RESTRICTED}; write the reason in the {ps.LEVEL_REASON_ANNOTATION} annotation, or enforce "
+                    f"{ps.RESTRICTED}."
+                )
+            ]
     return []

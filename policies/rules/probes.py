@@ -54,12 +54,19 @@ def probes_declared(obj: dict, config: dict) -> list[Finding]:
                 wanted.append("startupProbe")
             missing = [p for p in wanted if not _has_probe(c, p)]
             if missing:
-                why = (" (a GPU server needs a startup probe so the weight load is not mistaken for a hang)"
-                       if "startupProbe" in missing else "")
-                out.append(Finding(
-                    f"{w.ref}: {c.label} has no {', '.join(missing)} with a handler (httpGet, tcpSocket, exec "
-                    f"or grpc){why}; add the missing probes so Kubernetes routes traffic only to a ready server and restarts "
-                    f"a hung one.", c.name))
+                why = (
+                    " (a GPU server needs a startup probe so the weight load is not mistaken for a hang)"
+                    if "startupProbe" in missing
+                    else ""
+                )
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} has no {', '.join(missing)} with a handler (httpGet, tcpSocket, exec "
+                        f"or grpc){why}; add the missing probes so Kubernetes routes traffic only to a ready server and restarts "
+                        f"a hung one.",
+                        c.name,
+                    )
+                )
     return out
 
 
@@ -112,12 +119,14 @@ def startup_probe_budget(obj: dict, config: dict) -> list[Finding]:
             if not is_gpu_server(w, c):
                 continue
             if error:
-                out.append(Finding(f"{w.ref}: {error}; write the estimated load time in seconds (e.g. '540').",
-                                   c.name))
+                out.append(Finding(f"{w.ref}: {error}; write the estimated load time in seconds (e.g. '540').", c.name))
                 continue
             required = max(minimum, estimate or 0.0)
-            basis = (f"the load-time estimate of {seconds(estimate)} ({ANNOTATION_LOAD_SECONDS})"
-                     if estimate is not None and estimate >= minimum else f"the configured minimum of {seconds(minimum)}")
+            basis = (
+                f"the load-time estimate of {seconds(estimate)} ({ANNOTATION_LOAD_SECONDS})"
+                if estimate is not None and estimate >= minimum
+                else f"the configured minimum of {seconds(minimum)}"
+            )
             startup = c.container.get("startupProbe")
             liveness = c.container.get("livenessProbe")
             if isinstance(startup, dict):
@@ -128,17 +137,25 @@ def startup_probe_budget(obj: dict, config: dict) -> list[Finding]:
             else:
                 window, which = None, None
             if window is not None and window < required:
-                out.append(Finding(
-                    f"{w.ref}: {c.label} gives its {which} a budget of {seconds(window)} (initialDelaySeconds + "
-                    f"failureThreshold x periodSeconds), less than {basis}; raise the startup probe's "
-                    f"failureThreshold (or periodSeconds) to at least {seconds(required)} so a slow weight load "
-                    f"is not killed as a crash.", c.name))
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} gives its {which} a budget of {seconds(window)} (initialDelaySeconds + "
+                        f"failureThreshold x periodSeconds), less than {basis}; raise the startup probe's "
+                        f"failureThreshold (or periodSeconds) to at least {seconds(required)} so a slow weight load "
+                        f"is not killed as a crash.",
+                        c.name,
+                    )
+                )
             if isinstance(liveness, dict):
                 live = probe_window(liveness, with_initial_delay=False)
                 if live is not None and live < live_min:
-                    out.append(Finding(
-                        f"{w.ref}: {c.label} liveness probe restarts the server after {seconds(live)} of failed "
-                        f"checks (failureThreshold x periodSeconds), less than the minimum of {seconds(live_min)}; "
-                        f"a busy GPU server can answer slowly during a long prefill, so raise failureThreshold "
-                        f"or periodSeconds.", c.name))
+                    out.append(
+                        Finding(
+                            f"{w.ref}: {c.label} liveness probe restarts the server after {seconds(live)} of failed "
+                            f"checks (failureThreshold x periodSeconds), less than the minimum of {seconds(live_min)}; "
+                            f"a busy GPU server can answer slowly during a long prefill, so raise failureThreshold "
+                            f"or periodSeconds.",
+                            c.name,
+                        )
+                    )
     return out

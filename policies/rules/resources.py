@@ -34,10 +34,14 @@ def resources_declared(obj: dict, config: dict) -> list[Finding]:
             resources = as_dict(resources)
             missing = [f"{part}.{res}" for part, res in need if not present(as_dict(resources.get(part)).get(res))]
             if missing:
-                out.append(Finding(
-                    f"{w.ref}: {c.label} does not declare {', '.join('resources.' + m for m in missing)}; "
-                    f"set them so the scheduler reserves what the container needs and a leak is "
-                    f"OOM-killed instead of starving its neighbours.", c.name))
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} does not declare {', '.join('resources.' + m for m in missing)}; "
+                        f"set them so the scheduler reserves what the container needs and a leak is "
+                        f"OOM-killed instead of starving its neighbours.",
+                        c.name,
+                    )
+                )
     return out
 
 
@@ -60,16 +64,26 @@ def gpu_in_limits(obj: dict, config: dict) -> list[Finding]:
             limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
             for key in sorted(gpu_keys(c.container)):
                 if key not in limits:
-                    out.append(Finding(
-                        f"{w.ref}: {c.label} asks for '{key}' only in resources.requests; extended "
-                        f"resources such as GPUs must be set in resources.limits (requests may be omitted "
-                        f"or must equal the limit), so move it to limits.", c.name))
-                elif key in requests and not (is_unknown(requests[key]) or is_unknown(limits[key])) \
-                        and not _same_quantity(requests[key], limits[key]):
-                    out.append(Finding(
-                        f"{w.ref}: {c.label} requests {requests[key]} '{key}' but limits it to {limits[key]}; "
-                        f"GPUs cannot be overcommitted, so make the request equal the limit or drop it.",
-                        c.name))
+                    out.append(
+                        Finding(
+                            f"{w.ref}: {c.label} asks for '{key}' only in resources.requests; extended "
+                            f"resources such as GPUs must be set in resources.limits (requests may be omitted "
+                            f"or must equal the limit), so move it to limits.",
+                            c.name,
+                        )
+                    )
+                elif (
+                    key in requests
+                    and not (is_unknown(requests[key]) or is_unknown(limits[key]))
+                    and not _same_quantity(requests[key], limits[key])
+                ):
+                    out.append(
+                        Finding(
+                            f"{w.ref}: {c.label} requests {requests[key]} '{key}' but limits it to {limits[key]}; "
+                            f"GPUs cannot be overcommitted, so make the request equal the limit or drop it.",
+                            c.name,
+                        )
+                    )
     return out
 
 
@@ -94,8 +108,12 @@ def shm_size_limited(obj: dict, config: dict) -> list[Finding]:
             if not present(empty_dir.get("sizeLimit")):
                 users = shm_volumes[name]
                 who = ", ".join(c.label for c in users)
-                out.append(Finding(
-                    f"{w.ref}: volume '{name}' is a memory-backed emptyDir mounted at {SHM_PATH} by {who} "
-                    f"without a sizeLimit; set emptyDir.sizeLimit (e.g. '16Gi') so shared memory cannot "
-                    f"grow until the node runs out of RAM.", users[0].name))
+                out.append(
+                    Finding(
+                        f"{w.ref}: volume '{name}' is a memory-backed emptyDir mounted at {SHM_PATH} by {who} "
+                        f"without a sizeLimit; set emptyDir.sizeLimit (e.g. '16Gi') so shared memory cannot "
+                        f"grow until the node runs out of RAM.",
+                        users[0].name,
+                    )
+                )
     return out

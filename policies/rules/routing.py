@@ -65,9 +65,15 @@ def pools(resources: list[Resource]) -> list[Pool]:
     for r in resources:
         if r.is_kubernetes and r.kind == "InferencePool":
             spec = as_dict(r.props.get("spec"))
-            found.append(Pool(r, f"InferencePool/{r.name}", r.namespace,
-                              as_dict(as_dict(spec.get("selector")).get("matchLabels")),
-                              [as_number(as_dict(p).get("number")) for p in as_list(spec.get("targetPorts"))]))
+            found.append(
+                Pool(
+                    r,
+                    f"InferencePool/{r.name}",
+                    r.namespace,
+                    as_dict(as_dict(spec.get("selector")).get("matchLabels")),
+                    [as_number(as_dict(p).get("number")) for p in as_list(spec.get("targetPorts"))],
+                )
+            )
         elif _is_picker_release(r):
             router = as_dict(as_dict(r.props.get("values")).get("router"))
             if as_dict(router.get("inferencePool")).get("create") is False:
@@ -75,16 +81,23 @@ def pools(resources: list[Resource]) -> list[Pool]:
             servers = as_dict(router.get("modelServers"))
             ports = [as_number(as_dict(p).get("number")) for p in as_list(servers.get("targetPorts"))]
             namespace = r.props.get("namespace")
-            found.append(Pool(r, f"the InferencePool of release {_release_name(r)}",
-                              namespace if is_unknown(namespace) else as_str(namespace),
-                              as_dict(servers.get("matchLabels")), ports or list(CHART_DEFAULT_PORTS)))
+            found.append(
+                Pool(
+                    r,
+                    f"the InferencePool of release {_release_name(r)}",
+                    namespace if is_unknown(namespace) else as_str(namespace),
+                    as_dict(servers.get("matchLabels")),
+                    ports or list(CHART_DEFAULT_PORTS),
+                )
+            )
     return found
 
 
 def _declared_ports(pod: PodView) -> set[float] | None:
     """The container ports the pod declares; None while one of them is not known (preview)."""
-    ports = {as_number(as_dict(p).get("containerPort")) for c in pod.containers
-             for p in as_list(c.container.get("ports"))}
+    ports = {
+        as_number(as_dict(p).get("containerPort")) for c in pod.containers for p in as_list(c.container.get("ports"))
+    }
     return None if None in ports else {p for p in ports if p is not None}
 
 
@@ -96,19 +109,35 @@ def inference_pool_selects_its_servers(resources: list[Resource], config: dict) 
         if any(is_unknown(v) for v in pool.selector.values()) or any(p is None for p in pool.ports):
             continue  # preview: not known yet
         if not pool.selector:
-            out.append((pool.owner, Finding(
-                f"{pool.what}: its selector is empty, and an InferencePool must name the labels of its server pods "
-                f"(1 to 64 matchLabels); set them to the servers' pod template labels.")))
+            out.append(
+                (
+                    pool.owner,
+                    Finding(
+                        f"{pool.what}: its selector is empty, and an InferencePool must name the labels of its server pods "
+                        f"(1 to 64 matchLabels); set them to the servers' pod template labels."
+                    ),
+                )
+            )
             continue
-        selected = [(w, pod) for _, w in workloads for pod in w.pods
-                    if _same_namespace(pool.namespace, w.namespace) and selector_matches({"matchLabels": pool.selector},
-                                                                                      pod.labels)]
+        selected = [
+            (w, pod)
+            for _, w in workloads
+            for pod in w.pods
+            if _same_namespace(pool.namespace, w.namespace)
+            and selector_matches({"matchLabels": pool.selector}, pod.labels)
+        ]
         wanted = ", ".join(f"{k}={v}" for k, v in sorted(pool.selector.items()))
         if not selected:
-            out.append((pool.owner, Finding(
-                f"{pool.what}: its selector ({wanted}) matches no server pod in namespace "
-                f"'{pool.namespace or 'default'}', so every request for it fails at the Gateway; make the selector "
-                f"equal to the server pods' labels.")))
+            out.append(
+                (
+                    pool.owner,
+                    Finding(
+                        f"{pool.what}: its selector ({wanted}) matches no server pod in namespace "
+                        f"'{pool.namespace or 'default'}', so every request for it fails at the Gateway; make the selector "
+                        f"equal to the server pods' labels."
+                    ),
+                )
+            )
             continue
         for w, pod in selected:
             declared = _declared_ports(pod)
@@ -116,10 +145,16 @@ def inference_pool_selects_its_servers(resources: list[Resource], config: dict) 
                 continue  # preview: not known yet
             missing = [p for p in pool.ports if p not in declared]
             if missing:
-                out.append((pool.owner, Finding(
-                    f"{pool.what}: it sends to port {', '.join(f'{p:g}' for p in missing)} of {w.ref} ({pod.where}), "
-                    f"whose containers declare no such port; set the pool's target port to the server's port "
-                    f"({', '.join(f'{p:g}' for p in sorted(declared)) or 'none declared'}).")))
+                out.append(
+                    (
+                        pool.owner,
+                        Finding(
+                            f"{pool.what}: it sends to port {', '.join(f'{p:g}' for p in missing)} of {w.ref} ({pod.where}), "
+                            f"whose containers declare no such port; set the pool's target port to the server's port "
+                            f"({', '.join(f'{p:g}' for p in sorted(declared)) or 'none declared'})."
+                        ),
+                    )
+                )
     return out
 
 
@@ -140,16 +175,28 @@ def pickers(resources: list[Resource]) -> list[Picker]:
             replicas = as_dict(router.get("epp")).get("replicas", CHART_DEFAULT_REPLICAS)
             name = _release_name(r)
             namespace = r.props.get("namespace")
-            found.append(Picker(r, f"the endpoint picker of release {name}",
-                                namespace if is_unknown(namespace) else as_str(namespace),
-                                None if is_unknown(replicas) else as_number(replicas),
-                                {PICKER_POD_LABEL: picker_name(name)}))
+            found.append(
+                Picker(
+                    r,
+                    f"the endpoint picker of release {name}",
+                    namespace if is_unknown(namespace) else as_str(namespace),
+                    None if is_unknown(replicas) else as_number(replicas),
+                    {PICKER_POD_LABEL: picker_name(name)},
+                )
+            )
         elif r.is_kubernetes and r.kind == "Deployment":
             w = workload(r.props)
             if w is None or not w.pods or PICKER_POD_LABEL not in w.pods[0].labels:
                 continue
-            found.append(Picker(r, f"{w.ref} (an endpoint picker)", w.namespace, w.replicas,
-                                {PICKER_POD_LABEL: w.pods[0].labels[PICKER_POD_LABEL]}))
+            found.append(
+                Picker(
+                    r,
+                    f"{w.ref} (an endpoint picker)",
+                    w.namespace,
+                    w.replicas,
+                    {PICKER_POD_LABEL: w.pods[0].labels[PICKER_POD_LABEL]},
+                )
+            )
     return found
 
 
@@ -158,18 +205,33 @@ def picker_highly_available(resources: list[Resource], config: dict) -> list[tup
     out = []
     for p in pickers(resources):
         if p.replicas is not None and p.replicas <= 1:
-            out.append((p.owner, Finding(
-                f"{p.what}: runs {p.replicas:g} replica, so its restart or a node drain leaves the pool without a "
-                f"picker; run at least 2 (router.epp.replicas; leader election keeps one active).")))
-        covered = any(_same_namespace(b.namespace, p.namespace)
-                      and isinstance(as_dict(b.props.get("spec")).get("selector"), dict)
-                      and selector_matches(as_dict(b.props["spec"]["selector"]), p.pod_labels) for b in pdbs)
+            out.append(
+                (
+                    p.owner,
+                    Finding(
+                        f"{p.what}: runs {p.replicas:g} replica, so its restart or a node drain leaves the pool without a "
+                        f"picker; run at least 2 (router.epp.replicas; leader election keeps one active)."
+                    ),
+                )
+            )
+        covered = any(
+            _same_namespace(b.namespace, p.namespace)
+            and isinstance(as_dict(b.props.get("spec")).get("selector"), dict)
+            and selector_matches(as_dict(b.props["spec"]["selector"]), p.pod_labels)
+            for b in pdbs
+        )
         if not covered:
             labels = ", ".join(f"{k}={v}" for k, v in p.pod_labels.items())
-            out.append((p.owner, Finding(
-                f"{p.what}: no PodDisruptionBudget in namespace '{p.namespace or 'default'}' selects its pods "
-                f"({labels}), so a drain may evict every picker at once; add one with maxUnavailable: 1 and that "
-                f"selector.")))
+            out.append(
+                (
+                    p.owner,
+                    Finding(
+                        f"{p.what}: no PodDisruptionBudget in namespace '{p.namespace or 'default'}' selects its pods "
+                        f"({labels}), so a drain may evict every picker at once; add one with maxUnavailable: 1 and that "
+                        f"selector."
+                    ),
+                )
+            )
     return out
 
 
@@ -198,7 +260,7 @@ def _lora_items(toks: list[str]) -> list[str]:
         if t.startswith("--lora-modules="):
             items.append(t.split("=", 1)[1])
         elif t == "--lora-modules":
-            for nxt in toks[i + 1:]:
+            for nxt in toks[i + 1 :]:
                 if nxt.startswith("--"):
                     break
                 items.append(nxt)
@@ -209,12 +271,16 @@ def adapter_path_problem(name: str, path: str) -> str | None:
     if not path:
         return f"loads adapter '{name}' without a path"
     if not path.startswith("/"):
-        return (f"loads adapter '{name}' from '{path}', a Hub repo id (or a relative path) that vLLM resolves by "
-                f"downloading the repo's default branch")
+        return (
+            f"loads adapter '{name}' from '{path}', a Hub repo id (or a relative path) that vLLM resolves by "
+            f"downloading the repo's default branch"
+        )
     last = path.rstrip("/").rsplit("/", 1)[-1]
     if not is_commit(last):
-        return (f"loads adapter '{name}' from '{path}', which does not end in the 40-hex commit it was mirrored "
-                f"from, so nothing ties it to a reviewed revision")
+        return (
+            f"loads adapter '{name}' from '{path}', which does not end in the 40-hex commit it was mirrored "
+            f"from, so nothing ties it to a reviewed revision"
+        )
     return None
 
 
@@ -232,10 +298,20 @@ def adapter_revision_pinned(obj: dict, config: dict) -> list[Finding]:
                 for name, path in _lora_module_paths(item):
                     problem = adapter_path_problem(name, path)
                     if problem:
-                        out.append(Finding(f"{w.ref}: {c.label} {problem}; mirror the adapter at a pinned commit "
-                                           f"and pass its folder <mount>/<org>/<name>/<40-hex commit>.", c.name))
+                        out.append(
+                            Finding(
+                                f"{w.ref}: {c.label} {problem}; mirror the adapter at a pinned commit "
+                                f"and pass its folder <mount>/<org>/<name>/<40-hex commit>.",
+                                c.name,
+                            )
+                        )
             if (literal_env(c.container).get(RUNTIME_LORA_ENV) or "").strip().lower() in ("1", "true"):
-                out.append(Finding(f"{w.ref}: {c.label} sets {RUNTIME_LORA_ENV}, which lets any client load an "
-                                   f"adapter of its choice at run time; remove it and list pinned adapters in "
-                                   f"--lora-modules.", c.name))
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} sets {RUNTIME_LORA_ENV}, which lets any client load an "
+                        f"adapter of its choice at run time; remove it and list pinned adapters in "
+                        f"--lora-modules.",
+                        c.name,
+                    )
+                )
     return out

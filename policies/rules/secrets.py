@@ -45,21 +45,33 @@ def no_literal_secrets(obj: dict, config: dict) -> list[Finding]:
             for e in as_list(c.container.get("env")):
                 e = as_dict(e)
                 name, value = as_str(e.get("name")) or "", as_str(e.get("value"))
-                if not value or is_reference(value) and not looks_like_token(value):
+                if not value or (is_reference(value) and not looks_like_token(value)):
                     continue
                 if is_secret_name(name) or looks_like_token(value):
-                    out.append(Finding(
-                        f"{w.ref}: {c.label} sets env {name} to a literal value that is (or looks like) a "
-                        f"credential; store it in a Secret and use valueFrom.secretKeyRef instead.", c.name))
+                    out.append(
+                        Finding(
+                            f"{w.ref}: {c.label} sets env {name} to a literal value that is (or looks like) a "
+                            f"credential; store it in a Secret and use valueFrom.secretKeyRef instead.",
+                            c.name,
+                        )
+                    )
             for flag, value in flag_values(tokens(c.container), SECRET_FLAGS):
                 if value and not is_reference(value) and not value.startswith("-"):
-                    out.append(Finding(
-                        f"{w.ref}: {c.label} passes {flag} with a literal value on its command line; put the key in "
-                        f"a Secret, expose it as an env var with secretKeyRef and pass {flag} $(VAR_NAME) (or let "
-                        f"the program read the env var).", c.name))
+                    out.append(
+                        Finding(
+                            f"{w.ref}: {c.label} passes {flag} with a literal value on its command line; put the key in "
+                            f"a Secret, expose it as an env var with secretKeyRef and pass {flag} $(VAR_NAME) (or let "
+                            f"the program read the env var).",
+                            c.name,
+                        )
+                    )
             for text in (t for t in tokens(c.container) if looks_like_token(t)):
-                out.append(Finding(
-                    f"{w.ref}: {c.label} has a token-like value ('{text[:6]}...') in its command line; move it to a "
-                    f"Secret and reference it through an env var with secretKeyRef.", c.name))
+                out.append(
+                    Finding(
+                        f"{w.ref}: {c.label} has a token-like value ('{text[:6]}...') in its command line; move it to a "
+                        f"Secret and reference it through an env var with secretKeyRef.",
+                        c.name,
+                    )
+                )
                 break
     return out

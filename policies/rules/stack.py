@@ -38,8 +38,11 @@ from policies.workloads import workload
 
 
 def gpu_pools(resources: list[Resource]) -> list[tuple[Resource, list[dict]]]:
-    return [(r, pool_taints(r.type, r.props)) for r in resources
-            if r.type in POOL_TYPES and node_pool_has_gpus(r.type, r.props)]
+    return [
+        (r, pool_taints(r.type, r.props))
+        for r in resources
+        if r.type in POOL_TYPES and node_pool_has_gpus(r.type, r.props)
+    ]
 
 
 def _describe(taints: list[dict]) -> str:
@@ -61,18 +64,31 @@ def gpu_toleration_matches_pool(resources: list[Resource], config: dict) -> list
             fits = False
             for _, taints in pools:
                 hard = [t for t in taints if t["effect"] in ("NoSchedule", "NoExecute")]
-                if all(pod_tolerates(pod, as_str(t["key"]) or "", t["effect"],
-                                     None if is_unknown(t.get("value")) else (as_str(t.get("value")) or ""))
-                       for t in hard):
+                if all(
+                    pod_tolerates(
+                        pod,
+                        as_str(t["key"]) or "",
+                        t["effect"],
+                        None if is_unknown(t.get("value")) else (as_str(t.get("value")) or ""),
+                    )
+                    for t in hard
+                ):
                     fits = True
                     break
             if not fits:
                 gpu = next(c for c in pod.containers if is_gpu_container(c))
                 pool_list = "; ".join(f"{p.kind}/{p.name} ({_describe(t)})" for p, t in pools)
-                out.append((r, Finding(
-                    f"{w.ref}: the pod of GPU {gpu.label} ({pod.where}) does not tolerate the taints of any GPU "
-                    f"pool in the stack [{pool_list}]; add tolerations that match one pool's taints (key, value and "
-                    f"effect) or the pod will stay Pending.", gpu.name)))
+                out.append(
+                    (
+                        r,
+                        Finding(
+                            f"{w.ref}: the pod of GPU {gpu.label} ({pod.where}) does not tolerate the taints of any GPU "
+                            f"pool in the stack [{pool_list}]; add tolerations that match one pool's taints (key, value and "
+                            f"effect) or the pod will stay Pending.",
+                            gpu.name,
+                        ),
+                    )
+                )
     return out
 
 
@@ -113,17 +129,26 @@ def server_disruption_budget(resources: list[Resource], config: dict) -> list[tu
         for pod in w.pods:
             if not pod_uses_gpus(pod):
                 continue
-            covered = any(_same_namespace(p.namespace, w.namespace)
-                          and isinstance(as_dict(p.props.get("spec")).get("selector"), dict)
-                          and selector_matches(as_dict(p.props["spec"]["selector"]), pod.labels)
-                          for p in pdbs)
+            covered = any(
+                _same_namespace(p.namespace, w.namespace)
+                and isinstance(as_dict(p.props.get("spec")).get("selector"), dict)
+                and selector_matches(as_dict(p.props["spec"]["selector"]), pod.labels)
+                for p in pdbs
+            )
             if not covered:
                 gpu = next(c for c in pod.containers if is_gpu_container(c))
-                out.append((r, Finding(
-                    f"{w.ref}: this GPU server ({gpu.label}) runs {w.replicas:g} replicas but no PodDisruptionBudget in "
-                    f"namespace '{w.namespace or 'default'}' selects its pods ({pod.where}); add a PodDisruptionBudget with "
-                    f"maxUnavailable: 1 and a selector matching the pod labels so a drain never takes all replicas "
-                    f"down at once.", gpu.name)))
+                out.append(
+                    (
+                        r,
+                        Finding(
+                            f"{w.ref}: this GPU server ({gpu.label}) runs {w.replicas:g} replicas but no PodDisruptionBudget in "
+                            f"namespace '{w.namespace or 'default'}' selects its pods ({pod.where}); add a PodDisruptionBudget with "
+                            f"maxUnavailable: 1 and a selector matching the pod labels so a drain never takes all replicas "
+                            f"down at once.",
+                            gpu.name,
+                        ),
+                    )
+                )
                 break
     return out
 
@@ -158,8 +183,10 @@ def _bucket_of(block: Resource, buckets: list[Resource]) -> Resource | str | Non
 
 
 def _account_blocks_everything(resources: list[Resource]) -> bool:
-    return any(r.type == S3_ACCOUNT_PAB and all(r.props.get(f) is True or is_unknown(r.props.get(f)) for f in PAB_FLAGS)
-               for r in resources)
+    return any(
+        r.type == S3_ACCOUNT_PAB and all(r.props.get(f) is True or is_unknown(r.props.get(f)) for f in PAB_FLAGS)
+        for r in resources
+    )
 
 
 def bucket_public_access_block_present(resources: list[Resource], config: dict) -> list[tuple[Resource, Finding]]:
@@ -182,13 +209,21 @@ def bucket_public_access_block_present(resources: list[Resource], config: dict) 
         kind = b.type.rsplit(":", 1)[-1]
         why = "no BucketPublicAccessBlock in the stack names it"
         if unknown:
-            why = (f"the stack has {len(uncovered)} S3 buckets without a matching block and only {unknown} "
-                   f"block{'s' if unknown != 1 else ''} whose bucket is not known yet")
-        out.append((b, Finding(
-            f"{kind}/{b.name}: this S3 bucket has no public access block ({why}), so a bucket policy or ACL can "
-            f"still make the model weights public; add an aws.s3.BucketPublicAccessBlock with bucket=<this "
-            f"bucket>.id and blockPublicAcls, blockPublicPolicy, ignorePublicAcls and restrictPublicBuckets all "
-            f"true.")))
+            why = (
+                f"the stack has {len(uncovered)} S3 buckets without a matching block and only {unknown} "
+                f"block{'s' if unknown != 1 else ''} whose bucket is not known yet"
+            )
+        out.append(
+            (
+                b,
+                Finding(
+                    f"{kind}/{b.name}: this S3 bucket has no public access block ({why}), so a bucket policy or ACL can "
+                    f"still make the model weights public; add an aws.s3.BucketPublicAccessBlock with bucket=<this "
+                    f"bucket>.id and blockPublicAcls, blockPublicPolicy, ignorePublicAcls and restrictPublicBuckets all "
+                    f"true."
+                ),
+            )
+        )
     return out
 
 

@@ -30,5 +30,5 @@ def test_a_source_that_quotes_another_figure_or_no_url_does_not_count():
     assert cited(a10g)
     # Broken variants: the figure moved without its source, a bare quote with no URL, no source at all.
     assert not cited(dataclasses.replace(a10g, cuda_total_gib=22.05))
-    assert not cited(dataclasses.replace(a10g, cuda_total_source="\"GPU 0 has a total capacity of 21.99 GiB\""))
+    assert not cited(dataclasses.replace(a10g, cuda_total_source='"GPU 0 has a total capacity of 21.99 GiB"'))
     assert not cited(dataclasses.replace(a10g, cuda_total_source=None))

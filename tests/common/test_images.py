@@ -14,7 +14,6 @@ from common import engine, images
 from components.entrance import picker
 from components.model_store import store
 from components.serving import kserve
-from offline_plan.mock_runtime import evaluate_stack
 from offline_plan.write import pack_config, policy_verdicts, render_plan, requires_digest
 from policies.check import check_objects
 from stack_config import DOWNLOADER_IMAGE
@@ -28,6 +27,7 @@ REQUIRE = {"image-tag-pinned": {"requireDigest": True}}
 
 # --- the table --------------------------------------------------------------------------------------
 
+
 def test_every_digest_is_well_formed_and_every_unresolved_one_says_how_to_settle_it():
     for image in images.IMAGES.values():
         if image.resolved:
@@ -40,12 +40,13 @@ def test_every_digest_is_well_formed_and_every_unresolved_one_says_how_to_settle
 
 
 def test_the_program_takes_every_image_of_its_own_from_the_table():
-    assert engine.VLLM_IMAGE == images.reference("vllm")
-    assert DOWNLOADER_IMAGE == images.reference("downloader")
-    assert store.SYNC_IMAGES == {"s3": images.reference("aws-cli"), "gs": images.reference("gcloud")}
-    assert kserve.STORAGE_INITIALIZER_IMAGE == images.reference("storage-initializer")
-    assert f"{picker.IMAGE['registry']}/{picker.IMAGE['repository']}:{picker.IMAGE['tag']}" == \
-        images.reference("endpoint-picker")
+    assert images.reference("vllm") == engine.VLLM_IMAGE
+    assert images.reference("downloader") == DOWNLOADER_IMAGE
+    assert {"s3": images.reference("aws-cli"), "gs": images.reference("gcloud")} == store.SYNC_IMAGES
+    assert images.reference("storage-initializer") == kserve.STORAGE_INITIALIZER_IMAGE
+    assert f"{picker.IMAGE['registry']}/{picker.IMAGE['repository']}:{picker.IMAGE['tag']}" == images.reference(
+        "endpoint-picker"
+    )
     # The tags agree with the releases the rest of the program pins.
     assert images.IMAGES["vllm"].tag == f"v{engine.VLLM_VERSION}"
     assert images.IMAGES["storage-initializer"].tag == kserve.KSERVE_VERSION
@@ -54,23 +55,30 @@ def test_the_program_takes_every_image_of_its_own_from_the_table():
     assert images.IMAGES["endpoint-picker"].tag == picker.VERSION
 
 
-@pytest.mark.parametrize("ref, expected", [
-    ("vllm/vllm-openai:v0.32.0", ("docker.io", "vllm/vllm-openai", ":v0.32.0")),
-    ("alpine:3.20", ("docker.io", "library/alpine", ":3.20")),
-    ("docker.io/library/alpine@sha256:ab", ("docker.io", "library/alpine", "@sha256:ab")),
-    ("ghcr.io/llm-d/picker:v1@sha256:ab", ("ghcr.io", "llm-d/picker", ":v1@sha256:ab")),
-    ("localhost:5000/app:1", ("localhost:5000", "app", ":1")),
-    ("registry.k8s.io/lws/lws:v0.10.0", ("registry.k8s.io", "lws/lws", ":v0.10.0")),
-])
+@pytest.mark.parametrize(
+    "ref, expected",
+    [
+        ("vllm/vllm-openai:v0.32.0", ("docker.io", "vllm/vllm-openai", ":v0.32.0")),
+        ("alpine:3.20", ("docker.io", "library/alpine", ":3.20")),
+        ("docker.io/library/alpine@sha256:ab", ("docker.io", "library/alpine", "@sha256:ab")),
+        ("ghcr.io/llm-d/picker:v1@sha256:ab", ("ghcr.io", "llm-d/picker", ":v1@sha256:ab")),
+        ("localhost:5000/app:1", ("localhost:5000", "app", ":1")),
+        ("registry.k8s.io/lws/lws:v0.10.0", ("registry.k8s.io", "lws/lws", ":v0.10.0")),
+    ],
+)
 def test_references_split_as_the_distribution_grammar_does(ref, expected):
     assert images.split_reference(ref) == expected
 
 
 def test_a_mirror_keeps_the_tag_and_the_digest_and_leaves_other_registries_alone():
-    mirrors = {"docker.io": "123.dkr.ecr.us-east-1.amazonaws.com/docker-hub",
-               "ghcr.io": "123.dkr.ecr.us-east-1.amazonaws.com/ghcr"}
-    assert images.mirrored(f"vllm/vllm-openai:v0.32.0@{FAKE}", mirrors) == \
-        f"123.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/vllm-openai:v0.32.0@{FAKE}"
+    mirrors = {
+        "docker.io": "123.dkr.ecr.us-east-1.amazonaws.com/docker-hub",
+        "ghcr.io": "123.dkr.ecr.us-east-1.amazonaws.com/ghcr",
+    }
+    assert (
+        images.mirrored(f"vllm/vllm-openai:v0.32.0@{FAKE}", mirrors)
+        == f"123.dkr.ecr.us-east-1.amazonaws.com/docker-hub/vllm/vllm-openai:v0.32.0@{FAKE}"
+    )
     assert images.mirrored("alpine:3", mirrors) == "123.dkr.ecr.us-east-1.amazonaws.com/docker-hub/library/alpine:3"
     assert images.mirrored("ghcr.io/llm-d/x:v1", mirrors) == "123.dkr.ecr.us-east-1.amazonaws.com/ghcr/llm-d/x:v1"
     assert images.mirrored("quay.io/a/b:1", mirrors) == "quay.io/a/b:1"
@@ -78,13 +86,28 @@ def test_a_mirror_keeps_the_tag_and_the_digest_and_leaves_other_registries_alone
 
 # --- the rule in its requireDigest mode: good and bad fixtures -------------------------------------
 
+
 def _deployment(image: str) -> dict:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "apps"},
-            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "apps"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
                 "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": image,
-                                         "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                                                       "limits": {"memory": "1Gi"}}}]}}}}
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": image,
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
 
 
 def _digest_findings(obj: dict, config: dict | None = REQUIRE) -> list:
@@ -112,6 +135,7 @@ def test_without_require_digest_a_pinned_tag_is_enough():
 
 
 # --- the committed stacks with their pack config -----------------------------------------------------
+
 
 def test_prod_runs_the_pack_with_require_digest_and_dev_with_the_defaults():
     assert requires_digest(pack_config("prod"))
@@ -184,5 +208,7 @@ def test_the_engine_cuda_follows_the_image_through_a_digest_and_a_cache():
     fact = engine.image_cuda(engine.VLLM_IMAGE_TAGGED)
     assert fact is engine.VLLM_IMAGE_CUDA
     assert engine.image_cuda(f"{engine.VLLM_IMAGE_TAGGED}@{FAKE}") is fact
-    assert engine.image_cuda(images.mirrored(f"{engine.VLLM_IMAGE_TAGGED}@{FAKE}", {"docker.io": "1.dkr.ecr.x/c"})) is fact
+    assert (
+        engine.image_cuda(images.mirrored(f"{engine.VLLM_IMAGE_TAGGED}@{FAKE}", {"docker.io": "1.dkr.ecr.x/c"})) is fact
+    )
     assert engine.image_cuda("myorg/vllm-openai:v0.32.0") is None

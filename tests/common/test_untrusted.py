@@ -18,17 +18,31 @@ from common.untrusted import (
 from safe_yaml import YamlInputError, load_all, load_one
 
 
-@pytest.mark.parametrize("text, kind", [
-    ("hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01", "Hugging Face"), ("Bearer sk-proj-AbCdEfGhIjKlMnOpQrStUv", "OpenAI"),
-    ("ghp_" + "a1B2" * 9, "GitHub"), ("AKIAABCDEFGHIJKLMNOP", "AWS"), ("-----BEGIN RSA PRIVATE KEY-----", "private key"),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01", "Hugging Face"),
+        ("Bearer sk-proj-AbCdEfGhIjKlMnOpQrStUv", "OpenAI"),
+        ("ghp_" + "a1B2" * 9, "GitHub"),
+        ("AKIAABCDEFGHIJKLMNOP", "AWS"),
+        ("-----BEGIN RSA PRIVATE KEY-----", "private key"),
+    ],
+)
 def test_tokens_are_recognised(text, kind):
     assert kind in secret_kind(text)
 
 
-@pytest.mark.parametrize("text", ["sk-llama-3-1-8b-instruct-finetune-v2", "hf_internal_testing_models_and_more",
-                                  "0e9e39f249a16976918f6564b8830bc894c89659", "meta-llama/Llama-3.1-8B-Instruct",
-                                  "vllm/vllm-openai:v0.32.0", "task-skeleton-abcdefghijklmnopqrstuvwxyz"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-llama-3-1-8b-instruct-finetune-v2",
+        "hf_internal_testing_models_and_more",
+        "0e9e39f249a16976918f6564b8830bc894c89659",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "vllm/vllm-openai:v0.32.0",
+        "task-skeleton-abcdefghijklmnopqrstuvwxyz",
+    ],
+)
 def test_ordinary_values_are_not_taken_for_tokens(text):
     assert secret_kind(text) is None
 
@@ -57,8 +71,12 @@ def test_json_limits():
 
 def test_only_regular_files_are_read(tmp_path):
     os.mkfifo(tmp_path / "fifo")
-    for path, says in ((tmp_path / "fifo", "FIFO"), ("/dev/zero", "character device"), (tmp_path, "folder"),
-                       (tmp_path / "missing", "no such file")):
+    for path, says in (
+        (tmp_path / "fifo", "FIFO"),
+        ("/dev/zero", "character device"),
+        (tmp_path, "folder"),
+        (tmp_path / "missing", "no such file"),
+    ):
         with pytest.raises(InputLimitError, match=says):
             read_regular_file(path, 100)
     (tmp_path / "big").write_bytes(b"x" * 101)

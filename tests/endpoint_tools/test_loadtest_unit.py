@@ -21,12 +21,15 @@ from endpoint_tools.load_report import (
 )
 
 
-@pytest.mark.parametrize("spec, text, low, high", [
-    ("fixed:128", "fixed:128", 128, 128),
-    ("uniform:64,512", "uniform:64,512", 64, 512),
-    ("normal:256,64", "normal:256,64", 1, 512),
-    ("NORMAL:10,0", "normal:10,0", 10, 10),
-])
+@pytest.mark.parametrize(
+    "spec, text, low, high",
+    [
+        ("fixed:128", "fixed:128", 128, 128),
+        ("uniform:64,512", "uniform:64,512", 64, 512),
+        ("normal:256,64", "normal:256,64", 1, 512),
+        ("NORMAL:10,0", "normal:10,0", 10, 10),
+    ],
+)
 def test_distributions_parse_and_stay_in_bounds(spec, text, low, high):
     dist = parse_distribution(spec)
     assert str(dist) == text
@@ -43,10 +46,22 @@ def test_normal_draws_centre_on_the_mean_and_repeat_with_the_seed():
     assert 250 < sum(many) / len(many) < 262
 
 
-@pytest.mark.parametrize("spec", [
-    "256", "gauss:1,2", "fixed:0", "fixed:1.5", "fixed:", "uniform:10", "uniform:9,3",
-    "uniform:0,4", "normal:0,1", "normal:5,-1", "normal:a,b",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "256",
+        "gauss:1,2",
+        "fixed:0",
+        "fixed:1.5",
+        "fixed:",
+        "uniform:10",
+        "uniform:9,3",
+        "uniform:0,4",
+        "normal:0,1",
+        "normal:5,-1",
+        "normal:a,b",
+    ],
+)
 def test_bad_distributions_are_rejected_with_the_accepted_forms(spec):
     with pytest.raises(DistributionError, match="e.g.|use fixed"):
         parse_distribution(spec)
@@ -104,19 +119,23 @@ def test_svg_is_well_formed_with_series_and_slo_line():
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "components.loadtest", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "components.loadtest", *args], capture_output=True, text=True, timeout=60
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "m"], "--base-url"),
-    (["--base-url", "http://x", "--model", "m", "--concurrency", "1,zero"], "--concurrency"),
-    (["--base-url", "http://x", "--model", "m", "--concurrency", "0"], ">= 1"),
-    (["--base-url", "http://x", "--model", "m", "--prompt-tokens", "gauss:1"], "--prompt-tokens"),
-    (["--base-url", "http://x", "--model", "m", "--requests", "0"], "--requests"),
-    (["--base-url", "http://x", "--model", "m", "--chart", "a.png"], "--chart"),
-    (["--base-url", "ftp://x", "--model", "m"], "--base-url"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "m"], "--base-url"),
+        (["--base-url", "http://x", "--model", "m", "--concurrency", "1,zero"], "--concurrency"),
+        (["--base-url", "http://x", "--model", "m", "--concurrency", "0"], ">= 1"),
+        (["--base-url", "http://x", "--model", "m", "--prompt-tokens", "gauss:1"], "--prompt-tokens"),
+        (["--base-url", "http://x", "--model", "m", "--requests", "0"], "--requests"),
+        (["--base-url", "http://x", "--model", "m", "--chart", "a.png"], "--chart"),
+        (["--base-url", "ftp://x", "--model", "m"], "--base-url"),
+    ],
+)
 def test_usage_errors_exit_2_with_one_line(args, message):
     proc = _run(*args)
     assert proc.returncode == 2
@@ -146,8 +165,9 @@ from endpoint_tools.openai_client import StreamEvent  # noqa: E402
 
 # vLLM 0.32's mid-stream failure event (vllm/entrypoints/generate/base/serving.py
 # create_streaming_error_response: json of ErrorResponse{error: ErrorInfo}), then [DONE].
-VLLM_STREAM_ERROR = ('{"error": {"message": "Internal server error", "type": "InternalServerError", '
-                     '"param": null, "code": 500}}')
+VLLM_STREAM_ERROR = (
+    '{"error": {"message": "Internal server error", "type": "InternalServerError", "param": null, "code": 500}}'
+)
 
 
 def _chunk(text):
@@ -177,17 +197,20 @@ def test_a_clean_stream_is_a_success():
     assert sample.ok and sample.output_tokens == 2 and sample.ttft is not None and len(sample.itl) == 1
 
 
-@pytest.mark.parametrize("payloads, expected", [
-    ([_chunk("a"), _chunk("b"), VLLM_STREAM_ERROR, "[DONE]"], "Internal server error (code 500)"),
-    ([VLLM_STREAM_ERROR, "[DONE]"], "Internal server error"),
-    ([_chunk("a"), '{"object": "error", "message": "engine dead", "code": 500}', "[DONE]"], "engine dead"),
-    ([_chunk("a"), '{"error": "overloaded"}', "[DONE]"], "overloaded"),
-    ([_chunk("a"), '["not", "an", "object"]', "[DONE]"], "not a JSON object"),
-    ([_chunk("a"), '"just a string"', "[DONE]"], "not a JSON object"),
-    ([_chunk("a"), "{not json", "[DONE]"], "not valid JSON"),
-    # Text that stops without the closing `data: [DONE]` was cut short, not completed.
-    ([_chunk("a"), _chunk("b")], "stream ended without data: [DONE]"),
-])
+@pytest.mark.parametrize(
+    "payloads, expected",
+    [
+        ([_chunk("a"), _chunk("b"), VLLM_STREAM_ERROR, "[DONE]"], "Internal server error (code 500)"),
+        ([VLLM_STREAM_ERROR, "[DONE]"], "Internal server error"),
+        ([_chunk("a"), '{"object": "error", "message": "engine dead", "code": 500}', "[DONE]"], "engine dead"),
+        ([_chunk("a"), '{"error": "overloaded"}', "[DONE]"], "overloaded"),
+        ([_chunk("a"), '["not", "an", "object"]', "[DONE]"], "not a JSON object"),
+        ([_chunk("a"), '"just a string"', "[DONE]"], "not a JSON object"),
+        ([_chunk("a"), "{not json", "[DONE]"], "not valid JSON"),
+        # Text that stops without the closing `data: [DONE]` was cut short, not completed.
+        ([_chunk("a"), _chunk("b")], "stream ended without data: [DONE]"),
+    ],
+)
 def test_a_stream_that_fails_midway_is_an_error_sample(payloads, expected):
     sample = _one(payloads)
     assert not sample.ok
@@ -223,14 +246,17 @@ def test_output_path_problems(tmp_path):
     assert "does not exist" in loadtest.output_path_problem(tmp_path / "a" / "b.json")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--timeout", "nan"], "--timeout"),
-    (["--timeout", "inf"], "--timeout"),
-    (["--request-timeout", "nan"], "--request-timeout"),
-    (["--slo-ttft-ms", "nan"], "--slo-ttft-ms"),
-    (["--base-url", "http://127.0.0.1:99999"], "--base-url http://127.0.0.1:99999: Port out of range"),
-    (["--base-url", "http://[::1:8000"], "--base-url http://[::1:8000: Invalid IPv6 URL"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--timeout", "nan"], "--timeout"),
+        (["--timeout", "inf"], "--timeout"),
+        (["--request-timeout", "nan"], "--request-timeout"),
+        (["--slo-ttft-ms", "nan"], "--slo-ttft-ms"),
+        (["--base-url", "http://127.0.0.1:99999"], "--base-url http://127.0.0.1:99999: Port out of range"),
+        (["--base-url", "http://[::1:8000"], "--base-url http://[::1:8000: Invalid IPv6 URL"),
+    ],
+)
 def test_non_finite_numbers_and_bad_urls_exit_2(args, message):
     base = [] if args[0] == "--base-url" else ["--base-url", "http://x"]
     proc = _run(*base, "--model", "m", *args)

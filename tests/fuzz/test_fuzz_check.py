@@ -48,14 +48,26 @@ def problems_of(case: CheckCase, outcome: Outcome) -> list[str]:
 @fuzz_settings(default_examples=25, long_share=0.5)
 @given(case=check_cases())
 def test_any_manifest_folder_ends_cleanly_with_the_documented_exit(worker, case):
-    outcome = worker.run({"files": case.files, "fifos": case.fifos, "argv": case.argv,
-                          "config_bytes": case.config_bytes} if case.config_bytes is not None else
-                         {"files": case.files, "fifos": case.fifos, "argv": case.argv}, CASE_SECONDS)
+    outcome = worker.run(
+        {"files": case.files, "fifos": case.fifos, "argv": case.argv, "config_bytes": case.config_bytes}
+        if case.config_bytes is not None
+        else {"files": case.files, "fifos": case.fifos, "argv": case.argv},
+        CASE_SECONDS,
+    )
     found = problems_of(case, outcome)
     kind = None
     if found:
-        kind = ("hang" if outcome.hang else "crash" if outcome.crashed else "traceback" if not outcome.clean
-                else "wrong_exit")
+        kind = (
+            "hang"
+            if outcome.hang
+            else "crash"
+            if outcome.crashed
+            else "traceback"
+            if not outcome.clean
+            else "wrong_exit"
+        )
     figures.record("check", kind, outcome.seconds, found)
-    assert survey() or not found, "\n".join(found) + f"\nargv: {case.argv}\nfiles: {sorted(case.files)} fifos: {case.fifos}" \
-                                         f"\nconfig: {(case.config_bytes or '')[:300]!r}"
+    assert survey() or not found, (
+        "\n".join(found) + f"\nargv: {case.argv}\nfiles: {sorted(case.files)} fifos: {case.fifos}"
+        f"\nconfig: {(case.config_bytes or '')[:300]!r}"
+    )

@@ -23,24 +23,47 @@ SMOKE_ENDPOINTS = ("health", "models", "chat", "chat_stream", "tokenize", "metri
 LOAD_ENDPOINTS = ("models", "tokenize", "completions_stream")
 # Faults a tool cannot see or need not mind: /health is judged by its status alone; the load sweep
 # tolerates what a server that merely lacks a feature does.
-SMOKE_HARMLESS = {"health": {"empty_200", "not_json", "deep_json", "wrong_content_type", "json_null", "json_list",
-                             "nan_json", "long_line"}}
+SMOKE_HARMLESS = {
+    "health": {
+        "empty_200",
+        "not_json",
+        "deep_json",
+        "wrong_content_type",
+        "json_null",
+        "json_list",
+        "nan_json",
+        "long_line",
+    }
+}
 LOAD_HARMLESS = {
     # A max_model_len the sweep cannot use is ignored (the sweep does not need it).
     "models": {"max_model_len_absurd", "max_model_len_string", "max_model_len_bool"},
     # No usable /tokenize at all: prompts of approximate length, said so on stderr.
-    "tokenize": {"status_500", "status_404_html", "close", "stall_before_headers", "stall_after_headers",
-                 "drip_body", "drip_headers", "huge_body", "huge_declared",
-                 # The sweep never asks for return_token_strs (endpoint_tools/loadtest.py counts token
-                 # ids only), so a server that garbles token_strs answers the sweep honestly.
-                 "token_strs_missing", "token_strs_huge"},
+    "tokenize": {
+        "status_500",
+        "status_404_html",
+        "close",
+        "stall_before_headers",
+        "stall_after_headers",
+        "drip_body",
+        "drip_headers",
+        "huge_body",
+        "huge_declared",
+        # The sweep never asks for return_token_strs (endpoint_tools/loadtest.py counts token
+        # ids only), so a server that garbles token_strs answers the sweep honestly.
+        "token_strs_missing",
+        "token_strs_huge",
+    },
     "completions_stream": {"usage_string"},
 }
 
 
 def expected_smoke_exit(scenario: dict[str, str]) -> int:
-    broken = [(e, b) for e, b in scenario.items() if e in SMOKE_ENDPOINTS and b != "ok"
-              and b not in SMOKE_HARMLESS.get(e, set())]
+    broken = [
+        (e, b)
+        for e, b in scenario.items()
+        if e in SMOKE_ENDPOINTS and b != "ok" and b not in SMOKE_HARMLESS.get(e, set())
+    ]
     if broken == [("metrics", "kv_low")]:
         return 3  # an honest server with less KV cache than expected, and nothing else wrong
     return 1 if broken else 0
@@ -49,8 +72,9 @@ def expected_smoke_exit(scenario: dict[str, str]) -> int:
 def expected_load_exits(scenario: dict[str, str]) -> set[int]:
     if scenario.get("models") == "max_model_len_tiny":
         return {2}  # the server's context is shorter than the requested lengths: a usage error
-    broken = [e for e, b in scenario.items() if e in LOAD_ENDPOINTS and b != "ok"
-              and b not in LOAD_HARMLESS.get(e, set())]
+    broken = [
+        e for e, b in scenario.items() if e in LOAD_ENDPOINTS and b != "ok" and b not in LOAD_HARMLESS.get(e, set())
+    ]
     return {1} if broken else {0}
 
 
@@ -76,8 +100,15 @@ def load_problems(scenario: dict[str, str], proc, seconds: float) -> list[str]:
 def _record(tool: str, proc, seconds: float, found: list[str]) -> None:
     kind = None
     if found:
-        kind = ("hang" if proc is None else "traceback" if "traceback" in found[0] else
-                "crash" if proc.returncode < 0 else "wrong_exit")
+        kind = (
+            "hang"
+            if proc is None
+            else "traceback"
+            if "traceback" in found[0]
+            else "crash"
+            if proc.returncode < 0
+            else "wrong_exit"
+        )
     figures.record(tool, kind, seconds, found)
 
 
@@ -116,5 +147,7 @@ def test_load_sweep_against_any_server_ends_in_time_with_the_right_exit(server, 
     proc, seconds = loadtest(server)
     found = load_problems(scenario, proc, seconds)
     _record("loadtest", proc, seconds, found)
-    assert survey() or not found, "\n".join(found) + f"\nscenario: {scenario}\nstdout: {proc and proc.stdout[-1500:]}" \
-                                         f"\nstderr: {proc and proc.stderr[-1500:]}"
+    assert survey() or not found, (
+        "\n".join(found) + f"\nscenario: {scenario}\nstdout: {proc and proc.stdout[-1500:]}"
+        f"\nstderr: {proc and proc.stderr[-1500:]}"
+    )

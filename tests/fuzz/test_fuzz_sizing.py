@@ -59,7 +59,14 @@ def test_any_request_ends_cleanly_with_the_documented_exit(worker, case):
     found = problems_of(case, outcome)
     kind = None
     if found:
-        kind = ("hang" if outcome.hang else "crash" if outcome.crashed else "traceback" if not outcome.clean
-                else "wrong_exit")
+        kind = (
+            "hang"
+            if outcome.hang
+            else "crash"
+            if outcome.crashed
+            else "traceback"
+            if not outcome.clean
+            else "wrong_exit"
+        )
     figures.record("sizing", kind, outcome.seconds, found)
     assert survey() or not found, "\n".join(found) + f"\nargv: {case.argv}\nconfig.json: {case.config_bytes[:1500]!r}"

@@ -26,8 +26,13 @@ BAD_PROBE = ROOT / "tests/fixtures/policy/bad/startup-probe-budget.yaml"
 
 
 def run(*args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "policies.check", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "policies.check", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def unusable(proc: subprocess.CompletedProcess, says: str) -> None:
@@ -50,7 +55,9 @@ def test_deeply_nested_config_json_is_exit_2(tmp_path):
 
 def test_a_400_digit_failure_threshold_is_exit_2(tmp_path):
     text = BAD_PROBE.read_text()
-    (tmp_path / "big.yaml").write_text(re.sub(r"failureThreshold: \d+", "failureThreshold: " + "9" * 400, text, count=1))
+    (tmp_path / "big.yaml").write_text(
+        re.sub(r"failureThreshold: \d+", "failureThreshold: " + "9" * 400, text, count=1)
+    )
     assert "9" * 400 in (tmp_path / "big.yaml").read_text()
     unusable(run(tmp_path / "big.yaml"), "beyond the 64-bit integer range")
 
@@ -70,7 +77,9 @@ def test_non_utf8_manifests_and_config_are_exit_2(tmp_path):
 def test_an_alias_bomb_through_nested_list_kinds_is_refused_in_bounded_memory():
     text = "apiVersion: v1\nkind: List\nitems: &i0\n- {apiVersion: v1, kind: Pod, metadata: {name: p}}\n" + "".join(
         f"x{i}: &i{i} [{{kind: List, items: *i{i - 1}}}, {{kind: List, items: *i{i - 1}}}, "
-        f"{{kind: List, items: *i{i - 1}}}]\n" for i in range(1, 25))
+        f"{{kind: List, items: *i{i - 1}}}]\n"
+        for i in range(1, 25)
+    )
     worker = Worker("check")
     try:
         outcome = worker.run({"files": {"bomb.yaml": text}, "argv": ["{folder}"]}, 60)

@@ -70,26 +70,36 @@ def test_a_region_of_the_other_cloud_is_refused(tmp_path, capsys, cloud_doc, reg
     refused(tmp_path, capsys, edited(cloud_doc, "cluster", "region", region), "cluster.region", "region")
 
 
-@pytest.mark.parametrize("key, path", [("models", "[0].name"), ("cluster", "name"), ("models", "[0].revision"),
-                                       ("pools", "[0].name")])
+@pytest.mark.parametrize(
+    "key, path", [("models", "[0].name"), ("cluster", "name"), ("models", "[0].revision"), ("pools", "[0].name")]
+)
 def test_a_name_ending_in_a_newline_never_reaches_a_manifest(tmp_path, capsys, key, path):
     doc = yaml.safe_load(yaml.safe_dump(DEV))
-    text = edited(doc, key, path, "llama-3-1-8b-instruct\n" if "name" in path else
-                  "0e9e39f249a16976918f6564b8830bc894c89659\n")
+    text = edited(
+        doc, key, path, "llama-3-1-8b-instruct\n" if "name" in path else "0e9e39f249a16976918f6564b8830bc894c89659\n"
+    )
     line = refused(tmp_path, capsys, text, f"{key}{path if path.startswith('[') else '.' + path}")
     assert "line break" in line or "not" in line
 
 
-@pytest.mark.parametrize("key, path", [("pools", "[0].maxNodes"), ("models", "[0].autoscaling.maxReplicas"),
-                                       ("pools", "[0].minNodes"), ("models", "[0].replicas")])
+@pytest.mark.parametrize(
+    "key, path",
+    [
+        ("pools", "[0].maxNodes"),
+        ("models", "[0].autoscaling.maxReplicas"),
+        ("pools", "[0].minNodes"),
+        ("models", "[0].replicas"),
+    ],
+)
 def test_counts_of_ten_to_the_thirty_are_refused(tmp_path, capsys, key, path):
     refused(tmp_path, capsys, edited(DEV, key, path, 10**30), f"{key}{path}")
 
 
 @pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
 def test_an_infinite_or_nan_queue_threshold_is_refused(tmp_path, capsys, value):
-    text = edited(DEV, "models", "[0].autoscaling.queueThreshold", 5).replace("queueThreshold: 5",
-                                                                            f"queueThreshold: {value}")
+    text = edited(DEV, "models", "[0].autoscaling.queueThreshold", 5).replace(
+        "queueThreshold: 5", f"queueThreshold: {value}"
+    )
     refused(tmp_path, capsys, text, "models[0].autoscaling.queueThreshold", "finite")
 
 
@@ -98,22 +108,36 @@ def test_a_read_speed_of_a_billionth_mb_per_second_is_refused(tmp_path, capsys):
     refused(tmp_path, capsys, edited(DEV, "modelStore", "readMBps", 1e-9), "modelStore.readMBps", "10")
 
 
-@pytest.mark.parametrize("doc, bucket, word", [
-    (DEV, "a..b", "adjacent periods"), (DEV, "192.168.1.1", "IP address"), (DEV, "Models", "lower-case"),
-    (PROD, "xn--models", "xn--"), (PROD, "my-models-s3alias", "-s3alias"), (DEV, "goog-models", "goog"),
-    (DEV, "my-google-models", "google"), (DEV, "my-g00gle-models", "google"),
-])
+@pytest.mark.parametrize(
+    "doc, bucket, word",
+    [
+        (DEV, "a..b", "adjacent periods"),
+        (DEV, "192.168.1.1", "IP address"),
+        (DEV, "Models", "lower-case"),
+        (PROD, "xn--models", "xn--"),
+        (PROD, "my-models-s3alias", "-s3alias"),
+        (DEV, "goog-models", "goog"),
+        (DEV, "my-google-models", "google"),
+        (DEV, "my-g00gle-models", "google"),
+    ],
+)
 def test_bucket_names_the_storage_refuses_are_refused(tmp_path, capsys, doc, bucket, word):
     refused(tmp_path, capsys, edited(doc, "modelStore", "bucketName", bucket), "modelStore.bucketName", word)
 
 
-@pytest.mark.parametrize("key, path, value", [
-    ("modelStore", "existingClaim", "Bad Claim"), ("modelStore", "namespace", "Serving"),
-    ("operators", "namespace", "gpu_operator"), ("exposure", "gateway", {"name": "gw!", "namespace": "infra"}),
-    ("exposure", "gateway", {"name": "gw", "namespace": "infra.ns"}),
-    ("exposure", "gateway", {"name": "gw", "namespace": "infra", "hostname": "llm.example.com:443"}),
-    ("monitoring", "dashboardNamespace", "Grafana"), ("cluster", "rwxStorageClass", "nfs class"),
-])
+@pytest.mark.parametrize(
+    "key, path, value",
+    [
+        ("modelStore", "existingClaim", "Bad Claim"),
+        ("modelStore", "namespace", "Serving"),
+        ("operators", "namespace", "gpu_operator"),
+        ("exposure", "gateway", {"name": "gw!", "namespace": "infra"}),
+        ("exposure", "gateway", {"name": "gw", "namespace": "infra.ns"}),
+        ("exposure", "gateway", {"name": "gw", "namespace": "infra", "hostname": "llm.example.com:443"}),
+        ("monitoring", "dashboardNamespace", "Grafana"),
+        ("cluster", "rwxStorageClass", "nfs class"),
+    ],
+)
 def test_claim_namespace_and_gateway_names_must_be_dns_names(tmp_path, capsys, key, path, value):
     refused(tmp_path, capsys, edited(DEV, key, path, value), f"{key}.{path}")
 
@@ -125,14 +149,17 @@ def test_a_prometheus_url_that_is_not_a_url_is_refused(tmp_path, capsys, url):
 
 
 def test_a_url_with_credentials_is_refused_without_quoting_them(tmp_path, capsys):
-    text = edited(DEV, "models", "[0].autoscaling", {"enabled": True,
-                                                      "prometheusUrl": "http://admin:hunter2secret@prom:9090"})
+    text = edited(
+        DEV, "models", "[0].autoscaling", {"enabled": True, "prometheusUrl": "http://admin:hunter2secret@prom:9090"}
+    )
     line = refused(tmp_path, capsys, text, "models[0].autoscaling.prometheusUrl", "credentials")
     assert "hunter2secret" not in capsys.readouterr().err + line
 
 
-@pytest.mark.parametrize("key, path", [("monitoring", "labels.release"), ("models", "[0].name"),
-                                       ("models", "[0].chatTemplate"), ("cluster", "context")])
+@pytest.mark.parametrize(
+    "key, path",
+    [("monitoring", "labels.release"), ("models", "[0].name"), ("models", "[0].chatTemplate"), ("cluster", "context")],
+)
 def test_a_token_pasted_into_an_ordinary_field_is_refused_and_never_quoted(tmp_path, capsys, key, path):
     for token in FAKE_TOKENS:
         code, problems, everything = plan(tmp_path, edited(DEV, key, path, token), capsys)
@@ -142,29 +169,41 @@ def test_a_token_pasted_into_an_ordinary_field_is_refused_and_never_quoted(tmp_p
 
 
 def test_a_plain_token_next_to_its_secure_entry_is_refused(tmp_path, capsys):
-    text = (ROOT / "Pulumi.dev.yaml").read_text() + (f"  hfToken: {FAKE_TOKENS[0]}\n"
-                                                     "  llm-serving:hfToken:\n    secure: AAABAQ==\n")
+    text = (ROOT / "Pulumi.dev.yaml").read_text() + (
+        f"  hfToken: {FAKE_TOKENS[0]}\n  llm-serving:hfToken:\n    secure: AAABAQ==\n"
+    )
     code, problems, everything = plan(tmp_path, text, capsys)
     assert code == 2 and FAKE_TOKENS[0] not in everything
-    assert problems == ["  Pulumi.hostile.yaml: 'hfToken': set twice, as 'hfToken' and 'llm-serving:hfToken'; keep "
-                        "one (secrets only as `secure:`, set with `pulumi config set --secret hfToken`)"]
+    assert problems == [
+        (
+            "  Pulumi.hostile.yaml: 'hfToken': set twice, as 'hfToken' and 'llm-serving:hfToken'; keep "
+            "one (secrets only as `secure:`, set with `pulumi config set --secret hfToken`)"
+        )
+    ]
 
 
 def test_a_secure_entry_with_a_plain_value_beside_it_is_refused(tmp_path, capsys):
-    text = (ROOT / "Pulumi.dev.yaml").read_text() + (f"  llm-serving:hfToken:\n    secure: AAABAQ==\n"
-                                                     f"    value: {FAKE_TOKENS[0]}\n")
+    text = (ROOT / "Pulumi.dev.yaml").read_text() + (
+        f"  llm-serving:hfToken:\n    secure: AAABAQ==\n    value: {FAKE_TOKENS[0]}\n"
+    )
     code, problems, everything = plan(tmp_path, text, capsys)
     assert code == 2 and FAKE_TOKENS[0] not in everything and "secure" in problems[0]
 
 
-@pytest.mark.parametrize("text, where", [
-    ("config:\n  llm-serving:monitoring:\n    1: x\n", "monitoring: key 1 is not a string"),
-    ("config:\n  llm-serving:monitoring:\n    enabled: !!binary aGVsbG8=\n", "monitoring.enabled: a YAML bytes"),
-    ("config:\n  llm-serving:monitoring: &a\n    labels: *a\n", ":3:13: the alias *a sits inside"),
-    ("config:\n  llm-serving:monitoring: " + "[" * 10_000 + "]" * 10_000 + "\n", ":2:"),
-    ("config:\n  llm-serving:models:\n  - maxModelLen: .inf\n", "models[0].maxModelLen: inf is not a finite number"),
-    ("config:\n  llm-serving:cloud: 2020-01-01\n", "cloud: a YAML date value"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("config:\n  llm-serving:monitoring:\n    1: x\n", "monitoring: key 1 is not a string"),
+        ("config:\n  llm-serving:monitoring:\n    enabled: !!binary aGVsbG8=\n", "monitoring.enabled: a YAML bytes"),
+        ("config:\n  llm-serving:monitoring: &a\n    labels: *a\n", ":3:13: the alias *a sits inside"),
+        ("config:\n  llm-serving:monitoring: " + "[" * 10_000 + "]" * 10_000 + "\n", ":2:"),
+        (
+            "config:\n  llm-serving:models:\n  - maxModelLen: .inf\n",
+            "models[0].maxModelLen: inf is not a finite number",
+        ),
+        ("config:\n  llm-serving:cloud: 2020-01-01\n", "cloud: a YAML date value"),
+    ],
+)
 def test_yaml_oddities_are_errors_with_file_and_key(tmp_path, capsys, text, where):
     code, problems, everything = plan(tmp_path, text, capsys)
     assert code == 2 and "Traceback" not in everything
@@ -195,12 +234,19 @@ def test_dtype_float32_sizes_the_weights_as_fp32(tmp_path, capsys):
         assert code == 0, capsys.readouterr().err
         plan_md = (tmp_path / "out" / "hostile" / "plan.md").read_text()
         return float(re.search(r"GiB in total, ([\d.]+) GiB on each", plan_md).group(1))
+
     assert weights("float32") == pytest.approx(2 * weights("auto"), rel=0.01)
 
 
 def test_awq_on_a_bf16_checkpoint_is_refused_as_vllm_refuses_it(tmp_path, capsys):
-    line = refused(tmp_path, capsys, edited(DEV, "models", "[0].quantization", "awq"), "models[0].quantization",
-                   "unquantized", "Cannot find the config file for awq")
+    line = refused(
+        tmp_path,
+        capsys,
+        edited(DEV, "models", "[0].quantization", "awq"),
+        "models[0].quantization",
+        "unquantized",
+        "Cannot find the config file for awq",
+    )
     assert "fp8" in line  # names the methods that do quantize while loading
 
 
@@ -230,6 +276,7 @@ def test_the_stack_file_reader_caps_size_and_refuses_fifos(tmp_path):
     with pytest.raises(ConfigError, match="more than the 1,048,576 this tool reads"):
         stack_file_config("big", tmp_path)
     import os
+
     os.mkfifo(tmp_path / "Pulumi.pipe.yaml")
     with pytest.raises(ConfigError, match="FIFO"):
         stack_file_config("pipe", tmp_path)
@@ -245,10 +292,13 @@ def test_error_messages_quote_only_a_short_escaped_excerpt(tmp_path, capsys):
     assert len(line) < 400 and "(50,000 characters)" in line
 
 
-@pytest.mark.parametrize("value, says", [
-    ("[" * 100_000 + "]" * 100_000, "nested deeper than 100 levels"),
-    ('{"a": "' + "x" * (2 * 1024 * 1024) + '"}', "more than the 1,048,576"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 100 levels"),
+        ('{"a": "' + "x" * (2 * 1024 * 1024) + '"}', "more than the 1,048,576"),
+    ],
+)
 def test_config_json_from_the_pulumi_cli_is_bounded(value, says):
     # `pulumi up` hands structured config to the program as JSON strings (stack_config/loader.py).
     from stack_config import decode_config_values

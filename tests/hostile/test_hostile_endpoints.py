@@ -38,13 +38,20 @@ def test_an_honest_server_passes_every_check(server):  # noqa: F811
     assert "chat renders to 8 tokens, 5 from the template" in lines["template"]
 
 
-@pytest.mark.parametrize("fault, says", [
-    ("token_strs_missing", "no token_strs list"), ("token_strs_huge", "other than short strings"),
-    ("tokens_constant", "applied no chat template"), ("tokens_strings", "no list of token ids"),
-])
+@pytest.mark.parametrize(
+    "fault, says",
+    [
+        ("token_strs_missing", "no token_strs list"),
+        ("token_strs_huge", "other than short strings"),
+        ("tokens_constant", "applied no chat template"),
+        ("tokens_strings", "no list of token ids"),
+    ],
+)
 def test_a_tokenize_that_lies_about_the_template_fails_the_template_check(server, fault, says):  # noqa: F811
     proc, lines = smoke_result(server, {"tokenize": fault})
-    assert proc.returncode == 1 and lines["template"].startswith("FAIL") and says in lines["template"], lines["template"]
+    assert proc.returncode == 1 and lines["template"].startswith("FAIL") and says in lines["template"], lines[
+        "template"
+    ]
 
 
 def test_expected_template_tokens_must_be_among_the_rendered_ones(server):  # noqa: F811
@@ -55,12 +62,19 @@ def test_expected_template_tokens_must_be_among_the_rendered_ones(server):  # no
     assert proc.returncode == 1 and "lacks '<|im_start|>'" in proc.stdout
 
 
-@pytest.mark.parametrize("fault, says", [
-    ("kv_missing", "has no vllm:cache_config_info"), ("kv_garbage", "do not parse"),
-    ("kv_many", "more than 64 vllm:cache_config_info series"), ("kv_long_line", "characters long"),
-    ("kv_zero", "reports 0 KV-cache tokens"), ("kv_digits", "is not a whole number"),
-    ("metrics_binary", "cache_config_info"), ("status_500", "HTTP 500"),
-])
+@pytest.mark.parametrize(
+    "fault, says",
+    [
+        ("kv_missing", "has no vllm:cache_config_info"),
+        ("kv_garbage", "do not parse"),
+        ("kv_many", "more than 64 vllm:cache_config_info series"),
+        ("kv_long_line", "characters long"),
+        ("kv_zero", "reports 0 KV-cache tokens"),
+        ("kv_digits", "is not a whole number"),
+        ("metrics_binary", "cache_config_info"),
+        ("status_500", "HTTP 500"),
+    ],
+)
 def test_a_metrics_page_that_lies_about_the_kv_cache_fails_the_kv_check_alone(server, fault, says):  # noqa: F811
     proc, lines = smoke_result(server, {"metrics": fault})
     assert proc.returncode == 1 and lines["kv"].startswith("FAIL") and says in lines["kv"], lines["kv"]
@@ -75,29 +89,49 @@ def test_less_kv_cache_than_expected_is_its_own_exit_status(server):  # noqa: F8
     assert [name for name, line in lines.items() if line.startswith("FAIL")] == ["kv"]
 
 
-@pytest.mark.parametrize("endpoint, fault, check", [
-    ("chat", "drip_body", "chat"), ("chat_stream", "endless", "stream"), ("metrics", "stall_after_headers", "metrics"),
-    ("models", "drip_headers", "models"), ("chat", "stall_before_headers", "chat"),
-])
+@pytest.mark.parametrize(
+    "endpoint, fault, check",
+    [
+        ("chat", "drip_body", "chat"),
+        ("chat_stream", "endless", "stream"),
+        ("metrics", "stall_after_headers", "metrics"),
+        ("models", "drip_headers", "models"),
+        ("chat", "stall_before_headers", "chat"),
+    ],
+)
 def test_drips_stalls_and_endless_streams_end_within_the_deadline(server, endpoint, fault, check):  # noqa: F811
     proc, lines = smoke_result(server, {endpoint: fault})
     assert proc.returncode == 1 and lines[check].startswith("FAIL") and "deadline" in lines[check], lines[check]
 
 
 def test_a_stall_right_after_health_ends_the_run_in_time(server):  # noqa: F811
-    proc, lines = smoke_result(server, {"models": "stall_before_headers", "chat": "stall_before_headers",
-                                        "chat_stream": "stall_before_headers", "tokenize": "stall_before_headers",
-                                        "metrics": "stall_before_headers"})
+    proc, lines = smoke_result(
+        server,
+        {
+            "models": "stall_before_headers",
+            "chat": "stall_before_headers",
+            "chat_stream": "stall_before_headers",
+            "tokenize": "stall_before_headers",
+            "metrics": "stall_before_headers",
+        },
+    )
     assert proc.returncode == 1 and lines["health"].startswith("PASS")
     assert all(lines[c].startswith("FAIL") for c in ("models", "chat", "stream", "context", "metrics"))
 
 
-@pytest.mark.parametrize("endpoint, fault, check, says", [
-    ("models", "data_null", "models", "no `data` list"), ("chat", "usage_list", "chat", "lacks"),
-    ("chat_stream", "odd_events", "stream", "not valid JSON"), ("chat_stream", "event_list", "stream", "not a JSON"),
-    ("models", "deep_json", "models", "nested deeper"), ("chat", "nan_json", "chat", "NaN"),
-    ("metrics", "wrong_content_type", "metrics", "lacks"), ("chat", "close", "chat", "failed"),
-])
+@pytest.mark.parametrize(
+    "endpoint, fault, check, says",
+    [
+        ("models", "data_null", "models", "no `data` list"),
+        ("chat", "usage_list", "chat", "lacks"),
+        ("chat_stream", "odd_events", "stream", "not valid JSON"),
+        ("chat_stream", "event_list", "stream", "not a JSON"),
+        ("models", "deep_json", "models", "nested deeper"),
+        ("chat", "nan_json", "chat", "NaN"),
+        ("metrics", "wrong_content_type", "metrics", "lacks"),
+        ("chat", "close", "chat", "failed"),
+    ],
+)
 def test_malformed_answers_are_one_failed_line(server, endpoint, fault, check, says):  # noqa: F811
     proc, lines = smoke_result(server, {endpoint: fault})
     assert proc.returncode == 1 and lines[check].startswith("FAIL") and says in lines[check], lines[check]

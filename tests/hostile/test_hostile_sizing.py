@@ -39,16 +39,25 @@ def refused(capsys, tmp_path, config, *flags, raw=None, says=""):
     return lines[0]
 
 
-@pytest.mark.parametrize("key, value", [
-    ("num_hidden_layers", "32"), ("hidden_size", "big"), ("num_attention_heads", [32]), ("vocab_size", {"n": 1}),
-    ("intermediate_size", 3.5), ("num_key_value_heads", "8"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("num_hidden_layers", "32"),
+        ("hidden_size", "big"),
+        ("num_attention_heads", [32]),
+        ("vocab_size", {"n": 1}),
+        ("intermediate_size", 3.5),
+        ("num_key_value_heads", "8"),
+    ],
+)
 def test_strings_where_numbers_belong_are_refused(capsys, tmp_path, key, value):
     refused(capsys, tmp_path, {**LLAMA_8B, key: value}, says=key)
 
 
-@pytest.mark.parametrize("key, value", [("num_key_value_heads", -8), ("num_hidden_layers", True),
-                                        ("num_attention_heads", -32), ("head_dim", -128)])
+@pytest.mark.parametrize(
+    "key, value",
+    [("num_key_value_heads", -8), ("num_hidden_layers", True), ("num_attention_heads", -32), ("head_dim", -128)],
+)
 def test_negative_heads_and_true_as_a_layer_count_are_refused_not_sized(capsys, tmp_path, key, value):
     refused(capsys, tmp_path, {**LLAMA_8B, key: value}, says=key)
 
@@ -58,13 +67,21 @@ def test_negative_quantization_bits_are_refused(capsys, tmp_path):
     refused(capsys, tmp_path, config, says="bits")
 
 
-@pytest.mark.parametrize("flags, says", [
-    (["--block-size", "0"], "--block-size"), (["--max-num-batched-tokens", "-1"], "--max-num-batched-tokens"),
-    (["--max-num-seqs", "-5"], "--max-num-seqs"), (["--quantization", "bogus"], "--quantization"),
-    (["--pipeline-parallel-size", "33"], "32 decoder layers"), (["--tensor-parallel-size", "1000000000000"], "tensor"),
-    (["--weights-gib", "nan"], "--weights-gib"), (["--weights-gib", "inf"], "--weights-gib"),
-    (["--gpu-memory-utilization", "nan"], "--gpu-memory-utilization"), (["--vllm-version", "0.9\n"], "--vllm-version"),
-])
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--block-size", "0"], "--block-size"),
+        (["--max-num-batched-tokens", "-1"], "--max-num-batched-tokens"),
+        (["--max-num-seqs", "-5"], "--max-num-seqs"),
+        (["--quantization", "bogus"], "--quantization"),
+        (["--pipeline-parallel-size", "33"], "32 decoder layers"),
+        (["--tensor-parallel-size", "1000000000000"], "tensor"),
+        (["--weights-gib", "nan"], "--weights-gib"),
+        (["--weights-gib", "inf"], "--weights-gib"),
+        (["--gpu-memory-utilization", "nan"], "--gpu-memory-utilization"),
+        (["--vllm-version", "0.9\n"], "--vllm-version"),
+    ],
+)
 def test_impossible_flags_are_refused(capsys, tmp_path, flags, says):
     refused(capsys, tmp_path, LLAMA_8B, *flags, says=says)
 
@@ -81,17 +98,23 @@ def test_ten_million_layers_is_refused_at_once_not_looped_over(capsys, tmp_path)
     refused(capsys, tmp_path, {**LLAMA_8B, "num_hidden_layers": 10**7}, says="num_hidden_layers")
 
 
-@pytest.mark.parametrize("raw, says", [
-    (b"\x89PNG\r\n\x1a\n\x00\xff", "not UTF-8"), (b"[" * 50_000 + b"]" * 50_000, "nested deeper"),
-    (b'{"num_hidden_layers": NaN}', "NaN"), (b'{"num_hidden_layers": ' + b"9" * 5000 + b"}", "not usable JSON"),
-    (b"[1, 2]", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "raw, says",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\xff", "not UTF-8"),
+        (b"[" * 50_000 + b"]" * 50_000, "nested deeper"),
+        (b'{"num_hidden_layers": NaN}', "NaN"),
+        (b'{"num_hidden_layers": ' + b"9" * 5000 + b"}", "not usable JSON"),
+        (b"[1, 2]", "JSON object"),
+    ],
+)
 def test_binary_nested_or_nan_config_json_is_refused(capsys, tmp_path, raw, says):
     refused(capsys, tmp_path, None, raw=raw, says=says)
 
 
 def test_dev_zero_and_a_fifo_as_config_are_refused_without_reading(capsys, tmp_path):
     import os
+
     os.mkfifo(tmp_path / "pipe.json")
     for source, says in (("/dev/zero", "character device"), (str(tmp_path / "pipe.json"), "FIFO")):
         assert sizing_cli.main(["--model-config", source, "--gpu", "L4"]) == 2

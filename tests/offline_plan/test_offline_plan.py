@@ -48,7 +48,9 @@ def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_pla
     if PROD_EXIT:
         verdicts = plan_md.split("## Policy verdicts", 1)[1].split("## Resources", 1)[0]
         mandatory = [line for line in verdicts.splitlines() if line.startswith("| mandatory |")]
-        assert mandatory and all("| image-tag-pinned |" in line and images.RESOLVE_COMMAND in line for line in mandatory)
+        assert mandatory and all(
+            "| image-tag-pinned |" in line and images.RESOLVE_COMMAND in line for line in mandatory
+        )
         assert "NOT DEPLOYABLE with requireDigest" in plan_md
     else:
         assert "No violations." in plan_md
@@ -66,8 +68,14 @@ def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unr
     assert "- **Node autoscaler**: Karpenter 1.14.1" in plan_md
     assert "| h100 | p5.48xlarge | us-east-1b, us-east-1d | us-east-1b | private | 1 | 1 | placement group |" in plan_md
     assert "aws:ec2/natGateway:NatGateway" in plan_md and "kubernetes:karpenter.sh/v1:NodePool" in plan_md
-    assert "| llama-3-3-70b-instruct | h100 | 13.0 (unresolved) | 580.159.03 | runs (CUDA 13.0 needs >= 580.95.05) |" in plan_md
-    assert '`docker run --rm --entrypoint python3 vllm/vllm-openai:v0.32.0 -c "import torch; print(torch.version.cuda)"`' in plan_md
+    assert (
+        "| llama-3-3-70b-instruct | h100 | 13.0 (unresolved) | 580.159.03 | runs (CUDA 13.0 needs >= 580.95.05) |"
+        in plan_md
+    )
+    assert (
+        '`docker run --rm --entrypoint python3 vllm/vllm-openai:v0.32.0 -c "import torch; print(torch.version.cuda)"`'
+        in plan_md
+    )
     assert offline_plan.run("dev", tmp_path) == 0
     dev_md = (tmp_path / "dev" / "plan.md").read_text()
     assert "- **Google APIs enabled**: container.googleapis.com, compute.googleapis.com" in dev_md
@@ -101,8 +109,10 @@ def _with_secret(stack, token):
         ("config: [1, 2]\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
         ("- just\n- a list\n", "Pulumi.broken.yaml: the top level must be a mapping with a `config:` mapping of keys"),
         ("config:\n  llm-serving:cloud: [unclosed\n", "Pulumi.broken.yaml:3:1: not valid YAML:"),
-        ("config:\n  llm-serving:cloud: gcp\n  llm-serving:cloud: aws\n",
-         "Pulumi.broken.yaml:3:3: not valid YAML: key 'llm-serving:cloud' is defined twice (first on line 2)"),
+        (
+            "config:\n  llm-serving:cloud: gcp\n  llm-serving:cloud: aws\n",
+            "Pulumi.broken.yaml:3:3: not valid YAML: key 'llm-serving:cloud' is defined twice (first on line 2)",
+        ),
     ],
 )
 def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, capsys):
@@ -124,7 +134,12 @@ def test_the_plan_lists_the_add_ons_with_versions_and_reasons_and_the_longest_wa
     _, folder = prod_plan
     plan_md = (folder / "plan.md").read_text()
     assert "## Add-ons" in plan_md
-    assert ("| KEDA (`keda`) | 2.20.2 | installed: keda 2.20.2 | models[0] (llama-3-1-8b-instruct) scales with "
-            "autoscaling.kind keda (a ScaledObject) |") in plan_md
+    assert (
+        "| KEDA (`keda`) | 2.20.2 | installed: keda 2.20.2 | models[0] (llama-3-1-8b-instruct) scales with "
+        "autoscaling.kind keda (a ScaledObject) |"
+    ) in plan_md
     assert "installed: prometheus-operator-crds 31.0.0; kube-prometheus-stack 88.3.0" in plan_md
-    assert "## Longest blocking wait" in plan_md and "`kubernetes:batch/v1:Job llama-3-3-70b-instruct-mirror` | 11400 |" in plan_md
+    assert (
+        "## Longest blocking wait" in plan_md
+        and "`kubernetes:batch/v1:Job llama-3-3-70b-instruct-mirror` | 11400 |" in plan_md
+    )

@@ -6,10 +6,10 @@ import pytest
 import yaml
 
 from offline_plan import waits
-from offline_plan.mock_runtime import RecordedResource, evaluate_stack
+from offline_plan.mock_runtime import RecordedResource
 from tests.support import paths
-from tests.support.stack_variants import MULTI_NODE, variant
 from tests.support.committed import committed_stack
+from tests.support.stack_variants import MULTI_NODE, variant
 
 ROOT = paths.ROOT
 WORKFLOW = ROOT / ".github" / "workflows" / "pulumi-up.yml"
@@ -31,12 +31,16 @@ def timeout_problems(timeout_minutes: int, chains: dict[str, tuple[int, list[wai
         needed = waits.required_job_minutes(seconds)
         if timeout_minutes < needed:
             longest = max(chain, key=lambda w: w.seconds)
-            problems.append(f"{stack}: pulumi up may block {seconds / 60:.0f} min (longest step: {longest.resource.type} "
-                            f"{longest.resource.name}, {longest.seconds / 60:.0f} min); with set-up the job needs "
-                            f"{needed} min, the workflow allows {timeout_minutes}")
+            problems.append(
+                f"{stack}: pulumi up may block {seconds / 60:.0f} min (longest step: {longest.resource.type} "
+                f"{longest.resource.name}, {longest.seconds / 60:.0f} min); with set-up the job needs "
+                f"{needed} min, the workflow allows {timeout_minutes}"
+            )
     if timeout_minutes > waits.GITHUB_HOSTED_JOB_LIMIT_MINUTES:
-        problems.append(f"timeout-minutes {timeout_minutes} exceeds the {waits.GITHUB_HOSTED_JOB_LIMIT_MINUTES} a "
-                        "GitHub-hosted job may run")
+        problems.append(
+            f"timeout-minutes {timeout_minutes} exceeds the {waits.GITHUB_HOSTED_JOB_LIMIT_MINUTES} a "
+            "GitHub-hosted job may run"
+        )
     return problems
 
 
@@ -65,30 +69,48 @@ def test_prods_longest_chain_runs_through_the_cluster_the_70b_mirror_and_its_ser
 
 def test_the_plan_shows_the_chain(chains):
     from offline_plan.write import _waits_section
+
     text = "\n".join(_waits_section(committed_stack("prod")))
     assert f"timeout-minutes >= {waits.required_job_minutes(chains['prod'][0])}" in text
     assert "llama-3-3-70b-instruct-mirror" in text
 
 
-def k8s(kind: str, api: str = "v1", annotations: dict | None = None, timeouts: dict | None = None, **spec) -> RecordedResource:
-    return RecordedResource(type=f"kubernetes:{api}:{kind}", name=kind.lower(), provider=None, custom=True,
-                            inputs={"apiVersion": api, "kind": kind, "metadata": {"annotations": annotations or {}},
-                                    "spec": spec}, custom_timeouts=timeouts or {})
+def k8s(
+    kind: str, api: str = "v1", annotations: dict | None = None, timeouts: dict | None = None, **spec
+) -> RecordedResource:
+    return RecordedResource(
+        type=f"kubernetes:{api}:{kind}",
+        name=kind.lower(),
+        provider=None,
+        custom=True,
+        inputs={"apiVersion": api, "kind": kind, "metadata": {"annotations": annotations or {}}, "spec": spec},
+        custom_timeouts=timeouts or {},
+    )
 
 
-@pytest.mark.parametrize("resource, seconds", [
-    (k8s("Service"), 600),
-    (k8s("Service", annotations={"pulumi.com/skipAwait": "true"}), 0),
-    (k8s("ConfigMap"), 0),
-    (k8s("Deployment", "apps/v1", timeouts={"create": "1240s"}), 1240),
-    (k8s("ServiceMonitor", "monitoring.coreos.com/v1", timeouts={"create": "900s"}), 0),
-    (k8s("LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", annotations={"pulumi.com/waitFor": "condition=Available"},
-         timeouts={"create": "1h2m"}), 3720),
-    (RecordedResource("kubernetes:helm.sh/v3:Release", "r", {"timeout": 600}, None, True), 1800),
-    (RecordedResource("kubernetes:helm.sh/v3:Release", "r", {}, None, True), 900),
-    (RecordedResource("aws:eks/nodeGroup:NodeGroup", "ng", {}, None, True), 3600),
-    (RecordedResource("aws:iam/role:Role", "role", {}, None, True), 0),
-])
+@pytest.mark.parametrize(
+    "resource, seconds",
+    [
+        (k8s("Service"), 600),
+        (k8s("Service", annotations={"pulumi.com/skipAwait": "true"}), 0),
+        (k8s("ConfigMap"), 0),
+        (k8s("Deployment", "apps/v1", timeouts={"create": "1240s"}), 1240),
+        (k8s("ServiceMonitor", "monitoring.coreos.com/v1", timeouts={"create": "900s"}), 0),
+        (
+            k8s(
+                "LeaderWorkerSet",
+                "leaderworkerset.x-k8s.io/v1",
+                annotations={"pulumi.com/waitFor": "condition=Available"},
+                timeouts={"create": "1h2m"},
+            ),
+            3720,
+        ),
+        (RecordedResource("kubernetes:helm.sh/v3:Release", "r", {"timeout": 600}, None, True), 1800),
+        (RecordedResource("kubernetes:helm.sh/v3:Release", "r", {}, None, True), 900),
+        (RecordedResource("aws:eks/nodeGroup:NodeGroup", "ng", {}, None, True), 3600),
+        (RecordedResource("aws:iam/role:Role", "role", {}, None, True), 0),
+    ],
+)
 def test_each_resources_longest_wait(resource, seconds):
     assert waits.resource_wait(resource).seconds == seconds
 

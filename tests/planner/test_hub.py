@@ -308,8 +308,10 @@ def test_hf_cache_knows_a_repo_without_chat_template(tmp_path, monkeypatch):
         cache,
         "mistralai/Mixtral-8x7B-v0.1",
         OTHER_SHA,
-        {"config.json": json.loads((FIXTURES / "mixtral-8x7b-v0.1" / "config.json").read_text()),
-         "model.safetensors.index.json": {"metadata": {"total_size": 93405585408}}},
+        {
+            "config.json": json.loads((FIXTURES / "mixtral-8x7b-v0.1" / "config.json").read_text()),
+            "model.safetensors.index.json": {"metadata": {"total_size": 93405585408}},
+        },
         absent=["tokenizer_config.json", "chat_template.jinja"],
     )
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
@@ -320,8 +322,13 @@ def test_hf_cache_knows_a_repo_without_chat_template(tmp_path, monkeypatch):
 
 def test_hf_cache_without_tokenizer_files_leaves_the_template_unknown(tmp_path, monkeypatch):
     cache = tmp_path / "hf-cache"
-    fake_hf_cache(cache, "org/model", OTHER_SHA, {"config.json": {"num_hidden_layers": 2, "architectures": ["X"]}},
-                  absent=["model.safetensors.index.json"])
+    fake_hf_cache(
+        cache,
+        "org/model",
+        OTHER_SHA,
+        {"config.json": {"num_hidden_layers": 2, "architectures": ["X"]}},
+        absent=["model.safetensors.index.json"],
+    )
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     meta = load_model_metadata("org/model", OTHER_SHA, metadata_root=tmp_path / "none")
     assert meta.has_chat_template is None

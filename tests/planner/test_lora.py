@@ -23,8 +23,9 @@ MIB = 1024**2
 
 
 def plans(models, **kwargs):
-    return plan.build_plans(stack(models, **kwargs), metadata_loader(), source="Pulumi.test.yaml",
-                            load_adapter=fixture_loader)
+    return plan.build_plans(
+        stack(models, **kwargs), metadata_loader(), source="Pulumi.test.yaml", load_adapter=fixture_loader
+    )
 
 
 def plan_problems(models) -> list[str]:
@@ -49,8 +50,10 @@ def test_flags_follow_the_largest_rank_and_the_number_of_adapters():
     assert (lora.max_lora_rank, lora.max_loras, lora.max_cpu_loras) == (64, 2, 2)
     argv = engine_args.serve_args(p)
     i = argv.index("--lora-modules")
-    assert argv[i + 1:i + 3] == [f"llama-sql=/models/{SQL['repo']}/{SQL['revision']}",
-                                 f"llama-chat=/models/{CHAT['repo']}/{CHAT['revision']}"]
+    assert argv[i + 1 : i + 3] == [
+        f"llama-sql=/models/{SQL['repo']}/{SQL['revision']}",
+        f"llama-chat=/models/{CHAT['repo']}/{CHAT['revision']}",
+    ]
     for flag, value in (("--max-loras", "2"), ("--max-lora-rank", "64"), ("--max-cpu-loras", "2")):
         assert argv[argv.index(flag) + 1] == value
     assert "--enable-lora" in argv
@@ -66,27 +69,50 @@ def test_the_rank_rounds_up_to_a_value_vllm_accepts(rank, allowed):
 
 
 def test_a_rank_too_large_a_dora_adapter_and_a_missing_one_are_config_errors_naming_the_key():
-    found = plan_problems([{**LLAMA_8B, "adapters": [SQL, HUGE_RANK, DORA,
-                                                     {"name": "gone", "repo": "llm-serving-fixtures/absent",
-                                                      "revision": "5" * 40}]}])
-    assert any(p.startswith("Pulumi.test.yaml: models[0].adapters[1] (llm-serving-fixtures/llama-8b-huge-rank): "
-                            "rank 1024 is above the largest --max-lora-rank vLLM 0.32.0 accepts (512)") for p in found), found
-    assert any("models[0].adapters[2]" in p and "use_dora is set: vLLM does not support DoRA" in p for p in found), found
+    found = plan_problems(
+        [
+            {
+                **LLAMA_8B,
+                "adapters": [
+                    SQL,
+                    HUGE_RANK,
+                    DORA,
+                    {"name": "gone", "repo": "llm-serving-fixtures/absent", "revision": "5" * 40},
+                ],
+            }
+        ]
+    )
+    assert any(
+        p.startswith(
+            "Pulumi.test.yaml: models[0].adapters[1] (llm-serving-fixtures/llama-8b-huge-rank): "
+            "rank 1024 is above the largest --max-lora-rank vLLM 0.32.0 accepts (512)"
+        )
+        for p in found
+    ), found
+    assert any("models[0].adapters[2]" in p and "use_dora is set: vLLM does not support DoRA" in p for p in found), (
+        found
+    )
     [missing] = [p for p in found if "models[0].adapters[3]" in p]
     # The fix: where to put the adapter's config (the committed metadata, like a base model's).
     assert "hf download llm-serving-fixtures/absent adapter_config.json --revision 5555" in missing
     assert len(found) == 3 and not any("adapters[0]" in p for p in found)
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("revision", "main", "is a branch or tag; pin a 40-character commit SHA"),
-    ("revision", "1111111", "is a short SHA"),
-    ("repo", "not-a-repo", "is not a Hub repo id"),
-    ("name", "Has Spaces", "is not a valid name"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("revision", "main", "is a branch or tag; pin a 40-character commit SHA"),
+        ("revision", "1111111", "is a short SHA"),
+        ("repo", "not-a-repo", "is not a Hub repo id"),
+        ("name", "Has Spaces", "is not a valid name"),
+    ],
+)
 def test_an_unpinned_or_malformed_adapter_is_refused_naming_the_key(field, value, words):
-    raw = {"cloud": "aws", "pools": [{"name": "l4", "gpu": "L4"}],
-           "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "adapters": [{**SQL, field: value}]}]}
+    raw = {
+        "cloud": "aws",
+        "pools": [{"name": "l4", "gpu": "L4"}],
+        "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "adapters": [{**SQL, field: value}]}],
+    }
     with pytest.raises(cfg.ConfigError) as err:
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")
     [line] = err.value.problems
@@ -94,21 +120,38 @@ def test_an_unpinned_or_malformed_adapter_is_refused_naming_the_key(field, value
 
 
 def test_adapter_names_are_unique_across_models_and_adapters_and_need_a_volume():
-    raw = {"cloud": "aws", "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}],
-           "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "base",
-                       "adapters": [{**SQL, "name": "base"}, {**CHAT, "name": "twin"}]},
-                      {"repo": "a/c", "revision": "0" * 40, "pool": "l4", "name": "other",
-                       "adapters": [{**SQL, "name": "twin"}]}],
-           "modelStore": {"loadFrom": "bucket"}}
+    raw = {
+        "cloud": "aws",
+        "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}],
+        "models": [
+            {
+                "repo": "a/b",
+                "revision": "0" * 40,
+                "pool": "l4",
+                "name": "base",
+                "adapters": [{**SQL, "name": "base"}, {**CHAT, "name": "twin"}],
+            },
+            {"repo": "a/c", "revision": "0" * 40, "pool": "l4", "name": "other", "adapters": [{**SQL, "name": "twin"}]},
+        ],
+        "modelStore": {"loadFrom": "bucket"},
+    }
     with pytest.raises(cfg.ConfigError) as err:
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")
     found = err.value.problems
-    assert "Pulumi.test.yaml: models[0].adapters[0].name: 'base' is already the name of models[0]; every model, " \
-           "adapter and alias needs a distinct name (clients choose one by it)" in found
-    assert any(p.startswith("Pulumi.test.yaml: models[1].adapters[0].name: 'twin' is already the name of "
-                            "models[0].adapters[1]") for p in found)
-    assert any(p.startswith("Pulumi.test.yaml: models[0].adapters: vLLM loads LoRA adapters from a local folder")
-               for p in found)
+    assert (
+        "Pulumi.test.yaml: models[0].adapters[0].name: 'base' is already the name of models[0]; every model, "
+        "adapter and alias needs a distinct name (clients choose one by it)" in found
+    )
+    assert any(
+        p.startswith(
+            "Pulumi.test.yaml: models[1].adapters[0].name: 'twin' is already the name of models[0].adapters[1]"
+        )
+        for p in found
+    )
+    assert any(
+        p.startswith("Pulumi.test.yaml: models[0].adapters: vLLM loads LoRA adapters from a local folder")
+        for p in found
+    )
     raw["models"][0]["engine"] = "kserve"
     with pytest.raises(cfg.ConfigError, match="adapters apply to engine: vllm only"):
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")
@@ -124,17 +167,23 @@ def test_adapter_configs_are_read_from_model_metadata_or_the_hf_cache():
             load_adapter_metadata("llm-serving-fixtures/absent", "5" * 40, metadata_root=FIXTURES / "nowhere")
 
 
-@pytest.mark.parametrize("config, words", [
-    ({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "bias": "all"}, "bias is 'all'"),
-    ({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "modules_to_save": ["lm_head"]}, "modules_to_save"),
-    ({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "init_lora_weights": "pissa"}, "init_lora_weights"),
-    ({"r": 0, "lora_alpha": 16, "target_modules": ["q_proj"]}, "r is 0"),
-    ({"r": 8, "target_modules": ["q_proj"]}, "lacks lora_alpha"),
-    ({"peft_type": "IA3", "r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}, "LoRA adapters only"),
-])
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "bias": "all"}, "bias is 'all'"),
+        ({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "modules_to_save": ["lm_head"]}, "modules_to_save"),
+        ({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "init_lora_weights": "pissa"}, "init_lora_weights"),
+        ({"r": 0, "lora_alpha": 16, "target_modules": ["q_proj"]}, "r is 0"),
+        ({"r": 8, "target_modules": ["q_proj"]}, "lacks lora_alpha"),
+        ({"peft_type": "IA3", "r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}, "LoRA adapters only"),
+    ],
+)
 def test_what_vllm_would_refuse_to_load_is_refused_at_plan_time(config, words):
     assert any(words in p for p in adapter_problems(config))
-    assert adapter_problems({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "init_lora_weights": "gaussian"}) == []
+    assert (
+        adapter_problems({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "init_lora_weights": "gaussian"})
+        == []
+    )
 
 
 # --- the slots' memory comes out of the KV cache ---------------------------------------------------
@@ -192,9 +241,11 @@ def test_each_adapter_gets_its_own_verified_mirror_job_on_the_model_volume_and_s
     jobs = {j["metadata"]["name"]: j for j in ev.kubernetes_objects if j["kind"] == "Job"}
     base_job = next(j for n, j in jobs.items() if n.startswith("llama-3-1-8b-instruct-mirror-"))
     adapter_job = jobs[f"llama-sql-mirror-{SQL['revision'][:12]}"]
+
     def container(job, name):
         pod = job["spec"]["template"]["spec"]
         return next(c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == name)
+
     fetch, base_fetch = container(adapter_job, "fetch"), container(base_job, "fetch")
     # With a bucket, the verified copy is synced there too, under the adapter's own commit.
     assert f"{SQL['repo']}/{SQL['revision']}" in container(adapter_job, "sync")["command"][2]
@@ -204,25 +255,36 @@ def test_each_adapter_gets_its_own_verified_mirror_job_on_the_model_volume_and_s
     args = fetch["command"]
     assert args[args.index("--repo") + 1] == SQL["repo"] and args[args.index("--revision") + 1] == SQL["revision"]
     assert args[args.index("--local-dir") + 1] == f"/models/{SQL['repo']}/{SQL['revision']}"
-    assert [a for a in args if a.startswith("--include") or a.startswith("--exclude")] == \
-           [a for a in base_fetch["command"] if a.startswith("--include") or a.startswith("--exclude")]
+    assert [a for a in args if a.startswith("--include") or a.startswith("--exclude")] == [
+        a for a in base_fetch["command"] if a.startswith("--include") or a.startswith("--exclude")
+    ]
     assert adapter_job["spec"]["template"]["spec"]["volumes"][0] == base_job["spec"]["template"]["spec"]["volumes"][0]
     labels = adapter_job["metadata"]["labels"]
     assert labels["llm-serving.io/adapter"] == "llama-sql" and labels["llm-serving.io/revision"] == SQL["revision"]
     # The server waits for both Jobs (the provider reports a Job created once it completed).
     [deployment] = [r for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "Deployment"]
     # The mirror Jobs (the verification Job runs after the server instead).
-    job_urns = {r.urn for r in ev.resources if r.is_kubernetes_object and r.inputs.get("kind") == "Job"
-                and r.inputs["metadata"]["labels"].get("llm-serving.io/component") == "model-mirror"}
+    job_urns = {
+        r.urn
+        for r in ev.resources
+        if r.is_kubernetes_object
+        and r.inputs.get("kind") == "Job"
+        and r.inputs["metadata"]["labels"].get("llm-serving.io/component") == "model-mirror"
+    }
     assert len(job_urns) == 2
     assert job_urns <= set(deployment.dependencies)
 
 
 def test_the_volume_holds_the_adapters_too():
     [p] = plans([{**LLAMA_8B, "adapters": [SQL, CHAT]}])
-    args = model_store_args(p, cfg.ModelStoreConfig(), shared=type("S", (), {
-        "namespace": "ns", "writer_service_account": "w", "reader_service_account": "r"})(),
-        storage_class="rwx", bucket=None, hf_token=None)
+    args = model_store_args(
+        p,
+        cfg.ModelStoreConfig(),
+        shared=type("S", (), {"namespace": "ns", "writer_service_account": "w", "reader_service_account": "r"})(),
+        storage_class="rwx",
+        bucket=None,
+        hf_token=None,
+    )
     assert [a.adapter for a in args.adapters] == ["llama-sql", "llama-chat"]
     assert isinstance(args.adapters[0], MirrorSource) and args.volume_bytes == p.weights_bytes + p.adapters_bytes
     assert p.adapters_bytes > 0
@@ -233,5 +295,7 @@ def test_sizing_ignores_lora_when_off():
     arch = llama_arch()
     req = sizing.SizingRequest(arch=arch, gpu_memory_gib=79.1, max_model_len=8192)
     assert sizing.size(req).lora_gib_per_gpu == 0
-    assert sizing.size(dataclasses.replace(req, lora_max_loras=1, lora_max_rank=8)).kv_cache_gib_per_gpu < \
-        sizing.size(req).kv_cache_gib_per_gpu
+    assert (
+        sizing.size(dataclasses.replace(req, lora_max_loras=1, lora_max_rank=8)).kv_cache_gib_per_gpu
+        < sizing.size(req).kv_cache_gib_per_gpu
+    )

@@ -61,7 +61,9 @@ def test_model_that_does_not_fit_names_the_smallest_tp_that_would():
     with pytest.raises(plan.PlanError) as info:
         plans_for([model(LLAMA_70B, maxModelLen=32768, tensorParallelSize=2)])
     [problem] = info.value.problems
-    assert problem.startswith("Pulumi.test.yaml: models[0]: meta-llama/Llama-3.3-70B-Instruct does not fit on 2 x H100-80GB")
+    assert problem.startswith(
+        "Pulumi.test.yaml: models[0]: meta-llama/Llama-3.3-70B-Instruct does not fit on 2 x H100-80GB"
+    )
     assert problem.endswith("the smallest tensor-parallel size that fits is 4")
 
 
@@ -94,8 +96,10 @@ def test_pool_capacity_is_checked_across_models():
     with pytest.raises(plan.PlanError) as info:
         plans_for([model(LLAMA_70B, maxModelLen=32768, replicas=5)])
     [problem] = info.value.problems
-    assert problem == ("Pulumi.test.yaml: pools[0].maxNodes: the models on pool h100 need 20 GPUs at their minimum "
-                       "replicas but it has at most 16 (2 x 8); raise maxNodes to 3 or lower models[].replicas")
+    assert problem == (
+        "Pulumi.test.yaml: pools[0].maxNodes: the models on pool h100 need 20 GPUs at their minimum "
+        "replicas but it has at most 16 (2 x 8); raise maxNodes to 3 or lower models[].replicas"
+    )
 
 
 def test_replicas_spanning_nodes_use_pipeline_stages():
@@ -117,8 +121,14 @@ def test_load_estimate_and_startup_budget_follow_the_read_path():
 
 def test_weights_come_from_the_checkpoint_when_known_else_from_the_config():
     config = json.loads((ROOT / "tests/fixtures/model_configs/llama-3.1-8b-instruct/config.json").read_text())
-    unknown = ModelMetadata(repo_id=LLAMA_8B[0], revision=LLAMA_8B[1], config=config, weights_bytes=None,
-                            has_chat_template=True, source="test")
+    unknown = ModelMetadata(
+        repo_id=LLAMA_8B[0],
+        revision=LLAMA_8B[1],
+        config=config,
+        weights_bytes=None,
+        has_chat_template=True,
+        source="test",
+    )
     [p] = plan.build_plans(stack([model(LLAMA_8B, maxModelLen=8192)]), lambda m: unknown)
     assert abs(p.weights_bytes - 16_060_522_496) / 16_060_522_496 < 0.02
 
@@ -126,8 +136,14 @@ def test_weights_come_from_the_checkpoint_when_known_else_from_the_config():
 def test_a_config_without_a_context_length_needs_max_model_len():
     config = json.loads((ROOT / "tests/fixtures/model_configs/llama-3.1-8b-instruct/config.json").read_text())
     config.pop("max_position_embeddings")
-    meta = ModelMetadata(repo_id=LLAMA_8B[0], revision=LLAMA_8B[1], config=config, weights_bytes=16_060_522_496,
-                         has_chat_template=True, source="test")
+    meta = ModelMetadata(
+        repo_id=LLAMA_8B[0],
+        revision=LLAMA_8B[1],
+        config=config,
+        weights_bytes=16_060_522_496,
+        has_chat_template=True,
+        source="test",
+    )
     with pytest.raises(plan.PlanError, match=r"models\[0\].maxModelLen: .* declares no max_position_embeddings"):
         plan.build_plans(stack([model(LLAMA_8B)]), lambda m: meta)
     [p] = plan.build_plans(stack([model(LLAMA_8B, maxModelLen=4096)]), lambda m: meta)
@@ -135,7 +151,10 @@ def test_a_config_without_a_context_length_needs_max_model_len():
 
 
 def test_explicit_tensor_parallelism_must_shard_the_model():
-    with pytest.raises(plan.PlanError, match=r"models\[0\].tensorParallelSize: vLLM cannot shard .* 3 ways .*valid sizes: 1, 2, 4, 8, or auto"):
+    with pytest.raises(
+        plan.PlanError,
+        match=r"models\[0\].tensorParallelSize: vLLM cannot shard .* 3 ways .*valid sizes: 1, 2, 4, 8, or auto",
+    ):
         plans_for([model(LLAMA_8B, maxModelLen=8192, tensorParallelSize=3)])
 
 
@@ -161,8 +180,10 @@ def test_a_target_no_size_in_the_node_reaches_takes_the_largest_and_warns_with_t
     assert "lower maxModelLen to" in warning and "set kvCacheDtype: fp8" in warning
     assert "use a pool with more than 1 GPU(s) per node" in warning
     # Broken variant: a target the replica meets draws no warning.
-    [met] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="l4", targetConcurrentRequests=3)],
-                      pool={"name": "l4", "gpu": "L4", "maxNodes": 1})
+    [met] = plans_for(
+        [model(LLAMA_8B, maxModelLen=8192, pool="l4", targetConcurrentRequests=3)],
+        pool={"name": "l4", "gpu": "L4", "maxNodes": 1},
+    )
     assert not [w for w in met.sizing_warnings if "targetConcurrentRequests" in w]
 
 
@@ -187,8 +208,10 @@ def test_an_unconfirmed_cuda_total_is_named_in_the_plan_with_the_command_that_me
     # Every catalog GPU cites its total now (tests/common/test_gpu_catalog.py); one added without a source
     # must still be flagged, so the A10G stands in with its source removed.
     monkeypatch.setitem(gpus.CATALOG, "A10G", dataclasses.replace(gpus.CATALOG["A10G"], cuda_total_source=None))
-    [p] = plans_for([model(LLAMA_8B, maxModelLen=8192, pool="a10g", targetConcurrentRequests=1)],
-                    pool={"name": "a10g", "gpu": "A10G", "maxNodes": 1})
+    [p] = plans_for(
+        [model(LLAMA_8B, maxModelLen=8192, pool="a10g", targetConcurrentRequests=1)],
+        pool={"name": "a10g", "gpu": "A10G", "maxNodes": 1},
+    )
     [warning] = [w for w in p.sizing_warnings if "CUDA total" in w]
     assert "A10G's CUDA total of 21.99 GiB, which no cited log confirms" in warning
     assert "torch.cuda.mem_get_info()[1]" in warning
@@ -200,8 +223,10 @@ def test_an_unconfirmed_cuda_total_is_named_in_the_plan_with_the_command_that_me
 def test_the_pools_interconnect_reaches_the_sizing():
     [on_h100] = plans_for([model(LLAMA_70B, maxModelLen=32768)])
     assert on_h100.sizing.interconnect == "nvswitch"
-    [on_l40s] = plans_for([model(LLAMA_70B, maxModelLen=32768, pool="l40s", kvCacheDtype="fp8")],
-                          pool={"name": "l40s", "gpu": "L40S", "gpusPerNode": 8, "maxNodes": 1})
+    [on_l40s] = plans_for(
+        [model(LLAMA_70B, maxModelLen=32768, pool="l40s", kvCacheDtype="fp8")],
+        pool={"name": "l40s", "gpu": "L40S", "gpusPerNode": 8, "maxNodes": 1},
+    )
     assert on_l40s.sizing.interconnect == "pcie"
     assert on_l40s.sizing.non_torch_gib < on_h100.sizing.non_torch_gib
 
@@ -211,5 +236,7 @@ def test_deadlines_include_node_provisioning_when_the_pool_can_start_empty(min_n
     pool = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "minNodes": min_nodes, "maxNodes": 2}
     [p] = plans_for([model(LLAMA_70B, maxModelLen=32768)], pool=pool)
     assert p.node_provisioning_seconds == allowance
-    assert p.rollout_deadline_seconds == max(plan.MIN_ROLLOUT_DEADLINE_SECONDS, 2 * p.startup_budget_seconds) + allowance
+    assert (
+        p.rollout_deadline_seconds == max(plan.MIN_ROLLOUT_DEADLINE_SECONDS, 2 * p.startup_budget_seconds) + allowance
+    )
     assert p.server_wait_seconds == p.rollout_deadline_seconds + plan.WAIT_MARGIN_SECONDS

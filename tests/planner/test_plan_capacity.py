@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from components.serving import vllm
-from offline_plan.mock_runtime import evaluate_stack
 from planner import plan
 from stack_config import Autoscaler, parse_stack_config, pool_scaling
 from tests.support.committed import committed_stack
 
-LLAMA_8B = {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
-            "maxModelLen": 8192}
+LLAMA_8B = {
+    "repo": "meta-llama/Llama-3.1-8B-Instruct",
+    "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+    "maxModelLen": 8192,
+}
 H100 = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8}
 
 
@@ -30,15 +32,21 @@ def plans(stack):
     return plan.build_plans(stack, plan.default_metadata_loader(None), source="Pulumi.test.yaml")
 
 
-@pytest.mark.parametrize("cloud,cluster,autoscaler,start,reachable", [
-    ("aws", None, Autoscaler.karpenter, 1, 3),
-    ("aws", {"create": False}, Autoscaler.none, 1, 1),
-    ("gcp", None, Autoscaler.gke, 1, 3),
-    ("existing", None, Autoscaler.declared, 1, 3),
-])
+@pytest.mark.parametrize(
+    "cloud,cluster,autoscaler,start,reachable",
+    [
+        ("aws", None, Autoscaler.karpenter, 1, 3),
+        ("aws", {"create": False}, Autoscaler.none, 1, 1),
+        ("gcp", None, Autoscaler.gke, 1, 3),
+        ("existing", None, Autoscaler.declared, 1, 3),
+    ],
+)
 def test_each_cloud_says_who_grows_a_pool_and_how_far(cloud, cluster, autoscaler, start, reachable):
-    pool = {**(H100 if cloud != "gcp" else {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8}),
-            "minNodes": 1, "maxNodes": 3}
+    pool = {
+        **(H100 if cloud != "gcp" else {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8}),
+        "minNodes": 1,
+        "maxNodes": 3,
+    }
     stack = config(cloud, pool, cluster)
     scaling = pool_scaling(stack, stack.pools[0])
     assert (scaling.autoscaler, scaling.start_nodes, scaling.reachable_nodes) == (autoscaler, start, reachable)
@@ -83,8 +91,11 @@ def test_prod_rollouts_may_wait_for_karpenters_second_p5_and_dev_for_its_first_l
         evaluation = committed_stack(stack)
         for row in evaluation.outputs["sizing"]:
             assert row["nodeProvisioningSeconds"] == 900, (stack, row["model"])
-        for deployment in (o for o in evaluation.kubernetes_objects if o["kind"] == "Deployment"
-                           and o["metadata"]["labels"].get("llm-serving.io/model")):
+        for deployment in (
+            o
+            for o in evaluation.kubernetes_objects
+            if o["kind"] == "Deployment" and o["metadata"]["labels"].get("llm-serving.io/model")
+        ):
             row = next(r for r in evaluation.outputs["sizing"] if r["model"] == deployment["metadata"]["name"])
             # Issue 14: the progress deadline left nothing for a node to be provisioned.
             assert deployment["spec"]["progressDeadlineSeconds"] == row["rolloutDeadlineSeconds"]

@@ -198,8 +198,7 @@ def test_config_without_layers_is_rejected_with_the_keys_named():
 def test_hub_fixture_configs_size(path):
     """Real config.json files kept by the hub tests (tests/fixtures/model_configs) all size."""
     model = ModelArch.from_hf_config(json.loads(path.read_text()))
-    result = size(SizingRequest(arch=model, gpu_memory_gib=178.35, tensor_parallel_size=8,
-                                max_model_len=4096))
+    result = size(SizingRequest(arch=model, gpu_memory_gib=178.35, tensor_parallel_size=8, max_model_len=4096))
     assert result.kv_bytes_per_token_per_gpu > 0 and result.weights_gib_per_gpu > 0
 
 
@@ -222,8 +221,20 @@ def test_transcribed_configs_match_the_real_files(mine, real):
     if not path.exists():
         pytest.skip(f"{path} not present")
     a, b = arch(mine), ModelArch.from_hf_config(json.loads(path.read_text()))
-    fields = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "intermediate", "experts",
-              "experts_per_token", "moe_intermediate", "layer_types", "tie_word_embeddings")
+    fields = (
+        "layers",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "vocab",
+        "intermediate",
+        "experts",
+        "experts_per_token",
+        "moe_intermediate",
+        "layer_types",
+        "tie_word_embeddings",
+    )
     assert {f: getattr(a, f) for f in fields} == {f: getattr(b, f) for f in fields}
 
 
@@ -239,8 +250,13 @@ def test_default_utilization_follows_the_release():
 
 
 def test_cuda_graph_estimate_grows_with_the_layers_on_a_gpu():
-    req = SizingRequest(arch=arch("llama-3.3-70b.json"), gpu_memory_gib=79.19, tensor_parallel_size=4,
-                        max_model_len=8192, vllm_version="0.21.0")
+    req = SizingRequest(
+        arch=arch("llama-3.3-70b.json"),
+        gpu_memory_gib=79.19,
+        tensor_parallel_size=4,
+        max_model_len=8192,
+        vllm_version="0.21.0",
+    )
     whole = size(req).cuda_graph_gib
     half = size(replace(req, tensor_parallel_size=2, pipeline_parallel_size=2)).cuda_graph_gib
     # 80 layers on one GPU versus 40 per pipeline stage: 0.2 + 0.02 × layers GiB.
@@ -262,7 +278,12 @@ def test_reported_tokens_come_from_concurrency_from_0_21():
     odd = size(replace(request_for(case), vllm_version="0.21.0", max_model_len=5000))
     assert odd.kv_cache_tokens == int(odd.num_gpu_blocks / 313 * 5000)  # cdiv(5000, 16) = 313
     # gpt-oss (128-token sliding window on half the layers) holds more tokens than blocks // groups × 16.
-    oss = SizingRequest(arch=arch("gpt-oss-20b.json"), gpu_memory_gib=79.19, max_model_len=131072,
-                        quantization="mxfp4", vllm_version="0.21.0")
+    oss = SizingRequest(
+        arch=arch("gpt-oss-20b.json"),
+        gpu_memory_gib=79.19,
+        max_model_len=131072,
+        quantization="mxfp4",
+        vllm_version="0.21.0",
+    )
     result = size(oss)
     assert result.kv_cache_tokens > result.num_gpu_blocks // 2 * 16 * 1.8

@@ -74,8 +74,12 @@ def test_case_quotes_the_numbers_it_is_scored_on(case):
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=NOT_REPRODUCIBLE[c["id"]]))
-     if c["id"] in NOT_REPRODUCIBLE else c for c in RUNNING],
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=NOT_REPRODUCIBLE[c["id"]]))
+        if c["id"] in NOT_REPRODUCIBLE
+        else c
+        for c in RUNNING
+    ],
     ids=[c["id"] for c in RUNNING],
 )
 def test_kv_cache_matches_a_log_from_an_unseen_source(case):
@@ -83,8 +87,9 @@ def test_kv_cache_matches_a_log_from_an_unseen_source(case):
     assert abs(error) <= CASE_TOLERANCE, f"{case['source']}: {error:+.2%}"
 
 
-@pytest.mark.parametrize("case", [c for c in BY_SOURCE if not starts(c)],
-                         ids=[c["id"] for c in BY_SOURCE if not starts(c)])
+@pytest.mark.parametrize(
+    "case", [c for c in BY_SOURCE if not starts(c)], ids=[c["id"] for c in BY_SOURCE if not starts(c)]
+)
 def test_a_run_that_did_not_start_is_predicted_not_to_fit(case):
     result = predicted(case)
     assert not result.fits and "no memory left for KV cache" in result.reason

@@ -27,8 +27,7 @@ def run(capsys, *argv):
 
 
 def test_json_has_the_promised_keys(capsys):
-    code, out, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB",
-                         "--max-model-len", "8192", "--json")
+    code, out, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--max-model-len", "8192", "--json")
     assert code == 0 and err == ""
     data = json.loads(out)
     for key in ("kv_cache_tokens", "kv_cache_gib_per_gpu", "weights_gib_per_gpu", "max_concurrency", "fits"):
@@ -38,16 +37,42 @@ def test_json_has_the_promised_keys(capsys):
 
 
 def test_weights_gib_is_the_total_across_gpus(capsys):
-    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--tensor-parallel-size", "2",
-                    "--weights-gib", "15.02", "--max-model-len", "8192", "--json")
+    _, out, _ = run(
+        capsys,
+        "--model-config",
+        LLAMA_8B,
+        "--gpu",
+        "H100-80GB",
+        "--tensor-parallel-size",
+        "2",
+        "--weights-gib",
+        "15.02",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
     assert json.loads(out)["weights_gib_per_gpu"] == pytest.approx(7.51)
 
 
 def test_log_figures_reproduce_through_the_cli(capsys):
     # llm-d-planner v0.19.0 sweep, Llama-3.1-8B TP1 on H100, util 0.95: "Model loading took 14.99 GiB",
     # "GPU KV cache size: 476,016 tokens" (tests/fixtures/vllm_logs/cases.yaml).
-    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--gpu-memory-utilization", "0.95",
-                    "--weights-gib", "14.99", "--max-model-len", "8192", "--vllm-version", "0.19.0", "--json")
+    _, out, _ = run(
+        capsys,
+        "--model-config",
+        LLAMA_8B,
+        "--gpu",
+        "H100-80GB",
+        "--gpu-memory-utilization",
+        "0.95",
+        "--weights-gib",
+        "14.99",
+        "--max-model-len",
+        "8192",
+        "--vllm-version",
+        "0.19.0",
+        "--json",
+    )
     assert json.loads(out)["kv_cache_tokens"] == pytest.approx(476016, rel=0.01)
 
 
@@ -62,10 +87,23 @@ def test_bar_shows_weights_overhead_kv_and_spare(capsys):
 
 
 def test_bar_is_drawn_per_gpu(capsys):
-    _, out, _ = run(capsys, "--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--tensor-parallel-size", "4",
-                    "--max-model-len", "8192")
+    _, out, _ = run(
+        capsys,
+        "--model-config",
+        LLAMA_70B,
+        "--gpu",
+        "H100-80GB",
+        "--tensor-parallel-size",
+        "4",
+        "--max-model-len",
+        "8192",
+    )
     assert [line.split("[")[0].strip() for line in out.splitlines() if "[" in line] == [
-        "GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+        "GPU 0",
+        "GPU 1",
+        "GPU 2",
+        "GPU 3",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -92,8 +130,10 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--max-model-len", "32768"],
-         "smallest tensor-parallel size that fits: 4"),
+        (
+            ["--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--max-model-len", "32768"],
+            "smallest tensor-parallel size that fits: 4",
+        ),
         (["--model-config", LLAMA_70B, "--gpu", "L4"], "no tensor-parallel size up to 8 fits"),
     ],
 )
@@ -120,9 +160,22 @@ def test_config_without_architecture_keys_is_a_clean_error(capsys, tmp_path):
 
 def test_module_entry_point_runs():
     proc = subprocess.run(
-        [sys.executable, "-m", "components.sizing", "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19",
-         "--max-model-len", "8192", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "components.sizing",
+            "--model-config",
+            LLAMA_8B,
+            "--gpu-memory-gib",
+            "79.19",
+            "--max-model-len",
+            "8192",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["kv_cache_tokens"] > 400_000
@@ -133,12 +186,31 @@ def test_unshardable_tensor_parallel_size_warns_and_zero_context_is_refused():
     import sys
 
     config = "tests/fixtures/model_configs/llama-3.1-8b/config.json"
-    proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
-                           "--tensor-parallel-size", "3", "--json"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "components.sizing",
+            "--model-config",
+            config,
+            "--gpu",
+            "L4",
+            "--tensor-parallel-size",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode in (0, 1)
-    assert "warning: vLLM refuses --tensor-parallel-size 3 for this model (32 attention heads, 8 KV heads)" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4",
-                           "--max-model-len", "0"], capture_output=True, text=True)
+    assert (
+        "warning: vLLM refuses --tensor-parallel-size 3 for this model (32 attention heads, 8 KV heads)" in proc.stderr
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4", "--max-model-len", "0"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --max-model-len must be a positive number of tokens"
 
 
@@ -154,15 +226,28 @@ def test_ambiguous_gpu_family_is_still_an_error(capsys):
 
 
 def test_an_a100_total_gets_vllms_small_batch_defaults(capsys):
-    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.25", "--max-model-len", "8192", "--json")
+    _, out, _ = run(
+        capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.25", "--max-model-len", "8192", "--json"
+    )
     assert json.loads(out)["max_num_batched_tokens"] == 2048
-    _, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19", "--max-model-len", "8192", "--json")
+    _, out, _ = run(
+        capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.19", "--max-model-len", "8192", "--json"
+    )
     assert json.loads(out)["max_num_batched_tokens"] == 8192
 
 
 def test_interconnect_flag_changes_the_nccl_memory(capsys):
-    args = ("--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--tensor-parallel-size", "4", "--max-model-len", "8192",
-            "--json")
+    args = (
+        "--model-config",
+        LLAMA_70B,
+        "--gpu",
+        "H100-80GB",
+        "--tensor-parallel-size",
+        "4",
+        "--max-model-len",
+        "8192",
+        "--json",
+    )
     _, nvswitch, _ = run(capsys, *args)
     _, pcie, _ = run(capsys, *args, "--interconnect", "pcie")
     assert json.loads(nvswitch)["interconnect"] == "nvswitch" and json.loads(pcie)["interconnect"] == "pcie"

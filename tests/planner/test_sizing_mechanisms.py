@@ -52,38 +52,77 @@ def test_deltanet_layers_are_state_layers_and_attention_layers_are_counted_apart
 
 
 def test_qwen3_next_without_layer_types_takes_every_fourth_layer_as_attention():
-    cfg = {"num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2,
-           "head_dim": 256, "full_attention_interval": 4, "linear_num_value_heads": 32}
+    cfg = {
+        "num_hidden_layers": 8,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "full_attention_interval": 4,
+        "linear_num_value_heads": 32,
+    }
     assert ModelArch.from_hf_config(cfg).layer_types == ("linear",) * 3 + ("full",) + ("linear",) * 3 + ("full",)
 
 
 def test_hybrid_block_size_and_page_padding_match_the_qwen35_log():
     # "Setting attention block size to 1056 tokens" / "Padding mamba page size by 0.76%" (vLLM 0.18.1).
-    layout = kv_layout.kv_layout(QWEN35, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
-                                 release=Release.of("0.18.1"), counts=kv_layout.layer_counts(QWEN35))
+    layout = kv_layout.kv_layout(
+        QWEN35,
+        tp=1,
+        kv_dtype_bytes=2,
+        model_dtype_bytes=2,
+        block_size=16,
+        release=Release.of("0.18.1"),
+        counts=kv_layout.layer_counts(QWEN35),
+    )
     assert layout.block_size == 1056
     assert round(100 * (layout.page_bytes - layout.state_bytes) / layout.state_bytes, 2) == 0.76
     # Broken variant: a state in bf16 instead of float32 needs only half the block.
     bf16 = replace(QWEN35, mamba_ssm_dtype=None)
-    assert kv_layout.kv_layout(bf16, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
-                               release=Release.of("0.18.1"), counts=kv_layout.layer_counts(bf16)).block_size == 544
+    assert (
+        kv_layout.kv_layout(
+            bf16,
+            tp=1,
+            kv_dtype_bytes=2,
+            model_dtype_bytes=2,
+            block_size=16,
+            release=Release.of("0.18.1"),
+            counts=kv_layout.layer_counts(bf16),
+        ).block_size
+        == 544
+    )
 
 
-@pytest.mark.parametrize("case_prefix", ["gb10-qwen3.5-35b-a3b-fp8-util0.80-0.18.1-run-a",
-                                         "gb10-qwen3.5-35b-a3b-fp8-util0.80-0.18.1-run-b"])
+@pytest.mark.parametrize(
+    "case_prefix", ["gb10-qwen3.5-35b-a3b-fp8-util0.80-0.18.1-run-a", "gb10-qwen3.5-35b-a3b-fp8-util0.80-0.18.1-run-b"]
+)
 def test_hybrid_token_count_follows_from_the_logged_kv_memory(case_prefix):
     """No budget term involved: logged KV memory -> blocks -> the logged token count."""
     case = _case(CALIBRATION, case_prefix)
-    layout = kv_layout.kv_layout(QWEN35, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
-                                 release=Release.of("0.18.1"), counts=kv_layout.layer_counts(QWEN35))
+    layout = kv_layout.kv_layout(
+        QWEN35,
+        tp=1,
+        kv_dtype_bytes=2,
+        model_dtype_bytes=2,
+        block_size=16,
+        release=Release.of("0.18.1"),
+        counts=kv_layout.layer_counts(QWEN35),
+    )
     blocks = int(case["observed"]["kv_cache_gib"] * GiB // (layout.page_bytes * layout.group_size))
     need = kv_layout.blocks_per_request(layout, QWEN35, 262144, 2048, mamba_align=True)
     tokens = kv_layout.reported_tokens(blocks, layout, need, 262144, Release.of("0.18.1"))
     assert tokens == case["observed"]["kv_cache_tokens"]
     # Broken variant: the hybrid counted as 40 full-attention layers of 16-token blocks.
     dense = replace(QWEN35, layer_types=())
-    flat = kv_layout.kv_layout(dense, tp=1, kv_dtype_bytes=2, model_dtype_bytes=2, block_size=16,
-                               release=Release.of("0.18.1"), counts=kv_layout.layer_counts(dense))
+    flat = kv_layout.kv_layout(
+        dense,
+        tp=1,
+        kv_dtype_bytes=2,
+        model_dtype_bytes=2,
+        block_size=16,
+        release=Release.of("0.18.1"),
+        counts=kv_layout.layer_counts(dense),
+    )
     flat_blocks = int(case["observed"]["kv_cache_gib"] * GiB // (flat.page_bytes * flat.group_size))
     assert kv_layout.reported_tokens(flat_blocks, flat, 0, 262144, Release.of("0.18.1")) != tokens
 
@@ -94,8 +133,16 @@ def test_mtp_layer_state_blocks_and_align_mode_match_the_qwen36_log():
     case = _case(HELD_OUT, "gb10-qwen3.6")
     release = Release.of("0.22.1")
     counts = kv_layout.layer_counts(QWEN36, with_mtp=True)
-    layout = kv_layout.kv_layout(QWEN36, tp=1, kv_dtype_bytes=1, model_dtype_bytes=2, block_size=16,
-                                 release=release, counts=counts, speculative_tokens=2)
+    layout = kv_layout.kv_layout(
+        QWEN36,
+        tp=1,
+        kv_dtype_bytes=1,
+        model_dtype_bytes=2,
+        block_size=16,
+        release=release,
+        counts=counts,
+        speculative_tokens=2,
+    )
     assert layout.block_size == 2128 and layout.padding_layers == 3
     need = kv_layout.blocks_per_request(layout, QWEN36, 262144, 8192, mamba_align=True, speculative_tokens=2)
     assert need == 124 + 3 * (2 + 2)
@@ -104,8 +151,16 @@ def test_mtp_layer_state_blocks_and_align_mode_match_the_qwen36_log():
     # "74.76 GiB" is rounded to 10 MiB, one block's worth of the 23 MB block: within one block.
     assert abs(tokens - case["observed"]["kv_cache_tokens"]) <= 262144 / need + 1
     # Broken variant: without the MTP layer there is nothing to pad and the count moves.
-    plain = kv_layout.kv_layout(QWEN36, tp=1, kv_dtype_bytes=1, model_dtype_bytes=2, block_size=16, release=release,
-                                counts=kv_layout.layer_counts(QWEN36), speculative_tokens=2)
+    plain = kv_layout.kv_layout(
+        QWEN36,
+        tp=1,
+        kv_dtype_bytes=1,
+        model_dtype_bytes=2,
+        block_size=16,
+        release=release,
+        counts=kv_layout.layer_counts(QWEN36),
+        speculative_tokens=2,
+    )
     assert plain.padding_layers == 0
 
 
@@ -119,9 +174,21 @@ def test_grouping_threshold_follows_the_release():
 
 def test_mamba2_state_follows_vllms_shape_formula():
     # mamba2_state_shape: conv (heads*head_dim + 2*groups*state)/TP x (kernel-1), ssm heads/TP x head_dim x state.
-    arch = ModelArch(layers=4, hidden=1024, heads=8, kv_heads=8, head_dim=128, vocab=1000, intermediate=4096,
-                     layer_types=("mamba", "mamba", "mamba", "full"), mamba_num_heads=64, mamba_head_dim=64,
-                     mamba_state_size=128, mamba_groups=1, mamba_conv_kernel=4)
+    arch = ModelArch(
+        layers=4,
+        hidden=1024,
+        heads=8,
+        kv_heads=8,
+        head_dim=128,
+        vocab=1000,
+        intermediate=4096,
+        layer_types=("mamba", "mamba", "mamba", "full"),
+        mamba_num_heads=64,
+        mamba_head_dim=64,
+        mamba_state_size=128,
+        mamba_groups=1,
+        mamba_conv_kernel=4,
+    )
     conv = (64 * 64 + 2 * 2 * 128) // 2 * 3  # one group replicated to two for TP 2
     ssm = 64 // 2 * 64 * 128
     assert kv_layout.state_bytes(arch, tp=2, model_dtype_bytes=2) == (conv + ssm) * 2
@@ -131,8 +198,9 @@ def test_mamba2_state_follows_vllms_shape_formula():
 
 
 def test_nccl_nvls_buffers_only_on_hopper_nvswitch_systems():
-    base = SizingRequest(arch=LLAMA8B, gpu_memory_gib=79.19, tensor_parallel_size=2, gpu_name="H100-80GB",
-                         max_model_len=8192)
+    base = SizingRequest(
+        arch=LLAMA8B, gpu_memory_gib=79.19, tensor_parallel_size=2, gpu_name="H100-80GB", max_model_len=8192
+    )
     nvswitch = non_torch_bytes(replace(base, interconnect="nvswitch"))
     pcie = non_torch_bytes(replace(base, interconnect="pcie"))
     assert nvswitch - pcie == pytest.approx(NCCL_NVLS_BUFFERS_GIB * GiB)
@@ -174,7 +242,14 @@ def test_capture_sizes_follow_release_max_num_seqs_and_drafting():
     assert len(cuda_graph_capture_sizes(replace(req, vllm_version="0.10.2"), 1024)) == 67  # 1, 2, 4, 8..512 by 8
     assert len(cuda_graph_capture_sizes(replace(req, vllm_version="0.19.0"), 1024)) == 51
     # "Profiling CUDA graph memory: PIECEWISE=6 (largest=24)": max_num_seqs 5, two MTP draft tokens.
-    assert cuda_graph_capture_sizes(replace(req, vllm_version="0.22.1", speculative_tokens=2), 5) == [1, 2, 4, 8, 16, 24]
+    assert cuda_graph_capture_sizes(replace(req, vllm_version="0.22.1", speculative_tokens=2), 5) == [
+        1,
+        2,
+        4,
+        8,
+        16,
+        24,
+    ]
     b200 = replace(req, gpu_name="B200", gpu_memory_gib=178.35)
     assert max(cuda_graph_capture_sizes(replace(b200, vllm_version="0.32.0"), 1024)) == 1024
     assert max(cuda_graph_capture_sizes(replace(b200, vllm_version="0.27.1"), 1024)) == 512
@@ -205,8 +280,9 @@ def test_pipeline_stages_carry_their_layers_and_the_ends_carry_embedding_and_hea
 
 
 def test_expert_parallelism_keeps_the_moe_intermediate_whole():
-    req = SizingRequest(arch=QWEN30B, gpu_memory_gib=44.42, tensor_parallel_size=2, max_num_batched_tokens=2048,
-                        max_num_seqs=256)
+    req = SizingRequest(
+        arch=QWEN30B, gpu_memory_gib=44.42, tensor_parallel_size=2, max_num_batched_tokens=2048, max_num_seqs=256
+    )
     assert activation_bytes(replace(req, expert_parallel=True), 0, 2048, 256) > activation_bytes(req, 0, 2048, 256)
 
 
@@ -244,6 +320,7 @@ def test_the_sampler_path_explains_the_a100_40gb_pair_of_one_calibration_source(
     fi = _case(CALIBRATION, "vllm-7B-2gpuA10080GB-0.5GRAM-same-node")
     assert no_fi["flashinfer_sampler"] is False and fi["flashinfer_sampler"] is True
     from tests.support.sizing_cases import relative_error, request_for
+
     assert abs(relative_error(no_fi)) <= 0.035 and abs(relative_error(fi)) <= 0.035
     # Broken variant: sized as if FlashInfer had run, the 40 GB case misses by more than 5%.
     req = replace(request_for(no_fi), flashinfer_sampler=True)
@@ -268,9 +345,17 @@ def test_fused_moe_workspace_adds_to_the_sampler_only_once_it_is_persistent():
 
 
 def test_mxfp4_moe_buffers_raise_the_forward_peak_of_a_small_batch():
-    arch = ModelArch.from_hf_config(json.loads((LOGS.parent / "model_configs" / "gpt-oss-120b" / "config.json").read_text()))
-    req = SizingRequest(arch=arch, gpu_memory_gib=79.19, vllm_version="0.11.2", quantization="mxfp4",
-                        max_num_batched_tokens=8192, max_num_seqs=6)
+    arch = ModelArch.from_hf_config(
+        json.loads((LOGS.parent / "model_configs" / "gpt-oss-120b" / "config.json").read_text())
+    )
+    req = SizingRequest(
+        arch=arch,
+        gpu_memory_gib=79.19,
+        vllm_version="0.11.2",
+        quantization="mxfp4",
+        max_num_batched_tokens=8192,
+        max_num_seqs=6,
+    )
     workspace = 8192 * arch.experts_per_token * 2 * (arch.hidden + 2 * arch.moe_intermediate)
     forward = 8192 * 2 * 4.25 * arch.hidden
     assert activation_bytes(req, 0, 8192, 6) == pytest.approx(forward + workspace)
@@ -281,23 +366,33 @@ def test_mxfp4_moe_buffers_raise_the_forward_peak_of_a_small_batch():
 def test_model_runner_v2_defaults_by_release(monkeypatch):
     def v2(version, arch, moe=False, hybrid=False):
         return Release.of(version).uses_model_runner_v2(arch, moe, hybrid)
+
     assert not v2("0.21.0", "Qwen3ForCausalLM")
     assert v2("0.22.1", "Qwen3ForCausalLM") and not v2("0.22.1", "LlamaForCausalLM")
     assert v2("0.23.0", "LlamaForCausalLM")
     assert v2("0.25.1", "Gemma2ForCausalLM") and not v2("0.25.1", "Qwen3MoeForCausalLM", moe=True)
     assert v2("0.25.1", "Qwen2MoeForCausalLM", moe=True) and not v2("0.28.0", "Qwen2MoeForCausalLM", moe=True)
     assert not v2("0.27.1", "Qwen3_5ForConditionalGeneration", hybrid=True)
-    assert v2("0.29.0", "Qwen3MoeForCausalLM", moe=True) and v2("0.32.0", "Qwen3_5ForConditionalGeneration", hybrid=True)
+    assert v2("0.29.0", "Qwen3MoeForCausalLM", moe=True) and v2(
+        "0.32.0", "Qwen3_5ForConditionalGeneration", hybrid=True
+    )
     # Broken variant: a dense-default switch at 0.27 (the first pass's reading) misses 0.25's dense models.
     from planner import vllm_releases
+
     monkeypatch.setattr(vllm_releases, "V2_RUNNER_DEFAULT_FOR_DENSE_FROM", (0, 27))
     assert not v2("0.25.1", "Gemma2ForCausalLM")
 
 
 def test_model_runner_v2_sampler_keeps_its_penalty_counts_not_a_top_k_scratch():
     qwen32 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-32b.json").read_text()))
-    req = SizingRequest(arch=qwen32, gpu_memory_gib=95.01, vllm_version="0.27.1", max_num_batched_tokens=8192,
-                        max_num_seqs=1024, tensor_parallel_size=2)
+    req = SizingRequest(
+        arch=qwen32,
+        gpu_memory_gib=95.01,
+        vllm_version="0.27.1",
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+        tensor_parallel_size=2,
+    )
     counts = 1024 * 151936 * 4 + 1024 * -(-151936 // 32) * 4  # output_bin_counts and prompt_bin_mask
     forward = 8192 * 2 * (3 * qwen32.intermediate / 2 + 4.25 * qwen32.hidden)
     assert activation_bytes(req, 0, 8192, 1024) == pytest.approx(forward + counts)

@@ -11,8 +11,8 @@ import pytest
 
 from policies.check import Verdict, check_objects
 from tests.support import paths
-from tests.support.policy_engine import FIXTURES, load_fixture
 from tests.support.committed import committed_stack
+from tests.support.policy_engine import FIXTURES, load_fixture
 
 ROOT = str(paths.ROOT)
 GOOD = os.path.join(FIXTURES, "good")
@@ -21,8 +21,9 @@ MALFORMED = os.path.join(FIXTURES, "malformed")
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "policies.check", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "policies.check", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_good_folder_exits_zero():
@@ -47,12 +48,15 @@ def test_bad_folder_exits_one_with_one_line_per_violation():
     assert "900 s" in by_file["startup-probe-budget.yaml"]
 
 
-@pytest.mark.parametrize("path,expected", [
-    ("tests/fixtures/policy/malformed/broken.yaml", "broken.yaml:9:"),
-    ("tests/fixtures/policy/malformed/not-a-mapping.yaml", "document 1 is a list, not a mapping"),
-    ("tests/fixtures/policy/does-not-exist.yaml", "no such file or folder"),
-    ("tests/fixtures/policy/malformed", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        ("tests/fixtures/policy/malformed/broken.yaml", "broken.yaml:9:"),
+        ("tests/fixtures/policy/malformed/not-a-mapping.yaml", "document 1 is a list, not a mapping"),
+        ("tests/fixtures/policy/does-not-exist.yaml", "no such file or folder"),
+        ("tests/fixtures/policy/malformed", "not valid YAML"),
+    ],
+)
 def test_unreadable_input_exits_two_with_one_line(path, expected):
     p = run(path)
     assert p.returncode == 2
@@ -113,8 +117,10 @@ def test_same_name_in_two_namespaces_keeps_verdicts_apart(tmp_path):
     p = run("--json", str(manifest))
     assert p.returncode == 1, p.stderr
     entries = json.loads(p.stdout)["resources"]
-    assert [(e["kind"], e["name"], e["namespace"]) for e in entries] == [("Pod", "web", "team-a"),
-                                                                         ("Pod", "web", "team-b")]
+    assert [(e["kind"], e["name"], e["namespace"]) for e in entries] == [
+        ("Pod", "web", "team-a"),
+        ("Pod", "web", "team-b"),
+    ]
     # The second Pod breaks the rule; keyed by (file, kind, name) its verdict would land on the first.
     assert entries[0]["violations"] == []
     assert [v["policy"] for v in entries[1]["violations"]] == ["image-tag-pinned"]
@@ -135,17 +141,22 @@ def test_config_changes_level_and_thresholds(tmp_path):
     assert run("--config", str(cfg), "tests/fixtures/policy/bad/image-tag-pinned.yaml").returncode == 0
 
 
-@pytest.mark.parametrize("config,expected", [
-    ({"no-such-policy": {}}, "unknown policy 'no-such-policy'"),
-    ({"image-tag-pinned": {"requireDigest": "yes"}}, "requireDigest must be a boolean"),
-    ({"image-tag-pinned": {"enforcementLevel": "strict"}}, "enforcementLevel is 'strict'"),
-    ({"image-tag-pinned": {"minimumSeconds": 5}}, "unknown setting 'minimumSeconds'"),
-    # The schema's `minimum`, as the engine would enforce it on PolicyConfigSchema.
-    ({"startup-probe-budget": {"minimumSeconds": -5}},
-     "config['startup-probe-budget'].minimumSeconds must be a number >= 0, not -5"),
-    ({"startup-probe-budget": {"livenessMinimumSeconds": True}}, "livenessMinimumSeconds must be a number >= 0"),
-    ({"gpu-taint-tolerated": {"taintKey": 7}}, "config['gpu-taint-tolerated'].taintKey must be a string, not 7"),
-])
+@pytest.mark.parametrize(
+    "config,expected",
+    [
+        ({"no-such-policy": {}}, "unknown policy 'no-such-policy'"),
+        ({"image-tag-pinned": {"requireDigest": "yes"}}, "requireDigest must be a boolean"),
+        ({"image-tag-pinned": {"enforcementLevel": "strict"}}, "enforcementLevel is 'strict'"),
+        ({"image-tag-pinned": {"minimumSeconds": 5}}, "unknown setting 'minimumSeconds'"),
+        # The schema's `minimum`, as the engine would enforce it on PolicyConfigSchema.
+        (
+            {"startup-probe-budget": {"minimumSeconds": -5}},
+            "config['startup-probe-budget'].minimumSeconds must be a number >= 0, not -5",
+        ),
+        ({"startup-probe-budget": {"livenessMinimumSeconds": True}}, "livenessMinimumSeconds must be a number >= 0"),
+        ({"gpu-taint-tolerated": {"taintKey": 7}}, "config['gpu-taint-tolerated'].taintKey must be a string, not 7"),
+    ],
+)
 def test_bad_config_exits_two(tmp_path, config, expected):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps(config))
@@ -162,25 +173,45 @@ def test_config_that_is_not_json_exits_two(tmp_path):
 
 # check_objects: the offline plan's entry point --------------------------------------------------
 
+
 def test_check_objects_returns_verdicts():
     (obj,) = load_fixture("bad", "no-literal-secrets.yaml")
     verdicts = check_objects([obj])
-    assert verdicts == [Verdict("Deployment", "token-in-env", "no-literal-secrets", "mandatory", verdicts[0].message,
-                                None, "vllm", "serving")]
+    assert verdicts == [
+        Verdict(
+            "Deployment",
+            "token-in-env",
+            "no-literal-secrets",
+            "mandatory",
+            verdicts[0].message,
+            None,
+            "vllm",
+            "serving",
+        )
+    ]
 
 
 def test_check_objects_runs_cloud_and_stack_rules_on_pulumi_shaped_records():
     server, pdb = load_fixture("good", "vllm-deployment.yaml")
-    pool = {"type": "aws:eks/nodeGroup:NodeGroup", "name": "gpu",
-            "props": {"instanceTypes": ["g6e.xlarge"], "taints": [{"key": "nvidia.com/gpu", "value": "true",
-                                                                    "effect": "NO_SCHEDULE"}]}}
+    pool = {
+        "type": "aws:eks/nodeGroup:NodeGroup",
+        "name": "gpu",
+        "props": {
+            "instanceTypes": ["g6e.xlarge"],
+            "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+        },
+    }
     assert check_objects([server, pdb, pool]) == []
     server["spec"]["template"]["spec"]["tolerations"] = [
-        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    ]
     verdicts = check_objects([server, pdb, pool])
     assert [(v.kind, v.policy) for v in verdicts] == [("Deployment", "gpu-toleration-matches-pool")]
-    untainted = {"type": "gcp:container/nodePool:NodePool", "name": "l4",
-                 "props": {"nodeConfig": {"machineType": "g2-standard-8"}}}
+    untainted = {
+        "type": "gcp:container/nodePool:NodePool",
+        "name": "l4",
+        "props": {"nodeConfig": {"machineType": "g2-standard-8"}},
+    }
     assert [(v.kind, v.name, v.policy) for v in check_objects([untainted])] == [("NodePool", "l4", "gpu-pool-tainted")]
 
 
@@ -189,10 +220,19 @@ def test_check_objects_catches_a_bare_s3_bucket():
     bare = {"type": "aws:s3/bucket:Bucket", "name": "models", "props": {"tags": {"purpose": "model-weights"}}}
     verdicts = check_objects([bare])
     assert [(v.kind, v.name, v.policy, v.level, v.namespace) for v in verdicts] == [
-        ("Bucket", "models", "bucket-public-access-block-present", "mandatory", None)]
-    block = {"type": "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "name": "models-public-access",
-             "props": {"bucket": "models-1a2b3c4", "blockPublicAcls": True, "blockPublicPolicy": True,
-                       "ignorePublicAcls": True, "restrictPublicBuckets": True}}
+        ("Bucket", "models", "bucket-public-access-block-present", "mandatory", None)
+    ]
+    block = {
+        "type": "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+        "name": "models-public-access",
+        "props": {
+            "bucket": "models-1a2b3c4",
+            "blockPublicAcls": True,
+            "blockPublicPolicy": True,
+            "ignorePublicAcls": True,
+            "restrictPublicBuckets": True,
+        },
+    }
     assert check_objects([bare, block]) == []
 
 
@@ -202,11 +242,13 @@ def test_check_objects_rejects_bad_config():
 
 
 def test_prod_stack_without_its_public_access_block_is_caught():
-    from offline_plan.mock_runtime import evaluate_stack
 
     evaluation = committed_stack("prod")
-    cloud = [{"type": r.type, "name": r.name, "props": r.inputs}
-             for r in evaluation.resources if r.custom and not r.is_kubernetes_object]
+    cloud = [
+        {"type": r.type, "name": r.name, "props": r.inputs}
+        for r in evaluation.resources
+        if r.custom and not r.is_kubernetes_object
+    ]
     pab = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
     assert any(c["type"] == pab for c in cloud)
     policies = {v.policy for v in check_objects(cloud) if v.level == "mandatory"}

@@ -42,8 +42,17 @@ def pod(containers: list[dict], **spec) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": containers, **spec}}
 
 
-@pytest.mark.parametrize("fixture", ["vllm-deployment.yaml", "mirror-job.yaml", "web-and-cron.yaml",
-                                     "lws-and-kserve.yaml", "list-kind.yaml", "namespaces.yaml"])
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "vllm-deployment.yaml",
+        "mirror-job.yaml",
+        "web-and-cron.yaml",
+        "lws-and-kserve.yaml",
+        "list-kind.yaml",
+        "namespaces.yaml",
+    ],
+)
 def test_good_fixtures_have_no_violations_through_the_engine(fixture):
     for obj in load_fixture("good", fixture):
         items = obj.get("items", [obj])
@@ -52,24 +61,27 @@ def test_good_fixtures_have_no_violations_through_the_engine(fixture):
 
 
 # Every broken variant is caught by the rule it breaks, and only by that rule.
-@pytest.mark.parametrize("fixture,policy", [
-    ("image-tag-pinned.yaml", "image-tag-pinned"),
-    ("resources-declared.yaml", "resources-declared"),
-    ("gpu-in-limits.yaml", "gpu-in-limits"),
-    ("gpu-taint-tolerated.yaml", "gpu-taint-tolerated"),
-    ("probes-declared.yaml", "probes-declared"),
-    ("startup-probe-budget.yaml", "startup-probe-budget"),
-    ("model-revision-pinned.yaml", "model-revision-pinned"),
-    ("mirror-job-unpinned.yaml", "model-revision-pinned"),
-    ("kserve-hf-uri.yaml", "model-revision-pinned"),
-    ("hub-offline-serving.yaml", "hub-offline-serving"),
-    ("no-literal-secrets.yaml", "no-literal-secrets"),
-    ("shm-size-limited.yaml", "shm-size-limited"),
-    ("helm-release.yaml", "helm-chart-pinned"),
-    ("adapter-revision-pinned.yaml", "adapter-revision-pinned"),
-    ("pod-security-context.yaml", "pod-security-context"),
-    ("namespace-pod-security.yaml", "namespace-pod-security"),
-])
+@pytest.mark.parametrize(
+    "fixture,policy",
+    [
+        ("image-tag-pinned.yaml", "image-tag-pinned"),
+        ("resources-declared.yaml", "resources-declared"),
+        ("gpu-in-limits.yaml", "gpu-in-limits"),
+        ("gpu-taint-tolerated.yaml", "gpu-taint-tolerated"),
+        ("probes-declared.yaml", "probes-declared"),
+        ("startup-probe-budget.yaml", "startup-probe-budget"),
+        ("model-revision-pinned.yaml", "model-revision-pinned"),
+        ("mirror-job-unpinned.yaml", "model-revision-pinned"),
+        ("kserve-hf-uri.yaml", "model-revision-pinned"),
+        ("hub-offline-serving.yaml", "hub-offline-serving"),
+        ("no-literal-secrets.yaml", "no-literal-secrets"),
+        ("shm-size-limited.yaml", "shm-size-limited"),
+        ("helm-release.yaml", "helm-chart-pinned"),
+        ("adapter-revision-pinned.yaml", "adapter-revision-pinned"),
+        ("pod-security-context.yaml", "pod-security-context"),
+        ("namespace-pod-security.yaml", "namespace-pod-security"),
+    ],
+)
 def test_bad_fixture_is_caught_by_its_rule(fixture, policy):
     (obj,) = load_fixture("bad", fixture)
     result = analyze_k8s(obj)
@@ -81,6 +93,7 @@ def test_bad_fixture_is_caught_by_its_rule(fixture, policy):
 
 
 # image-tag-pinned ---------------------------------------------------------------------------------
+
 
 def test_image_tag_pinned_checks_init_containers_and_names_the_container():
     p = pod([{"name": "app", "image": "nginx:1.27.2"}], initContainers=[{"name": "init", "image": "busybox"}])
@@ -109,9 +122,16 @@ def test_container_without_image_is_reported_except_the_kserve_model_container()
     messages = sorted(d.message for d in analyze_k8s(p).of("image-tag-pinned"))
     assert len(messages) == 2
     assert "container 'app' has no image" in messages[0] and "init container 'init' has no image" in messages[1]
-    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "m"},
-            "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}, "runtime": "vllm",
-                                             "storageUri": "pvc://models/llama"}}}}
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "m"},
+        "spec": {
+            "predictor": {
+                "model": {"modelFormat": {"name": "huggingface"}, "runtime": "vllm", "storageUri": "pvc://models/llama"}
+            }
+        },
+    }
     assert analyze_k8s(isvc).of("image-tag-pinned") == []
     # A custom predictor container is not the model container: it needs its image.
     isvc["spec"]["predictor"]["containers"] = [{"name": "kserve-container"}]
@@ -134,22 +154,30 @@ def test_rules_are_not_applicable_to_objects_without_pods():
 
 # resources-declared -------------------------------------------------------------------------------
 
+
 def test_resources_declared_cpu_limit_only_when_asked():
-    c = {"name": "app", "image": "a:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                                                      "limits": {"memory": "1Gi"}}}
+    c = {
+        "name": "app",
+        "image": "a:1",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+    }
     assert analyze_k8s(pod([c])).of("resources-declared") == []
     (d,) = analyze_k8s(pod([c]), config={"resources-declared": {"requireCpuLimit": True}}).of("resources-declared")
     assert "resources.limits.cpu" in d.message
 
 
 def test_resources_declared_skips_ephemeral_containers():
-    ok = {"name": "app", "image": "a:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                                                       "limits": {"memory": "1Gi"}}}
+    ok = {
+        "name": "app",
+        "image": "a:1",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+    }
     p = pod([ok], ephemeralContainers=[{"name": "debug", "image": "busybox:1.36"}])
     assert analyze_k8s(p).of("resources-declared") == []
 
 
 # gpu-in-limits ------------------------------------------------------------------------------------
+
 
 def test_gpu_requests_must_equal_limits():
     d = server()
@@ -174,14 +202,18 @@ def test_other_gpu_vendors_count_as_gpus():
 
 # gpu-taint-tolerated ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("tolerations,ok", [
-    ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], True),
-    ([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}], True),
-    ([{"operator": "Exists"}], True),
-    ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], False),
-    ([{"key": "example.com/other", "operator": "Exists"}], False),
-    ([], False),
-])
+
+@pytest.mark.parametrize(
+    "tolerations,ok",
+    [
+        ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], True),
+        ([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}], True),
+        ([{"operator": "Exists"}], True),
+        ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], False),
+        ([{"key": "example.com/other", "operator": "Exists"}], False),
+        ([], False),
+    ],
+)
 def test_gpu_taint_toleration_matching(tolerations, ok):
     d = server()
     pod_spec(d)["tolerations"] = tolerations
@@ -190,13 +222,18 @@ def test_gpu_taint_toleration_matching(tolerations, ok):
 
 # probes-declared ----------------------------------------------------------------------------------
 
+
 def test_probes_not_required_for_jobs_or_init_containers():
     (job,) = load_fixture("good", "mirror-job.yaml")
     assert analyze_k8s(job).of("probes-declared") == []
     d = server()
-    pod_spec(d)["initContainers"] = [{"name": "init", "image": "busybox:1.36",
-                                      "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                                                    "limits": {"memory": "1Gi"}}}]
+    pod_spec(d)["initContainers"] = [
+        {
+            "name": "init",
+            "image": "busybox:1.36",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+        }
+    ]
     assert analyze_k8s(d).of("probes-declared") == []
 
 
@@ -208,13 +245,18 @@ def test_null_or_handlerless_probe_counts_as_missing():
 
 def test_native_sidecar_needs_probes():
     sidecar = {"name": "proxy", "image": "envoyproxy/envoy:v1.31.2", "restartPolicy": "Always"}
-    web = {"name": "web", "image": "nginx:1.27.2", "livenessProbe": {"tcpSocket": {"port": 80}},
-           "readinessProbe": {"tcpSocket": {"port": 80}}}
+    web = {
+        "name": "web",
+        "image": "nginx:1.27.2",
+        "livenessProbe": {"tcpSocket": {"port": 80}},
+        "readinessProbe": {"tcpSocket": {"port": 80}},
+    }
     (d,) = analyze_k8s(pod([web], initContainers=[sidecar])).of("probes-declared")
     assert "init container 'proxy'" in d.message
 
 
 # startup-probe-budget -----------------------------------------------------------------------------
+
 
 def test_startup_budget_uses_kubernetes_defaults():
     d = server()
@@ -242,7 +284,9 @@ def test_liveness_is_lenient_with_configurable_minimum():
     container(d)["livenessProbe"] = {"httpGet": {"path": "/health", "port": 8000}}  # defaults: 30 s
     (v,) = analyze_k8s(d).of("startup-probe-budget")
     assert "liveness probe restarts the server after 30 s" in v.message
-    assert analyze_k8s(d, config={"startup-probe-budget": {"livenessMinimumSeconds": 30}}).of("startup-probe-budget") == []
+    assert (
+        analyze_k8s(d, config={"startup-probe-budget": {"livenessMinimumSeconds": 30}}).of("startup-probe-budget") == []
+    )
 
 
 def test_without_startup_probe_the_liveness_window_is_the_budget():
@@ -262,15 +306,19 @@ def test_non_numeric_load_annotation_is_reported():
 
 # model-revision-pinned ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args,ok", [
-    (["--revision", SHA], True),
-    ([f"--revision={SHA}"], True),
-    (["--revision", "v1.0"], False),
-    (["--tokenizer-revision", "main"], False),
-    ([f"--revision={SHA.upper()}"], False),
-    ([f"--revision={SHA[:12]}"], False),
-    (["--revision", "$(MODEL_REVISION)"], True),  # from a ConfigMap; cannot be judged here
-])
+
+@pytest.mark.parametrize(
+    "args,ok",
+    [
+        (["--revision", SHA], True),
+        ([f"--revision={SHA}"], True),
+        (["--revision", "v1.0"], False),
+        (["--tokenizer-revision", "main"], False),
+        ([f"--revision={SHA.upper()}"], False),
+        ([f"--revision={SHA[:12]}"], False),
+        (["--revision", "$(MODEL_REVISION)"], True),  # from a ConfigMap; cannot be judged here
+    ],
+)
 def test_revision_flags(args, ok):
     d = server()
     container(d)["args"] = ["--model=/models/x"] + args
@@ -305,8 +353,13 @@ def test_hf_uri_with_tag_is_rejected():
 
 # hub-offline-serving ------------------------------------------------------------------------------
 
+
 def test_hub_offline_applies_to_non_gpu_containers_mounting_the_model_path():
-    c = {"name": "cpu-server", "image": "vllm/vllm-openai:v0.11.0", "volumeMounts": [{"name": "m", "mountPath": "/models"}]}
+    c = {
+        "name": "cpu-server",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "volumeMounts": [{"name": "m", "mountPath": "/models"}],
+    }
     assert analyze_k8s(pod([c])).of("hub-offline-serving")
     c["env"] = [{"name": "HF_HUB_OFFLINE", "value": "true"}]
     assert analyze_k8s(pod([c])).of("hub-offline-serving") == []
@@ -325,6 +378,7 @@ def test_hub_offline_not_required_for_mirror_jobs():
 
 # no-literal-secrets -------------------------------------------------------------------------------
 
+
 def test_secret_output_as_literal_env_value_is_caught():
     # A Pulumi secret placed in a literal env value reaches the pack unwrapped: still a leak.
     d = server()
@@ -333,15 +387,18 @@ def test_secret_output_as_literal_env_value_is_caught():
     assert "HUGGING_FACE_HUB_TOKEN" in v.message and "hf_aaaa" not in v.message
 
 
-@pytest.mark.parametrize("env,flagged", [
-    ({"name": "OPENAI_API_KEY", "value": "abc"}, True),
-    ({"name": "DB_PASSWORD", "value": "pw"}, True),
-    ({"name": "SOMETHING", "value": "sk-" + "b" * 40}, True),
-    ({"name": "MAX_NUM_BATCHED_TOKENS", "value": "8192"}, False),
-    ({"name": "TOKENIZERS_PARALLELISM", "value": "false"}, False),
-    ({"name": "HF_TOKEN_PATH", "value": "/var/run/secrets/hf/token"}, False),
-    ({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}, False),
-])
+@pytest.mark.parametrize(
+    "env,flagged",
+    [
+        ({"name": "OPENAI_API_KEY", "value": "abc"}, True),
+        ({"name": "DB_PASSWORD", "value": "pw"}, True),
+        ({"name": "SOMETHING", "value": "sk-" + "b" * 40}, True),
+        ({"name": "MAX_NUM_BATCHED_TOKENS", "value": "8192"}, False),
+        ({"name": "TOKENIZERS_PARALLELISM", "value": "false"}, False),
+        ({"name": "HF_TOKEN_PATH", "value": "/var/run/secrets/hf/token"}, False),
+        ({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}, False),
+    ],
+)
 def test_secret_env_names_and_values(env, flagged):
     d = server()
     container(d)["env"].append(env)
@@ -358,6 +415,7 @@ def test_api_key_literal_in_args():
 
 # shm-size-limited ---------------------------------------------------------------------------------
 
+
 def test_shm_rule_ignores_disk_backed_and_other_mounts():
     d = server()
     pod_spec(d)["volumes"][1]["emptyDir"] = {}  # disk-backed: not a tmpfs
@@ -366,9 +424,22 @@ def test_shm_rule_ignores_disk_backed_and_other_mounts():
 
 # helm-chart-pinned --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version,ok", [("25.3.4", True), ("v1.17.2", True), ("1.0.0-rc.1", True), ("", False),
-                                        (None, False), ("^1.2.0", False), ("~1.2", False), ("1.x", False),
-                                        (">=24.0.0", False), ("1.2", False)])
+
+@pytest.mark.parametrize(
+    "version,ok",
+    [
+        ("25.3.4", True),
+        ("v1.17.2", True),
+        ("1.0.0-rc.1", True),
+        ("", False),
+        (None, False),
+        ("^1.2.0", False),
+        ("~1.2", False),
+        ("1.x", False),
+        (">=24.0.0", False),
+        ("1.2", False),
+    ],
+)
 def test_helm_release_version(version, ok):
     props = {"chart": "gpu-operator", "repositoryOpts": {"repo": "https://helm.ngc.nvidia.com/nvidia"}}
     if version is not None:
@@ -384,9 +455,15 @@ def test_local_chart_needs_no_version():
 
 # bucket-private -----------------------------------------------------------------------------------
 
+
 def test_s3_public_access_block():
-    full = {"bucket": "models", "blockPublicAcls": True, "blockPublicPolicy": True, "ignorePublicAcls": True,
-            "restrictPublicBuckets": True}
+    full = {
+        "bucket": "models",
+        "blockPublicAcls": True,
+        "blockPublicPolicy": True,
+        "ignorePublicAcls": True,
+        "restrictPublicBuckets": True,
+    }
     t = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
     assert analyze(t, full).violations == []
     (v,) = analyze(t, {**full, "restrictPublicBuckets": False}).of("bucket-private")
@@ -407,7 +484,12 @@ def test_s3_bucket_public_acl():
 
 def test_gcs_bucket():
     t = "gcp:storage/bucket:Bucket"
-    assert analyze(t, {"location": "US", "publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True}).violations == []
+    assert (
+        analyze(
+            t, {"location": "US", "publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True}
+        ).violations
+        == []
+    )
     result = analyze(t, {"location": "US", "publicAccessPrevention": "inherited"})
     assert len(result.of("bucket-private")) == 2
 
@@ -429,19 +511,21 @@ def test_bare_s3_bucket_fails_the_stack_rule_but_not_bucket_private(bucket_type)
     assert analyze(bucket_type, {"bucket": "models-1a2b3c4"}).of("bucket-private") == []
 
 
-@pytest.mark.parametrize("block_bucket", [
-    "models-1a2b3c4",  # the bucket's (auto-)name, known once the bucket exists
-    "models",  # the bucket's Pulumi name
-    "models-5e6f7a8",  # an auto-name of `models` (`<name>-<suffix>`)
-])
+@pytest.mark.parametrize(
+    "block_bucket",
+    [
+        "models-1a2b3c4",  # the bucket's (auto-)name, known once the bucket exists
+        "models",  # the bucket's Pulumi name
+        "models-5e6f7a8",  # an auto-name of `models` (`<name>-<suffix>`)
+    ],
+)
 def test_block_matches_its_bucket_by_name(block_bucket):
     stack = [(S3, "models", {"bucket": "models-1a2b3c4"}), (PAB, "models-pab", {"bucket": block_bucket, **FLAGS})]
     assert analyze_stack(stack).violations == []
 
 
 def test_block_of_another_bucket_does_not_cover():
-    stack = [(S3, "models", {}), (S3, "models-logs", {}),
-             (PAB, "logs-pab", {"bucket": "models-logs-1a2b3c4", **FLAGS})]
+    stack = [(S3, "models", {}), (S3, "models-logs", {}), (PAB, "logs-pab", {"bucket": "models-logs-1a2b3c4", **FLAGS})]
     (v,) = analyze_stack(stack).of("bucket-public-access-block-present")
     assert v.urn.endswith("::models")  # the longer name `models-logs` owns the block, not `models`
     # An encryption configuration is not a public access block.
@@ -476,8 +560,9 @@ def test_account_level_block_covers_every_bucket():
 
 
 def test_bucket_rule_not_applicable_without_s3_buckets():
-    result = analyze_stack([("gcp:storage/bucket:Bucket", "m", {"publicAccessPrevention": "enforced",
-                                                                "uniformBucketLevelAccess": True})])
+    result = analyze_stack(
+        [("gcp:storage/bucket:Bucket", "m", {"publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True})]
+    )
     assert result.violations == [] and "bucket-public-access-block-present" in result.not_applicable
 
 
@@ -488,30 +573,46 @@ GKE = "gcp:container/nodePool:NodePool"
 EKS_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
 
 
-@pytest.mark.parametrize("props,ok", [
-    ({"instanceTypes": ["g6e.2xlarge"]}, False),
-    ({"instanceTypes": ["p4d.24xlarge"], "taints": EKS_TAINT}, True),
-    ({"instanceTypes": ["g4dn.xlarge"]}, False),  # not in the catalog, known GPU family
-    ({"amiType": "AL2023_x86_64_NVIDIA", "instanceTypes": ["x9.large"]}, False),
-    ({"instanceTypes": ["m7i.large"]}, True),  # no GPUs: no taint needed
-    ({"instanceTypes": ["g5.xlarge"], "taints": [{"key": "nvidia.com/gpu", "effect": "PREFER_NO_SCHEDULE"}]}, False),
-])
+@pytest.mark.parametrize(
+    "props,ok",
+    [
+        ({"instanceTypes": ["g6e.2xlarge"]}, False),
+        ({"instanceTypes": ["p4d.24xlarge"], "taints": EKS_TAINT}, True),
+        ({"instanceTypes": ["g4dn.xlarge"]}, False),  # not in the catalog, known GPU family
+        ({"amiType": "AL2023_x86_64_NVIDIA", "instanceTypes": ["x9.large"]}, False),
+        ({"instanceTypes": ["m7i.large"]}, True),  # no GPUs: no taint needed
+        (
+            {"instanceTypes": ["g5.xlarge"], "taints": [{"key": "nvidia.com/gpu", "effect": "PREFER_NO_SCHEDULE"}]},
+            False,
+        ),
+    ],
+)
 def test_eks_gpu_node_group_taint(props, ok):
     assert (analyze(EKS, {"clusterName": "c", **props}).of("gpu-pool-tainted") == []) is ok
 
 
-@pytest.mark.parametrize("node_config,ok", [
-    ({"machineType": "g2-standard-8", "guestAccelerators": [{"type": "nvidia-l4", "count": 1}]}, False),
-    ({"machineType": "a3-highgpu-8g"}, False),
-    ({"machineType": "n2-standard-8"}, True),
-    ({"machineType": "g2-standard-8", "guestAccelerators": [{"type": "nvidia-l4", "count": 1}],
-      "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]}, True),
-])
+@pytest.mark.parametrize(
+    "node_config,ok",
+    [
+        ({"machineType": "g2-standard-8", "guestAccelerators": [{"type": "nvidia-l4", "count": 1}]}, False),
+        ({"machineType": "a3-highgpu-8g"}, False),
+        ({"machineType": "n2-standard-8"}, True),
+        (
+            {
+                "machineType": "g2-standard-8",
+                "guestAccelerators": [{"type": "nvidia-l4", "count": 1}],
+                "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
+            },
+            True,
+        ),
+    ],
+)
 def test_gke_gpu_node_pool_taint(node_config, ok):
     assert (analyze(GKE, {"cluster": "c", "nodeConfig": node_config}).of("gpu-pool-tainted") == []) is ok
 
 
 # stack rules --------------------------------------------------------------------------------------
+
 
 def _eks_pool(taints):
     return (EKS, "gpu", {"clusterName": "c", "instanceTypes": ["g6e.2xlarge"], "taints": taints})
@@ -519,7 +620,9 @@ def _eks_pool(taints):
 
 def test_toleration_must_match_a_pool_taint_value():
     d = server()
-    pod_spec(d)["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    pod_spec(d)["tolerations"] = [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ]
     result = analyze_stack([_eks_pool(EKS_TAINT), k8s_stack_entry(d), k8s_stack_entry(GOOD_PDB)])
     (v,) = result.of("gpu-toleration-matches-pool")
     assert "NodeGroup/gpu" in v.message and v.urn.endswith("::llama-8b")
@@ -562,6 +665,7 @@ def test_unknowns_during_preview_do_not_crash_or_accuse():
 
 
 # the README's rules table ------------------------------------------------------------------------
+
 
 def test_policy_table_lists_every_rule_with_level_and_fix():
     from policies.docs import policy_table_markdown
@@ -610,7 +714,9 @@ def test_adapters_from_the_hub_or_an_unnamed_commit_are_caught():
     assert analyze_k8s(script).policies() == {"adapter-revision-pinned"}
     runtime = copy.deepcopy(SERVER)
     container(runtime)["env"].append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
-    assert any("VLLM_ALLOW_RUNTIME_LORA_UPDATING" in v.message for v in analyze_k8s(runtime).of("adapter-revision-pinned"))
+    assert any(
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING" in v.message for v in analyze_k8s(runtime).of("adapter-revision-pinned")
+    )
 
 
 def test_a_pool_that_selects_no_server_or_the_wrong_port_is_caught():
@@ -626,7 +732,8 @@ def test_a_pool_that_selects_no_server_or_the_wrong_port_is_caught():
     elsewhere = copy.deepcopy(SERVER)
     elsewhere["metadata"]["namespace"] = "other"
     assert analyze_stack(entrance_stack(POOL, elsewhere, PICKER, PICKER_PDB)).policies() == {
-        "inference-pool-selects-its-servers"}
+        "inference-pool-selects-its-servers"
+    }
 
 
 def test_a_single_picker_or_one_without_a_budget_is_caught():
@@ -635,17 +742,33 @@ def test_a_single_picker_or_one_without_a_budget_is_caught():
     [v] = analyze_stack(entrance_stack(POOL, SERVER, single, PICKER_PDB)).of("picker-highly-available")
     assert "runs 1 replica" in v.message
     [v] = analyze_stack(entrance_stack(POOL, SERVER, PICKER)).of("picker-highly-available")
-    assert "no PodDisruptionBudget in namespace 'serving' selects its pods (llm-d-router-gateway=llama-8b-epp)" in v.message
+    assert (
+        "no PodDisruptionBudget in namespace 'serving' selects its pods (llm-d-router-gateway=llama-8b-epp)"
+        in v.message
+    )
 
 
 def test_the_picker_rules_read_the_chart_release_the_program_creates():
-    values = {"router": {"modelServers": {"matchLabels": {"llm-serving.io/model": "llama-8b",
-                                                          "llm-serving.io/component": "vllm-server"},
-                                          "targetPorts": [{"number": 8000}]},
-                         "epp": {"replicas": 2}}}
-    release = ("kubernetes:helm.sh/v3:Release", "llama-8b", {
-        "chart": "oci://ghcr.io/llm-d/charts/llm-d-router-gateway", "version": "v0.10.0", "name": "llama-8b",
-        "namespace": "serving", "values": values})
+    values = {
+        "router": {
+            "modelServers": {
+                "matchLabels": {"llm-serving.io/model": "llama-8b", "llm-serving.io/component": "vllm-server"},
+                "targetPorts": [{"number": 8000}],
+            },
+            "epp": {"replicas": 2},
+        }
+    }
+    release = (
+        "kubernetes:helm.sh/v3:Release",
+        "llama-8b",
+        {
+            "chart": "oci://ghcr.io/llm-d/charts/llm-d-router-gateway",
+            "version": "v0.10.0",
+            "name": "llama-8b",
+            "namespace": "serving",
+            "values": values,
+        },
+    )
     assert analyze_stack([release, *entrance_stack(SERVER, PICKER_PDB)]).violations == []
     values["router"]["epp"]["replicas"] = 1
     values["router"]["modelServers"]["matchLabels"]["llm-serving.io/model"] = "typo"

@@ -29,9 +29,13 @@ ROOT = str(paths.ROOT)
 def analyzer(tmp_path_factory):
     # Run from an unrelated directory: the pack must not depend on the caller's cwd.
     cwd = tmp_path_factory.mktemp("elsewhere")
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1",
-                             os.path.join(ROOT, "policies")], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", os.path.join(ROOT, "policies")],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = proc.stdout.readline().strip()
         assert port.isdigit(), proc.stderr.read() if proc.poll() is not None else port
@@ -59,8 +63,12 @@ def test_pack_serves_every_rule_with_its_level_and_schema(analyzer):
 
 def test_pack_reports_a_violation_over_grpc(analyzer):
     (obj,) = load_fixture("bad", "gpu-in-limits.yaml")
-    request = proto.AnalyzeRequest(type="kubernetes:apps/v1:Deployment", properties=struct(obj),
-                                   urn="urn:pulumi:dev::llm-serving::kubernetes:apps/v1:Deployment::x", name="x")
+    request = proto.AnalyzeRequest(
+        type="kubernetes:apps/v1:Deployment",
+        properties=struct(obj),
+        urn="urn:pulumi:dev::llm-serving::kubernetes:apps/v1:Deployment::x",
+        name="x",
+    )
     response = analyzer.Analyze(request, timeout=30)
     assert [(d.policyName, d.enforcementLevel) for d in response.diagnostics] == [("gpu-in-limits", proto.MANDATORY)]
     assert "only in resources.requests" in response.diagnostics[0].message

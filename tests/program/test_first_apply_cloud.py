@@ -16,42 +16,105 @@ from components.cluster.gcp import apis, bucket, gke
 from components.cluster.gcp import network as gke_network
 from offline_plan.mock_runtime import MOCK_PRIVATE_SUBNETS, MOCK_SCARCE_ZONES, evaluate_stack
 from tests.support import first_apply_cloud as rules
+from tests.support.committed import committed_stack
 from tests.support.first_apply import check
 from tests.support.stack_variants import PROD_PULL_THROUGH
-from tests.support.committed import committed_stack
 
 REVISION_8B = "0e9e39f249a16976918f6564b8830bc894c89659"
 REVISION_70B = "38ff4e01a70559264c95945aa04b900a11e68422"
 KSERVE_MODELS = [
-    {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": REVISION_8B, "name": "llama-vllm", "pool": "l4",
-     "maxModelLen": 8192},
-    {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": REVISION_8B, "name": "llama-kserve", "engine": "kserve",
-     "pool": "l4", "maxModelLen": 8192},
+    {
+        "repo": "meta-llama/Llama-3.1-8B-Instruct",
+        "revision": REVISION_8B,
+        "name": "llama-vllm",
+        "pool": "l4",
+        "maxModelLen": 8192,
+    },
+    {
+        "repo": "meta-llama/Llama-3.1-8B-Instruct",
+        "revision": REVISION_8B,
+        "name": "llama-kserve",
+        "engine": "kserve",
+        "pool": "l4",
+        "maxModelLen": 8192,
+    },
 ]
-MULTI_NODE_MODELS = [{"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": REVISION_70B, "pool": "h100",
-                      "tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 32768}]
-PROD_POOL = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "machineType": "p5.48xlarge", "minNodes": 1,
-             "maxNodes": 2, "diskGib": 500, "efa": True}
+MULTI_NODE_MODELS = [
+    {
+        "repo": "meta-llama/Llama-3.3-70B-Instruct",
+        "revision": REVISION_70B,
+        "pool": "h100",
+        "tensorParallelSize": 8,
+        "pipelineParallelSize": 2,
+        "maxModelLen": 32768,
+    }
+]
+PROD_POOL = {
+    "name": "h100",
+    "gpu": "H100-80GB",
+    "gpusPerNode": 8,
+    "machineType": "p5.48xlarge",
+    "minNodes": 1,
+    "maxNodes": 2,
+    "diskGib": 500,
+    "efa": True,
+}
 
 VARIANTS = {
     "dev": ("dev", {}),
     "prod": ("prod", {}),
-    "dev-kserve": ("dev", {"exposure": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}], "models": KSERVE_MODELS}),
-    "dev-private-nodes": ("dev", {"cluster": {"name": "llm-serving-dev", "region": "us-central1",
-                                              "network": {"privateNodes": True}}}),
-    "dev-existing-cluster": ("dev", {"cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
-                                     "addons": {"preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension",
-                                                                 "llmdRouter", "certManager"]}}),
+    "dev-kserve": (
+        "dev",
+        {"exposure": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}], "models": KSERVE_MODELS},
+    ),
+    "dev-private-nodes": (
+        "dev",
+        {"cluster": {"name": "llm-serving-dev", "region": "us-central1", "network": {"privateNodes": True}}},
+    ),
+    "dev-existing-cluster": (
+        "dev",
+        {
+            "cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+            "addons": {
+                "preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension", "llmdRouter", "certManager"]
+            },
+        },
+    ),
     "prod-multi-node": ("prod", {"models": MULTI_NODE_MODELS}),
-    "prod-existing-vpc": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {
-        "vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}}),
+    "prod-existing-vpc": (
+        "prod",
+        {
+            "cluster": {
+                "name": "llm-serving-prod",
+                "network": {"vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS},
+            }
+        },
+    ),
     "prod-per-zone-nat": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"natGateways": "per-zone"}}}),
-    "prod-existing-cluster": ("prod", {"cluster": {"name": "shared-gpu", "create": False},
-                                       "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi",
-                                                                   "inferenceExtension", "llmdRouter", "certManager",
-                                                                   "agentgateway"]}}),
-    "prod-default-vpc-no-efa": ("prod", {"cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
-                                         "pools": [{**PROD_POOL, "efa": False}]}),
+    "prod-existing-cluster": (
+        "prod",
+        {
+            "cluster": {"name": "shared-gpu", "create": False},
+            "addons": {
+                "preinstalled": [
+                    "prometheusOperator",
+                    "keda",
+                    "gatewayApi",
+                    "inferenceExtension",
+                    "llmdRouter",
+                    "certManager",
+                    "agentgateway",
+                ]
+            },
+        },
+    ),
+    "prod-default-vpc-no-efa": (
+        "prod",
+        {
+            "cluster": {"name": "llm-serving-prod", "network": {"vpc": "default"}},
+            "pools": [{**PROD_POOL, "efa": False}],
+        },
+    ),
     # images.pullThrough: every image through an ECR cache / Artifact Registry remote repository.
     "prod-pull-through": ("prod", PROD_PULL_THROUGH),
     "dev-pull-through": ("dev", {"images": {"pullThrough": True}}),
@@ -97,8 +160,13 @@ def test_regression_filestore_csi_on_without_the_filestore_api(monkeypatch):
 def test_dev_enables_every_api_its_resources_need_and_never_disables_them_on_destroy():
     services = committed_stack("dev").of_type(rules.GCP_SERVICE)
     assert {s.inputs["service"] for s in services} >= {
-        "container.googleapis.com", "compute.googleapis.com", "iam.googleapis.com", "storage.googleapis.com",
-        "file.googleapis.com", "containerfilesystem.googleapis.com"}
+        "container.googleapis.com",
+        "compute.googleapis.com",
+        "iam.googleapis.com",
+        "storage.googleapis.com",
+        "file.googleapis.com",
+        "containerfilesystem.googleapis.com",
+    }
     assert all(s.inputs["disableOnDestroy"] is False for s in services)
 
 
@@ -108,8 +176,11 @@ def test_dev_enables_every_api_its_resources_need_and_never_disables_them_on_des
 def test_regression_workload_identity_binding_before_the_cluster(monkeypatch):
     # Issue 14: the WI bindings did not wait for the cluster; GCP refuses them before the pool exists.
     real = bucket.GcsModelBucket
-    monkeypatch.setattr(gke, "GcsModelBucket",
-                        lambda name, args, opts=None: real(name, dataclasses.replace(args, identity_pool_ready=[]), opts))
+    monkeypatch.setattr(
+        gke,
+        "GcsModelBucket",
+        lambda name, args, opts=None: real(name, dataclasses.replace(args, identity_pool_ready=[]), opts),
+    )
     found = fired(evaluate_stack("dev"), "identity-binding-waits-for-pool")
     assert len(found) == 2 and all("workload-identity" in v for v in found), found
 
@@ -134,8 +205,9 @@ def test_regression_efa_nodes_in_the_default_vpcs_public_subnets(monkeypatch):
     # ... and with that check removed as well, the rule catches the node group.
     monkeypatch.setattr(eks, "pool_subnets", old_first_subnet)
     found = fired(evaluate_stack("prod", overrides=overrides), "multi-interface-nodes-in-private-subnets")
-    assert any("aws:eks/nodeGroup:NodeGroup" in v and "subnet-mock-a" in v and "internet gateway" in v
-               for v in found), found
+    assert any(
+        "aws:eks/nodeGroup:NodeGroup" in v and "subnet-mock-a" in v and "internet gateway" in v for v in found
+    ), found
 
 
 def test_config_refuses_efa_with_the_default_vpc_and_says_why():
@@ -152,21 +224,46 @@ def efa_node_group_zone(evaluation):
     return subnet_id
 
 
-@pytest.mark.parametrize("overrides,expected", [
-    ({}, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
-    ({"cluster": {"name": "shared-gpu", "create": False},
-      "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi", "inferenceExtension", "llmdRouter",
-                                  "certManager", "agentgateway"]}}, MOCK_PRIVATE_SUBNETS[1]),
-    ({"cluster": {"name": "llm-serving-prod", "network": {"vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS}}},
-     MOCK_PRIVATE_SUBNETS[1]),
-])
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        ({}, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
+        (
+            {
+                "cluster": {"name": "shared-gpu", "create": False},
+                "addons": {
+                    "preinstalled": [
+                        "prometheusOperator",
+                        "keda",
+                        "gatewayApi",
+                        "inferenceExtension",
+                        "llmdRouter",
+                        "certManager",
+                        "agentgateway",
+                    ]
+                },
+            },
+            MOCK_PRIVATE_SUBNETS[1],
+        ),
+        (
+            {
+                "cluster": {
+                    "name": "llm-serving-prod",
+                    "network": {"vpc": "existing", "privateSubnetIds": MOCK_PRIVATE_SUBNETS},
+                }
+            },
+            MOCK_PRIVATE_SUBNETS[1],
+        ),
+    ],
+)
 def test_regression_efa_subnet_is_private_in_a_zone_offering_the_type_not_the_first_sorted(overrides, expected):
     # Issue 14: the EFA subnet was the first sorted subnet. The mock offers p5.48xlarge only in
     # zones b and d, so the first zone (a) would be wrong on every VPC kind.
     evaluation = evaluate_stack("prod", overrides=overrides)
     assert efa_node_group_zone(evaluation) == expected
-    offered = [args for token, args in evaluation.calls
-               if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"]
+    offered = [
+        args for token, args in evaluation.calls if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
+    ]
     assert {"name": "instance-type", "values": ["p5.48xlarge"]} in offered[0]["filters"]
     assert offered[0]["locationType"] == "availability-zone"
     assert expected[-1] in MOCK_SCARCE_ZONES
@@ -217,16 +314,23 @@ def test_regression_eks_pool_counted_at_max_nodes_without_an_autoscaler(monkeypa
     # that never came.
     monkeypatch.setattr(eks.NodePoolSpec, "karpenter_nodes", property(lambda self: 0))
     found = fired(evaluate_stack("prod"), "gpu-capacity-has-an-autoscaler")
-    assert found == ["gpu-capacity-has-an-autoscaler: pool h100: the plan counts 2 node(s) but the stack can deliver 1 "
-                     "(node group llm-serving-prod-h100-ng: 1 node(s))"], found
+    assert found == [
+        (
+            "gpu-capacity-has-an-autoscaler: pool h100: the plan counts 2 node(s) but the stack can deliver 1 "
+            "(node group llm-serving-prod-h100-ng: 1 node(s))"
+        )
+    ], found
 
 
 def test_capacity_rule_fires_when_the_node_pool_does_not_wait_for_karpenter(monkeypatch):
     from components.cluster.aws import karpenter
 
     real = karpenter.KarpenterPool.__init__
-    monkeypatch.setattr(karpenter.KarpenterPool, "__init__",
-                        lambda self, name, spec, provider, wait_for, opts=None: real(self, name, spec, provider, [], opts))
+    monkeypatch.setattr(
+        karpenter.KarpenterPool,
+        "__init__",
+        lambda self, name, spec, provider, wait_for, opts=None: real(self, name, spec, provider, [], opts),
+    )
     found = fired(evaluate_stack("prod"), "gpu-capacity-has-an-autoscaler")
     assert found and "without a Karpenter release before it" in found[0], found
 
@@ -272,14 +376,16 @@ def test_a_regional_gke_gateway_without_proxy_only_subnet_or_gateway_api_fires()
     dev = committed_stack("dev")
     assert fired(dev, "regional-gateway-has-its-gke-prerequisites") == []
 
-    no_subnet = _edited(dev, drop=lambda r: r.type == rules.GCP_SUBNETWORK
-                        and r.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY")
+    no_subnet = _edited(
+        dev, drop=lambda r: r.type == rules.GCP_SUBNETWORK and r.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY"
+    )
     [found] = fired(no_subnet, "regional-gateway-has-its-gke-prerequisites")
     assert "no ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in us-central1" in found
 
     def gateway_api_off(r):
         if r.type == "gcp:container/cluster:Cluster":
             r.inputs.pop("gatewayApiConfig", None)
+
     [found] = fired(_edited(dev, edit=gateway_api_off), "regional-gateway-has-its-gke-prerequisites")
     assert "Gateway API is off" in found
 
@@ -312,6 +418,7 @@ def test_eks_endpoint_settings_that_eks_refuses_or_ignores_fire():
         def edit(r):
             if r.type == "aws:eks/cluster:Cluster":
                 r.inputs["vpcConfig"].update(changes)
+
         return edit
 
     [found] = fired(_edited(prod, vpc(endpointPrivateAccess=False)), "eks-endpoint-accepted")
@@ -321,8 +428,9 @@ def test_eks_endpoint_settings_that_eks_refuses_or_ignores_fire():
     many = [f"44.0.{i}.0/24" for i in range(41)]
     [found] = fired(_edited(prod, vpc(endpointPublicAccess=True, publicAccessCidrs=many)), "eks-endpoint-accepted")
     assert "above EKS's fixed quota of 40" in found
-    [found] = fired(_edited(prod, vpc(endpointPublicAccess=True, publicAccessCidrs=["10.0.0.0/16"])),
-                    "eks-endpoint-accepted")
+    [found] = fired(
+        _edited(prod, vpc(endpointPublicAccess=True, publicAccessCidrs=["10.0.0.0/16"])), "eks-endpoint-accepted"
+    )
     assert "reserved range" in found
 
 
@@ -336,6 +444,7 @@ def test_eks_secrets_key_without_the_role_permission_fires():
     def elsewhere(r):
         if r.type == "aws:kms/key:Key":
             r.inputs["region"] = "eu-west-1"
+
     [found] = fired(_edited(prod, elsewhere), "eks-secrets-key-usable")
     assert "EKS needs a key of its own region" in found
 
@@ -351,6 +460,7 @@ def test_gke_secrets_key_must_be_granted_before_the_cluster():
     def elsewhere(r):
         if r.type == "gcp:kms/keyRing:KeyRing":
             r.inputs["location"] = "europe-west4"
+
     [found] = fired(_edited(encrypted, elsewhere), "gke-secrets-key-granted-before-cluster")
     assert "must be in the cluster's location" in found
 
@@ -358,9 +468,19 @@ def test_gke_secrets_key_must_be_granted_before_the_cluster():
 def test_kms_resources_wait_for_the_cloud_kms_api(monkeypatch):
     from components.cluster.gcp import apis
 
-    monkeypatch.setattr(apis, "needed_apis", lambda filestore, image_streaming, image_cache=False, kms=False: [
-        apis.CONTAINER, apis.COMPUTE, apis.IAM, apis.IAM_CREDENTIALS, apis.STORAGE, apis.FILESTORE,
-        apis.CONTAINER_FILESYSTEM])
+    monkeypatch.setattr(
+        apis,
+        "needed_apis",
+        lambda filestore, image_streaming, image_cache=False, kms=False: [
+            apis.CONTAINER,
+            apis.COMPUTE,
+            apis.IAM,
+            apis.IAM_CREDENTIALS,
+            apis.STORAGE,
+            apis.FILESTORE,
+            apis.CONTAINER_FILESYSTEM,
+        ],
+    )
     encrypted = evaluate_stack("dev", overrides={"security": {"secretsEncryption": {"enabled": True}}})
     found = fired(encrypted, "cloud-api-enabled-before-use")
     assert any("gcp:kms/keyRing:KeyRing" in v and "cloudkms.googleapis.com" in v for v in found), found

@@ -14,8 +14,7 @@ from tests.support.first_apply import RULES, ApplyGraph, Violation, check, rule
 class Box(pulumi.ComponentResource):
     def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("test:index:Box", name, None, opts)
-        self.inner = k8s.core.v1.ConfigMap(f"{name}-inner", data={"a": "b"},
-                                           opts=pulumi.ResourceOptions(parent=self))
+        self.inner = k8s.core.v1.ConfigMap(f"{name}-inner", data={"a": "b"}, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({})
 
 

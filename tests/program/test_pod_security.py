@@ -20,9 +20,9 @@ from offline_plan.mock_runtime import evaluate_stack
 from policies.check import check_objects
 from policies.rules.pod_security import namespace_pod_security, pod_security_context
 from policies.workloads import workload
+from tests.support.committed import committed_stack
 from tests.support.policy_engine import analyze_k8s, cloud_records
 from tests.support.stack_variants import DEV_MODELS, KSERVE, MULTI_NODE, NO_ENTRANCE, variant
-from tests.support.committed import committed_stack
 
 ENFORCE = f"{ps.PSA_PREFIX}/enforce"
 HARDENED = ps.container_security_context()
@@ -73,17 +73,24 @@ def test_every_pod_the_program_creates_is_hardened_or_says_why_not(source):
             else:
                 assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ps.RUN_AS_USER
             assert ctx["readOnlyRootFilesystem"] is True
-    expected = {"dev": {("Deployment", "spec.template"), ("Job", "spec.template")},
-                "prod": {("Deployment", "spec.template"), ("Job", "spec.template")},
-                MULTI_NODE: {("LeaderWorkerSet", "spec.leaderWorkerTemplate.leaderTemplate"),
-                             ("LeaderWorkerSet", "spec.leaderWorkerTemplate.workerTemplate")},
-                KSERVE: {("InferenceService", "spec.predictor"), ("ServingRuntime", "spec")}}[source]
+    expected = {
+        "dev": {("Deployment", "spec.template"), ("Job", "spec.template")},
+        "prod": {("Deployment", "spec.template"), ("Job", "spec.template")},
+        MULTI_NODE: {
+            ("LeaderWorkerSet", "spec.leaderWorkerTemplate.leaderTemplate"),
+            ("LeaderWorkerSet", "spec.leaderWorkerTemplate.workerTemplate"),
+        },
+        KSERVE: {("InferenceService", "spec.predictor"), ("ServingRuntime", "spec")},
+    }[source]
     assert expected <= seen, seen
 
 
 def test_the_vllm_server_gets_writable_home_and_tmp_on_a_read_only_root():
-    (deployment,) = [o for o in committed("prod").kubernetes_objects if o["kind"] == "Deployment"
-                     and o["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"][:1]
+    (deployment,) = [
+        o
+        for o in committed("prod").kubernetes_objects
+        if o["kind"] == "Deployment" and o["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"
+    ][:1]
     spec = deployment["spec"]["template"]["spec"]
     (server,) = spec["containers"]
     mounts = {m["mountPath"]: m["name"] for m in server["volumeMounts"]}
@@ -108,8 +115,9 @@ def test_the_mirror_keeps_root_only_on_a_shared_volume_and_says_why():
 
 
 def test_a_bucket_backed_store_mirrors_as_non_root_and_the_namespace_can_be_restricted():
-    evaluation = evaluate_stack("dev", overrides={"models": DEV_MODELS, "modelStore": {"loadFrom": "bucket"},
-                                                  **NO_ENTRANCE})
+    evaluation = evaluate_stack(
+        "dev", overrides={"models": DEV_MODELS, "modelStore": {"loadFrom": "bucket"}, **NO_ENTRANCE}
+    )
     objects = evaluation.kubernetes_objects
     for job in (o for o in objects if o["kind"] == "Job"):
         template = job["spec"]["template"]
@@ -170,12 +178,15 @@ def _drop_operator_namespace_reason(objects):
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-@pytest.mark.parametrize("breaker, policy", [
-    (_drop_server_seccomp, "pod-security-context"),
-    (_drop_mirror_reason, "pod-security-context"),
-    (_drop_serving_enforce_label, "namespace-pod-security"),
-    (_drop_operator_namespace_reason, "namespace-pod-security"),
-])
+@pytest.mark.parametrize(
+    "breaker, policy",
+    [
+        (_drop_server_seccomp, "pod-security-context"),
+        (_drop_mirror_reason, "pod-security-context"),
+        (_drop_serving_enforce_label, "namespace-pod-security"),
+        (_drop_operator_namespace_reason, "namespace-pod-security"),
+    ],
+)
 def test_a_committed_stack_with_one_control_removed_fails_with_the_right_rule(stack, breaker, policy):
     evaluation = committed(stack)
     assert mandatory(evaluation.kubernetes_objects, evaluation) == set()
@@ -194,8 +205,12 @@ def pod(container_ctx=None, pod_ctx=None, annotations=None, kind="Pod", **spec):
     pod_spec = {"containers": [c], "automountServiceAccountToken": False, **spec}
     if pod_ctx is not None:
         pod_spec["securityContext"] = pod_ctx
-    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "p", "annotations": annotations or {}},
-            "spec": pod_spec}
+    return {
+        "apiVersion": "v1",
+        "kind": kind,
+        "metadata": {"name": "p", "annotations": annotations or {}},
+        "spec": pod_spec,
+    }
 
 
 def problems(obj) -> str:
@@ -204,9 +219,13 @@ def problems(obj) -> str:
 
 def test_the_hardened_shape_passes_and_each_missing_control_is_named():
     assert problems(pod(HARDENED)) == ""
-    for key, text in [("allowPrivilegeEscalation", "allowPrivilegeEscalation: false"),
-                      ("capabilities", "drop ALL"), ("seccompProfile", "seccompProfile"),
-                      ("runAsNonRoot", "runAsNonRoot: true"), ("readOnlyRootFilesystem", "readOnlyRootFilesystem")]:
+    for key, text in [
+        ("allowPrivilegeEscalation", "allowPrivilegeEscalation: false"),
+        ("capabilities", "drop ALL"),
+        ("seccompProfile", "seccompProfile"),
+        ("runAsNonRoot", "runAsNonRoot: true"),
+        ("readOnlyRootFilesystem", "readOnlyRootFilesystem"),
+    ]:
         ctx = {k: v for k, v in HARDENED.items() if k != key}
         found = problems(pod(ctx))
         assert text in found and found.startswith("Pod/p: container 'app' in spec "), (key, found)
@@ -233,7 +252,8 @@ def test_an_api_token_needs_false_or_a_reason():
     obj["spec"].pop("automountServiceAccountToken")
     assert "automountServiceAccountToken: false" in problems(obj)
     obj["metadata"]["annotations"] = ps.exception_annotation(
-        {ps.AUTOMOUNT_TOKEN: "the picker watches its InferencePool and holds a leader-election lease"})
+        {ps.AUTOMOUNT_TOKEN: "the picker watches its InferencePool and holds a leader-election lease"}
+    )
     assert problems(obj) == ""
 
 
@@ -247,36 +267,58 @@ def test_a_waiver_needs_a_waivable_control_and_a_real_reason():
     assert "waives nothing it may" in found and "runAsNonRoot: true" in found
     # The never-waivable controls stay required whatever the annotation says.
     bad = {ps.EXCEPTION_ANNOTATION: "allowPrivilegeEscalation: because the image needs setuid binaries"}
-    assert "allowPrivilegeEscalation: false" in problems(pod({**HARDENED, "allowPrivilegeEscalation": True},
-                                                             annotations=bad))
+    assert "allowPrivilegeEscalation: false" in problems(
+        pod({**HARDENED, "allowPrivilegeEscalation": True}, annotations=bad)
+    )
     with pytest.raises(ValueError):
         ps.exception_annotation({"capabilities": "a reason long enough to pass the length check"})
 
 
 def test_every_pod_template_of_a_job_lws_and_kserve_is_walked():
-    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "g"},
-           "spec": {"leaderWorkerTemplate": {
-               "leaderTemplate": pod(HARDENED)["spec"] and {"spec": pod(HARDENED)["spec"]},
-               "workerTemplate": {"spec": pod({"allowPrivilegeEscalation": False})["spec"]}}}}
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "g"},
+        "spec": {
+            "leaderWorkerTemplate": {
+                "leaderTemplate": pod(HARDENED)["spec"] and {"spec": pod(HARDENED)["spec"]},
+                "workerTemplate": {"spec": pod({"allowPrivilegeEscalation": False})["spec"]},
+            }
+        },
+    }
     found = pod_security_context(lws, {})
     assert len(found) == 1 and "workerTemplate" in found[0]
-    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "m"},
-            "spec": {"predictor": {"automountServiceAccountToken": False,
-                                   "securityContext": ps.pod_security_context(),
-                                   "model": {"modelFormat": {"name": "huggingface"}, "securityContext": HARDENED}},
-                     "transformer": {"automountServiceAccountToken": False,
-                                     "containers": [{"name": "t", "image": "t:1.0.0"}]}}}
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "m"},
+        "spec": {
+            "predictor": {
+                "automountServiceAccountToken": False,
+                "securityContext": ps.pod_security_context(),
+                "model": {"modelFormat": {"name": "huggingface"}, "securityContext": HARDENED},
+            },
+            "transformer": {"automountServiceAccountToken": False, "containers": [{"name": "t", "image": "t:1.0.0"}]},
+        },
+    }
     found = pod_security_context(isvc, {})
     assert len(found) == 1 and "spec.transformer" in found[0]
     # A KServe runtime is a container template; its pod-level fields belong to the InferenceService.
-    runtime = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime", "metadata": {"name": "r"},
-               "spec": {"containers": [{"name": "kserve-container", "image": "r:1.0.0", "securityContext": HARDENED}]}}
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "r"},
+        "spec": {"containers": [{"name": "kserve-container", "image": "r:1.0.0", "securityContext": HARDENED}]},
+    }
     assert pod_security_context(runtime, {}) == []
 
 
 def ns(labels=None, annotations=None):
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "n", "labels": labels or {}, "annotations": annotations or {}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "n", "labels": labels or {}, "annotations": annotations or {}},
+    }
 
 
 def test_namespace_rule():

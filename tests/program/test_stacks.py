@@ -14,9 +14,9 @@ import pytest
 from common import contract
 from offline_plan.mock_runtime import evaluate_stack, secret_paths
 from policies.check import check_objects
+from tests.support.committed import committed_stack
 from tests.support.policy_engine import cloud_records
 from tests.support.schemas import validate_all
-from tests.support.committed import committed_stack
 
 STACKS = ("dev", "prod")
 
@@ -70,13 +70,20 @@ def test_mirror_jobs_pin_the_commit(stack):
     _, evaluation = stack
     revisions = {row["model"]: row["revision"] for row in evaluation.outputs["sizing"]}
     # The mirror Jobs (the verification Job, which checks every model, carries no model label).
-    jobs = [j for j in kinds(evaluation.kubernetes_objects, "Job")
-            if j["metadata"]["labels"].get(contract.LABEL_COMPONENT) == "model-mirror"]
+    jobs = [
+        j
+        for j in kinds(evaluation.kubernetes_objects, "Job")
+        if j["metadata"]["labels"].get(contract.LABEL_COMPONENT) == "model-mirror"
+    ]
     assert len(jobs) == len(revisions)
     for job in jobs:
         model = job["metadata"]["labels"][contract.LABEL_MODEL]
         pod = job["spec"]["template"]["spec"]
-        argv = [a for c in pod.get("initContainers", []) + pod["containers"] for a in c.get("command", []) + c.get("args", [])]
+        argv = [
+            a
+            for c in pod.get("initContainers", []) + pod["containers"]
+            for a in c.get("command", []) + c.get("args", [])
+        ]
         pinned = argv[argv.index("--revision") + 1]
         assert pinned == revisions[model] and len(pinned) == 40 and all(ch in "0123456789abcdef" for ch in pinned)
 
@@ -124,7 +131,15 @@ def _first(objects, kind, model=None):
 
 
 def _server(objects):
-    return _first([o for o in objects if o["kind"] == "Deployment" and "vllm" in str(o["spec"]["template"]["spec"]["containers"][0].get("command"))], "Deployment")
+    return _first(
+        [
+            o
+            for o in objects
+            if o["kind"] == "Deployment"
+            and "vllm" in str(o["spec"]["template"]["spec"]["containers"][0].get("command"))
+        ],
+        "Deployment",
+    )
 
 
 def _break_latest_tag(objects):
@@ -143,7 +158,9 @@ def _break_short_startup_budget(objects):
 
 def _break_unpinned_revision(objects):
     job = _first(objects, "Job")
-    for container in job["spec"]["template"]["spec"].get("initContainers", []) + job["spec"]["template"]["spec"]["containers"]:
+    for container in (
+        job["spec"]["template"]["spec"].get("initContainers", []) + job["spec"]["template"]["spec"]["containers"]
+    ):
         for field in ("command", "args"):
             values = container.get(field) or []
             if "--revision" in values:
@@ -153,7 +170,9 @@ def _break_unpinned_revision(objects):
 
 
 def _break_token_in_env(objects):
-    _server(objects)["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz0123456789"})
+    _server(objects)["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "HF_TOKEN", "value": "hf_abcdefghijklmnopqrstuvwxyz0123456789"}
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,12 +199,22 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
         "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
         "exposure": {},
         "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
-        "operators": {"gpuOperator": {"driver": "preinstalled"},
-                      "networkOperator": {"enabled": True, "interface": "ens1f0"}},
+        "operators": {
+            "gpuOperator": {"driver": "preinstalled"},
+            "networkOperator": {"enabled": True, "interface": "ens1f0"},
+        },
         "addons": {"preinstalled": ["prometheusOperator", "leaderWorkerSet"]},
-        "models": [{"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
-                    "gated": True, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2,
-                    "maxModelLen": 32768}],
+        "models": [
+            {
+                "repo": "meta-llama/Llama-3.3-70B-Instruct",
+                "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+                "gated": True,
+                "pool": "h100",
+                "tensorParallelSize": 8,
+                "pipelineParallelSize": 2,
+                "maxModelLen": 32768,
+            }
+        ],
     }
     evaluation = evaluate_stack("prod", overrides=overrides)
     objects = evaluation.kubernetes_objects
@@ -197,23 +226,48 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
     for template in (templates["leaderTemplate"], templates["workerTemplate"]):
         assert template["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == network["metadata"]["name"]
         resources = template["spec"]["containers"][0]["resources"]
-        assert resources["limits"]["rdma/rdma_shared_device_a"] == resources["requests"]["rdma/rdma_shared_device_a"] == "1"
+        assert (
+            resources["limits"]["rdma/rdma_shared_device_a"]
+            == resources["requests"]["rdma/rdma_shared_device_a"]
+            == "1"
+        )
     # A replica inside one node needs no fabric.
-    single = evaluate_stack("prod", overrides={**overrides, "models": [{**overrides["models"][0], "tensorParallelSize": 4,
-                                                                       "pipelineParallelSize": 1}]})
+    single = evaluate_stack(
+        "prod",
+        overrides={
+            **overrides,
+            "models": [{**overrides["models"][0], "tensorParallelSize": 4, "pipelineParallelSize": 1}],
+        },
+    )
     [deployment] = [o for o in kinds(single.kubernetes_objects, "Deployment")]
-    assert "rdma/rdma_shared_device_a" not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert (
+        "rdma/rdma_shared_device_a"
+        not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    )
 
 
 def test_multi_node_replica_on_eks_uses_every_efa_interface_of_its_nodes():
-    model = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
-             "gated": True, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2, "maxModelLen": 32768}
+    model = {
+        "repo": "meta-llama/Llama-3.3-70B-Instruct",
+        "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+        "gated": True,
+        "pool": "h100",
+        "tensorParallelSize": 8,
+        "pipelineParallelSize": 2,
+        "maxModelLen": 32768,
+    }
     evaluation = evaluate_stack("prod", overrides={"models": [model]})
     [lws] = kinds(evaluation.kubernetes_objects, "LeaderWorkerSet")
-    releases = [r for r in evaluation.resources if r.type == "kubernetes:helm.sh/v3:Release"
-                and r.inputs.get("chart") == "aws-efa-k8s-device-plugin"]
+    releases = [
+        r
+        for r in evaluation.resources
+        if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs.get("chart") == "aws-efa-k8s-device-plugin"
+    ]
     assert len(releases) == 1
-    for template in (lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"], lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]):
+    for template in (
+        lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"],
+        lws["spec"]["leaderWorkerTemplate"]["workerTemplate"],
+    ):
         container = template["spec"]["containers"][0]
         # p5.48xlarge has 32 EFA interfaces; one pod per node takes them all.
         assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"

@@ -23,7 +23,8 @@ def test_there_are_benchmarks_to_run():
 
 @pytest.mark.parametrize("benchmark", BENCHMARKS, ids=lambda path: path.name)
 def test_each_benchmark_runs_at_its_smallest_size(benchmark):
-    proc = subprocess.run([sys.executable, str(benchmark), "--quick"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(benchmark), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "wall time" in proc.stdout and "Traceback" not in proc.stderr, proc.stdout + proc.stderr

@@ -18,8 +18,14 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def copy_of_the_tree(tmp_path: Path) -> Path:
@@ -53,23 +59,35 @@ def test_common_and_the_endpoint_tools_need_only_the_standard_library(package):
     # The endpoint tools run anywhere Python does (a laptop, a pinned Python image in the cluster),
     # and common is what they read: neither may pull in Pulumi, pydantic or a Hub client.
     graph = import_graph.build(include_external=True)
-    outside = {module: names - set(sys.stdlib_module_names)
-               for module, names in import_graph.external_imports(graph, package).items()}
+    outside = {
+        module: names - set(sys.stdlib_module_names)
+        for module, names in import_graph.external_imports(graph, package).items()
+    }
     assert {m: n for m, n in outside.items() if n} == {}
 
 
 # A planted import of each kind the contracts forbid, and the words lint-imports must say.
 PLANTED = [
     ("planner/plan.py", "from components.serving import vllm", "planner.plan -> components.serving.vllm"),
-    ("components/cluster/common.py", "from components.model_store import store",
-     "components.cluster.common -> components.model_store.store"),
+    (
+        "components/cluster/common.py",
+        "from components.model_store import store",
+        "components.cluster.common -> components.model_store.store",
+    ),
     ("common/gpus.py", "import stack_config", "common.gpus -> stack_config"),
-    ("components/cluster/aws/eks.py", "from components.cluster.gcp import gke",
-     "components.cluster.aws.eks -> components.cluster.gcp.gke"),
+    (
+        "components/cluster/aws/eks.py",
+        "from components.cluster.gcp import gke",
+        "components.cluster.aws.eks -> components.cluster.gcp.gke",
+    ),
     ("policies/rules/models.py", "from planner import sizing", "policies.rules.models -> planner.sizing"),
     ("policies/gpu.py", "from common import engine", "policies.gpu -> common.engine"),
     ("endpoint_tools/smoke.py", "from planner import plan", "endpoint_tools.smoke -> planner.plan"),
-    ("components/serving/vllm.py", "from endpoint_tools import smoke", "components.serving.vllm -> endpoint_tools.smoke"),
+    (
+        "components/serving/vllm.py",
+        "from endpoint_tools import smoke",
+        "components.serving.vllm -> endpoint_tools.smoke",
+    ),
     ("planner/hub.py", "from offline_plan import mock_runtime", "planner.hub -> offline_plan.mock_runtime"),
     ("safe_yaml/bounded.py", "from policies import check", "safe_yaml.bounded -> policies.check"),
     ("stack_config/loader.py", "import safe_yaml", "stack_config.loader -> safe_yaml"),
@@ -89,7 +107,13 @@ def test_a_planted_cycle_inside_one_package_is_found(tmp_path):
     # Layers say nothing about two modules of one layer; the cycle check does.
     tree = copy_of_the_tree(tmp_path)
     plant(tree, "planner/sizing.py", "from planner import sizing_cli")
-    proc = subprocess.run([sys.executable, "tests/support/import_graph.py"], cwd=tree, capture_output=True, text=True,
-                          timeout=120, env={"PYTHONPATH": str(tree)})
+    proc = subprocess.run(
+        [sys.executable, "tests/support/import_graph.py"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(tree)},
+    )
     assert proc.returncode == 1
     assert "import cycle: planner.sizing <-> planner.sizing_cli" in proc.stdout

@@ -16,8 +16,14 @@ def test_config_reference_is_generated_from_the_models():
     text = (ROOT / "README.md").read_text()
     assert config_doc.updated_readme(text) == text, "run `venv/bin/python -m offline_plan.config_reference`"
     # Every key a user can set is documented, nested ones included.
-    for key in ("`models[].revision`", "`pools[].gpu`", "`operators.gpuOperator.driver`", "`modelStore.loadFrom`",
-                "`models[].autoscaling.queueThreshold`", "`hfToken` (secret)"):
+    for key in (
+        "`models[].revision`",
+        "`pools[].gpu`",
+        "`operators.gpuOperator.driver`",
+        "`modelStore.loadFrom`",
+        "`models[].autoscaling.queueThreshold`",
+        "`hfToken` (secret)",
+    ):
         assert key in text
 
 
@@ -42,7 +48,7 @@ def test_first_lines_give_the_two_setup_commands_and_the_makefile_has_them():
     assert commands == ["make plan", "make test"]
     makefile = (ROOT / "Makefile").read_text()
     for target in ("plan", "test"):
-        assert re.search(rf"^{target}:", makefile, re.M)
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE)
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
@@ -60,16 +66,19 @@ def test_offline_plan_exits_2_with_the_key_on_a_config_error(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert "Pulumi.broken.yaml: models[0].revision: 'main' is a branch or tag; pin a 40-character commit SHA" in proc.stderr
+    assert (
+        "Pulumi.broken.yaml: models[0].revision: 'main' is a branch or tag; pin a 40-character commit SHA"
+        in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
 
 
 def test_sizing_example_in_the_readme_is_what_the_command_prints():
     text = (ROOT / "README.md").read_text()
     command_start = text.index("venv/bin/python -m components.sizing --model-config ")
-    command = text[command_start:text.index("```", command_start)].replace("\\\n", " ").split()
+    command = text[command_start : text.index("```", command_start)].replace("\\\n", " ").split()
     block_start = text.index("```\n", text.index("```", command_start) + 3) + 4
-    shown = text[block_start:text.index("```", block_start)]
+    shown = text[block_start : text.index("```", block_start)]
     proc = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert shown == proc.stdout

@@ -65,21 +65,26 @@ def problems(model: type[BaseModel]) -> list[str]:
         where = f"{model.__name__}.{name}"
         meta = list(field.metadata) + _metadata(field.annotation)
         leaves = _leaf_types(field.annotation)
+
         def bound(*kinds):
             return any(isinstance(m, kinds) for m in meta)
+
         if any(t in (int, float) for t in leaves) and not (
-                (bound(annotated_types.Ge, annotated_types.Gt) and bound(annotated_types.Le, annotated_types.Lt))
-                or name in validators):
+            (bound(annotated_types.Ge, annotated_types.Gt) and bound(annotated_types.Le, annotated_types.Lt))
+            or name in validators
+        ):
             found.append(f"{where}: a number without both bounds (Field(ge=..., le=...))")
-        if str in leaves and not (bound(AfterValidator) or name in validators
-                                  or any(getattr(m, "pattern", None) for m in meta)):
+        if str in leaves and not (
+            bound(AfterValidator) or name in validators or any(getattr(m, "pattern", None) for m in meta)
+        ):
             if (model.__name__, name) not in FREE_TEXT:
                 found.append(f"{where}: a string without a format (a type from stack_config/fields.py)")
             elif not bound(annotated_types.MaxLen):
                 found.append(f"{where}: free text without max_length")
         origin = typing.get_origin(field.annotation)
-        containers = [a for a in [field.annotation, *typing.get_args(field.annotation)]
-                      if typing.get_origin(a) in (list, dict)]
+        containers = [
+            a for a in [field.annotation, *typing.get_args(field.annotation)] if typing.get_origin(a) in (list, dict)
+        ]
         if (origin in (list, dict) or containers) and not bound(annotated_types.MaxLen):
             found.append(f"{where}: a list or mapping without max_length")
         if any(t is Any for t in leaves):

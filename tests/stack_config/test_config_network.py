@@ -17,24 +17,53 @@ def with_network(cloud, network, **cluster):
 def test_defaults_create_a_vpc_with_one_nat_gateway_over_three_zones():
     network = parse_stack_config(base("aws"), SOURCE).cluster.network
     assert (network.vpc, network.cidr, network.zoneCount, network.natGateways, network.privateNodes) == (
-        "create", "10.0.0.0/16", 3, "single", False)
+        "create",
+        "10.0.0.0/16",
+        3,
+        "single",
+        False,
+    )
 
 
-@pytest.mark.parametrize("cloud,network,cluster,expected", [
-    ("aws", {"vpc": "default", "natGateways": "per-zone"}, {},
-     "cluster.network.natGateways: applies only with vpc: create (vpc is default)"),
-    ("aws", {"vpc": "existing"}, {},
-     "cluster.network.privateSubnetIds: vpc is existing: list the private subnets (at least two zones) the cluster "
-     "and its nodes use"),
-    ("aws", {"privateSubnetIds": SUBNETS}, {}, "cluster.network.privateSubnetIds: applies only with vpc: existing"),
-    ("aws", {"privateNodes": True}, {}, "cluster.network.privateNodes: applies to GKE only"),
-    ("aws", {"vpc": "default"}, {"create": False}, "cluster.network: cluster.create is false: node pools join the "
-                                                   "cluster's own network; remove cluster.network"),
-    ("gcp", {"zoneCount": 2}, {}, "cluster.network.zoneCount: applies to EKS only"),
-    ("gcp", {"vpc": "existing"}, {}, "cluster.network.vpc: existing is supported on EKS only"),
-    ("gcp", {"vpc": "default", "privateNodes": True}, {}, "cluster.network.privateNodes: private nodes need the Cloud "
-                                                          "NAT of a network this stack creates"),
-])
+@pytest.mark.parametrize(
+    "cloud,network,cluster,expected",
+    [
+        (
+            "aws",
+            {"vpc": "default", "natGateways": "per-zone"},
+            {},
+            "cluster.network.natGateways: applies only with vpc: create (vpc is default)",
+        ),
+        (
+            "aws",
+            {"vpc": "existing"},
+            {},
+            (
+                "cluster.network.privateSubnetIds: vpc is existing: list the private subnets (at least two zones) the cluster "
+                "and its nodes use"
+            ),
+        ),
+        ("aws", {"privateSubnetIds": SUBNETS}, {}, "cluster.network.privateSubnetIds: applies only with vpc: existing"),
+        ("aws", {"privateNodes": True}, {}, "cluster.network.privateNodes: applies to GKE only"),
+        (
+            "aws",
+            {"vpc": "default"},
+            {"create": False},
+            (
+                "cluster.network: cluster.create is false: node pools join the "
+                "cluster's own network; remove cluster.network"
+            ),
+        ),
+        ("gcp", {"zoneCount": 2}, {}, "cluster.network.zoneCount: applies to EKS only"),
+        ("gcp", {"vpc": "existing"}, {}, "cluster.network.vpc: existing is supported on EKS only"),
+        (
+            "gcp",
+            {"vpc": "default", "privateNodes": True},
+            {},
+            "cluster.network.privateNodes: private nodes need the Cloud NAT of a network this stack creates",
+        ),
+    ],
+)
 def test_network_keys_that_do_not_apply_name_the_key(cloud, network, cluster, expected):
     found = problems_of(with_network(cloud, network, **cluster))
     assert any(p.startswith(f"{SOURCE}: {expected}") for p in found), found
@@ -47,11 +76,14 @@ def test_network_on_an_existing_cluster_is_refused():
     assert problem == f"{SOURCE}: cluster.network: cloud is existing: nothing is created; remove cluster.network"
 
 
-@pytest.mark.parametrize("value,message", [
-    ("10.0.0.0/8", "use a /16 to /20"),
-    ("10.0.0.1/16", "not an IPv4 network"),
-    ("vpc", "not an IPv4 network"),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("10.0.0.0/8", "use a /16 to /20"),
+        ("10.0.0.1/16", "not an IPv4 network"),
+        ("vpc", "not an IPv4 network"),
+    ],
+)
 def test_cidr_must_be_a_network_of_16_to_20(value, message):
     (problem,) = problems_of(with_network("aws", {"cidr": value}))
     assert problem.startswith(f"{SOURCE}: cluster.network.cidr: ") and message in problem

@@ -28,8 +28,13 @@ KNOWN_MODELS = [
 ]
 
 junk = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(string.printable, max_size=12), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(string.printable, max_size=12),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
 )
 
 
@@ -66,18 +71,37 @@ models = st.fixed_dictionaries(
         "gated": maybe(st.booleans()),
         "image": maybe(st.sampled_from(["vllm/vllm-openai:v0.32.0", "vllm/vllm-openai:latest", "vllm/vllm-openai"])),
         "maxModelLenght": st.just(1),
-        "autoscaling": maybe(st.fixed_dictionaries({}, optional={
-            "enabled": st.booleans(), "kind": st.sampled_from(["keda", "hpa", "vpa"]),
-            "minReplicas": st.integers(-1, 3), "maxReplicas": st.integers(0, 5), "queueThreshold": st.floats(-1, 20),
-            "kvCacheThreshold": st.floats(-0.5, 1.5),
-        })),
-        "slo": maybe(st.fixed_dictionaries({}, optional={
-            "enabled": st.booleans(),
-            "timeToFirstToken": st.fixed_dictionaries({}, optional={
-                "seconds": st.sampled_from([2.5, 3, 0.001, -1, "fast"]), "objective": st.floats(0.5, 1.5)}),
-            "interTokenLatency": st.fixed_dictionaries({}, optional={
-                "seconds": st.sampled_from([0.1, 0.12, 80]), "objective": st.floats(0.9, 1.0)}),
-        })),
+        "autoscaling": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "enabled": st.booleans(),
+                    "kind": st.sampled_from(["keda", "hpa", "vpa"]),
+                    "minReplicas": st.integers(-1, 3),
+                    "maxReplicas": st.integers(0, 5),
+                    "queueThreshold": st.floats(-1, 20),
+                    "kvCacheThreshold": st.floats(-0.5, 1.5),
+                },
+            )
+        ),
+        "slo": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "enabled": st.booleans(),
+                    "timeToFirstToken": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "seconds": st.sampled_from([2.5, 3, 0.001, -1, "fast"]),
+                            "objective": st.floats(0.5, 1.5),
+                        },
+                    ),
+                    "interTokenLatency": st.fixed_dictionaries(
+                        {}, optional={"seconds": st.sampled_from([0.1, 0.12, 80]), "objective": st.floats(0.9, 1.0)}
+                    ),
+                },
+            )
+        ),
         "engine": maybe(st.sampled_from(["vllm", "kserve", "tgi"])),
         "kserveStorage": maybe(st.sampled_from(["bucket", "hf", "s3"])),
         "quantization": maybe(st.sampled_from(["fp8", "awq", "awk"])),
@@ -91,35 +115,88 @@ stack_configs = st.fixed_dictionaries(
         "models": maybe(st.lists(models, min_size=0, max_size=2)),
     },
     optional={
-        "cluster": maybe(st.fixed_dictionaries({}, optional={
-            "kubeconfig": st.just("/tmp/kubeconfig"), "rwxStorageClass": st.just("nfs"), "nmae": st.just("x"),
-            "create": st.booleans(), "kubernetesVersion": st.sampled_from(["1.33", "1.x"]),
-            "systemPool": st.fixed_dictionaries({}, optional={
-                "machineType": st.sampled_from(["m6i.2xlarge", "p5.48xlarge", "e2-standard-8"]),
-                "minNodes": st.integers(0, 3), "maxNodes": st.integers(1, 3)}),
-        })),
-        "modelStore": maybe(st.fixed_dictionaries({}, optional={
-            "loadFrom": st.sampled_from(["volume", "bucket", "disk", "existing-claim"]),
-            "existingClaim": st.sampled_from(["weights", "Bad Claim"]), "readMBps": st.floats(-5, 5000),
-            "prefix": st.sampled_from(["models", "/models/"]), "mirrorPool": pool_names,
-        })),
-        "operators": maybe(st.fixed_dictionaries({}, optional={
-            "gpuOperator": st.fixed_dictionaries({}, optional={
-                "driver": st.sampled_from(["auto", "operator", "preinstalled", "magic"]),
-                "migStrategy": st.sampled_from(["none", "single", "mixed"]),
-                "timeSlicingReplicas": st.integers(0, 8), "chartVersion": st.sampled_from(["v26.7.0", "latest"])}),
-            "networkOperator": st.fixed_dictionaries({}, optional={
-                "enabled": st.booleans(), "ipRange": st.sampled_from(["192.168.0.0/24", "10.0.0.1/24", "x"]),
-                "interface": st.just("ens1f0")}),
-            "namespace": st.sampled_from(["gpu-operator", "Bad NS"]),
-        })),
-        "monitoring": maybe(st.fixed_dictionaries({}, optional={
-            "enabled": st.booleans(), "labels": st.dictionaries(st.sampled_from(["release", "bad key"]), st.just("x")),
-            "ttftP95Seconds": st.floats(-1, 10), "errorRateAlert": st.floats(-1, 2),
-            "runbookUrl": st.sampled_from(["docs/runbook.md", "https://x.example/runbook.md", "ftp://x", "a b.md"])})),
-        "exposure": maybe(st.fixed_dictionaries({}, optional={
-            "gateway": st.fixed_dictionaries({"name": st.just("gw"), "namespace": st.just("infra")},
-                                             optional={"hostname": st.just("llm.example.com")})})),
+        "cluster": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "kubeconfig": st.just("/tmp/kubeconfig"),
+                    "rwxStorageClass": st.just("nfs"),
+                    "nmae": st.just("x"),
+                    "create": st.booleans(),
+                    "kubernetesVersion": st.sampled_from(["1.33", "1.x"]),
+                    "systemPool": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "machineType": st.sampled_from(["m6i.2xlarge", "p5.48xlarge", "e2-standard-8"]),
+                            "minNodes": st.integers(0, 3),
+                            "maxNodes": st.integers(1, 3),
+                        },
+                    ),
+                },
+            )
+        ),
+        "modelStore": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "loadFrom": st.sampled_from(["volume", "bucket", "disk", "existing-claim"]),
+                    "existingClaim": st.sampled_from(["weights", "Bad Claim"]),
+                    "readMBps": st.floats(-5, 5000),
+                    "prefix": st.sampled_from(["models", "/models/"]),
+                    "mirrorPool": pool_names,
+                },
+            )
+        ),
+        "operators": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "gpuOperator": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "driver": st.sampled_from(["auto", "operator", "preinstalled", "magic"]),
+                            "migStrategy": st.sampled_from(["none", "single", "mixed"]),
+                            "timeSlicingReplicas": st.integers(0, 8),
+                            "chartVersion": st.sampled_from(["v26.7.0", "latest"]),
+                        },
+                    ),
+                    "networkOperator": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "enabled": st.booleans(),
+                            "ipRange": st.sampled_from(["192.168.0.0/24", "10.0.0.1/24", "x"]),
+                            "interface": st.just("ens1f0"),
+                        },
+                    ),
+                    "namespace": st.sampled_from(["gpu-operator", "Bad NS"]),
+                },
+            )
+        ),
+        "monitoring": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "enabled": st.booleans(),
+                    "labels": st.dictionaries(st.sampled_from(["release", "bad key"]), st.just("x")),
+                    "ttftP95Seconds": st.floats(-1, 10),
+                    "errorRateAlert": st.floats(-1, 2),
+                    "runbookUrl": st.sampled_from(
+                        ["docs/runbook.md", "https://x.example/runbook.md", "ftp://x", "a b.md"]
+                    ),
+                },
+            )
+        ),
+        "exposure": maybe(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "gateway": st.fixed_dictionaries(
+                        {"name": st.just("gw"), "namespace": st.just("infra")},
+                        optional={"hostname": st.just("llm.example.com")},
+                    )
+                },
+            )
+        ),
         "extraKey": junk,
     },
 )
@@ -132,7 +209,7 @@ def assert_names_a_key(problems: list[str], raw) -> None:
     assert problems, "a rejection without a message"
     for problem in problems:
         assert problem.startswith(f"{SOURCE}: "), problem
-        rest = problem[len(SOURCE) + 2:]
+        rest = problem[len(SOURCE) + 2 :]
         match = KEY_PATH.match(rest)
         assert match, problem
         path = match.group("path")

@@ -32,26 +32,34 @@ def test_defaults_are_development_with_network_policies_and_no_encryption():
 
 
 def test_production_turns_secrets_encryption_on_by_default():
-    stack = parse_stack_config(security("aws", {"profile": "production", "clusterEndpoint": {"publicAccess": False}}), SOURCE)
+    stack = parse_stack_config(
+        security("aws", {"profile": "production", "clusterEndpoint": {"publicAccess": False}}), SOURCE
+    )
     assert stack.security.encrypt_secrets
 
 
-@pytest.mark.parametrize("cloud,endpoint", [
-    ("aws", {}),
-    ("aws", {"publicCidrs": ["0.0.0.0/0"]}),
-    ("gcp", {}),
-])
+@pytest.mark.parametrize(
+    "cloud,endpoint",
+    [
+        ("aws", {}),
+        ("aws", {"publicCidrs": ["0.0.0.0/0"]}),
+        ("gcp", {}),
+    ],
+)
 def test_production_refuses_a_world_open_endpoint_naming_the_key_and_the_fix(cloud, endpoint):
     (problem,) = problems_of(security(cloud, {"profile": "production", "clusterEndpoint": endpoint}))
     assert problem.startswith(f"{SOURCE}: security.clusterEndpoint.publicCidrs: security.profile is production")
     assert "allowWorldOpen: true" in problem and "publicAccess false" in problem
 
 
-@pytest.mark.parametrize("endpoint", [
-    {"allowWorldOpen": True},
-    {"publicCidrs": [PUBLIC]},
-    {"publicAccess": False},
-])
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        {"allowWorldOpen": True},
+        {"publicCidrs": [PUBLIC]},
+        {"publicAccess": False},
+    ],
+)
 def test_production_accepts_a_restricted_or_knowingly_open_endpoint(endpoint):
     parse_stack_config(security("aws", {"profile": "production", "clusterEndpoint": endpoint}), SOURCE)
 
@@ -60,16 +68,37 @@ def test_development_may_stay_open():
     parse_stack_config(security("aws", {"clusterEndpoint": {}}), SOURCE)
 
 
-@pytest.mark.parametrize("cloud,endpoint,expected", [
-    ("aws", {"publicAccess": False, "publicCidrs": [PUBLIC]},
-     "security.clusterEndpoint.publicCidrs: publicAccess is false"),
-    ("aws", {"publicAccess": False, "privateAccess": False}, "security.clusterEndpoint.privateAccess: with publicAccess false"),
-    ("aws", {"publicCidrs": ["10.0.0.0/16"]}, "security.clusterEndpoint.publicCidrs: 10.0.0.0/16 is a private or reserved range"),
-    ("aws", {"publicCidrs": ["0.0.0.0/0", PUBLIC]}, "security.clusterEndpoint.publicCidrs: 0.0.0.0/0 already admits"),
-    ("gcp", {"privateAccess": False}, "security.clusterEndpoint.privateAccess: applies to EKS only"),
-    ("gcp", {"publicAccess": False}, "security.clusterEndpoint.publicAccess: a GKE private endpoint exists only on a "
-                                     "cluster with private nodes"),
-])
+@pytest.mark.parametrize(
+    "cloud,endpoint,expected",
+    [
+        (
+            "aws",
+            {"publicAccess": False, "publicCidrs": [PUBLIC]},
+            "security.clusterEndpoint.publicCidrs: publicAccess is false",
+        ),
+        (
+            "aws",
+            {"publicAccess": False, "privateAccess": False},
+            "security.clusterEndpoint.privateAccess: with publicAccess false",
+        ),
+        (
+            "aws",
+            {"publicCidrs": ["10.0.0.0/16"]},
+            "security.clusterEndpoint.publicCidrs: 10.0.0.0/16 is a private or reserved range",
+        ),
+        (
+            "aws",
+            {"publicCidrs": ["0.0.0.0/0", PUBLIC]},
+            "security.clusterEndpoint.publicCidrs: 0.0.0.0/0 already admits",
+        ),
+        ("gcp", {"privateAccess": False}, "security.clusterEndpoint.privateAccess: applies to EKS only"),
+        (
+            "gcp",
+            {"publicAccess": False},
+            "security.clusterEndpoint.publicAccess: a GKE private endpoint exists only on a cluster with private nodes",
+        ),
+    ],
+)
 def test_endpoint_settings_a_cloud_would_refuse_or_ignore(cloud, endpoint, expected):
     found = problems_of(security(cloud, {"clusterEndpoint": endpoint}))
     assert any(p.startswith(f"{SOURCE}: {expected}") for p in found), found
@@ -93,13 +122,16 @@ def test_public_cidrs_are_capped_at_the_eks_quota_and_checked():
     assert "listed twice" in problem
 
 
-@pytest.mark.parametrize("cloud,key,expected", [
-    ("aws", GCP_KEY, "on EKS name an AWS KMS key ARN"),
-    ("gcp", KEY_ARN, "on GKE name a Cloud KMS key"),
-    ("aws", KEY_ARN.replace("us-east-1", "eu-west-1"), "EKS needs a key of the cluster's region"),
-    ("gcp", GCP_KEY.replace("us-central1", "europe-west4"), "use a key ring of the cluster's region"),
-    ("aws", "alias/my-key", "is neither an AWS KMS key ARN"),
-])
+@pytest.mark.parametrize(
+    "cloud,key,expected",
+    [
+        ("aws", GCP_KEY, "on EKS name an AWS KMS key ARN"),
+        ("gcp", KEY_ARN, "on GKE name a Cloud KMS key"),
+        ("aws", KEY_ARN.replace("us-east-1", "eu-west-1"), "EKS needs a key of the cluster's region"),
+        ("gcp", GCP_KEY.replace("us-central1", "europe-west4"), "use a key ring of the cluster's region"),
+        ("aws", "alias/my-key", "is neither an AWS KMS key ARN"),
+    ],
+)
 def test_kms_keys_are_checked_against_the_cloud_and_region(cloud, key, expected):
     found = problems_of(security(cloud, {"secretsEncryption": {"enabled": True, "kmsKey": key}}))
     assert any("security.secretsEncryption.kmsKey" in p and expected in p for p in found), found
@@ -112,7 +144,9 @@ def test_kms_key_with_encryption_off_is_refused():
 
 def test_endpoint_and_encryption_are_not_checked_on_a_cluster_the_program_does_not_create():
     # The owner's cluster keeps its own settings; the plan says they are not applied.
-    parse_stack_config(security("existing", {"profile": "production", "clusterEndpoint": {"publicAccess": False}}), SOURCE)
+    parse_stack_config(
+        security("existing", {"profile": "production", "clusterEndpoint": {"publicAccess": False}}), SOURCE
+    )
 
 
 def test_committed_stacks_set_their_profiles():

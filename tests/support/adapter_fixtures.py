@@ -12,8 +12,8 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from planner.hub import load_adapter_metadata
 from tests.support import paths

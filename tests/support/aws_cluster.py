@@ -27,8 +27,15 @@ def stack(pools, cluster=None, model_store=None) -> cfg.StackConfig:
 # l4 starts empty (Karpenter only); h100 has one always-on node and Karpenter may add one more.
 POOLS = [
     {"name": "l4", "gpu": "L4", "minNodes": 0, "maxNodes": 3, "diskGib": 300},
-    {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "efa": True, "capacityType": "spot", "minNodes": 1,
-     "maxNodes": 2},
+    {
+        "name": "h100",
+        "gpu": "H100-80GB",
+        "gpusPerNode": 8,
+        "efa": True,
+        "capacityType": "spot",
+        "minNodes": 1,
+        "maxNodes": 2,
+    },
 ]
 
 
@@ -41,7 +48,12 @@ def node_group(evaluation, pool):
 
 
 def custom(evaluation, kind, pool):
-    found = [r.inputs for r in evaluation.resources if r.is_kubernetes_object and r.inputs["kind"] == kind
-             and r.inputs["metadata"]["name"] == karpenter.object_name(pool)]
+    found = [
+        r.inputs
+        for r in evaluation.resources
+        if r.is_kubernetes_object
+        and r.inputs["kind"] == kind
+        and r.inputs["metadata"]["name"] == karpenter.object_name(pool)
+    ]
     assert len(found) == 1, f"expected one {kind} for pool {pool}"
     return found[0]

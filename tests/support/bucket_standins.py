@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-_COMMON = r'''
+_COMMON = r"""
 import fnmatch, hashlib, json, os, re, shutil, sys
 from pathlib import Path
 
@@ -58,9 +58,11 @@ def race(uri):
     race_file = os.environ.get("STANDIN_RACE_MANIFEST", "")
     if race_file and uri.endswith("/manifest.json") and not obj(uri).exists():
         put(Path(race_file), uri)
-'''
+"""
 
-GCLOUD = _COMMON + r'''
+GCLOUD = (
+    _COMMON
+    + r"""
 def overwrite_denied(uri):
     log(op="denied", uri=uri)
     sys.exit(f"ERROR: HTTPError 403: writer does not have storage.objects.delete access to {uri}")
@@ -102,9 +104,12 @@ elif verb == "rsync":
         put(path, uri)
 else:
     sys.exit(f"stand-in gcloud: unsupported {args}")
-'''
+"""
+)
 
-AWS = _COMMON + r'''
+AWS = (
+    _COMMON
+    + r"""
 args = sys.argv[1:]
 def opt(name):
     return args[args.index(name) + 1] if name in args else None
@@ -137,7 +142,8 @@ elif args[:2] == ["s3api", "put-object"]:
     put(Path(opt("--body")), uri)
 else:
     sys.exit(f"stand-in aws: unsupported {args}")
-'''
+"""
+)
 
 
 def install(bin_dir: Path) -> None:
@@ -150,5 +156,9 @@ def install(bin_dir: Path) -> None:
 
 
 def environment(bin_dir: Path, buckets: Path, log: Path) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "STANDIN_BUCKETS": str(buckets), "STANDIN_LOG": str(log)}
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "STANDIN_BUCKETS": str(buckets),
+        "STANDIN_LOG": str(log),
+    }

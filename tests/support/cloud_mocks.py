@@ -6,7 +6,8 @@ The provider look-ups the cloud layer makes (`aws.eks.get_cluster`, the default 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from offline_plan.mock_runtime import MOCK_CLUSTER_SG, MOCK_SUBNETS, Evaluation, run_in_mocks  # noqa: F401 (re-exported for tests)
 

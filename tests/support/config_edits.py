@@ -15,8 +15,11 @@ SHA = "0" * 39 + "1"  # a well-formed commit for validation tests only; stacks c
 
 
 def base(cloud: str = "gcp") -> dict:
-    pool = {"gcp": {"name": "l4", "gpu": "L4"}, "aws": {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8},
-            "existing": {"name": "l4", "gpu": "L4"}}[cloud]
+    pool = {
+        "gcp": {"name": "l4", "gpu": "L4"},
+        "aws": {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8},
+        "existing": {"name": "l4", "gpu": "L4"},
+    }[cloud]
     raw = {
         "cloud": cloud,
         "pools": [pool],

@@ -13,8 +13,8 @@ A rule is a function of an `ApplyGraph` returning `Violation`s, registered with 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from offline_plan.mock_runtime import Evaluation, RecordedResource
 

@@ -40,7 +40,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from common import contract, driver_versions, engine
 from components.cluster.aws.efa import EFA_NODE_LABEL
@@ -78,9 +79,12 @@ def gcp_apis_needed(resource: RecordedResource) -> set[str]:
         if resource.type.startswith(prefix):
             apis |= set(needed)
     if resource.type == "gcp:container/cluster:Cluster" and _get(
-            resource.inputs, "addonsConfig", "gcpFilestoreCsiDriverConfig", "enabled"):
+        resource.inputs, "addonsConfig", "gcpFilestoreCsiDriverConfig", "enabled"
+    ):
         apis.add("file.googleapis.com")
-    if resource.type == "gcp:container/nodePool:NodePool" and _get(resource.inputs, "nodeConfig", "gcfsConfig", "enabled"):
+    if resource.type == "gcp:container/nodePool:NodePool" and _get(
+        resource.inputs, "nodeConfig", "gcfsConfig", "enabled"
+    ):
         apis.add("containerfilesystem.googleapis.com")
     return apis
 
@@ -90,11 +94,17 @@ def cloud_api_enabled_before_use(graph: ApplyGraph) -> Iterable[Violation]:
     for resource in graph.resources:
         if not resource.custom or not resource.type.startswith("gcp:") or resource.type == GCP_SERVICE:
             continue
-        enabled_before = {graph.by_urn[u].inputs.get("service") for u in graph.upstream(resource)
-                          if graph.by_urn[u].type == GCP_SERVICE}
+        enabled_before = {
+            graph.by_urn[u].inputs.get("service")
+            for u in graph.upstream(resource)
+            if graph.by_urn[u].type == GCP_SERVICE
+        }
         for api in sorted(gcp_apis_needed(resource) - GCP_BOOTSTRAP_APIS - enabled_before):
-            yield Violation("cloud-api-enabled-before-use", describe(resource),
-                            f"needs {api}, which no gcp.projects.Service created before it enables")
+            yield Violation(
+                "cloud-api-enabled-before-use",
+                describe(resource),
+                f"needs {api}, which no gcp.projects.Service created before it enables",
+            )
 
 
 # --- Workload Identity pool --------------------------------------------------------------------
@@ -104,8 +114,11 @@ WI_BINDING = "gcp:serviceaccount/iAMMember:IAMMember"
 
 @rule("identity-binding-waits-for-pool")
 def identity_binding_waits_for_pool(graph: ApplyGraph) -> Iterable[Violation]:
-    clusters = [r for r in graph.of_type("gcp:container/cluster:Cluster")
-                if _get(r.inputs, "workloadIdentityConfig", "workloadPool")]
+    clusters = [
+        r
+        for r in graph.of_type("gcp:container/cluster:Cluster")
+        if _get(r.inputs, "workloadIdentityConfig", "workloadPool")
+    ]
     looked_up = any(token == "gcp:container/getCluster:getCluster" for token, _ in graph.evaluation.calls)
     for binding in graph.of_type(WI_BINDING):
         if ".svc.id.goog[" not in str(binding.inputs.get("member", "")):
@@ -115,9 +128,12 @@ def identity_binding_waits_for_pool(graph: ApplyGraph) -> Iterable[Violation]:
         if not clusters and looked_up:
             # An existing WI-enabled cluster: its pool exists already.
             continue
-        yield Violation("identity-binding-waits-for-pool", describe(binding),
-                        "binds a Workload Identity principal before any WI-enabled cluster (which creates the "
-                        "project's identity pool) exists")
+        yield Violation(
+            "identity-binding-waits-for-pool",
+            describe(binding),
+            "binds a Workload Identity principal before any WI-enabled cluster (which creates the "
+            "project's identity pool) exists",
+        )
 
 
 # --- Subnets: public or private ----------------------------------------------------------------
@@ -154,20 +170,33 @@ class Subnets:
             if token == "aws:ec2/getRouteTables:getRouteTables" and filters.get("association.subnet-id") == [subnet_id]:
                 table_ids = list(result.get("ids") or [])
         if table_ids == []:
-            table_ids = [i for token, args, result in self.results if token == "aws:ec2/getRouteTables:getRouteTables"
-                         and any(f["name"] == "association.main" for f in args.get("filters", []))
-                         for i in result.get("ids") or []]
+            table_ids = [
+                i
+                for token, args, result in self.results
+                if token == "aws:ec2/getRouteTables:getRouteTables"
+                and any(f["name"] == "association.main" for f in args.get("filters", []))
+                for i in result.get("ids") or []
+            ]
         if not table_ids:
             return None
-        routes = [route for token, args, result in self.results if token == "aws:ec2/getRouteTable:getRouteTable"
-                  and args.get("routeTableId") in table_ids for route in result.get("routes") or []]
+        routes = [
+            route
+            for token, args, result in self.results
+            if token == "aws:ec2/getRouteTable:getRouteTable" and args.get("routeTableId") in table_ids
+            for route in result.get("routes") or []
+        ]
         return routes or None
 
     def default_subnets(self) -> set[str]:
         """Default subnets of a default VPC, as looked up: public by definition (EC2 maps public IPs
         on launch there and the main route table routes to the internet gateway)."""
-        return {i for token, args, result in self.results if token == "aws:ec2/getSubnets:getSubnets"
-                and any(f["name"] == "default-for-az" for f in args.get("filters", [])) for i in result.get("ids") or []}
+        return {
+            i
+            for token, args, result in self.results
+            if token == "aws:ec2/getSubnets:getSubnets"
+            and any(f["name"] == "default-for-az" for f in args.get("filters", []))
+            for i in result.get("ids") or []
+        }
 
     def private(self, subnet_id: str) -> bool | None:
         if subnet_id in self.default_subnets():
@@ -201,8 +230,10 @@ class Subnets:
 
 def _launch_template(graph: ApplyGraph, node_group: RecordedResource) -> RecordedResource | None:
     template_id = _get(node_group.inputs, "launchTemplate", "id")
-    return next((r for r in graph.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-                 if mock_id(r.type, r.name) == template_id), None)
+    return next(
+        (r for r in graph.of_type("aws:ec2/launchTemplate:LaunchTemplate") if mock_id(r.type, r.name) == template_id),
+        None,
+    )
 
 
 def _custom_objects(graph: ApplyGraph, kind: str) -> list[RecordedResource]:
@@ -211,9 +242,11 @@ def _custom_objects(graph: ApplyGraph, kind: str) -> list[RecordedResource]:
 
 def efa_node_classes(graph: ApplyGraph) -> list[RecordedResource]:
     """EC2NodeClasses whose NodePools launch EFA nodes (Karpenter adds one interface per card)."""
-    names = {_get(p.inputs, "spec", "template", "spec", "nodeClassRef", "name")
-             for p in _custom_objects(graph, "NodePool")
-             if EFA_NODE_LABEL in (_get(p.inputs, "spec", "template", "metadata", "labels") or {})}
+    names = {
+        _get(p.inputs, "spec", "template", "spec", "nodeClassRef", "name")
+        for p in _custom_objects(graph, "NodePool")
+        if EFA_NODE_LABEL in (_get(p.inputs, "spec", "template", "metadata", "labels") or {})
+    }
     return [c for c in _custom_objects(graph, "EC2NodeClass") if _get(c.inputs, "metadata", "name") in names]
 
 
@@ -239,17 +272,23 @@ def multi_interface_nodes_in_private_subnets(graph: ApplyGraph) -> Iterable[Viol
         if not multi:
             continue
         if _get(source.inputs, "spec", "associatePublicIPAddress") is True:
-            yield Violation("multi-interface-nodes-in-private-subnets", describe(source),
-                            "asks for a public IP with several interfaces, which EC2 refuses")
+            yield Violation(
+                "multi-interface-nodes-in-private-subnets",
+                describe(source),
+                "asks for a public IP with several interfaces, which EC2 refuses",
+            )
         if not subnet_ids:
             yield Violation("multi-interface-nodes-in-private-subnets", describe(source), "names no subnet")
         for subnet_id in subnet_ids:
             private = subnets.private(subnet_id)
             if private is not True:
                 why = "routes to an internet gateway" if private is False else "cannot be shown to route through NAT"
-                yield Violation("multi-interface-nodes-in-private-subnets", describe(source),
-                                f"launches nodes with several network interfaces (EFA) in subnet {subnet_id}, which "
-                                f"{why}; EC2 gives such nodes no public address, so they never join")
+                yield Violation(
+                    "multi-interface-nodes-in-private-subnets",
+                    describe(source),
+                    f"launches nodes with several network interfaces (EFA) in subnet {subnet_id}, which "
+                    f"{why}; EC2 gives such nodes no public address, so they never join",
+                )
 
 
 @rule("private-nodes-wait-for-nat")
@@ -261,16 +300,21 @@ def private_nodes_wait_for_nat(graph: ApplyGraph) -> Iterable[Violation]:
                 continue
             for needed in subnets.egress_of(subnet_id):
                 if not graph.waits_for(source, needed):
-                    yield Violation("private-nodes-wait-for-nat", describe(source),
-                                    f"starts nodes in private subnet {subnet_id} before {describe(needed)}, "
-                                    "so they cannot reach ECR, EKS or STS and never join")
+                    yield Violation(
+                        "private-nodes-wait-for-nat",
+                        describe(source),
+                        f"starts nodes in private subnet {subnet_id} before {describe(needed)}, "
+                        "so they cannot reach ECR, EKS or STS and never join",
+                    )
     nats = graph.of_type("gcp:compute/routerNat:RouterNat")
     for pool in graph.of_type("gcp:container/nodePool:NodePool"):
         if _get(pool.inputs, "networkConfig", "enablePrivateNodes"):
             if not nats or not any(graph.waits_for(pool, nat) for nat in nats):
-                yield Violation("private-nodes-wait-for-nat", describe(pool),
-                                "has private nodes but does not wait for a Cloud NAT, so image pulls from "
-                                "Docker Hub fail")
+                yield Violation(
+                    "private-nodes-wait-for-nat",
+                    describe(pool),
+                    "has private nodes but does not wait for a Cloud NAT, so image pulls from Docker Hub fail",
+                )
 
 
 # --- Autoscaling -------------------------------------------------------------------------------
@@ -288,8 +332,11 @@ def deliverable_nodes(graph: ApplyGraph, pool: str) -> tuple[int, list[str]]:
             size = int(_get(group.inputs, "scalingConfig", "desiredSize") or 0)
             nodes += size
             how.append(f"node group {group.name}: {size} node(s)")
-    releases = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if "karpenter" in str(r.inputs.get("chart"))
-                and _get(r.inputs, "values", "settings", "clusterName")]
+    releases = [
+        r
+        for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+        if "karpenter" in str(r.inputs.get("chart")) and _get(r.inputs, "values", "settings", "clusterName")
+    ]
     classes = {_get(c.inputs, "metadata", "name") for c in _custom_objects(graph, "EC2NodeClass")}
     for node_pool in _custom_objects(graph, "NodePool"):
         if _pool_label(_get(node_pool.inputs, "spec", "template", "metadata", "labels")) != pool:
@@ -319,9 +366,12 @@ def gpu_capacity_has_an_autoscaler(graph: ApplyGraph) -> Iterable[Violation]:
         counted = int(row["nodesCounted"])
         nodes, how = deliverable_nodes(graph, row["pool"])
         if nodes < counted:
-            yield Violation("gpu-capacity-has-an-autoscaler", f"pool {row['pool']}",
-                            f"the plan counts {counted} node(s) but the stack can deliver {nodes} "
-                            f"({'; '.join(how) or 'nothing creates its nodes'})")
+            yield Violation(
+                "gpu-capacity-has-an-autoscaler",
+                f"pool {row['pool']}",
+                f"the plan counts {counted} node(s) but the stack can deliver {nodes} "
+                f"({'; '.join(how) or 'nothing creates its nodes'})",
+            )
 
 
 # --- Driver and CUDA ---------------------------------------------------------------------------
@@ -329,8 +379,11 @@ def gpu_capacity_has_an_autoscaler(graph: ApplyGraph) -> Iterable[Violation]:
 
 def _pool_driver_facts(graph: ApplyGraph, pool: str) -> list[tuple[str, Any]]:
     """(where, Fact or problem string) for every node source of `pool`."""
-    operator = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "gpu-operator"
-                and _get(r.inputs, "values", "driver", "enabled")]
+    operator = [
+        r
+        for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs.get("chart") == "gpu-operator" and _get(r.inputs, "values", "driver", "enabled")
+    ]
     if operator:
         version = _get(operator[0].inputs, "values", "driver", "version")
         if version and version != driver_versions.GPU_OPERATOR_DRIVER.value:
@@ -340,24 +393,41 @@ def _pool_driver_facts(graph: ApplyGraph, pool: str) -> list[tuple[str, Any]]:
     for group in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
         if _pool_label(group.inputs.get("labels")) == pool:
             release = driver_versions.eks_ami_release_of(group.inputs.get("releaseVersion"))
-            facts.append((group.name, driver_versions.EKS_AMI_DRIVERS.get(release or "")
-                          or f"AMI release {group.inputs.get('releaseVersion') or '(not pinned: the newest at creation)'} "
-                             "has no recorded driver"))
+            facts.append(
+                (
+                    group.name,
+                    driver_versions.EKS_AMI_DRIVERS.get(release or "")
+                    or f"AMI release {group.inputs.get('releaseVersion') or '(not pinned: the newest at creation)'} "
+                    "has no recorded driver",
+                )
+            )
     classes = {_get(c.inputs, "metadata", "name"): c for c in _custom_objects(graph, "EC2NodeClass")}
     for node_pool in _custom_objects(graph, "NodePool"):
         if _pool_label(_get(node_pool.inputs, "spec", "template", "metadata", "labels")) != pool:
             continue
         node_class = classes.get(_get(node_pool.inputs, "spec", "template", "spec", "nodeClassRef", "name"))
-        aliases = [t.get("alias") for t in (_get(node_class.inputs, "spec", "amiSelectorTerms") if node_class else []) or []]
+        aliases = [
+            t.get("alias") for t in (_get(node_class.inputs, "spec", "amiSelectorTerms") if node_class else []) or []
+        ]
         release = driver_versions.eks_ami_release_of(aliases[0] if aliases else None)
-        facts.append((node_pool.name, driver_versions.EKS_AMI_DRIVERS.get(release or "")
-                      or f"AMI {aliases or '(none)'} is not a pinned release: it has no recorded driver"))
+        facts.append(
+            (
+                node_pool.name,
+                driver_versions.EKS_AMI_DRIVERS.get(release or "")
+                or f"AMI {aliases or '(none)'} is not a pinned release: it has no recorded driver",
+            )
+        )
     for gke_pool in graph.of_type("gcp:container/nodePool:NodePool"):
         if _pool_label(_get(gke_pool.inputs, "nodeConfig", "labels")) == pool:
             accelerators = _get(gke_pool.inputs, "nodeConfig", "guestAccelerators") or []
             version = _get(accelerators[0], "gpuDriverInstallationConfig", "gpuDriverVersion") if accelerators else None
-            facts.append((gke_pool.name, driver_versions.GKE_DRIVERS.get(version or "")
-                          or f"gpu_driver_version {version!r} installs no known driver"))
+            facts.append(
+                (
+                    gke_pool.name,
+                    driver_versions.GKE_DRIVERS.get(version or "")
+                    or f"gpu_driver_version {version!r} installs no known driver",
+                )
+            )
     return facts
 
 
@@ -376,13 +446,18 @@ def server_workloads(graph: ApplyGraph) -> list[tuple[RecordedResource, str, str
         if kind == "Deployment":
             templates = [_get(spec, "template")]
         elif kind == "LeaderWorkerSet":
-            templates = [_get(spec, "leaderWorkerTemplate", "leaderTemplate"), _get(spec, "leaderWorkerTemplate", "workerTemplate")]
+            templates = [
+                _get(spec, "leaderWorkerTemplate", "leaderTemplate"),
+                _get(spec, "leaderWorkerTemplate", "workerTemplate"),
+            ]
         if kind == "InferenceService":
             predictor = _get(spec, "predictor") or {}
             pool = _pool_label(predictor.get("nodeSelector"))
             if pool:
                 runtime = _get(predictor, "model", "runtime")
-                out.append((resource, runtime_images.get(runtime, f"kserve runtime {runtime} (not created here)"), pool))
+                out.append(
+                    (resource, runtime_images.get(runtime, f"kserve runtime {runtime} (not created here)"), pool)
+                )
         for template in templates:
             pod = _get(template, "spec") or {}
             pool = _pool_label(pod.get("nodeSelector"))
@@ -411,11 +486,12 @@ def node_driver_runs_engine_cuda(graph: ApplyGraph) -> Iterable[Violation]:
         if cuda is None or cuda.value is None or driver.value is None:
             continue  # unresolved: the offline plan lists it with the command that settles it
         if driver_versions.driver_runs(driver.value, cuda.value) is False:
-            yield Violation("node-driver-runs-engine-cuda", describe(workload),
-                            f"{image} is built with CUDA {cuda.value}, which needs driver >= "
-                            f"{driver_versions.minimum_driver(cuda.value)}; {where} runs {driver.value} ({driver.subject})")
-
-
+            yield Violation(
+                "node-driver-runs-engine-cuda",
+                describe(workload),
+                f"{image} is built with CUDA {cuda.value}, which needs driver >= "
+                f"{driver_versions.minimum_driver(cuda.value)}; {where} runs {driver.value} ({driver.subject})",
+            )
 
 
 # --- GKE Gateway ------------------------------------------------------------------------------------
@@ -426,28 +502,41 @@ GCP_SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 
 @rule("regional-gateway-has-its-gke-prerequisites")
 def regional_gateway_has_its_gke_prerequisites(graph: ApplyGraph) -> Iterable[Violation]:
-    gateways = [r for r in graph.kubernetes_objects() if r.inputs.get("kind") == "Gateway"
-                and _get(r.inputs, "spec", "gatewayClassName") in GKE_REGIONAL_CLASSES]
+    gateways = [
+        r
+        for r in graph.kubernetes_objects()
+        if r.inputs.get("kind") == "Gateway" and _get(r.inputs, "spec", "gatewayClassName") in GKE_REGIONAL_CLASSES
+    ]
     clusters = graph.of_type("gcp:container/cluster:Cluster")
     if not gateways or not clusters:
         return  # no regional GKE Gateway, or a cluster the stack does not create
     [cluster] = clusters
     for gateway in gateways:
         if (_get(cluster.inputs, "gatewayApiConfig", "channel") or "CHANNEL_DISABLED") == "CHANNEL_DISABLED":
-            yield Violation("regional-gateway-has-its-gke-prerequisites", describe(gateway),
-                            "the cluster's Gateway API is off, so GKE has no GatewayClass "
-                            f"{_get(gateway.inputs, 'spec', 'gatewayClassName')} and the Gateway is never programmed")
+            yield Violation(
+                "regional-gateway-has-its-gke-prerequisites",
+                describe(gateway),
+                "the cluster's Gateway API is off, so GKE has no GatewayClass "
+                f"{_get(gateway.inputs, 'spec', 'gatewayClassName')} and the Gateway is never programmed",
+            )
         network = cluster.inputs.get("network")
         if network is None:
             continue  # the project's default network: its proxy-only subnet is the owner's (docs/routing.md)
         region = cluster.inputs.get("location")
-        proxies = [s for s in graph.of_type(GCP_SUBNETWORK)
-                   if s.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY" and s.inputs.get("role") == "ACTIVE"
-                   and s.inputs.get("region") == region]
+        proxies = [
+            s
+            for s in graph.of_type(GCP_SUBNETWORK)
+            if s.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY"
+            and s.inputs.get("role") == "ACTIVE"
+            and s.inputs.get("region") == region
+        ]
         if not proxies:
-            yield Violation("regional-gateway-has-its-gke-prerequisites", describe(gateway),
-                            f"no ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in {region} for the regional "
-                            "load balancer's proxies; the Gateway would never get an address")
+            yield Violation(
+                "regional-gateway-has-its-gke-prerequisites",
+                describe(gateway),
+                f"no ACTIVE proxy-only subnet (REGIONAL_MANAGED_PROXY) in {region} for the regional "
+                "load balancer's proxies; the Gateway would never get an address",
+            )
 
 
 # --- API endpoint and Secrets encryption ------------------------------------------------------------
@@ -470,21 +559,33 @@ def eks_endpoint_accepted(graph: ApplyGraph) -> Iterable[Violation]:
         private = vpc.get("endpointPrivateAccess", False)
         cidrs = vpc.get("publicAccessCidrs") or []
         if not public and not private:
-            yield Violation("eks-endpoint-accepted", describe(cluster),
-                            "both endpointPublicAccess and endpointPrivateAccess are off; EKS refuses a cluster "
-                            "with no API endpoint")
+            yield Violation(
+                "eks-endpoint-accepted",
+                describe(cluster),
+                "both endpointPublicAccess and endpointPrivateAccess are off; EKS refuses a cluster "
+                "with no API endpoint",
+            )
         if not public and cidrs:
-            yield Violation("eks-endpoint-accepted", describe(cluster),
-                            "publicAccessCidrs are set with endpointPublicAccess off; EKS ignores them, so the list "
-                            "restricts nothing")
+            yield Violation(
+                "eks-endpoint-accepted",
+                describe(cluster),
+                "publicAccessCidrs are set with endpointPublicAccess off; EKS ignores them, so the list "
+                "restricts nothing",
+            )
         if len(cidrs) > EKS_PUBLIC_CIDR_QUOTA:
-            yield Violation("eks-endpoint-accepted", describe(cluster),
-                            f"{len(cidrs)} publicAccessCidrs, above EKS's fixed quota of {EKS_PUBLIC_CIDR_QUOTA}")
+            yield Violation(
+                "eks-endpoint-accepted",
+                describe(cluster),
+                f"{len(cidrs)} publicAccessCidrs, above EKS's fixed quota of {EKS_PUBLIC_CIDR_QUOTA}",
+            )
         for cidr in cidrs:
             net = ipaddress.ip_network(cidr)
             if net.prefixlen and (net.is_private or net.is_reserved or net.is_link_local or net.is_loopback):
-                yield Violation("eks-endpoint-accepted", describe(cluster),
-                                f"publicAccessCidrs lists {cidr}, a reserved range, which EKS refuses")
+                yield Violation(
+                    "eks-endpoint-accepted",
+                    describe(cluster),
+                    f"publicAccessCidrs lists {cidr}, a reserved range, which EKS refuses",
+                )
 
 
 def _policy_statements(policy: Any) -> list[dict]:
@@ -524,9 +625,12 @@ def eks_secrets_key_usable(graph: ApplyGraph) -> Iterable[Violation]:
             if key.inputs.get("customerMasterKeySpec", "SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
                 yield Violation("eks-secrets-key-usable", describe(cluster), f"{describe(key)} is not symmetric")
             if key.inputs.get("region") != cluster.inputs.get("region"):
-                yield Violation("eks-secrets-key-usable", describe(cluster),
-                                f"{describe(key)} is in {key.inputs.get('region')}, the cluster in "
-                                f"{cluster.inputs.get('region')}; EKS needs a key of its own region")
+                yield Violation(
+                    "eks-secrets-key-usable",
+                    describe(cluster),
+                    f"{describe(key)} is in {key.inputs.get('region')}, the cluster in "
+                    f"{cluster.inputs.get('region')}; EKS needs a key of its own region",
+                )
         role_arn = str(cluster.inputs.get("roleArn"))
         granted: set[str] = set()
         for u in graph.upstream(cluster):
@@ -536,9 +640,12 @@ def eks_secrets_key_usable(graph: ApplyGraph) -> Iterable[Violation]:
                 for statement in _policy_statements(policy.inputs.get("policy")):
                     granted |= _allows(statement, needed, str(key_arn))
         if needed - granted:
-            yield Violation("eks-secrets-key-usable", describe(cluster),
-                            f"the cluster role may not {', '.join(sorted(needed - granted))} on {key_arn} before the "
-                            "cluster is created, so EKS cannot encrypt Secrets with it")
+            yield Violation(
+                "eks-secrets-key-usable",
+                describe(cluster),
+                f"the cluster role may not {', '.join(sorted(needed - granted))} on {key_arn} before the "
+                "cluster is created, so EKS cannot encrypt Secrets with it",
+            )
 
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
@@ -554,26 +661,43 @@ def gke_secrets_key_granted_before_cluster(graph: ApplyGraph) -> Iterable[Violat
             continue
         key = encryption.get("keyName")
         members = [graph.by_urn[u] for u in graph.upstream(cluster) if graph.by_urn[u].type == KMS_KEY_MEMBER]
-        if not any(m.inputs.get("cryptoKeyId") == key and m.inputs.get("role") == GKE_AGENT_ROLE
-                   and str(m.inputs.get("member", "")).endswith("@container-engine-robot.iam.gserviceaccount.com")
-                   for m in members):
-            yield Violation("gke-secrets-key-granted-before-cluster", describe(cluster),
-                            f"no {GKE_AGENT_ROLE} for the GKE service agent on {key} is in place before the cluster "
-                            "is created; GKE refuses to create a cluster whose Secrets key it cannot use")
+        if not any(
+            m.inputs.get("cryptoKeyId") == key
+            and m.inputs.get("role") == GKE_AGENT_ROLE
+            and str(m.inputs.get("member", "")).endswith("@container-engine-robot.iam.gserviceaccount.com")
+            for m in members
+        ):
+            yield Violation(
+                "gke-secrets-key-granted-before-cluster",
+                describe(cluster),
+                f"no {GKE_AGENT_ROLE} for the GKE service agent on {key} is in place before the cluster "
+                "is created; GKE refuses to create a cluster whose Secrets key it cannot use",
+            )
         keys = [k for k in graph.of_type("gcp:kms/cryptoKey:CryptoKey") if mock_id(k.type, k.name) == key]
         ring_ids = {k.inputs.get("keyRing") for k in keys}
         for ring in (r for r in graph.of_type("gcp:kms/keyRing:KeyRing") if mock_id(r.type, r.name) in ring_ids):
             if ring.inputs.get("location") != cluster.inputs.get("location"):
-                yield Violation("gke-secrets-key-granted-before-cluster", describe(cluster),
-                                f"{describe(ring)} is in {ring.inputs.get('location')}, the cluster in "
-                                f"{cluster.inputs.get('location')}; the key ring must be in the cluster's location")
+                yield Violation(
+                    "gke-secrets-key-granted-before-cluster",
+                    describe(cluster),
+                    f"{describe(ring)} is in {ring.inputs.get('location')}, the cluster in "
+                    f"{cluster.inputs.get('location')}; the key ring must be in the cluster's location",
+                )
 
 
-CLOUD_RULES = ("cloud-api-enabled-before-use", "identity-binding-waits-for-pool",
-               "multi-interface-nodes-in-private-subnets", "private-nodes-wait-for-nat",
-               "gpu-capacity-has-an-autoscaler", "node-driver-runs-engine-cuda",
-               "regional-gateway-has-its-gke-prerequisites", "mirrored-image-has-its-cache", "eks-endpoint-accepted",
-               "eks-secrets-key-usable", "gke-secrets-key-granted-before-cluster")
+CLOUD_RULES = (
+    "cloud-api-enabled-before-use",
+    "identity-binding-waits-for-pool",
+    "multi-interface-nodes-in-private-subnets",
+    "private-nodes-wait-for-nat",
+    "gpu-capacity-has-an-autoscaler",
+    "node-driver-runs-engine-cuda",
+    "regional-gateway-has-its-gke-prerequisites",
+    "mirrored-image-has-its-cache",
+    "eks-endpoint-accepted",
+    "eks-secrets-key-usable",
+    "gke-secrets-key-granted-before-cluster",
+)
 
 
 # --- pull-through image caches (images.pullThrough) ---------------------------------------------
@@ -600,9 +724,12 @@ def workload_images(graph: ApplyGraph) -> list[tuple[RecordedResource, str]]:
     for resource in graph.kubernetes_objects():
         inputs = resource.inputs
         spec = inputs.get("spec") or {}
-        templates = [_get(spec, "template"), _get(spec, "jobTemplate", "spec", "template"),
-                     _get(spec, "leaderWorkerTemplate", "leaderTemplate"),
-                     _get(spec, "leaderWorkerTemplate", "workerTemplate")]
+        templates = [
+            _get(spec, "template"),
+            _get(spec, "jobTemplate", "spec", "template"),
+            _get(spec, "leaderWorkerTemplate", "leaderTemplate"),
+            _get(spec, "leaderWorkerTemplate", "workerTemplate"),
+        ]
         for template in templates:
             out += [(resource, image) for image in _pod_images(_get(template, "spec"))]
         if inputs.get("kind") == "ClusterStorageContainer":
@@ -657,10 +784,13 @@ def mirrored_image_has_its_cache(graph: ApplyGraph) -> Iterable[Violation]:
     repositories (https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-iam.html);
     on Artifact Registry roles/artifactregistry.reader on the repository for the nodes' account."""
     rules_by_prefix = {r.inputs.get("ecrRepositoryPrefix"): r for r in graph.of_type(ECR_RULE)}
-    repositories = {(r.inputs.get("location"), r.inputs.get("project"), r.inputs.get("repositoryId")): r
-                    for r in graph.of_type(AR_REPOSITORY)}
-    node_accounts = {_get(p.inputs, "nodeConfig", "serviceAccount") for p in graph.of_type(
-        "gcp:container/nodePool:NodePool")} - {None}
+    repositories = {
+        (r.inputs.get("location"), r.inputs.get("project"), r.inputs.get("repositoryId")): r
+        for r in graph.of_type(AR_REPOSITORY)
+    }
+    node_accounts = {
+        _get(p.inputs, "nodeConfig", "serviceAccount") for p in graph.of_type("gcp:container/nodePool:NodePool")
+    } - {None}
     for resource, image in workload_images(graph):
         host, _, rest = image.partition("/")
         first = rest.split("/", 1)[0]
@@ -669,36 +799,65 @@ def mirrored_image_has_its_cache(graph: ApplyGraph) -> Iterable[Violation]:
             account, region = ecr.groups()
             cache = rules_by_prefix.get(first)
             if cache is None:
-                yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                f"pulls {image} through ECR prefix {first!r}, but no pull-through cache rule has that prefix")
+                yield Violation(
+                    "mirrored-image-has-its-cache",
+                    describe(resource),
+                    f"pulls {image} through ECR prefix {first!r}, but no pull-through cache rule has that prefix",
+                )
                 continue
             if not graph.waits_for(resource, cache):
-                yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                f"pulls {image} before the pull-through cache rule {cache.name} exists")
+                yield Violation(
+                    "mirrored-image-has-its-cache",
+                    describe(resource),
+                    f"pulls {image} before the pull-through cache rule {cache.name} exists",
+                )
             arn = f"arn:aws:ecr:{region}:{account}:repository/{rest.rsplit(':', 1)[0].split('@')[0]}"
             for role in _node_roles(graph):
-                policies = [p for p in graph.of_type(ROLE_POLICY) if p.inputs.get("role") == role.inputs.get("name", role.name)
-                            and _grants(p.inputs.get("policy"), ECR_PULL_THROUGH_ACTIONS, arn)]
+                policies = [
+                    p
+                    for p in graph.of_type(ROLE_POLICY)
+                    if p.inputs.get("role") == role.inputs.get("name", role.name)
+                    and _grants(p.inputs.get("policy"), ECR_PULL_THROUGH_ACTIONS, arn)
+                ]
                 if not policies:
-                    yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                    f"node role {role.name} may not fill the cache for {image} "
-                                    f"({', '.join(sorted(ECR_PULL_THROUGH_ACTIONS))} on {arn})")
+                    yield Violation(
+                        "mirrored-image-has-its-cache",
+                        describe(resource),
+                        f"node role {role.name} may not fill the cache for {image} "
+                        f"({', '.join(sorted(ECR_PULL_THROUGH_ACTIONS))} on {arn})",
+                    )
                 elif not any(graph.waits_for(resource, p) for p in policies):
-                    yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                    f"pulls {image} before node role {role.name} may fill the cache")
+                    yield Violation(
+                        "mirrored-image-has-its-cache",
+                        describe(resource),
+                        f"pulls {image} before node role {role.name} may fill the cache",
+                    )
         elif ar:
             project, repository_id = first, rest.split("/", 2)[1] if rest.count("/") >= 2 else ""
             repo = repositories.get((ar.group(1), project, repository_id))
             if repo is None or repo.inputs.get("mode") != "REMOTE_REPOSITORY":
-                yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                f"pulls {image}, but no Artifact Registry remote repository {repository_id!r} exists there")
+                yield Violation(
+                    "mirrored-image-has-its-cache",
+                    describe(resource),
+                    f"pulls {image}, but no Artifact Registry remote repository {repository_id!r} exists there",
+                )
                 continue
-            readers = [m for m in graph.of_type(AR_MEMBER) if m.inputs.get("repository") == repo.inputs.get("name", repo.name)
-                       and m.inputs.get("role") == "roles/artifactregistry.reader"
-                       and any(m.inputs.get("member") == f"serviceAccount:{sa}" for sa in node_accounts)]
+            readers = [
+                m
+                for m in graph.of_type(AR_MEMBER)
+                if m.inputs.get("repository") == repo.inputs.get("name", repo.name)
+                and m.inputs.get("role") == "roles/artifactregistry.reader"
+                and any(m.inputs.get("member") == f"serviceAccount:{sa}" for sa in node_accounts)
+            ]
             if not readers:
-                yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                f"the nodes' service account may not read {repository_id} (roles/artifactregistry.reader)")
+                yield Violation(
+                    "mirrored-image-has-its-cache",
+                    describe(resource),
+                    f"the nodes' service account may not read {repository_id} (roles/artifactregistry.reader)",
+                )
             elif not graph.waits_for(resource, repo) or not any(graph.waits_for(resource, m) for m in readers):
-                yield Violation("mirrored-image-has-its-cache", describe(resource),
-                                f"pulls {image} before the remote repository {repository_id} and its reader binding exist")
+                yield Violation(
+                    "mirrored-image-has-its-cache",
+                    describe(resource),
+                    f"pulls {image} before the remote repository {repository_id} and its reader binding exist",
+                )

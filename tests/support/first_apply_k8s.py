@@ -31,7 +31,7 @@ Registered with tests/support/first_apply.py (`check(evaluation)` runs them with
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from common import contract
 from components.addons import CATALOG, gateway_api, inference_extension, kserve, leader_worker_set
@@ -47,9 +47,23 @@ CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 
 # API groups Kubernetes serves itself (no CRD needed).
-BUILTIN_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
-                  "storage.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "apiextensions.k8s.io",
-                  "admissionregistration.k8s.io", "certificates.k8s.io", "discovery.k8s.io", "node.k8s.io"}
+BUILTIN_GROUPS = {
+    "",
+    "apps",
+    "batch",
+    "policy",
+    "autoscaling",
+    "networking.k8s.io",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "scheduling.k8s.io",
+    "coordination.k8s.io",
+    "apiextensions.k8s.io",
+    "admissionregistration.k8s.io",
+    "certificates.k8s.io",
+    "discovery.k8s.io",
+    "node.k8s.io",
+}
 
 Kind = tuple[str, str]  # (group, kind)
 
@@ -97,8 +111,11 @@ MONITORING = "monitoring.coreos.com"
 RENDERED_KINDS: dict[str, set[Kind]] = {
     contract.PICKER_CHART: {INFERENCE_POOL},
     "kube-prometheus-stack": {(MONITORING, "ServiceMonitor"), (MONITORING, "PrometheusRule")},
-    "kserve-resources": {("cert-manager.io", "Certificate"), ("cert-manager.io", "Issuer"),
-                         ("serving.kserve.io", "ClusterStorageContainer")},
+    "kserve-resources": {
+        ("cert-manager.io", "Certificate"),
+        ("cert-manager.io", "Issuer"),
+        ("serving.kserve.io", "ClusterStorageContainer"),
+    },
     "kserve-runtime-configs": {("serving.kserve.io", "ClusterServingRuntime")},
 }
 # kserve-crd installs the ClusterServingRuntime CRD too (charts/kserve-crd/templates at v0.20.0).
@@ -117,7 +134,7 @@ READINESS = {
     ("mellanox.com", "MacvlanNetwork"): nic_cluster_policy.READY,
 }
 # Kinds an operator applies at run time, and the policy whose readiness means they are served.
-RUNTIME_KINDS = {kind: ("mellanox.com", "NicClusterPolicy") for kind in nic_cluster_policy.RUNTIME_KINDS}
+RUNTIME_KINDS = dict.fromkeys(nic_cluster_policy.RUNTIME_KINDS, ("mellanox.com", "NicClusterPolicy"))
 
 
 def group_kind(resource: RecordedResource) -> Kind:
@@ -183,10 +200,13 @@ def crd_before_custom_resource(graph: ApplyGraph) -> Iterable[Violation]:
             continue
         kind = group_kind(resource)
         if kind not in _provided_upstream(graph, resource):
-            yield Violation("crd-before-custom-resource", describe(resource),
-                            f"{kind[1]} ({kind[0]}) is created before anything that installs its CRD (an add-on "
-                            "release, or the CRD looked up on an existing cluster); the provider gives up on an "
-                            "unknown kind after about a minute")
+            yield Violation(
+                "crd-before-custom-resource",
+                describe(resource),
+                f"{kind[1]} ({kind[0]}) is created before anything that installs its CRD (an add-on "
+                "release, or the CRD looked up on an existing cluster); the provider gives up on an "
+                "unknown kind after about a minute",
+            )
 
 
 @rule("chart-renders-after-its-crds")
@@ -194,16 +214,22 @@ def chart_renders_after_its_crds(graph: ApplyGraph) -> Iterable[Violation]:
     for release in graph.of_type(RELEASE):
         rendered = set(RENDERED_KINDS.get(chart_of(release), set()))
         values = release.inputs.get("values") or {}
-        if chart_of(release) == "gpu-operator" and ((values.get("dcgmExporter") or {}).get("serviceMonitor") or {}).get("enabled"):
+        if chart_of(release) == "gpu-operator" and ((values.get("dcgmExporter") or {}).get("serviceMonitor") or {}).get(
+            "enabled"
+        ):
             rendered.add((MONITORING, "ServiceMonitor"))
         if chart_of(release) == contract.PICKER_CHART and (
-                ((values.get("router") or {}).get("monitoring") or {}).get("prometheus") or {}).get("enabled"):
+            ((values.get("router") or {}).get("monitoring") or {}).get("prometheus") or {}
+        ).get("enabled"):
             rendered.add((MONITORING, "ServiceMonitor"))
         missing = rendered - _provided_upstream(graph, release) - kinds_provided_by(release)
         for group, kind in sorted(missing):
-            yield Violation("chart-renders-after-its-crds", describe(release),
-                            f"the chart renders a {kind} ({group}) but nothing before the release installs its CRD; "
-                            "Helm refuses the whole release")
+            yield Violation(
+                "chart-renders-after-its-crds",
+                describe(release),
+                f"the chart renders a {kind} ({group}) but nothing before the release installs its CRD; "
+                "Helm refuses the whole release",
+            )
 
 
 @rule("custom-resource-waits-are-real")
@@ -214,21 +240,30 @@ def custom_resource_waits_are_real(graph: ApplyGraph) -> Iterable[Violation]:
         wait_for = annotations(resource).get(contract.PULUMI_WAIT_FOR)
         expected = READINESS.get(group_kind(resource))
         if resource.custom_timeouts and wait_for is None:
-            yield Violation("custom-resource-waits-are-real", describe(resource),
-                            "has customTimeouts but no pulumi.com/waitFor: the provider counts a custom resource "
-                            "created as soon as the API server accepts it, so the timeouts bound nothing")
+            yield Violation(
+                "custom-resource-waits-are-real",
+                describe(resource),
+                "has customTimeouts but no pulumi.com/waitFor: the provider counts a custom resource "
+                "created as soon as the API server accepts it, so the timeouts bound nothing",
+            )
         if expected is not None and wait_for != expected:
-            yield Violation("custom-resource-waits-are-real", describe(resource),
-                            f"its readiness matters but it does not wait for it: pulumi.com/waitFor should be "
-                            f"{expected!r}, is {wait_for!r}")
+            yield Violation(
+                "custom-resource-waits-are-real",
+                describe(resource),
+                f"its readiness matters but it does not wait for it: pulumi.com/waitFor should be "
+                f"{expected!r}, is {wait_for!r}",
+            )
 
 
 def _sizing(graph: ApplyGraph) -> dict[str, dict]:
     return {row["model"]: row for row in graph.evaluation.outputs.get("sizing") or []}
 
 
-WORKLOAD_KINDS = {("apps", "Deployment"), ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
-                  ("serving.kserve.io", "InferenceService")}
+WORKLOAD_KINDS = {
+    ("apps", "Deployment"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+    ("serving.kserve.io", "InferenceService"),
+}
 
 
 @rule("waits-cover-the-plan")
@@ -240,24 +275,39 @@ def waits_cover_the_plan(graph: ApplyGraph) -> Iterable[Violation]:
         kind = group_kind(resource)
         if kind in WORKLOAD_KINDS and row is not None:
             needed = row["startupBudgetSeconds"] + row["nodeProvisioningSeconds"]
-            waited = duration_seconds(resource.custom_timeouts["create"]) if "create" in resource.custom_timeouts \
+            waited = (
+                duration_seconds(resource.custom_timeouts["create"])
+                if "create" in resource.custom_timeouts
                 else KUBERNETES_DEFAULT_WAIT_SECONDS
+            )
             if waited < needed:
-                yield Violation("waits-cover-the-plan", describe(resource),
-                                f"`pulumi up` waits {waited} s, less than the startup budget plus node provisioning "
-                                f"({row['startupBudgetSeconds']} + {row['nodeProvisioningSeconds']} s)")
+                yield Violation(
+                    "waits-cover-the-plan",
+                    describe(resource),
+                    f"`pulumi up` waits {waited} s, less than the startup budget plus node provisioning "
+                    f"({row['startupBudgetSeconds']} + {row['nodeProvisioningSeconds']} s)",
+                )
             deadline = (resource.inputs.get("spec") or {}).get("progressDeadlineSeconds")
             if kind == ("apps", "Deployment") and (deadline or 600) < needed:
-                yield Violation("waits-cover-the-plan", describe(resource),
-                                f"progressDeadlineSeconds {deadline or 600} is less than the startup budget plus node "
-                                f"provisioning ({needed} s): a healthy rollout would be marked failed")
+                yield Violation(
+                    "waits-cover-the-plan",
+                    describe(resource),
+                    f"progressDeadlineSeconds {deadline or 600} is less than the startup budget plus node "
+                    f"provisioning ({needed} s): a healthy rollout would be marked failed",
+                )
         if kind == ("batch", "Job"):
             active = (resource.inputs.get("spec") or {}).get("activeDeadlineSeconds")
-            waited = duration_seconds(resource.custom_timeouts["create"]) if "create" in resource.custom_timeouts \
+            waited = (
+                duration_seconds(resource.custom_timeouts["create"])
+                if "create" in resource.custom_timeouts
                 else KUBERNETES_DEFAULT_WAIT_SECONDS
+            )
             if active is not None and waited < active:
-                yield Violation("waits-cover-the-plan", describe(resource),
-                                f"`pulumi up` waits {waited} s for a Job that may run {active} s")
+                yield Violation(
+                    "waits-cover-the-plan",
+                    describe(resource),
+                    f"`pulumi up` waits {waited} s for a Job that may run {active} s",
+                )
 
 
 def _matches(selector: dict, labels: dict) -> bool:
@@ -283,11 +333,16 @@ def service_does_not_outwait_its_pods(graph: ApplyGraph) -> Iterable[Violation]:
             continue
         if str(annotations(service).get(contract.PULUMI_SKIP_AWAIT, "")).lower() == "true":
             continue
-        backing = [r for r in graph.kubernetes_objects() if any(_matches(selector, labels) for labels in _pod_labels(r))]
+        backing = [
+            r for r in graph.kubernetes_objects() if any(_matches(selector, labels) for labels in _pod_labels(r))
+        ]
         if backing and not any(graph.waits_for(service, r) for r in backing):
-            yield Violation("service-does-not-outwait-its-pods", describe(service),
-                            "waits up to 10 minutes for a ready endpoint but is created beside, not after, the "
-                            "workload whose pods back it; set pulumi.com/skipAwait or create it after the workload")
+            yield Violation(
+                "service-does-not-outwait-its-pods",
+                describe(service),
+                "waits up to 10 minutes for a ready endpoint but is created beside, not after, the "
+                "workload whose pods back it; set pulumi.com/skipAwait or create it after the workload",
+            )
 
 
 @rule("picker-release-does-not-wait-for-its-standby")
@@ -297,10 +352,13 @@ def picker_release_does_not_wait_for_its_standby(graph: ApplyGraph) -> Iterable[
             continue
         replicas = int((((release.inputs.get("values") or {}).get("router") or {}).get("epp") or {}).get("replicas", 1))
         if replicas > 1 and not release.inputs.get("skipAwait"):
-            yield Violation("picker-release-does-not-wait-for-its-standby", describe(release),
-                            f"{replicas} pickers run under leader election and only the leader is Ready, but "
-                            "Helm's wait needs every replica of a Recreate Deployment Ready: the release would "
-                            "time out (and roll back when atomic); set skipAwait")
+            yield Violation(
+                "picker-release-does-not-wait-for-its-standby",
+                describe(release),
+                f"{replicas} pickers run under leader election and only the leader is Ready, but "
+                "Helm's wait needs every replica of a Recreate Deployment Ready: the release would "
+                "time out (and roll back when atomic); set skipAwait",
+            )
 
 
 @rule("picker-starts-after-the-kinds-it-discovers")
@@ -309,6 +367,9 @@ def picker_starts_after_the_kinds_it_discovers(graph: ApplyGraph) -> Iterable[Vi
         if chart_of(release) != contract.PICKER_CHART:
             continue
         for group, kind in sorted(PICKER_DISCOVERS - _provided_upstream(graph, release)):
-            yield Violation("picker-starts-after-the-kinds-it-discovers", describe(release),
-                            f"the picker looks for {kind} ({group}) only when it starts, and nothing before the "
-                            "release installs its CRD: objects of that kind would be ignored until a restart")
+            yield Violation(
+                "picker-starts-after-the-kinds-it-discovers",
+                describe(release),
+                f"the picker looks for {kind} ({group}) only when it starts, and nothing before the "
+                "release installs its CRD: objects of that kind would be ignored until a restart",
+            )

@@ -20,6 +20,13 @@ def stack(pools, cluster=None) -> cfg.StackConfig:
 # Config requires one gkeDriverVersion across a cluster's pools (the GPU Operator is set up once).
 POOLS = [
     {"name": "l4", "gpu": "L4", "minNodes": 0, "maxNodes": 4, "diskGib": 250, "gkeDriverVersion": "DEFAULT"},
-    {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "spot", "maxNodes": 2, "gkeDriverVersion": "DEFAULT"},
+    {
+        "name": "h100",
+        "gpu": "H100-80GB",
+        "gpusPerNode": 8,
+        "capacityType": "spot",
+        "maxNodes": 2,
+        "gkeDriverVersion": "DEFAULT",
+    },
     {"name": "a100", "gpu": "A100-40GB", "localSsd": False, "gkeDriverVersion": "DEFAULT"},
 ]

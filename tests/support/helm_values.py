@@ -48,8 +48,7 @@ OPEN_MAPPINGS = {"karpenter": {"nodeSelector"}}
 TEMPLATE_ONLY_KEYS = {
     "gpu-operator": {
         # values.yaml lines 348-349 show `# config:` / `# name: custom-dcgm-exporter-metrics` commented.
-        "dcgmExporter.config.name":
-            "NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/templates/clusterpolicy.yaml:561-564",
+        "dcgmExporter.config.name": "NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/templates/clusterpolicy.yaml:561-564",
     },
 }
 
@@ -69,8 +68,9 @@ def chart_defaults(chart: str) -> dict[str, Any]:
     return defaults
 
 
-def unknown_value_paths(values: dict[str, Any], defaults: dict[str, Any], prefix: str = "",
-                        open_paths: frozenset[str] = frozenset()) -> list[str]:
+def unknown_value_paths(
+    values: dict[str, Any], defaults: dict[str, Any], prefix: str = "", open_paths: frozenset[str] = frozenset()
+) -> list[str]:
     """Every path in `values` the chart's `defaults` do not have, with the reason; [] when all exist."""
     problems: list[str] = []
     for key, value in values.items():
@@ -114,7 +114,9 @@ def unlisted_value_paths(values: dict[str, Any], keys: dict[str, dict[str, Any]]
         path = f"{prefix}.{key}" if prefix else str(key)
         entry = keys.get(path)
         if entry is None:
-            problems.append(f"{path}: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)")
+            problems.append(
+                f"{path}: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)"
+            )
         elif entry["shape"] == "mapping":
             if isinstance(value, dict):
                 problems += unlisted_value_paths(value, keys, path)

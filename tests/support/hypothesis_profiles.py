@@ -21,8 +21,9 @@ PROFILE = "repeatable"
 # Any fixed number does; this one is the date the seed was fixed.
 FIXED_SEED = 20261202
 
-settings.register_profile(PROFILE, database=None, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    PROFILE, database=None, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(PROFILE)
 
 
@@ -36,8 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     seed = hypothesis_core.global_force_seed
     origin = "fixed" if seed == FIXED_SEED else "from --hypothesis-seed"
-    return (f"hypothesis: profile {settings.get_current_profile_name()!r}, seed {seed} ({origin}; replay with "
-            f"--hypothesis-seed={seed}), example database off")
+    return (
+        f"hypothesis: profile {settings.get_current_profile_name()!r}, seed {seed} ({origin}; replay with "
+        f"--hypothesis-seed={seed}), example database off"
+    )
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -56,21 +56,39 @@ def aws_allows(policy: dict, action: str, resource: str, context: dict[str, str]
 # (https://cloud.google.com/storage/docs/access-control/iam-roles).
 GCS_ROLE_PERMISSIONS: dict[str, set[str]] = {
     "roles/storage.objectCreator": {
-        "storage.objects.create", "storage.multipartUploads.create", "storage.multipartUploads.abort",
-        "storage.multipartUploads.listParts", "storage.managedFolders.create",
+        "storage.objects.create",
+        "storage.multipartUploads.create",
+        "storage.multipartUploads.abort",
+        "storage.multipartUploads.listParts",
+        "storage.managedFolders.create",
     },
     "roles/storage.objectViewer": {
-        "storage.objects.get", "storage.objects.list", "storage.folders.get", "storage.folders.list",
-        "storage.managedFolders.get", "storage.managedFolders.list",
+        "storage.objects.get",
+        "storage.objects.list",
+        "storage.folders.get",
+        "storage.folders.list",
+        "storage.managedFolders.get",
+        "storage.managedFolders.list",
     },
     "roles/storage.objectUser": {
-        "storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list",
-        "storage.objects.update", "storage.objects.restore", "storage.multipartUploads.create",
-        "storage.multipartUploads.abort", "storage.multipartUploads.listParts",
+        "storage.objects.create",
+        "storage.objects.delete",
+        "storage.objects.get",
+        "storage.objects.list",
+        "storage.objects.update",
+        "storage.objects.restore",
+        "storage.multipartUploads.create",
+        "storage.multipartUploads.abort",
+        "storage.multipartUploads.listParts",
     },
     "roles/storage.objectAdmin": {
-        "storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list",
-        "storage.objects.update", "storage.objects.getIamPolicy", "storage.objects.setIamPolicy",
+        "storage.objects.create",
+        "storage.objects.delete",
+        "storage.objects.get",
+        "storage.objects.list",
+        "storage.objects.update",
+        "storage.objects.getIamPolicy",
+        "storage.objects.setIamPolicy",
     },
 }
 
@@ -79,7 +97,9 @@ _CEL_TOKENS = re.compile(
 )
 
 
-def cel_holds(expression: str, resource_name: str, resource_type: str, attributes: dict[str, str] | None = None) -> bool:
+def cel_holds(
+    expression: str, resource_name: str, resource_type: str, attributes: dict[str, str] | None = None
+) -> bool:
     """Evaluate the subset of CEL our conditions use; anything else is refused, not guessed."""
     tokens = [t for t in _CEL_TOKENS.split(expression) if t.strip()]
     if "".join(_CEL_TOKENS.findall(expression)).replace(" ", "") != expression.replace(" ", ""):
@@ -87,17 +107,29 @@ def cel_holds(expression: str, resource_name: str, resource_type: str, attribute
     python = []
     for token in tokens:
         token = token.strip()
-        python.append({
-            "||": " or ", "&&": " and ", "resource.name": "r_name", "resource.type": "r_type",
-            ".startsWith": ".startswith", "api.getAttribute": "api_get",
-        }.get(token, token))
+        python.append(
+            {
+                "||": " or ",
+                "&&": " and ",
+                "resource.name": "r_name",
+                "resource.type": "r_type",
+                ".startsWith": ".startswith",
+                "api.getAttribute": "api_get",
+            }.get(token, token)
+        )
     attributes = attributes or {}
     scope = {"r_name": resource_name, "r_type": resource_type, "api_get": lambda k, d: attributes.get(k, d)}
-    return bool(eval("".join(python), {"__builtins__": {}}, scope))  # noqa: S307 vetted token list
+    return bool(eval("".join(python), {"__builtins__": {}}, scope))
 
 
-def gcs_allows(bindings: list[dict], member: str, permission: str, bucket: str, obj: str | None = None,
-               list_prefix: str | None = None) -> bool:
+def gcs_allows(
+    bindings: list[dict],
+    member: str,
+    permission: str,
+    bucket: str,
+    obj: str | None = None,
+    list_prefix: str | None = None,
+) -> bool:
     """Is `permission` granted to `member` by the bucket's (conditional) IAM bindings?
 
     An object request names `obj`; a listing names `list_prefix` (checked on the bucket).

@@ -11,15 +11,22 @@ import sys
 import grimp
 
 # The project's top-level packages (`__main__.py` is a script and imports them all).
-PACKAGES = ("common", "stack_config", "planner", "components", "endpoint_tools", "offline_plan", "policies",
-            "safe_yaml")
+PACKAGES = (
+    "common",
+    "stack_config",
+    "planner",
+    "components",
+    "endpoint_tools",
+    "offline_plan",
+    "policies",
+    "safe_yaml",
+)
 
 
 def build(include_external: bool = False) -> grimp.ImportGraph:
     # Imports under `if TYPE_CHECKING:` exist for annotations only and never run, so they cannot
     # make a cycle at import time.
-    return grimp.build_graph(*PACKAGES, include_external_packages=include_external,
-                             exclude_type_checking_imports=True)
+    return grimp.build_graph(*PACKAGES, include_external_packages=include_external, exclude_type_checking_imports=True)
 
 
 def cycles(graph: grimp.ImportGraph) -> list[list[str]]:

@@ -22,25 +22,37 @@ BASELINE = "fedcba9876543210fedcba9876543210fedcba98"
 
 def s3_bucket() -> ModelBucket:
     return ModelBucket(
-        scheme="s3", name="team-models", prefix="models",
+        scheme="s3",
+        name="team-models",
+        prefix="models",
         writer=ServiceAccountBinding(NAMESPACE, "model-mirror"),
         reader=ServiceAccountBinding(NAMESPACE, "model-reader"),
     )
 
 
-def evaluate(model: dict, *, storage: str = "bucket", bucket: ModelBucket | None = None, token: str | None = TOKEN,
-             **extra):
+def evaluate(
+    model: dict, *, storage: str = "bucket", bucket: ModelBucket | None = None, token: str | None = TOKEN, **extra
+):
     p = make_plan({"engine": "kserve", **model})
 
     def program():
         # Keys are given as plain strings and become Pulumi secrets here, inside the mocked run.
         keys = {k: pulumi.Output.secret(extra[k]) for k in ("api_key", "api_key_next") if extra.get(k)}
-        kserve.KServeModel("m", kserve.KServeModelArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE, storage=storage, crds=crds_present(),
-            bucket=bucket if bucket is not None else (s3_bucket() if storage == "bucket" else None),
-            reader_service_account="model-reader", machine=machine(p),
-            hf_token=pulumi.Output.secret(token) if token else None, **{**extra, **keys},
-        ))
+        kserve.KServeModel(
+            "m",
+            kserve.KServeModelArgs(
+                plan=p,
+                placement=placement(p),
+                namespace=NAMESPACE,
+                storage=storage,
+                crds=crds_present(),
+                bucket=bucket if bucket is not None else (s3_bucket() if storage == "bucket" else None),
+                reader_service_account="model-reader",
+                machine=machine(p),
+                hf_token=pulumi.Output.secret(token) if token else None,
+                **{**extra, **keys},
+            ),
+        )
 
     ev = run_in_mocks(program)
     return p, ev

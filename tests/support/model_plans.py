@@ -35,13 +35,21 @@ POOLS = [
 def metadata_loader(has_chat_template: bool | None = True):
     def load(model: config.ModelConfig) -> hub.ModelMetadata:
         cfg = json.loads((MODEL_CONFIGS / REPOS[model.repo] / "config.json").read_text())
-        return hub.ModelMetadata(repo_id=model.repo, revision=model.revision, config=cfg, weights_bytes=None,
-                                 has_chat_template=has_chat_template, source="tests/fixtures/model_configs")
+        return hub.ModelMetadata(
+            repo_id=model.repo,
+            revision=model.revision,
+            config=cfg,
+            weights_bytes=None,
+            has_chat_template=has_chat_template,
+            source="tests/fixtures/model_configs",
+        )
+
     return load
 
 
-def stack(model: dict[str, Any] | list[dict[str, Any]], *, cloud: str = "aws",
-          model_store: dict[str, Any] | None = None) -> config.StackConfig:
+def stack(
+    model: dict[str, Any] | list[dict[str, Any]], *, cloud: str = "aws", model_store: dict[str, Any] | None = None
+) -> config.StackConfig:
     models = model if isinstance(model, list) else [model]
     raw = {"cloud": cloud, "pools": POOLS, "models": [{"revision": REVISION, **m} for m in models]}
     if model_store:
@@ -51,8 +59,13 @@ def stack(model: dict[str, Any] | list[dict[str, Any]], *, cloud: str = "aws",
     return config.parse_stack_config(raw, "test stack")
 
 
-def make_plan(model: dict[str, Any], *, has_chat_template: bool | None = True, cloud: str = "aws",
-              model_store: dict[str, Any] | None = None) -> plan.ModelPlan:
+def make_plan(
+    model: dict[str, Any],
+    *,
+    has_chat_template: bool | None = True,
+    cloud: str = "aws",
+    model_store: dict[str, Any] | None = None,
+) -> plan.ModelPlan:
     sc = stack(model, cloud=cloud, model_store=model_store)
     return plan.build_plans(sc, metadata_loader(has_chat_template))[0]
 
@@ -64,7 +77,10 @@ def make_plans(models: list[dict[str, Any]], *, has_chat_template: bool | None =
 
 def placement(p: plan.ModelPlan) -> GpuPlacement:
     return GpuPlacement(
-        pool=p.pool.name, gpu=p.gpu.name, gpus_per_node=p.pool.gpusPerNode, max_nodes=p.pool.maxNodes,
+        pool=p.pool.name,
+        gpu=p.gpu.name,
+        gpus_per_node=p.pool.gpusPerNode,
+        max_nodes=p.pool.maxNodes,
         node_labels=pool_node_labels(p.pool.name, p.gpu.name),
     )
 
@@ -76,5 +92,10 @@ def machine(p: plan.ModelPlan, cloud: str = "aws"):
 LLAMA_8B = {"repo": "meta-llama/Llama-3.1-8B-Instruct", "pool": "l4", "maxModelLen": 8192}
 LLAMA_70B = {"repo": "meta-llama/Llama-3.1-70B-Instruct", "pool": "h100", "maxModelLen": 32768}
 # 8 × H100 per stage, two stages: one replica spans two nodes.
-LLAMA_70B_TWO_NODES = {"repo": "meta-llama/Llama-3.1-70B-Instruct", "name": "llama-70b-pp", "pool": "h100",
-                       "tensorParallelSize": 8, "pipelineParallelSize": 2}
+LLAMA_70B_TWO_NODES = {
+    "repo": "meta-llama/Llama-3.1-70B-Instruct",
+    "name": "llama-70b-pp",
+    "pool": "h100",
+    "tensorParallelSize": 8,
+    "pipelineParallelSize": 2,
+}

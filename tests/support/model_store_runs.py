@@ -1,4 +1,5 @@
-"""The model store run alone under the mock runtime: a serving namespace and its ModelStores, on an S3 or a GCS bucket."""
+"""The model store run alone under the mock runtime: a serving namespace and its ModelStores, on an S3 or a GCS
+bucket."""
 
 from __future__ import annotations
 
@@ -28,8 +29,12 @@ def aws_bucket() -> ModelBucket:
         scheme="s3",
         name="llm-serving-dev-models",
         prefix="models",
-        writer=ServiceAccountBinding(NAMESPACE, "model-writer", {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/writer"}),
-        reader=ServiceAccountBinding(NAMESPACE, "model-reader", {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/reader"}),
+        writer=ServiceAccountBinding(
+            NAMESPACE, "model-writer", {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/writer"}
+        ),
+        reader=ServiceAccountBinding(
+            NAMESPACE, "model-reader", {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/reader"}
+        ),
         region="us-east-1",
     )
 
@@ -39,8 +44,12 @@ def gcs_bucket() -> ModelBucket:
         scheme="gs",
         name="llm-serving-dev-models",
         prefix="models",
-        writer=ServiceAccountBinding(NAMESPACE, "model-writer", {"iam.gke.io/gcp-service-account": "w@p.iam.gserviceaccount.com"}),
-        reader=ServiceAccountBinding(NAMESPACE, "model-reader", {"iam.gke.io/gcp-service-account": "r@p.iam.gserviceaccount.com"}),
+        writer=ServiceAccountBinding(
+            NAMESPACE, "model-writer", {"iam.gke.io/gcp-service-account": "w@p.iam.gserviceaccount.com"}
+        ),
+        reader=ServiceAccountBinding(
+            NAMESPACE, "model-reader", {"iam.gke.io/gcp-service-account": "r@p.iam.gserviceaccount.com"}
+        ),
     )
 
 
@@ -52,11 +61,17 @@ def evaluate(bucket: ModelBucket | None = None, stores: list[dict] | None = None
         shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, bucket))
         for i, overrides in enumerate(stores or [{}]):
             fields = dict(
-                repo=REPO, revision=REV, served_name="llama-3-1-8b-instruct", weights_bytes=LLAMA_8B_BYTES,
-                model_path=model_path(REPO, REV), namespace=shared.namespace,
+                repo=REPO,
+                revision=REV,
+                served_name="llama-3-1-8b-instruct",
+                weights_bytes=LLAMA_8B_BYTES,
+                model_path=model_path(REPO, REV),
+                namespace=shared.namespace,
                 writer_service_account=shared.writer_service_account,
                 reader_service_account=shared.reader_service_account,
-                downloader_image="vllm/vllm-openai:v0.32.0", storage_class="efs-sc", bucket=bucket,
+                downloader_image="vllm/vllm-openai:v0.32.0",
+                storage_class="efs-sc",
+                bucket=bucket,
             )
             fields.update(overrides)
             created[fields["served_name"]] = ms.ModelStore(f"store-{i}", ms.ModelStoreArgs(**fields))

@@ -55,8 +55,11 @@ class Cluster:
         for p in self.policies:
             spec = p["spec"]
             types = spec.get("policyTypes") or (["Ingress"] + (["Egress"] if "egress" in spec else []))
-            if (p["metadata"].get("namespace") == pod.namespace and direction in types
-                    and selector_matches(spec.get("podSelector"), pod.labels)):
+            if (
+                p["metadata"].get("namespace") == pod.namespace
+                and direction in types
+                and selector_matches(spec.get("podSelector"), pod.labels)
+            ):
                 out.append(p)
         return out
 
@@ -105,5 +108,4 @@ class Cluster:
         return False
 
     def can_reach(self, src: Endpoint, dst: Endpoint, port: int, protocol: str = "TCP") -> bool:
-        return (self._allows(src, "Egress", dst, port, protocol)
-                and self._allows(dst, "Ingress", src, port, protocol))
+        return self._allows(src, "Egress", dst, port, protocol) and self._allows(dst, "Ingress", src, port, protocol)

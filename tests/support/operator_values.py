@@ -1,4 +1,5 @@
-"""The GPU Operator's values for a given cloud and driver, on an H100 pool, and every combination a stack can express."""
+"""The GPU Operator's values for a given cloud and driver, on an H100 pool, and every combination a stack can
+express."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from stack_config import GpuOperatorConfig
 
 def h100_pool(**overrides) -> GpuPlacement:
     fields = dict(
-        pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2,
+        pool="h100",
+        gpu="H100-80GB",
+        gpus_per_node=8,
+        max_nodes=2,
         node_labels=pool_node_labels("h100", "H100-80GB"),
     )
     fields.update(overrides)
@@ -23,8 +27,14 @@ def options(**fields) -> GpuOperatorConfig:
 def values_for(cloud: str, driver: str = "auto", gke: str | None = None, net: bool = False, **opts) -> dict:
     cm = "device-plugin-config" if opts.get("timeSlicingReplicas") else None
     return ov.gpu_operator_values(
-        cloud, driver, options(**opts), [h100_pool()], "gpu-operator",
-        gke_driver_version=gke, network_operator=net, time_slicing_config_map=cm,
+        cloud,
+        driver,
+        options(**opts),
+        [h100_pool()],
+        "gpu-operator",
+        gke_driver_version=gke,
+        network_operator=net,
+        time_slicing_config_map=cm,
     )
 
 

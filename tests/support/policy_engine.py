@@ -71,7 +71,9 @@ def servicer(config: dict | None = None) -> _PolicyAnalyzerServicer:
         for name, settings in config.items():
             settings = dict(settings)
             level = settings.pop("enforcementLevel", BY_NAME[name].level)
-            policy_config[name] = proto.PolicyConfig(enforcementLevel=_LEVEL_TO_PROTO[level], properties=struct(settings))
+            policy_config[name] = proto.PolicyConfig(
+                enforcementLevel=_LEVEL_TO_PROTO[level], properties=struct(settings)
+            )
         s.Configure(proto.ConfigureAnalyzerRequest(policyConfig=policy_config), None)
     return s
 
@@ -81,8 +83,9 @@ def _result(response) -> Result:
     for d in response.diagnostics:
         # The servicer prefixes the policy description; keep the rule's own sentence.
         message = d.message.split("\n", 1)[1] if "\n" in d.message else d.message
-        violations.append(Diagnostic(d.policyName, _PROTO_TO_LEVEL.get(d.enforcementLevel, str(d.enforcementLevel)),
-                                     message, d.urn))
+        violations.append(
+            Diagnostic(d.policyName, _PROTO_TO_LEVEL.get(d.enforcementLevel, str(d.enforcementLevel)), message, d.urn)
+        )
     return Result(violations, {n.policy_name for n in response.not_applicable})
 
 
@@ -91,7 +94,9 @@ def urn(resource_type: str, name: str) -> str:
 
 
 def analyze(resource_type: str, props: dict, name: str = "r", config: dict | None = None) -> Result:
-    request = proto.AnalyzeRequest(type=resource_type, properties=struct(props), urn=urn(resource_type, name), name=name)
+    request = proto.AnalyzeRequest(
+        type=resource_type, properties=struct(props), urn=urn(resource_type, name), name=name
+    )
     return _result(servicer(config).Analyze(request, None))
 
 
@@ -106,10 +111,13 @@ def analyze_stack(resources: list[tuple], config: dict | None = None) -> Result:
     the last being the engine's propertyDependencies (which resources an input's value came from)."""
     entries = []
     for t, n, p, *rest in resources:
-        deps = {k: proto.AnalyzerPropertyDependencies(urns=[urn(dt, dn) for dt, dn in v])
-                for k, v in (rest[0] if rest else {}).items()}
-        entries.append(proto.AnalyzerResource(type=t, name=n, urn=urn(t, n), properties=struct(p),
-                                              propertyDependencies=deps))
+        deps = {
+            k: proto.AnalyzerPropertyDependencies(urns=[urn(dt, dn) for dt, dn in v])
+            for k, v in (rest[0] if rest else {}).items()
+        }
+        entries.append(
+            proto.AnalyzerResource(type=t, name=n, urn=urn(t, n), properties=struct(p), propertyDependencies=deps)
+        )
     request = proto.AnalyzeStackRequest(resources=entries)
     return _result(servicer(config).AnalyzeStack(request, None))
 
@@ -127,5 +135,8 @@ GOOD_SERVER = load_fixture("good", "vllm-deployment.yaml")[0]
 
 
 def cloud_records(evaluation):
-    return [{"type": r.type, "name": r.name, "props": r.inputs}
-            for r in evaluation.resources if r.custom and not r.is_kubernetes_object]
+    return [
+        {"type": r.type, "name": r.name, "props": r.inputs}
+        for r in evaluation.resources
+        if r.custom and not r.is_kubernetes_object
+    ]

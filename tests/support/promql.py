@@ -84,8 +84,9 @@ KUBE_STATE_METRICS = documented_names(FIXTURES / "kube-state-metrics.md")
 def dcgm_names() -> set[str]:
     """Every name the DCGM exporter knows that the fixtures record: each row of its default counters
     file, enabled or commented out, and the names tests/fixtures/dcgm/FIELDS.md cites."""
-    csv_rows = re.findall(r"^#?\s*(DCGM_[A-Z0-9_]+)\s*,", (FIXTURES / "dcgm" / "dcp-metrics-included.csv").read_text(),
-                          re.MULTILINE)
+    csv_rows = re.findall(
+        r"^#?\s*(DCGM_[A-Z0-9_]+)\s*,", (FIXTURES / "dcgm" / "dcp-metrics-included.csv").read_text(), re.MULTILINE
+    )
     return set(csv_rows) | documented_names(FIXTURES / "dcgm" / "FIELDS.md")
 
 

@@ -18,11 +18,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKEN = "stand-in-token"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
-MANIFEST = json.dumps({
-    "schemaVersion": 2, "mediaType": INDEX_TYPE,
-    "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "size": 1234,
-                   "digest": "sha256:" + "ab" * 32, "platform": {"architecture": "amd64", "os": "linux"}}],
-}).encode()
+MANIFEST = json.dumps(
+    {
+        "schemaVersion": 2,
+        "mediaType": INDEX_TYPE,
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "size": 1234,
+                "digest": "sha256:" + "ab" * 32,
+                "platform": {"architecture": "amd64", "os": "linux"},
+            }
+        ],
+    }
+).encode()
 DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
 
 
@@ -38,7 +47,7 @@ class StandInRegistry:
             def log_message(self, *args):  # quiet
                 pass
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 outer.requests.append((self.path, self.headers.get("Authorization")))
                 fault = outer.fault
                 if self.path.startswith("/token"):
@@ -118,14 +127,14 @@ class StandInRegistry:
                     self.send_header("Docker-Content-Digest", digest)
                 self.end_headers()
                 self.wfile.write(body)
-                return None
+                return
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "StandInRegistry":
+    def start(self) -> StandInRegistry:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

@@ -102,10 +102,22 @@ def validate_object(obj: dict) -> None:
             raise SchemaError(f"{kind}/{name}: {'.'.join(map(str, e.path)) or '(root)'}: {e.message}")
         return
     if "." in (api_version or "").split("/")[0] and not api_version.startswith(
-        ("apps/", "batch/", "policy/", "networking.k8s.io/", "rbac.authorization.k8s.io/", "autoscaling/",
-         "storage.k8s.io/", "scheduling.k8s.io/", "coordination.k8s.io/", "apiextensions.k8s.io/")
+        (
+            "apps/",
+            "batch/",
+            "policy/",
+            "networking.k8s.io/",
+            "rbac.authorization.k8s.io/",
+            "autoscaling/",
+            "storage.k8s.io/",
+            "scheduling.k8s.io/",
+            "coordination.k8s.io/",
+            "apiextensions.k8s.io/",
+        )
     ):
-        raise SchemaError(f"{kind}/{name}: no CRD schema for {api_version} in tests/fixtures/crds; add the upstream CRD")
+        raise SchemaError(
+            f"{kind}/{name}: no CRD schema for {api_version} in tests/fixtures/crds; add the upstream CRD"
+        )
     try:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
     except kubernetes_validate.ValidationError as err:

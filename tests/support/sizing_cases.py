@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -25,12 +25,26 @@ CALIBRATION: list[dict] = yaml.safe_load((LOGS / "cases.yaml").read_text())["cas
 HELD_OUT: list[dict] = yaml.safe_load((LOGS / "held_out_by_source.yaml").read_text())["cases"]
 
 # The case fields that map one to one onto a SizingRequest field of the same name.
-_SAME_NAME = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len",
-              "dtype", "kv_cache_dtype", "quantization", "max_num_batched_tokens", "max_num_seqs", "enforce_eager",
-              "interconnect", "expert_parallel", "speculative_tokens", "enable_prefix_caching", "flashinfer_sampler")
+_SAME_NAME = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "dtype",
+    "kv_cache_dtype",
+    "quantization",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "enforce_eager",
+    "interconnect",
+    "expert_parallel",
+    "speculative_tokens",
+    "enable_prefix_caching",
+    "flashinfer_sampler",
+)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _arch_from(path: str) -> ModelArch:
     return ModelArch.from_hf_config(json.loads(Path(path).read_text()))
 
@@ -51,8 +65,13 @@ def request_for(case: dict, *, with_weights: bool = True, model: ModelArch | Non
     observed = case["observed"]
     fields = {f.name for f in dataclasses.fields(SizingRequest)}
     kwargs = {name: case[name] for name in _SAME_NAME if name in fields and case.get(name) is not None}
-    req = SizingRequest(arch=model or arch_of(case), gpu_memory_gib=case["gpu_memory_gib"], gpu_name=case["gpu"],
-                        vllm_version=case["vllm_version"], **kwargs)
+    req = SizingRequest(
+        arch=model or arch_of(case),
+        gpu_memory_gib=case["gpu_memory_gib"],
+        gpu_name=case["gpu"],
+        vllm_version=case["vllm_version"],
+        **kwargs,
+    )
     if with_weights and observed.get("weights_gib_per_gpu"):
         # "Model loading took X GiB" is one GPU's (the first pipeline stage's where there are
         # several); the request takes the checkpoint total. A log without that line leaves the

@@ -11,7 +11,7 @@ group, plus whether every run that did not start is predicted as "does not fit".
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 WITHIN = 0.05
 SIZING_TEST_FILES = ("test_sizing.py", "test_sizing_by_source.py")
@@ -24,8 +24,9 @@ def _stats(errors: list[float]) -> str:
     return f"{n:>3}  MAE {mae:6.2%}  within 5% {within:6.1%}"
 
 
-def table(title: str, cases: list[dict], errors: dict[str, float],
-          groupings: Iterable[tuple[str, Callable[[dict], str]]]) -> list[str]:
+def table(
+    title: str, cases: list[dict], errors: dict[str, float], groupings: Iterable[tuple[str, Callable[[dict], str]]]
+) -> list[str]:
     lines = [f"{title}: {_stats(list(errors.values()))}"]
     for name, key in groupings:
         groups: dict[str, list[float]] = defaultdict(list)
@@ -40,12 +41,17 @@ def table(title: str, cases: list[dict], errors: dict[str, float],
 def report_lines() -> list[str]:
     from tests.support import sizing_cases as sc
 
-    groupings = (("GPU type", sc.gpu_type), ("release band", sc.release_band),
-                 ("architecture family", sc.architecture_family))
+    groupings = (
+        ("GPU type", sc.gpu_type),
+        ("release band", sc.release_band),
+        ("architecture family", sc.architecture_family),
+    )
     lines = []
-    sets = (("calibration sources (cases.yaml)", sc.CALIBRATION),
-            ("held-out sources, all cases (held_out_by_source.yaml)", sc.HELD_OUT),
-            ("held-out sources within the planner's scope (the goal's set)", [c for c in sc.HELD_OUT if sc.in_scope(c)]))
+    sets = (
+        ("calibration sources (cases.yaml)", sc.CALIBRATION),
+        ("held-out sources, all cases (held_out_by_source.yaml)", sc.HELD_OUT),
+        ("held-out sources within the planner's scope (the goal's set)", [c for c in sc.HELD_OUT if sc.in_scope(c)]),
+    )
     for title, cases in sets:
         running = [c for c in cases if sc.starts(c)]
         errors = {c["id"]: sc.relative_error(c) for c in running}
@@ -60,9 +66,11 @@ def report_lines() -> list[str]:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # pragma: no cover - output only
-    ran = {report.nodeid.split("::")[0].rsplit("/", 1)[-1]
-           for key in ("passed", "failed", "xfailed", "xpassed")
-           for report in terminalreporter.stats.get(key, [])}
+    ran = {
+        report.nodeid.split("::")[0].rsplit("/", 1)[-1]
+        for key in ("passed", "failed", "xfailed", "xpassed")
+        for report in terminalreporter.stats.get(key, [])
+    }
     if not ran & set(SIZING_TEST_FILES):
         return
     terminalreporter.write_sep("-", "sizing error on real vLLM startup logs (KV-cache tokens)")

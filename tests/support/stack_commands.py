@@ -8,7 +8,8 @@ Reading YAML from a folder (`build=`) is kept for manifests written by `make pla
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import yaml
 
@@ -96,9 +97,16 @@ def serve_lines_from_objects(objects: list[Any], model_path: str, source: str) -
 # The stacks whose command lines and queries are checked, and the override that makes prod's 70B
 # model span two nodes (tensor parallelism inside each node, two pipeline stages across them).
 STACKS = ("dev", "prod")
-MULTI_NODE_70B = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
-                  "name": "llama-3-3-70b-two-nodes", "gated": True, "pool": "h100", "tensorParallelSize": 8,
-                  "pipelineParallelSize": 2, "maxModelLen": 32768}
+MULTI_NODE_70B = {
+    "repo": "meta-llama/Llama-3.3-70B-Instruct",
+    "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+    "name": "llama-3-3-70b-two-nodes",
+    "gated": True,
+    "pool": "h100",
+    "tensorParallelSize": 8,
+    "pipelineParallelSize": 2,
+    "maxModelLen": 32768,
+}
 
 
 def stack_objects() -> dict[str, list[dict]]:
@@ -109,7 +117,9 @@ def stack_objects() -> dict[str, list[dict]]:
 
         for stack in STACKS:
             _STACK_OBJECTS[stack] = committed_stack(stack).kubernetes_objects
-        _STACK_OBJECTS["prod-multi-node"] = evaluate_stack("prod", overrides={"models": [MULTI_NODE_70B]}).kubernetes_objects
+        _STACK_OBJECTS["prod-multi-node"] = evaluate_stack(
+            "prod", overrides={"models": [MULTI_NODE_70B]}
+        ).kubernetes_objects
         # prod with LoRA adapters (tests/fixtures/adapters): the --lora-modules line too.
         _STACK_OBJECTS["prod-adapters"] = variant(ADAPTERS).kubernetes_objects
     return _STACK_OBJECTS
@@ -143,8 +153,10 @@ def collect_metric_reference_texts() -> dict[str, str]:
         f"{stack}:{obj['kind']}/{obj['metadata'].get('name')}": yaml.safe_dump(obj)
         for stack, objects in stack_objects().items()
         for obj in objects
-        if not (obj["kind"] == "ConfigMap"
-                and (obj["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == verification_job.COMPONENT)
+        if not (
+            obj["kind"] == "ConfigMap"
+            and (obj["metadata"].get("labels") or {}).get(contract.LABEL_COMPONENT) == verification_job.COMPONENT
+        )
     }
 
 
@@ -168,8 +180,12 @@ def promql_in_object(obj: dict) -> list[str]:
 
 def collect_promql_expressions() -> list[tuple[str, str]]:
     """(source, expression) for every PromQL expression the stacks emit."""
-    return [(f"{stack}:{obj['kind']}/{obj['metadata'].get('name')}", expr)
-            for stack, objects in stack_objects().items() for obj in objects for expr in promql_in_object(obj)]
+    return [
+        (f"{stack}:{obj['kind']}/{obj['metadata'].get('name')}", expr)
+        for stack, objects in stack_objects().items()
+        for obj in objects
+        for expr in promql_in_object(obj)
+    ]
 
 
 def collect_metric_reference_files(build: pathlib.Path = BUILD) -> list[pathlib.Path]:

@@ -14,10 +14,18 @@ from offline_plan.mock_runtime import Evaluation, evaluate_stack
 from tests.support import paths
 from tests.support.adapter_fixtures import CHAT, SQL, offline_cache
 
-LLAMA_8B = {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
-            "gated": True, "maxModelLen": 8192}
-LLAMA_70B = {"repo": "meta-llama/Llama-3.3-70B-Instruct", "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
-             "gated": True, "maxModelLen": 32768}
+LLAMA_8B = {
+    "repo": "meta-llama/Llama-3.1-8B-Instruct",
+    "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+    "gated": True,
+    "maxModelLen": 8192,
+}
+LLAMA_70B = {
+    "repo": "meta-llama/Llama-3.3-70B-Instruct",
+    "revision": "38ff4e01a70559264c95945aa04b900a11e68422",
+    "gated": True,
+    "maxModelLen": 32768,
+}
 L4_POOL = {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}
 
 KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV = "kserve", "multi-node", "gateway", "keda-dev"
@@ -29,48 +37,124 @@ ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE = "adapters", "dev-adapters", "existin
 # The committed models without their aliases, which only the entrance rewrites.
 DEV_MODELS = [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4"}]
 NO_ENTRANCE = {"exposure": {}}
-EXISTING_CLUSTER = {"cloud": "existing", "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
-                    "operators": {"gpuOperator": {"driver": "preinstalled"}}, **NO_ENTRANCE}
+EXISTING_CLUSTER = {
+    "cloud": "existing",
+    "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
+    "operators": {"gpuOperator": {"driver": "preinstalled"}},
+    **NO_ENTRANCE,
+}
 # prod with its images through an ECR pull-through cache, credentials for the registries that need them.
 _ECR_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/"
-PROD_PULL_THROUGH = {"images": {"pullThrough": True, "upstreamCredentials": {
-    "docker.io": _ECR_SECRET + "docker-hub-AbCdEf", "ghcr.io": _ECR_SECRET + "ghcr-AbCdEf"}}}
+PROD_PULL_THROUGH = {
+    "images": {
+        "pullThrough": True,
+        "upstreamCredentials": {"docker.io": _ECR_SECRET + "docker-hub-AbCdEf", "ghcr.io": _ECR_SECRET + "ghcr-AbCdEf"},
+    }
+}
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    KSERVE: ("dev", {**NO_ENTRANCE, "pools": [L4_POOL], "models": [
-        {**LLAMA_8B, "name": "llama-vllm", "pool": "l4"},
-        {**LLAMA_8B, "name": "llama-kserve", "pool": "l4", "engine": "kserve"},
-        {**LLAMA_8B, "name": "llama-kserve-hf", "pool": "l4", "engine": "kserve", "kserveStorage": "hf"}]}),
-    MULTI_NODE: ("prod", {"models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2}]}),
-    GATEWAY: ("dev", {"models": DEV_MODELS, "exposure": {"gateway": {"name": "public", "namespace": "gateways", "hostname": "llm.example.com"}}}),
-    KEDA_DEV: ("dev", {"pools": [L4_POOL], "models": [{**LLAMA_8B, "pool": "l4", "autoscaling": {
-        "enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 2}}]}),
-    EXISTING: ("dev", {**EXISTING_CLUSTER, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}],
-                       "addons": {"preinstalled": ["prometheusOperator", "keda"]},
-                       "models": [{**LLAMA_8B, "pool": "l4", "autoscaling": {"enabled": True, "kind": "keda"}}]}),
-    EXISTING_RDMA: ("prod", {**EXISTING_CLUSTER,
-                             "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
-                             "operators": {"gpuOperator": {"driver": "preinstalled"},
-                                           "networkOperator": {"enabled": True, "interface": "ens1f0"}},
-                             "addons": {"preinstalled": ["prometheusOperator", "leaderWorkerSet"]},
-                             "models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8,
-                                         "pipelineParallelSize": 2}]}),
+    KSERVE: (
+        "dev",
+        {
+            **NO_ENTRANCE,
+            "pools": [L4_POOL],
+            "models": [
+                {**LLAMA_8B, "name": "llama-vllm", "pool": "l4"},
+                {**LLAMA_8B, "name": "llama-kserve", "pool": "l4", "engine": "kserve"},
+                {**LLAMA_8B, "name": "llama-kserve-hf", "pool": "l4", "engine": "kserve", "kserveStorage": "hf"},
+            ],
+        },
+    ),
+    MULTI_NODE: (
+        "prod",
+        {"models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2}]},
+    ),
+    GATEWAY: (
+        "dev",
+        {
+            "models": DEV_MODELS,
+            "exposure": {"gateway": {"name": "public", "namespace": "gateways", "hostname": "llm.example.com"}},
+        },
+    ),
+    KEDA_DEV: (
+        "dev",
+        {
+            "pools": [L4_POOL],
+            "models": [
+                {
+                    **LLAMA_8B,
+                    "pool": "l4",
+                    "autoscaling": {"enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 2},
+                }
+            ],
+        },
+    ),
+    EXISTING: (
+        "dev",
+        {
+            **EXISTING_CLUSTER,
+            "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}],
+            "addons": {"preinstalled": ["prometheusOperator", "keda"]},
+            "models": [{**LLAMA_8B, "pool": "l4", "autoscaling": {"enabled": True, "kind": "keda"}}],
+        },
+    ),
+    EXISTING_RDMA: (
+        "prod",
+        {
+            **EXISTING_CLUSTER,
+            "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
+            "operators": {
+                "gpuOperator": {"driver": "preinstalled"},
+                "networkOperator": {"enabled": True, "interface": "ens1f0"},
+            },
+            "addons": {"preinstalled": ["prometheusOperator", "leaderWorkerSet"]},
+            "models": [{**LLAMA_70B, "pool": "h100", "tensorParallelSize": 8, "pipelineParallelSize": 2}],
+        },
+    ),
     # The entrance with LoRA adapters (fixtures, found in a Hugging Face cache): on prod two base
     # models behind agentgateway, the 8B one with two adapters; on dev one base model behind GKE.
-    ADAPTERS: ("prod", {"models": [
-        {**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "h100", "aliases": ["meta-llama/Llama-3.1-8B-Instruct"],
-         "adapters": [{**SQL, "aliases": ["sql"]}, CHAT]},
-        {**LLAMA_70B, "name": "llama-3-3-70b-instruct", "pool": "h100", "tensorParallelSize": "auto"}]}),
-    DEV_ADAPTERS: ("dev", {"models": [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4",
-                                       "adapters": [SQL]}]}),
+    ADAPTERS: (
+        "prod",
+        {
+            "models": [
+                {
+                    **LLAMA_8B,
+                    "name": "llama-3-1-8b-instruct",
+                    "pool": "h100",
+                    "aliases": ["meta-llama/Llama-3.1-8B-Instruct"],
+                    "adapters": [{**SQL, "aliases": ["sql"]}, CHAT],
+                },
+                {**LLAMA_70B, "name": "llama-3-3-70b-instruct", "pool": "h100", "tensorParallelSize": "auto"},
+            ]
+        },
+    ),
+    DEV_ADAPTERS: ("dev", {"models": [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4", "adapters": [SQL]}]}),
     # An existing cluster with agentgateway and the entrance's add-ons declared.
-    EXISTING_ENTRANCE: ("prod", {**EXISTING_CLUSTER,
-                                 "exposure": {"entrance": {"hostname": "llm.internal.example", "implementation": "agentgateway",
-                                                           "picker": {"failureMode": "FailClose"},
-                                                           "tls": {"certificate": "secret", "secretName": "llm-tls"}}},
-                                 "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
-                                 "addons": {"preinstalled": ["prometheusOperator", "keda", "gatewayApi",
-                                                             "inferenceExtension", "llmdRouter", "agentgateway"]}}),
+    EXISTING_ENTRANCE: (
+        "prod",
+        {
+            **EXISTING_CLUSTER,
+            "exposure": {
+                "entrance": {
+                    "hostname": "llm.internal.example",
+                    "implementation": "agentgateway",
+                    "picker": {"failureMode": "FailClose"},
+                    "tls": {"certificate": "secret", "secretName": "llm-tls"},
+                }
+            },
+            "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
+            "addons": {
+                "preinstalled": [
+                    "prometheusOperator",
+                    "keda",
+                    "gatewayApi",
+                    "inferenceExtension",
+                    "llmdRouter",
+                    "agentgateway",
+                ]
+            },
+        },
+    ),
 }
 
 
@@ -111,8 +195,13 @@ def failing_variant(name: str, cluster_crds: set[str]) -> dict[str, str | None]:
     import sys
 
     root = paths.ROOT
-    result = subprocess.run([sys.executable, "-c", _FAILING_RUN, name, json.dumps(sorted(cluster_crds))],
-                            cwd=root, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _FAILING_RUN, name, json.dumps(sorted(cluster_crds))],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise AssertionError(f"the evaluation printed no result:\n{result.stdout}\n{result.stderr[-3000:]}")

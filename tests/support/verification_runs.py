@@ -1,4 +1,5 @@
-"""The verification Job as a stack creates it: its ConfigMap, its targets file, and its shipped code run alone against a server."""
+"""The verification Job as a stack creates it: its ConfigMap, its targets file, and its shipped code run alone against a
+server."""
 
 from __future__ import annotations
 
@@ -43,12 +44,26 @@ def shipped_run(tmp_path, evaluations, doc: dict, env_extra: dict | None = None)
         path.write_text(data[item["key"]], encoding="utf-8")
     (tmp_path / "targets.json").write_text(json.dumps(doc))
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path / "tools"), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-S", "-B", "-m", ENTRY_MODULE, "--targets", str(tmp_path / "targets.json")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-S", "-B", "-m", ENTRY_MODULE, "--targets", str(tmp_path / "targets.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def fake_target(server, expect: int = KV_TOKENS) -> dict:  # noqa: F811
     # No names: the fake server does not echo the model (tests/vllm checks names on the real one).
-    return {"model": MODEL, "baseUrl": server.url, "names": [], "maxModelLen": MAX_MODEL_LEN,
-            "expectKvTokens": expect, "apiKeyEnv": "LLM_SERVING_API_KEY_0", "requestTimeoutSeconds": 5,
-            "totalTimeoutSeconds": 30, "calibration": {"repo": "x/y", "gpu": "L4"}}
+    return {
+        "model": MODEL,
+        "baseUrl": server.url,
+        "names": [],
+        "maxModelLen": MAX_MODEL_LEN,
+        "expectKvTokens": expect,
+        "apiKeyEnv": "LLM_SERVING_API_KEY_0",
+        "requestTimeoutSeconds": 5,
+        "totalTimeoutSeconds": 30,
+        "calibration": {"repo": "x/y", "gpu": "L4"},
+    }

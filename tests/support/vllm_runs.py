@@ -15,19 +15,31 @@ API_KEY_VALUE = "sk-test-not-a-real-key-93f1"
 NAMESPACE = "llm-serving"
 
 
-def evaluate(model: dict, *, api_key: str | None = API_KEY_VALUE, storage: ServerStorage | None = None,
-             has_chat_template: bool = True, **extra):
+def evaluate(
+    model: dict,
+    *,
+    api_key: str | None = API_KEY_VALUE,
+    storage: ServerStorage | None = None,
+    has_chat_template: bool = True,
+    **extra,
+):
     p = make_plan(model, has_chat_template=has_chat_template)
     resolved: dict = {}
 
     def program():
-        server = VllmServer("srv", VllmServerArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(),
-            storage=storage or ServerStorage(claim_name="models-rwx", service_account="model-reader"),
-            machine=machine(p),
-            api_key=pulumi.Output.secret(api_key) if api_key else None,
-            **extra,
-        ))
+        server = VllmServer(
+            "srv",
+            VllmServerArgs(
+                plan=p,
+                placement=placement(p),
+                namespace=NAMESPACE,
+                crds=crds_present(),
+                storage=storage or ServerStorage(claim_name="models-rwx", service_account="model-reader"),
+                machine=machine(p),
+                api_key=pulumi.Output.secret(api_key) if api_key else None,
+                **extra,
+            ),
+        )
         resolved["server"] = server
         server.endpoint.apply(lambda v: resolved.__setitem__("endpoint", v))
         server.internal_endpoint.apply(lambda v: resolved.__setitem__("internal_endpoint", v))

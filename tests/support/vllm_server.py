@@ -70,8 +70,9 @@ def program_lora_args(model_dir: pathlib.Path, adapter_dir: pathlib.Path) -> lis
     from planner.model_arch import ModelArch
 
     def load(repo: str, revision: str) -> AdapterMetadata:
-        return AdapterMetadata(repo, revision, json.loads((adapter_dir / "adapter_config.json").read_text()),
-                               str(adapter_dir))
+        return AdapterMetadata(
+            repo, revision, json.loads((adapter_dir / "adapter_config.json").read_text()), str(adapter_dir)
+        )
 
     arch = ModelArch.from_hf_config(json.loads((model_dir / "config.json").read_text()))
     adapter = SimpleNamespace(name=ADAPTER_NAME, repo="local/tiny-lora", revision="0" * 40)
@@ -87,8 +88,10 @@ def kubelet_expand(args: list[str], env: dict[str, str]) -> list[str]:
 
 def rotation_keys() -> dict[str, str]:
     """The pod's environment during a key rotation: the current key and the next one."""
-    return {engine_args.API_KEY_ENV: "old-" + secrets.token_hex(16),
-            engine_args.API_KEY_NEXT_ENV: "new-" + secrets.token_hex(16)}
+    return {
+        engine_args.API_KEY_ENV: "old-" + secrets.token_hex(16),
+        engine_args.API_KEY_NEXT_ENV: "new-" + secrets.token_hex(16),
+    }
 
 
 @dataclass
@@ -119,7 +122,11 @@ def run_tool(server: VllmServer, module: str, *args: str, timeout: float = 300) 
     """`python -m <module> --base-url <server> --api-key-env ... <args>`, as a user runs the tool."""
     return subprocess.run(
         [sys.executable, "-m", module, "--base-url", server.base_url, "--api-key-env", TOOL_KEY_ENV, *args],
-        cwd=ROOT, env=server.tool_env(), capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=server.tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -136,8 +143,15 @@ def planned_tokens(model_dir: pathlib.Path) -> int:
 
     arch = ModelArch.from_hf_config(json.loads((model_dir / "config.json").read_text()))
     release = Release.of("0.32.0")
-    layout = kv_layout.kv_layout(arch, tp=1, kv_dtype_bytes=BF16_BYTES, model_dtype_bytes=BF16_BYTES,
-                                 block_size=CPU_BLOCK_SIZE, release=release, counts=kv_layout.layer_counts(arch))
+    layout = kv_layout.kv_layout(
+        arch,
+        tp=1,
+        kv_dtype_bytes=BF16_BYTES,
+        model_dtype_bytes=BF16_BYTES,
+        block_size=CPU_BLOCK_SIZE,
+        release=release,
+        counts=kv_layout.layer_counts(arch),
+    )
     blocks = KV_BUDGET_BYTES // (layout.page_bytes * layout.group_size)
     need = kv_layout.blocks_per_request(layout, arch, MAX_MODEL_LEN, MAX_MODEL_LEN, mamba_align=False)
     return kv_layout.reported_tokens(blocks, layout, need, MAX_MODEL_LEN, release)
@@ -160,8 +174,13 @@ def _ready(client: Client) -> bool:
 
 
 @contextlib.contextmanager
-def serve(vllm_python: pathlib.Path, model: pathlib.Path, workdir: pathlib.Path,
-          extra_args: list[str] | tuple[str, ...] = (), log_name: str = "server.log") -> Iterator[VllmServer]:
+def serve(
+    vllm_python: pathlib.Path,
+    model: pathlib.Path,
+    workdir: pathlib.Path,
+    extra_args: list[str] | tuple[str, ...] = (),
+    log_name: str = "server.log",
+) -> Iterator[VllmServer]:
     """Start `vllm serve` on the tiny model with rotation keys, wait for a real completion, yield the
     server, stop it."""
     keys = rotation_keys()
@@ -184,21 +203,39 @@ def serve(vllm_python: pathlib.Path, model: pathlib.Path, workdir: pathlib.Path,
     port = _free_port()
     log_path = workdir / log_name
     command = [
-        str(vllm_python), str(TOOLS / "serve.py"), "serve", str(model),
-        "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", str(MAX_MODEL_LEN),
+        str(vllm_python),
+        str(TOOLS / "serve.py"),
+        "serve",
+        str(model),
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
         # Eager mode halves start-up on CPU (no graph compilation); 64 MiB of KV keeps RSS ~1.7 GB.
-        "--enforce-eager", "--kv-cache-memory-bytes", str(KV_BUDGET_BYTES),
-        *key_args, *extra_args,
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        str(KV_BUDGET_BYTES),
+        *key_args,
+        *extra_args,
     ]
     started = time.monotonic()
     with log_path.open("wb") as log:
         # A new session makes the server its own process group, so cleanup can reach its workers
         # without touching anything else.
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    server = VllmServer(f"http://127.0.0.1:{port}", SERVED_NAME, MAX_MODEL_LEN, 0.0, log_path,
-                        api_key=keys[engine_args.API_KEY_ENV], next_api_key=keys[engine_args.API_KEY_NEXT_ENV])
+    server = VllmServer(
+        f"http://127.0.0.1:{port}",
+        SERVED_NAME,
+        MAX_MODEL_LEN,
+        0.0,
+        log_path,
+        api_key=keys[engine_args.API_KEY_ENV],
+        next_api_key=keys[engine_args.API_KEY_NEXT_ENV],
+    )
     client = server.client()
     try:
         while not _ready(client):

@@ -37,9 +37,24 @@ def registry():
 def run(registry, *args: str) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.resolve_image_digests", "--timeout", str(TIMEOUT),
-         "--endpoint", f"docker.io={registry.url}", "--endpoint", f"ghcr.io={registry.url}", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT * 8 + MARGIN, preexec_fn=limit_memory(1024**3))
+        [
+            sys.executable,
+            "-m",
+            "tools.resolve_image_digests",
+            "--timeout",
+            str(TIMEOUT),
+            "--endpoint",
+            f"docker.io={registry.url}",
+            "--endpoint",
+            f"ghcr.io={registry.url}",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 8 + MARGIN,
+        preexec_fn=limit_memory(1024**3),
+    )
     return proc, time.monotonic() - started
 
 
@@ -91,19 +106,22 @@ def test_write_rewrites_the_table_so_the_program_deploys_by_digest(registry, tmp
     assert set(table) == set(images.IMAGES)
 
 
-@pytest.mark.parametrize("fault, status, says", [
-    ("lie", tool.EXIT_DIGEST_MISMATCH, "but the body hashes to"),
-    ("malformed_digest", tool.EXIT_DIGEST_MISMATCH, "is not sha256:<64 hex>"),
-    ("wrong_type", tool.EXIT_UNRESOLVED, "content type 'text/html', not a manifest"),
-    ("huge", tool.EXIT_UNRESOLVED, "exceeds 4,194,304 bytes"),
-    ("huge_declared", tool.EXIT_UNRESOLVED, "declares 10,737,418,240 bytes"),
-    ("stall", tool.EXIT_UNRESOLVED, "no complete answer within 2 s"),
-    ("drip", tool.EXIT_UNRESOLVED, "no complete answer within 2 s"),
-    ("bad_token_json", tool.EXIT_UNRESOLVED, "not valid JSON"),
-    ("huge_token", tool.EXIT_UNRESOLVED, "more than the 65,536 read"),
-    ("redirect", tool.EXIT_UNRESOLVED, "redirected (307)"),
-    ("https_realm_elsewhere", tool.EXIT_UNRESOLVED, "is not an https address"),
-])
+@pytest.mark.parametrize(
+    "fault, status, says",
+    [
+        ("lie", tool.EXIT_DIGEST_MISMATCH, "but the body hashes to"),
+        ("malformed_digest", tool.EXIT_DIGEST_MISMATCH, "is not sha256:<64 hex>"),
+        ("wrong_type", tool.EXIT_UNRESOLVED, "content type 'text/html', not a manifest"),
+        ("huge", tool.EXIT_UNRESOLVED, "exceeds 4,194,304 bytes"),
+        ("huge_declared", tool.EXIT_UNRESOLVED, "declares 10,737,418,240 bytes"),
+        ("stall", tool.EXIT_UNRESOLVED, "no complete answer within 2 s"),
+        ("drip", tool.EXIT_UNRESOLVED, "no complete answer within 2 s"),
+        ("bad_token_json", tool.EXIT_UNRESOLVED, "not valid JSON"),
+        ("huge_token", tool.EXIT_UNRESOLVED, "more than the 65,536 read"),
+        ("redirect", tool.EXIT_UNRESOLVED, "redirected (307)"),
+        ("https_realm_elsewhere", tool.EXIT_UNRESOLVED, "is not an https address"),
+    ],
+)
 def test_a_hostile_registry_is_refused_in_bounded_time_with_one_line(registry, tmp_path, fault, status, says):
     registry.fault = fault
     module = tmp_path / "images.py"
@@ -122,18 +140,36 @@ def test_a_hostile_registry_is_refused_in_bounded_time_with_one_line(registry, t
 def test_a_missing_tag_and_an_unreachable_registry_are_one_line_each(registry):
     registry.fault = None
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.resolve_image_digests", "--timeout", "2", "--only", "vllm", "--only", "aws-cli",
-         "--endpoint", "docker.io=http://127.0.0.1:9"],  # discard port: connection refused
-        cwd=ROOT, capture_output=True, text=True, timeout=30)
+        [
+            sys.executable,
+            "-m",
+            "tools.resolve_image_digests",
+            "--timeout",
+            "2",
+            "--only",
+            "vllm",
+            "--only",
+            "aws-cli",
+            "--endpoint",
+            "docker.io=http://127.0.0.1:9",
+        ],  # discard port: connection refused
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == tool.EXIT_UNRESOLVED and "Traceback" not in proc.stderr
     assert [line.split(":")[0] for line in proc.stderr.strip().splitlines()] == ["vllm", "aws-cli"]
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--only", "nope"], "unknown image 'nope'"),
-    (["--timeout", "0"], "--timeout must be"),
-    (["--endpoint", "docker.io"], "is not HOST=URL"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--only", "nope"], "unknown image 'nope'"),
+        (["--timeout", "0"], "--timeout must be"),
+        (["--endpoint", "docker.io"], "is not HOST=URL"),
+    ],
+)
 def test_bad_arguments_exit_2(args, says, capsys):
     assert tool.main(args) == tool.EXIT_USAGE
     assert says in capsys.readouterr().err
@@ -145,18 +181,25 @@ def test_only_https_except_loopback():
 
 
 def test_the_manifest_url_follows_the_reference_grammar():
-    assert tool.manifest_url("vllm/vllm-openai:v0.32.0", {})[0] == \
-        "https://registry-1.docker.io/v2/vllm/vllm-openai/manifests/v0.32.0"
+    assert (
+        tool.manifest_url("vllm/vllm-openai:v0.32.0", {})[0]
+        == "https://registry-1.docker.io/v2/vllm/vllm-openai/manifests/v0.32.0"
+    )
     assert tool.manifest_url("alpine:3.20", {})[0] == "https://registry-1.docker.io/v2/library/alpine/manifests/3.20"
     assert tool.manifest_url("ghcr.io/llm-d/x:v1", {})[0] == "https://ghcr.io/v2/llm-d/x/manifests/v1"
     assert tool.manifest_url("localhost:5000/x:v1", {})[0] == "https://localhost:5000/v2/x/manifests/v1"
 
 
 def test_the_challenge_parser_takes_realm_service_and_scope():
-    got = tool.parse_challenge('Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
-                               'scope="repository:vllm/vllm-openai:pull"')
-    assert got == {"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
-                   "scope": "repository:vllm/vllm-openai:pull"}
+    got = tool.parse_challenge(
+        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+        'scope="repository:vllm/vllm-openai:pull"'
+    )
+    assert got == {
+        "realm": "https://auth.docker.io/token",
+        "service": "registry.docker.io",
+        "scope": "repository:vllm/vllm-openai:pull",
+    }
     with pytest.raises(tool.ResolveError, match="only anonymous Bearer"):
         tool.parse_challenge('Basic realm="x"')
     with pytest.raises(tool.ResolveError, match="refused"):

@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import REQUIRE_ENV, vllm_required
 from tests.support.vllm_server import FIGURES, TOOLS, program_lora_args, serve, vllm_python_path
 
+
 @pytest.fixture(scope="session")
 def vllm_python() -> pathlib.Path:
     path = vllm_python_path()
@@ -47,7 +48,10 @@ def tiny_model(vllm_python, vllm_workdir) -> pathlib.Path:
     started = time.monotonic()
     proc = subprocess.run(
         [str(vllm_python), str(TOOLS / "build_tiny_model.py"), str(out)],
-        capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     if proc.returncode != 0:
         pytest.fail(f"building the tiny model failed:\n{proc.stderr[-3000:]}", pytrace=False)
@@ -60,7 +64,10 @@ def tiny_adapter(vllm_python, tiny_model, vllm_workdir) -> pathlib.Path:
     out = vllm_workdir / "tiny-lora"
     proc = subprocess.run(
         [str(vllm_python), str(TOOLS / "build_tiny_lora.py"), str(tiny_model), str(out)],
-        capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     if proc.returncode != 0:
         pytest.fail(f"building the tiny adapter failed:\n{proc.stderr[-3000:]}", pytrace=False)
@@ -72,6 +79,7 @@ def vllm_server(vllm_python, tiny_model, tiny_adapter, vllm_workdir):
     lora = program_lora_args(tiny_model, tiny_adapter)
     with serve(vllm_python, tiny_model, vllm_workdir, lora) as server:
         server.lora_args = tuple(lora)
-        FIGURES.append(f"vLLM server (two API keys, LoRA) ready, first completion answered, in "
-                       f"{server.start_seconds:.1f} s")
+        FIGURES.append(
+            f"vLLM server (two API keys, LoRA) ready, first completion answered, in {server.start_seconds:.1f} s"
+        )
         yield server

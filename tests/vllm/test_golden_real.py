@@ -35,13 +35,16 @@ def test_record_then_compare_is_identical_and_passes_even_when_exact(vllm_server
     assert doc["key"]["revision"] == "0" * 40 and doc["model"] == vllm_server.model
     assert [o["prompt"] for o in doc["outputs"]] == [p for p, _ in golden.PROMPTS]
     with_ids = sum(o["tokenIds"] is not None for o in doc["outputs"])
-    FIGURES.append(f"golden: {len(doc['outputs'])} answers recorded, {with_ids} with token ids "
-                   f"(engine {doc['key']['engine']})")
+    FIGURES.append(
+        f"golden: {len(doc['outputs'])} answers recorded, {with_ids} with token ids (engine {doc['key']['engine']})"
+    )
     key = KEY + f",engine={doc['key']['engine']}"
     proc = _smoke(vllm_server, "--golden", str(path), "--golden-exact", "--golden-key", key)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _golden_line(proc) == (f"PASS  golden   {len(golden.PROMPTS)}/{len(golden.PROMPTS)} golden prompts "
-                                  "identical to the record (key unchanged)")
+    assert _golden_line(proc) == (
+        f"PASS  golden   {len(golden.PROMPTS)}/{len(golden.PROMPTS)} golden prompts "
+        "identical to the record (key unchanged)"
+    )
 
 
 def test_a_tampered_answer_is_reported_and_fails_only_when_exact(vllm_server, tmp_path):
@@ -56,8 +59,10 @@ def test_a_tampered_answer_is_reported_and_fails_only_when_exact(vllm_server, tm
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = _golden_line(proc)
     unit = "token" if first["tokenIds"] else "char"
-    assert line.startswith(f"PASS  golden   1 of {len(golden.PROMPTS)} golden prompts differ from the record "
-                           f"(key unchanged); {first['prompt']} at {unit} 0 ("), line
+    assert line.startswith(
+        f"PASS  golden   1 of {len(golden.PROMPTS)} golden prompts differ from the record "
+        f"(key unchanged); {first['prompt']} at {unit} 0 ("
+    ), line
     proc = _smoke(vllm_server, "--golden", str(path), "--golden-exact", "--golden-key", key)
     assert proc.returncode == golden_exit(), proc.stdout + proc.stderr
     assert _golden_line(proc).startswith("FAIL  golden   1 of ")
@@ -66,6 +71,7 @@ def test_a_tampered_answer_is_reported_and_fails_only_when_exact(vllm_server, tm
 
 def golden_exit() -> int:
     from endpoint_tools.smoke import EXIT_GOLDEN_DIFFERS
+
     return EXIT_GOLDEN_DIFFERS
 
 

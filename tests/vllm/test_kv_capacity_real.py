@@ -24,8 +24,10 @@ def test_metrics_state_the_capacity_the_startup_log_prints(vllm_server):
     assert logged, vllm_server.log_tail()
     assert capacity.tokens == int(logged.group(1).replace(",", ""))
     assert capacity.how == "kv_cache_size_tokens" and capacity.block_size == CPU_BLOCK_SIZE
-    FIGURES.append(f"KV cache on /metrics: {capacity.tokens:,} tokens, {capacity.num_blocks:,} blocks of "
-                   f"{capacity.block_size} (startup log: {logged.group(1)} tokens)")
+    FIGURES.append(
+        f"KV cache on /metrics: {capacity.tokens:,} tokens, {capacity.num_blocks:,} blocks of "
+        f"{capacity.block_size} (startup log: {logged.group(1)} tokens)"
+    )
 
 
 def test_the_planners_prediction_passes_against_the_real_server(vllm_server, tiny_model):

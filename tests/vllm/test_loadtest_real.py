@@ -13,10 +13,28 @@ REQUESTS = 4
 
 def test_short_sweep_reports_every_level(vllm_server, tmp_path):
     report, chart = tmp_path / "sweep.json", tmp_path / "sweep.svg"
-    proc = run_tool(vllm_server, "components.loadtest",
-                    "--model", vllm_server.model, "--concurrency", "1,2", "--requests", str(REQUESTS),
-                    "--prompt-tokens", "normal:96,24", "--output-tokens", f"fixed:{OUTPUT_TOKENS}",
-                    "--slo-ttft-ms", "60000", "--timeout", "240", "--json", str(report), "--chart", str(chart))
+    proc = run_tool(
+        vllm_server,
+        "components.loadtest",
+        "--model",
+        vllm_server.model,
+        "--concurrency",
+        "1,2",
+        "--requests",
+        str(REQUESTS),
+        "--prompt-tokens",
+        "normal:96,24",
+        "--output-tokens",
+        f"fixed:{OUTPUT_TOKENS}",
+        "--slo-ttft-ms",
+        "60000",
+        "--timeout",
+        "240",
+        "--json",
+        str(report),
+        "--chart",
+        str(chart),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     FIGURES.append("load sweep (tiny model on CPU):\n" + proc.stdout.rstrip())
 
@@ -44,10 +62,25 @@ def test_short_sweep_reports_every_level(vllm_server, tmp_path):
 def test_sweep_stops_at_its_deadline(vllm_server, tmp_path):
     report = tmp_path / "bounded.json"
     planned = 500
-    proc = run_tool(vllm_server, "components.loadtest",
-                    "--model", vllm_server.model, "--concurrency", "2", "--requests", str(planned),
-                    "--prompt-tokens", "fixed:32", "--output-tokens", "fixed:64", "--timeout", "3",
-                    "--json", str(report), timeout=60)
+    proc = run_tool(
+        vllm_server,
+        "components.loadtest",
+        "--model",
+        vllm_server.model,
+        "--concurrency",
+        "2",
+        "--requests",
+        str(planned),
+        "--prompt-tokens",
+        "fixed:32",
+        "--output-tokens",
+        "fixed:64",
+        "--timeout",
+        "3",
+        "--json",
+        str(report),
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (level,) = json.loads(report.read_text())["levels"]
     assert level["not_started"] > 0 and level["completed"] > 0

@@ -132,7 +132,10 @@ def test_failure_reasons_and_http_status_classes_exist_before_any_failure(metric
     from common.engine_metrics import FINISHED_ABORT, FINISHED_ERROR, HTTP_REQUESTS, REQUEST_SUCCESS
 
     for reason in (FINISHED_ERROR, FINISHED_ABORT):
-        assert f'finished_reason="{reason}"' in metrics_text and _sample(metrics_text, REQUEST_SUCCESS, finished_reason=reason) == 0
+        assert (
+            f'finished_reason="{reason}"' in metrics_text
+            and _sample(metrics_text, REQUEST_SUCCESS, finished_reason=reason) == 0
+        )
     client = vllm_server.client()
     before = _sample(client.get("/metrics").text(), HTTP_REQUESTS, handler="/v1/completions", status="4xx")
     assert client.post("/v1/completions", {"model": "no-such-model", "prompt": "Hi", "max_tokens": 1}).status == 404
@@ -169,12 +172,23 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
 
     before = idle_metrics()
     url = urlparse(vllm_server.base_url)
-    body = json.dumps({"model": vllm_server.model, "prompt": "Once upon a time", "max_tokens": 900,
-                       "ignore_eos": True, "stream": True}).encode()
+    body = json.dumps(
+        {
+            "model": vllm_server.model,
+            "prompt": "Once upon a time",
+            "max_tokens": 900,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
     with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Authorization: Bearer %s\r\n" % vllm_server.api_key.encode()
-                     + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer %s\r\n"
+            % vllm_server.api_key.encode()
+            + b"Content-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
         assert b"data: " in sock.recv(4096) or b"data: " in sock.recv(4096)
         # Hang up the way a killed client does: a reset, not an orderly close the server may only
         # notice at its next write.
@@ -183,17 +197,24 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
     after = idle_metrics()
 
     def counted(reason: str, text: str = after, since: str = before) -> float:
-        return _sample(text, REQUEST_SUCCESS, finished_reason=reason) - _sample(since, REQUEST_SUCCESS, finished_reason=reason)
+        return _sample(text, REQUEST_SUCCESS, finished_reason=reason) - _sample(
+            since, REQUEST_SUCCESS, finished_reason=reason
+        )
 
     generated = _sample(after, GENERATION_TOKENS) - _sample(before, GENERATION_TOKENS)
     assert counted("abort") == counted("error") == counted("stop") == 0
     if generated < 900:  # cut: recorded under no reason at all
         assert generated > 0 and counted("length") == 0, generated
-        FIGURES.append(f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, counted under no finished_reason")
+        FIGURES.append(
+            f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, counted under no finished_reason"
+        )
     else:  # the reset was missed and the stream ran to its end
         assert counted("length") == 1
         FIGURES.append("client reset mid-stream: not noticed, the stream ran its 900 tokens (finished_reason length)")
     # The same comparison does see a request that finishes: the counters move when they should.
     assert client.post("/v1/completions", {"model": vllm_server.model, "prompt": "Hi", "max_tokens": 2}).status == 200
     done = client.get("/metrics").text()
-    assert _sample(done, REQUEST_SUCCESS, finished_reason="length") == _sample(after, REQUEST_SUCCESS, finished_reason="length") + 1
+    assert (
+        _sample(done, REQUEST_SUCCESS, finished_reason="length")
+        == _sample(after, REQUEST_SUCCESS, finished_reason="length") + 1
+    )

@@ -13,7 +13,7 @@ import subprocess
 from common.engine import ONLINE_QUANTIZATION_METHODS, QUANTIZATION_ACT_DTYPES, QUANTIZATION_METHODS
 
 # What vLLM itself says, printed as JSON from inside its venv.
-PROBE = r'''
+PROBE = r"""
 import json
 from vllm.config.quantization import _ONLINE_SHORTHANDS
 from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
@@ -28,14 +28,14 @@ for m in QUANTIZATION_METHODS:
             pass
     out["files"][m] = list(c.get_config_filenames())
 print("PROBE" + json.dumps(out))
-'''
+"""
 
 
 def _vllm_facts(vllm_python) -> dict:
     proc = subprocess.run([str(vllm_python), "-c", PROBE], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(line for line in proc.stdout.splitlines() if line.startswith("PROBE"))
-    return json.loads(line[len("PROBE"):])
+    return json.loads(line[len("PROBE") :])
 
 
 def test_quantization_tables_match_the_installed_vllm(vllm_python):

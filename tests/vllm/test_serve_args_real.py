@@ -17,9 +17,21 @@ from tests.support.vllm_server import TOOLS
 
 # A command line of the shape the stacks generate, with flags every release must keep accepting.
 REFERENCE_ARGS = [
-    "--served-model-name", "tiny-llama", "--port", "8000", "--max-model-len", "4096",
-    "--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.9", "--enable-prefix-caching",
-    "--max-num-seqs", "64", "--dtype", "auto",
+    "--served-model-name",
+    "tiny-llama",
+    "--port",
+    "8000",
+    "--max-model-len",
+    "4096",
+    "--tensor-parallel-size",
+    "2",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--enable-prefix-caching",
+    "--max-num-seqs",
+    "64",
+    "--dtype",
+    "auto",
 ]
 
 
@@ -33,15 +45,28 @@ def verdicts(vllm_python, tiny_model):
         {"name": "bad-value", "argv": ["vllm", "serve", model, "--gpu-memory-utilization", "most"]},
         {"name": "cross-flag", "argv": ["vllm", "serve", model, "--enable-auto-tool-choice"]},
         # A key rotation's flags, as the kubelet hands them over after expanding $(VAR).
-        {"name": "rotation", "argv": ["vllm", "serve", model, *REFERENCE_ARGS,
-                                      *[a.replace("$(VLLM_API_KEY)", "old-key").replace("$(VLLM_API_KEY_NEXT)", "new-key")
-                                        for a in api_key_args(rotating=True)]]},
+        {
+            "name": "rotation",
+            "argv": [
+                "vllm",
+                "serve",
+                model,
+                *REFERENCE_ARGS,
+                *[
+                    a.replace("$(VLLM_API_KEY)", "old-key").replace("$(VLLM_API_KEY_NEXT)", "new-key")
+                    for a in api_key_args(rotating=True)
+                ],
+            ],
+        },
     ]
     stack_lines = collect_vllm_serve_argv(model)
     lines += [{"name": name, "argv": argv} for name, argv in stack_lines]
     proc = subprocess.run(
         [str(vllm_python), str(TOOLS / "check_serve_args.py")],
-        input=json.dumps(lines), capture_output=True, text=True, timeout=300,
+        input=json.dumps(lines),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     by_name = {v["name"]: v for v in json.loads(proc.stdout)}
@@ -75,7 +100,8 @@ def test_every_stack_command_line_is_accepted(verdicts):
     assert any(n.startswith("dev:") for n in names) and any(n.startswith("prod:") for n in names), names
     assert any(n.startswith("prod-multi-node:LeaderWorkerSet/") for n in names), names
     # The LoRA flags derived from the fixture adapters go through vLLM's parser too.
-    assert any("--lora-modules" in argv for name, argv in verdicts["_argv"].items()
-               if name.startswith("prod-adapters:")), names
+    assert any(
+        "--lora-modules" in argv for name, argv in verdicts["_argv"].items() if name.startswith("prod-adapters:")
+    ), names
     rejected = [f"{v['name']}: {v['error']}" for v in stack if not v["ok"]]
     assert not rejected, "vLLM rejects these generated command lines:\n" + "\n".join(rejected)

@@ -41,7 +41,10 @@ def test_the_base_model_and_its_adapter_answer_by_name_as_through_the_entrance(v
     assert f"{vllm_server.adapter} (" in proc.stdout
     # Only what the entrance routes ran.
     assert [line.split()[1] for line in proc.stdout.splitlines() if line[:4] in ("PASS", "FAIL")] == [
-        "chat", "stream", "names"]
+        "chat",
+        "stream",
+        "names",
+    ]
     # vLLM lists the adapter under the base model, as the program's docs say.
     models = {m["id"]: m for m in vllm_server.client().get("/v1/models").json()["data"]}
     assert models[vllm_server.adapter]["parent"] == vllm_server.model

@@ -58,13 +58,32 @@ def test_promql_is_collected_from_rules_triggers_isvc_metrics_and_dashboards():
     from tests.support.stack_commands import promql_in_object
 
     objects = [
-        {"kind": "PrometheusRule", "spec": {"groups": [{"rules": [{"record": "r", "expr": "a"}, {"alert": "A", "expr": "b > 1"}]}]}},
-        {"kind": "ScaledObject", "spec": {"triggers": [{"type": "prometheus", "metadata": {"query": "sum(c)"}},
-                                                       {"type": "cpu", "metadata": {"value": "50"}}]}},
-        {"kind": "InferenceService", "spec": {"predictor": {"autoScaling": {"metrics": [
-            {"type": "External", "external": {"metric": {"query": "sum(d)"}}}]}}}},
-        {"kind": "ConfigMap", "metadata": {"labels": {"grafana_dashboard": "1"}},
-         "data": {"x.json": json.dumps({"panels": [{"targets": [{"expr": "e"}]}]})}},
+        {
+            "kind": "PrometheusRule",
+            "spec": {"groups": [{"rules": [{"record": "r", "expr": "a"}, {"alert": "A", "expr": "b > 1"}]}]},
+        },
+        {
+            "kind": "ScaledObject",
+            "spec": {
+                "triggers": [
+                    {"type": "prometheus", "metadata": {"query": "sum(c)"}},
+                    {"type": "cpu", "metadata": {"value": "50"}},
+                ]
+            },
+        },
+        {
+            "kind": "InferenceService",
+            "spec": {
+                "predictor": {
+                    "autoScaling": {"metrics": [{"type": "External", "external": {"metric": {"query": "sum(d)"}}}]}
+                }
+            },
+        },
+        {
+            "kind": "ConfigMap",
+            "metadata": {"labels": {"grafana_dashboard": "1"}},
+            "data": {"x.json": json.dumps({"panels": [{"targets": [{"expr": "e"}]}]})},
+        },
         {"kind": "ConfigMap", "metadata": {"labels": {}}, "data": {"x.json": "{}"}},
     ]
     assert [e for o in objects for e in promql_in_object(o)] == ["a", "b > 1", "sum(c)", "sum(d)", "e"]

@@ -28,17 +28,34 @@ def _job_folder(tmp_path):
 def _run(tmp_path, targets: dict, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     folder = _job_folder(tmp_path)
     (tmp_path / "targets.json").write_text(json.dumps(targets))
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(folder), "PYTHONDONTWRITEBYTECODE": "1",
-           **(env_extra or {})}
-    return subprocess.run([sys.executable, "-S", "-m", ENTRY_MODULE, "--targets", str(tmp_path / "targets.json")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(folder),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **(env_extra or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-S", "-m", ENTRY_MODULE, "--targets", str(tmp_path / "targets.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _target(server, expect: int) -> dict:
-    return {"model": server.model, "baseUrl": server.base_url, "names": [server.model, server.adapter],
-            "apiKeyEnv": TOOL_KEY_ENV,
-            "maxModelLen": server.max_model_len, "expectKvTokens": expect, "requestTimeoutSeconds": 60,
-            "totalTimeoutSeconds": 300, "calibration": {"repo": "local/tiny-llama", "vllm": "0.32.0"}}
+    return {
+        "model": server.model,
+        "baseUrl": server.base_url,
+        "names": [server.model, server.adapter],
+        "apiKeyEnv": TOOL_KEY_ENV,
+        "maxModelLen": server.max_model_len,
+        "expectKvTokens": expect,
+        "requestTimeoutSeconds": 60,
+        "totalTimeoutSeconds": 300,
+        "calibration": {"repo": "local/tiny-llama", "vllm": "0.32.0"},
+    }
 
 
 def test_the_shipped_files_verify_the_model_and_its_adapter(vllm_server, tiny_model, tmp_path):
@@ -47,20 +64,24 @@ def test_the_shipped_files_verify_the_model_and_its_adapter(vllm_server, tiny_mo
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     checks = [line.split()[1] for line in lines if line[:4] in ("PASS", "FAIL")]
-    assert checks == ["health", "models", "chat", "stream", "context", "metrics", "kv", "template", "names"], proc.stdout
+    assert checks == ["health", "models", "chat", "stream", "context", "metrics", "kv", "template", "names"], (
+        proc.stdout
+    )
     assert all(line.startswith("PASS") for line in lines if line[:4] in ("PASS", "FAIL"))
-    calibration = json.loads(next(line for line in lines if line.startswith("calibration: "))[len("calibration: "):])
+    calibration = json.loads(next(line for line in lines if line.startswith("calibration: "))[len("calibration: ") :])
     assert calibration["predictedKvTokens"] == predicted and calibration["repo"] == "local/tiny-llama"
-    summary = json.loads(lines[-1][len("verify-summary: "):])
+    summary = json.loads(lines[-1][len("verify-summary: ") :])
     assert summary["passed"] is True and summary["models"][vllm_server.model]["status"] == "passed"
-    FIGURES.append(f"verification Job code (python -S, ConfigMap files only): {lines[-2]}; "
-                   f"predicted {calibration['predictedKvTokens']:,}, actual {calibration['actualKvTokens']:,}")
+    FIGURES.append(
+        f"verification Job code (python -S, ConfigMap files only): {lines[-2]}; "
+        f"predicted {calibration['predictedKvTokens']:,}, actual {calibration['actualKvTokens']:,}"
+    )
 
 
 def test_a_plan_that_promised_too_much_fails_the_job_with_exit_3(vllm_server, tmp_path):
     proc = _run(tmp_path, {"targets": [_target(vllm_server, 10**7)]}, {TOOL_KEY_ENV: vllm_server.api_key})
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    summary = json.loads(proc.stdout.splitlines()[-1][len("verify-summary: "):])
+    summary = json.loads(proc.stdout.splitlines()[-1][len("verify-summary: ") :])
     assert summary["models"][vllm_server.model]["status"] == "kv-shortfall"
     assert summary["models"][vllm_server.model]["failed"] == ["kv"]
 

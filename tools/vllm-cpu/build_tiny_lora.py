@@ -26,8 +26,7 @@ def build(model_dir: pathlib.Path, out: pathlib.Path, rank: int, seed: int) -> d
     config = json.loads((model_dir / "config.json").read_text())
     hidden = config["hidden_size"]
     head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
-    outputs = {"q_proj": config["num_attention_heads"] * head_dim,
-               "v_proj": config["num_key_value_heads"] * head_dim}
+    outputs = {"q_proj": config["num_attention_heads"] * head_dim, "v_proj": config["num_key_value_heads"] * head_dim}
     torch.manual_seed(seed)
     tensors = {}
     for layer in range(config["num_hidden_layers"]):

@@ -23,7 +23,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import serve  # noqa: E402,F401  (answers importlib.metadata.version("vllm") as vLLM's CLI does)
+import serve  # noqa: F401  (answers importlib.metadata.version("vllm") as vLLM's CLI does)
 
 
 def check(argv: list[str]) -> str:
@@ -62,7 +62,7 @@ def main() -> int:
         if not isinstance(lines, list) or not all(
             isinstance(item, dict) and isinstance(item.get("argv"), list) for item in lines
         ):
-            raise ValueError("expected a list of {\"name\": ..., \"argv\": [...]}")
+            raise ValueError('expected a list of {"name": ..., "argv": [...]}')
     except ValueError as exc:
         print(f"check_serve_args: bad input on stdin: {exc}", file=sys.stderr)
         return 2

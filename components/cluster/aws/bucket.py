@@ -102,12 +102,18 @@ class S3ModelBucket(pulumi.ComponentResource):
         )
 
         writer_role = self._pod_role(
-            f"{name}-writer", args, args.writer_service_account,
-            policies.writer_policy(arn, args.prefix), "writes model weights under the models prefix",
+            f"{name}-writer",
+            args,
+            args.writer_service_account,
+            policies.writer_policy(arn, args.prefix),
+            "writes model weights under the models prefix",
         )
         reader_role = self._pod_role(
-            f"{name}-reader", args, args.reader_service_account,
-            policies.reader_policy(arn, args.prefix), "reads model weights under the models prefix",
+            f"{name}-reader",
+            args,
+            args.reader_service_account,
+            policies.reader_policy(arn, args.prefix),
+            "reads model weights under the models prefix",
         )
 
         self.bucket_name = name_out
@@ -124,14 +130,18 @@ class S3ModelBucket(pulumi.ComponentResource):
             reader=ServiceAccountBinding(args.namespace, args.reader_service_account, {}),
             region=region,
         )
-        self.register_outputs({
-            "bucketName": self.bucket_name,
-            "bucketArn": self.bucket_arn,
-            "writerRoleArn": self.writer_role_arn,
-            "readerRoleArn": self.reader_role_arn,
-        })
+        self.register_outputs(
+            {
+                "bucketName": self.bucket_name,
+                "bucketArn": self.bucket_arn,
+                "writerRoleArn": self.writer_role_arn,
+                "readerRoleArn": self.reader_role_arn,
+            }
+        )
 
-    def _pod_role(self, name: str, args: S3ModelBucketArgs, service_account: str, policy: dict, what: str) -> aws.iam.Role:
+    def _pod_role(
+        self, name: str, args: S3ModelBucketArgs, service_account: str, policy: dict, what: str
+    ) -> aws.iam.Role:
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             name,

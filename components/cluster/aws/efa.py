@@ -7,7 +7,7 @@ that does not ask gets no /dev/infiniband devices: NCCL then falls back to TCP s
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s

@@ -123,13 +123,15 @@ class EfsStorage(pulumi.ComponentResource):
             f"{name}-nfs",
             description="NFS to the llm-serving model file system from the EKS cluster's nodes",
             vpc_id=args.vpc_id,
-            ingress=[{
-                "description": "NFS from the cluster security group",
-                "protocol": "tcp",
-                "from_port": NFS_PORT,
-                "to_port": NFS_PORT,
-                "security_groups": [args.cluster_security_group_id],
-            }],
+            ingress=[
+                {
+                    "description": "NFS from the cluster security group",
+                    "protocol": "tcp",
+                    "from_port": NFS_PORT,
+                    "to_port": NFS_PORT,
+                    "security_groups": [args.cluster_security_group_id],
+                }
+            ],
             region=region,
             opts=child,
         )
@@ -170,7 +172,9 @@ class EfsStorage(pulumi.ComponentResource):
             # The add-on makes and removes its own association (EFS CSI supports Pod Identity since
             # kubernetes-sigs/aws-efs-csi-driver#1254); only the controller calls AWS APIs: the node
             # daemonset mounts over plain NFS, the file system having no IAM-enforcing policy.
-            pod_identity_associations=[{"role_arn": controller_role.arn, "service_account": CONTROLLER_SERVICE_ACCOUNT}],
+            pod_identity_associations=[
+                {"role_arn": controller_role.arn, "service_account": CONTROLLER_SERVICE_ACCOUNT}
+            ],
             configuration_values=json.dumps(controller_configuration()),
             region=region,
             # A controller started before its role has the policy, or before the agent hands out
@@ -197,7 +201,9 @@ class EfsStorage(pulumi.ComponentResource):
             # set-up at the claim instead of at a pod on a freshly scaled GPU node.
             volume_binding_mode="Immediate",
             opts=pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[addon, *mount_targets],
+                parent=self,
+                provider=args.provider,
+                depends_on=[addon, *mount_targets],
             ),
         )
 
@@ -206,11 +212,13 @@ class EfsStorage(pulumi.ComponentResource):
         self.controller_role_arn = controller_role.arn
         self.storage_class_name = args.storage_class_name
         self.storage_class = storage_class
-        self.register_outputs({
-            "fileSystemId": self.file_system_id,
-            "securityGroupId": self.security_group_id,
-            "controllerRoleArn": self.controller_role_arn,
-        })
+        self.register_outputs(
+            {
+                "fileSystemId": self.file_system_id,
+                "securityGroupId": self.security_group_id,
+                "controllerRoleArn": self.controller_role_arn,
+            }
+        )
 
 
 def storage_class_parameters(file_system_id: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:

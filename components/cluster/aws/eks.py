@@ -15,11 +15,12 @@ import pulumi_kubernetes as k8s
 import stack_config as cfg
 from common import contract, driver_versions, gpu_driver, gpus
 from components.cluster.aws import efa, efs, karpenter, karpenter_iam, network, policies, registry_cache
+from components.cluster.aws.bucket import S3ModelBucket, S3ModelBucketArgs
+
 # By name too: inside EksCluster, `karpenter` is the attribute, so annotations there cannot reach the module.
 from components.cluster.aws.karpenter import Karpenter
-from components.cluster.aws.secrets_key import ENCRYPTED_RESOURCES, secrets_key
-from components.cluster.aws.bucket import S3ModelBucket, S3ModelBucketArgs
 from components.cluster.aws.network import EksNetwork, Subnet
+from components.cluster.aws.secrets_key import ENCRYPTED_RESOURCES, secrets_key
 from components.cluster.common import (
     MODEL_READER_SERVICE_ACCOUNT,
     MODEL_WRITER_SERVICE_ACCOUNT,
@@ -66,17 +67,19 @@ def root_disk_launch_template(disk_gib: int, region: str) -> dict:
     return {
         "update_default_version": True,
         "region": region,
-        "block_device_mappings": [{
-            "device_name": ROOT_DEVICE,
-            "ebs": {
-                "volume_size": disk_gib,
-                "volume_type": "gp3",
-                "throughput": ROOT_DISK_THROUGHPUT_MBPS,
-                "iops": ROOT_DISK_IOPS,
-                "encrypted": "true",
-                "delete_on_termination": "true",
-            },
-        }],
+        "block_device_mappings": [
+            {
+                "device_name": ROOT_DEVICE,
+                "ebs": {
+                    "volume_size": disk_gib,
+                    "volume_type": "gp3",
+                    "throughput": ROOT_DISK_THROUGHPUT_MBPS,
+                    "iops": ROOT_DISK_IOPS,
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }
+        ],
         # IMDSv2 only. Hop limit 2 (the EKS default) keeps add-ons that read the region from
         # IMDS working; pods get their AWS credentials from Pod Identity, and the node role
         # holds only the three node policies.
@@ -137,8 +140,9 @@ class EfaPlacement:
     placement_group_name: pulumi.Input[str] | None
 
 
-def efa_placement(name: str, vpc_id: pulumi.Input[str], region: str, capacity_block: bool,
-                  opts: pulumi.ResourceOptions) -> EfaPlacement:
+def efa_placement(
+    name: str, vpc_id: pulumi.Input[str], region: str, capacity_block: bool, opts: pulumi.ResourceOptions
+) -> EfaPlacement:
     # EFA traffic must be allowed to and from the security group itself (AWS EFA setup guide).
     efa_sg = aws.ec2.SecurityGroup(
         f"{name}-efa",
@@ -214,8 +218,7 @@ class GpuNodePool(pulumi.ComponentResource):
         else:
             # A cluster this stack did not create: its owner's autoscaler (if any) may resize it
             # within min..max; Pulumi leaves the current size alone after creation.
-            scaling = {"min_size": pool.minNodes, "max_size": pool.maxNodes,
-                       "desired_size": cfg.initial_nodes(pool)}
+            scaling = {"min_size": pool.minNodes, "max_size": pool.maxNodes, "desired_size": cfg.initial_nodes(pool)}
             ignore = ["scalingConfig.desiredSize"]
         node_group = aws.eks.NodeGroup(
             f"{name}-ng",
@@ -228,11 +231,13 @@ class GpuNodePool(pulumi.ComponentResource):
             capacity_type=CAPACITY_TYPES[pool.capacityType],
             scaling_config=scaling,
             labels=spec.node_labels,
-            taints=[{
-                "key": placement.taint_key,
-                "value": placement.taint_value,
-                "effect": cloud_taint_effect(placement.taint_effect),
-            }],
+            taints=[
+                {
+                    "key": placement.taint_key,
+                    "value": placement.taint_value,
+                    "effect": cloud_taint_effect(placement.taint_effect),
+                }
+            ],
             launch_template=launch_template_ref(lt),
             # One GPU node at a time during AMI/version rollouts: each is expensive and slow to fill.
             update_config={"max_unavailable": 1},
@@ -285,10 +290,14 @@ def capacity_block_zone(spec: NodePoolSpec, region: str, opts: pulumi.InvokeOpti
         return None
     block = aws.ec2.get_capacity_block_reservation(id=spec.capacity_reservation_id, region=region, opts=opts)
     if block.instance_type and block.instance_type != spec.machine.name:
-        raise cfg.ConfigError([
-            f"{spec.config_key}.capacityReservationId: {spec.capacity_reservation_id} reserves {block.instance_type}, "
-            f"but the pool runs {spec.machine.name}; set machineType to {block.instance_type} or use the matching block"
-        ])
+        raise cfg.ConfigError(
+            [
+                (
+                    f"{spec.config_key}.capacityReservationId: {spec.capacity_reservation_id} reserves {block.instance_type}, "
+                    f"but the pool runs {spec.machine.name}; set machineType to {block.instance_type} or use the matching block"
+                )
+            ]
+        )
     return block.availability_zone
 
 
@@ -307,8 +316,10 @@ class PoolZones:
 
 
 def pool_zones(spec: NodePoolSpec, region: str, opts: pulumi.InvokeOptions | None = None) -> PoolZones:
-    return PoolZones(offered=network.offering_zones(spec.machine.name, region, opts),
-                     block_zone=capacity_block_zone(spec, region, opts))
+    return PoolZones(
+        offered=network.offering_zones(spec.machine.name, region, opts),
+        block_zone=capacity_block_zone(spec, region, opts),
+    )
 
 
 def pool_subnets(spec: NodePoolSpec, zones: PoolZones, net: EksNetwork) -> list[Subnet]:
@@ -326,18 +337,36 @@ def pool_subnets(spec: NodePoolSpec, zones: PoolZones, net: EksNetwork) -> list[
     if candidates:
         return candidates[:1] if spec.pool.efa else candidates
     if zones.block_zone:
-        raise cfg.ConfigError([f"{where}.capacityReservationId: {spec.capacity_reservation_id} is in "
-                               f"{zones.block_zone}, where the cluster has no {'private ' if spec.pool.efa else ''}"
-                               "node subnet; buy the block in a zone of the cluster's subnets"])
+        raise cfg.ConfigError(
+            [
+                (
+                    f"{where}.capacityReservationId: {spec.capacity_reservation_id} is in "
+                    f"{zones.block_zone}, where the cluster has no {'private ' if spec.pool.efa else ''}"
+                    "node subnet; buy the block in a zone of the cluster's subnets"
+                )
+            ]
+        )
     known = {s.key: s for s in [*net.cluster_subnets, *net.node_subnets]}.values()
     have = ", ".join(f"{s.key} ({s.zone}, {'private' if s.private else 'public'})" for s in known)
     if spec.pool.efa:
-        raise cfg.ConfigError([f"{where}.efa: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'}, "
-                               f"and the cluster has no private subnet there (its subnets: {have}); "
-                               f"{cfg.EFA_NEEDS_PRIVATE_SUBNETS}"])
-    raise cfg.ConfigError([f"{where}.machineType: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'} "
-                           f"of the region, where the cluster has no node subnet (its subnets: {have}); choose "
-                           "another instance type"])
+        raise cfg.ConfigError(
+            [
+                (
+                    f"{where}.efa: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'}, "
+                    f"and the cluster has no private subnet there (its subnets: {have}); "
+                    f"{cfg.EFA_NEEDS_PRIVATE_SUBNETS}"
+                )
+            ]
+        )
+    raise cfg.ConfigError(
+        [
+            (
+                f"{where}.machineType: {spec.machine.name} is offered in {', '.join(zones.offered) or 'no zone'} "
+                f"of the region, where the cluster has no node subnet (its subnets: {have}); choose "
+                "another instance type"
+            )
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +400,9 @@ class SystemNodeGroup(pulumi.ComponentResource):
         super().__init__("llm-serving:aws:SystemNodeGroup", name, None, opts)
         pool = args.pool
         lt = aws.ec2.LaunchTemplate(
-            f"{name}-lt", **root_disk_launch_template(pool.diskGib, args.region), opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-lt",
+            **root_disk_launch_template(pool.diskGib, args.region),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         node_group = aws.eks.NodeGroup(
             f"{name}-ng",
@@ -490,15 +521,20 @@ class EksCluster(pulumi.ComponentResource):
             ca_data = found.certificate_authorities[0].data
             cluster_sg = found.vpc_config.cluster_security_group_id
             kubernetes_version = found.version or args.kubernetes_version
-            self.network = network.cluster_subnets(list(found.vpc_config.subnet_ids), found.vpc_config.vpc_id,
-                                                   region, invoke)
+            self.network = network.cluster_subnets(
+                list(found.vpc_config.subnet_ids), found.vpc_config.vpc_id, region, invoke
+            )
         release_version = driver_versions.eks_release_version(kubernetes_version)
         if release_version is None:
-            raise cfg.ConfigError([
-                f"{args.config_source}cluster.name: EKS cluster {args.name} runs Kubernetes {kubernetes_version}, for "
-                f"which this program pins no EKS AMI release ({driver_versions.EKS_AMI_RELEASE} covers "
-                f"{', '.join(sorted(driver_versions.EKS_RELEASE_VERSIONS))}); upgrade the cluster or add the release"
-            ])
+            raise cfg.ConfigError(
+                [
+                    (
+                        f"{args.config_source}cluster.name: EKS cluster {args.name} runs Kubernetes {kubernetes_version}, for "
+                        f"which this program pins no EKS AMI release ({driver_versions.EKS_AMI_RELEASE} covers "
+                        f"{', '.join(sorted(driver_versions.EKS_RELEASE_VERSIONS))}); upgrade the cluster or add the release"
+                    )
+                ]
+            )
         net = self.network
         # Nodes in private subnets join only once their route out (NAT) exists.
         node_opts = list(net.egress_ready)
@@ -527,8 +563,13 @@ class EksCluster(pulumi.ComponentResource):
             subnets = pool_subnets(spec, zones[pool.name], net)
             subnets_of[pool.name] = subnets
             if pool.efa:
-                efa_of[pool.name] = efa_placement(f"{name}-{pool.name}", net.vpc_id, region,
-                                                  capacity_block=pool.capacityType == "capacity-block", opts=child)
+                efa_of[pool.name] = efa_placement(
+                    f"{name}-{pool.name}",
+                    net.vpc_id,
+                    region,
+                    capacity_block=pool.capacityType == "capacity-block",
+                    opts=child,
+                )
             if spec.managed_nodes:
                 GpuNodePool(
                     f"{name}-{pool.name}",
@@ -592,7 +633,9 @@ class EksCluster(pulumi.ComponentResource):
         self.karpenter = None
         growing = [spec for spec in args.pools if spec.karpenter_nodes > 0]
         if growing:
-            assert system is not None and args.system_pool is not None, "Karpenter runs on a created cluster's system pool"
+            assert system is not None and args.system_pool is not None, (
+                "Karpenter runs on a created cluster's system pool"
+            )
             self.karpenter = self._karpenter(name, args, cluster_name, endpoint, system, addons_ready, node_opts)
             for spec in growing:
                 subnets = subnets_of[spec.pool.name]
@@ -628,8 +671,9 @@ class EksCluster(pulumi.ComponentResource):
                 node_roles["karpenter-node"] = self.karpenter.node_role_name
             cache = registry_cache.EcrPullThroughCache(
                 f"{name}-image-cache",
-                registry_cache.EcrPullThroughCacheArgs(cluster_name=args.name, region=region,
-                                                       credentials=dict(args.pull_through), node_roles=node_roles),
+                registry_cache.EcrPullThroughCacheArgs(
+                    cluster_name=args.name, region=region, credentials=dict(args.pull_through), node_roles=node_roles
+                ),
                 opts=child,
             )
             self.image_mirrors = dict(cache.mirrors)
@@ -662,8 +706,9 @@ class EksCluster(pulumi.ComponentResource):
         self.platform = platform_summary(args, net, zones, subnets_of, release_version)
         self.register_outputs({"clusterName": self.cluster_name, "endpoint": self.endpoint})
 
-    def _network(self, name: str, args: EksClusterArgs, zones: dict[str, PoolZones],
-                 invoke: pulumi.InvokeOptions) -> EksNetwork:
+    def _network(
+        self, name: str, args: EksClusterArgs, zones: dict[str, PoolZones], invoke: pulumi.InvokeOptions
+    ) -> EksNetwork:
         config = args.network
         where = f"{args.config_source}cluster.network"
         if config.vpc == "default":
@@ -672,13 +717,26 @@ class EksCluster(pulumi.ComponentResource):
             assert config.privateSubnetIds, "config requires privateSubnetIds with vpc existing"
             return network.existing_vpc(list(config.privateSubnetIds), args.region, where, invoke)
         # Each pool needs a zone offering its instance type (a Capacity Block: its own zone).
-        needs = [(f"{spec.config_key}.capacityReservationId" if spec.capacity_reservation_id
-                  else f"{spec.config_key}.machineType", zones[spec.pool.name].acceptable) for spec in args.pools]
+        needs = [
+            (
+                f"{spec.config_key}.capacityReservationId"
+                if spec.capacity_reservation_id
+                else f"{spec.config_key}.machineType",
+                zones[spec.pool.name].acceptable,
+            )
+            for spec in args.pools
+        ]
         chosen = network.choose_zones(network.supported_zones(args.region, invoke), needs, config.zoneCount, where)
         vpc = network.EksVpc(
             f"{name}-network",
-            network.VpcArgs(cluster_name=args.name, region=args.region, cidr=config.cidr, zones=chosen,
-                            nat_gateways=config.natGateways, tags=args.tags),
+            network.VpcArgs(
+                cluster_name=args.name,
+                region=args.region,
+                cidr=config.cidr,
+                zones=chosen,
+                nat_gateways=config.natGateways,
+                tags=args.tags,
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return vpc.network
@@ -737,8 +795,16 @@ class EksCluster(pulumi.ComponentResource):
             agent,
         )
 
-    def _karpenter(self, name: str, args: EksClusterArgs, cluster_name, endpoint, system: SystemNodeGroup,
-                   addons_ready: list[pulumi.Resource], node_opts: list[pulumi.Resource]) -> Karpenter:
+    def _karpenter(
+        self,
+        name: str,
+        args: EksClusterArgs,
+        cluster_name,
+        endpoint,
+        system: SystemNodeGroup,
+        addons_ready: list[pulumi.Resource],
+        node_opts: list[pulumi.Resource],
+    ) -> Karpenter:
         invoke = pulumi.InvokeOptions(parent=self)
         scope = karpenter_iam.Scope(
             cluster=args.name,
@@ -762,44 +828,68 @@ class EksCluster(pulumi.ComponentResource):
         )
 
 
-def platform_summary(args: EksClusterArgs, net: EksNetwork, zones: dict[str, PoolZones],
-                     subnets_of: dict[str, list[Subnet]], release_version: str) -> dict:
+def platform_summary(
+    args: EksClusterArgs,
+    net: EksNetwork,
+    zones: dict[str, PoolZones],
+    subnets_of: dict[str, list[Subnet]],
+    release_version: str,
+) -> dict:
     """What the offline plan shows about the network, the autoscaler and each pool's nodes."""
     pools = []
     for spec in args.pools:
         subnets = subnets_of[spec.pool.name]
-        pools.append({
-            "pool": spec.pool.name,
-            "instanceType": spec.machine.name,
-            "zonesOffering": ", ".join(zones[spec.pool.name].offered) or "(none found)",
-            "nodeZones": ", ".join(sorted({s.zone for s in subnets})),
-            "subnets": "private" if all(s.private for s in subnets) else "public",
-            "alwaysOnNodes": spec.scaling.start_nodes if spec.managed_nodes else 0,
-            "karpenterNodes": spec.karpenter_nodes,
-            "efa": "placement group" if spec.pool.efa and spec.pool.capacityType != "capacity-block"
-                   else ("Capacity Block" if spec.pool.efa else "no"),
-        })
-    nat = {"create": f"{net.nat_gateways} NAT gateway(s) ({args.network.natGateways})",
-           "default": "none (default VPC: public subnets)",
-           "existing": "the VPC's own (private subnets checked)",
-           "cluster": "the cluster's own"}[net.mode]
+        pools.append(
+            {
+                "pool": spec.pool.name,
+                "instanceType": spec.machine.name,
+                "zonesOffering": ", ".join(zones[spec.pool.name].offered) or "(none found)",
+                "nodeZones": ", ".join(sorted({s.zone for s in subnets})),
+                "subnets": "private" if all(s.private for s in subnets) else "public",
+                "alwaysOnNodes": spec.scaling.start_nodes if spec.managed_nodes else 0,
+                "karpenterNodes": spec.karpenter_nodes,
+                "efa": "placement group"
+                if spec.pool.efa and spec.pool.capacityType != "capacity-block"
+                else ("Capacity Block" if spec.pool.efa else "no"),
+            }
+        )
+    nat = {
+        "create": f"{net.nat_gateways} NAT gateway(s) ({args.network.natGateways})",
+        "default": "none (default VPC: public subnets)",
+        "existing": "the VPC's own (private subnets checked)",
+        "cluster": "the cluster's own",
+    }[net.mode]
     return {
         "cloud": "aws",
-        "vpc": {"create": f"created, {args.network.cidr}", "default": "the account's default VPC",
-                "existing": "existing (cluster.network.privateSubnetIds)",
-                "cluster": "the existing cluster's"}[net.mode],
+        "vpc": {
+            "create": f"created, {args.network.cidr}",
+            "default": "the account's default VPC",
+            "existing": "existing (cluster.network.privateSubnetIds)",
+            "cluster": "the existing cluster's",
+        }[net.mode],
         "zones": ", ".join(net.zones),
         "nodeSubnets": "private" if all(s.private for s in net.node_subnets) else "public",
         "nat": nat,
-        "autoscaler": f"Karpenter {karpenter.VERSION}" if any(s.karpenter_nodes for s in args.pools)
-                      else ("none (fixed-size node groups)" if not args.create else "none needed (no pool grows)"),
+        "autoscaler": f"Karpenter {karpenter.VERSION}"
+        if any(s.karpenter_nodes for s in args.pools)
+        else ("none (fixed-size node groups)" if not args.create else "none needed (no pool grows)"),
         "nodeImage": f"EKS AL2023 AMI {driver_versions.EKS_AMI_RELEASE} (managed node groups: release {release_version}; "
-                     f"Karpenter: {driver_versions.KARPENTER_AMI_ALIAS})",
+        f"Karpenter: {driver_versions.KARPENTER_AMI_ALIAS})",
         "pools": pools,
-        **({"apiEndpoint": endpoint_summary(args.endpoint_access, "the VPC's private endpoint"),
-            "secretsEncryption": ("KMS envelope encryption, key " + (args.secrets_key_arn or "created by this stack "
-                                  "(rotation on)")) if args.encrypt_secrets else "off (etcd's own encryption only)"}
-           if args.create else {"apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"}),
+        **(
+            {
+                "apiEndpoint": endpoint_summary(args.endpoint_access, "the VPC's private endpoint"),
+                "secretsEncryption": (
+                    "KMS envelope encryption, key " + (args.secrets_key_arn or "created by this stack (rotation on)")
+                )
+                if args.encrypt_secrets
+                else "off (etcd's own encryption only)",
+            }
+            if args.create
+            else {
+                "apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"
+            }
+        ),
     }
 
 
@@ -814,16 +904,18 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
     for i, pool in enumerate(stack.pools):
         machine = cfg.pool_machine(stack.cloud, pool)
         assert machine is not None, f"pool {pool.name} passed config validation without a machine"
-        specs.append(NodePoolSpec(
-            extra_labels=tuple(gpu_driver.mig_node_labels(pool, driver_plan).items()),
-            pool=pool,
-            machine=machine,
-            placement=placement_for(pool, rdma=pool.efa),
-            scaling=cfg.pool_scaling(stack, pool),
-            # Config requires the id exactly when capacityType is capacity-block.
-            capacity_reservation_id=pool.capacityReservationId,
-            config_key=f"{source}pools[{i}]",
-        ))
+        specs.append(
+            NodePoolSpec(
+                extra_labels=tuple(gpu_driver.mig_node_labels(pool, driver_plan).items()),
+                pool=pool,
+                machine=machine,
+                placement=placement_for(pool, rdma=pool.efa),
+                scaling=cfg.pool_scaling(stack, pool),
+                # Config requires the id exactly when capacityType is capacity-block.
+                capacity_reservation_id=pool.capacityReservationId,
+                config_key=f"{source}pools[{i}]",
+            )
+        )
     store = stack.modelStore
     bucket = S3ModelBucketArgs(
         resource_name=bucket_resource_name(stack_name),

@@ -63,8 +63,12 @@ EXPIRE_AFTER = "Never"
 ROOT_DEVICE = "/dev/xvda"
 
 
-def helm_values(cluster_name: pulumi.Input[str], cluster_endpoint: pulumi.Input[str],
-                interruption_queue: pulumi.Input[str], system_nodes: int) -> dict[str, Any]:
+def helm_values(
+    cluster_name: pulumi.Input[str],
+    cluster_endpoint: pulumi.Input[str],
+    interruption_queue: pulumi.Input[str],
+    system_nodes: int,
+) -> dict[str, Any]:
     """Chart values; every key is one of the chart's values.yaml at v1.14.1 (tests/support/helm_values.py).
 
     Not set: the image. The tag's values.yaml still names the 1.13.0 image (the release pipeline
@@ -161,20 +165,32 @@ class Karpenter(pulumi.ComponentResource):
                 region=region,
                 opts=child,
             )
-            targets.append(aws.cloudwatch.EventTarget(
-                f"{name}-{key}", rule=rule.name, arn=queue.arn, target_id="KarpenterInterruptionQueueTarget",
-                region=region, opts=pulumi.ResourceOptions(parent=self, depends_on=[queue_policy])))
+            targets.append(
+                aws.cloudwatch.EventTarget(
+                    f"{name}-{key}",
+                    rule=rule.name,
+                    arn=queue.arn,
+                    target_id="KarpenterInterruptionQueueTarget",
+                    region=region,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[queue_policy]),
+                )
+            )
 
         controller_role = aws.iam.Role(
             f"{name}-controller",
             description=f"{NAMESPACE}/{SERVICE_ACCOUNT}: the Karpenter controller",
             assume_role_policy=pulumi.Output.json_dumps(
-                policies.pod_identity_trust_policy(args.cluster_name, NAMESPACE, SERVICE_ACCOUNT)),
+                policies.pod_identity_trust_policy(args.cluster_name, NAMESPACE, SERVICE_ACCOUNT)
+            ),
             opts=child,
         )
         controller_policies = [
-            aws.iam.RolePolicy(f"{name}-controller-{key}", role=controller_role.id,
-                               policy=pulumi.Output.json_dumps(document), opts=child)
+            aws.iam.RolePolicy(
+                f"{name}-controller-{key}",
+                role=controller_role.id,
+                policy=pulumi.Output.json_dumps(document),
+                opts=child,
+            )
             for key, document in karpenter_iam.controller_policies(scope, node_role.arn, queue.arn).items()
         ]
         association = aws.eks.PodIdentityAssociation(
@@ -203,8 +219,9 @@ class Karpenter(pulumi.ComponentResource):
                 timeout=HELM_TIMEOUT_SECONDS,
             ),
             # A controller started without its credentials or its queue fails its first calls.
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=[association, *targets, *args.depends_on]),
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[association, *targets, *args.depends_on]
+            ),
         )
         self.node_role_name = node_role.name
         self.nodes_may_join = [access, *attachments]
@@ -251,11 +268,19 @@ def ec2_node_class_spec(spec: KarpenterPoolSpec) -> dict[str, Any]:
         "securityGroupSelectorTerms": [{"id": sg} for sg in spec.security_group_ids],
         # Private subnets only: no public address (and EC2 refuses one with several EFA interfaces).
         "associatePublicIPAddress": False,
-        "blockDeviceMappings": [{
-            "deviceName": ROOT_DEVICE,
-            "ebs": {"volumeSize": f"{spec.disk_gib}Gi", "volumeType": "gp3", "encrypted": True,
-                    "deleteOnTermination": True, "throughput": 500, "iops": 6000},
-        }],
+        "blockDeviceMappings": [
+            {
+                "deviceName": ROOT_DEVICE,
+                "ebs": {
+                    "volumeSize": f"{spec.disk_gib}Gi",
+                    "volumeType": "gp3",
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                    "throughput": 500,
+                    "iops": 6000,
+                },
+            }
+        ],
         "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2},
         "tags": {"llm-serving/pool": spec.pool},
     }
@@ -278,8 +303,9 @@ def node_pool_spec(spec: KarpenterPoolSpec) -> dict[str, Any]:
             "metadata": {"labels": dict(spec.labels)},
             "spec": {
                 "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": object_name(spec.pool)},
-                "taints": [{"key": placement.taint_key, "value": placement.taint_value,
-                            "effect": placement.taint_effect}],
+                "taints": [
+                    {"key": placement.taint_key, "value": placement.taint_value, "effect": placement.taint_effect}
+                ],
                 "requirements": requirements,
                 "expireAfter": EXPIRE_AFTER,
             },
@@ -294,20 +320,33 @@ def node_pool_spec(spec: KarpenterPoolSpec) -> dict[str, Any]:
 class KarpenterPool(pulumi.ComponentResource):
     """The EC2NodeClass and NodePool of one GPU pool, created once Karpenter's CRDs exist."""
 
-    def __init__(self, name: str, spec: KarpenterPoolSpec, provider: k8s.Provider, wait_for: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: KarpenterPoolSpec,
+        provider: k8s.Provider,
+        wait_for: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("llm-serving:aws:KarpenterPool", name, None, opts)
-        metadata = {"name": object_name(spec.pool), "labels": {contract.LABEL_PART_OF: contract.PART_OF,
-                                                               contract.LABEL_POOL: spec.pool}}
+        metadata = {
+            "name": object_name(spec.pool),
+            "labels": {contract.LABEL_PART_OF: contract.PART_OF, contract.LABEL_POOL: spec.pool},
+        }
         self.node_class = k8s.apiextensions.CustomResource(
-            f"{name}-nodeclass", api_version=NODECLASS_API, kind="EC2NodeClass", metadata=metadata,
+            f"{name}-nodeclass",
+            api_version=NODECLASS_API,
+            kind="EC2NodeClass",
+            metadata=metadata,
             spec=ec2_node_class_spec(spec),
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=wait_for),
         )
         self.node_pool = k8s.apiextensions.CustomResource(
-            f"{name}-nodepool", api_version=NODEPOOL_API, kind="NodePool", metadata=metadata,
+            f"{name}-nodepool",
+            api_version=NODEPOOL_API,
+            kind="NodePool",
+            metadata=metadata,
             spec=node_pool_spec(spec),
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[*wait_for, self.node_class]),
         )
         self.register_outputs({})
-

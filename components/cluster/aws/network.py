@@ -110,16 +110,19 @@ def supported_zones(region: str, opts: pulumi.InvokeOptions | None = None) -> li
     return sorted(name for name, zone_id in zip(found.names, zone_ids) if zone_id not in EKS_UNSUPPORTED_ZONE_IDS)
 
 
-def routes_to_internet_gateway(subnet_id: str, vpc_id: str | None, region: str,
-                               opts: pulumi.InvokeOptions | None = None) -> bool:
+def routes_to_internet_gateway(
+    subnet_id: str, vpc_id: str | None, region: str, opts: pulumi.InvokeOptions | None = None
+) -> bool:
     """Is `subnet_id` public: does its route table (its own, or the VPC's main one) send traffic
     to an internet gateway?"""
     own = aws.ec2.get_route_tables(
-        filters=[{"name": "association.subnet-id", "values": [subnet_id]}], region=region, opts=opts)
+        filters=[{"name": "association.subnet-id", "values": [subnet_id]}], region=region, opts=opts
+    )
     table_ids = list(own.ids or [])
     if not table_ids and vpc_id:
         main = aws.ec2.get_route_tables(
-            vpc_id=vpc_id, filters=[{"name": "association.main", "values": ["true"]}], region=region, opts=opts)
+            vpc_id=vpc_id, filters=[{"name": "association.main", "values": ["true"]}], region=region, opts=opts
+        )
         table_ids = list(main.ids or [])
     for table_id in table_ids:
         table = aws.ec2.get_route_table(route_table_id=table_id, region=region, opts=opts)
@@ -129,8 +132,11 @@ def routes_to_internet_gateway(subnet_id: str, vpc_id: str | None, region: str,
     return False
 
 
-def looked_up_subnets(subnet_ids: list[str], region: str, opts: pulumi.InvokeOptions | None = None,
-                      ) -> tuple[list[Subnet], set[str]]:
+def looked_up_subnets(
+    subnet_ids: list[str],
+    region: str,
+    opts: pulumi.InvokeOptions | None = None,
+) -> tuple[list[Subnet], set[str]]:
     """Each subnet's zone and whether it is private; also the VPC ids they belong to."""
     subnets, vpcs = [], set()
     for subnet_id in sorted(set(subnet_ids)):
@@ -162,38 +168,52 @@ def default_vpc(region: str, opts: pulumi.InvokeOptions | None = None) -> EksNet
             continue
         # Default subnets route to the internet gateway and map public IPs on launch, by definition.
         subnets.append(Subnet(id=subnet_id, zone=subnet.availability_zone or subnet_id, key=subnet_id, private=False))
-    return EksNetwork(mode="default", vpc_id=vpc.id, cluster_subnets=subnets, node_subnets=subnets,
-                      public_subnets=subnets)
+    return EksNetwork(
+        mode="default", vpc_id=vpc.id, cluster_subnets=subnets, node_subnets=subnets, public_subnets=subnets
+    )
 
 
-def existing_vpc(private_subnet_ids: list[str], region: str, where: str,
-                 opts: pulumi.InvokeOptions | None = None) -> EksNetwork:
+def existing_vpc(
+    private_subnet_ids: list[str], region: str, where: str, opts: pulumi.InvokeOptions | None = None
+) -> EksNetwork:
     """The subnets of `cluster.network.privateSubnetIds`, checked to be private and in one VPC."""
     subnets, vpcs = looked_up_subnets(private_subnet_ids, region, opts)
     problems = []
     public = [s.key for s in subnets if not s.private]
     if public:
-        problems.append(f"{where}.privateSubnetIds: {', '.join(public)} route(s) to an internet gateway; "
-                        "list subnets whose default route goes through NAT")
+        problems.append(
+            f"{where}.privateSubnetIds: {', '.join(public)} route(s) to an internet gateway; "
+            "list subnets whose default route goes through NAT"
+        )
     if len(vpcs) > 1:
-        problems.append(f"{where}.privateSubnetIds: the subnets are in different VPCs ({', '.join(sorted(vpcs))}); "
-                        "list subnets of one VPC")
+        problems.append(
+            f"{where}.privateSubnetIds: the subnets are in different VPCs ({', '.join(sorted(vpcs))}); "
+            "list subnets of one VPC"
+        )
     if len({s.zone for s in subnets}) < 2:
-        problems.append(f"{where}.privateSubnetIds: EKS needs subnets in at least two Availability Zones it "
-                        "supports; list subnets of another zone")
+        problems.append(
+            f"{where}.privateSubnetIds: EKS needs subnets in at least two Availability Zones it "
+            "supports; list subnets of another zone"
+        )
     if problems:
         raise cfg.ConfigError(problems)
     vpc_id = next(iter(vpcs)) if vpcs else ""
     return EksNetwork(mode="existing", vpc_id=vpc_id, cluster_subnets=subnets, node_subnets=subnets)
 
 
-def cluster_subnets(subnet_ids: list[str], vpc_id: str, region: str,
-                    opts: pulumi.InvokeOptions | None = None) -> EksNetwork:
+def cluster_subnets(
+    subnet_ids: list[str], vpc_id: str, region: str, opts: pulumi.InvokeOptions | None = None
+) -> EksNetwork:
     """An existing cluster's subnets: nodes go in its private ones, or in all of them if it has none."""
     subnets, _ = looked_up_subnets(subnet_ids, region, opts)
     private = [s for s in subnets if s.private]
-    return EksNetwork(mode="cluster", vpc_id=vpc_id, cluster_subnets=subnets, node_subnets=private or subnets,
-                      public_subnets=[s for s in subnets if not s.private])
+    return EksNetwork(
+        mode="cluster",
+        vpc_id=vpc_id,
+        cluster_subnets=subnets,
+        node_subnets=private or subnets,
+        public_subnets=[s for s in subnets if not s.private],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,13 +261,20 @@ class EksVpc(pulumi.ComponentResource):
             tags={**base_tags, "Name": cluster},
             opts=child,
         )
-        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, region=region,
-                                          tags={**base_tags, "Name": cluster}, opts=child)
-        public_table = aws.ec2.RouteTable(f"{name}-public", vpc_id=vpc.id, region=region,
-                                          tags={**base_tags, "Name": f"{cluster}-public"}, opts=child)
-        public_route = aws.ec2.Route(f"{name}-public-internet", route_table_id=public_table.id,
-                                     destination_cidr_block=ANYWHERE, gateway_id=gateway.id, region=region,
-                                     opts=child)
+        gateway = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, region=region, tags={**base_tags, "Name": cluster}, opts=child
+        )
+        public_table = aws.ec2.RouteTable(
+            f"{name}-public", vpc_id=vpc.id, region=region, tags={**base_tags, "Name": f"{cluster}-public"}, opts=child
+        )
+        public_route = aws.ec2.Route(
+            f"{name}-public-internet",
+            route_table_id=public_table.id,
+            destination_cidr_block=ANYWHERE,
+            gateway_id=gateway.id,
+            region=region,
+            opts=child,
+        )
 
         private_cidrs, public_cidrs = subnet_ranges(args.cidr, len(args.zones))
         public_subnets: list[Subnet] = []
@@ -268,14 +295,19 @@ class EksVpc(pulumi.ComponentResource):
                 tags={**base_tags, "Name": f"{cluster}-public-{zone}", ELB_ROLE_TAG: "1"},
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-public-{zone}", subnet_id=public.id,
-                                          route_table_id=public_table.id, region=region, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{zone}", subnet_id=public.id, route_table_id=public_table.id, region=region, opts=child
+            )
             public_subnets.append(Subnet(id=public.id, zone=zone, key=zone, private=False))
             if args.nat_gateways == "per-zone" or index == 0:
                 # A NAT gateway's address must exist before it; the IGW before the address is used.
-                address = aws.ec2.Eip(f"{name}-nat-{zone}", domain="vpc", region=region,
-                                      tags={**base_tags, "Name": f"{cluster}-nat-{zone}"},
-                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]))
+                address = aws.ec2.Eip(
+                    f"{name}-nat-{zone}",
+                    domain="vpc",
+                    region=region,
+                    tags={**base_tags, "Name": f"{cluster}-nat-{zone}"},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+                )
                 nat = aws.ec2.NatGateway(
                     f"{name}-nat-{zone}",
                     allocation_id=address.id,
@@ -295,17 +327,32 @@ class EksVpc(pulumi.ComponentResource):
                 availability_zone=zone,
                 map_public_ip_on_launch=False,
                 region=region,
-                tags={**base_tags, "Name": f"{cluster}-private-{zone}", INTERNAL_ELB_ROLE_TAG: "1",
-                      KARPENTER_DISCOVERY_TAG: cluster},
+                tags={
+                    **base_tags,
+                    "Name": f"{cluster}-private-{zone}",
+                    INTERNAL_ELB_ROLE_TAG: "1",
+                    KARPENTER_DISCOVERY_TAG: cluster,
+                },
                 opts=child,
             )
-            table = aws.ec2.RouteTable(f"{name}-private-{zone}", vpc_id=vpc.id, region=region,
-                                       tags={**base_tags, "Name": f"{cluster}-private-{zone}"}, opts=child)
-            route = aws.ec2.Route(f"{name}-private-{zone}-nat", route_table_id=table.id,
-                                  destination_cidr_block=ANYWHERE, nat_gateway_id=nat_id, region=region,
-                                  opts=child)
-            association = aws.ec2.RouteTableAssociation(f"{name}-private-{zone}", subnet_id=private.id,
-                                                        route_table_id=table.id, region=region, opts=child)
+            table = aws.ec2.RouteTable(
+                f"{name}-private-{zone}",
+                vpc_id=vpc.id,
+                region=region,
+                tags={**base_tags, "Name": f"{cluster}-private-{zone}"},
+                opts=child,
+            )
+            route = aws.ec2.Route(
+                f"{name}-private-{zone}-nat",
+                route_table_id=table.id,
+                destination_cidr_block=ANYWHERE,
+                nat_gateway_id=nat_id,
+                region=region,
+                opts=child,
+            )
+            association = aws.ec2.RouteTableAssociation(
+                f"{name}-private-{zone}", subnet_id=private.id, route_table_id=table.id, region=region, opts=child
+            )
             egress += [route, association]
             private_tables.append(table)
             private_subnets.append(Subnet(id=private.id, zone=zone, key=zone, private=True))
@@ -335,8 +382,7 @@ class EksVpc(pulumi.ComponentResource):
         self.register_outputs({"vpcId": vpc.id})
 
 
-def choose_zones(candidates: list[str], needed: list[tuple[str, list[str]]], count: int,
-                 where: str) -> list[str]:
+def choose_zones(candidates: list[str], needed: list[tuple[str, list[str]]], count: int, where: str) -> list[str]:
     """`count` zones of `candidates` (sorted), starting with one zone for each need.
 
     `needed` holds (key, zones that would do) per pool: a pool's instance type is offered only in
@@ -348,9 +394,11 @@ def choose_zones(candidates: list[str], needed: list[tuple[str, list[str]]], cou
     for key, acceptable in needed:
         usable = [z for z in candidates if z in set(acceptable)]
         if not usable:
-            problems.append(f"{key}: the pool's nodes can only go in {', '.join(acceptable) or 'no zone'} (zones offering "
-                            f"its instance type, or its Capacity Block's), none of which takes EKS subnets in this "
-                            f"region ({', '.join(candidates)}); choose another instance type, block or region")
+            problems.append(
+                f"{key}: the pool's nodes can only go in {', '.join(acceptable) or 'no zone'} (zones offering "
+                f"its instance type, or its Capacity Block's), none of which takes EKS subnets in this "
+                f"region ({', '.join(candidates)}); choose another instance type, block or region"
+            )
             continue
         if not any(z in chosen for z in usable):
             chosen.append(usable[0])
@@ -362,6 +410,7 @@ def choose_zones(candidates: list[str], needed: list[tuple[str, list[str]]], cou
         if zone not in chosen:
             chosen.append(zone)
     if len(chosen) < 2:
-        raise cfg.ConfigError([f"{where}.zoneCount: the region has {len(chosen)} zone(s) where EKS accepts "
-                               "subnets; EKS needs two"])
+        raise cfg.ConfigError(
+            [f"{where}.zoneCount: the region has {len(chosen)} zone(s) where EKS accepts subnets; EKS needs two"]
+        )
     return sorted(chosen)

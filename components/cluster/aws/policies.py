@@ -30,17 +30,17 @@ def service_trust_policy(service: str) -> dict[str, Any]:
     """Trust policy letting an AWS service (eks.amazonaws.com, ec2.amazonaws.com) assume a role."""
     return {
         "Version": VERSION,
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Service": service},
-            "Action": ["sts:AssumeRole", "sts:TagSession"] if service.startswith("eks") else ["sts:AssumeRole"],
-        }],
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": service},
+                "Action": ["sts:AssumeRole", "sts:TagSession"] if service.startswith("eks") else ["sts:AssumeRole"],
+            }
+        ],
     }
 
 
-def pod_identity_trust_policy(
-    cluster_name: pulumi.Input[str], namespace: str, service_account: str
-) -> dict[str, Any]:
+def pod_identity_trust_policy(cluster_name: pulumi.Input[str], namespace: str, service_account: str) -> dict[str, Any]:
     """Trust policy for EKS Pod Identity, pinned to one cluster, namespace and ServiceAccount.
 
     The association already maps one ServiceAccount to the role, but any association in the
@@ -49,18 +49,20 @@ def pod_identity_trust_policy(
     """
     return {
         "Version": VERSION,
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"},
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-            "Condition": {
-                "StringEquals": {
-                    "aws:RequestTag/eks-cluster-name": cluster_name,
-                    "aws:RequestTag/kubernetes-namespace": namespace,
-                    "aws:RequestTag/kubernetes-service-account": service_account,
-                }
-            },
-        }],
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "pods.eks.amazonaws.com"},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {
+                    "StringEquals": {
+                        "aws:RequestTag/eks-cluster-name": cluster_name,
+                        "aws:RequestTag/kubernetes-namespace": namespace,
+                        "aws:RequestTag/kubernetes-service-account": service_account,
+                    }
+                },
+            }
+        ],
     }
 
 
@@ -115,12 +117,14 @@ def tls_only_bucket_policy(bucket_arn: pulumi.Input[str]) -> dict[str, Any]:
     """Refuse any request to the bucket that does not use TLS."""
     return {
         "Version": VERSION,
-        "Statement": [{
-            "Sid": "DenyInsecureTransport",
-            "Effect": "Deny",
-            "Principal": "*",
-            "Action": "s3:*",
-            "Resource": [bucket_arn, pulumi.Output.concat(bucket_arn, "/*")],
-            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-        }],
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, pulumi.Output.concat(bucket_arn, "/*")],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
     }

@@ -54,12 +54,14 @@ def mirrors(cluster_name: str, upstreams: list[str], account: str, region: str, 
 def node_policy(prefixes: list[str], account: str, region: str, partition: str) -> dict:
     return {
         "Version": "2012-10-17",
-        "Statement": [{
-            "Sid": "PullThroughCache",
-            "Effect": "Allow",
-            "Action": list(PULL_THROUGH_ACTIONS),
-            "Resource": [f"arn:{partition}:ecr:{region}:{account}:repository/{p}/*" for p in prefixes],
-        }],
+        "Statement": [
+            {
+                "Sid": "PullThroughCache",
+                "Effect": "Allow",
+                "Action": list(PULL_THROUGH_ACTIONS),
+                "Resource": [f"arn:{partition}:ecr:{region}:{account}:repository/{p}/*" for p in prefixes],
+            }
+        ],
     }
 
 
@@ -97,11 +99,11 @@ class EcrPullThroughCache(pulumi.ComponentResource):
             )
             for u in upstreams
         ]
-        document = node_policy([repository_prefix(args.cluster_name, u) for u in upstreams], account, args.region,
-                               partition.partition)
+        document = node_policy(
+            [repository_prefix(args.cluster_name, u) for u in upstreams], account, args.region, partition.partition
+        )
         self.node_policies = [
             aws.iam.RolePolicy(f"{name}-{key}", role=role, policy=pulumi.Output.json_dumps(document), opts=child)
             for key, role in args.node_roles.items()
         ]
         self.register_outputs({"mirrors": self.mirrors})
-

@@ -35,13 +35,15 @@ def key_policy(account_id: str, partition: str) -> dict[str, Any]:
     enables IAM policies"). Without it a key can become unmanageable (no principal may change it)."""
     return {
         "Version": VERSION,
-        "Statement": [{
-            "Sid": "AccountAdministersTheKey",
-            "Effect": "Allow",
-            "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
-            "Action": "kms:*",
-            "Resource": "*",
-        }],
+        "Statement": [
+            {
+                "Sid": "AccountAdministersTheKey",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            }
+        ],
     }
 
 
@@ -56,8 +58,15 @@ class SecretsKey:
     ready: list[pulumi.Resource]
 
 
-def secrets_key(name: str, cluster_name: str, region: str, role: aws.iam.Role, existing_key_arn: str | None,
-                tags: dict[str, str], parent: pulumi.Resource) -> SecretsKey:
+def secrets_key(
+    name: str,
+    cluster_name: str,
+    region: str,
+    role: aws.iam.Role,
+    existing_key_arn: str | None,
+    tags: dict[str, str],
+    parent: pulumi.Resource,
+) -> SecretsKey:
     """The key a created cluster encrypts Secrets with, and the cluster role's grant on it."""
     child = pulumi.ResourceOptions(parent=parent)
     if existing_key_arn is not None:
@@ -82,8 +91,9 @@ def secrets_key(name: str, cluster_name: str, region: str, role: aws.iam.Role, e
             tags=tags,
             opts=child,
         )
-        aws.kms.Alias(f"{name}-secrets", name=f"alias/{cluster_name}-secrets", target_key_id=key.key_id,
-                      region=region, opts=child)
+        aws.kms.Alias(
+            f"{name}-secrets", name=f"alias/{cluster_name}-secrets", target_key_id=key.key_id, region=region, opts=child
+        )
         key_arn = key.arn
     grant = aws.iam.RolePolicy(
         f"{name}-cluster-secrets-key",

@@ -64,10 +64,24 @@ class GcsModelBucket(pulumi.ComponentResource):
         bucket_name = bucket.name
         condition_expression = bucket_name.apply(lambda b: iam.prefix_condition_expression(b, args.prefix))
 
-        writer = self._identity(f"{name}-writer", args, args.writer_service_account, iam.WRITER_ROLES,
-                                bucket_name, condition_expression, "writes model weights under the models prefix")
-        reader = self._identity(f"{name}-reader", args, args.reader_service_account, iam.READER_ROLES,
-                                bucket_name, condition_expression, "reads model weights under the models prefix")
+        writer = self._identity(
+            f"{name}-writer",
+            args,
+            args.writer_service_account,
+            iam.WRITER_ROLES,
+            bucket_name,
+            condition_expression,
+            "writes model weights under the models prefix",
+        )
+        reader = self._identity(
+            f"{name}-reader",
+            args,
+            args.reader_service_account,
+            iam.READER_ROLES,
+            bucket_name,
+            condition_expression,
+            "reads model weights under the models prefix",
+        )
 
         self.bucket_name = bucket_name
         self.writer_email = writer.email
@@ -76,18 +90,25 @@ class GcsModelBucket(pulumi.ComponentResource):
             scheme="gs",
             name=bucket_name,
             prefix=args.prefix,
-            writer=ServiceAccountBinding(args.namespace, args.writer_service_account, {GKE_GSA_ANNOTATION: writer.email}),
-            reader=ServiceAccountBinding(args.namespace, args.reader_service_account, {GKE_GSA_ANNOTATION: reader.email}),
+            writer=ServiceAccountBinding(
+                args.namespace, args.writer_service_account, {GKE_GSA_ANNOTATION: writer.email}
+            ),
+            reader=ServiceAccountBinding(
+                args.namespace, args.reader_service_account, {GKE_GSA_ANNOTATION: reader.email}
+            ),
             region=args.location,
         )
-        self.register_outputs({
-            "bucketName": self.bucket_name,
-            "writerServiceAccount": self.writer_email,
-            "readerServiceAccount": self.reader_email,
-        })
+        self.register_outputs(
+            {
+                "bucketName": self.bucket_name,
+                "writerServiceAccount": self.writer_email,
+                "readerServiceAccount": self.reader_email,
+            }
+        )
 
-    def _identity(self, name, args: GcsModelBucketArgs, service_account: str, roles, bucket_name,
-                  condition_expression, what: str) -> gcp.serviceaccount.Account:
+    def _identity(
+        self, name, args: GcsModelBucketArgs, service_account: str, roles, bucket_name, condition_expression, what: str
+    ) -> gcp.serviceaccount.Account:
         child = pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready)
         gsa = gcp.serviceaccount.Account(
             name,

@@ -26,11 +26,11 @@ from components.cluster.common import (
     placement_for,
 )
 from components.cluster.gcp import apis, iam, registry_cache
-from components.cluster.gcp.secrets_key import secrets_key
-from stack_config.images import UPSTREAMS
 from components.cluster.gcp import network as gke_network
 from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
+from components.cluster.gcp.secrets_key import secrets_key
 from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachment
+from stack_config.images import UPSTREAMS
 
 RELEASE_CHANNEL = "REGULAR"
 # The cluster's Gateway API channel when the entrance runs on the GKE Gateway controller.
@@ -173,8 +173,11 @@ class GpuNodePool(pulumi.ComponentResource):
         spec, pool, machine, placement = args.spec, args.spec.pool, args.spec.machine, args.spec.placement
 
         image_type = spec.driver_plan.gke_image_type
-        labels = {**placement.node_labels, **dict(spec.driver_plan.gke_node_labels),
-                  **gpu_driver.mig_node_labels(pool, spec.driver_plan)}
+        labels = {
+            **placement.node_labels,
+            **dict(spec.driver_plan.gke_node_labels),
+            **gpu_driver.mig_node_labels(pool, spec.driver_plan),
+        }
         accelerator = {
             "type": spec.accelerator,
             # GPU machine types come with a fixed number of GPUs; the accelerator count must match.
@@ -191,11 +194,13 @@ class GpuNodePool(pulumi.ComponentResource):
             "disk_type": boot_disk_type(machine.name),
             "guest_accelerators": [accelerator],
             "labels": labels,
-            "taints": [{
-                "key": placement.taint_key,
-                "value": placement.taint_value,
-                "effect": cloud_taint_effect(placement.taint_effect),
-            }],
+            "taints": [
+                {
+                    "key": placement.taint_key,
+                    "value": placement.taint_value,
+                    "effect": cloud_taint_effect(placement.taint_effect),
+                }
+            ],
             "spot": pool.capacityType == "spot",
             # Image streaming: containers start before the 10-20 GB engine image is fully pulled.
             # It requires the Container-Optimized OS with containerd node image (GKE docs, "Use
@@ -324,8 +329,11 @@ def private_cluster_config(private_nodes: bool, access: cfg.ClusterEndpointConfi
     recommends leaving it out (pulumi_gcp ClusterPrivateClusterConfigArgs)."""
     if not private_nodes:
         return None
-    return {"enable_private_nodes": True, "enable_private_endpoint": not access.publicAccess,
-            "master_ipv4_cidr_block": gke_network.MASTER_RANGE}
+    return {
+        "enable_private_nodes": True,
+        "enable_private_endpoint": not access.publicAccess,
+        "master_ipv4_cidr_block": gke_network.MASTER_RANGE,
+    }
 
 
 def master_authorized_networks(access: cfg.ClusterEndpointConfig) -> dict | None:
@@ -333,9 +341,13 @@ def master_authorized_networks(access: cfg.ClusterEndpointConfig) -> dict | None
     (gcpPublicCidrsAccessEnabled false: another project's VM is not the operator). None: open."""
     if access.publicAccess and not access.publicCidrs:
         return None
-    return {"cidr_blocks": [{"cidr_block": c, "display_name": f"security.clusterEndpoint.publicCidrs[{i}]"}
-                            for i, c in enumerate(access.publicCidrs)],
-            "gcp_public_cidrs_access_enabled": False}
+    return {
+        "cidr_blocks": [
+            {"cidr_block": c, "display_name": f"security.clusterEndpoint.publicCidrs[{i}]"}
+            for i, c in enumerate(access.publicCidrs)
+        ],
+        "gcp_public_cidrs_access_enabled": False,
+    }
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -360,10 +372,15 @@ class GkeCluster(pulumi.ComponentResource):
         image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
         self.apis = apis.ProjectApis(
             f"{name}-apis",
-            apis.ProjectApisArgs(project=args.project,
-                                 apis=apis.needed_apis(filestore=args.create, image_streaming=image_streaming,
-                                                       image_cache=bool(args.pull_through),
-                                                       kms=args.create and args.encrypt_secrets)),
+            apis.ProjectApisArgs(
+                project=args.project,
+                apis=apis.needed_apis(
+                    filestore=args.create,
+                    image_streaming=image_streaming,
+                    image_cache=bool(args.pull_through),
+                    kms=args.create and args.encrypt_secrets,
+                ),
+            ),
             opts=child,
         )
         needs = self.apis.needs
@@ -398,8 +415,15 @@ class GkeCluster(pulumi.ComponentResource):
             if args.encrypt_secrets:
                 # The GKE service agent exists once the container API is on; its role on the key
                 # must be in place before the cluster is created.
-                key = secrets_key(name, args.name, args.location, args.project, args.secrets_key,
-                                  needs(apis.CONTAINER, apis.CLOUD_KMS), self)
+                key = secrets_key(
+                    name,
+                    args.name,
+                    args.location,
+                    args.project,
+                    args.secrets_key,
+                    needs(apis.CONTAINER, apis.CLOUD_KMS),
+                    self,
+                )
                 key_waits = key.ready
                 encryption = {"state": "ENCRYPTED", "key_name": key.key_name}
             cluster = gcp.container.Cluster(
@@ -437,8 +461,10 @@ class GkeCluster(pulumi.ComponentResource):
                 # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
                 # stack (`pulumi state protect`) where that is not wanted.
                 deletion_protection=False,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[
-                    *node_roles, *key_waits, *needs(apis.CONTAINER, apis.COMPUTE, apis.FILESTORE)]),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[*node_roles, *key_waits, *needs(apis.CONTAINER, apis.COMPUTE, apis.FILESTORE)],
+                ),
             )
             cluster_name = cluster.name
             endpoint = cluster.endpoint
@@ -467,8 +493,9 @@ class GkeCluster(pulumi.ComponentResource):
                     node_service_account=node_sa.email,
                     private_nodes=private_nodes,
                 ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[
-                    *pool_waits, *(needs(apis.CONTAINER_FILESYSTEM) if streams else [])]),
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*pool_waits, *(needs(apis.CONTAINER_FILESYSTEM) if streams else [])]
+                ),
             )
             self.placements[spec.pool.name] = spec.placement
 
@@ -491,8 +518,11 @@ class GkeCluster(pulumi.ComponentResource):
         self.bucket = None
         if args.bucket is not None:
             bucket_args = replace(
-                args.bucket, project=args.project,
-                apis_ready=needs(apis.STORAGE, apis.IAM, apis.IAM_CREDENTIALS), identity_pool_ready=identity_pool)
+                args.bucket,
+                project=args.project,
+                apis_ready=needs(apis.STORAGE, apis.IAM, apis.IAM_CREDENTIALS),
+                identity_pool_ready=identity_pool,
+            )
             self.bucket = GcsModelBucket(f"{name}-models", bucket_args, opts=child).model_bucket
 
         # images.pullThrough: a remote repository per upstream, readable by the nodes.
@@ -502,9 +532,13 @@ class GkeCluster(pulumi.ComponentResource):
             cache = registry_cache.ArtifactRegistryCache(
                 f"{name}-image-cache",
                 registry_cache.ArtifactRegistryCacheArgs(
-                    cluster_name=args.name, location=args.location, project=args.pull_through_project,
-                    upstreams=list(args.pull_through), node_service_account=node_sa.email,
-                    apis_ready=needs(apis.ARTIFACT_REGISTRY)),
+                    cluster_name=args.name,
+                    location=args.location,
+                    project=args.pull_through_project,
+                    upstreams=list(args.pull_through),
+                    node_service_account=node_sa.email,
+                    apis_ready=needs(apis.ARTIFACT_REGISTRY),
+                ),
                 opts=child,
             )
             self.image_mirrors = dict(cache.mirrors)
@@ -534,10 +568,14 @@ class GkeCluster(pulumi.ComponentResource):
             return gke_network.default_network()
         vpc = gke_network.GkeVpc(
             f"{name}-network",
-            gke_network.GkeNetworkArgs(name=args.name, project=args.project, region=args.location,
-                                       private_nodes=args.network.privateNodes,
-                                       proxy_only_subnet=args.gateway_api,
-                                       depends_on=self.apis.needs(apis.COMPUTE)),
+            gke_network.GkeNetworkArgs(
+                name=args.name,
+                project=args.project,
+                region=args.location,
+                private_nodes=args.network.privateNodes,
+                proxy_only_subnet=args.gateway_api,
+                depends_on=self.apis.needs(apis.COMPUTE),
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return vpc.network
@@ -550,16 +588,24 @@ def platform_summary(args: GkeClusterArgs) -> dict:
     elif args.network.vpc == "default":
         vpc, nat = "the project's default network (VPC-native, ranges picked by GKE)", "none (nodes have public IPs)"
     else:
-        vpc = (f"created, VPC-native: nodes {gke_network.NODE_RANGE}, pods {gke_network.PODS_RANGE}, "
-               f"services {gke_network.SERVICES_RANGE}, Private Google Access")
-        nat = ("Cloud Router + Cloud NAT (private nodes)" if args.network.privateNodes
-               else "none (nodes have public IPs; cluster.network.privateNodes puts them behind Cloud NAT)")
+        vpc = (
+            f"created, VPC-native: nodes {gke_network.NODE_RANGE}, pods {gke_network.PODS_RANGE}, "
+            f"services {gke_network.SERVICES_RANGE}, Private Google Access"
+        )
+        nat = (
+            "Cloud Router + Cloud NAT (private nodes)"
+            if args.network.privateNodes
+            else "none (nodes have public IPs; cluster.network.privateNodes puts them behind Cloud NAT)"
+        )
     image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
     gateway = "off (no entrance)"
     if args.gateway_api and args.create:
-        subnet = (f"proxy-only subnet {gke_network.PROXY_ONLY_RANGE} created" if args.network.vpc != "default" else
-                  "the default network must already have a proxy-only subnet in the region (not created: one "
-                  "per region and network may be ACTIVE; docs/routing.md)")
+        subnet = (
+            f"proxy-only subnet {gke_network.PROXY_ONLY_RANGE} created"
+            if args.network.vpc != "default"
+            else "the default network must already have a proxy-only subnet in the region (not created: one "
+            "per region and network may be ACTIVE; docs/routing.md)"
+        )
         gateway = f"Gateway API {GATEWAY_API_CHANNEL} (GKE Gateway controller); {subnet}"
     elif args.gateway_api:
         gateway = "the existing cluster's Gateway API and proxy-only subnet (docs/routing.md)"
@@ -568,17 +614,39 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         "vpc": vpc,
         "nat": nat,
         "gatewayApi": gateway,
-        "apis": ", ".join(apis.needed_apis(filestore=args.create, image_streaming=image_streaming,
-                                           kms=args.create and args.encrypt_secrets)),
+        "apis": ", ".join(
+            apis.needed_apis(
+                filestore=args.create, image_streaming=image_streaming, kms=args.create and args.encrypt_secrets
+            )
+        ),
         "apisByHand": apis.BOOTSTRAP_COMMAND,
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
-        **({"apiEndpoint": endpoint_summary(args.endpoint_access, "the control plane's internal address"),
-            "secretsEncryption": ("application-layer encryption, Cloud KMS key " + (args.secrets_key or
-                                  "created by this stack (rotation 90 days)")) if args.encrypt_secrets
-                                 else "off (Google's default encryption at rest only)"} if args.create else {"apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"}),
-        "pools": [{"pool": spec.pool.name, "machineType": spec.machine.name, "zones": ", ".join(spec.zones),
-                   "minNodes": spec.pool.minNodes, "maxNodes": spec.pool.maxNodes,
-                   "gpuDriverVersion": spec.pool.gkeDriverVersion} for spec in args.pools],
+        **(
+            {
+                "apiEndpoint": endpoint_summary(args.endpoint_access, "the control plane's internal address"),
+                "secretsEncryption": (
+                    "application-layer encryption, Cloud KMS key "
+                    + (args.secrets_key or "created by this stack (rotation 90 days)")
+                )
+                if args.encrypt_secrets
+                else "off (Google's default encryption at rest only)",
+            }
+            if args.create
+            else {
+                "apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"
+            }
+        ),
+        "pools": [
+            {
+                "pool": spec.pool.name,
+                "machineType": spec.machine.name,
+                "zones": ", ".join(spec.zones),
+                "minNodes": spec.pool.minNodes,
+                "maxNodes": spec.pool.maxNodes,
+                "gpuDriverVersion": spec.pool.gkeDriverVersion,
+            }
+            for spec in args.pools
+        ],
     }
 
 
@@ -597,15 +665,17 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
         driver_plan = gpu_driver.resolve_driver_plan(
             "gcp", gpu_operator.driver if gpu_operator.enabled else "auto", pool.gkeDriverVersion
         )
-        specs.append(NodePoolSpec(
-            pool=pool,
-            machine=machine,
-            accelerator=accelerator,
-            placement=placement_for(pool),
-            zones=list(pool.zones or default_zones(location)),
-            config_key=f"{source}pools[{i}]",
-            driver_plan=driver_plan,
-        ))
+        specs.append(
+            NodePoolSpec(
+                pool=pool,
+                machine=machine,
+                accelerator=accelerator,
+                placement=placement_for(pool),
+                zones=list(pool.zones or default_zones(location)),
+                config_key=f"{source}pools[{i}]",
+                driver_plan=driver_plan,
+            )
+        )
     store = stack.modelStore
     bucket = GcsModelBucketArgs(
         resource_name=bucket_resource_name(stack_name),
@@ -637,7 +707,8 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             # Image references are plain strings written before any resource exists, so the project
             # is looked up directly (not as an Output) when the stack file leaves it out.
             pull_through_project=(stack.cluster.gcpProject or gcp.organizations.get_client_config().project)
-            if stack.images.pullThrough else None,
+            if stack.images.pullThrough
+            else None,
             endpoint_access=stack.security.clusterEndpoint,
             encrypt_secrets=stack.security.encrypt_secrets,
             secrets_key=stack.security.secretsEncryption.kmsKey,

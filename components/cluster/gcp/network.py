@@ -104,7 +104,8 @@ class GkeVpc(pulumi.ComponentResource):
         egress: list[pulumi.Resource] = []
         if args.private_nodes:
             router = gcp.compute.Router(
-                f"{name}-router", name=args.name, project=args.project, region=args.region, network=vpc.id, opts=child)
+                f"{name}-router", name=args.name, project=args.project, region=args.region, network=vpc.id, opts=child
+            )
             nat = gcp.compute.RouterNat(
                 f"{name}-nat",
                 name=args.name,
@@ -121,8 +122,10 @@ class GkeVpc(pulumi.ComponentResource):
         self.network = GkeNetwork(
             network=vpc.id,
             subnetwork=subnet.id,
-            ip_allocation_policy={"cluster_secondary_range_name": PODS_RANGE_NAME,
-                                  "services_secondary_range_name": SERVICES_RANGE_NAME},
+            ip_allocation_policy={
+                "cluster_secondary_range_name": PODS_RANGE_NAME,
+                "services_secondary_range_name": SERVICES_RANGE_NAME,
+            },
             private_nodes=args.private_nodes,
             egress_ready=egress,
         )

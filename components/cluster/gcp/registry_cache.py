@@ -82,13 +82,15 @@ class ArtifactRegistryCache(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready),
             )
             self.repositories.append(repo)
-            self.readers.append(gcp.artifactregistry.RepositoryIamMember(
-                f"{name}-{_SHORT[upstream]}-nodes",
-                repository=repo.name,
-                location=args.location,
-                project=args.project,
-                role=READER_ROLE,
-                member=pulumi.Output.from_input(args.node_service_account).apply(lambda e: f"serviceAccount:{e}"),
-                opts=pulumi.ResourceOptions(parent=self),
-            ))
+            self.readers.append(
+                gcp.artifactregistry.RepositoryIamMember(
+                    f"{name}-{_SHORT[upstream]}-nodes",
+                    repository=repo.name,
+                    location=args.location,
+                    project=args.project,
+                    role=READER_ROLE,
+                    member=pulumi.Output.from_input(args.node_service_account).apply(lambda e: f"serviceAccount:{e}"),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
         self.register_outputs({"mirrors": self.mirrors})

@@ -36,16 +36,30 @@ class SecretsKey:
     ready: list[pulumi.Resource]
 
 
-def secrets_key(name: str, cluster_name: str, location: str, project: pulumi.Input[str], existing_key: str | None,
-                apis_ready: list[pulumi.Resource], parent: pulumi.Resource) -> SecretsKey:
+def secrets_key(
+    name: str,
+    cluster_name: str,
+    location: str,
+    project: pulumi.Input[str],
+    existing_key: str | None,
+    apis_ready: list[pulumi.Resource],
+    parent: pulumi.Resource,
+) -> SecretsKey:
     child = pulumi.ResourceOptions(parent=parent, depends_on=apis_ready)
     if existing_key is not None:
         key_name: pulumi.Input[str] = existing_key
     else:
-        ring = gcp.kms.KeyRing(f"{name}-secrets", name=f"{cluster_name}-secrets", location=location, project=project,
-                               opts=child)
-        key = gcp.kms.CryptoKey(f"{name}-secrets", name="kubernetes-secrets", key_ring=ring.id,
-                                purpose="ENCRYPT_DECRYPT", rotation_period=ROTATION_PERIOD, opts=child)
+        ring = gcp.kms.KeyRing(
+            f"{name}-secrets", name=f"{cluster_name}-secrets", location=location, project=project, opts=child
+        )
+        key = gcp.kms.CryptoKey(
+            f"{name}-secrets",
+            name="kubernetes-secrets",
+            key_ring=ring.id,
+            purpose="ENCRYPT_DECRYPT",
+            rotation_period=ROTATION_PERIOD,
+            opts=child,
+        )
         key_name = key.id
     number = gcp.organizations.get_project_output(project_id=project, opts=pulumi.InvokeOptions(parent=parent)).number
     grant = gcp.kms.CryptoKeyIAMMember(

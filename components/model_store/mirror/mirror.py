@@ -201,8 +201,9 @@ def _glob(pattern: str) -> str:
 
 def selected(path: str, include: list[str], exclude: list[str]) -> bool:
     """Does `hf download --include ... --exclude ...` fetch this repo path? (its filter_repo_objects rule)"""
-    return (any(fnmatch.fnmatchcase(path, _glob(p)) for p in include)
-            and not any(fnmatch.fnmatchcase(path, _glob(p)) for p in exclude))
+    return any(fnmatch.fnmatchcase(path, _glob(p)) for p in include) and not any(
+        fnmatch.fnmatchcase(path, _glob(p)) for p in exclude
+    )
 
 
 def hub_expectations(repo: str, revision: str, include: list[str], exclude: list[str]) -> dict[str, Expected]:
@@ -226,8 +227,12 @@ def hub_expectations(repo: str, revision: str, include: list[str], exclude: list
 def fileset_problems(expected: dict[str, Expected]) -> list[str]:
     """Checked before anything is downloaded: the globs must leave weights to serve."""
     if not any(p.endswith(WEIGHTS_SUFFIX) for p in expected):
-        return [f"no *{WEIGHTS_SUFFIX} weights among the files selected at this commit; the servers load "
-                f"safetensors only (a .bin-only or consolidated-only checkpoint cannot be served as is)"]
+        return [
+            (
+                f"no *{WEIGHTS_SUFFIX} weights among the files selected at this commit; the servers load "
+                f"safetensors only (a .bin-only or consolidated-only checkpoint cannot be served as is)"
+            )
+        ]
     return []
 
 
@@ -240,8 +245,9 @@ def index_problems(local_dir: Path, actual: Mapping[str, object]) -> list[str]:
         shards = set(weight_map.values())
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return [f"{INDEX_NAME}: unreadable weight_map ({err})"]
-    return [f"{INDEX_NAME}: names shard {s}, which the include/exclude globs left out"
-            for s in sorted(shards - set(actual))]
+    return [
+        f"{INDEX_NAME}: names shard {s}, which the include/exclude globs left out" for s in sorted(shards - set(actual))
+    ]
 
 
 def download(repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str]) -> None:
@@ -260,8 +266,9 @@ def download(repo: str, revision: str, local_dir: Path, include: list[str], excl
 DEFERRED_MANIFEST = TEMP_DIR / "manifest.unsealed.json"
 
 
-def cmd_fetch(repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str],
-              defer_manifest: bool = False) -> int:
+def cmd_fetch(
+    repo: str, revision: str, local_dir: Path, include: list[str], exclude: list[str], defer_manifest: bool = False
+) -> int:
     if not COMMIT_RE.match(revision):
         raise UsageError(f"--revision {revision!r} is not a 40-character commit SHA; a branch or tag moves")
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
@@ -290,8 +297,9 @@ def cmd_fetch(repo: str, revision: str, local_dir: Path, include: list[str], exc
         # A manifest left by an earlier, unsigned run must not outlive this one's verdict.
         (local_dir / MANIFEST_NAME).unlink(missing_ok=True)
     write_manifest(target, manifest)
-    print(f"verified {len(actual)} files, {manifest['totalBytes']} bytes of {repo}@{revision}; "
-          f"wrote {target}", flush=True)
+    print(
+        f"verified {len(actual)} files, {manifest['totalBytes']} bytes of {repo}@{revision}; wrote {target}", flush=True
+    )
     return 0
 
 
@@ -314,15 +322,20 @@ def cmd_verify(local_dir: Path, manifest_path: Path, sizes_only: bool = False) -
         problems = compare_sizes(expected, size_tree(local_dir, local_files(local_dir)))
         if problems:
             return report_mismatch(local_dir, problems)
-        print(f"sizes of {len(expected)} files of {doc.get('repo', '?')}@{doc.get('revision', '?')} match "
-              f"{manifest_path}", flush=True)
+        print(
+            f"sizes of {len(expected)} files of {doc.get('repo', '?')}@{doc.get('revision', '?')} match "
+            f"{manifest_path}",
+            flush=True,
+        )
         return 0
     actual = hash_tree(local_dir, local_files(local_dir))
     problems = compare(expected, actual)
     if problems:
         return report_mismatch(local_dir, problems)
-    print(f"verified {len(actual)} files of {doc.get('repo', '?')}@{doc.get('revision', '?')} "
-          f"against {manifest_path}", flush=True)
+    print(
+        f"verified {len(actual)} files of {doc.get('repo', '?')}@{doc.get('revision', '?')} against {manifest_path}",
+        flush=True,
+    )
     return 0
 
 
@@ -340,12 +353,25 @@ def main(argv: list[str] | None = None) -> int:
     fetch.add_argument("--repo", required=True)
     fetch.add_argument("--revision", required=True)
     fetch.add_argument("--local-dir", required=True, type=Path)
-    fetch.add_argument("--include", action="append", default=[], metavar="GLOB",
-                       help="files to mirror (repeatable; passed to `hf download --include` and applied to the Hub listing)")
-    fetch.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                       help="files to leave out even if included (repeatable)")
-    fetch.add_argument("--defer-manifest", action="store_true",
-                       help="write the manifest under .cache/llm-serving/ for `seal` (a signature is checked first)")
+    fetch.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="files to mirror (repeatable; passed to `hf download --include` and applied to the Hub listing)",
+    )
+    fetch.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="files to leave out even if included (repeatable)",
+    )
+    fetch.add_argument(
+        "--defer-manifest",
+        action="store_true",
+        help="write the manifest under .cache/llm-serving/ for `seal` (a signature is checked first)",
+    )
     verify = sub.add_parser("verify", help="re-hash a folder against its manifest, offline")
     verify.add_argument("--local-dir", required=True, type=Path)
     verify.add_argument("--manifest", type=Path, default=None)

@@ -31,6 +31,7 @@ def _resolve(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
 
 # --- GPU Operator ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("component, key", sorted(ov.GPU_OPERATOR_IMAGES.items()))
 def test_gpu_operator_operands_take_the_tables_image_at_the_charts_default_tag(component, key):
     chart = chart_defaults("gpu-operator")[component]
@@ -40,8 +41,11 @@ def test_gpu_operator_operands_take_the_tables_image_at_the_charts_default_tag(c
     assert entry.tag == chart["version"]
     for cloud, driver, gke in SUPPORTED:
         values = values_for(cloud, driver, gke)
-        assert {k: values[component][k] for k in ("repository", "image", "version")} == \
-            {"repository": chart["repository"], "image": chart["image"], "version": entry.tag}, (cloud, driver)
+        assert {k: values[component][k] for k in ("repository", "image", "version")} == {
+            "repository": chart["repository"],
+            "image": chart["image"],
+            "version": entry.tag,
+        }, (cloud, driver)
 
 
 @pytest.mark.parametrize("component, key", sorted(ov.GPU_OPERATOR_IMAGES.items()))
@@ -59,22 +63,28 @@ def test_a_resolved_digest_reaches_the_gpu_operator_values_in_place_of_the_tag(m
 def test_gpu_operator_images_count_only_where_the_operator_is_installed_and_the_operand_is_on():
     values = values_for("aws")  # EKS's GPU AMI brings its own toolkit: `toolkit.enabled` false
     values["migManager"]["enabled"] = False
-    with_operator = _deployed_images(SimpleNamespace(
-        kubernetes_objects=[], resources=[SimpleNamespace(type="kubernetes:helm.sh/v3:Release", inputs={"values": values})]))
+    with_operator = _deployed_images(
+        SimpleNamespace(
+            kubernetes_objects=[],
+            resources=[SimpleNamespace(type="kubernetes:helm.sh/v3:Release", inputs={"values": values})],
+        )
+    )
     without = _deployed_images(SimpleNamespace(kubernetes_objects=[], resources=[]))
     for key in set(ov.GPU_OPERATOR_IMAGES.values()):
         assert not _in_stack(images.IMAGES[key], without), key
-        assert _in_stack(images.IMAGES[key], with_operator) is (key not in ("gpu-operator-mig-manager", "gpu-operator-toolkit")), key
+        assert _in_stack(images.IMAGES[key], with_operator) is (
+            key not in ("gpu-operator-mig-manager", "gpu-operator-toolkit")
+        ), key
 
 
 # --- KEDA, LeaderWorkerSet, cert-manager -----------------------------------------------------------
 # Each chart's template joins its image mapping; these mirror those joins (cited in each add-on module)
 # so the test asserts the reference the pod would get, not just the keys.
 
+
 def _keda_refs(values: dict) -> dict[str, str]:
     # keda/templates/*/deployment.yaml: "{registry}/{repository}:{tag | default appVersion}"
-    return {keda.IMAGES[field]: f"{m['registry']}/{m['repository']}:{m['tag']}"
-            for field, m in values["image"].items()}
+    return {keda.IMAGES[field]: f"{m['registry']}/{m['repository']}:{m['tag']}" for field, m in values["image"].items()}
 
 
 def _lws_refs(values: dict) -> dict[str, str]:
@@ -88,7 +98,9 @@ def _cert_manager_refs(values: dict) -> dict[str, str]:
     out = {}
     for component, key in cert_manager.IMAGES.items():
         m = (values[component] if component else values)["image"]
-        out[key] = m["repository"] + (f":{m['tag']}" if m.get("tag") else "") + (f"@{m['digest']}" if m.get("digest") else "")
+        out[key] = (
+            m["repository"] + (f":{m['tag']}" if m.get("tag") else "") + (f"@{m['digest']}" if m.get("digest") else "")
+        )
     return out
 
 
@@ -153,8 +165,11 @@ def test_add_on_tags_are_the_chart_versions_they_come_with():
     assert {images.IMAGES[k].tag for k in cert_manager.IMAGES.values()} == {cert_manager.CHART.version}
     assert images.IMAGES[kserve.CONTROLLER_IMAGE].tag == kserve.VERSION
     # The operator and its config reloader follow the chart's appVersion, the Prometheus Operator release.
-    assert images.IMAGES["prometheus-operator"].tag == images.IMAGES["prometheus-config-reloader"].tag == \
-        prometheus_operator.ADDON.version.split()[0]
+    assert (
+        images.IMAGES["prometheus-operator"].tag
+        == images.IMAGES["prometheus-config-reloader"].tag
+        == prometheus_operator.ADDON.version.split()[0]
+    )
 
 
 def test_the_value_check_refuses_a_digest_key_the_chart_does_not_have():
@@ -162,7 +177,8 @@ def test_the_value_check_refuses_a_digest_key_the_chart_does_not_have():
     values = keda.values(None)
     values["image"]["keda"]["digest"] = FAKE
     assert check_chart_values(keda.CHART.chart, values, keda.CHART.version) == [
-        "keda: image.keda.digest: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)"]
+        "keda: image.keda.digest: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)"
+    ]
 
 
 def test_add_on_images_count_only_in_stacks_that_install_the_add_on():
@@ -184,13 +200,21 @@ def test_another_gpu_operator_chart_version_keeps_its_own_operand_images():
 
 # --- Network Operator: the NicClusterPolicy the program writes ---------------------------------------
 
-NIC_IMAGES = {"rdmaSharedDevicePlugin": "k8s-rdma-shared-dev-plugin", "multus": "multus-cni",
-              "cniPlugins": "plugins", "nvIpam": "nvidia-k8s-ipam"}
+NIC_IMAGES = {
+    "rdmaSharedDevicePlugin": "k8s-rdma-shared-dev-plugin",
+    "multus": "multus-cni",
+    "cniPlugins": "plugins",
+    "nvIpam": "nvidia-k8s-ipam",
+}
 
 
 def _nic_images(spec: dict) -> dict[str, dict]:
-    return {"rdmaSharedDevicePlugin": spec["rdmaSharedDevicePlugin"], "multus": spec["secondaryNetwork"]["multus"],
-            "cniPlugins": spec["secondaryNetwork"]["cniPlugins"], "nvIpam": spec["nvIpam"]}
+    return {
+        "rdmaSharedDevicePlugin": spec["rdmaSharedDevicePlugin"],
+        "multus": spec["secondaryNetwork"]["multus"],
+        "cniPlugins": spec["secondaryNetwork"]["cniPlugins"],
+        "nvIpam": spec["nvIpam"],
+    }
 
 
 def test_nic_cluster_policy_images_come_from_the_table_and_a_digest_pins_them(monkeypatch):
@@ -203,8 +227,9 @@ def test_nic_cluster_policy_images_come_from_the_table_and_a_digest_pins_them(mo
         _resolve(monkeypatch, f"network-operator-{name}")
     spec = ncp.nic_cluster_policy_spec(ncp.IMAGES_CHART, [h100_pool()], ["mlx5_core"])
     assert {m["version"] for m in _nic_images(spec).values()} == {FAKE}
-    deployed = _deployed_images(SimpleNamespace(kubernetes_objects=[{"kind": "NicClusterPolicy", "spec": spec}],
-                                                resources=[]))
+    deployed = _deployed_images(
+        SimpleNamespace(kubernetes_objects=[{"kind": "NicClusterPolicy", "spec": spec}], resources=[])
+    )
     assert all(_in_stack(images.IMAGES[f"network-operator-{n}"], deployed) for n in NIC_IMAGES.values())
     # Another release keeps its own tags (and is not pinned by the table).
     other = ncp.nic_cluster_policy_spec("26.7.0", [h100_pool()], ["mlx5_core"])

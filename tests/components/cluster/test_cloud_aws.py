@@ -61,10 +61,12 @@ def test_min_nodes_are_a_fixed_size_node_group_and_karpenter_adds_the_rest(creat
 
 def test_every_gpu_node_source_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
     assert node_group(created, "h100").inputs["taints"] == [
-        {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}]
+        {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": "NO_SCHEDULE"}
+    ]
     for pool in ("l4", "h100"):
         assert custom(created, "NodePool", pool)["spec"]["template"]["spec"]["taints"] == [
-            {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": contract.GPU_TAINT_EFFECT}]
+            {"key": contract.GPU_TAINT_KEY, "value": "present", "effect": contract.GPU_TAINT_EFFECT}
+        ]
 
 
 def test_node_labels_are_the_placement_labels_workloads_select_on(created):
@@ -77,8 +79,10 @@ def test_node_labels_are_the_placement_labels_workloads_select_on(created):
         assert custom(created, "NodePool", pool)["spec"]["template"]["metadata"]["labels"] == expected
         assert placement.node_selector == {contract.LABEL_POOL: pool, contract.LABEL_ACCELERATOR: placement.gpu.lower()}
         assert placement.toleration == {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-    assert node_group(created, "h100").inputs["labels"] == {**cluster.placements["h100"].node_selector,
-                                                            efa.EFA_NODE_LABEL: "true"}
+    assert node_group(created, "h100").inputs["labels"] == {
+        **cluster.placements["h100"].node_selector,
+        efa.EFA_NODE_LABEL: "true",
+    }
 
 
 def test_nodes_run_the_pinned_nvidia_ami_and_the_catalog_instance_type(created):
@@ -88,7 +92,9 @@ def test_nodes_run_the_pinned_nvidia_ami_and_the_catalog_instance_type(created):
     # The AMI release is pinned, so the NVIDIA driver on the nodes is a known fact.
     assert group["releaseVersion"] == driver_versions.EKS_RELEASE_VERSIONS["1.33"] == "1.33.13-20260714"
     assert custom(created, "EC2NodeClass", "l4")["spec"]["amiSelectorTerms"] == [{"alias": "al2023@v20260714"}]
-    requirement = {r["key"]: r["values"] for r in custom(created, "NodePool", "l4")["spec"]["template"]["spec"]["requirements"]}
+    requirement = {
+        r["key"]: r["values"] for r in custom(created, "NodePool", "l4")["spec"]["template"]["spec"]["requirements"]
+    }
     assert requirement["node.kubernetes.io/instance-type"] == ["g6.xlarge"]
 
 
@@ -116,10 +122,14 @@ def test_root_disk_is_sized_from_disk_gib_and_encrypted_on_both_node_sources(cre
 
 
 def test_node_role_has_exactly_the_three_node_policies_and_nothing_inline(created):
-    attachments = [r for r in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "gpu-node" in r.name]
+    attachments = [
+        r for r in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if "gpu-node" in r.name
+    ]
     assert sorted(a.inputs["policyArn"] for a in attachments) == sorted(NODE_MANAGED_POLICIES.values())
     assert {a.inputs["role"] for a in attachments} == {"llm-serving-gpu-node"}
-    assert not [p for p in created.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == "llm-serving-gpu-node"]
+    assert not [
+        p for p in created.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == "llm-serving-gpu-node"
+    ]
     trust = json.loads(one(created, "aws:iam/role:Role", "gpu-node").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
 
@@ -147,7 +157,10 @@ def test_efa_pool_gets_interfaces_a_placement_group_and_one_private_subnet_in_a_
     node_class = custom(created, "EC2NodeClass", "h100")["spec"]
     assert node_class["subnetSelectorTerms"] == [{"id": PRIVATE["b"]}]
     assert node_class["placementGroupSelector"] == {"name": group.name}
-    assert node_class["securityGroupSelectorTerms"] == [{"id": MOCK_CLUSTER_SG}, {"id": mock_id(efa_sg.type, efa_sg.name)}]
+    assert node_class["securityGroupSelectorTerms"] == [
+        {"id": MOCK_CLUSTER_SG},
+        {"id": mock_id(efa_sg.type, efa_sg.name)},
+    ]
     assert node_class["associatePublicIPAddress"] is False
     requirements = custom(created, "NodePool", "h100")["spec"]["template"]["spec"]["requirements"]
     assert {r["key"]: r["values"] for r in requirements}["topology.kubernetes.io/zone"] == ["us-east-1b"]
@@ -155,8 +168,9 @@ def test_efa_pool_gets_interfaces_a_placement_group_and_one_private_subnet_in_a_
 
 def test_efa_pool_exposes_the_efa_devices_its_pods_request_and_other_pools_none(created):
     assert created.result.rdma_attachments == {
-        "h100": RdmaAttachment(resource="vpc.amazonaws.com/efa", count=efa.EFA_INTERFACES["p5.48xlarge"],
-                                env=(("FI_PROVIDER", "efa"),)),
+        "h100": RdmaAttachment(
+            resource="vpc.amazonaws.com/efa", count=efa.EFA_INTERFACES["p5.48xlarge"], env=(("FI_PROVIDER", "efa"),)
+        ),
     }
 
 
@@ -175,7 +189,7 @@ def test_efa_device_plugin_is_installed_pinned_on_efa_nodes_tolerating_the_gpu_t
     # Only keys the chart's values.yaml (v0.5.30) has; Helm would silently ignore any other.
     assert set(values) <= {"nodeSelector", "tolerations"}
     # It runs exactly where the EFA pools' nodes are: both node sources carry the selected label.
-    (selector_key, selector_value), = values["nodeSelector"].items()
+    ((selector_key, selector_value),) = values["nodeSelector"].items()
     assert node_group(created, "h100").inputs["labels"][selector_key] == selector_value
     assert custom(created, "NodePool", "h100")["spec"]["template"]["metadata"]["labels"][selector_key] == selector_value
     assert selector_key not in custom(created, "NodePool", "l4")["spec"]["template"]["metadata"]["labels"]
@@ -220,7 +234,11 @@ def test_created_cluster_has_an_untainted_cpu_system_node_group_for_everything_b
     # Every private subnet of the created VPC (zone b for p5, then a and c).
     assert group["subnetIds"] == [PRIVATE[z] for z in "abc"]
     # Its nodes join with the same role as the GPU nodes (the three node policies, nothing else).
-    assert group["nodeRoleArn"] == node_group(created, "h100").inputs["nodeRoleArn"] == "arn:aws:mock:::llm-serving-gpu-node"
+    assert (
+        group["nodeRoleArn"]
+        == node_group(created, "h100").inputs["nodeRoleArn"]
+        == "arn:aws:mock:::llm-serving-gpu-node"
+    )
     # Its pool label value is no GPU pool's, so no GPU server's node selector can match it.
     assert "system" not in created.result.placements
 
@@ -234,8 +252,15 @@ def test_system_node_group_root_disk_is_encrypted_gp3_from_the_launch_template(c
 
 
 def test_system_pool_sizes_and_instance_type_come_from_config():
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[1:], cluster={"systemPool": {
-        "machineType": "m7i.xlarge", "minNodes": 1, "maxNodes": 6, "diskGib": 120}}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(
+            stack(
+                POOLS[1:],
+                cluster={"systemPool": {"machineType": "m7i.xlarge", "minNodes": 1, "maxNodes": 6, "diskGib": 120}},
+            ),
+            "test",
+        )
+    )
     group = node_group(evaluation, "system").inputs
     assert group["instanceTypes"] == ["m7i.xlarge"]
     scaling = group["scalingConfig"]
@@ -281,17 +306,27 @@ def test_existing_cluster_node_group_keeps_min_desired_max_and_its_private_subne
 
 def test_bucket_blocks_public_access_encrypts_versions_and_enforces_owner(created):
     block = one(created, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
-    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
-    (rule,) = one(created, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration").inputs["rules"]
+    assert all(
+        block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
+    (rule,) = one(
+        created, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    ).inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] in ("AES256", "aws:kms")
-    assert one(created, "aws:s3/bucketVersioning:BucketVersioning").inputs["versioningConfiguration"]["status"] == "Enabled"
+    assert (
+        one(created, "aws:s3/bucketVersioning:BucketVersioning").inputs["versioningConfiguration"]["status"]
+        == "Enabled"
+    )
     ownership = one(created, "aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs
     assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
     bucket = one(created, "aws:s3/bucket:Bucket")
     assert not bucket.inputs.get("forceDestroy") and not bucket.inputs.get("acl")
     # Every sub-resource configures this bucket, not another one.
-    for token in ("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "aws:s3/bucketVersioning:BucketVersioning",
-                  "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"):
+    for token in (
+        "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+        "aws:s3/bucketVersioning:BucketVersioning",
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    ):
         assert one(created, token).inputs["bucket"] == f"{bucket.name}-id"
 
 
@@ -323,7 +358,13 @@ def test_writer_may_write_only_under_the_models_prefix(created, action):
 
 def test_writer_cannot_delete_or_change_the_bucket(created):
     writer = role_policy(created, "writer")
-    for action in ("s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutBucketPolicy", "s3:PutObjectAcl", "s3:DeleteBucket"):
+    for action in (
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:PutBucketPolicy",
+        "s3:PutObjectAcl",
+        "s3:DeleteBucket",
+    ):
         assert not aws_allows(writer, action, f"{ARN}/models/x") and not aws_allows(writer, action, ARN)
 
 
@@ -344,7 +385,9 @@ def test_listing_is_confined_to_the_models_prefix(created, who):
     assert not aws_allows(policy, "s3:ListBucket", ARN)
 
 
-@pytest.mark.parametrize("who,service_account", [("writer", MODEL_WRITER_SERVICE_ACCOUNT), ("reader", MODEL_READER_SERVICE_ACCOUNT)])
+@pytest.mark.parametrize(
+    "who,service_account", [("writer", MODEL_WRITER_SERVICE_ACCOUNT), ("reader", MODEL_READER_SERVICE_ACCOUNT)]
+)
 def test_each_role_is_assumable_only_by_its_service_account_through_pod_identity(created, who, service_account):
     role = one(created, "aws:iam/role:Role", f"models-{who}")
     (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
@@ -361,8 +404,16 @@ def test_each_role_is_assumable_only_by_its_service_account_through_pod_identity
 def test_bindings_name_the_service_accounts_and_need_no_annotation_with_pod_identity(created):
     bucket = created.result.bucket
     assert bucket.scheme == "s3" and bucket.prefix == "models"
-    assert (bucket.writer.namespace, bucket.writer.name, bucket.writer.annotations) == ("llm-serving", MODEL_WRITER_SERVICE_ACCOUNT, {})
-    assert (bucket.reader.namespace, bucket.reader.name, bucket.reader.annotations) == ("llm-serving", MODEL_READER_SERVICE_ACCOUNT, {})
+    assert (bucket.writer.namespace, bucket.writer.name, bucket.writer.annotations) == (
+        "llm-serving",
+        MODEL_WRITER_SERVICE_ACCOUNT,
+        {},
+    )
+    assert (bucket.reader.namespace, bucket.reader.name, bucket.reader.annotations) == (
+        "llm-serving",
+        MODEL_READER_SERVICE_ACCOUNT,
+        {},
+    )
 
 
 def test_created_cluster_uses_api_access_entries_and_installs_the_pod_identity_agent(created):
@@ -385,18 +436,29 @@ def kubeconfig(evaluation):
 def test_provider_kubeconfig_comes_from_the_cluster_and_mints_tokens_with_aws_cli(created):
     config = kubeconfig(created)
     assert config["clusters"][0]["cluster"] == {
-        "server": "https://mock-eks-endpoint.example", "certificate-authority-data": "bW9jay1jYQ==",
+        "server": "https://mock-eks-endpoint.example",
+        "certificate-authority-data": "bW9jay1jYQ==",
     }
     (user,) = config["users"]
     assert set(user["user"]) == {"exec"}  # no static token or client key in state
     assert user["user"]["exec"]["command"] == "aws"
-    assert user["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "llm-serving", "--region", "us-east-1", "--output", "json"]
+    assert user["user"]["exec"]["args"] == [
+        "eks",
+        "get-token",
+        "--cluster-name",
+        "llm-serving",
+        "--region",
+        "us-east-1",
+        "--output",
+        "json",
+    ]
 
 
 def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
     assert not existing.of_type("aws:eks/cluster:Cluster")
     assert not existing.of_type("aws:ec2/vpc:Vpc")
-    # The cluster's own add-ons are its owner's; only the EFS CSI driver (tests/components/cluster/test_cloud_aws_efs.py) is added.
+    # The cluster's own add-ons are its owner's; only the EFS CSI driver
+    # (tests/components/cluster/test_cloud_aws_efs.py) is added.
     assert [a.inputs["addonName"] for a in existing.of_type("aws:eks/addon:Addon")] == ["aws-efs-csi-driver"]
     assert ("aws:eks/getCluster:getCluster", {"name": "shared-gpu", "region": "us-east-1"}) in existing.calls_made
     assert node_group(existing, "l4").inputs["clusterName"] == "shared-gpu"
@@ -407,8 +469,11 @@ def test_existing_cluster_is_looked_up_by_name_and_not_created(existing):
 
 def test_region_from_config_reaches_every_regional_resource():
     evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"region": "eu-west-1"}), "test"))
-    regional = [r for r in evaluation.resources if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/", "aws:efs/",
-                                                                      "aws:sqs/", "aws:cloudwatch/"))]
+    regional = [
+        r
+        for r in evaluation.resources
+        if r.type.startswith(("aws:eks/", "aws:ec2/", "aws:s3/", "aws:efs/", "aws:sqs/", "aws:cloudwatch/"))
+    ]
     assert regional and {r.inputs.get("region") for r in regional} == {"eu-west-1"}
     assert {s.inputs["availabilityZone"][:-1] for s in evaluation.of_type("aws:ec2/subnet:Subnet")} == {"eu-west-1"}
 
@@ -445,8 +510,15 @@ def test_efa_on_an_instance_type_without_it_fails_naming_the_key():
 # --- Capacity Blocks ---------------------------------------------------------------------------
 
 RESERVATION = "cr-0123456789abcdef0"
-BLOCK_POOL = {"name": "block", "gpu": "H100-80GB", "gpusPerNode": 8, "capacityType": "capacity-block",
-              "capacityReservationId": RESERVATION, "minNodes": 1, "maxNodes": 2}
+BLOCK_POOL = {
+    "name": "block",
+    "gpu": "H100-80GB",
+    "gpusPerNode": 8,
+    "capacityType": "capacity-block",
+    "capacityReservationId": RESERVATION,
+    "minNodes": 1,
+    "maxNodes": 2,
+}
 
 
 def answering(monkeypatch, answers):
@@ -541,16 +613,25 @@ def test_capacity_block_of_another_instance_type_fails_naming_the_key(monkeypatc
 
 def test_created_vpc_never_spans_a_zone_eks_refuses():
     evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"network": {"zoneCount": 6}}), "test"))
-    zones = sorted(s.inputs["availabilityZone"] for s in evaluation.of_type("aws:ec2/subnet:Subnet")
-                   if "private" in s.name)
+    zones = sorted(
+        s.inputs["availabilityZone"] for s in evaluation.of_type("aws:ec2/subnet:Subnet") if "private" in s.name
+    )
     # Six zones in the mock region, one of them (us-east-1e = use1-az3) refused by EKS.
     assert zones == ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"]
 
 
 def test_default_vpc_leaves_out_default_subnets_in_zones_eks_does_not_support(monkeypatch):
     zone_ids = {"subnet-mock-a": "use1-az1", "subnet-mock-b": "use1-az3", "subnet-mock-c": "use1-az6"}
-    answering(monkeypatch, {"aws:ec2/getSubnet:getSubnet": lambda args: {
-        "id": args["id"], "availabilityZoneId": zone_ids[args["id"]], "availabilityZone": f"us-east-1{args['id'][-1]}"}})
+    answering(
+        monkeypatch,
+        {
+            "aws:ec2/getSubnet:getSubnet": lambda args: {
+                "id": args["id"],
+                "availabilityZoneId": zone_ids[args["id"]],
+                "availabilityZone": f"us-east-1{args['id'][-1]}",
+            }
+        },
+    )
     evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"network": {"vpc": "default"}}), "test"))
     kept = ["subnet-mock-a", "subnet-mock-c"]
     assert one(evaluation, "aws:eks/cluster:Cluster").inputs["vpcConfig"]["subnetIds"] == kept

@@ -10,11 +10,11 @@ import pytest
 from common import contract
 from components.cluster.aws import efs
 from components.cluster.select import create_cluster
-from offline_plan.mock_runtime import RecordingMocks, evaluate_stack, mock_id
+from offline_plan.mock_runtime import RecordingMocks, mock_id
 from tests.support.aws_cluster import POOLS, PRIVATE, custom, stack
 from tests.support.cloud_mocks import MOCK_CLUSTER_SG, one, run_cloud
-from tests.support.schemas import validate_object
 from tests.support.committed import committed_stack
+from tests.support.schemas import validate_object
 
 EFS_TYPES = ("aws:efs/",)
 
@@ -109,8 +109,11 @@ def test_csi_driver_addon_has_a_pod_identity_association_for_its_controller(crea
 
 def test_controller_role_has_exactly_the_efs_csi_managed_policy(created):
     role = one(created, "aws:iam/role:Role", "-efs-csi-controller")
-    attached = [a.inputs["policyArn"] for a in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-                if a.inputs["role"] == role.name]
+    attached = [
+        a.inputs["policyArn"]
+        for a in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs["role"] == role.name
+    ]
     assert attached == ["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"]
     assert not [p for p in created.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == role.name]
 
@@ -122,11 +125,13 @@ def test_controller_role_trusts_only_pod_identity_for_the_controller_service_acc
     assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
     # EKS Pod Identity tags each session with these; the role refuses any other pod, even one an
     # association in the account might map to it.
-    assert statement["Condition"] == {"StringEquals": {
-        "aws:RequestTag/eks-cluster-name": "llm-serving",
-        "aws:RequestTag/kubernetes-namespace": "kube-system",
-        "aws:RequestTag/kubernetes-service-account": "efs-csi-controller-sa",
-    }}
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "aws:RequestTag/eks-cluster-name": "llm-serving",
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": "efs-csi-controller-sa",
+        }
+    }
 
 
 def test_controller_tolerates_the_gpu_taint_so_a_gpu_only_cluster_can_provision(created):
@@ -173,8 +178,14 @@ def test_existing_cluster_gets_efs_in_its_own_vpc_behind_its_own_security_group(
 def test_existing_cluster_with_two_subnets_per_zone_gets_one_mount_target_per_zone(monkeypatch):
     # An existing cluster commonly lists a public and a private subnet in each zone; EFS refuses a
     # second mount target in a zone, so the program picks one node (private) subnet per zone.
-    zones = {"subnet-pub-a": "us-east-1a", "subnet-priv-a": "us-east-1a", "subnet-pub-b": "us-east-1b",
-             "subnet-priv-b": "us-east-1b", "subnet-priv2-b": "us-east-1b", "subnet-only-c": "us-east-1c"}
+    zones = {
+        "subnet-pub-a": "us-east-1a",
+        "subnet-priv-a": "us-east-1a",
+        "subnet-pub-b": "us-east-1b",
+        "subnet-priv-b": "us-east-1b",
+        "subnet-priv2-b": "us-east-1b",
+        "subnet-only-c": "us-east-1c",
+    }
     original = RecordingMocks.call
 
     def call(self, args):
@@ -190,7 +201,9 @@ def test_existing_cluster_with_two_subnets_per_zone_gets_one_mount_target_per_zo
         return result
 
     monkeypatch.setattr(RecordingMocks, "call", call)
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu"}), "test")
+    )
     mounted = sorted(t.inputs["subnetId"] for t in evaluation.of_type("aws:efs/mountTarget:MountTarget"))
     assert mounted == ["subnet-only-c", "subnet-priv-a", "subnet-priv-b"]
 
@@ -220,18 +233,28 @@ def test_naming_the_default_class_explicitly_still_creates_it():
     assert len(evaluation.of_type("aws:efs/fileSystem:FileSystem")) == 1
 
 
-@pytest.mark.parametrize("configured,manage,expected", [
-    (None, None, True), ("team-nfs", None, False),
-    (None, False, False), ("efs-sc", False, False), ("team-efs", True, True), (None, True, True),
-])
+@pytest.mark.parametrize(
+    "configured,manage,expected",
+    [
+        (None, None, True),
+        ("team-nfs", None, False),
+        (None, False, False),
+        ("efs-sc", False, False),
+        ("team-efs", True, True),
+        (None, True, True),
+    ],
+)
 def test_manage_rwx_storage_wins_over_the_class_name_rule(configured, manage, expected):
     assert efs.manages_rwx_storage(configured, manage) is expected
 
 
 def test_manage_rwx_storage_false_leaves_an_existing_efs_sc_class_to_the_cluster_owner():
     # A cluster that already has the add-on and an `efs-sc` class: claim it, create nothing.
-    evaluation = run_cloud(lambda: create_cluster(
-        stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu", "manageRwxStorage": False}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(
+            stack(POOLS[:1], cluster={"create": False, "name": "shared-gpu", "manageRwxStorage": False}), "test"
+        )
+    )
     assert evaluation.result.rwx_storage_class == "efs-sc"
     assert evaluation.result.rwx_storage is None
     assert not [r for r in evaluation.resources if r.type.startswith(EFS_TYPES)]
@@ -240,8 +263,11 @@ def test_manage_rwx_storage_false_leaves_an_existing_efs_sc_class_to_the_cluster
 
 
 def test_manage_rwx_storage_true_creates_efs_behind_a_class_of_the_configured_name():
-    evaluation = run_cloud(lambda: create_cluster(
-        stack(POOLS[:1], cluster={"rwxStorageClass": "team-efs", "manageRwxStorage": True}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(
+            stack(POOLS[:1], cluster={"rwxStorageClass": "team-efs", "manageRwxStorage": True}), "test"
+        )
+    )
     assert evaluation.result.rwx_storage_class == "team-efs"
     assert evaluation.result.rwx_storage is not None
     sc = storage_class(evaluation)

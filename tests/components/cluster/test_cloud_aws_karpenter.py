@@ -14,10 +14,10 @@ from components.cluster.select import create_cluster
 from offline_plan.mock_runtime import evaluate_stack
 from tests.support.aws_cluster import POOLS, custom, stack
 from tests.support.cloud_mocks import one, run_cloud
+from tests.support.committed import committed_stack
 from tests.support.first_apply import ApplyGraph
 from tests.support.helm_values import check_chart_values
 from tests.support.iam_eval import aws_allows
-from tests.support.committed import committed_stack
 
 
 @pytest.fixture(scope="module")
@@ -78,22 +78,42 @@ def controller_policy(evaluation, key):
 
 
 def test_the_controller_holds_the_six_v1_14_policies_scoped_to_this_cluster(created):
-    policies = {p.name.rsplit("controller-", 1)[1] for p in created.of_type("aws:iam/rolePolicy:RolePolicy")
-                if "karpenter-controller" in p.name}
-    assert policies == {"node-lifecycle", "iam-integration", "eks-integration", "interruption", "zonal-shift",
-                        "resource-discovery"}
+    policies = {
+        p.name.rsplit("controller-", 1)[1]
+        for p in created.of_type("aws:iam/rolePolicy:RolePolicy")
+        if "karpenter-controller" in p.name
+    }
+    assert policies == {
+        "node-lifecycle",
+        "iam-integration",
+        "eks-integration",
+        "interruption",
+        "zonal-shift",
+        "resource-discovery",
+    }
     sids = {s["Sid"] for key in policies for s in controller_policy(created, key)["Statement"]}
-    assert {"AllowScopedEC2InstanceAccessActions", "AllowScopedEC2InstanceActionsWithTags", "AllowPassingInstanceRole",
-            "AllowScopedInstanceProfileCreationActions", "AllowAPIServerEndpointDiscovery",
-            "AllowInterruptionQueueActions", "AllowRegionalReadActions", "AllowScopedDeletion"} <= sids
+    assert {
+        "AllowScopedEC2InstanceAccessActions",
+        "AllowScopedEC2InstanceActionsWithTags",
+        "AllowPassingInstanceRole",
+        "AllowScopedInstanceProfileCreationActions",
+        "AllowAPIServerEndpointDiscovery",
+        "AllowInterruptionQueueActions",
+        "AllowRegionalReadActions",
+        "AllowScopedDeletion",
+    } <= sids
     lifecycle = controller_policy(created, "node-lifecycle")
-    tagged = {"aws:RequestTag/kubernetes.io/cluster/llm-serving": "owned",
-              "aws:RequestTag/eks:eks-cluster-name": "llm-serving", "aws:RequestTag/karpenter.sh/nodepool": "p"}
+    tagged = {
+        "aws:RequestTag/kubernetes.io/cluster/llm-serving": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": "llm-serving",
+        "aws:RequestTag/karpenter.sh/nodepool": "p",
+    }
     instance = "arn:aws:ec2:us-east-1:123456789012:instance/i-1"
     assert aws_allows(lifecycle, "ec2:RunInstances", instance, tagged)
     # Another cluster's tag, or none: refused.
-    assert not aws_allows(lifecycle, "ec2:RunInstances", instance,
-                          {**tagged, "aws:RequestTag/eks:eks-cluster-name": "other"})
+    assert not aws_allows(
+        lifecycle, "ec2:RunInstances", instance, {**tagged, "aws:RequestTag/eks:eks-cluster-name": "other"}
+    )
     assert not aws_allows(lifecycle, "ec2:TerminateInstances", instance)
     # Placement groups may be launched into (EFA pools).
     assert aws_allows(lifecycle, "ec2:RunInstances", "arn:aws:ec2:us-east-1:123456789012:placement-group/pg")
@@ -104,17 +124,23 @@ def test_the_controller_may_pass_only_its_node_role(created):
     node_role = one(created, "aws:iam/role:Role", "karpenter-node")
     (statement,) = [s for s in policy["Statement"] if s["Sid"] == "AllowPassingInstanceRole"]
     assert statement["Resource"] == f"arn:aws:mock:::{node_role.name}"
-    assert not aws_allows(policy, "iam:PassRole", "arn:aws:iam::123456789012:role/llm-serving-gpu-node",
-                          {"iam:PassedToService": "ec2.amazonaws.com"})
+    assert not aws_allows(
+        policy,
+        "iam:PassRole",
+        "arn:aws:iam::123456789012:role/llm-serving-gpu-node",
+        {"iam:PassedToService": "ec2.amazonaws.com"},
+    )
 
 
 def test_karpenters_nodes_join_with_their_own_role_through_an_ec2_linux_access_entry(created):
     node_role = one(created, "aws:iam/role:Role", "karpenter-node")
     entry = one(created, "aws:eks/accessEntry:AccessEntry", "karpenter-node").inputs
     assert entry["type"] == "EC2_LINUX" and entry["principalArn"] == f"arn:aws:mock:::{node_role.name}"
-    attached = sorted(a.inputs["policyArn"].rsplit("/", 1)[1]
-                      for a in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-                      if a.inputs["role"] == node_role.name)
+    attached = sorted(
+        a.inputs["policyArn"].rsplit("/", 1)[1]
+        for a in created.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs["role"] == node_role.name
+    )
     assert attached == ["AmazonEC2ContainerRegistryReadOnly", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy"]
     assert custom(created, "EC2NodeClass", "l4")["spec"]["role"] == node_role.name
 
@@ -122,27 +148,35 @@ def test_karpenters_nodes_join_with_their_own_role_through_an_ec2_linux_access_e
 def test_interruptions_reach_the_queue_from_five_eventbridge_rules(created):
     queue = one(created, "aws:sqs/queue:Queue").inputs
     assert queue["messageRetentionSeconds"] == 300 and queue["sqsManagedSseEnabled"] is True
-    rules = {r.name: json.loads(r.inputs["eventPattern"]) for r in created.of_type("aws:cloudwatch/eventRule:EventRule")}
+    rules = {
+        r.name: json.loads(r.inputs["eventPattern"]) for r in created.of_type("aws:cloudwatch/eventRule:EventRule")
+    }
     assert sorted((p["source"][0], p["detail-type"][0]) for p in rules.values()) == sorted(
-        (source, detail) for _, source, detail in karpenter_iam.INTERRUPTION_EVENTS)
+        (source, detail) for _, source, detail in karpenter_iam.INTERRUPTION_EVENTS
+    )
     targets = created.of_type("aws:cloudwatch/eventTarget:EventTarget")
-    assert len(targets) == 5 and {t.inputs["arn"] for t in targets} == {"arn:aws:mock:::llm-serving-karpenter-interruptions"}
+    assert len(targets) == 5 and {t.inputs["arn"] for t in targets} == {
+        "arn:aws:mock:::llm-serving-karpenter-interruptions"
+    }
     policy = json.loads(one(created, "aws:sqs/queuePolicy:QueuePolicy").inputs["policy"])
     queue_arn = "arn:aws:mock:::llm-serving-karpenter-interruptions"
     assert policy["Statement"][0]["Principal"] == {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}
     assert aws_allows(policy, "sqs:SendMessage", queue_arn, {"aws:SecureTransport": "true"})
     assert not aws_allows(policy, "sqs:SendMessage", queue_arn, {"aws:SecureTransport": "false"})
     assert policy["Statement"][1]["Effect"] == "Deny" and policy["Statement"][1]["Condition"] == {
-        "Bool": {"aws:SecureTransport": "false"}}
+        "Bool": {"aws:SecureTransport": "false"}
+    }
 
 
 def test_the_controller_starts_after_its_nodes_credentials_and_queue_and_pools_after_it(created):
     graph = ApplyGraph(created)
     controller = release(created)
-    for needed in (one(created, "aws:eks/nodeGroup:NodeGroup", "system-ng"),
-                   one(created, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "karpenter-controller"),
-                   one(created, "aws:eks/addon:Addon", "pod-identity-agent"),
-                   *created.of_type("aws:cloudwatch/eventTarget:EventTarget")):
+    for needed in (
+        one(created, "aws:eks/nodeGroup:NodeGroup", "system-ng"),
+        one(created, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "karpenter-controller"),
+        one(created, "aws:eks/addon:Addon", "pod-identity-agent"),
+        *created.of_type("aws:cloudwatch/eventTarget:EventTarget"),
+    ):
         assert graph.waits_for(controller, needed), needed.name
     # NodePool and EC2NodeClass CRDs come with the chart: the objects wait for the release.
     for resource in created.resources:
@@ -162,14 +196,30 @@ def test_node_pools_only_ever_remove_empty_nodes_and_never_expire_them(created):
 
 def test_every_server_pod_tells_karpenter_not_to_disrupt_its_node():
     prod = committed_stack("prod")
-    servers = [o for o in prod.kubernetes_objects if o["kind"] == "Deployment"
-               and o["metadata"]["labels"].get(contract.LABEL_COMPONENT) == "vllm-server"]
+    servers = [
+        o
+        for o in prod.kubernetes_objects
+        if o["kind"] == "Deployment" and o["metadata"]["labels"].get(contract.LABEL_COMPONENT) == "vllm-server"
+    ]
     assert servers
     for deployment in servers:
         assert deployment["spec"]["template"]["metadata"]["annotations"][contract.ANNOTATION_DO_NOT_DISRUPT] == "true"
-    kserve = evaluate_stack("dev", overrides={"exposure": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}], "models": [
-        {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
-         "engine": "kserve", "pool": "l4", "maxModelLen": 8192}]})
+    kserve = evaluate_stack(
+        "dev",
+        overrides={
+            "exposure": {},
+            "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 2}],
+            "models": [
+                {
+                    "repo": "meta-llama/Llama-3.1-8B-Instruct",
+                    "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+                    "engine": "kserve",
+                    "pool": "l4",
+                    "maxModelLen": 8192,
+                }
+            ],
+        },
+    )
     (isvc,) = [o for o in kserve.kubernetes_objects if o["kind"] == "InferenceService"]
     assert isvc["spec"]["predictor"]["annotations"][contract.ANNOTATION_DO_NOT_DISRUPT] == "true"
 

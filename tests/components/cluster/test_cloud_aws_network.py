@@ -22,20 +22,25 @@ def created():
 
 
 def subnets(evaluation, kind):
-    return sorted((s for s in evaluation.of_type("aws:ec2/subnet:Subnet") if f"-{kind}-" in s.name),
-                  key=lambda s: s.inputs["availabilityZone"])
+    return sorted(
+        (s for s in evaluation.of_type("aws:ec2/subnet:Subnet") if f"-{kind}-" in s.name),
+        key=lambda s: s.inputs["availabilityZone"],
+    )
 
 
 def test_each_zone_has_a_private_node_subnet_and_a_public_load_balancer_subnet(created):
     private, public = subnets(created, "private"), subnets(created, "public")
-    assert [s.inputs["availabilityZone"] for s in private] == [s.inputs["availabilityZone"] for s in public] == [
-        "us-east-1a", "us-east-1b", "us-east-1c"]
+    assert (
+        [s.inputs["availabilityZone"] for s in private]
+        == [s.inputs["availabilityZone"] for s in public]
+        == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    )
     vpc = one(created, "aws:ec2/vpc:Vpc")
     assert vpc.inputs["cidrBlock"] == "10.0.0.0/16"
     assert vpc.inputs["enableDnsHostnames"] is True and vpc.inputs["enableDnsSupport"] is True
     ranges = [ipaddress.IPv4Network(s.inputs["cidrBlock"]) for s in private + public]
     assert all(r.subnet_of(ipaddress.IPv4Network("10.0.0.0/16")) for r in ranges)
-    assert not any(a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
     assert {r.prefixlen for r in ranges[:3]} == {19} and {r.prefixlen for r in ranges[3:]} == {22}
     assert all(s.inputs["mapPublicIpOnLaunch"] is False for s in private + public)
 
@@ -71,7 +76,9 @@ def test_private_subnets_route_out_through_one_nat_gateway_by_default(created):
 
 
 def test_per_zone_nat_gives_each_zone_its_own_gateway():
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS, cluster={"network": {"natGateways": "per-zone"}}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(stack(POOLS, cluster={"network": {"natGateways": "per-zone"}}), "test")
+    )
     nats = {n.inputs["subnetId"]: mock_id(n.type, n.name) for n in evaluation.of_type("aws:ec2/natGateway:NatGateway")}
     assert len(nats) == 3
     by_name = routes(evaluation)
@@ -103,18 +110,30 @@ def test_the_vpc_takes_a_zone_offering_each_pools_instance_type_first():
     assert node_group(evaluation, "h100").inputs["subnetIds"] == [PRIVATE["b"]]
 
 
-@pytest.mark.parametrize("cidr,zones,private,public", [
-    ("10.0.0.0/16", 3, ["10.0.0.0/19", "10.0.32.0/19", "10.0.64.0/19"], ["10.0.224.0/22", "10.0.228.0/22", "10.0.232.0/22"]),
-    ("10.20.0.0/20", 2, ["10.20.0.0/23", "10.20.2.0/23"], ["10.20.14.0/26", "10.20.14.64/26"]),
-])
+@pytest.mark.parametrize(
+    "cidr,zones,private,public",
+    [
+        (
+            "10.0.0.0/16",
+            3,
+            ["10.0.0.0/19", "10.0.32.0/19", "10.0.64.0/19"],
+            ["10.0.224.0/22", "10.0.228.0/22", "10.0.232.0/22"],
+        ),
+        ("10.20.0.0/20", 2, ["10.20.0.0/23", "10.20.2.0/23"], ["10.20.14.0/26", "10.20.14.64/26"]),
+    ],
+)
 def test_subnet_ranges_split_the_vpc_into_eighths(cidr, zones, private, public):
     assert network.subnet_ranges(cidr, zones) == (private, public)
 
 
 def test_choose_zones_fails_naming_the_pool_when_no_supported_zone_offers_its_type():
     with pytest.raises(cfg.ConfigError) as err:
-        network.choose_zones(["us-east-1a", "us-east-1b"], [("Pulumi.x.yaml: pools[0].machineType", ["us-east-1e"])],
-                             3, "Pulumi.x.yaml: cluster.network")
+        network.choose_zones(
+            ["us-east-1a", "us-east-1b"],
+            [("Pulumi.x.yaml: pools[0].machineType", ["us-east-1e"])],
+            3,
+            "Pulumi.x.yaml: cluster.network",
+        )
     (problem,) = err.value.problems
     assert problem.startswith("Pulumi.x.yaml: pools[0].machineType: ") and "us-east-1e" in problem
 
@@ -143,21 +162,28 @@ def test_a_public_subnet_listed_as_private_is_refused_naming_the_key(monkeypatch
         result = original(self, args)
         filters = {f["name"]: f["values"] for f in args.args.get("filters", [])}
         if args.token == "aws:ec2/getRouteTables:getRouteTables" and filters.get("association.subnet-id") == [
-                MOCK_PRIVATE_SUBNETS[0]]:
+            MOCK_PRIVATE_SUBNETS[0]
+        ]:
             result["ids"] = []
         return result
 
     monkeypatch.setattr(RecordingMocks, "call", call)
     with pytest.raises(cfg.ConfigError) as err:
         run_cloud(lambda: create_cluster(existing_vpc(MOCK_PRIVATE_SUBNETS), "test"))
-    assert any(p.startswith(f"Pulumi.test.yaml: cluster.network.privateSubnetIds: {MOCK_PRIVATE_SUBNETS[0]} ")
-               and "internet gateway" in p for p in err.value.problems), err.value.problems
+    assert any(
+        p.startswith(f"Pulumi.test.yaml: cluster.network.privateSubnetIds: {MOCK_PRIVATE_SUBNETS[0]} ")
+        and "internet gateway" in p
+        for p in err.value.problems
+    ), err.value.problems
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("availabilityZone", "us-east-1a", "at least two Availability Zones"),
-    ("vpcId", "vpc-mock-other", "different VPCs"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("availabilityZone", "us-east-1a", "at least two Availability Zones"),
+        ("vpcId", "vpc-mock-other", "different VPCs"),
+    ],
+)
 def test_subnets_of_one_zone_or_of_two_vpcs_are_refused(monkeypatch, field, value, message):
     original = RecordingMocks.call
 
@@ -170,8 +196,10 @@ def test_subnets_of_one_zone_or_of_two_vpcs_are_refused(monkeypatch, field, valu
     monkeypatch.setattr(RecordingMocks, "call", call)
     with pytest.raises(cfg.ConfigError) as err:
         run_cloud(lambda: create_cluster(existing_vpc(MOCK_PRIVATE_SUBNETS[:2]), "test"))
-    assert any(p.startswith("Pulumi.test.yaml: cluster.network.privateSubnetIds: ") and message in p
-               for p in err.value.problems), err.value.problems
+    assert any(
+        p.startswith("Pulumi.test.yaml: cluster.network.privateSubnetIds: ") and message in p
+        for p in err.value.problems
+    ), err.value.problems
 
 
 def test_an_efa_pool_on_an_existing_cluster_without_a_private_subnet_in_its_zones_is_refused(monkeypatch):
@@ -181,8 +209,10 @@ def test_an_efa_pool_on_an_existing_cluster_without_a_private_subnet_in_its_zone
         result = original(self, args)
         if args.token == "aws:eks/getCluster:getCluster":
             # Only the public default subnets (and a private one in zone a, where p5 is not offered).
-            result["vpcConfig"] = {**result["vpcConfig"], "subnetIds": ["subnet-mock-a", "subnet-mock-b",
-                                                                         MOCK_PRIVATE_SUBNETS[0]]}
+            result["vpcConfig"] = {
+                **result["vpcConfig"],
+                "subnetIds": ["subnet-mock-a", "subnet-mock-b", MOCK_PRIVATE_SUBNETS[0]],
+            }
         return result
 
     monkeypatch.setattr(RecordingMocks, "call", call)

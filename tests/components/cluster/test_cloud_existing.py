@@ -18,7 +18,9 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 def raw_stack(cluster=None, pools=None, model_store=None) -> dict:
     raw = {
         "cloud": "existing",
-        "cluster": cluster if cluster is not None else {"kubeconfig": "~/.kube/gpu-lab.yaml", "context": "gpu-lab", "rwxStorageClass": "nfs-rwx"},
+        "cluster": cluster
+        if cluster is not None
+        else {"kubeconfig": "~/.kube/gpu-lab.yaml", "context": "gpu-lab", "rwxStorageClass": "nfs-rwx"},
         "pools": pools or [{"name": "lab", "gpu": "A10G", "gpusPerNode": 4, "minNodes": 0, "maxNodes": 2}],
         "models": [{"repo": "Qwen/Qwen2.5-7B-Instruct", "revision": REVISION, "pool": "lab"}],
         # On an existing cluster the stack must say who installs the GPU driver.

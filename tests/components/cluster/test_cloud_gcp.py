@@ -43,7 +43,11 @@ def bindings(evaluation):
 
 
 def gpu_node_pools(evaluation):
-    return [p for p in evaluation.of_type("gcp:container/nodePool:NodePool") if p.inputs["nodeConfig"].get("guestAccelerators")]
+    return [
+        p
+        for p in evaluation.of_type("gcp:container/nodePool:NodePool")
+        if p.inputs["nodeConfig"].get("guestAccelerators")
+    ]
 
 
 def test_every_gpu_node_pool_carries_the_gpu_taint_with_the_exact_key_and_effect(created):
@@ -76,8 +80,16 @@ def test_gpu_pools_live_in_one_zone_by_default_not_every_zone_of_the_region(crea
 
 
 def test_pool_zones_come_from_config_and_the_start_never_passes_max_nodes():
-    pools = [{"name": "l4", "gpu": "L4", "minNodes": 1, "desiredNodes": 3, "maxNodes": 4,
-              "zones": ["us-central1-b", "us-central1-c"]}]
+    pools = [
+        {
+            "name": "l4",
+            "gpu": "L4",
+            "minNodes": 1,
+            "desiredNodes": 3,
+            "maxNodes": 4,
+            "zones": ["us-central1-b", "us-central1-c"],
+        }
+    ]
     pool = node_pool(run_cloud(lambda: create_cluster(stack(pools), "test")), "l4")
     assert pool["nodeLocations"] == ["us-central1-b", "us-central1-c"]
     assert pool["initialNodeCount"] == 2  # per zone: 4 in all, within maxNodes 4
@@ -85,8 +97,15 @@ def test_pool_zones_come_from_config_and_the_start_never_passes_max_nodes():
 
 
 def test_pool_of_one_node_over_three_zones_with_max_two_fails_instead_of_starting_three():
-    pools = [{"name": "l4", "gpu": "L4", "minNodes": 1, "maxNodes": 2,
-              "zones": ["us-central1-a", "us-central1-b", "us-central1-c"]}]
+    pools = [
+        {
+            "name": "l4",
+            "gpu": "L4",
+            "minNodes": 1,
+            "maxNodes": 2,
+            "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
+        }
+    ]
     with pytest.raises(cfg.ConfigError) as err:
         run_cloud(lambda: create_cluster(stack(pools), "test"))
     (problem,) = err.value.problems
@@ -98,14 +117,27 @@ def test_initial_count_per_zone_rounds_up_and_checks_the_total():
     zones = ["z-a", "z-b", "z-c"]
     assert [gke.initial_per_zone(n, zones) for n in (0, 1, 3, 4, 9)] == [0, 1, 1, 2, 3]
     assert gke.initial_per_zone(5, ["z-a"]) == 5
-    raw = {"cloud": "gcp", "pools": [{"name": "l4", "gpu": "L4", "minNodes": 4, "maxNodes": 5,
-                                      "zones": ["us-central1-a", "us-central1-b", "us-central1-c"]}],
-           "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}]}
+    raw = {
+        "cloud": "gcp",
+        "pools": [
+            {
+                "name": "l4",
+                "gpu": "L4",
+                "minNodes": 4,
+                "maxNodes": 5,
+                "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
+            }
+        ],
+        "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],
+    }
     with pytest.raises(cfg.ConfigError) as info:
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")  # 2 per zone = 6 > 5
     assert info.value.problems == [
-        "Pulumi.test.yaml: pools[0].zones: GKE starts the same number of nodes in each zone, so 4 node(s) over 3 zones "
-        "start 6, more than maxNodes (5); raise maxNodes to 6 or list fewer zones"]
+        (
+            "Pulumi.test.yaml: pools[0].zones: GKE starts the same number of nodes in each zone, so 4 node(s) over 3 zones "
+            "start 6, more than maxNodes (5); raise maxNodes to 6 or list fewer zones"
+        )
+    ]
     raw["pools"][0]["zones"] = ["europe-west4-a"]
     with pytest.raises(cfg.ConfigError, match=r"pools\[0\].zones: 'europe-west4-a' is not in region us-central1"):
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")
@@ -124,9 +156,13 @@ def test_no_rdma_attachments_on_gke(created):
 def test_accelerators_machine_and_managed_driver_come_from_catalog_and_config(created):
     l4 = node_pool(created, "l4")["nodeConfig"]
     assert l4["machineType"] == "g2-standard-4"
-    assert l4["guestAccelerators"] == [{
-        "type": "nvidia-l4", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"},
-    }]
+    assert l4["guestAccelerators"] == [
+        {
+            "type": "nvidia-l4",
+            "count": 1,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"},
+        }
+    ]
     h100 = node_pool(created, "h100")["nodeConfig"]
     assert h100["machineType"] == "a3-highgpu-8g"
     assert h100["guestAccelerators"][0]["type"] == gpus.CATALOG["H100-80GB"].gcp_accelerator
@@ -175,7 +211,10 @@ def test_boot_disk_type_follows_the_machine_series():
 def test_node_service_account_gets_only_the_default_node_role(created):
     grants = [r.inputs for r in created.of_type("gcp:projects/iAMMember:IAMMember")]
     assert [(g["role"], g["member"]) for g in grants] == [
-        ("roles/container.defaultNodeServiceAccount", "serviceAccount:llm-serving-gpu-nodes@mock-project.iam.gserviceaccount.com"),
+        (
+            "roles/container.defaultNodeServiceAccount",
+            "serviceAccount:llm-serving-gpu-nodes@mock-project.iam.gserviceaccount.com",
+        ),
     ]
 
 
@@ -215,8 +254,15 @@ def test_created_cluster_has_an_untainted_cpu_system_pool_for_everything_but_gpu
 
 
 def test_system_pool_sizes_and_machine_type_come_from_config():
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
-        "machineType": "n2-standard-4", "minNodes": 3, "maxNodes": 9, "diskGib": 100}}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(
+            stack(
+                POOLS[:1],
+                cluster={"systemPool": {"machineType": "n2-standard-4", "minNodes": 3, "maxNodes": 9, "diskGib": 100}},
+            ),
+            "test",
+        )
+    )
     pool = node_pool(evaluation, "system")
     assert pool["nodeConfig"]["machineType"] == "n2-standard-4"
     assert pool["nodeConfig"]["diskSizeGb"] == 100
@@ -226,8 +272,15 @@ def test_system_pool_sizes_and_machine_type_come_from_config():
 
 
 def test_system_pool_zones_come_from_config_and_the_initial_count_is_spread_over_them():
-    evaluation = run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
-        "minNodes": 3, "maxNodes": 6, "zones": ["us-central1-b", "us-central1-c"]}}), "test"))
+    evaluation = run_cloud(
+        lambda: create_cluster(
+            stack(
+                POOLS[:1],
+                cluster={"systemPool": {"minNodes": 3, "maxNodes": 6, "zones": ["us-central1-b", "us-central1-c"]}},
+            ),
+            "test",
+        )
+    )
     pool = node_pool(evaluation, "system")
     assert pool["nodeLocations"] == ["us-central1-b", "us-central1-c"]
     # ceil(3 / 2) per zone: the pool starts with 4 nodes, never fewer than minNodes.
@@ -236,8 +289,21 @@ def test_system_pool_zones_come_from_config_and_the_initial_count_is_spread_over
 
 def test_system_pool_whose_spread_start_would_pass_max_nodes_fails_naming_the_key():
     with pytest.raises(cfg.ConfigError) as err:
-        run_cloud(lambda: create_cluster(stack(POOLS[:1], cluster={"systemPool": {
-            "minNodes": 2, "maxNodes": 2, "zones": ["us-central1-a", "us-central1-b", "us-central1-c"]}}), "test"))
+        run_cloud(
+            lambda: create_cluster(
+                stack(
+                    POOLS[:1],
+                    cluster={
+                        "systemPool": {
+                            "minNodes": 2,
+                            "maxNodes": 2,
+                            "zones": ["us-central1-a", "us-central1-b", "us-central1-c"],
+                        }
+                    },
+                ),
+                "test",
+            )
+        )
     (problem,) = err.value.problems
     assert problem.startswith("Pulumi.test.yaml: cluster.systemPool.zones: ")
     assert "start 3" in problem and "maxNodes (2)" in problem
@@ -271,7 +337,9 @@ def test_every_bucket_grant_is_conditional_and_none_is_public(created):
 @pytest.mark.parametrize("permission", ["storage.objects.create", "storage.multipartUploads.create"])
 def test_writer_may_write_only_under_the_models_prefix(created, permission):
     grants = bindings(created)
-    assert gcs_allows(grants, WRITER, permission, BUCKET, obj=f"models/Qwen/Qwen2.5-7B-Instruct/{REVISION}/model.safetensors")
+    assert gcs_allows(
+        grants, WRITER, permission, BUCKET, obj=f"models/Qwen/Qwen2.5-7B-Instruct/{REVISION}/model.safetensors"
+    )
     assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="other/file")
     assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="models-evil/file")
     assert not gcs_allows(grants, WRITER, permission, BUCKET, obj="top-level-file")
@@ -287,7 +355,12 @@ def test_reader_may_only_read_under_the_models_prefix(created):
     grants = bindings(created)
     assert gcs_allows(grants, READER, "storage.objects.get", BUCKET, obj="models/Qwen/x/config.json")
     assert not gcs_allows(grants, READER, "storage.objects.get", BUCKET, obj="other/x")
-    for permission in ("storage.objects.create", "storage.objects.delete", "storage.objects.update", "storage.multipartUploads.create"):
+    for permission in (
+        "storage.objects.create",
+        "storage.objects.delete",
+        "storage.objects.update",
+        "storage.multipartUploads.create",
+    ):
         assert not gcs_allows(grants, READER, permission, BUCKET, obj="models/x"), permission
 
 
@@ -299,7 +372,9 @@ def test_listing_is_confined_to_the_models_prefix(created, member):
     assert not gcs_allows(grants, member, "storage.objects.list", BUCKET, list_prefix="other/")
 
 
-@pytest.mark.parametrize("who,service_account", [("writer", MODEL_WRITER_SERVICE_ACCOUNT), ("reader", MODEL_READER_SERVICE_ACCOUNT)])
+@pytest.mark.parametrize(
+    "who,service_account", [("writer", MODEL_WRITER_SERVICE_ACCOUNT), ("reader", MODEL_READER_SERVICE_ACCOUNT)]
+)
 def test_each_gsa_is_usable_only_by_its_kubernetes_service_account(created, who, service_account):
     grant = one(created, "gcp:serviceaccount/iAMMember:IAMMember", f"{who}-workload-identity").inputs
     assert grant["role"] == "roles/iam.workloadIdentityUser"
@@ -324,7 +399,10 @@ def kubeconfig(evaluation):
 
 def test_provider_kubeconfig_comes_from_the_cluster_and_uses_the_gke_auth_plugin(created):
     config = kubeconfig(created)
-    assert config["clusters"][0]["cluster"] == {"server": "https://203.0.113.10", "certificate-authority-data": "bW9jay1jYQ=="}
+    assert config["clusters"][0]["cluster"] == {
+        "server": "https://203.0.113.10",
+        "certificate-authority-data": "bW9jay1jYQ==",
+    }
     (user,) = config["users"]
     assert set(user["user"]) == {"exec"}
     assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
@@ -393,4 +471,7 @@ def test_operator_installed_driver_gets_ubuntu_nodes_without_gke_device_plugin()
     # Image streaming requires Container-Optimized OS with containerd (GKE image streaming docs).
     assert node_config["gcfsConfig"] == {"enabled": False}
     assert node_config["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
-    assert node_config["guestAccelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"] == "INSTALLATION_DISABLED"
+    assert (
+        node_config["guestAccelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"]
+        == "INSTALLATION_DISABLED"
+    )

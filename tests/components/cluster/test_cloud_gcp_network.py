@@ -33,14 +33,19 @@ def test_the_cluster_is_vpc_native_on_a_subnet_of_its_own(created):
     assert network["autoCreateSubnetworks"] is False
     subnet = one(created, "gcp:compute/subnetwork:Subnetwork").inputs
     assert subnet["ipCidrRange"] == gke_network.NODE_RANGE and subnet["region"] == "us-central1"
-    assert subnet["secondaryIpRanges"] == [{"rangeName": "pods", "ipCidrRange": gke_network.PODS_RANGE},
-                                           {"rangeName": "services", "ipCidrRange": gke_network.SERVICES_RANGE}]
+    assert subnet["secondaryIpRanges"] == [
+        {"rangeName": "pods", "ipCidrRange": gke_network.PODS_RANGE},
+        {"rangeName": "services", "ipCidrRange": gke_network.SERVICES_RANGE},
+    ]
     assert subnet["privateIpGoogleAccess"] is True
     cluster = one(created, "gcp:container/cluster:Cluster").inputs
     assert cluster["networkingMode"] == "VPC_NATIVE"
     assert cluster["network"] == "llm-serving-network-network-id"
     assert cluster["subnetwork"] == "llm-serving-network-subnet-id"
-    assert cluster["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+    assert cluster["ipAllocationPolicy"] == {
+        "clusterSecondaryRangeName": "pods",
+        "servicesSecondaryRangeName": "services",
+    }
     # Public nodes by default: no router, no NAT.
     assert not created.of_type("gcp:compute/routerNat:RouterNat")
 
@@ -48,7 +53,9 @@ def test_the_cluster_is_vpc_native_on_a_subnet_of_its_own(created):
 def test_private_nodes_get_cloud_nat_on_their_subnet_and_wait_for_it(private):
     nat = one(private, "gcp:compute/routerNat:RouterNat")
     assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "LIST_OF_SUBNETWORKS"
-    assert nat.inputs["subnetworks"] == [{"name": "llm-serving-network-subnet-id", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}]
+    assert nat.inputs["subnetworks"] == [
+        {"name": "llm-serving-network-subnet-id", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}
+    ]
     assert nat.inputs["natIpAllocateOption"] == "AUTO_ONLY"
     graph = ApplyGraph(private)
     pools = private.of_type("gcp:container/nodePool:NodePool")
@@ -76,13 +83,16 @@ def test_every_api_is_enabled_and_left_enabled_on_destroy(created):
     assert all(s.inputs["disableOnDestroy"] is False and s.inputs["project"] == "mock-project" for s in found.values())
 
 
-@pytest.mark.parametrize("resource_type,name_part,needed", [
-    ("gcp:container/cluster:Cluster", "", ("container", "compute", "file")),
-    ("gcp:container/nodePool:NodePool", "-l4-", ("container", "compute", "containerfilesystem")),
-    ("gcp:compute/subnetwork:Subnetwork", "", ("compute",)),
-    ("gcp:serviceaccount/account:Account", "-nodes", ("iam",)),
-    ("gcp:storage/bucket:Bucket", "", ("storage",)),
-])
+@pytest.mark.parametrize(
+    "resource_type,name_part,needed",
+    [
+        ("gcp:container/cluster:Cluster", "", ("container", "compute", "file")),
+        ("gcp:container/nodePool:NodePool", "-l4-", ("container", "compute", "containerfilesystem")),
+        ("gcp:compute/subnetwork:Subnetwork", "", ("compute",)),
+        ("gcp:serviceaccount/account:Account", "-nodes", ("iam",)),
+        ("gcp:storage/bucket:Bucket", "", ("storage",)),
+    ],
+)
 def test_each_resource_waits_for_the_apis_it_needs(created, resource_type, name_part, needed):
     graph = ApplyGraph(created)
     resource = one(created, resource_type, name_part)

@@ -22,7 +22,11 @@ SCENARIOS = {
     "aws": {"cloud": "aws", "pools": [{"name": "gpu", "gpu": "L4"}]},
     "aws-existing": {"cloud": "aws", "cluster": {"create": False}, "pools": [{"name": "gpu", "gpu": "L4"}]},
     "gcp": {"cloud": "gcp", "cluster": {"gcpProject": "mock-project"}, "pools": [{"name": "gpu", "gpu": "L4"}]},
-    "gcp-existing": {"cloud": "gcp", "cluster": {"create": False, "gcpProject": "mock-project"}, "pools": [{"name": "gpu", "gpu": "L4"}]},
+    "gcp-existing": {
+        "cloud": "gcp",
+        "cluster": {"create": False, "gcpProject": "mock-project"},
+        "pools": [{"name": "gpu", "gpu": "L4"}],
+    },
     "existing": {
         "cloud": "existing",
         "cluster": {"kubeconfig": "/etc/llm/kubeconfig", "rwxStorageClass": "nfs-rwx"},
@@ -62,11 +66,13 @@ def deploy_like_the_stack(cluster: Cluster, box: dict) -> None:
                 "spec": {
                     "nodeSelector": placement.node_selector,
                     "tolerations": placement.tolerations,
-                    "containers": [{
-                        "name": "vllm",
-                        "image": "vllm/vllm-openai:v0.32.0",
-                        "resources": {"limits": {contract.GPU_RESOURCE: str(placement.gpus_per_node)}},
-                    }],
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.32.0",
+                            "resources": {"limits": {contract.GPU_RESOURCE: str(placement.gpus_per_node)}},
+                        }
+                    ],
                 },
             },
         },
@@ -108,7 +114,11 @@ def test_placement_taint_and_toleration_come_from_the_contract(scenario):
     placement = evaluation.result.placements["gpu"]
     assert placement.taint_key == contract.GPU_TAINT_KEY
     assert placement.taint_effect == contract.GPU_TAINT_EFFECT
-    assert placement.toleration == {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": contract.GPU_TAINT_EFFECT}
+    assert placement.toleration == {
+        "key": contract.GPU_TAINT_KEY,
+        "operator": "Exists",
+        "effect": contract.GPU_TAINT_EFFECT,
+    }
     assert placement.node_selector == {contract.LABEL_POOL: "gpu", contract.LABEL_ACCELERATOR: "l4"}
 
 
@@ -121,7 +131,10 @@ def test_every_kubernetes_resource_uses_the_cluster_provider(scenario):
     for resource in kubernetes:
         # A provider reference is "<provider urn>::<provider id>"; a default provider would name
         # `pulumi:providers:kubernetes::default...` instead.
-        assert resource.provider and resource.provider.split("::")[:-1] == urn.split("::"), (resource.name, resource.provider)
+        assert resource.provider and resource.provider.split("::")[:-1] == urn.split("::"), (
+            resource.name,
+            resource.provider,
+        )
     assert not [p for p in evaluation.of_type("pulumi:providers:kubernetes") if p.name.startswith("default")]
 
 
@@ -138,10 +151,15 @@ def test_model_store_bindings_are_named_once_for_every_cloud(scenario):
         return
     assert (bucket.writer.name, bucket.reader.name) == (MODEL_WRITER_SERVICE_ACCOUNT, MODEL_READER_SERVICE_ACCOUNT)
     assert bucket.writer.namespace == bucket.reader.namespace == "llm-serving"
-    accounts = {r.inputs["metadata"]["name"]: r.inputs["metadata"] for r in evaluation.of_type("kubernetes:core/v1:ServiceAccount")}
+    accounts = {
+        r.inputs["metadata"]["name"]: r.inputs["metadata"]
+        for r in evaluation.of_type("kubernetes:core/v1:ServiceAccount")
+    }
     assert set(accounts) == {MODEL_WRITER_SERVICE_ACCOUNT, MODEL_READER_SERVICE_ACCOUNT}
     if name.startswith("gcp"):
-        assert accounts[MODEL_WRITER_SERVICE_ACCOUNT]["annotations"]["iam.gke.io/gcp-service-account"].startswith("llm-serving-model-writer@")
+        assert accounts[MODEL_WRITER_SERVICE_ACCOUNT]["annotations"]["iam.gke.io/gcp-service-account"].startswith(
+            "llm-serving-model-writer@"
+        )
     else:
         assert not accounts[MODEL_WRITER_SERVICE_ACCOUNT].get("annotations")
 

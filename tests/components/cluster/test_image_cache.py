@@ -13,9 +13,9 @@ from components.cluster.gcp import apis
 from components.cluster.gcp import registry_cache as ar_cache
 from offline_plan.mock_runtime import evaluate_stack
 from tests.support import first_apply_cloud as rules
+from tests.support.committed import committed_stack
 from tests.support.first_apply import check
 from tests.support.stack_variants import PROD_PULL_THROUGH
-from tests.support.committed import committed_stack
 
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 AR = "us-central1-docker.pkg.dev/mock-project"
@@ -51,12 +51,17 @@ def test_eks_creates_one_rule_per_upstream_with_its_secret_and_rewrites_every_im
     assert f"{ECR}/llm-serving-prod-ghcr/{images.reference('endpoint-picker').removeprefix('ghcr.io/')}" in found
     # Both node roles may fill the cache (managed node groups and Karpenter's nodes).
     policies = [p for p in prod_cached.of_type(rules.ROLE_POLICY) if "image-cache" in p.name]
-    assert sorted(p.inputs["role"] for p in policies) == ["llm-serving-prod-gpu-node", "llm-serving-prod-karpenter-node"]
+    assert sorted(p.inputs["role"] for p in policies) == [
+        "llm-serving-prod-gpu-node",
+        "llm-serving-prod-karpenter-node",
+    ]
 
 
 def test_gke_creates_a_remote_repository_per_upstream_readable_by_the_nodes(dev_cached):
     repos = {r.inputs["repositoryId"]: r.inputs for r in dev_cached.of_type(rules.AR_REPOSITORY)}
-    assert repos["llm-serving-dev-docker-hub"]["remoteRepositoryConfig"]["dockerRepository"] == {"publicRepository": "DOCKER_HUB"}
+    assert repos["llm-serving-dev-docker-hub"]["remoteRepositoryConfig"]["dockerRepository"] == {
+        "publicRepository": "DOCKER_HUB"
+    }
     assert repos["llm-serving-dev-ghcr"]["remoteRepositoryConfig"]["commonRepository"] == {"uri": "https://ghcr.io"}
     assert all(r["mode"] == "REMOTE_REPOSITORY" and r["format"] == "DOCKER" for r in repos.values())
     assert {m.inputs["role"] for m in dev_cached.of_type(rules.AR_MEMBER)} == {"roles/artifactregistry.reader"}
@@ -73,11 +78,19 @@ def test_without_pull_through_nothing_is_created_and_nothing_rewritten():
 
 # --- broken copies the first-apply rule catches -----------------------------------------------------
 
+
 def test_rule_fires_when_the_nodes_may_not_import_upstream_images(monkeypatch):
     original = ecr_cache.node_policy
-    monkeypatch.setattr(ecr_cache, "node_policy", lambda prefixes, account, region, partition: {
-        **original(prefixes, account, region, partition),
-        "Statement": [{**original(prefixes, account, region, partition)["Statement"][0], "Action": ["ecr:CreateRepository"]}]})
+    monkeypatch.setattr(
+        ecr_cache,
+        "node_policy",
+        lambda prefixes, account, region, partition: {
+            **original(prefixes, account, region, partition),
+            "Statement": [
+                {**original(prefixes, account, region, partition)["Statement"][0], "Action": ["ecr:CreateRepository"]}
+            ],
+        },
+    )
     found = fired(evaluate_stack("prod", overrides=PROD_PULL_THROUGH))
     assert found and all("may not fill the cache" in v for v in found), found
 
@@ -104,22 +117,52 @@ def test_api_rule_fires_when_artifact_registry_is_not_enabled(monkeypatch):
 
 # --- config -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stack, images_config, says", [
-    ("prod", {"pullThrough": True}, "images.upstreamCredentials"),
-    ("prod", {"pullThrough": True, "upstreamCredentials": {
-        "docker.io": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ecr-pullthroughcache/hub",
-        "ghcr.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/ghcr"}},
-     "images.upstreamCredentials.docker.io"),
-    ("prod", {"pullThrough": True, "upstreamCredentials": {
-        "docker.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:dockerhub"}}, "ecr-pullthroughcache/"),
-    ("dev", {"upstreamCredentials": {
-        "docker.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/hub"}},
-     "only a pull-through cache reads them"),
-    ("dev", {"pullThrough": True, "upstreamCredentials": {
-        "docker.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/hub"}},
-     "mean nothing on GKE"),
-    ("dev", {"pullThrough": True, "upstreamCredentials": {"quay.io": "x"}}, "images.upstreamCredentials"),
-])
+
+@pytest.mark.parametrize(
+    "stack, images_config, says",
+    [
+        ("prod", {"pullThrough": True}, "images.upstreamCredentials"),
+        (
+            "prod",
+            {
+                "pullThrough": True,
+                "upstreamCredentials": {
+                    "docker.io": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ecr-pullthroughcache/hub",
+                    "ghcr.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/ghcr",
+                },
+            },
+            "images.upstreamCredentials.docker.io",
+        ),
+        (
+            "prod",
+            {
+                "pullThrough": True,
+                "upstreamCredentials": {"docker.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:dockerhub"},
+            },
+            "ecr-pullthroughcache/",
+        ),
+        (
+            "dev",
+            {
+                "upstreamCredentials": {
+                    "docker.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/hub"
+                }
+            },
+            "only a pull-through cache reads them",
+        ),
+        (
+            "dev",
+            {
+                "pullThrough": True,
+                "upstreamCredentials": {
+                    "docker.io": "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/hub"
+                },
+            },
+            "mean nothing on GKE",
+        ),
+        ("dev", {"pullThrough": True, "upstreamCredentials": {"quay.io": "x"}}, "images.upstreamCredentials"),
+    ],
+)
 def test_config_errors_name_the_key_and_the_fix(stack, images_config, says):
     evaluation = evaluate_stack(stack, overrides={"images": images_config}, raise_errors=False)
     assert evaluation.error is not None

@@ -13,12 +13,11 @@ from common import contract, images
 from components.entrance import body_routing, picker
 from components.entrance.entrance import AWS_IDLE_TIMEOUT_ANNOTATION
 from components.serving import probes
-from offline_plan.mock_runtime import evaluate_stack
 from stack_config.entrance import AGENTGATEWAY_CLASS, GKE_GATEWAY_CLASS
+from tests.support.committed import committed_stack
 from tests.support.helm_values import check_chart_values
 from tests.support.schemas import SchemaError, validate_all, validate_object
 from tests.support.stack_variants import ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE, MULTI_NODE, variant
-from tests.support.committed import committed_stack
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ENTRANCE_VARIANTS = ["dev", "prod", ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE, MULTI_NODE]
@@ -54,8 +53,11 @@ def render_inference_pool(release: str, namespace: str, values: dict) -> dict:
             "targetPorts": [{"number": p["number"]} for p in servers["targetPorts"]],
             "appProtocol": {"http": "http", "grpc": "kubernetes.io/h2c"}[servers["protocol"]],
             "selector": {"matchLabels": {k: str(v) for k, v in servers["matchLabels"].items()}},
-            "endpointPickerRef": {"name": contract.picker_name(release), "port": {"number": picker.EXT_PROC_PORT},
-                                  "failureMode": router["inferencePool"]["failureMode"]},
+            "endpointPickerRef": {
+                "name": contract.picker_name(release),
+                "port": {"number": picker.EXT_PROC_PORT},
+                "failureMode": router["inferencePool"]["failureMode"],
+            },
         },
     }
 
@@ -89,16 +91,27 @@ def test_dev_enters_through_the_gke_gateway_and_prod_through_agentgateway(evalua
     # The GKE cluster runs its Gateway controller, in a network with a proxy-only subnet.
     [cluster] = evaluations["dev"].of_type("gcp:container/cluster:Cluster")
     assert cluster.inputs["gatewayApiConfig"] == {"channel": "CHANNEL_STANDARD"}
-    [subnet] = [s for s in evaluations["dev"].of_type("gcp:compute/subnetwork:Subnetwork")
-                if s.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY"]
+    [subnet] = [
+        s
+        for s in evaluations["dev"].of_type("gcp:compute/subnetwork:Subnetwork")
+        if s.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY"
+    ]
     assert subnet.inputs["role"] == "ACTIVE" and subnet.inputs["region"] == "us-central1"
 
 
 @pytest.mark.parametrize("name", ENTRANCE_VARIANTS)
 def test_every_entrance_object_validates_against_its_upstream_schema(name, evaluations):
     ev = evaluation(name, evaluations)
-    kinds = {"Gateway", "HTTPRoute", "Issuer", "AgentgatewayPolicy", "HealthCheckPolicy", "GCPBackendPolicy",
-             "PodDisruptionBudget", "InferenceModelRewrite"}
+    kinds = {
+        "Gateway",
+        "HTTPRoute",
+        "Issuer",
+        "AgentgatewayPolicy",
+        "HealthCheckPolicy",
+        "GCPBackendPolicy",
+        "PodDisruptionBudget",
+        "InferenceModelRewrite",
+    }
     validate_all([o for o in ev.kubernetes_objects if o["kind"] in kinds])
     # And the InferencePool each picker release renders.
     for release, inputs in pickers(ev).items():
@@ -117,8 +130,11 @@ def test_a_misspelt_picker_key_or_a_bad_failure_mode_is_caught(evaluations):
     values = json.loads(json.dumps(inputs["values"]))
     values["router"]["epp"]["replica"] = 2
     assert check_chart_values(inputs["chart"], values, inputs["version"]) == [
-        "llm-d-router-gateway: router.epp.replica: not a key the chart's values.yaml has "
-        "(the transcribed key list in tests/fixtures/helm)"]
+        (
+            "llm-d-router-gateway: router.epp.replica: not a key the chart's values.yaml has "
+            "(the transcribed key list in tests/fixtures/helm)"
+        )
+    ]
     values = json.loads(json.dumps(inputs["values"]))
     values["router"]["inferencePool"]["failureMode"] = "FailClosed"  # the chart README's spelling
     with pytest.raises(SchemaError, match="failureMode"):
@@ -182,8 +198,9 @@ def test_https_with_the_acme_certificate_and_a_redirect_from_http(evaluations):
     routes = {r["metadata"]["name"]: r for r in objects(ev, "HTTPRoute")}
     redirect = routes["llm-serving-redirect"]
     assert redirect["spec"]["parentRefs"][0]["sectionName"] == "http"
-    assert redirect["spec"]["rules"] == [{"filters": [{"type": "RequestRedirect",
-                                                       "requestRedirect": {"scheme": "https", "statusCode": 301}}]}]
+    assert redirect["spec"]["rules"] == [
+        {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}
+    ]
     assert routes["llm-serving"]["spec"]["parentRefs"][0]["sectionName"] == "https"
 
 
@@ -198,8 +215,10 @@ def test_a_provided_secret_needs_no_cert_manager():
 
 def test_a_long_generation_is_not_cut_by_the_route_the_load_balancer_or_gke(evaluations):
     prod = evaluations["prod"]
-    drains = {row["model"]: probes.drain_seconds(type("P", (), {"max_model_len": row["maxModelLen"]})())
-              for row in prod.outputs["sizing"]}
+    drains = {
+        row["model"]: probes.drain_seconds(type("P", (), {"max_model_len": row["maxModelLen"]})())
+        for row in prod.outputs["sizing"]
+    }
     [route] = [r for r in objects(prod, "HTTPRoute") if r["metadata"]["name"] == "llm-serving"]
     for rule in route["spec"]["rules"]:
         pool = rule["backendRefs"][0]["name"]
@@ -215,8 +234,11 @@ def test_a_long_generation_is_not_cut_by_the_route_the_load_balancer_or_gke(eval
     assert "timeouts" not in dev_route["spec"]["rules"][0]
     [backend] = objects(dev, "GCPBackendPolicy")
     [row] = dev.outputs["sizing"]
-    assert backend["spec"]["default"]["timeoutSec"] == probes.drain_seconds(
-        type("P", (), {"max_model_len": row["maxModelLen"]})()) > 300  # the chart's own policy had 300
+    assert (
+        backend["spec"]["default"]["timeoutSec"]
+        == probes.drain_seconds(type("P", (), {"max_model_len": row["maxModelLen"]})())
+        > 300
+    )  # the chart's own policy had 300
     [health] = objects(dev, "HealthCheckPolicy")
     check = health["spec"]["default"]
     assert check["config"]["httpHealthCheck"] == {"requestPath": probes.HEALTH_PATH, "port": contract.SERVER_PORT}
@@ -234,15 +256,28 @@ def test_several_base_models_route_on_the_bodys_model_adapters_to_their_base():
     literal, _, index = header["value"].rpartition("[")
     assert index == "json(request.body).model]"
     # Aliases too: the picker rewrites them only inside the pool the Gateway chose.
-    assert json.loads(literal) == {"llama-3-1-8b-instruct": "llama-3-1-8b-instruct", "llama-sql": "llama-3-1-8b-instruct",
-                                   "llama-chat": "llama-3-1-8b-instruct",
-                                   "meta-llama/Llama-3.1-8B-Instruct": "llama-3-1-8b-instruct",
-                                   "sql": "llama-3-1-8b-instruct",
-                                   "llama-3-3-70b-instruct": "llama-3-3-70b-instruct"}
+    assert json.loads(literal) == {
+        "llama-3-1-8b-instruct": "llama-3-1-8b-instruct",
+        "llama-sql": "llama-3-1-8b-instruct",
+        "llama-chat": "llama-3-1-8b-instruct",
+        "meta-llama/Llama-3.1-8B-Instruct": "llama-3-1-8b-instruct",
+        "sql": "llama-3-1-8b-instruct",
+        "llama-3-3-70b-instruct": "llama-3-3-70b-instruct",
+    }
     [route] = [r for r in objects(ev, "HTTPRoute") if r["metadata"]["name"] == "llm-serving"]
-    matched = {rule["matches"][0]["headers"][0]["value"]: rule["backendRefs"][0]["name"] for rule in route["spec"]["rules"]}
-    assert matched == {"llama-3-1-8b-instruct": "llama-3-1-8b-instruct", "llama-3-3-70b-instruct": "llama-3-3-70b-instruct"}
-    assert ev.outputs["endpoints"]["models"] == ["llama-3-1-8b-instruct", "llama-sql", "llama-chat", "llama-3-3-70b-instruct"]
+    matched = {
+        rule["matches"][0]["headers"][0]["value"]: rule["backendRefs"][0]["name"] for rule in route["spec"]["rules"]
+    }
+    assert matched == {
+        "llama-3-1-8b-instruct": "llama-3-1-8b-instruct",
+        "llama-3-3-70b-instruct": "llama-3-3-70b-instruct",
+    }
+    assert ev.outputs["endpoints"]["models"] == [
+        "llama-3-1-8b-instruct",
+        "llama-sql",
+        "llama-chat",
+        "llama-3-3-70b-instruct",
+    ]
     assert ev.outputs["endpoints"]["baseUrl"] == "https://llm.example.com/v1"
 
 
@@ -261,8 +296,12 @@ def test_a_name_served_twice_cannot_reach_the_routing_map():
 
 # --- config errors ---------------------------------------------------------------------------------
 
-BASE = {"cloud": "gcp", "cluster": {"gcpProject": "acme-llm-dev"}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}],
-        "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}]}
+BASE = {
+    "cloud": "gcp",
+    "cluster": {"gcpProject": "acme-llm-dev"},
+    "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}],
+    "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4"}],
+}
 ENTRANCE = {"hostname": "llm.acme.io", "picker": {"failureMode": "FailOpen"}}
 
 
@@ -274,40 +313,79 @@ def problems(raw: dict) -> list[str]:
 
 def test_the_failure_mode_must_be_chosen_and_spelt_as_the_crd_spells_it():
     assert problems({**BASE, "exposure": {"entrance": {"hostname": "llm.acme.io", "picker": {}}}}) == [
-        "Pulumi.test.yaml: exposure.entrance.picker.failureMode: required key is missing"]
+        "Pulumi.test.yaml: exposure.entrance.picker.failureMode: required key is missing"
+    ]
     [line] = problems({**BASE, "exposure": {"entrance": {**ENTRANCE, "picker": {"failureMode": "FailClosed"}}}})
     assert "exposure.entrance.picker.failureMode" in line and "use FailClose" in line
-    [line] = problems({**BASE, "exposure": {"entrance": {**ENTRANCE, "picker": {"failureMode": "FailOpen",
-                                                                                "replicas": 1}}}})
+    [line] = problems(
+        {**BASE, "exposure": {"entrance": {**ENTRANCE, "picker": {"failureMode": "FailOpen", "replicas": 1}}}}
+    )
     assert "exposure.entrance.picker.replicas" in line
 
 
 def test_several_base_models_behind_the_gke_gateway_are_refused_with_the_fix():
-    two = {**BASE, "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m1"},
-                              {"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m2"}],
-           "exposure": {"entrance": ENTRANCE}}
+    two = {
+        **BASE,
+        "models": [
+            {"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m1"},
+            {"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m2"},
+        ],
+        "exposure": {"entrance": ENTRANCE},
+    }
     [line] = problems(two)
     assert line.startswith("Pulumi.test.yaml: exposure.entrance: 2 base models (m1, m2)")
     assert "agentgateway" in line and "one base model per stack" in line
     # On EKS agentgateway routes on the body: the same two models are fine.
-    cfg.parse_stack_config({**two, "cloud": "aws", "cluster": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}]},
-                           "Pulumi.test.yaml")
+    cfg.parse_stack_config(
+        {**two, "cloud": "aws", "cluster": {}, "pools": [{"name": "l4", "gpu": "L4", "maxNodes": 4}]},
+        "Pulumi.test.yaml",
+    )
 
 
-@pytest.mark.parametrize("raw, key, words", [
-    ({**BASE, "exposure": {"entrance": {**ENTRANCE, "gatewayClass": "mine"}}}, "exposure.entrance.gatewayClass",
-     "cloud existing only"),
-    ({**BASE, "exposure": {"entrance": ENTRANCE, "gateway": {"name": "g", "namespace": "n"}}}, "exposure.gateway",
-     "remove exposure.gateway"),
-    ({**BASE, "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "engine": "kserve"}],
-      "exposure": {"entrance": ENTRANCE}}, "models[0].engine", "use engine vllm"),
-    ({**BASE, "cloud": "existing", "cluster": {"kubeconfig": "/k", "rwxStorageClass": "nfs"},
-      "exposure": {"entrance": ENTRANCE}}, "exposure.entrance.gatewayClass", "name the GatewayClass"),
-    ({**BASE, "exposure": {"entrance": {**ENTRANCE, "tls": {"certificate": "secret"}}}}, "exposure.entrance.tls",
-     "name the kubernetes.io/tls Secret in secretName"),
-    ({**BASE, "exposure": {"entrance": {**ENTRANCE, "hostname": "https://llm.acme.io/"}}}, "exposure.entrance.hostname",
-     "is not a hostname"),
-])
+@pytest.mark.parametrize(
+    "raw, key, words",
+    [
+        (
+            {**BASE, "exposure": {"entrance": {**ENTRANCE, "gatewayClass": "mine"}}},
+            "exposure.entrance.gatewayClass",
+            "cloud existing only",
+        ),
+        (
+            {**BASE, "exposure": {"entrance": ENTRANCE, "gateway": {"name": "g", "namespace": "n"}}},
+            "exposure.gateway",
+            "remove exposure.gateway",
+        ),
+        (
+            {
+                **BASE,
+                "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "engine": "kserve"}],
+                "exposure": {"entrance": ENTRANCE},
+            },
+            "models[0].engine",
+            "use engine vllm",
+        ),
+        (
+            {
+                **BASE,
+                "cloud": "existing",
+                "cluster": {"kubeconfig": "/k", "rwxStorageClass": "nfs"},
+                "exposure": {"entrance": ENTRANCE},
+            },
+            "exposure.entrance.gatewayClass",
+            "name the GatewayClass",
+        ),
+        (
+            {**BASE, "exposure": {"entrance": {**ENTRANCE, "tls": {"certificate": "secret"}}}},
+            "exposure.entrance.tls",
+            "name the kubernetes.io/tls Secret in secretName",
+        ),
+        (
+            {**BASE, "exposure": {"entrance": {**ENTRANCE, "hostname": "https://llm.acme.io/"}}},
+            "exposure.entrance.hostname",
+            "is not a hostname",
+        ),
+    ],
+)
 def test_entrance_config_errors_name_the_key_and_the_fix(raw, key, words):
     found = problems(raw)
     assert any(line.startswith(f"Pulumi.test.yaml: {key}") and words in line for line in found), found
@@ -326,7 +404,10 @@ def test_the_plan_shows_the_entrance_and_what_is_not_established(evaluations):
     assert "helm show chart oci://cr.agentgateway.dev/charts/agentgateway --version v1.4.1" in prod
     assert "aws elb describe-load-balancer-attributes" in prod
     dev = render_plan(evaluations["dev"], [], [])
-    assert "kubectl get certificates,challenges" in dev and "agentgateway" not in dev.split("## Entrance")[1].split("## ")[0]
+    assert (
+        "kubectl get certificates,challenges" in dev
+        and "agentgateway" not in dev.split("## Entrance")[1].split("## ")[0]
+    )
 
 
 def test_aliases_are_rewritten_by_the_picker_of_their_own_pool():
@@ -334,15 +415,22 @@ def test_aliases_are_rewritten_by_the_picker_of_their_own_pool():
     rewrites = {r["metadata"]["name"]: r for r in objects(ev, "InferenceModelRewrite")}
     assert set(rewrites) == {"llama-3-1-8b-instruct-aliases"}  # the 70B model has no alias in this variant
     spec = rewrites["llama-3-1-8b-instruct-aliases"]["spec"]
-    assert spec["poolRef"] == {"group": "inference.networking.k8s.io", "kind": "InferencePool",
-                               "name": "llama-3-1-8b-instruct"}
-    targets = {rule["targets"][0]["modelRewrite"]: [m["model"]["value"] for m in rule["matches"]]
-               for rule in spec["rules"]}
+    assert spec["poolRef"] == {
+        "group": "inference.networking.k8s.io",
+        "kind": "InferencePool",
+        "name": "llama-3-1-8b-instruct",
+    }
+    targets = {
+        rule["targets"][0]["modelRewrite"]: [m["model"]["value"] for m in rule["matches"]] for rule in spec["rules"]
+    }
     assert targets == {"llama-3-1-8b-instruct": ["meta-llama/Llama-3.1-8B-Instruct"], "llama-sql": ["sql"]}
-    assert ev.outputs["endpoints"]["aliases"] == {"meta-llama/Llama-3.1-8B-Instruct": "llama-3-1-8b-instruct",
-                                                  "sql": "llama-sql"}
+    assert ev.outputs["endpoints"]["aliases"] == {
+        "meta-llama/Llama-3.1-8B-Instruct": "llama-3-1-8b-instruct",
+        "sql": "llama-sql",
+    }
     # The pickers find the kind when they start: its CRDs come before the picker releases.
     from tests.support.first_apply import ApplyGraph
+
     graph = ApplyGraph(ev)
     crds = [r for r in ev.resources if r.type == "kubernetes:yaml/v2:ConfigFile" and "llm-d-router" in r.name]
     releases = [r for r in ev.of_type(RELEASE) if r.inputs["chart"] == picker.CHART]
@@ -355,18 +443,28 @@ def test_the_committed_stacks_accept_the_hub_repo_id_as_an_alias(evaluations):
         assert aliases["meta-llama/Llama-3.1-8B-Instruct"] == "llama-3-1-8b-instruct"
 
 
-@pytest.mark.parametrize("aliases, key, words", [
-    (["has space"], "models[0].aliases", "not a usable model name"),
-    (["m1"], "models[0].aliases[0]", "is already the name of models[0]"),
-])
+@pytest.mark.parametrize(
+    "aliases, key, words",
+    [
+        (["has space"], "models[0].aliases", "not a usable model name"),
+        (["m1"], "models[0].aliases[0]", "is already the name of models[0]"),
+    ],
+)
 def test_bad_or_duplicate_aliases_are_refused(aliases, key, words):
-    raw = {**BASE, "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m1", "aliases": aliases}],
-           "exposure": {"entrance": ENTRANCE}}
+    raw = {
+        **BASE,
+        "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "name": "m1", "aliases": aliases}],
+        "exposure": {"entrance": ENTRANCE},
+    }
     found = problems(raw)
     assert any(line.startswith(f"Pulumi.test.yaml: {key}") and words in line for line in found), found
 
 
 def test_aliases_need_the_entrance():
     raw = {**BASE, "models": [{"repo": "a/b", "revision": "0" * 40, "pool": "l4", "aliases": ["org/b"]}]}
-    assert problems(raw) == ["Pulumi.test.yaml: models[0].aliases: aliases are rewritten by the entrance's endpoint "
-                             "picker; they need exposure.entrance"]
+    assert problems(raw) == [
+        (
+            "Pulumi.test.yaml: models[0].aliases: aliases are rewritten by the entrance's endpoint "
+            "picker; they need exposure.entrance"
+        )
+    ]

@@ -52,8 +52,13 @@ def write_tree(root: Path, files: dict[str, bytes]) -> None:
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
 
 
 # --- verify: a folder against its manifest, through the real CLI ----------------------------
@@ -65,8 +70,11 @@ def mirrored(tmp_path: Path) -> Path:
     write_tree(root, FILES)
     # `hf download --local-dir` bookkeeping: neither a model file nor listed in the manifest.
     write_tree(root, {".cache/huggingface/download/config.json.metadata": b"etag\n"})
-    manifest = {"repo": REPO, "revision": REV,
-                "files": [{"path": p, "size": len(d), "sha256": sha256(d)} for p, d in FILES.items()]}
+    manifest = {
+        "repo": REPO,
+        "revision": REV,
+        "files": [{"path": p, "size": len(d), "sha256": sha256(d)} for p, d in FILES.items()],
+    }
     (root / "manifest.json").write_text(json.dumps(manifest))
     return root
 
@@ -130,7 +138,11 @@ def git_blob_id(data: bytes) -> str:
     git = shutil.which("git")
     if git is None:
         pytest.skip("git is needed to compute reference blob ids")
-    return subprocess.run([git, "hash-object", "--stdin"], input=data, capture_output=True, check=True).stdout.decode().strip()
+    return (
+        subprocess.run([git, "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
 
 
 def fetch_argv(dest: Path, revision: str = REV) -> list[str]:
@@ -182,8 +194,9 @@ for rel in files:
 
 def install_fake_hf(bin_dir: Path, calls: Path, source: Path, honour_filters: bool = True) -> None:
     hf = bin_dir / "hf"
-    hf.write_text(FAKE_HF.format(python=sys.executable, calls=str(calls), source=str(source),
-                                 honour_filters=honour_filters))
+    hf.write_text(
+        FAKE_HF.format(python=sys.executable, calls=str(calls), source=str(source), honour_filters=honour_filters)
+    )
     hf.chmod(hf.stat().st_mode | stat.S_IEXEC)
 
 
@@ -221,12 +234,16 @@ def test_fetch_downloads_the_pinned_commit_and_writes_a_verified_manifest(fake_h
     manifest = json.loads((dest / "manifest.json").read_text())
     assert (manifest["repo"], manifest["revision"]) == (REPO, REV)
     assert {f["path"]: (f["size"], f["sha256"]) for f in manifest["files"]} == {
-        p: (len(d), sha256(d)) for p, d in FILES.items()}
+        p: (len(d), sha256(d)) for p, d in FILES.items()
+    }
     assert manifest["totalBytes"] == sum(len(d) for d in FILES.values())
     checks = {f["path"]: f["verifiedAgainst"] for f in manifest["files"]}
     assert checks["config.json"] == "hub-git-blob-sha1"
     assert checks["model-00001-of-00002.safetensors"] == "hub-lfs-sha256"
-    assert (manifest["include"], manifest["exclude"]) == (list(contract.MODEL_FILE_INCLUDE), list(contract.MODEL_FILE_EXCLUDE))
+    assert (manifest["include"], manifest["exclude"]) == (
+        list(contract.MODEL_FILE_INCLUDE),
+        list(contract.MODEL_FILE_EXCLUDE),
+    )
     # The manifest written by fetch is the one verify checks against later.
     assert run_cli("verify", "--local-dir", str(dest)).returncode == 0
 
@@ -262,8 +279,19 @@ def test_selection_matches_huggingface_hub_filtering():
     """The script's matcher and huggingface_hub's agree on every path of a realistic listing."""
     from huggingface_hub.utils import filter_repo_objects
 
-    paths = [*FILES, *HUB_ONLY, "consolidated.safetensors", "tokenizer.model.v3", "merges.txt", "vocab.txt",
-             "chat_template.jinja", "qwen.tiktoken", "pytorch_model.bin", "sub/dir/config.json", "Model.SAFETENSORS"]
+    paths = [
+        *FILES,
+        *HUB_ONLY,
+        "consolidated.safetensors",
+        "tokenizer.model.v3",
+        "merges.txt",
+        "vocab.txt",
+        "chat_template.jinja",
+        "qwen.tiktoken",
+        "pytorch_model.bin",
+        "sub/dir/config.json",
+        "Model.SAFETENSORS",
+    ]
     include, exclude = list(contract.MODEL_FILE_INCLUDE), list(contract.MODEL_FILE_EXCLUDE)
     theirs = set(filter_repo_objects(paths, allow_patterns=include, ignore_patterns=exclude))
     ours = {p for p in paths if mirror.selected(p, include, exclude)}
@@ -286,15 +314,21 @@ def test_a_selection_without_weights_fails_before_downloading(fake_hub, tmp_path
 
 
 def test_a_shard_named_by_the_index_but_filtered_out_fails(fake_hub, tmp_path: Path, capsys):
-    index = json.dumps({"metadata": {"total_size": 500_001}, "weight_map": {
-        "a": "model-00001-of-00002.safetensors", "b": "consolidated-00002.safetensors"}}).encode()
+    index = json.dumps(
+        {
+            "metadata": {"total_size": 500_001},
+            "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "consolidated-00002.safetensors"},
+        }
+    ).encode()
     write_tree(fake_hub["source"], {"model.safetensors.index.json": index})
     fake_hub["listing"] = hub_listing({**FILES, **HUB_ONLY, "model.safetensors.index.json": index})
     assert mirror.main(fetch_argv(tmp_path / "o")) == 1
     assert "names shard consolidated-00002.safetensors" in capsys.readouterr().err
 
 
-def test_a_manifest_temp_file_left_by_a_killed_attempt_does_not_fail_the_retry(fake_hub, tmp_path: Path, monkeypatch, capsys):
+def test_a_manifest_temp_file_left_by_a_killed_attempt_does_not_fail_the_retry(
+    fake_hub, tmp_path: Path, monkeypatch, capsys
+):
     dest = tmp_path / "out"
 
     def killed(src, dst):
@@ -355,8 +389,12 @@ def test_script_needs_only_stdlib_and_huggingface_hub():
     import ast
 
     tree = ast.parse(SCRIPT.read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert imported - {"huggingface_hub", "__future__"} <= set(sys.stdlib_module_names)
 
 

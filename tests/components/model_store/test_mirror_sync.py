@@ -21,8 +21,12 @@ from tests.support import bucket_standins
 from tests.support.model_store_runs import REPO, REV, aws_bucket, evaluate, gcs_bucket, only
 
 SCHEMES = {"gs": gcs_bucket, "s3": aws_bucket}
-WEIGHTS = {"model-00001-of-00002.safetensors": b"a" * 64, "model-00002-of-00002.safetensors": b"b" * 64,
-           "config.json": b"{}", ".cache/huggingface/download/x.lock": b"bookkeeping"}
+WEIGHTS = {
+    "model-00001-of-00002.safetensors": b"a" * 64,
+    "model-00002-of-00002.safetensors": b"b" * 64,
+    "config.json": b"{}",
+    ".cache/huggingface/download/x.lock": b"bookkeeping",
+}
 
 
 def job_script(scheme: str) -> str:
@@ -45,9 +49,9 @@ class Bucket:
         self.root.mkdir()
         self.log.touch()
         self.src = tmp / "volume"
-        self.destination = re.search(r"^DST=(.*)$", script, re.M).group(1)
+        self.destination = re.search(r"^DST=(.*)$", script, re.MULTILINE).group(1)
         # The Job mounts the weights at the model path; here they sit in a temporary folder.
-        self.script = re.sub(r"^SRC=.*$", f"SRC={self.src}", script, count=1, flags=re.M)
+        self.script = re.sub(r"^SRC=.*$", f"SRC={self.src}", script, count=1, flags=re.MULTILINE)
         self.download()
 
     def download(self, weights: dict[str, bytes] = WEIGHTS) -> None:
@@ -91,8 +95,12 @@ def test_first_run_uploads_the_weights_then_the_manifest_and_no_bookkeeping(buck
     assert result.returncode == 0, result.stderr
     writes = [e["uri"].rsplit("/", 1)[1] for e in bucket.events() if e["op"] == "write"]
     assert writes[-1] == "manifest.json" and len(writes) == 4
-    assert bucket.objects() == {"manifest.json", "config.json", "model-00001-of-00002.safetensors",
-                                "model-00002-of-00002.safetensors"}
+    assert bucket.objects() == {
+        "manifest.json",
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    }
 
 
 def test_a_replaced_job_rerun_passes_without_writing_anything(bucket):
@@ -155,9 +163,11 @@ def test_the_old_gcs_script_fails_on_a_rerun_with_403(tmp_path):
     """What every replaced mirror Job hit before: plain `cp` of the manifest onto an existing object."""
     bucket = Bucket(tmp_path, "gs", job_script("gs"))
     assert bucket.run().returncode == 0
-    old = ('set -eu\nSRC={src}\nDST={dst}\n'
-           "gcloud storage rsync \"$SRC\" \"$DST\" --recursive --exclude='^\\.cache/|^manifest\\.json$'\n"
-           'gcloud storage cp "$SRC/manifest.json" "$DST/manifest.json"\n').format(src=bucket.src, dst=bucket.destination)
+    old = (
+        f"set -eu\nSRC={bucket.src}\nDST={bucket.destination}\n"
+        'gcloud storage rsync "$SRC" "$DST" --recursive --exclude=\'^\\.cache/|^manifest\\.json$\'\n'
+        'gcloud storage cp "$SRC/manifest.json" "$DST/manifest.json"\n'
+    )
     bucket.script = old
     bucket.download()
     result = bucket.run()
@@ -177,9 +187,25 @@ def test_s3_create_only_manifest_refuses_an_existing_key(tmp_path):
     assert bucket.run().returncode == 0
     env = {**bucket_standins.environment(bucket.bin, bucket.root, bucket.log)}
     key = bucket.destination.removeprefix("s3://").split("/", 1)
-    result = subprocess.run(["aws", "s3api", "put-object", "--bucket", key[0], "--key", f"{key[1]}/manifest.json",
-                             "--body", str(bucket.src / "manifest.json"), "--if-none-match", "*"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            "aws",
+            "s3api",
+            "put-object",
+            "--bucket",
+            key[0],
+            "--key",
+            f"{key[1]}/manifest.json",
+            "--body",
+            str(bucket.src / "manifest.json"),
+            "--if-none-match",
+            "*",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0 and "412" in result.stderr
 
 

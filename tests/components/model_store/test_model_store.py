@@ -87,7 +87,9 @@ def test_job_is_bounded_awaited_and_kept():
 
 def test_deadline_and_disk_grow_with_the_model():
     big = 140_000_000_000
-    evaluation, _ = evaluate(bucket=aws_bucket(), stores=[{"weights_bytes": big, "load_from": "bucket", "storage_class": None}])
+    evaluation, _ = evaluate(
+        bucket=aws_bucket(), stores=[{"weights_bytes": big, "load_from": "bucket", "storage_class": None}]
+    )
     job = only(evaluation, "Job")
     # 140 GB: 2 x (2800 s Hub + 700 s re-hash + 1400 s upload) + 900 s = 10700 s -> whole minutes.
     assert job["spec"]["activeDeadlineSeconds"] == 10740
@@ -105,8 +107,12 @@ def test_staging_on_a_volume_keeps_node_disk_requests_small():
     """A 70B model (~141 GB) must schedule on a system node with a 200 GiB disk."""
     # Llama-3.x-70B's index metadata.total_size (model-metadata/meta-llama/Llama-3.3-70B-Instruct/*/weights.json).
     llama_70b = 141_107_412_992
-    evaluation, _ = evaluate(bucket=aws_bucket(), stores=[{"weights_bytes": llama_70b, "load_from": "bucket",
-                                                           "storage_class": None, "staging_storage_class": "gp3"}])
+    evaluation, _ = evaluate(
+        bucket=aws_bucket(),
+        stores=[
+            {"weights_bytes": llama_70b, "load_from": "bucket", "storage_class": None, "staging_storage_class": "gp3"}
+        ],
+    )
     job = only(evaluation, "Job")
     for container in pod_containers(job):
         requested = container["resources"]["requests"]["ephemeral-storage"]
@@ -128,8 +134,9 @@ def test_mirror_runs_on_cpu_nodes_unless_placed_on_a_gpu_pool():
     pod = only(evaluation, "Job")["spec"]["template"]["spec"]
     assert "tolerations" not in pod and "nodeSelector" not in pod
 
-    placement = GpuPlacement(pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2,
-                             node_labels=pool_node_labels("h100", "H100-80GB"))
+    placement = GpuPlacement(
+        pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2, node_labels=pool_node_labels("h100", "H100-80GB")
+    )
     evaluation, _ = evaluate(stores=[{"placement": placement}])
     pod = only(evaluation, "Job")["spec"]["template"]["spec"]
     assert {t["key"] for t in pod["tolerations"]} == {contract.GPU_TAINT_KEY}
@@ -176,13 +183,24 @@ def test_token_from_secret_config_stays_secret_end_to_end():
     def program():
         loaded = config.load()
         shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, aws_bucket()))
-        ms.ModelStore("llama", ms.ModelStoreArgs(
-            repo=REPO, revision=REV, served_name="llama-3-1-8b-instruct", weights_bytes=LLAMA_8B_BYTES,
-            model_path=model_path(REPO, REV), namespace=shared.namespace,
-            writer_service_account=shared.writer_service_account, reader_service_account=shared.reader_service_account,
-            downloader_image=loaded.config.modelStore.downloaderImage, storage_class="efs-sc",
-            bucket=aws_bucket(), gated=True, hf_token=loaded.hf_token,
-        ))
+        ms.ModelStore(
+            "llama",
+            ms.ModelStoreArgs(
+                repo=REPO,
+                revision=REV,
+                served_name="llama-3-1-8b-instruct",
+                weights_bytes=LLAMA_8B_BYTES,
+                model_path=model_path(REPO, REV),
+                namespace=shared.namespace,
+                writer_service_account=shared.writer_service_account,
+                reader_service_account=shared.reader_service_account,
+                downloader_image=loaded.config.modelStore.downloaderImage,
+                storage_class="efs-sc",
+                bucket=aws_bucket(),
+                gated=True,
+                hf_token=loaded.hf_token,
+            ),
+        )
 
     evaluation = mock_runtime.run_in_mocks(program, stack="dev", config=values, secret_keys=["llm-serving:hfToken"])
     secret = next(r for r in evaluation.resources if r.type == "kubernetes:core/v1:Secret")
@@ -195,7 +213,10 @@ def test_token_from_secret_config_stays_secret_end_to_end():
     env = fetch_container(only(evaluation, "Job"))["env"]
     token_env = next(e for e in env if e["name"] == contract.HF_TOKEN_KEY)
     assert "value" not in token_env
-    assert token_env["valueFrom"]["secretKeyRef"] == {"name": "llama-3-1-8b-instruct-hf-token", "key": contract.HF_TOKEN_KEY}
+    assert token_env["valueFrom"]["secretKeyRef"] == {
+        "name": "llama-3-1-8b-instruct-hf-token",
+        "key": contract.HF_TOKEN_KEY,
+    }
 
 
 def test_plain_token_passed_by_mistake_is_still_stored_as_a_secret():
@@ -222,7 +243,9 @@ def test_volume_is_rwx_with_the_derived_size():
     assert pvc["spec"]["resources"]["requests"]["storage"] == "19Gi"
     assert pvc["metadata"]["annotations"][contract.ANNOTATION_PLANNED_STORAGE] == "19Gi"
     store = stores["llama-3-1-8b-instruct"]
-    job_volume = next(v for v in only(evaluation, "Job")["spec"]["template"]["spec"]["volumes"] if v["name"] == ms.WEIGHTS_VOLUME)
+    job_volume = next(
+        v for v in only(evaluation, "Job")["spec"]["template"]["spec"]["volumes"] if v["name"] == ms.WEIGHTS_VOLUME
+    )
     assert job_volume["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"] == store.claim_name
 
 
@@ -235,7 +258,10 @@ def test_volume_size_floor_and_headroom():
 def test_servers_get_a_read_only_mount_at_the_contract_path():
     _, stores = evaluate()
     store = stores["llama-3-1-8b-instruct"]
-    assert store.volume_spec() == {"name": ms.WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": "llama-3-1-8b-instruct-weights", "readOnly": True}}
+    assert store.volume_spec() == {
+        "name": ms.WEIGHTS_VOLUME,
+        "persistentVolumeClaim": {"claimName": "llama-3-1-8b-instruct-weights", "readOnly": True},
+    }
     assert store.volume_mount() == {"name": ms.WEIGHTS_VOLUME, "mountPath": contract.MODEL_MOUNT_PATH, "readOnly": True}
     assert store.model_path.startswith(contract.MODEL_MOUNT_PATH + "/")
     assert store.load_format is None
@@ -243,7 +269,9 @@ def test_servers_get_a_read_only_mount_at_the_contract_path():
 
 
 def test_existing_claim_is_mounted_not_created_and_still_verified():
-    evaluation, stores = evaluate(stores=[{"load_from": "existing-claim", "existing_claim": "team-models", "storage_class": None}])
+    evaluation, stores = evaluate(
+        stores=[{"load_from": "existing-claim", "existing_claim": "team-models", "storage_class": None}]
+    )
     assert objects(evaluation, "PersistentVolumeClaim") == []
     job = only(evaluation, "Job")
     volume = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == ms.WEIGHTS_VOLUME)
@@ -255,10 +283,13 @@ def test_existing_claim_is_mounted_not_created_and_still_verified():
 # --- the bucket -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bucket, image, tool", [
-    (aws_bucket(), ms.AWS_CLI_IMAGE, "aws s3 sync"),
-    (gcs_bucket(), ms.GCLOUD_IMAGE, "gcloud storage rsync"),
-])
+@pytest.mark.parametrize(
+    "bucket, image, tool",
+    [
+        (aws_bucket(), ms.AWS_CLI_IMAGE, "aws s3 sync"),
+        (gcs_bucket(), ms.GCLOUD_IMAGE, "gcloud storage rsync"),
+    ],
+)
 def test_sync_runs_after_verification_with_a_pinned_cli(bucket, image, tool):
     evaluation, _ = evaluate(bucket=bucket)
     pod = only(evaluation, "Job")["spec"]["template"]["spec"]
@@ -296,7 +327,9 @@ def test_service_accounts_carry_the_cloud_bindings():
     evaluation, _ = evaluate(bucket=aws_bucket())
     accounts = {o["metadata"]["name"]: o for o in objects(evaluation, "ServiceAccount")}
     assert set(accounts) == {"model-writer", "model-reader"}
-    assert accounts["model-writer"]["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/writer"}
+    assert accounts["model-writer"]["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/writer"
+    }
     assert all(a["metadata"]["namespace"] == NAMESPACE for a in accounts.values())
 
 
@@ -323,10 +356,18 @@ def test_every_model_object_carries_the_revision():
 
 def test_two_models_share_one_namespace_and_its_accounts():
     other_rev = "1" * 40
-    evaluation, stores = evaluate(bucket=gcs_bucket(), stores=[
-        {},
-        {"repo": "Qwen/Qwen3-8B", "revision": other_rev, "served_name": "qwen3-8b", "model_path": model_path("Qwen/Qwen3-8B", other_rev)},
-    ])
+    evaluation, stores = evaluate(
+        bucket=gcs_bucket(),
+        stores=[
+            {},
+            {
+                "repo": "Qwen/Qwen3-8B",
+                "revision": other_rev,
+                "served_name": "qwen3-8b",
+                "model_path": model_path("Qwen/Qwen3-8B", other_rev),
+            },
+        ],
+    )
     assert len(objects(evaluation, "Namespace")) == 1
     assert len(objects(evaluation, "ServiceAccount")) == 2
     assert len(objects(evaluation, "Job")) == 2
@@ -336,15 +377,28 @@ def test_two_models_share_one_namespace_and_its_accounts():
 
 @pytest.mark.parametrize("case", ["volume", "existing-claim", "bucket-s3", "gcs-gated-gpu", "bucket-gcs-staged-gpu"])
 def test_every_emitted_object_validates_strictly(case):
-    placement = GpuPlacement(pool="l4", gpu="L4", gpus_per_node=1, max_nodes=1, node_labels=pool_node_labels("l4", "L4"))
+    placement = GpuPlacement(
+        pool="l4", gpu="L4", gpus_per_node=1, max_nodes=1, node_labels=pool_node_labels("l4", "L4")
+    )
     bucket, overrides = {
         "volume": (None, {}),
-        "existing-claim": (None, {"load_from": "existing-claim", "existing_claim": "team-models", "storage_class": None}),
+        "existing-claim": (
+            None,
+            {"load_from": "existing-claim", "existing_claim": "team-models", "storage_class": None},
+        ),
         "bucket-s3": (aws_bucket(), {"load_from": "bucket", "storage_class": None}),
         "gcs-gated-gpu": (gcs_bucket(), {"gated": True, "hf_token": TOKEN, "placement": placement}),
-        "bucket-gcs-staged-gpu": (gcs_bucket(), {"load_from": "bucket", "storage_class": None, "gated": True,
-                                                 "hf_token": TOKEN, "placement": placement,
-                                                 "staging_storage_class": "standard-rwo"}),
+        "bucket-gcs-staged-gpu": (
+            gcs_bucket(),
+            {
+                "load_from": "bucket",
+                "storage_class": None,
+                "gated": True,
+                "hf_token": TOKEN,
+                "placement": placement,
+                "staging_storage_class": "standard-rwo",
+            },
+        ),
     }[case]
     evaluation, _ = evaluate(bucket=bucket, stores=[overrides])
     raw = [unwrap_secrets(r.inputs) for r in evaluation.resources if r.is_kubernetes_object]
@@ -364,16 +418,26 @@ def test_pulumi_waits_as_long_as_the_job_may_run():
 
     def capture(args: pulumi.ResourceTransformationArgs):
         seen[args.name] = args.opts
-        return None
+        return
 
     def program():
         shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, None))
-        ms.ModelStore("big", ms.ModelStoreArgs(
-            repo=REPO, revision=REV, served_name="big", weights_bytes=140_000_000_000,
-            model_path=model_path(REPO, REV), namespace=shared.namespace,
-            writer_service_account=shared.writer_service_account, reader_service_account=shared.reader_service_account,
-            downloader_image="vllm/vllm-openai:v0.32.0", storage_class="efs-sc",
-        ), opts=pulumi.ResourceOptions(transformations=[capture]))
+        ms.ModelStore(
+            "big",
+            ms.ModelStoreArgs(
+                repo=REPO,
+                revision=REV,
+                served_name="big",
+                weights_bytes=140_000_000_000,
+                model_path=model_path(REPO, REV),
+                namespace=shared.namespace,
+                writer_service_account=shared.writer_service_account,
+                reader_service_account=shared.reader_service_account,
+                downloader_image="vllm/vllm-openai:v0.32.0",
+                storage_class="efs-sc",
+            ),
+            opts=pulumi.ResourceOptions(transformations=[capture]),
+        )
 
     evaluation = mock_runtime.run_in_mocks(program)
     deadline = int(only(evaluation, "Job")["spec"]["activeDeadlineSeconds"])
@@ -387,7 +451,10 @@ def test_pulumi_waits_as_long_as_the_job_may_run():
     # The claim keeps the size it was created with; a changed plan only changes the annotation.
     assert seen["big-weights"].ignore_changes == ["spec.resources.requests.storage"]
     pvc = only(evaluation, "PersistentVolumeClaim")
-    assert pvc["metadata"]["annotations"][contract.ANNOTATION_PLANNED_STORAGE] == pvc["spec"]["resources"]["requests"]["storage"]
+    assert (
+        pvc["metadata"]["annotations"][contract.ANNOTATION_PLANNED_STORAGE]
+        == pvc["spec"]["resources"]["requests"]["storage"]
+    )
 
 
 def test_model_store_args_from_a_plan():
@@ -398,16 +465,30 @@ def test_model_store_args_from_a_plan():
 
     def plan(gated: bool):
         model = SimpleNamespace(gated=gated, signature=None)
-        return SimpleNamespace(repo=REPO, revision=REV, served_name="llama", weights_bytes=LLAMA_8B_BYTES, lora=None,
-                               model_path=model_path(REPO, REV), load_from="volume", model=model)
+        return SimpleNamespace(
+            repo=REPO,
+            revision=REV,
+            served_name="llama",
+            weights_bytes=LLAMA_8B_BYTES,
+            lora=None,
+            model_path=model_path(REPO, REV),
+            load_from="volume",
+            model=model,
+        )
 
     made = {}
 
     def program():
         shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, bucket))
         for gated in (True, False):
-            made[gated] = ms.model_store_args(plan(gated), store_config, shared=shared, storage_class="efs-sc",
-                                              bucket=bucket, hf_token=pulumi.Output.secret(TOKEN))
+            made[gated] = ms.model_store_args(
+                plan(gated),
+                store_config,
+                shared=shared,
+                storage_class="efs-sc",
+                bucket=bucket,
+                hf_token=pulumi.Output.secret(TOKEN),
+            )
 
     mock_runtime.run_in_mocks(program)
     assert made[True].hf_token is not None and made[False].hf_token is None
@@ -420,24 +501,42 @@ def test_mirror_pool_placement_flows_from_model_store_args_to_the_job():
     """modelStore.mirrorPool: __main__ passes that pool's placement; the Job selects it and tolerates its taint."""
     from types import SimpleNamespace
 
-    placement = GpuPlacement(pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2,
-                             node_labels=pool_node_labels("h100", "H100-80GB"))
-    plan = SimpleNamespace(repo=REPO, revision=REV, served_name="llama", weights_bytes=LLAMA_8B_BYTES, lora=None,
-                           model_path=model_path(REPO, REV), load_from="bucket", model=SimpleNamespace(gated=False, signature=None))
+    placement = GpuPlacement(
+        pool="h100", gpu="H100-80GB", gpus_per_node=8, max_nodes=2, node_labels=pool_node_labels("h100", "H100-80GB")
+    )
+    plan = SimpleNamespace(
+        repo=REPO,
+        revision=REV,
+        served_name="llama",
+        weights_bytes=LLAMA_8B_BYTES,
+        lora=None,
+        model_path=model_path(REPO, REV),
+        load_from="bucket",
+        model=SimpleNamespace(gated=False, signature=None),
+    )
     made = {}
 
     def program():
         shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, aws_bucket()))
-        made["args"] = ms.model_store_args(plan, config.ModelStoreConfig(), shared=shared, storage_class=None,
-                                           bucket=aws_bucket(), hf_token=None, placement=placement,
-                                           staging_storage_class="gp3")
+        made["args"] = ms.model_store_args(
+            plan,
+            config.ModelStoreConfig(),
+            shared=shared,
+            storage_class=None,
+            bucket=aws_bucket(),
+            hf_token=None,
+            placement=placement,
+            staging_storage_class="gp3",
+        )
         ms.ModelStore("llama", made["args"])
 
     evaluation = mock_runtime.run_in_mocks(program)
     assert made["args"].placement is placement and made["args"].staging_storage_class == "gp3"
     pod = only(evaluation, "Job")["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {contract.LABEL_POOL: "h100", contract.LABEL_ACCELERATOR: "h100-80gb"}
-    assert pod["tolerations"] == [{"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": contract.GPU_TAINT_EFFECT}]
+    assert pod["tolerations"] == [
+        {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": contract.GPU_TAINT_EFFECT}
+    ]
     # It runs on the GPU node without taking a GPU from the servers.
     for container in pod_containers(only(evaluation, "Job")):
         assert contract.GPU_RESOURCE not in container["resources"].get("limits", {})

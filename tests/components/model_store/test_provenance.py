@@ -40,7 +40,9 @@ def kind(ev, k: str) -> list[dict]:
 
 
 def server_pod(ev) -> dict:
-    [d] = [o for o in kind(ev, "Deployment") if o["metadata"]["labels"].get("llm-serving.io/component") == "vllm-server"]
+    [d] = [
+        o for o in kind(ev, "Deployment") if o["metadata"]["labels"].get("llm-serving.io/component") == "vllm-server"
+    ]
     return d["spec"]["template"]["spec"]
 
 
@@ -50,6 +52,7 @@ def mirror_pod(ev) -> dict:
 
 
 # The signature ------------------------------------------------------------------------------------
+
 
 def test_a_sigstore_signature_is_verified_between_download_and_manifest():
     ev = dev_with(json.dumps(SIGSTORE))
@@ -61,11 +64,21 @@ def test_a_sigstore_signature_is_verified_between_download_and_manifest():
     assert fetch["command"][-3:] == ["--include", "model.sig", "--defer-manifest"]
     folder = fetch["command"][fetch["command"].index("--local-dir") + 1]
     assert verify["image"] == model_signature.VERIFIER_IMAGE
-    assert verify["args"] == ["verify", "sigstore", folder, "--signature", f"{folder}/model.sig",
-                              "--ignore-paths", f"{folder}/.cache", "--identity", IDENTITY, "--identity_provider", ISSUER]
+    assert verify["args"] == [
+        "verify",
+        "sigstore",
+        folder,
+        "--signature",
+        f"{folder}/model.sig",
+        "--ignore-paths",
+        f"{folder}/.cache",
+        "--identity",
+        IDENTITY,
+        "--identity_provider",
+        ISSUER,
+    ]
     # The verifier reads the weights (read-only) and keeps Sigstore's trust root on /tmp only.
-    assert {m["mountPath"]: bool(m.get("readOnly")) for m in verify["volumeMounts"]} == {
-        "/models": True, "/tmp": False}
+    assert {m["mountPath"]: bool(m.get("readOnly")) for m in verify["volumeMounts"]} == {"/models": True, "/tmp": False}
     assert verify["securityContext"]["readOnlyRootFilesystem"] is True
     assert seal["command"][2:5] == ["seal", "--local-dir", folder]
     assert IDENTITY in seal["command"][-1] and ISSUER in seal["command"][-1]
@@ -89,20 +102,24 @@ def test_unsigned_models_keep_the_single_step_mirror():
     assert "--defer-manifest" not in pod["initContainers"][0]["command"]
 
 
-@pytest.mark.parametrize("signature,message", [
-    ({"identity": IDENTITY}, "method sigstore needs issuer"),
-    ({"method": "key"}, "method key needs publicKey"),
-    ({"method": "key", "publicKey": PEM, "identity": IDENTITY}, "identity apply to another method"),
-    ({"method": "key", "publicKey": PEM.replace("PUBLIC", "EC PRIVATE")}, "private key"),
-    ({"method": "certificate", "certificateChain": "not pem"}, "is not PEM text"),
-    ({**SIGSTORE, "file": "../model.sig"}, "not a path inside the repo"),
-])
+@pytest.mark.parametrize(
+    "signature,message",
+    [
+        ({"identity": IDENTITY}, "method sigstore needs issuer"),
+        ({"method": "key"}, "method key needs publicKey"),
+        ({"method": "key", "publicKey": PEM, "identity": IDENTITY}, "identity apply to another method"),
+        ({"method": "key", "publicKey": PEM.replace("PUBLIC", "EC PRIVATE")}, "private key"),
+        ({"method": "certificate", "certificateChain": "not pem"}, "is not PEM text"),
+        ({**SIGSTORE, "file": "../model.sig"}, "not a path inside the repo"),
+    ],
+)
 def test_signature_config_errors_name_the_fix(signature, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         make_plan({**DEV_MODELS[0], "signature": signature})
 
 
 # The servers' start check and its cost --------------------------------------------------------------
+
 
 def test_servers_check_sizes_against_the_manifest_before_loading():
     pod = server_pod(dev_with())
@@ -135,4 +152,6 @@ def test_plan_says_which_models_are_signed():
     unsigned = dev_with().outputs["sizing"][0]["provenance"]
     assert "unsigned: no publisher signature verified" in unsigned and "start check: sizes" in unsigned
     signed = dev_with(json.dumps(SIGSTORE)).outputs["sizing"][0]["provenance"]
-    assert f"signature verified by the mirror Job: sigstore signature model.sig by {IDENTITY} (issuer {ISSUER})" in signed
+    assert (
+        f"signature verified by the mirror Job: sigstore signature model.sig by {IDENTITY} (issuer {ISSUER})" in signed
+    )

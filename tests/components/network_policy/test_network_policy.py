@@ -28,9 +28,9 @@ from components.serving import vllm
 from components.verification import job as verification_job
 from offline_plan.mock_runtime import evaluate_stack
 from policies.workloads import workload
+from tests.support.committed import committed_stack
 from tests.support.netpol_eval import Cluster, Endpoint
 from tests.support.stack_variants import MULTI_NODE, variant
-from tests.support.committed import committed_stack
 
 NS = "llm-serving"
 HUB = Endpoint("huggingface.co", "18.160.10.1")
@@ -69,19 +69,38 @@ def pods_of(evaluation) -> dict[str, list[Endpoint]]:
         for pod in w.pods:
             n += 1
             component = pod.labels.get(contract.LABEL_COMPONENT)
-            role = {vllm.COMPONENT_SERVER: "server", vllm.COMPONENT_WORKER: "worker", "model-mirror": "mirror"}.get(component)
+            role = {vllm.COMPONENT_SERVER: "server", vllm.COMPONENT_WORKER: "worker", "model-mirror": "mirror"}.get(
+                component
+            )
             if role:
-                out[role].append(Endpoint(f"{obj['kind']}/{obj['metadata']['name']} {pod.where}", f"10.4.{n}.{len(out[role]) + 1}",
-                                          NS, dict(pod.labels)))
+                out[role].append(
+                    Endpoint(
+                        f"{obj['kind']}/{obj['metadata']['name']} {pod.where}",
+                        f"10.4.{n}.{len(out[role]) + 1}",
+                        NS,
+                        dict(pod.labels),
+                    )
+                )
     return out
 
 
 def pickers_of(evaluation) -> list[Endpoint]:
     """A picker pod per chart release, labelled as the chart labels it (common.contract.picker_name)."""
-    releases = [r for r in evaluation.resources if r.type == "kubernetes:helm.sh/v3:Release"
-                and str(r.inputs.get("chart", "")).endswith("/" + contract.PICKER_CHART)]
-    return [Endpoint(f"picker {r.inputs['name']}", f"10.4.200.{i + 1}", NS,
-                     {contract.PICKER_POD_LABEL: contract.picker_name(r.inputs["name"])}) for i, r in enumerate(releases)]
+    releases = [
+        r
+        for r in evaluation.resources
+        if r.type == "kubernetes:helm.sh/v3:Release"
+        and str(r.inputs.get("chart", "")).endswith("/" + contract.PICKER_CHART)
+    ]
+    return [
+        Endpoint(
+            f"picker {r.inputs['name']}",
+            f"10.4.200.{i + 1}",
+            NS,
+            {contract.PICKER_POD_LABEL: contract.picker_name(r.inputs["name"])},
+        )
+        for i, r in enumerate(releases)
+    ]
 
 
 def test_both_committed_stacks_deny_by_default(stacks):
@@ -167,8 +186,12 @@ def test_one_multi_node_replica_talks_to_itself_only():
     (leader,), (worker,) = pods["server"], pods["worker"]
     for port in (6379, 29500, 40000):  # Ray's head, an NCCL bootstrap port, a socket port
         assert cluster.can_reach(worker, leader, port) and cluster.can_reach(leader, worker, port)
-    stranger = Endpoint("another model's server", "10.4.99.1", NS,
-                        {contract.LABEL_MODEL: "other", contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER})
+    stranger = Endpoint(
+        "another model's server",
+        "10.4.99.1",
+        NS,
+        {contract.LABEL_MODEL: "other", contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER},
+    )
     assert not cluster.can_reach(stranger, worker, 6379) and not cluster.can_reach(worker, stranger, 6379)
     for mirror in pods["mirror"]:
         assert not cluster.can_reach(mirror, worker, 6379)
@@ -181,10 +204,16 @@ def test_network_policies_can_be_turned_off():
 
 
 def test_allowed_client_namespaces_reach_the_api_port_only():
-    spec = NetworkPolicySpec(namespace=NS, cloud="aws", client_namespaces=("team-a",),
-                             servers=(ServerGroup("m", (vllm.COMPONENT_SERVER,), contract.SERVER_PORT),))
+    spec = NetworkPolicySpec(
+        namespace=NS,
+        cloud="aws",
+        client_namespaces=("team-a",),
+        servers=(ServerGroup("m", (vllm.COMPONENT_SERVER,), contract.SERVER_PORT),),
+    )
     cluster = Cluster(network_policies(spec))
-    server = Endpoint("server", "10.4.1.1", NS, {contract.LABEL_MODEL: "m", contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER})
+    server = Endpoint(
+        "server", "10.4.1.1", NS, {contract.LABEL_MODEL: "m", contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER}
+    )
     assert cluster.can_reach(OTHER_NS_POD, server, contract.SERVER_PORT)
     assert not cluster.can_reach(OTHER_NS_POD, server, 6379)
     outsider = Endpoint("team-b pod", "10.4.7.8", "team-b", {})
@@ -192,16 +221,22 @@ def test_allowed_client_namespaces_reach_the_api_port_only():
 
 
 def test_a_server_reading_the_bucket_may_download_but_not_reach_private_addresses():
-    spec = NetworkPolicySpec(namespace=NS, cloud="gcp",
-                             servers=(ServerGroup("m", (vllm.COMPONENT_SERVER,), contract.SERVER_PORT, downloads=True),))
+    spec = NetworkPolicySpec(
+        namespace=NS,
+        cloud="gcp",
+        servers=(ServerGroup("m", (vllm.COMPONENT_SERVER,), contract.SERVER_PORT, downloads=True),),
+    )
     cluster = Cluster(network_policies(spec))
-    server = Endpoint("server", "10.4.1.1", NS, {contract.LABEL_MODEL: "m", contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER})
+    server = Endpoint(
+        "server", "10.4.1.1", NS, {contract.LABEL_MODEL: "m", contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER}
+    )
     assert cluster.can_reach(server, Endpoint("storage.googleapis.com", "142.250.1.1"), 443)
     assert cluster.can_reach(server, GKE_METADATA, 80)
     assert not cluster.can_reach(server, PRIVATE_HOST, 443)
 
 
 # The evaluator itself: it must be able to say "closed" (a permissive evaluator would pass every test above).
+
 
 def _policy(name, selector, types, ingress=None, egress=None, namespace=NS):
     spec = {"podSelector": selector, "policyTypes": types}
@@ -219,10 +254,21 @@ def test_evaluator_semantics():
     deny = _policy("deny", {}, ["Ingress", "Egress"], [], [])
     assert not Cluster([deny]).can_reach(a, b, 80)
     # Egress opened but b's ingress still isolated: closed; both opened: open (additive).
-    a_out = _policy("a-out", {"matchLabels": {"role": "a"}}, ["Egress"], egress=[{"to": [{"podSelector": {"matchLabels": {"role": "b"}}}]}])
+    a_out = _policy(
+        "a-out",
+        {"matchLabels": {"role": "a"}},
+        ["Egress"],
+        egress=[{"to": [{"podSelector": {"matchLabels": {"role": "b"}}}]}],
+    )
     assert not Cluster([deny, a_out]).can_reach(a, b, 80)
-    b_in = _policy("b-in", {"matchLabels": {"role": "b"}}, ["Ingress"],
-                   ingress=[{"from": [{"podSelector": {"matchLabels": {"role": "a"}}}], "ports": [{"protocol": "TCP", "port": 80}]}])
+    b_in = _policy(
+        "b-in",
+        {"matchLabels": {"role": "b"}},
+        ["Ingress"],
+        ingress=[
+            {"from": [{"podSelector": {"matchLabels": {"role": "a"}}}], "ports": [{"protocol": "TCP", "port": 80}]}
+        ],
+    )
     assert Cluster([deny, a_out, b_in]).can_reach(a, b, 80)
     assert not Cluster([deny, a_out, b_in]).can_reach(a, b, 81)
     assert not Cluster([deny, a_out, b_in]).can_reach(a, b, 80, "UDP")
@@ -230,7 +276,9 @@ def test_evaluator_semantics():
     a_elsewhere = Endpoint("a", "10.4.0.3", "other", {"role": "a"})
     assert not Cluster([deny, b_in]).can_reach(a_elsewhere, b, 80)
     # ipBlock with except.
-    out = _policy("out", {}, ["Egress"], egress=[{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}])
+    out = _policy(
+        "out", {}, ["Egress"], egress=[{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}]
+    )
     assert Cluster([out]).can_reach(a, HUB, 443)
     assert not Cluster([out]).can_reach(a, PRIVATE_HOST, 443)
 
@@ -247,8 +295,11 @@ def test_kserve_predictors_are_scraped_and_download_while_vllm_servers_do_not():
         if w is None or obj["kind"] != "InferenceService":
             continue
         for pod in w.pods:
-            predictors.append(Endpoint(f"{obj['metadata']['name']} {pod.where}", f"10.4.150.{len(predictors) + 1}", NS,
-                                       dict(pod.labels)))
+            predictors.append(
+                Endpoint(
+                    f"{obj['metadata']['name']} {pod.where}", f"10.4.150.{len(predictors) + 1}", NS, dict(pod.labels)
+                )
+            )
     assert predictors and all(p.labels.get(contract.LABEL_COMPONENT) == kserve.COMPONENT for p in predictors)
     pods = pods_of(evaluation)
     for p in predictors:
@@ -266,9 +317,15 @@ def test_the_verification_job_reaches_the_servers_and_nothing_else(stacks, stack
     """The Job checks every vLLM server through its API port (its pods carry the label the policy
     names); it needs nothing else, so the Hub, the pickers and other ports stay closed to it."""
     evaluation = stacks[stack]
-    jobs = [o for o in evaluation.kubernetes_objects if o["kind"] == "Job"
-            and o["metadata"]["name"] == verification_job.JOB_NAME]
-    assert jobs and jobs[0]["spec"]["template"]["metadata"]["labels"][contract.LABEL_COMPONENT] == verification_job.COMPONENT
+    jobs = [
+        o
+        for o in evaluation.kubernetes_objects
+        if o["kind"] == "Job" and o["metadata"]["name"] == verification_job.JOB_NAME
+    ]
+    assert (
+        jobs
+        and jobs[0]["spec"]["template"]["metadata"]["labels"][contract.LABEL_COMPONENT] == verification_job.COMPONENT
+    )
     cluster = Cluster(policies_of(evaluation))
     servers = pods_of(evaluation)["server"]
     assert servers

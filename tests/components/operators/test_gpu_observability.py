@@ -49,8 +49,10 @@ def test_the_default_rows_are_every_enabled_row_of_the_exporters_file():
 
 def test_added_rows_are_fields_the_exporter_knows_and_the_default_file_leaves_out():
     upstream_enabled = {r[0] for r in _rows(FIXTURE.read_text())}
-    commented = {m.group(1): m.group(3).strip() for m in
-                 re.finditer(r"^#\s*(DCGM_[A-Z0-9_]+)\s*,\s*(\w+)\s*,(.*)$", FIXTURE.read_text(), re.MULTILINE)}
+    commented = {
+        m.group(1): m.group(3).strip()
+        for m in re.finditer(r"^#\s*(DCGM_[A-Z0-9_]+)\s*,\s*(\w+)\s*,(.*)$", FIXTURE.read_text(), re.MULTILINE)
+    }
     for field, kind, help_text in g.ADDED_COUNTERS:
         assert field not in upstream_enabled
         assert field in promql.dcgm_names(), field
@@ -64,13 +66,15 @@ def test_counters_file_is_what_the_exporter_can_read():
     assert [tuple(r) for r in _rows(text)] == list(g.DEFAULT_COUNTERS + g.ADDED_COUNTERS)
     # The check catches what would stop the exporter.
     assert counters_file_problems(text + "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature, in C.\n") == [
-        "DCGM_FI_DEV_GPU_TEMP: 4 fields"]
+        "DCGM_FI_DEV_GPU_TEMP: 4 fields"
+    ]
     assert counters_file_problems(text + "DCGM_FI_DEV_GPU_TEMP, gauges, t\n") == ["DCGM_FI_DEV_GPU_TEMP: type gauges"]
 
 
 def test_operator_values_point_the_exporter_at_the_config_map_and_keep_the_pod_labels():
-    values = ov.gpu_operator_values("aws", "auto", _options(), [h100_pool()], "gpu-operator",
-                                    dcgm_metrics_config_map="dcgm-exporter-metrics")
+    values = ov.gpu_operator_values(
+        "aws", "auto", _options(), [h100_pool()], "gpu-operator", dcgm_metrics_config_map="dcgm-exporter-metrics"
+    )
     exporter = values["dcgmExporter"]
     assert exporter["config"] == {"name": "dcgm-exporter-metrics"}
     assert exporter["serviceMonitor"]["honorLabels"] is True
@@ -79,7 +83,8 @@ def test_operator_values_point_the_exporter_at_the_config_map_and_keep_the_pod_l
     assert "dcgmExporter.config.name" in TEMPLATE_ONLY_KEYS["gpu-operator"]
     exporter["config"] = {"nmae": "x"}
     assert check_chart_values("gpu-operator", values) == [
-        "gpu-operator: dcgmExporter.config.nmae: not a key of the chart's values.yaml"]
+        "gpu-operator: dcgmExporter.config.nmae: not a key of the chart's values.yaml"
+    ]
 
 
 def _options():
@@ -94,8 +99,15 @@ def _rules():
 
 def test_gpu_alerts_cover_what_the_issue_asks_for():
     rules = _rules()
-    assert set(rules) == {"GpuFellOffTheBus", "GpuXidError", "GpuEccDoubleBitError", "GpuRowRemapFailure",
-                          "GpuThermalThrottling", "GpuPowerThrottling", "GpuMemoryTemperatureHigh"}
+    assert set(rules) == {
+        "GpuFellOffTheBus",
+        "GpuXidError",
+        "GpuEccDoubleBitError",
+        "GpuRowRemapFailure",
+        "GpuThermalThrottling",
+        "GpuPowerThrottling",
+        "GpuMemoryTemperatureHigh",
+    }
     for r in rules.values():
         assert r["annotations"]["runbook_url"] == f"{RUNBOOK_DOC}#{r['alert'].lower()}"
         assert len(r["annotations"]["description"]) > 60
@@ -115,8 +127,10 @@ def test_xid_79_pages_as_fallen_off_the_bus_and_is_not_counted_twice():
 
 def test_throttling_is_a_share_of_time_from_nanosecond_counters():
     rules = _rules()
-    for alert, counter, share in (("GpuThermalThrottling", g.THERMAL_VIOLATION, 0.1),
-                                  ("GpuPowerThrottling", g.POWER_VIOLATION, 0.5)):
+    for alert, counter, share in (
+        ("GpuThermalThrottling", g.THERMAL_VIOLATION, 0.1),
+        ("GpuPowerThrottling", g.POWER_VIOLATION, 0.5),
+    ):
         expr = rules[alert]["expr"]
         assert expr == f"max by (Hostname, gpu, UUID) (rate({counter}[5m])) / 1e+09 > {share:g}"
         assert promql.metric_names(expr) == {counter}
@@ -133,7 +147,9 @@ def test_gpu_prometheus_rule_validates_against_the_crd():
     rule = gpu_alerts.gpu_prometheus_rule("gpu-alerts", "gpu-operator", {"release": "kps"}, "https://x/runbook.md")
     validate_object(rule)
     assert rule["metadata"]["labels"] == {"release": "kps"}
-    assert all(r["annotations"]["runbook_url"].startswith("https://x/runbook.md#") for r in rule["spec"]["groups"][0]["rules"])
+    assert all(
+        r["annotations"]["runbook_url"].startswith("https://x/runbook.md#") for r in rule["spec"]["groups"][0]["rules"]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(g.series_names()))

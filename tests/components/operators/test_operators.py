@@ -29,8 +29,12 @@ NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
 
 def l4_pool_custom_taint() -> GpuPlacement:
     return GpuPlacement(
-        pool="l4", gpu="L4", gpus_per_node=1, max_nodes=4,
-        node_labels=pool_node_labels("l4", "L4"), taint_key="example.com/dedicated",
+        pool="l4",
+        gpu="L4",
+        gpus_per_node=1,
+        max_nodes=4,
+        node_labels=pool_node_labels("l4", "L4"),
+        taint_key="example.com/dedicated",
     )
 
 
@@ -231,7 +235,11 @@ def test_time_slicing_is_refused_where_gke_runs_the_device_plugin():
 @pytest.mark.parametrize("cloud,driver,gke", SUPPORTED)
 @pytest.mark.parametrize("net", [False, True])
 def test_every_gpu_operator_key_exists_in_the_chart(cloud, driver, gke, net):
-    time_slicing = {} if (cloud == "gcp" and gke != "INSTALLATION_DISABLED" and driver != "operator") else {"timeSlicingReplicas": 3}
+    time_slicing = (
+        {}
+        if (cloud == "gcp" and gke != "INSTALLATION_DISABLED" and driver != "operator")
+        else {"timeSlicingReplicas": 3}
+    )
     v = values_for(cloud, driver, gke, net, migStrategy="single", dcgmServiceMonitor=False, **time_slicing)
     assert check_chart_values("gpu-operator", v) == []
 
@@ -260,7 +268,12 @@ def test_a_misspelled_key_is_caught():
 
 def test_the_checker_treats_open_maps_and_lists_as_leaves_and_reports_shape_errors():
     defaults = chart_defaults("gpu-operator")
-    assert unknown_value_paths({"daemonsets": {"labels": {"team": "ml"}, "tolerations": [{"operator": "Exists"}]}}, defaults) == []
+    assert (
+        unknown_value_paths(
+            {"daemonsets": {"labels": {"team": "ml"}, "tolerations": [{"operator": "Exists"}]}}, defaults
+        )
+        == []
+    )
     assert unknown_value_paths({"devicePlugin": {"config": {"data": {"any": "x"}}}}, defaults) == []
     assert unknown_value_paths({"mig": "single"}, defaults) == ["mig: the chart expects a mapping here, got str"]
     assert unknown_value_paths({"driver": {"enabled": {"x": 1}}}, defaults) == [
@@ -285,7 +298,10 @@ def rendered_cluster_policy(values: dict) -> dict:
     v = _deep_merge(chart_defaults("gpu-operator"), values)
     device_plugin = {"enabled": v["devicePlugin"]["enabled"]}
     if v["devicePlugin"]["config"]["name"]:
-        device_plugin["config"] = {"name": v["devicePlugin"]["config"]["name"], "default": v["devicePlugin"]["config"]["default"]}
+        device_plugin["config"] = {
+            "name": v["devicePlugin"]["config"]["name"],
+            "default": v["devicePlugin"]["config"]["default"],
+        }
     toolkit = {"enabled": v["toolkit"]["enabled"]}
     if v["toolkit"].get("installDir"):
         toolkit["installDir"] = v["toolkit"]["installDir"]
@@ -305,11 +321,19 @@ def rendered_cluster_policy(values: dict) -> dict:
         "toolkit": toolkit,
         "devicePlugin": device_plugin,
         "dcgm": {"enabled": v["dcgm"]["enabled"]},
-        "dcgmExporter": {"enabled": v["dcgmExporter"]["enabled"], "serviceMonitor": v["dcgmExporter"]["serviceMonitor"]},
+        "dcgmExporter": {
+            "enabled": v["dcgmExporter"]["enabled"],
+            "serviceMonitor": v["dcgmExporter"]["serviceMonitor"],
+        },
         "gfd": {"enabled": v["gfd"]["enabled"]},
         "nodeStatusExporter": {"enabled": v["nodeStatusExporter"]["enabled"]},
     }
-    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"}, "spec": spec}
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": spec,
+    }
 
 
 @pytest.mark.parametrize("cloud,driver,gke", SUPPORTED)
@@ -335,7 +359,9 @@ def test_nic_cluster_policy_contents():
     rdma = spec["rdmaSharedDevicePlugin"]
     assert rdma["image"] == "k8s-rdma-shared-dev-plugin" and rdma["version"] == "network-operator-v26.4.1"
     config = json.loads(rdma["config"])["configList"]
-    assert config == [{"resourceName": "rdma_shared_device_a", "rdmaHcaMax": 63, "selectors": {"drivers": ["mlx5_core"]}}]
+    assert config == [
+        {"resourceName": "rdma_shared_device_a", "rdmaHcaMax": 63, "selectors": {"drivers": ["mlx5_core"]}}
+    ]
     assert spec["secondaryNetwork"]["multus"]["image"] == "multus-cni"
     assert spec["secondaryNetwork"]["cniPlugins"]["image"] == "plugins"
     assert spec["nvIpam"]["image"] == "nvidia-k8s-ipam"
@@ -344,8 +370,14 @@ def test_nic_cluster_policy_contents():
     pools = [next(e["values"][0] for e in t["matchExpressions"] if e["key"] == contract.LABEL_POOL) for t in terms]
     assert pools == ["h100", "l4"]
     assert {"key": "example.com/dedicated", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
-    schemas.validate_object({"apiVersion": ncp.NIC_CLUSTER_POLICY_API_VERSION, "kind": "NicClusterPolicy",
-                             "metadata": {"name": ncp.NIC_CLUSTER_POLICY_NAME}, "spec": spec})
+    schemas.validate_object(
+        {
+            "apiVersion": ncp.NIC_CLUSTER_POLICY_API_VERSION,
+            "kind": "NicClusterPolicy",
+            "metadata": {"name": ncp.NIC_CLUSTER_POLICY_NAME},
+            "spec": spec,
+        }
+    )
 
 
 def test_ip_pool_splits_the_range_across_gpu_nodes():
@@ -362,8 +394,15 @@ def test_ip_pool_splits_the_range_across_gpu_nodes():
 # The components under mocks
 
 
-def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface: str | None = None,
-                  placements=None, monkeypatch=None, gpu_alerting: GpuAlerting | None = None):
+def run_operators(
+    cloud: str,
+    cfg: dict,
+    gke: str | None = None,
+    rdma_interface: str | None = None,
+    placements=None,
+    monkeypatch=None,
+    gpu_alerting: GpuAlerting | None = None,
+):
     """Evaluate both components like __main__ wires them; returns (evaluation, components, depends_on by name)."""
     operators = OperatorsConfig.model_validate(cfg)
     placements = placements or [h100_pool()]
@@ -384,13 +423,21 @@ def run_operators(cloud: str, cfg: dict, gke: str | None = None, rdma_interface:
         node_pool = k8s.core.v1.ConfigMap("node-pool-stand-in", data={"pool": "h100"})
         monitoring_crds = k8s.core.v1.ConfigMap("prometheus-crds-stand-in", data={"crds": "monitoring"})
         opts = pulumi.ResourceOptions(provider=provider, depends_on=[node_pool])
-        args = OperatorsArgs(operators, cloud, placements, gke, crds=crds_present([monitoring_crds]),
-                             gpu_alerting=gpu_alerting)
+        args = OperatorsArgs(
+            operators, cloud, placements, gke, crds=crds_present([monitoring_crds]), gpu_alerting=gpu_alerting
+        )
         gpu = GpuOperator("gpu-operator", args, opts) if operators.gpuOperator.enabled else None
         net = None
         if operators.networkOperator.enabled:
-            net_args = NetworkOperatorArgs(operators, cloud, placements, gke, crds=args.crds, rdma_interface=rdma_interface,
-                                           workload_namespace="llm-serving")
+            net_args = NetworkOperatorArgs(
+                operators,
+                cloud,
+                placements,
+                gke,
+                crds=args.crds,
+                rdma_interface=rdma_interface,
+                workload_namespace="llm-serving",
+            )
             net = NetworkOperator("network-operator", net_args, gpu, opts)
         made.update(gpu=gpu, net=net)
 
@@ -419,8 +466,11 @@ UNVALIDATED_KINDS = {
 
 def test_every_emitted_object_validates():
     evaluation, _, _ = run_operators(
-        "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
-        gke="INSTALLATION_DISABLED", rdma_interface="ens1f0", gpu_alerting=GpuAlerting({"release": "kps"}),
+        "gcp",
+        {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
+        gke="INSTALLATION_DISABLED",
+        rdma_interface="ens1f0",
+        gpu_alerting=GpuAlerting({"release": "kps"}),
     )
     known = schemas.known_custom_kinds()
     # The skip list must stay exact: a CRD added to the fixtures makes its kind validated here.
@@ -435,8 +485,18 @@ def test_every_emitted_object_validates():
         checked += 1
     assert skipped == UNVALIDATED_KINDS
     kinds = sorted(o["kind"] for o in evaluation.kubernetes_objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap", "IPPool", "MacvlanNetwork", "Namespace",
-                     "NicClusterPolicy", "PrometheusRule", "ResourceQuota"]
+    assert kinds == [
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
+        "ConfigMap",
+        "IPPool",
+        "MacvlanNetwork",
+        "Namespace",
+        "NicClusterPolicy",
+        "PrometheusRule",
+        "ResourceQuota",
+    ]
     # The ConfigMaps (stand-ins for the node pool and the Prometheus CRDs, time-slicing, DCGM
     # counters), Namespace, ResourceQuota, NicClusterPolicy and the GPU alerts' PrometheusRule
     # (against the Prometheus Operator's CRD).
@@ -487,8 +547,11 @@ def test_gke_quota_admits_critical_pods_in_the_operator_namespace():
 def test_time_slicing_config_map_is_what_the_values_name():
     evaluation, _, _ = run_operators("existing", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 3}})
     values = releases(evaluation)["gpu-operator"]["values"]
-    config_map = next(r.inputs for r in evaluation.of_type("kubernetes:core/v1:ConfigMap")
-                      if r.inputs.get("metadata", {}).get("name") == values["devicePlugin"]["config"]["name"])
+    config_map = next(
+        r.inputs
+        for r in evaluation.of_type("kubernetes:core/v1:ConfigMap")
+        if r.inputs.get("metadata", {}).get("name") == values["devicePlugin"]["config"]["name"]
+    )
     assert config_map["metadata"]["namespace"] == "gpu-operator"
     config = yaml.safe_load(config_map["data"][values["devicePlugin"]["config"]["default"]])
     assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 3}]
@@ -503,7 +566,10 @@ def test_both_operators_one_nfd_pinned_charts_and_nic_cluster_policy():
     assert by_chart["network-operator"]["repositoryOpts"] == {"repo": NVIDIA_REPO}
     assert by_chart["network-operator"]["namespace"] == "gpu-operator"
     assert by_chart["network-operator"]["createNamespace"] is False
-    nfds = [by_chart["gpu-operator"]["values"]["nfd"]["enabled"], by_chart["network-operator"]["values"]["nfd"]["enabled"]]
+    nfds = [
+        by_chart["gpu-operator"]["values"]["nfd"]["enabled"],
+        by_chart["network-operator"]["values"]["nfd"]["enabled"],
+    ]
     assert nfds == [True, False]
     assert by_chart["gpu-operator"]["values"]["driver"]["rdma"]["enabled"] is True
     assert len(evaluation.of_type("kubernetes:core/v1:Namespace")) == 1  # shared, created once
@@ -516,7 +582,9 @@ def test_both_operators_one_nfd_pinned_charts_and_nic_cluster_policy():
 
 
 def test_network_operator_alone_owns_nfd_and_its_namespace():
-    evaluation, _, _ = run_operators("existing", {"gpuOperator": {"enabled": False}, "networkOperator": {"enabled": True}})
+    evaluation, _, _ = run_operators(
+        "existing", {"gpuOperator": {"enabled": False}, "networkOperator": {"enabled": True}}
+    )
     by_chart = releases(evaluation)
     assert set(by_chart) == {"network-operator"}
     assert by_chart["network-operator"]["values"]["nfd"]["enabled"] is True
@@ -525,8 +593,11 @@ def test_network_operator_alone_owns_nfd_and_its_namespace():
 
 
 def test_secondary_network_uses_nv_ipam_pool_on_the_named_interface():
-    evaluation, _, _ = run_operators("existing", {"gpuOperator": {"driver": "operator"}, "networkOperator": {"enabled": True}},
-                                     rdma_interface="ens1f0")
+    evaluation, _, _ = run_operators(
+        "existing",
+        {"gpuOperator": {"driver": "operator"}, "networkOperator": {"enabled": True}},
+        rdma_interface="ens1f0",
+    )
     network = evaluation.of_type("kubernetes:mellanox.com/v1alpha1:MacvlanNetwork")[0].inputs
     pool = evaluation.of_type("kubernetes:nv-ipam.nvidia.com/v1alpha1:IPPool")[0].inputs
     assert network["spec"]["master"] == "ens1f0" and network["spec"]["networkNamespace"] == "llm-serving"
@@ -537,14 +608,21 @@ def test_secondary_network_uses_nv_ipam_pool_on_the_named_interface():
 
 def test_ordering_pool_then_operators_then_custom_resources(monkeypatch):
     _, _, depends = run_operators(
-        "gcp", {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
-        gke="INSTALLATION_DISABLED", monkeypatch=monkeypatch, gpu_alerting=GpuAlerting({"release": "kps"}),
+        "gcp",
+        {"gpuOperator": {"driver": "operator", "timeSlicingReplicas": 2}, "networkOperator": {"enabled": True}},
+        gke="INSTALLATION_DISABLED",
+        monkeypatch=monkeypatch,
+        gpu_alerting=GpuAlerting({"release": "kps"}),
     )
     assert depends["gpu-operator-ns"] == ["node-pool-stand-in"]
     # The DCGM ServiceMonitor the chart renders needs the Prometheus Operator's CRDs first.
-    assert set(depends["gpu-operator-release"]) == {"gpu-operator-ns", "gpu-operator-critical-pods", "gpu-operator-time-slicing",
-                                                    "gpu-operator-dcgm-metrics",
-                                                    "prometheus-crds-stand-in"}
+    assert set(depends["gpu-operator-release"]) == {
+        "gpu-operator-ns",
+        "gpu-operator-critical-pods",
+        "gpu-operator-time-slicing",
+        "gpu-operator-dcgm-metrics",
+        "prometheus-crds-stand-in",
+    }
     # So does the GPU alerts' PrometheusRule.
     assert "prometheus-crds-stand-in" in depends["gpu-operator-gpu-alerts"]
     # The Network Operator waits for the GPU Operator's release, whose NFD (and CRDs) it relies on.
@@ -607,8 +685,10 @@ def test_mixed_mig_strategy_is_refused_in_config_with_one_line():
 
 def test_single_mig_strategy_needs_a_known_profile_per_mig_capable_pool():
     assert config_problems(stack("aws", {"migStrategy": "single"})) == [
-        "pools[0].migProfile: operators.gpuOperator.migStrategy is single: name the MIG profile this pool's "
-        "H100-80GB GPUs are cut into, one of 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+        (
+            "pools[0].migProfile: operators.gpuOperator.migStrategy is single: name the MIG profile this pool's "
+            "H100-80GB GPUs are cut into, one of 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+        )
     ]
     assert config_problems(stack("aws", {"migStrategy": "single"}, {"migProfile": "1g.10gb"})) == []
     wrong = config_problems(stack("aws", {"migStrategy": "single"}, {"migProfile": "1g.5gb"}))
@@ -625,15 +705,25 @@ def test_single_mig_strategy_needs_a_known_profile_per_mig_capable_pool():
 
 
 def test_a_mig_slice_serves_one_unsharded_model():
-    problems = config_problems(stack("aws", {"migStrategy": "single"}, {"migProfile": "3g.40gb"}, {"tensorParallelSize": 2}))
-    assert problems == ["models[0].tensorParallelSize: pool gpus serves MIG slices and a container sees one slice; "
-                        "use 1 (or a pool without migProfile)"]
+    problems = config_problems(
+        stack("aws", {"migStrategy": "single"}, {"migProfile": "3g.40gb"}, {"tensorParallelSize": 2})
+    )
+    assert problems == [
+        (
+            "models[0].tensorParallelSize: pool gpus serves MIG slices and a container sees one slice; "
+            "use 1 (or a pool without migProfile)"
+        )
+    ]
 
 
 def test_time_sliced_pods_together_stay_within_the_gpus_memory():
     problems = config_problems(stack("aws", {"timeSlicingReplicas": 4}))  # default utilization 0.9
-    assert problems == ["models[0].gpuMemoryUtilization: 0.9 x 4 pods per GPU (operators.gpuOperator.timeSlicingReplicas) "
-                        "exceeds 0.95 of the GPU's memory; set it to at most 0.23"]
+    assert problems == [
+        (
+            "models[0].gpuMemoryUtilization: 0.9 x 4 pods per GPU (operators.gpuOperator.timeSlicingReplicas) "
+            "exceeds 0.95 of the GPU's memory; set it to at most 0.23"
+        )
+    ]
     assert config_problems(stack("aws", {"timeSlicingReplicas": 4}, model={"gpuMemoryUtilization": 0.23})) == []
     assert config_problems(stack("aws", {"timeSlicingReplicas": 2}, model={"gpuMemoryUtilization": 0.47})) == []
     assert config_problems(stack("aws", {"timeSlicingReplicas": 2}, model={"gpuMemoryUtilization": 0.48}))
@@ -641,6 +731,10 @@ def test_time_sliced_pods_together_stay_within_the_gpus_memory():
 
 def test_gke_without_the_gpu_operator_cannot_disable_gkes_driver():
     raw = stack("gcp", {"enabled": False}, {"gkeDriverVersion": "INSTALLATION_DISABLED"})
-    assert config_problems(raw) == ["pools[0].gkeDriverVersion: INSTALLATION_DISABLED needs the GPU Operator to install "
-                                    "the driver, but operators.gpuOperator.enabled is false; use LATEST or DEFAULT"]
+    assert config_problems(raw) == [
+        (
+            "pools[0].gkeDriverVersion: INSTALLATION_DISABLED needs the GPU Operator to install "
+            "the driver, but operators.gpuOperator.enabled is false; use LATEST or DEFAULT"
+        )
+    ]
     assert config_problems(stack("gcp", {"enabled": False}, {"gkeDriverVersion": "LATEST"})) == []

@@ -4,19 +4,18 @@ authenticated-exposure rule passes the committed stacks and catches them with th
 from __future__ import annotations
 
 import copy
-import functools
 import json
 
 import pytest
 
 from common import contract
-from offline_plan.mock_runtime import evaluate, evaluate_stack, redact_secrets, stack_file_config, whole_numbers
+from offline_plan.mock_runtime import evaluate, redact_secrets, stack_file_config, whole_numbers
 from policies.check import check_objects
 from stack_config import PROJECT
 from tests.support.adapter_fixtures import offline_cache
+from tests.support.committed import committed_stack
 from tests.support.policy_engine import analyze_stack, k8s_stack_entry, load_fixture
 from tests.support.stack_variants import GATEWAY, variant
-from tests.support.committed import committed_stack
 
 RULE = "authenticated-exposure"
 HF = "<secret hfToken placeholder>"
@@ -43,12 +42,18 @@ def pack_input(ev) -> list[dict]:
     InferencePools are rendered by the picker chart) and cloud resources as records."""
     return ev.kubernetes_objects + [
         {"type": r.type, "name": r.name, "props": whole_numbers(redact_secrets(r.inputs))}
-        for r in ev.resources if r.custom and not r.is_kubernetes_object]
+        for r in ev.resources
+        if r.custom and not r.is_kubernetes_object
+    ]
 
 
 def servers(objects: list[dict]) -> list[dict]:
-    return [o for o in objects if o.get("kind") in ("Deployment", "LeaderWorkerSet")
-            and o["metadata"]["labels"].get(contract.LABEL_COMPONENT) == "vllm-server"]
+    return [
+        o
+        for o in objects
+        if o.get("kind") in ("Deployment", "LeaderWorkerSet")
+        and o["metadata"]["labels"].get(contract.LABEL_COMPONENT) == "vllm-server"
+    ]
 
 
 def pod_templates(obj: dict) -> list[dict]:
@@ -64,7 +69,9 @@ def without_key(objects: list[dict]) -> list[dict]:
     for obj in servers(out):
         for template in pod_templates(obj):
             for c in template["spec"]["containers"]:
-                c["env"] = [e for e in c.get("env", []) if e["name"] not in (contract.API_KEY_ENV, contract.API_KEY_NEXT_ENV)]
+                c["env"] = [
+                    e for e in c.get("env", []) if e["name"] not in (contract.API_KEY_ENV, contract.API_KEY_NEXT_ENV)
+                ]
     return out
 
 
@@ -73,6 +80,7 @@ def rule_findings(objects: list[dict]) -> list:
 
 
 # The committed stacks and the per-model gateway variant ---------------------------------------------
+
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_committed_stack_passes_and_fails_with_the_key_removed(stack):
@@ -94,6 +102,7 @@ def test_the_per_model_gateway_route_is_exposure_too():
 
 # The config refuses an exposed stack without a key ---------------------------------------------------
 
+
 def test_exposed_stack_without_api_key_is_refused_with_the_fix():
     ev = evaluate_with("dev", {"hfToken": HF}, raise_errors=False)
     message = str(ev.error)
@@ -103,9 +112,23 @@ def test_exposed_stack_without_api_key_is_refused_with_the_fix():
 
 
 def test_cluster_only_stack_needs_no_key():
-    ev = evaluate_with("dev", {"hfToken": HF}, overrides={"exposure": {}, "models": [
-        {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
-         "name": "llama-3-1-8b-instruct", "gated": True, "pool": "l4", "maxModelLen": 8192}]})
+    ev = evaluate_with(
+        "dev",
+        {"hfToken": HF},
+        overrides={
+            "exposure": {},
+            "models": [
+                {
+                    "repo": "meta-llama/Llama-3.1-8B-Instruct",
+                    "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+                    "name": "llama-3-1-8b-instruct",
+                    "gated": True,
+                    "pool": "l4",
+                    "maxModelLen": 8192,
+                }
+            ],
+        },
+    )
     assert ev.error is None
     assert rule_findings(ev.kubernetes_objects) == []
 
@@ -130,6 +153,7 @@ def _committed_exposure(stack: str) -> dict:
 
 
 # Rotation: two keys at once ------------------------------------------------------------------------
+
 
 def test_a_second_key_is_passed_to_vllm_from_the_same_secret():
     ev = evaluate_with("dev", {"hfToken": HF, "apiKey": "<secret a>", "apiKeyNext": "<secret b>"})
@@ -167,8 +191,10 @@ def test_bad_fixture_is_caught_and_only_by_this_rule():
     result = analyze_stack([k8s_stack_entry(o) for o in BAD])
     assert result.policies() == {RULE}
     [d] = result.of(RULE)
-    assert d.message.startswith("Deployment/open-8b (spec.template) is reachable from a Gateway through "
-                                "HTTPRoute/open-8b -> Service/open-8b-api but asks for no API key")
+    assert d.message.startswith(
+        "Deployment/open-8b (spec.template) is reachable from a Gateway through "
+        "HTTPRoute/open-8b -> Service/open-8b-api but asks for no API key"
+    )
     assert d.message.endswith(".")
 
 
@@ -178,12 +204,19 @@ def _with(server_change) -> list:
     return [k8s_stack_entry(o) for o in (ROUTE, SERVICE, fixed)]
 
 
-@pytest.mark.parametrize("change", [
-    lambda t: t["spec"]["containers"][0]["env"].append(
-        {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "k", "key": "api-key"}}}),
-    lambda t: t["spec"]["containers"][0]["args"].extend(["--api-key", "$(KEY)"]),
-    lambda t: t["metadata"].setdefault("annotations", {}).update({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"}),
-], ids=["key-from-secret", "key-flag", "waiver"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: t["spec"]["containers"][0]["env"].append(
+            {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "k", "key": "api-key"}}}
+        ),
+        lambda t: t["spec"]["containers"][0]["args"].extend(["--api-key", "$(KEY)"]),
+        lambda t: (
+            t["metadata"].setdefault("annotations", {}).update({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "true"})
+        ),
+    ],
+    ids=["key-from-secret", "key-flag", "waiver"],
+)
 def test_a_key_or_the_waiver_satisfies_the_rule(change):
     assert analyze_stack(_with(change)).of(RULE) == []
 
@@ -191,8 +224,11 @@ def test_a_key_or_the_waiver_satisfies_the_rule(change):
 def test_a_literal_key_env_or_a_false_waiver_is_no_evidence():
     literal = _with(lambda t: t["spec"]["containers"][0]["env"].append({"name": "VLLM_API_KEY", "value": ""}))
     assert len(analyze_stack(literal).of(RULE)) == 1
-    false = _with(lambda t: t["metadata"].setdefault("annotations", {}).update(
-        {contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "false"}))
+    false = _with(
+        lambda t: (
+            t["metadata"].setdefault("annotations", {}).update({contract.ANNOTATION_ALLOW_UNAUTHENTICATED: "false"})
+        )
+    )
     assert len(analyze_stack(false).of(RULE)) == 1
 
 

@@ -28,10 +28,22 @@ def test_every_object_validates_against_the_upstream_schemas():
     for model, storage, extra in [
         (LLAMA_8B, "bucket", {}),
         (LLAMA_8B, "hf", {}),
-        ({**LLAMA_70B, "autoscaling": {"enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 3}}, "bucket", {}),
+        (
+            {**LLAMA_70B, "autoscaling": {"enabled": True, "kind": "keda", "minReplicas": 1, "maxReplicas": 3}},
+            "bucket",
+            {},
+        ),
         ({**LLAMA_70B, "autoscaling": {"enabled": True, "kind": "hpa", "maxReplicas": 3}}, "hf", {}),
-        ({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE}, "hf", {"canary_baseline_revision": BASELINE}),
-        ({**LLAMA_8B, "canaryTrafficPercent": 25, "canaryBaselineRevision": BASELINE}, "bucket", {"canary_baseline_revision": BASELINE}),
+        (
+            {**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+            "hf",
+            {"canary_baseline_revision": BASELINE},
+        ),
+        (
+            {**LLAMA_8B, "canaryTrafficPercent": 25, "canaryBaselineRevision": BASELINE},
+            "bucket",
+            {"canary_baseline_revision": BASELINE},
+        ),
     ]:
         _, ev = evaluate(model, storage=storage, **extra)
         objs = objects(ev)
@@ -66,9 +78,15 @@ def test_standard_mode_on_the_programs_own_runtime_with_the_vllm_paths_command_l
     args = model["args"]
     assert args == vllm_args.serve_args(p, model_dir="/mnt/models", port=kserve.HTTP_PORT)
     assert args[0] == "/mnt/models" and args[1:3] == ["--served-model-name", p.served_name]
-    for flag, value in [("--max-model-len", str(p.max_model_len)), ("--tensor-parallel-size", str(p.tensor_parallel_size)),
-                        ("--gpu-memory-utilization", "0.9"), ("--kv-cache-dtype", "fp8"), ("--dtype", "bfloat16"),
-                        ("--shutdown-timeout", str(probes.drain_seconds(p))), ("--port", "8080")]:
+    for flag, value in [
+        ("--max-model-len", str(p.max_model_len)),
+        ("--tensor-parallel-size", str(p.tensor_parallel_size)),
+        ("--gpu-memory-utilization", "0.9"),
+        ("--kv-cache-dtype", "fp8"),
+        ("--dtype", "bfloat16"),
+        ("--shutdown-timeout", str(probes.drain_seconds(p))),
+        ("--port", "8080"),
+    ]:
         assert args[args.index(flag) + 1] == value, flag
     # The weights are local: no bucket streaming, no huggingfaceserver flags.
     assert "--load-format" not in args
@@ -152,15 +170,22 @@ def test_bucket_storage_pins_the_commit_and_reads_as_the_reader_identity():
 
 
 def test_gcs_bucket_uri():
-    gcs = ModelBucket(scheme="gs", name="g-models", prefix="m", writer=ServiceAccountBinding(NAMESPACE, "w"),
-                      reader=ServiceAccountBinding(NAMESPACE, "r"))
+    gcs = ModelBucket(
+        scheme="gs",
+        name="g-models",
+        prefix="m",
+        writer=ServiceAccountBinding(NAMESPACE, "w"),
+        reader=ServiceAccountBinding(NAMESPACE, "r"),
+    )
     p, ev = evaluate(LLAMA_8B, bucket=gcs)
     assert isvc(ev)["spec"]["predictor"]["model"]["storageUri"] == f"gs://g-models/m/{p.repo}/{REVISION}"
 
 
 def test_without_a_bucket_the_model_store_claim_is_used():
     p = make_plan({"engine": "kserve", **LLAMA_8B})
-    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), claim_name="llama-weights")
+    args = kserve.KServeModelArgs(
+        plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), claim_name="llama-weights"
+    )
     ev = run_in_mocks(lambda: kserve.KServeModel("m", args))
     assert isvc(ev)["spec"]["predictor"]["model"]["storageUri"] == f"pvc://llama-weights/{p.repo}/{p.revision}"
 
@@ -184,7 +209,11 @@ def test_hf_storage_pins_the_commit_and_hands_the_token_to_the_initializer_by_re
     [env] = container["env"]
     assert env["name"] == "HF_TOKEN" and "value" not in env
     [secret] = objects(ev, "Secret")
-    assert env["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"], "key": "HF_TOKEN", "optional": False}
+    assert env["valueFrom"]["secretKeyRef"] == {
+        "name": secret["metadata"]["name"],
+        "key": "HF_TOKEN",
+        "optional": False,
+    }
     # The regex claims this model's URI only, never every hf:// URI in the cluster.
     [fmt] = csc["spec"]["supportedUriFormats"]
     assert re.fullmatch(fmt["regex"], uri)
@@ -211,8 +240,12 @@ def test_gated_model_on_hf_without_token_is_refused():
 
 
 def test_keda_autoscaling_uses_the_vllm_queue_signal_and_min_replicas():
-    p, ev = evaluate({**LLAMA_8B, "autoscaling": {"enabled": True, "kind": "keda", "minReplicas": 2,
-                                                  "maxReplicas": 4, "queueThreshold": 3}})
+    p, ev = evaluate(
+        {
+            **LLAMA_8B,
+            "autoscaling": {"enabled": True, "kind": "keda", "minReplicas": 2, "maxReplicas": 4, "queueThreshold": 3},
+        }
+    )
     obj = isvc(ev)
     assert obj["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
     pred = obj["spec"]["predictor"]
@@ -222,11 +255,13 @@ def test_keda_autoscaling_uses_the_vllm_queue_signal_and_min_replicas():
     queue, kv = pred["autoScaling"]["metrics"]
     for metric in (queue, kv):
         assert metric["type"] == "External" and metric["external"]["metric"]["backend"] == "prometheus"
-    assert queue["external"]["metric"]["query"] == (f'sum(vllm:num_requests_waiting{{model_name="{p.served_name}", '
-                                                    f'namespace="{NAMESPACE}"}})')
+    assert queue["external"]["metric"]["query"] == (
+        f'sum(vllm:num_requests_waiting{{model_name="{p.served_name}", namespace="{NAMESPACE}"}})'
+    )
     assert queue["external"]["target"] == {"type": "Value", "value": "3"}
-    assert kv["external"]["metric"]["query"] == (f'sum(vllm:kv_cache_usage_perc{{model_name="{p.served_name}", '
-                                                 f'namespace="{NAMESPACE}"}})')
+    assert kv["external"]["metric"]["query"] == (
+        f'sum(vllm:kv_cache_usage_perc{{model_name="{p.served_name}", namespace="{NAMESPACE}"}})'
+    )
     assert kv["external"]["target"] == {"type": "Value", "value": "0.8"}
     assert not objects(ev, "HorizontalPodAutoscaler")
 
@@ -237,8 +272,11 @@ def test_hpa_autoscaling_is_ours_on_the_predictor_deployment():
     assert obj["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "external"
     assert "autoScaling" not in obj["spec"]["predictor"]
     [hpa] = objects(ev, "HorizontalPodAutoscaler")
-    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                             "name": f"{p.served_name}-predictor"}
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": f"{p.served_name}-predictor",
+    }
     assert hpa["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchLabels"] == {"model_name": p.served_name}
 
 
@@ -250,8 +288,9 @@ def test_fixed_replicas_without_autoscaling():
 
 
 def test_canary_runs_the_new_commit_beside_the_baseline():
-    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
-                     canary_baseline_revision=BASELINE)
+    p, ev = evaluate(
+        {**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE}, canary_baseline_revision=BASELINE
+    )
     spec = isvc(ev)["spec"]
     assert spec["predictor"]["model"]["storageUri"].endswith(f"/{BASELINE}")
     [canary] = spec["canary"]
@@ -303,8 +342,9 @@ def merged_container(runtime_container: dict, model: dict) -> dict:
     container, the predictor's model container strategic-merged on top (maps by key, env by name,
     ports by containerPort, volumeMounts by mountPath), args concatenated runtime first."""
     model = {k: v for k, v in model.items() if k not in ("modelFormat", "runtime", "storageUri")}
-    out = _merge_maps(runtime_container, {k: v for k, v in model.items()
-                                          if k not in ("env", "ports", "volumeMounts", "args")})
+    out = _merge_maps(
+        runtime_container, {k: v for k, v in model.items() if k not in ("env", "ports", "volumeMounts", "args")}
+    )
     for field, key in (("env", "name"), ("ports", "containerPort"), ("volumeMounts", "mountPath")):
         out[field] = _merge_list(runtime_container.get(field, []), model.get(field, []), key)
     out["args"] = [*runtime_container.get("args", []), *model.get("args", [])]
@@ -358,7 +398,9 @@ def test_the_merge_check_sees_what_the_runtime_alone_would_run():
     for key in ("startupProbe", "readinessProbe", "livenessProbe", "securityContext"):
         assert rc[key] == model[key], key
     for part in ("requests", "limits"):
-        assert rc["resources"][part] == {k: v for k, v in model["resources"][part].items() if k != contract.GPU_RESOURCE}
+        assert rc["resources"][part] == {
+            k: v for k, v in model["resources"][part].items() if k != contract.GPU_RESOURCE
+        }
 
 
 @pytest.mark.parametrize("storage", ["bucket", "hf"])
@@ -370,7 +412,9 @@ def test_downloaded_weights_get_ephemeral_storage(storage):
 
 def test_weights_on_a_claim_need_no_ephemeral_storage():
     p = make_plan({"engine": "kserve", **LLAMA_8B})
-    args = kserve.KServeModelArgs(plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), claim_name="llama-weights")
+    args = kserve.KServeModelArgs(
+        plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), claim_name="llama-weights"
+    )
     ev = run_in_mocks(lambda: kserve.KServeModel("m", args))
     assert "ephemeral-storage" not in isvc(ev)["spec"]["predictor"]["model"]["resources"]["requests"]
 
@@ -388,8 +432,10 @@ def test_the_api_key_comes_from_a_secret_as_on_the_vllm_path():
     assert secret["stringData"] == {"api-key": key}
     model = isvc(ev)["spec"]["predictor"]["model"]
     env = _env(model)
-    assert env["VLLM_API_KEY"] == {"name": "VLLM_API_KEY", "valueFrom": {
-        "secretKeyRef": {"name": secret["metadata"]["name"], "key": "api-key"}}}
+    assert env["VLLM_API_KEY"] == {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "api-key"}},
+    }
     assert "VLLM_API_KEY_NEXT" not in env and "--api-key" not in model["args"]
     # The key is a Pulumi secret in the Secret's data and nowhere else.
     secret_resource = next(r for r in ev.resources if r.type == "kubernetes:core/v1:Secret")
@@ -399,9 +445,12 @@ def test_the_api_key_comes_from_a_secret_as_on_the_vllm_path():
 
 
 def test_during_a_rotation_both_keys_are_valid():
-    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
-                     canary_baseline_revision=BASELINE,
-                     api_key="sk-old", api_key_next="sk-new")
+    p, ev = evaluate(
+        {**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+        canary_baseline_revision=BASELINE,
+        api_key="sk-old",
+        api_key_next="sk-new",
+    )
     [secret] = objects(ev, "Secret")
     assert secret["stringData"] == {"api-key": "sk-old", "api-key-next": "sk-new"}
     spec = isvc(ev)["spec"]
@@ -433,9 +482,18 @@ def test_no_warning_that_the_key_or_the_image_is_ignored():
     holder = {}
 
     def program():
-        holder["m"] = kserve.KServeModel("m", kserve.KServeModelArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket(),
-            api_key=pulumi.Output.secret("k"), image_mirrors={"docker.io": "cache.example.com/hub"}))
+        holder["m"] = kserve.KServeModel(
+            "m",
+            kserve.KServeModelArgs(
+                plan=p,
+                placement=placement(p),
+                namespace=NAMESPACE,
+                crds=crds_present(),
+                bucket=s3_bucket(),
+                api_key=pulumi.Output.secret("k"),
+                image_mirrors={"docker.io": "cache.example.com/hub"},
+            ),
+        )
 
     run_in_mocks(program)
     assert holder["m"].warnings == []
@@ -446,8 +504,12 @@ def test_the_endpoint_is_the_predictor_services_port_80_and_vllms_v1():
     holder = {}
 
     def program():
-        holder["m"] = kserve.KServeModel("m", kserve.KServeModelArgs(
-            plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()))
+        holder["m"] = kserve.KServeModel(
+            "m",
+            kserve.KServeModelArgs(
+                plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()
+            ),
+        )
 
     run_in_mocks(program)
     assert holder["m"].endpoint == f"http://{p.served_name}-predictor.{NAMESPACE}.svc.cluster.local/v1"
@@ -458,11 +520,17 @@ def test_hpa_kind_exposes_the_adapter_rules_it_needs():
 
     holders = {}
     for kind in ("hpa", "keda"):
-        p = make_plan({"engine": "kserve", **LLAMA_8B, "autoscaling": {"enabled": True, "kind": kind, "maxReplicas": 2}})
+        p = make_plan(
+            {"engine": "kserve", **LLAMA_8B, "autoscaling": {"enabled": True, "kind": kind, "maxReplicas": 2}}
+        )
 
         def program(p=p, kind=kind):
-            holders[kind] = kserve.KServeModel("m", kserve.KServeModelArgs(
-                plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()))
+            holders[kind] = kserve.KServeModel(
+                "m",
+                kserve.KServeModelArgs(
+                    plan=p, placement=placement(p), namespace=NAMESPACE, crds=crds_present(), bucket=s3_bucket()
+                ),
+            )
 
         run_in_mocks(program)
     assert holders["hpa"].prometheus_adapter_rules == scaling.prometheus_adapter_rules()

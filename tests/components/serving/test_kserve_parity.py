@@ -26,7 +26,8 @@ def test_two_replicas_get_the_vllm_paths_budget_over_predictor_and_canary_pods()
     # The pack's server-disruption-budget rule is satisfied by it, and fails without it.
     assert [v for v in check_objects([isvc, pdb]) if v.policy == "server-disruption-budget"] == []
     assert [v.policy for v in check_objects([isvc]) if v.policy == "server-disruption-budget"] == [
-        "server-disruption-budget"]
+        "server-disruption-budget"
+    ]
 
 
 def test_one_replica_needs_no_budget():
@@ -49,7 +50,9 @@ def test_the_same_alerts_and_dashboard_as_the_vllm_path():
     assert 'container=\\"vllm\\"' not in text
     [board] = [o for o in objects(ev, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
     assert board["metadata"]["labels"][dashboard.GRAFANA_DASHBOARD_LABEL] == "1"
-    assert json.loads(next(iter(board["data"].values()))) == json.loads(json.dumps(dashboard.dashboard(t, slo.latency_slos(p.model.slo))))
+    assert json.loads(next(iter(board["data"].values()))) == json.loads(
+        json.dumps(dashboard.dashboard(t, slo.latency_slos(p.model.slo)))
+    )
 
 
 def test_without_monitoring_no_rule_or_dashboard():
@@ -66,6 +69,7 @@ def test_the_kserve_stack_variant_carries_rules_and_passes_the_pack():
 
 
 # The pack walks the canary -----------------------------------------------------------------------
+
 
 def test_a_canary_on_a_moving_branch_without_a_startup_probe_fails():
     (obj,) = load_fixture("multi-rule", "kserve-canary.yaml")
@@ -94,22 +98,30 @@ def test_a_canary_component_storage_uri_is_checked_too():
 
 
 def test_the_programs_canary_passes_and_fails_once_unpinned():
-    _, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
-                     storage="hf", canary_baseline_revision=BASELINE)
+    _, ev = evaluate(
+        {**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+        storage="hf",
+        canary_baseline_revision=BASELINE,
+    )
     [isvc] = objects(ev, "InferenceService")
     assert [v for v in check_objects([isvc]) if v.level == "mandatory"] == []
     broken = copy.deepcopy(isvc)
     model = broken["spec"]["canary"][0]["predictor"]["model"]
     model["storageUri"] = "hf://meta-llama/Llama-3.1-8B-Instruct:main"
     del model["startupProbe"]
-    assert {v.policy for v in check_objects([broken])} == {"model-revision-pinned", "probes-declared",
-                                                           "startup-probe-budget"}
+    assert {v.policy for v in check_objects([broken])} == {
+        "model-revision-pinned",
+        "probes-declared",
+        "startup-probe-budget",
+    }
 
 
 # The engine: the pinned vLLM, its metric names, its API key ------------------------------------
 
+
 def _series(text: str) -> set[str]:
     import re
+
     return set(re.findall(r"vllm:[a-z_]+", text))
 
 
@@ -121,7 +133,8 @@ def test_the_alerts_and_dashboard_read_the_series_the_vllm_path_reads():
     _, ev = evaluate(TWO_REPLICAS)
     _, _, vllm_objects = evaluate_vllm(TWO_REPLICAS)
     ours = json.dumps(objects(ev, "PrometheusRule")) + json.dumps(
-        [o for o in objects(ev, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")])
+        [o for o in objects(ev, "ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    )
     theirs = json.dumps([o for o in vllm_objects if o["kind"] in ("PrometheusRule", "ConfigMap")])
     assert _series(ours) and _series(ours) == _series(theirs)
     # The container the restart alert counts is the runtime's container, which runs vLLM.
@@ -142,14 +155,25 @@ def test_the_runtime_and_the_inference_service_pass_the_pack_together():
 # servers only), but a route written by hand can; the rule must then read the key on the model
 # container as it does on a Deployment.
 
+
 def _route_to(served_name: str) -> list[dict]:
-    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-             "metadata": {"name": served_name, "namespace": "llm-serving"},
-             "spec": {"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public",
-                                      "namespace": "gateways"}],
-                      "rules": [{"backendRefs": [{"name": f"{served_name}-open", "port": 80}]}]}}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{served_name}-open", "namespace": "llm-serving"},
-               "spec": {"selector": {contract.LABEL_MODEL: served_name}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": served_name, "namespace": "llm-serving"},
+        "spec": {
+            "parentRefs": [
+                {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public", "namespace": "gateways"}
+            ],
+            "rules": [{"backendRefs": [{"name": f"{served_name}-open", "port": 80}]}],
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{served_name}-open", "namespace": "llm-serving"},
+        "spec": {"selector": {contract.LABEL_MODEL: served_name}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
     return [route, service]
 
 
@@ -171,8 +195,11 @@ def test_an_exposed_kserve_model_without_the_key_fails_authenticated_exposure():
 
 
 def test_a_kserve_canary_without_the_key_is_caught_too():
-    p, ev = evaluate({**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
-                     canary_baseline_revision=BASELINE, api_key="sk-k")
+    p, ev = evaluate(
+        {**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
+        canary_baseline_revision=BASELINE,
+        api_key="sk-k",
+    )
     objs = objects(ev)
     assert _exposure(_route_to(p.served_name) + objs) == []
     broken = copy.deepcopy(objs)

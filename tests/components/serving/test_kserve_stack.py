@@ -7,10 +7,21 @@ from offline_plan.mock_runtime import evaluate_stack
 from tests.support.schemas import validate_all
 
 REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"  # any pinned commit with committed metadata works
-VLLM_MODEL = {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": REVISION, "name": "llama-vllm",
-              "pool": "l4", "maxModelLen": 8192}
-KSERVE_MODEL = {"repo": "meta-llama/Llama-3.1-8B-Instruct", "revision": REVISION, "name": "llama-kserve",
-                "engine": "kserve", "pool": "l4", "maxModelLen": 8192}
+VLLM_MODEL = {
+    "repo": "meta-llama/Llama-3.1-8B-Instruct",
+    "revision": REVISION,
+    "name": "llama-vllm",
+    "pool": "l4",
+    "maxModelLen": 8192,
+}
+KSERVE_MODEL = {
+    "repo": "meta-llama/Llama-3.1-8B-Instruct",
+    "revision": REVISION,
+    "name": "llama-kserve",
+    "engine": "kserve",
+    "pool": "l4",
+    "maxModelLen": 8192,
+}
 POOLS = [{"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}]
 
 
@@ -19,14 +30,21 @@ def test_vllm_and_kserve_models_share_pool_operators_and_store():
     objs = ev.kubernetes_objects
     validate_all(objs)
 
-    [deployment] = [o for o in objs if o["kind"] == "Deployment"
-                    and o["metadata"].get("labels", {}).get(contract.LABEL_MODEL) == "llama-vllm"]
+    [deployment] = [
+        o
+        for o in objs
+        if o["kind"] == "Deployment" and o["metadata"].get("labels", {}).get(contract.LABEL_MODEL) == "llama-vllm"
+    ]
     [isvc] = [o for o in objs if o["kind"] == "InferenceService"]
     assert isvc["metadata"]["name"] == "llama-kserve"
     # Same pool: identical node selector and toleration.
     pod = deployment["spec"]["template"]["spec"]
     predictor = isvc["spec"]["predictor"]
-    assert pod["nodeSelector"] == predictor["nodeSelector"] == {contract.LABEL_POOL: "l4", contract.LABEL_ACCELERATOR: "l4"}
+    assert (
+        pod["nodeSelector"]
+        == predictor["nodeSelector"]
+        == {contract.LABEL_POOL: "l4", contract.LABEL_ACCELERATOR: "l4"}
+    )
     toleration = {"key": contract.GPU_TAINT_KEY, "operator": "Exists", "effect": contract.GPU_TAINT_EFFECT}
     assert toleration in pod["tolerations"] and toleration in predictor["tolerations"]
     # One operator install and one shared namespace for both engines.
@@ -47,8 +65,11 @@ def test_servers_wait_for_the_mirror_and_the_operators_and_operators_for_the_clu
     by_type = lambda t: [r for r in ev.resources if r.type == t]  # noqa: E731
     [release] = [r for r in by_type("kubernetes:helm.sh/v3:Release") if "gpu-operator" in r.name]
     # The mirror Jobs, one per model (the stack's verification Job checks every model and has no model label).
-    jobs = {r.inputs["metadata"]["labels"][contract.LABEL_MODEL]: r for r in by_type("kubernetes:batch/v1:Job")
-            if contract.LABEL_MODEL in r.inputs["metadata"]["labels"]}
+    jobs = {
+        r.inputs["metadata"]["labels"][contract.LABEL_MODEL]: r
+        for r in by_type("kubernetes:batch/v1:Job")
+        if contract.LABEL_MODEL in r.inputs["metadata"]["labels"]
+    }
     [deployment] = by_type("kubernetes:apps/v1:Deployment")
     [isvc] = by_type("kubernetes:serving.kserve.io/v1beta1:InferenceService")
     for server, model in ((deployment, "llama-vllm"), (isvc, "llama-kserve")):

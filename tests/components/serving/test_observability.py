@@ -24,11 +24,23 @@ from stack_config.models import SloConfig
 from tests.support import promql
 from tests.support.schemas import SchemaError, validate_object
 
-TARGET = Target(served_name="llama-3-1-8b-instruct", namespace="llm-serving", workload_name="llama-3-1-8b-instruct",
-                load_seconds=392.2, startup_budget_seconds=590, labels={"app.kubernetes.io/name": "vllm"},
-                ready_deadline_seconds=1180)
-LWS_TARGET = Target(served_name="llama-70b-pp", namespace="llm-serving", workload_name="llama-70b-pp",
-                    load_seconds=900, startup_budget_seconds=2250, workload_kind=LEADER_WORKER_SET)
+TARGET = Target(
+    served_name="llama-3-1-8b-instruct",
+    namespace="llm-serving",
+    workload_name="llama-3-1-8b-instruct",
+    load_seconds=392.2,
+    startup_budget_seconds=590,
+    labels={"app.kubernetes.io/name": "vllm"},
+    ready_deadline_seconds=1180,
+)
+LWS_TARGET = Target(
+    served_name="llama-70b-pp",
+    namespace="llm-serving",
+    workload_name="llama-70b-pp",
+    load_seconds=900,
+    startup_budget_seconds=2250,
+    workload_kind=LEADER_WORKER_SET,
+)
 THRESHOLDS = alerts.AlertThresholds(queue_per_replica=8)
 SLOS = slo.latency_slos(SloConfig())
 SCALE_AT = scaling.ScalingTargets(queue=8, kv_cache=0.8)
@@ -44,11 +56,22 @@ def recorded_names() -> set[str]:
 
 
 def every_query() -> list[str]:
-    queries = observability.all_queries(TARGET, THRESHOLDS, SLOS) + observability.all_queries(LWS_TARGET, THRESHOLDS, SLOS)
-    so = scaling.scaled_object("x", TARGET, DEPLOYMENT_REF, min_replicas=1, max_replicas=3, scale_at=SCALE_AT,
-                               prometheus_url="http://prom:9090")
+    queries = observability.all_queries(TARGET, THRESHOLDS, SLOS) + observability.all_queries(
+        LWS_TARGET, THRESHOLDS, SLOS
+    )
+    so = scaling.scaled_object(
+        "x",
+        TARGET,
+        DEPLOYMENT_REF,
+        min_replicas=1,
+        max_replicas=3,
+        scale_at=SCALE_AT,
+        prometheus_url="http://prom:9090",
+    )
     queries += [t["metadata"]["query"] for t in so["spec"]["triggers"]]
-    queries += [m["external"]["metric"]["query"] for m in scaling.kserve_external_metrics(TARGET, SCALE_AT, "http://p:9090")]
+    queries += [
+        m["external"]["metric"]["query"] for m in scaling.kserve_external_metrics(TARGET, SCALE_AT, "http://p:9090")
+    ]
     queries += [r["expr"] for r in gpu_alert_rules(observability.routing_for(TARGET, RUNBOOK_DOC))]
     return queries
 
@@ -89,17 +112,25 @@ def test_every_series_name_is_exported_by_vllm_dcgm_or_kube_state_metrics():
     exprs = every_query()
     used = set().union(*(promql.metric_names(e) for e in exprs))
     # Each source is really used, so the classification below is exercised for all of them.
-    assert {"vllm:num_requests_waiting", "http_requests_total", "DCGM_EXP_XID_ERRORS_COUNT", "kube_pod_created",
-            "model:ttft_slo_errors:ratio_rate1h"} <= used
+    assert {
+        "vllm:num_requests_waiting",
+        "http_requests_total",
+        "DCGM_EXP_XID_ERRORS_COUNT",
+        "kube_pod_created",
+        "model:ttft_slo_errors:ratio_rate1h",
+    } <= used
     assert unknown_names(exprs) == {}
 
 
-@pytest.mark.parametrize("expr", [
-    "sum(vllm:gpu_cache_usage_perc)",           # removed in vLLM 0.32
-    "DCGM_FI_DEV_GPU_UTILIZATION > 1",           # not a DCGM field
-    "kube_pod_ready == 0",                       # not a kube-state-metrics series
-    "model:ttft_slo_errors:ratio_rate2h > 1",    # no recording rule defines it
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "sum(vllm:gpu_cache_usage_perc)",  # removed in vLLM 0.32
+        "DCGM_FI_DEV_GPU_UTILIZATION > 1",  # not a DCGM field
+        "kube_pod_ready == 0",  # not a kube-state-metrics series
+        "model:ttft_slo_errors:ratio_rate2h > 1",  # no recording rule defines it
+    ],
+)
 def test_an_invented_series_name_is_reported(expr):
     assert list(unknown_names([expr])) == [promql.metric_names(expr).pop()]
 
@@ -110,8 +141,12 @@ def test_engine_names_come_from_engine_metrics_and_are_checked_live():
     assert {vllm_metrics.base_name(n) for n in used} <= set(vllm_metrics.REQUIRED_METRICS)
     assert not used & set(vllm_metrics.REMOVED_METRICS)
     # What the regex-based used_metric_names finds equals what the parser finds.
-    parsed = {n for e in observability.all_queries(TARGET, THRESHOLDS, SLOS) for n in promql.metric_names(e)
-              if n.startswith("vllm:") or n == vllm_metrics.HTTP_REQUESTS}
+    parsed = {
+        n
+        for e in observability.all_queries(TARGET, THRESHOLDS, SLOS)
+        for n in promql.metric_names(e)
+        if n.startswith("vllm:") or n == vllm_metrics.HTTP_REQUESTS
+    }
     assert parsed == used
 
 
@@ -120,8 +155,14 @@ def test_gpu_series_used_are_enabled_by_the_counters_file_the_exporter_gets():
     exprs = [r["expr"] for r in gpu_alert_rules(observability.routing_for(TARGET, RUNBOOK_DOC))]
     exprs += [t["expr"] for p in dashboard.panels(TARGET, SLOS) for t in p["targets"]]
     used = {n for e in exprs for n in promql.metric_names(e) if n.startswith("DCGM_")}
-    assert {gpu_metrics.ECC_DBE_VOLATILE, gpu_metrics.XID_COUNT, gpu_metrics.THERMAL_VIOLATION,
-            gpu_metrics.POWER_VIOLATION, gpu_metrics.MEM_MAX_OP_TEMP, gpu_metrics.GPU_UTIL} <= used
+    assert {
+        gpu_metrics.ECC_DBE_VOLATILE,
+        gpu_metrics.XID_COUNT,
+        gpu_metrics.THERMAL_VIOLATION,
+        gpu_metrics.POWER_VIOLATION,
+        gpu_metrics.MEM_MAX_OP_TEMP,
+        gpu_metrics.GPU_UTIL,
+    } <= used
     assert used <= gpu_metrics.series_names()
 
 
@@ -140,10 +181,16 @@ def test_each_alert_says_what_to_do():
     rules = [r for r in model_rules() if "alert" in r]
     names = {r["alert"] for r in rules}
     assert names == {
-        "VllmNoReadyReplica", "VllmRequestErrors", "VllmStartupRestartLoop", "VllmRequestQueueBacklog",
-        "VllmKvCacheNearlyFull", "VllmPreemptions",
-        "VllmTimeToFirstTokenSloFastBurn", "VllmTimeToFirstTokenSloSlowBurn",
-        "VllmInterTokenLatencySloFastBurn", "VllmInterTokenLatencySloSlowBurn",
+        "VllmNoReadyReplica",
+        "VllmRequestErrors",
+        "VllmStartupRestartLoop",
+        "VllmRequestQueueBacklog",
+        "VllmKvCacheNearlyFull",
+        "VllmPreemptions",
+        "VllmTimeToFirstTokenSloFastBurn",
+        "VllmTimeToFirstTokenSloSlowBurn",
+        "VllmInterTokenLatencySloFastBurn",
+        "VllmInterTokenLatencySloSlowBurn",
     }
     for r in rules:
         assert r["annotations"]["summary"] and len(r["annotations"]["description"]) > 60
@@ -169,14 +216,22 @@ def _pod_regexes(expr: str) -> list[str]:
 
 
 OWN_AND_OTHERS = [
-    (TARGET,
-     ["llama-3-1-8b-instruct-7d9c8b6f5-x2k4p", "llama-3-1-8b-instruct-5f6b-abcde"],
-     # Another model whose name starts with this one's; this model's KServe twin; an LWS of that name.
-     ["llama-3-1-8b-instruct-fp8-7d9c8b6f5-x2k4p", "llama-3-1-8b-instruct-predictor-7d9c8b6f5-x2k4p",
-      "llama-3-1-8b-instruct-0", "llama-3-1-8b-instruct-long-0-1"]),
-    (LWS_TARGET,
-     ["llama-70b-pp-0", "llama-70b-pp-12"],
-     ["llama-70b-pp-2-0-1", "llama-70b-pp-fp8-0", "llama-70b-pp-7d9c8b6f5-x2k4p"]),
+    (
+        TARGET,
+        ["llama-3-1-8b-instruct-7d9c8b6f5-x2k4p", "llama-3-1-8b-instruct-5f6b-abcde"],
+        # Another model whose name starts with this one's; this model's KServe twin; an LWS of that name.
+        [
+            "llama-3-1-8b-instruct-fp8-7d9c8b6f5-x2k4p",
+            "llama-3-1-8b-instruct-predictor-7d9c8b6f5-x2k4p",
+            "llama-3-1-8b-instruct-0",
+            "llama-3-1-8b-instruct-long-0-1",
+        ],
+    ),
+    (
+        LWS_TARGET,
+        ["llama-70b-pp-0", "llama-70b-pp-12"],
+        ["llama-70b-pp-2-0-1", "llama-70b-pp-fp8-0", "llama-70b-pp-7d9c8b6f5-x2k4p"],
+    ),
 ]
 
 
@@ -206,8 +261,12 @@ def test_no_ready_replica_waits_for_the_ready_deadline_and_ignores_a_missing_kub
 def test_an_endpoint_picker_gets_the_same_availability_alert_from_its_pods_alone():
     # The routing layer's endpoint picker (issue 16) is added by describing its pods, nothing else.
     picker = PodSet("endpoint picker of gateway public", "llm-serving", "public-epp-[a-z0-9]{1,10}-[a-z0-9]{5}", 300)
-    rule = alerts.no_ready_pods_alert("LlmServingEndpointPickerDown", picker,
-                                      observability.routing_for(TARGET, RUNBOOK_DOC), what_to_do="Check its pods.")
+    rule = alerts.no_ready_pods_alert(
+        "LlmServingEndpointPickerDown",
+        picker,
+        observability.routing_for(TARGET, RUNBOOK_DOC),
+        what_to_do="Check its pods.",
+    )
     assert rule["labels"]["severity"] == "critical"
     assert promql.metric_names(rule["expr"]) <= promql.KUBE_STATE_METRICS
     assert _pod_regexes(rule["expr"]) == [picker.pod_regex] * 3
@@ -241,24 +300,39 @@ def _minutes(duration: str) -> float:
 def test_burn_windows_are_the_sre_workbook_table():
     # 30-day budget: 1h at 14.4x spends 2%, 6h at 6x 5% (both page), 3d at 1x 10% (ticket).
     table = [(w.long, w.short, w.burn_rate, round(w.budget_spent, 6), w.severity) for w in BURN_WINDOWS]
-    assert table == [("1h", "5m", 14.4, 0.02, "critical"), ("6h", "30m", 6, 0.05, "critical"),
-                     ("3d", "6h", 1, 0.1, "warning")]
+    assert table == [
+        ("1h", "5m", 14.4, 0.02, "critical"),
+        ("6h", "30m", 6, 0.05, "critical"),
+        ("3d", "6h", 1, 0.1, "warning"),
+    ]
     for w in BURN_WINDOWS:
         assert _minutes(w.long) == w.long_hours * 60
         assert _minutes(w.short) * 12 == _minutes(w.long)  # the short window is 1/12 of the long one
 
 
-@pytest.mark.parametrize("objective,expected", [
-    (0.99, {"1h": 0.144, "6h": 0.06, "3d": 0.01}),
-    (0.995, {"1h": 0.072, "6h": 0.03, "3d": 0.005}),
-    (0.999, {"1h": 0.0144, "6h": 0.006, "3d": 0.001}),
-])
+@pytest.mark.parametrize(
+    "objective,expected",
+    [
+        (0.99, {"1h": 0.144, "6h": 0.06, "3d": 0.01}),
+        (0.995, {"1h": 0.072, "6h": 0.03, "3d": 0.005}),
+        (0.999, {"1h": 0.0144, "6h": 0.006, "3d": 0.001}),
+    ],
+)
 def test_burn_alerts_compare_both_windows_with_rate_times_budget(objective, expected):
-    objectives = slo.latency_slos(SloConfig.model_validate(
-        {"timeToFirstToken": {"objective": objective}, "interTokenLatency": {"objective": objective}}))
-    rules = {r["alert"]: r for r in slo.burn_rate_alerts(TARGET, objectives, observability.routing_for(TARGET, RUNBOOK_DOC))}
-    for alert, longs in (("VllmTimeToFirstTokenSloFastBurn", ("1h", "6h")), ("VllmTimeToFirstTokenSloSlowBurn", ("3d",)),
-                         ("VllmInterTokenLatencySloFastBurn", ("1h", "6h")), ("VllmInterTokenLatencySloSlowBurn", ("3d",))):
+    objectives = slo.latency_slos(
+        SloConfig.model_validate(
+            {"timeToFirstToken": {"objective": objective}, "interTokenLatency": {"objective": objective}}
+        )
+    )
+    rules = {
+        r["alert"]: r for r in slo.burn_rate_alerts(TARGET, objectives, observability.routing_for(TARGET, RUNBOOK_DOC))
+    }
+    for alert, longs in (
+        ("VllmTimeToFirstTokenSloFastBurn", ("1h", "6h")),
+        ("VllmTimeToFirstTokenSloSlowBurn", ("3d",)),
+        ("VllmInterTokenLatencySloFastBurn", ("1h", "6h")),
+        ("VllmInterTokenLatencySloSlowBurn", ("3d",)),
+    ):
         found = promql.comparisons(rules[alert]["expr"])
         pairs = {w.long: w.short for w in BURN_WINDOWS}
         windows = {name.rsplit("ratio_rate", 1)[1]: value for name, op, value in found if op == ">"}
@@ -271,8 +345,9 @@ def test_burn_alerts_compare_both_windows_with_rate_times_budget(objective, expe
 
 def test_recording_rules_hold_the_error_ratio_per_window_from_the_threshold_bucket():
     records = {r["record"]: r["expr"] for r in slo.recording_rules(TARGET, SLOS)}
-    assert set(records) == {f"model:{k}_slo_errors:ratio_rate{w}" for k in ("ttft", "itl")
-                            for w in ("5m", "1h", "30m", "6h", "3d")}
+    assert set(records) == {
+        f"model:{k}_slo_errors:ratio_rate{w}" for k in ("ttft", "itl") for w in ("5m", "1h", "30m", "6h", "3d")
+    }
     ttft = records["model:ttft_slo_errors:ratio_rate1h"]
     bucket, count = promql.selectors(ttft)
     assert bucket.name == "vllm:time_to_first_token_seconds_bucket" and bucket.value_of("le") == "2.5"
@@ -282,12 +357,15 @@ def test_recording_rules_hold_the_error_ratio_per_window_from_the_threshold_buck
     assert itl.name == "vllm:inter_token_latency_seconds_bucket" and itl.value_of("le") == "0.1"
 
 
-@pytest.mark.parametrize("bound,spellings,not_matched", [
-    (1.0, ["1", "1.0"], ["10.0", "0.1", "1.5"]),
-    (2560.0, ["2560", "2560.0"], ["256.0", "25600"]),
-    (2.5, ["2.5"], ["25.0", "2.0"]),
-    (0.001, ["0.001"], ["0.01"]),
-])
+@pytest.mark.parametrize(
+    "bound,spellings,not_matched",
+    [
+        (1.0, ["1", "1.0"], ["10.0", "0.1", "1.5"]),
+        (2560.0, ["2560", "2560.0"], ["256.0", "25600"]),
+        (2.5, ["2.5"], ["25.0", "2.0"]),
+        (0.001, ["0.001"], ["0.01"]),
+    ],
+)
 def test_le_matcher_selects_exactly_the_threshold_bucket(bound, spellings, not_matched):
     # Whole-number bounds: Prometheus 3 stores le="1.0", Prometheus 2 may have le="1" (see slo.le_matcher).
     matcher = slo.le_matcher(bound)
@@ -312,7 +390,10 @@ def test_default_objectives_are_bucket_bounds_of_the_pinned_vllm():
 def test_prometheus_rule_validates_against_the_crd():
     rule = observability.prometheus_rule("x", TARGET, THRESHOLDS, SLOS, RUNBOOK_DOC, {"release": "kps"})
     validate_object(rule)
-    assert [g["name"] for g in rule["spec"]["groups"]] == ["vllm-llama-3-1-8b-instruct", "vllm-llama-3-1-8b-instruct-slo"]
+    assert [g["name"] for g in rule["spec"]["groups"]] == [
+        "vllm-llama-3-1-8b-instruct",
+        "vllm-llama-3-1-8b-instruct-slo",
+    ]
     broken = json.loads(json.dumps(rule))
     broken["spec"]["groups"][0]["rules"][0]["severity"] = "critical"  # a label put beside, not under, labels
     with pytest.raises(SchemaError, match="PrometheusRule/x"):
@@ -320,14 +401,24 @@ def test_prometheus_rule_validates_against_the_crd():
 
 
 def test_keda_scaled_object_has_a_trigger_per_signal_and_validates_against_the_crd():
-    so = scaling.scaled_object("x", TARGET, DEPLOYMENT_REF, min_replicas=1, max_replicas=3, scale_at=SCALE_AT,
-                               prometheus_url="http://prom:9090")
+    so = scaling.scaled_object(
+        "x",
+        TARGET,
+        DEPLOYMENT_REF,
+        min_replicas=1,
+        max_replicas=3,
+        scale_at=SCALE_AT,
+        prometheus_url="http://prom:9090",
+    )
     validate_object(so)
     triggers = {t["name"]: t for t in so["spec"]["triggers"]}
     assert set(triggers) == {"queue-depth", "kv-cache-usage"}
     assert triggers["queue-depth"]["metadata"]["query"] == scaling.queue_depth_query(TARGET)
     assert promql.metric_names(triggers["kv-cache-usage"]["metadata"]["query"]) == {"vllm:kv_cache_usage_perc"}
-    assert (triggers["queue-depth"]["metadata"]["threshold"], triggers["kv-cache-usage"]["metadata"]["threshold"]) == ("8", "0.8")
+    assert (triggers["queue-depth"]["metadata"]["threshold"], triggers["kv-cache-usage"]["metadata"]["threshold"]) == (
+        "8",
+        "0.8",
+    )
     assert all(t["type"] == "prometheus" and t["metricType"] == "AverageValue" for t in triggers.values())
     broken = json.loads(json.dumps(so))
     broken["spec"]["triggers"][1]["metricTyp"] = "AverageValue"
@@ -336,20 +427,31 @@ def test_keda_scaled_object_has_a_trigger_per_signal_and_validates_against_the_c
 
 
 def test_hpa_reads_both_signals_through_the_adapter_rules():
-    hpa = scaling.horizontal_pod_autoscaler("x", TARGET, DEPLOYMENT_REF, min_replicas=1, max_replicas=2, scale_at=SCALE_AT)
+    hpa = scaling.horizontal_pod_autoscaler(
+        "x", TARGET, DEPLOYMENT_REF, min_replicas=1, max_replicas=2, scale_at=SCALE_AT
+    )
     validate_object(hpa)
     rules = {r["name"]["as"]: r for r in scaling.prometheus_adapter_rules()}
     metrics = [m["external"] for m in hpa["spec"]["metrics"]]
-    assert [m["metric"]["name"] for m in metrics] == list(rules) == ["vllm_num_requests_waiting", "vllm_kv_cache_usage_perc"]
+    assert (
+        [m["metric"]["name"] for m in metrics]
+        == list(rules)
+        == ["vllm_num_requests_waiting", "vllm_kv_cache_usage_perc"]
+    )
     for m in metrics:
         rule = rules[m["metric"]["name"]]
         # The HPA selects by model_name, so the adapter's query must keep that label.
-        assert set(m["metric"]["selector"]["matchLabels"]) == {"model_name"} and "by (model_name)" in rule["metricsQuery"]
+        assert (
+            set(m["metric"]["selector"]["matchLabels"]) == {"model_name"} and "by (model_name)" in rule["metricsQuery"]
+        )
         series = re.fullmatch(r'\{__name__="([^"]+)"\}', rule["seriesQuery"]).group(1)
         assert series in vllm_metrics.REQUIRED_METRICS
         # With the adapter's template filled in the way it does, the query is valid PromQL.
-        filled = rule["metricsQuery"].replace("<<.Series>>", series).replace(
-            "<<.LabelMatchers>>", 'namespace="llm-serving", model_name="llama-3-1-8b-instruct"')
+        filled = (
+            rule["metricsQuery"]
+            .replace("<<.Series>>", series)
+            .replace("<<.LabelMatchers>>", 'namespace="llm-serving", model_name="llama-3-1-8b-instruct"')
+        )
         assert promql.metric_names(filled) == {series}
 
 
@@ -377,8 +479,15 @@ def test_dashboard_has_slo_engine_and_gpu_panels_on_a_grid():
     titles = [p["title"] for p in panels]
     # One SLO panel per objective, first.
     assert titles[:2] == [f"SLO burn rate: {o.description}" for o in SLOS]
-    for title in ("GPU utilization", "GPU memory used", "GPU power", "GPU and memory temperature",
-                  "XID errors (last 5 minutes, by code)", "Time to first token", "KV-cache usage"):
+    for title in (
+        "GPU utilization",
+        "GPU memory used",
+        "GPU power",
+        "GPU and memory temperature",
+        "XID errors (last 5 minutes, by code)",
+        "Time to first token",
+        "KV-cache usage",
+    ):
         assert title in titles
     # No two panels overlap on Grafana's 24-column grid.
     cells = set()
@@ -408,12 +517,17 @@ def test_slo_panel_plots_burn_rate_with_the_page_and_ticket_rates():
     steps = [s["value"] for s in ttft["fieldConfig"]["defaults"]["thresholds"]["steps"]]
     assert steps == [None, 1, 6]
     exprs = [t["expr"] for t in itl["targets"]]
-    assert exprs[0] == 'model:itl_slo_errors:ratio_rate1h{model_name="llama-3-1-8b-instruct", namespace="llm-serving"} / 0.01'
+    assert (
+        exprs[0]
+        == 'model:itl_slo_errors:ratio_rate1h{model_name="llama-3-1-8b-instruct", namespace="llm-serving"} / 0.01'
+    )
     assert len(exprs) == len(BURN_WINDOWS)
 
 
 def _all_alerts() -> list[dict]:
-    rules = model_rules(TARGET) + model_rules(LWS_TARGET) + gpu_alert_rules(observability.routing_for(TARGET, RUNBOOK_DOC))
+    rules = (
+        model_rules(TARGET) + model_rules(LWS_TARGET) + gpu_alert_rules(observability.routing_for(TARGET, RUNBOOK_DOC))
+    )
     return [r for r in rules if "alert" in r]
 
 

@@ -36,8 +36,12 @@ def shipped_alerts() -> list[dict]:
     rules = []
     for kind in ("Deployment", LEADER_WORKER_SET):
         t = Target("m", "ns", "m", 600, 900, workload_kind=kind)
-        rules += [r for g in observability.rule_groups(t, alerts.AlertThresholds(), objectives, RUNBOOK_DOC)
-                  for r in g["rules"] if "alert" in r]
+        rules += [
+            r
+            for g in observability.rule_groups(t, alerts.AlertThresholds(), objectives, RUNBOOK_DOC)
+            for r in g["rules"]
+            if "alert" in r
+        ]
     rules += gpu_alert_rules(AlertRouting())
     return rules
 
@@ -60,7 +64,9 @@ def test_every_shipped_alert_has_a_complete_runbook_entry():
 def test_a_missing_or_incomplete_entry_is_reported():
     text = RUNBOOK.read_text()
     names = {r["alert"] for r in shipped_alerts()}
-    assert runbook_problems(names | {"VllmInventedAlert"}, text) == ["VllmInventedAlert: no '## VllmInventedAlert' section"]
+    assert runbook_problems(names | {"VllmInventedAlert"}, text) == [
+        "VllmInventedAlert: no '## VllmInventedAlert' section"
+    ]
     cut = text.replace("**How to confirm.** `dmesg | grep -i xid`", "`dmesg | grep -i xid`")
     assert runbook_problems(names, cut) == ["GpuXidError: no **How to confirm.**"]
     assert runbook_problems(names - {"GpuXidError"}, text) == ["'## GpuXidError' is not an alert the stack ships"]

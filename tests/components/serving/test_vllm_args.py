@@ -35,8 +35,17 @@ def test_argv_carries_the_plan_numbers():
     assert flag(argv, "--port") == str(contract.SERVER_PORT)
     assert flag(argv, "--host") == "0.0.0.0"
     assert "--enable-prefix-caching" in argv
-    for absent in ("--pipeline-parallel-size", "--kv-cache-dtype", "--quantization", "--dtype", "--max-num-seqs",
-                   "--max-num-batched-tokens", "--chat-template", "--load-format", "--api-key"):
+    for absent in (
+        "--pipeline-parallel-size",
+        "--kv-cache-dtype",
+        "--quantization",
+        "--dtype",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--chat-template",
+        "--load-format",
+        "--api-key",
+    ):
         assert absent not in argv
     assert vllm_args.command_line(p)[:2] == ["vllm", "serve"]
 
@@ -69,13 +78,22 @@ def test_slower_storage_raises_the_startup_budget():
         pp = probes.probe_plan(p)
         assert pp.startup_budget_seconds >= p.load_seconds * 1.5
         assert pp.startup_budget_seconds >= p.startup_budget_seconds
-    assert probes.probe_plan(slow).startup_failure_threshold > \
-        probes.probe_plan(fast).startup_failure_threshold
+    assert probes.probe_plan(slow).startup_failure_threshold > probes.probe_plan(fast).startup_failure_threshold
 
 
 def test_optional_flags_appear_only_when_configured():
-    p = make_plan({**LLAMA_8B, "pool": "h100", "kvCacheDtype": "fp8", "quantization": "fp8", "dtype": "bfloat16",
-                   "maxNumSeqs": 64, "maxNumBatchedTokens": 4096, "enablePrefixCaching": False})
+    p = make_plan(
+        {
+            **LLAMA_8B,
+            "pool": "h100",
+            "kvCacheDtype": "fp8",
+            "quantization": "fp8",
+            "dtype": "bfloat16",
+            "maxNumSeqs": 64,
+            "maxNumBatchedTokens": 4096,
+            "enablePrefixCaching": False,
+        }
+    )
     argv = vllm_args.serve_args(p)
     assert flag(argv, "--kv-cache-dtype") == "fp8"
     assert flag(argv, "--quantization") == "fp8"
@@ -168,8 +186,7 @@ def test_surge_room_is_decided_per_pool_across_models():
     crowded = make_plans([a, c])
     assert [server_resources.update_strategy(p) for p in crowded] == ["Recreate", "Recreate"]
     # A model on another pool does not take this pool's room.
-    elsewhere = make_plans([a, {**c, "pool": "l4x4", "repo": "meta-llama/Llama-3.1-8B-Instruct",
-                                "maxModelLen": 8192}])
+    elsewhere = make_plans([a, {**c, "pool": "l4x4", "repo": "meta-llama/Llama-3.1-8B-Instruct", "maxModelLen": 8192}])
     assert server_resources.update_strategy(elsewhere[0]) == "RollingUpdate"
 
 
@@ -179,8 +196,9 @@ def test_multi_node_startup_budget_waits_for_worker_nodes():
     assert two_nodes.nodes_per_replica == 2 and one_node.nodes_per_replica == 1
     assert two_nodes.worker_wait_seconds == plan_module.NODE_PROVISIONING_ALLOWANCE_SECONDS > 0
     assert one_node.worker_wait_seconds == 0
-    assert two_nodes.startup_budget_seconds >= (two_nodes.load_seconds * plan_module.STARTUP_MARGIN
-                                                + plan_module.NODE_PROVISIONING_ALLOWANCE_SECONDS)
+    assert two_nodes.startup_budget_seconds >= (
+        two_nodes.load_seconds * plan_module.STARTUP_MARGIN + plan_module.NODE_PROVISIONING_ALLOWANCE_SECONDS
+    )
     assert probes.probe_plan(two_nodes).startup_budget_seconds >= two_nodes.startup_budget_seconds
 
 
@@ -203,16 +221,32 @@ def vllm_verdicts(tmp_path_factory):
         "70b": vllm_args.command_line(make_plan(LLAMA_70B)),
         "two-nodes": vllm_args.command_line(make_plan(LLAMA_70B_TWO_NODES)),
         "bucket": vllm_args.command_line(make_plan(LLAMA_8B), weights_uri="s3://bucket/models/org/name/rev"),
-        "everything": vllm_args.command_line(make_plan(
-            {**LLAMA_8B, "pool": "h100", "kvCacheDtype": "fp8", "quantization": "fp8", "dtype": "bfloat16",
-             "maxNumSeqs": 64, "maxNumBatchedTokens": 4096, "enablePrefixCaching": False, "chatTemplate": "x"},
-            has_chat_template=False)),
+        "everything": vllm_args.command_line(
+            make_plan(
+                {
+                    **LLAMA_8B,
+                    "pool": "h100",
+                    "kvCacheDtype": "fp8",
+                    "quantization": "fp8",
+                    "dtype": "bfloat16",
+                    "maxNumSeqs": 64,
+                    "maxNumBatchedTokens": 4096,
+                    "enablePrefixCaching": False,
+                    "chatTemplate": "x",
+                },
+                has_chat_template=False,
+            )
+        ),
     }
     # The template is mounted from a ConfigMap in the pod; vLLM checks the file exists.
     cases = {k: [str(template) if a == vllm_args.CHAT_TEMPLATE_PATH else a for a in v] for k, v in cases.items()}
-    proc = subprocess.run([str(python), str(TOOLS / "check_serve_args.py")],
-                          input=json.dumps([{"name": k, "argv": v} for k, v in cases.items()]),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(python), str(TOOLS / "check_serve_args.py")],
+        input=json.dumps([{"name": k, "argv": v} for k, v in cases.items()]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {v["name"]: v for v in json.loads(proc.stdout)}
 
@@ -243,8 +277,14 @@ def _pytest_on_scratch_tree(tmp_path: pathlib.Path, test_file: str, require: str
     env = {k: v for k, v in os.environ.items() if k not in ("LLM_SERVING_REQUIRE_VLLM", "PYTEST_ADDOPTS")}
     if require is not None:
         env["LLM_SERVING_REQUIRE_VLLM"] = require
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(tests)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(tests)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("test_file", ["vllm/test_real_thing.py", "components/serving/test_vllm_args.py"])
@@ -255,11 +295,14 @@ def test_a_guarded_skip_fails_the_session_when_vllm_is_required(tmp_path, test_f
     assert f"tests/{test_file}::test_needs_vllm: Skipped: pretend vLLM is missing" in proc.stdout
 
 
-@pytest.mark.parametrize("test_file, require", [
-    ("vllm/test_real_thing.py", None),       # a developer machine without vLLM: a skip is fine
-    ("vllm/test_real_thing.py", "0"),
-    ("test_something_else.py", "1"),         # skips outside the real-vLLM files are not guarded
-])
+@pytest.mark.parametrize(
+    "test_file, require",
+    [
+        ("vllm/test_real_thing.py", None),  # a developer machine without vLLM: a skip is fine
+        ("vllm/test_real_thing.py", "0"),
+        ("test_something_else.py", "1"),  # skips outside the real-vLLM files are not guarded
+    ],
+)
 def test_other_skips_leave_the_session_green(tmp_path, test_file, require):
     proc = _pytest_on_scratch_tree(tmp_path, test_file, require)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -149,8 +149,14 @@ def test_model_spanning_nodes_is_a_leader_worker_set():
     assert probe["failureThreshold"] * probe["periodSeconds"] >= p.load_seconds * 1.5 + p.worker_wait_seconds > 0
     # The Service reaches only leaders (workers serve no HTTP).
     svc = one(objs, "Service")
-    assert svc["spec"]["selector"][contract.LABEL_COMPONENT] == tpl["leaderTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT]
-    assert tpl["workerTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT] != svc["spec"]["selector"][contract.LABEL_COMPONENT]
+    assert (
+        svc["spec"]["selector"][contract.LABEL_COMPONENT]
+        == tpl["leaderTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT]
+    )
+    assert (
+        tpl["workerTemplate"]["metadata"]["labels"][contract.LABEL_COMPONENT]
+        != svc["spec"]["selector"][contract.LABEL_COMPONENT]
+    )
 
 
 def test_client_service_never_takes_the_leader_worker_sets_name():
@@ -166,7 +172,9 @@ def test_client_service_never_takes_the_leader_worker_sets_name():
 
 
 def test_bucket_loading_has_no_volume_and_streams():
-    storage = ServerStorage(weights_uri="s3://bucket/models/meta-llama/Llama-3.1-8B-Instruct/rev", service_account="reader")
+    storage = ServerStorage(
+        weights_uri="s3://bucket/models/meta-llama/Llama-3.1-8B-Instruct/rev", service_account="reader"
+    )
     _, _, objs = evaluate(LLAMA_8B, storage=storage)
     pod = one(objs, "Deployment")["spec"]["template"]
     c = containers(pod)[0]
@@ -212,15 +220,20 @@ def test_keda_scaled_object_from_cold_start():
     queue, kv = spec["triggers"]
     assert (queue["name"], kv["name"]) == ("queue-depth", "kv-cache-usage")
     assert queue["metadata"]["threshold"] == "8" and kv["metadata"]["threshold"] == "0.8"
-    assert all(t["metricType"] == "AverageValue" and f'model_name="{p.served_name}"' in t["metadata"]["query"]
-               for t in (queue, kv))
+    assert all(
+        t["metricType"] == "AverageValue" and f'model_name="{p.served_name}"' in t["metadata"]["query"]
+        for t in (queue, kv)
+    )
     assert queue["metadata"]["query"].startswith("sum(vllm:num_requests_waiting{")
     assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{")
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
     assert not kind(objs, "HorizontalPodAutoscaler")
-    backlog = next(r for r in one(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]
-                   if r.get("alert") == "VllmRequestQueueBacklog")
+    backlog = next(
+        r
+        for r in one(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]
+        if r.get("alert") == "VllmRequestQueueBacklog"
+    )
     assert backlog["expr"].endswith("> 8")
 
 
@@ -230,7 +243,11 @@ def test_hpa_kind_uses_external_metric():
     hpa = one(objs, "HorizontalPodAutoscaler")
     queue, kv = (m["external"] for m in hpa["spec"]["metrics"])
     assert (queue["metric"]["name"], kv["metric"]["name"]) == ("vllm_num_requests_waiting", "vllm_kv_cache_usage_perc")
-    assert queue["metric"]["selector"]["matchLabels"] == kv["metric"]["selector"]["matchLabels"] == {"model_name": p.served_name}
+    assert (
+        queue["metric"]["selector"]["matchLabels"]
+        == kv["metric"]["selector"]["matchLabels"]
+        == {"model_name": p.served_name}
+    )
     assert queue["target"] == {"type": "AverageValue", "averageValue": "5"}
     assert kv["target"] == {"type": "AverageValue", "averageValue": "0.8"}
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= p.load_seconds
@@ -244,8 +261,11 @@ def test_scaled_leader_worker_set_targets_the_lws():
 
 
 def test_gateway_route_and_monitoring():
-    p, _, objs = evaluate(LLAMA_8B, gateway=GatewayExposure(name="public", namespace="gateways", hostname="llm.example.com"),
-                          monitoring_labels={"release": "kube-prometheus-stack"})
+    p, _, objs = evaluate(
+        LLAMA_8B,
+        gateway=GatewayExposure(name="public", namespace="gateways", hostname="llm.example.com"),
+        monitoring_labels={"release": "kube-prometheus-stack"},
+    )
     route = one(objs, "HTTPRoute")
     assert route["spec"]["parentRefs"][0]["name"] == "public"
     assert route["spec"]["hostnames"] == ["llm.example.com"]
@@ -258,8 +278,15 @@ def test_gateway_route_and_monitoring():
     assert all(sm["spec"]["selector"]["matchLabels"][k] == v for k, v in svc["spec"]["selector"].items())
     groups = one(objs, "PrometheusRule")["spec"]["groups"]
     alerts = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
-    assert {"VllmNoReadyReplica", "VllmRequestErrors", "VllmKvCacheNearlyFull", "VllmPreemptions", "VllmStartupRestartLoop",
-            "VllmTimeToFirstTokenSloFastBurn", "VllmInterTokenLatencySloSlowBurn"} <= alerts
+    assert {
+        "VllmNoReadyReplica",
+        "VllmRequestErrors",
+        "VllmKvCacheNearlyFull",
+        "VllmPreemptions",
+        "VllmStartupRestartLoop",
+        "VllmTimeToFirstTokenSloFastBurn",
+        "VllmInterTokenLatencySloSlowBurn",
+    } <= alerts
     assert sum("record" in r for g in groups for r in g["rules"]) == 2 * 5  # two SLIs x five windows
     board = next(o for o in kind(objs, "ConfigMap") if o["metadata"]["labels"].get("grafana_dashboard") == "1")
     assert json.loads(next(iter(board["data"].values())))["panels"]
@@ -275,11 +302,13 @@ def route_request(route: dict, path: str) -> str | None:
             prefix = match["path"]["value"]
             assert match["path"]["type"] == "PathPrefix"
             if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
-                rewrite = next((f["urlRewrite"]["path"] for f in rule.get("filters", []) if f["type"] == "URLRewrite"), None)
+                rewrite = next(
+                    (f["urlRewrite"]["path"] for f in rule.get("filters", []) if f["type"] == "URLRewrite"), None
+                )
                 if rewrite is None:
                     return path
                 assert rewrite["type"] == "ReplacePrefixMatch"
-                rest = path[len(prefix):]
+                rest = path[len(prefix) :]
                 return (rewrite["replacePrefixMatch"].rstrip("/") + rest) or "/"
     return None
 
@@ -312,8 +341,11 @@ def test_each_model_has_its_own_gateway_path_and_never_exposes_metrics():
 
 def test_gateway_without_hostname_keeps_the_in_cluster_endpoint():
     p, ev, _ = evaluate(LLAMA_8B, gateway=GatewayExposure(name="public", namespace="gateways"))
-    assert ev.server["endpoint"] == ev.server["internal_endpoint"] == \
-        f"http://{p.served_name}-api.{NAMESPACE}.svc.cluster.local:8000/v1"
+    assert (
+        ev.server["endpoint"]
+        == ev.server["internal_endpoint"]
+        == f"http://{p.served_name}-api.{NAMESPACE}.svc.cluster.local:8000/v1"
+    )
 
 
 def test_hpa_kind_exposes_the_adapter_rule_it_needs():
@@ -325,13 +357,18 @@ def test_hpa_kind_exposes_the_adapter_rule_it_needs():
     assert keda.server["server"].prometheus_adapter_rules == []
 
 
-@pytest.mark.parametrize("model,extra", [
-    (LLAMA_8B, {}),
-    ({**LLAMA_70B, "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 3}}, {}),
-    ({**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
-     {"gateway": GatewayExposure(name="gw", namespace="gateways")}),
-    ({**LLAMA_8B, "chatTemplate": "{{ x }}", "autoscaling": {"enabled": True, "kind": "hpa"}}, {}),
-])
+@pytest.mark.parametrize(
+    "model,extra",
+    [
+        (LLAMA_8B, {}),
+        ({**LLAMA_70B, "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 3}}, {}),
+        (
+            {**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
+            {"gateway": GatewayExposure(name="gw", namespace="gateways")},
+        ),
+        ({**LLAMA_8B, "chatTemplate": "{{ x }}", "autoscaling": {"enabled": True, "kind": "hpa"}}, {}),
+    ],
+)
 def test_every_object_validates_against_its_schema(model, extra):
     _, ev, objs = evaluate(model, has_chat_template=False, **extra)
     assert objs
@@ -361,12 +398,20 @@ def test_startup_budget_covers_load_for_every_model_in_the_stacks(stack, monkeyp
     served = [p for p in plans if p.model.engine == "vllm"]
     assert served
     for p in served:
+
         def program(p=p):
-            VllmServer(p.served_name, VllmServerArgs(
-                plan=p, placement=placement(p), namespace=sc.modelStore.namespace, crds=crds_present(),
-                storage=ServerStorage(claim_name="models"), machine=config.pool_machine(sc.cloud, p.pool),
-                api_key=pulumi.Output.secret("k"),
-            ))
+            VllmServer(
+                p.served_name,
+                VllmServerArgs(
+                    plan=p,
+                    placement=placement(p),
+                    namespace=sc.modelStore.namespace,
+                    crds=crds_present(),
+                    storage=ServerStorage(claim_name="models"),
+                    machine=config.pool_machine(sc.cloud, p.pool),
+                    api_key=pulumi.Output.secret("k"),
+                ),
+            )
 
         ev = run_in_mocks(program)
         workload = next(o for o in raw_objects(ev) if o["kind"] in ("Deployment", "LeaderWorkerSet"))
@@ -378,11 +423,14 @@ def test_startup_budget_covers_load_for_every_model_in_the_stacks(stack, monkeyp
         validate_all([unwrap_secrets(o) for o in raw_objects(ev)])
 
 
-@pytest.mark.parametrize("model", [
-    LLAMA_70B,
-    {**LLAMA_8B, "replicas": 2},
-    {**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        LLAMA_70B,
+        {**LLAMA_8B, "replicas": 2},
+        {**LLAMA_70B_TWO_NODES, "autoscaling": {"enabled": True, "maxReplicas": 2}},
+    ],
+)
 def test_the_project_policy_pack_finds_nothing_mandatory(model):
     from policies.check import check_objects
     from policies.registry import MANDATORY

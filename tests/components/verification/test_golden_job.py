@@ -16,18 +16,22 @@ from components.verification.tools import ROOT
 from endpoint_tools import golden, smoke
 from offline_plan.mock_runtime import evaluate_stack
 from tests.support.adapter_fixtures import offline_cache
+from tests.support.committed import committed_stack
 from tests.support.fuzz.endpoint_runs import server  # noqa: F401 - a fixture
 from tests.support.fuzz.fault_server import MODEL
 from tests.support.stack_variants import DEV_MODELS
 from tests.support.verification_runs import fake_target, shipped_run, targets
-from tests.support.committed import committed_stack
 
-GOLDEN_KEY = {"revision": "a" * 40, "engine": f"vllm {VLLM_VERSION}", "quantization": "checkpoint",
-              "kvCacheDtype": "auto"}
+GOLDEN_KEY = {
+    "revision": "a" * 40,
+    "engine": f"vllm {VLLM_VERSION}",
+    "quantization": "checkpoint",
+    "kvCacheDtype": "auto",
+}
 
 
 def test_the_jobs_budget_counts_every_golden_prompt():
-    assert verification.GOLDEN_REQUESTS == len(golden.PROMPTS)
+    assert len(golden.PROMPTS) == verification.GOLDEN_REQUESTS
 
 
 def test_every_committed_record_is_usable():
@@ -39,14 +43,19 @@ def test_every_committed_record_is_usable():
 
 
 def _plan(golden_mode="report", image=VLLM_IMAGE, quantization=None, served_name="m"):
-    model = SimpleNamespace(verification=SimpleNamespace(golden=golden_mode), image=image, quantization=quantization,
-                            kvCacheDtype="fp8")
+    model = SimpleNamespace(
+        verification=SimpleNamespace(golden=golden_mode), image=image, quantization=quantization, kvCacheDtype="fp8"
+    )
     return SimpleNamespace(model=model, revision="b" * 40, served_name=served_name)
 
 
 def test_the_key_is_what_produces_the_answers():
-    assert verification.golden_key(_plan()) == {"revision": "b" * 40, "engine": f"vllm {VLLM_VERSION}",
-                                                "quantization": "checkpoint", "kvCacheDtype": "fp8"}
+    assert verification.golden_key(_plan()) == {
+        "revision": "b" * 40,
+        "engine": f"vllm {VLLM_VERSION}",
+        "quantization": "checkpoint",
+        "kvCacheDtype": "fp8",
+    }
     other = verification.golden_key(_plan(image="example.com/vllm:custom", quantization="awq"))
     assert other["engine"] == "image example.com/vllm:custom" and other["quantization"] == "awq"
     assert verification.golden_entry(_plan("off")) is None
@@ -57,8 +66,11 @@ def test_a_committed_record_is_read_and_a_broken_one_named(tmp_path, monkeypatch
     assert verification.golden_entry(_plan())["record"] is None
     (tmp_path / "golden").mkdir()
     (tmp_path / "golden" / "m.json").write_text('{"format": 1}')
-    assert verification.golden_entry(_plan("exact")) == {"mode": "exact", "key": verification.golden_key(_plan()),
-                                                         "record": {"format": 1}}
+    assert verification.golden_entry(_plan("exact")) == {
+        "mode": "exact",
+        "key": verification.golden_key(_plan()),
+        "record": {"format": 1},
+    }
     (tmp_path / "golden" / "m.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"golden/m.json is not JSON .*record it again"):
         verification.golden_entry(_plan())
@@ -68,8 +80,11 @@ def test_a_committed_record_is_read_and_a_broken_one_named(tmp_path, monkeypatch
 
 
 def test_config_sets_the_mode_and_a_committed_record_reaches_the_job(tmp_path, monkeypatch):
-    record = golden.Record("llama-3-1-8b-instruct", golden.normalized_key(GOLDEN_KEY),
-                           (golden.Output("count", "1, 2", (16, 17), "length"),))
+    record = golden.Record(
+        "llama-3-1-8b-instruct",
+        golden.normalized_key(GOLDEN_KEY),
+        (golden.Output("count", "1, 2", (16, 17), "length"),),
+    )
     (tmp_path / "golden").mkdir()
     (tmp_path / "golden" / "llama-3-1-8b-instruct.json").write_text(record.dumps())
     monkeypatch.setattr(verification, "ROOT", tmp_path)
@@ -80,7 +95,9 @@ def test_config_sets_the_mode_and_a_committed_record_reaches_the_job(tmp_path, m
     assert target["golden"]["mode"] == "exact" and target["golden"]["record"] == record.as_json()
     assert target["golden"]["key"]["revision"] == DEV_MODELS[0]["revision"]
     assert ev.outputs["verification"]["expected"]["llama-3-1-8b-instruct"]["golden"] == {
-        "mode": "exact", "record": "golden/llama-3-1-8b-instruct.json"}
+        "mode": "exact",
+        "record": "golden/llama-3-1-8b-instruct.json",
+    }
     with offline_cache():
         off = evaluate_stack("dev", overrides={"models": [{**DEV_MODELS[0], "verification": {"golden": "off"}}]})
     (target,) = targets(off)["targets"]
@@ -115,8 +132,12 @@ def test_the_shipped_copy_records_then_compares_then_fails_exact(tmp_path, serve
     proc = shipped_run(tmp_path, evaluations, {"targets": [_golden_target(server, "exact", record)]}, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert golden.LOG_PREFIX not in proc.stdout
-    assert _summary(proc)["models"][MODEL]["golden"] == {"result": "identical", "compared": 4, "differing": [],
-                                                         "keyChanges": []}
+    assert _summary(proc)["models"][MODEL]["golden"] == {
+        "result": "identical",
+        "compared": 4,
+        "differing": [],
+        "keyChanges": [],
+    }
 
     # A changed answer and another revision: reported (report mode) with the new record to commit...
     record["outputs"][2]["text"] = "changed"
@@ -132,24 +153,38 @@ def test_the_shipped_copy_records_then_compares_then_fails_exact(tmp_path, serve
     assert _summary(proc)["models"][MODEL]["status"] == "golden-differs"
 
 
-@pytest.mark.parametrize("entry, says", [
-    ({"mode": "strict"}, "targets[0].golden must be an object whose mode is one of report, exact"),
-    ({"mode": "report", "key": {"gpu": "L4"}}, "targets[0].golden.key must be an object of revision"),
-    ({"mode": "report", "record": {"format": 1, "model": "m", "key": {}, "outputs": "x"}},
-     "targets[0].golden.record.outputs must be a list"),
-    ({"mode": "report", "record": json.loads(golden.Record("other", golden.normalized_key({}),
-                                                           (golden.Output("a", "x", None, None),)).dumps())},
-     "targets[0].golden.record is of model 'other'"),
-])
+@pytest.mark.parametrize(
+    "entry, says",
+    [
+        ({"mode": "strict"}, "targets[0].golden must be an object whose mode is one of report, exact"),
+        ({"mode": "report", "key": {"gpu": "L4"}}, "targets[0].golden.key must be an object of revision"),
+        (
+            {"mode": "report", "record": {"format": 1, "model": "m", "key": {}, "outputs": "x"}},
+            "targets[0].golden.record.outputs must be a list",
+        ),
+        (
+            {
+                "mode": "report",
+                "record": json.loads(
+                    golden.Record("other", golden.normalized_key({}), (golden.Output("a", "x", None, None),)).dumps()
+                ),
+            },
+            "targets[0].golden.record is of model 'other'",
+        ),
+    ],
+)
 def test_an_unusable_golden_entry_is_a_usage_error(tmp_path, server, entry, says):  # noqa: F811
-    proc = shipped_run(tmp_path, {"dev": committed_stack("dev")}, {"targets": [{**fake_target(server), "golden": entry}]})
+    proc = shipped_run(
+        tmp_path, {"dev": committed_stack("dev")}, {"targets": [{**fake_target(server), "golden": entry}]}
+    )
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_save_refuses_a_malformed_log_line(tmp_path, capsys):
     log = tmp_path / "log"
-    log.write_text(golden.LOG_PREFIX + '{"format": 1, "model": "../etc", "key": {}, '
-                   '"outputs": [{"prompt": "a", "text": ""}]}\n')
+    log.write_text(
+        golden.LOG_PREFIX + '{"format": 1, "model": "../etc", "key": {}, "outputs": [{"prompt": "a", "text": ""}]}\n'
+    )
     with pytest.raises(SystemExit) as exc:
         golden.main(["save", str(log), str(tmp_path / "g")])
     assert exc.value.code == 2 and "no usable file name" in capsys.readouterr().err

@@ -15,13 +15,12 @@ import pytest
 
 from components.verification import job as verification
 from components.verification.tools import ENTRY_MODULE, ROOT, TOOL_FILES, config_map_key, volume_items
-from offline_plan.mock_runtime import evaluate_stack
 from offline_plan.waits import longest_chain
+from tests.support.committed import committed_stack
 from tests.support.fuzz.endpoint_runs import server  # noqa: F401 - a fixture
 from tests.support.fuzz.fault_server import KV_TOKENS, MODEL
 from tests.support.stack_variants import ADAPTERS, KSERVE, variant
 from tests.support.verification_runs import fake_target, shipped_run, targets, the_config_map, the_job
-from tests.support.committed import committed_stack
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +34,11 @@ def test_each_stack_has_one_job_that_waits_for_every_server_and_the_entrance(sta
     job = the_job(ev)
     by_urn = {r.urn: r for r in ev.resources}
     waited = {by_urn[u].type for u in job.dependencies if u in by_urn}
-    deployments = {r.urn for r in ev.of_type("kubernetes:apps/v1:Deployment")
-                   if r.inputs["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "vllm"}
+    deployments = {
+        r.urn
+        for r in ev.of_type("kubernetes:apps/v1:Deployment")
+        if r.inputs["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "vllm"
+    }
     assert deployments and deployments <= set(job.dependencies)
     # The entrance's objects: its Gateway and the pickers' Helm releases.
     assert "kubernetes:gateway.networking.k8s.io/v1:Gateway" in waited
@@ -59,10 +61,17 @@ def test_the_job_checks_each_model_against_the_plans_numbers(stack, evaluations)
         assert target["baseUrl"].startswith("http://") and target["baseUrl"].endswith(".svc.cluster.local:8000")
         assert target["calibration"]["revision"] == row["revision"] and target["calibration"]["gpu"] == row["gpu"]
     output = ev.outputs["verification"]
-    assert output["expected"] == {m: {"kvCacheTokens": r["kvCacheTokens"], "maxModelLen": r["maxModelLen"],
-                                      "names": [m], "golden": {"mode": "report", "record": None}}
-                                  for m, r in sizing.items()}
-    # No committed stack has a golden record yet: the Job records the answers (tests/components/verification/test_golden_job.py).
+    assert output["expected"] == {
+        m: {
+            "kvCacheTokens": r["kvCacheTokens"],
+            "maxModelLen": r["maxModelLen"],
+            "names": [m],
+            "golden": {"mode": "report", "record": None},
+        }
+        for m, r in sizing.items()
+    }
+    # No committed stack has a golden record yet: the Job records the answers
+    # (tests/components/verification/test_golden_job.py).
     assert all(t["golden"]["mode"] == "report" and t["golden"]["record"] is None for t in doc["targets"])
     assert output["logs"] == f"kubectl -n llm-serving logs job/{verification.JOB_NAME}"
     # Its digest is settled with every other image by the resolver (common/images.py).
@@ -117,7 +126,8 @@ def test_budgets_grow_with_the_context_and_the_names():
     assert verification.request_timeout_seconds(plan("report")) == 60 + 33
     # The golden prompts add one request each unless they are off.
     assert verification.total_timeout_seconds(plan("report")) == 93 * (verification.HEAVY_REQUESTS + 1) + 120 + (
-        verification.GOLDEN_REQUESTS * 60)
+        verification.GOLDEN_REQUESTS * 60
+    )
     assert verification.total_timeout_seconds(plan("off")) == 93 * (verification.HEAVY_REQUESTS + 1) + 120
 
 
@@ -144,9 +154,19 @@ def test_the_shipped_copy_alone_verifies_an_honest_server(tmp_path, evaluations,
     proc = shipped_run(tmp_path, evaluations, {"targets": [fake_target(server)]}, {"LLM_SERVING_API_KEY_0": "k"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.splitlines()[-1].removeprefix("verify-summary: "))
-    assert summary == {"passed": True, "exitStatus": 0, "models": {MODEL: {
-        "status": "passed", "failed": [], "predictedKvTokens": KV_TOKENS, "actualKvTokens": KV_TOKENS,
-        "kvErrorPercent": 0.0}}}
+    assert summary == {
+        "passed": True,
+        "exitStatus": 0,
+        "models": {
+            MODEL: {
+                "status": "passed",
+                "failed": [],
+                "predictedKvTokens": KV_TOKENS,
+                "actualKvTokens": KV_TOKENS,
+                "kvErrorPercent": 0.0,
+            }
+        },
+    }
     calibration = next(line for line in proc.stdout.splitlines() if line.startswith("calibration: "))
     assert json.loads(calibration.removeprefix("calibration: "))["gpu"] == "L4"
 
@@ -161,15 +181,36 @@ def test_the_shipped_copy_fails_on_a_lying_server_and_a_short_cache(tmp_path, ev
     assert proc.returncode == 3 and '"status": "kv-shortfall"' in proc.stdout
 
 
-@pytest.mark.parametrize("doc, says", [
-    ({}, "must be an object with a `targets` list"),
-    ({"targets": []}, "1 to 256 are read"),
-    ({"targets": [{"model": "m"}]}, "targets[0].baseUrl is missing"),
-    ({"targets": [{"model": "m", "baseUrl": "http://x", "requestTimeoutSeconds": True, "totalTimeoutSeconds": 1}]},
-     "requestTimeoutSeconds must be a number"),
-    ({"targets": [{"model": "m", "baseUrl": "http://x", "requestTimeoutSeconds": 1, "totalTimeoutSeconds": 1,
-                   "expectKvTokens": 0}]}, "expectKvTokens must be from 1"),
-])
+@pytest.mark.parametrize(
+    "doc, says",
+    [
+        ({}, "must be an object with a `targets` list"),
+        ({"targets": []}, "1 to 256 are read"),
+        ({"targets": [{"model": "m"}]}, "targets[0].baseUrl is missing"),
+        (
+            {
+                "targets": [
+                    {"model": "m", "baseUrl": "http://x", "requestTimeoutSeconds": True, "totalTimeoutSeconds": 1}
+                ]
+            },
+            "requestTimeoutSeconds must be a number",
+        ),
+        (
+            {
+                "targets": [
+                    {
+                        "model": "m",
+                        "baseUrl": "http://x",
+                        "requestTimeoutSeconds": 1,
+                        "totalTimeoutSeconds": 1,
+                        "expectKvTokens": 0,
+                    }
+                ]
+            },
+            "expectKvTokens must be from 1",
+        ),
+    ],
+)
 def test_an_unusable_targets_file_is_a_usage_error(tmp_path, evaluations, doc, says):
     proc = shipped_run(tmp_path, evaluations, doc)
     assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

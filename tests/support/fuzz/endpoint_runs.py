@@ -32,24 +32,62 @@ def server():
 def run_tool(module: str, args: list[str]) -> tuple[subprocess.CompletedProcess | None, float]:
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                              timeout=RUN_SECONDS + MARGIN_SECONDS, preexec_fn=limit_memory(MEMORY))
+        proc = subprocess.run(
+            [sys.executable, "-m", module, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=RUN_SECONDS + MARGIN_SECONDS,
+            preexec_fn=limit_memory(MEMORY),
+        )
     except subprocess.TimeoutExpired:
         return None, time.monotonic() - started
     return proc, time.monotonic() - started
 
 
 def smoke(server: FaultServer, *extra: str):
-    return run_tool("components.smoke", ["--base-url", server.url, "--model", MODEL, "--timeout", str(REQUEST_SECONDS),
-                                         "--total-timeout", str(RUN_SECONDS), "--expect-kv-tokens", str(KV_TOKENS),
-                                         "--check-template", *extra])
+    return run_tool(
+        "components.smoke",
+        [
+            "--base-url",
+            server.url,
+            "--model",
+            MODEL,
+            "--timeout",
+            str(REQUEST_SECONDS),
+            "--total-timeout",
+            str(RUN_SECONDS),
+            "--expect-kv-tokens",
+            str(KV_TOKENS),
+            "--check-template",
+            *extra,
+        ],
+    )
 
 
 def loadtest(server: FaultServer, *extra: str):
-    return run_tool("components.loadtest", [
-        "--base-url", server.url, "--model", MODEL, "--timeout", str(RUN_SECONDS), "--request-timeout",
-        str(REQUEST_SECONDS), "--requests", "3", "--concurrency", "1,2", "--prompt-tokens", "fixed:16",
-        "--output-tokens", "fixed:4", *extra])
+    return run_tool(
+        "components.loadtest",
+        [
+            "--base-url",
+            server.url,
+            "--model",
+            MODEL,
+            "--timeout",
+            str(RUN_SECONDS),
+            "--request-timeout",
+            str(REQUEST_SECONDS),
+            "--requests",
+            "3",
+            "--concurrency",
+            "1,2",
+            "--prompt-tokens",
+            "fixed:16",
+            "--output-tokens",
+            "fixed:4",
+            *extra,
+        ],
+    )
 
 
 def clean_problems(proc, seconds: float) -> list[str]:
@@ -63,5 +101,3 @@ def clean_problems(proc, seconds: float) -> list[str]:
     if UNFORESEEN in proc.stdout:
         found.append("a check met an answer it did not foresee")
     return found
-
-

@@ -34,24 +34,86 @@ ENDPOINTS = ("health", "models", "chat", "chat_stream", "completions_stream", "t
 
 # Faults that apply to any endpoint; a tool that reads the endpoint must fail its check cleanly.
 GENERIC_FAULTS = (
-    "status_500", "status_404_html", "close", "stall_before_headers", "stall_after_headers", "drip_body",
-    "drip_headers", "huge_body", "huge_declared", "not_json", "deep_json", "wrong_content_type", "empty_200",
-    "json_null", "json_list", "nan_json", "long_line",
+    "status_500",
+    "status_404_html",
+    "close",
+    "stall_before_headers",
+    "stall_after_headers",
+    "drip_body",
+    "drip_headers",
+    "huge_body",
+    "huge_declared",
+    "not_json",
+    "deep_json",
+    "wrong_content_type",
+    "empty_200",
+    "json_null",
+    "json_list",
+    "nan_json",
+    "long_line",
 )
 # Faults specific to one endpoint: lies in the shape of the answer.
 SPECIFIC_FAULTS = {
-    "models": ("data_null", "data_not_list", "model_missing", "max_model_len_absurd", "max_model_len_string",
-               "max_model_len_bool", "max_model_len_tiny"),
-    "chat": ("usage_list", "choices_empty", "content_number", "finish_missing", "usage_completion_bool",
-             "message_string"),
-    "chat_stream": ("endless", "error_event", "no_done", "odd_events", "event_list", "event_huge",
-                    "choices_string", "delta_number", "many_tiny_events"),
-    "completions_stream": ("endless", "error_event", "no_done", "odd_events", "event_list", "event_huge",
-                           "choices_string", "usage_string", "many_tiny_events"),
-    "tokenize": ("tokens_empty", "tokens_null", "tokens_strings", "tokens_negative", "tokens_constant",
-                 "tokens_huge_ids", "token_strs_missing", "token_strs_huge"),
-    "metrics": ("metrics_missing", "metrics_binary", "kv_missing", "kv_low", "kv_garbage", "kv_many", "kv_long_line",
-                "kv_zero", "kv_digits"),
+    "models": (
+        "data_null",
+        "data_not_list",
+        "model_missing",
+        "max_model_len_absurd",
+        "max_model_len_string",
+        "max_model_len_bool",
+        "max_model_len_tiny",
+    ),
+    "chat": (
+        "usage_list",
+        "choices_empty",
+        "content_number",
+        "finish_missing",
+        "usage_completion_bool",
+        "message_string",
+    ),
+    "chat_stream": (
+        "endless",
+        "error_event",
+        "no_done",
+        "odd_events",
+        "event_list",
+        "event_huge",
+        "choices_string",
+        "delta_number",
+        "many_tiny_events",
+    ),
+    "completions_stream": (
+        "endless",
+        "error_event",
+        "no_done",
+        "odd_events",
+        "event_list",
+        "event_huge",
+        "choices_string",
+        "usage_string",
+        "many_tiny_events",
+    ),
+    "tokenize": (
+        "tokens_empty",
+        "tokens_null",
+        "tokens_strings",
+        "tokens_negative",
+        "tokens_constant",
+        "tokens_huge_ids",
+        "token_strs_missing",
+        "token_strs_huge",
+    ),
+    "metrics": (
+        "metrics_missing",
+        "metrics_binary",
+        "kv_missing",
+        "kv_low",
+        "kv_garbage",
+        "kv_many",
+        "kv_long_line",
+        "kv_zero",
+        "kv_digits",
+    ),
 }
 
 
@@ -75,8 +137,10 @@ def count_prompt(body: dict) -> int:
 
 def _kv_info(tokens: object = None, extra: str = "") -> str:
     tokens = KV_TOKENS if tokens is None else tokens
-    return (f'{CACHE_CONFIG_INFO}{{block_size="16",engine="0",kv_cache_size_tokens="{tokens}",'
-            f'num_gpu_blocks="{KV_TOKENS // 16}"{extra}}} 1.0')
+    return (
+        f'{CACHE_CONFIG_INFO}{{block_size="16",engine="0",kv_cache_size_tokens="{tokens}",'
+        f'num_gpu_blocks="{KV_TOKENS // 16}"{extra}}} 1.0'
+    )
 
 
 def _metrics_text(behaviour: str = "ok") -> str:
@@ -103,18 +167,18 @@ def _metrics_text(behaviour: str = "ok") -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "FaultServer"
+    server: FaultServer
 
     def log_message(self, *args) -> None:  # quiet
         pass
 
     # -- routing ---------------------------------------------------------------------------------
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         endpoint = {"/health": "health", "/v1/models": "models", "/metrics": "metrics"}.get(self.path.split("?")[0])
         self._serve(endpoint, {})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -123,9 +187,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = {}
         path = self.path.split("?")[0]
         stream = bool(body.get("stream")) if isinstance(body, dict) else False
-        endpoint = {"/v1/chat/completions": "chat_stream" if stream else "chat",
-                    "/v1/completions": "completions_stream" if stream else "completions",
-                    "/tokenize": "tokenize"}.get(path)
+        endpoint = {
+            "/v1/chat/completions": "chat_stream" if stream else "chat",
+            "/v1/completions": "completions_stream" if stream else "completions",
+            "/tokenize": "tokenize",
+        }.get(path)
         self._serve(endpoint, body if isinstance(body, dict) else {})
 
     def _serve(self, endpoint: str | None, body: dict) -> None:
@@ -141,12 +207,14 @@ class _Handler(BaseHTTPRequestHandler):
                 getattr(self, f"_ok_{endpoint}")(body, behaviour)
             else:
                 self._generic(behaviour)
-        except (BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError, OSError):
             pass  # the client gave up, as it should
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    def _send(self, status: int, data: bytes, content_type: str = "application/json", length: int | None = None) -> None:
+    def _send(
+        self, status: int, data: bytes, content_type: str = "application/json", length: int | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data) if length is None else length))
@@ -301,7 +369,7 @@ class _Handler(BaseHTTPRequestHandler):
                 strs = [TEMPLATE_TOKEN] * TEMPLATE_TOKENS + _words(words)
             else:
                 strs = _words(str(body.get("prompt") or ""))
-            answer["token_strs"] = strs[:len(tokens)]
+            answer["token_strs"] = strs[: len(tokens)]
             if behaviour == "token_strs_missing":
                 del answer["token_strs"]
             elif behaviour == "token_strs_huge":
@@ -347,7 +415,11 @@ class _Handler(BaseHTTPRequestHandler):
 
         def chunk(text):
             if kind == "chat":
-                return {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
+                return {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": {"content": text}}],
+                }
             return {"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": text}]}
 
         if behaviour == "endless":
@@ -363,8 +435,9 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         for i in range(max(produce, 1)):
             if behaviour == "error_event" and i == 1:
-                self._event({"error": {"message": "engine died mid-stream", "type": "InternalServerError",
-                                       "code": 500}})
+                self._event(
+                    {"error": {"message": "engine died mid-stream", "type": "InternalServerError", "code": 500}}
+                )
                 break
             if behaviour == "odd_events" and i == 1:
                 self._event("this is not json")
@@ -420,7 +493,7 @@ class FaultServer(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
-    def start(self) -> "FaultServer":
+    def start(self) -> FaultServer:
         self._thread.start()
         return self
 

@@ -39,8 +39,10 @@ CASES_PER_WORKER = 40
 
 def limit_memory(limit: int):
     """A preexec_fn that caps the child's address space."""
+
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     return apply
 
 
@@ -57,8 +59,12 @@ class Outcome:
     @property
     def clean(self) -> bool:
         """Ended by itself, with an exit code, without a traceback anywhere."""
-        return (not self.hang and not self.crashed and self.traceback is None
-                and "Traceback (most recent call last)" not in self.stderr + self.stdout)
+        return (
+            not self.hang
+            and not self.crashed
+            and self.traceback is None
+            and "Traceback (most recent call last)" not in self.stderr + self.stdout
+        )
 
     def describe(self) -> str:
         if self.hang:
@@ -81,8 +87,13 @@ class Worker:
     def _start(self) -> None:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.fuzz.harness", self.tool], cwd=ROOT, env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-m", "tests.support.fuzz.harness", self.tool],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             preexec_fn=limit_memory(MEMORY_LIMIT_BYTES[self.tool]),
         )
         self.cases = 0
@@ -199,10 +210,20 @@ def _child(tool: str) -> None:
                 code = runner(case, scratch)
         except SystemExit as exc:  # argparse exits 2 on a usage error, as the real command would
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except BaseException:  # noqa: BLE001 - what the tool would have printed as a traceback
+        except BaseException:
             trace = traceback.format_exc()
-        protocol.write(json.dumps({"exit": code, "stdout": out.getvalue()[-20000:], "stderr": err.getvalue()[-20000:],
-                                   "seconds": time.monotonic() - started, "traceback": trace}) + "\n")
+        protocol.write(
+            json.dumps(
+                {
+                    "exit": code,
+                    "stdout": out.getvalue()[-20000:],
+                    "stderr": err.getvalue()[-20000:],
+                    "seconds": time.monotonic() - started,
+                    "traceback": trace,
+                }
+            )
+            + "\n"
+        )
         protocol.flush()
 
 

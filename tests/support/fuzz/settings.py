@@ -28,6 +28,11 @@ def long_run() -> bool:
 def fuzz_settings(default_examples: int, long_share: float = 1.0) -> settings:
     """`default_examples` in `make test`; in `make fuzz`, LLM_SERVING_FUZZ_EXAMPLES x `long_share`."""
     if long_run():
-        return settings(max_examples=max(1, int(int(os.environ[EXAMPLES_ENV]) * long_share)), deadline=None,
-                        database=None, suppress_health_check=list(HealthCheck), print_blob=True)
+        return settings(
+            max_examples=max(1, int(int(os.environ[EXAMPLES_ENV]) * long_share)),
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=True,
+        )
     return settings(max_examples=default_examples, deadline=None, suppress_health_check=list(HealthCheck))

@@ -50,30 +50,77 @@ class Hostile:
 
 
 STRINGS = [
-    Hostile("us-central1\n", control=True), Hostile("us central1"), Hostile(""), Hostile(" "), Hostile("a" * 10_000),
-    Hostile("a" * 70_000, always_invalid=True), Hostile("a..b"), Hostile("192.168.1.1"), Hostile("UPPER-Case"),
-    Hostile("-leading"), Hostile("trailing-"), Hostile("x" * 64), Hostile("ünïcödé"), Hostile("nul\x00byte", control=True),
-    Hostile("esc\x1b[2Jape", control=True), Hostile("line\u2028sep", control=True), Hostile("tab\there", control=True),
-    Hostile("http://user:secret@prometheus:9090"), Hostile("not a url"), Hostile("javascript:alert(1)"),
-    Hostile("../../etc/passwd"), Hostile("${HOME}"), Hostile("{{ 7*7 }}"), Hostile("latest"), Hostile("a/b"),
-    Hostile("xn--bucket"), Hostile("goog-bucket"), Hostile("my-google-bucket"), Hostile("*"), Hostile("auto"),
-    Hostile("1g.10gb"), Hostile("0e9e39f249a16976918f6564b8830bc894c89659\n", control=True),
-    Hostile("vllm/vllm-openai:latest"), Hostile("ftp://host/x"), Hostile("http://[::1"), Hostile("http://h:0/"),
+    Hostile("us-central1\n", control=True),
+    Hostile("us central1"),
+    Hostile(""),
+    Hostile(" "),
+    Hostile("a" * 10_000),
+    Hostile("a" * 70_000, always_invalid=True),
+    Hostile("a..b"),
+    Hostile("192.168.1.1"),
+    Hostile("UPPER-Case"),
+    Hostile("-leading"),
+    Hostile("trailing-"),
+    Hostile("x" * 64),
+    Hostile("ünïcödé"),
+    Hostile("nul\x00byte", control=True),
+    Hostile("esc\x1b[2Jape", control=True),
+    Hostile("line\u2028sep", control=True),
+    Hostile("tab\there", control=True),
+    Hostile("http://user:secret@prometheus:9090"),
+    Hostile("not a url"),
+    Hostile("javascript:alert(1)"),
+    Hostile("../../etc/passwd"),
+    Hostile("${HOME}"),
+    Hostile("{{ 7*7 }}"),
+    Hostile("latest"),
+    Hostile("a/b"),
+    Hostile("xn--bucket"),
+    Hostile("goog-bucket"),
+    Hostile("my-google-bucket"),
+    Hostile("*"),
+    Hostile("auto"),
+    Hostile("1g.10gb"),
+    Hostile("0e9e39f249a16976918f6564b8830bc894c89659\n", control=True),
+    Hostile("vllm/vllm-openai:latest"),
+    Hostile("ftp://host/x"),
+    Hostile("http://[::1"),
+    Hostile("http://h:0/"),
     *[Hostile(token, always_invalid=True) for token in FAKE_TOKENS],
     Hostile(f"release-{FAKE_TOKENS[0]}", always_invalid=True),
 ]
 NUMBERS = [
-    Hostile(0), Hostile(-1), Hostile(1), Hostile(10**30), Hostile(2**63, always_invalid=True),
-    Hostile(-(2**63) - 1, always_invalid=True), Hostile(10**400, always_invalid=True), Hostile(1e-9), Hostile(1e308),
-    Hostile(float("nan"), always_invalid=True), Hostile(float("inf"), always_invalid=True),
-    Hostile(float("-inf"), always_invalid=True), Hostile(0.5), Hostile(65), Hostile(10**7), Hostile(True),
+    Hostile(0),
+    Hostile(-1),
+    Hostile(1),
+    Hostile(10**30),
+    Hostile(2**63, always_invalid=True),
+    Hostile(-(2**63) - 1, always_invalid=True),
+    Hostile(10**400, always_invalid=True),
+    Hostile(1e-9),
+    Hostile(1e308),
+    Hostile(float("nan"), always_invalid=True),
+    Hostile(float("inf"), always_invalid=True),
+    Hostile(float("-inf"), always_invalid=True),
+    Hostile(0.5),
+    Hostile(65),
+    Hostile(10**7),
+    Hostile(True),
     Hostile(False),
 ]
 STRUCTURES = [
-    Hostile(None), Hostile([]), Hostile({}), Hostile(deep(150), always_invalid=True), Hostile(deep(20)),
-    Hostile({1: "int key"}, always_invalid=True), Hostile({"nested": {"key\nbreak": 1}}),
-    Hostile(b"\x00binary\xff", always_invalid=True), Hostile(datetime.datetime(2020, 1, 1), always_invalid=True),
-    Hostile(datetime.date(2020, 1, 1), always_invalid=True), Hostile(["a", "b"] * 50), Hostile({"k": "v"}),
+    Hostile(None),
+    Hostile([]),
+    Hostile({}),
+    Hostile(deep(150), always_invalid=True),
+    Hostile(deep(20)),
+    Hostile({1: "int key"}, always_invalid=True),
+    Hostile({"nested": {"key\nbreak": 1}}),
+    Hostile(b"\x00binary\xff", always_invalid=True),
+    Hostile(datetime.datetime(2020, 1, 1), always_invalid=True),
+    Hostile(datetime.date(2020, 1, 1), always_invalid=True),
+    Hostile(["a", "b"] * 50),
+    Hostile({"k": "v"}),
 ]
 HOSTILE = STRINGS + NUMBERS + STRUCTURES
 
@@ -92,52 +139,124 @@ def hostile_values() -> st.SearchStrategy[Hostile]:
 
 
 STACK_FIELDS = [
-    "cluster.region", "cluster.name", "cluster.gcpProject", "cluster.kubeconfig", "cluster.context",
-    "cluster.rwxStorageClass", "cluster.create", "cluster.kubernetesVersion", "cluster.systemPool.machineType",
-    "cluster.systemPool.minNodes", "cluster.systemPool.maxNodes", "cluster.systemPool.zones",
-    "cluster.systemPool.diskGib", "pools[0].name", "pools[0].gpu", "pools[0].gpusPerNode", "pools[0].machineType",
-    "pools[0].minNodes", "pools[0].maxNodes", "pools[0].desiredNodes", "pools[0].zones", "pools[0].diskGib",
-    "pools[0].migProfile", "pools[0].capacityReservationId", "pools[0].capacityType", "modelStore.namespace",
-    "modelStore.bucketName", "modelStore.prefix", "modelStore.mirrorPool", "modelStore.loadFrom",
-    "modelStore.existingClaim", "modelStore.readMBps", "modelStore.downloaderImage", "modelStore.volumeHeadroom",
-    "models[0].repo", "models[0].revision", "models[0].name", "models[0].pool", "models[0].tensorParallelSize",
-    "models[0].pipelineParallelSize", "models[0].maxModelLen", "models[0].gpuMemoryUtilization",
-    "models[0].kvCacheDtype", "models[0].dtype", "models[0].quantization", "models[0].replicas", "models[0].image",
-    "models[0].maxNumSeqs", "models[0].maxNumBatchedTokens", "models[0].chatTemplate", "models[0].engine",
-    "models[0].autoscaling.enabled", "models[0].autoscaling.minReplicas", "models[0].autoscaling.maxReplicas",
-    "models[0].autoscaling.queueThreshold", "models[0].autoscaling.prometheusUrl", "operators.namespace",
-    "operators.gpuOperator.chartVersion", "operators.gpuOperator.timeSlicingReplicas",
-    "operators.gpuOperator.driver", "operators.gpuOperator.migStrategy", "operators.networkOperator.ipRange",
-    "operators.networkOperator.interface", "operators.networkOperator.rdmaSharedDevices",
-    "operators.networkOperator.enabled", "exposure.gateway.name", "exposure.gateway.namespace",
-    "exposure.gateway.hostname", "monitoring.labels.release", "monitoring.dashboardNamespace",
-    "monitoring.ttftP95Seconds", "monitoring.kvCacheUsageAlert", "hfToken", "apiKey", "cloud",
+    "cluster.region",
+    "cluster.name",
+    "cluster.gcpProject",
+    "cluster.kubeconfig",
+    "cluster.context",
+    "cluster.rwxStorageClass",
+    "cluster.create",
+    "cluster.kubernetesVersion",
+    "cluster.systemPool.machineType",
+    "cluster.systemPool.minNodes",
+    "cluster.systemPool.maxNodes",
+    "cluster.systemPool.zones",
+    "cluster.systemPool.diskGib",
+    "pools[0].name",
+    "pools[0].gpu",
+    "pools[0].gpusPerNode",
+    "pools[0].machineType",
+    "pools[0].minNodes",
+    "pools[0].maxNodes",
+    "pools[0].desiredNodes",
+    "pools[0].zones",
+    "pools[0].diskGib",
+    "pools[0].migProfile",
+    "pools[0].capacityReservationId",
+    "pools[0].capacityType",
+    "modelStore.namespace",
+    "modelStore.bucketName",
+    "modelStore.prefix",
+    "modelStore.mirrorPool",
+    "modelStore.loadFrom",
+    "modelStore.existingClaim",
+    "modelStore.readMBps",
+    "modelStore.downloaderImage",
+    "modelStore.volumeHeadroom",
+    "models[0].repo",
+    "models[0].revision",
+    "models[0].name",
+    "models[0].pool",
+    "models[0].tensorParallelSize",
+    "models[0].pipelineParallelSize",
+    "models[0].maxModelLen",
+    "models[0].gpuMemoryUtilization",
+    "models[0].kvCacheDtype",
+    "models[0].dtype",
+    "models[0].quantization",
+    "models[0].replicas",
+    "models[0].image",
+    "models[0].maxNumSeqs",
+    "models[0].maxNumBatchedTokens",
+    "models[0].chatTemplate",
+    "models[0].engine",
+    "models[0].autoscaling.enabled",
+    "models[0].autoscaling.minReplicas",
+    "models[0].autoscaling.maxReplicas",
+    "models[0].autoscaling.queueThreshold",
+    "models[0].autoscaling.prometheusUrl",
+    "operators.namespace",
+    "operators.gpuOperator.chartVersion",
+    "operators.gpuOperator.timeSlicingReplicas",
+    "operators.gpuOperator.driver",
+    "operators.gpuOperator.migStrategy",
+    "operators.networkOperator.ipRange",
+    "operators.networkOperator.interface",
+    "operators.networkOperator.rdmaSharedDevices",
+    "operators.networkOperator.enabled",
+    "exposure.gateway.name",
+    "exposure.gateway.namespace",
+    "exposure.gateway.hostname",
+    "monitoring.labels.release",
+    "monitoring.dashboardNamespace",
+    "monitoring.ttftP95Seconds",
+    "monitoring.kvCacheUsageAlert",
+    "hfToken",
+    "apiKey",
+    "cloud",
 ]
 # Plausible values for the same fields (valid, or invalid only in combination), so many cases pass
 # validation and reach planning, manifests and the policy pack.
 PLAUSIBLE = {
     "models[0].quantization": ["fp8", "awq", "gptq", "mxfp4", "torchao", "fp8_per_block"],
-    "models[0].dtype": ["float32", "float16", "bfloat16", "auto"], "models[0].kvCacheDtype": ["fp8", "auto"],
-    "models[0].pipelineParallelSize": [1, 2, 33, 64], "models[0].tensorParallelSize": ["auto", 1, 2, 8, 3],
-    "models[0].maxModelLen": [16, 4096, 131072, 10**6], "models[0].gpuMemoryUtilization": [0.5, 0.99],
-    "models[0].replicas": [1, 2, 100], "models[0].maxNumSeqs": [1, 256, 65536],
-    "models[0].maxNumBatchedTokens": [16, 8192], "models[0].name": ["chat", "a" * 63],
+    "models[0].dtype": ["float32", "float16", "bfloat16", "auto"],
+    "models[0].kvCacheDtype": ["fp8", "auto"],
+    "models[0].pipelineParallelSize": [1, 2, 33, 64],
+    "models[0].tensorParallelSize": ["auto", 1, 2, 8, 3],
+    "models[0].maxModelLen": [16, 4096, 131072, 10**6],
+    "models[0].gpuMemoryUtilization": [0.5, 0.99],
+    "models[0].replicas": [1, 2, 100],
+    "models[0].maxNumSeqs": [1, 256, 65536],
+    "models[0].maxNumBatchedTokens": [16, 8192],
+    "models[0].name": ["chat", "a" * 63],
     "models[0].chatTemplate": ["{% for m in messages %}{{ m.content }}\n{% endfor %}"],
-    "models[0].autoscaling.enabled": [True, False], "models[0].autoscaling.minReplicas": [0, 1, 100],
-    "models[0].autoscaling.maxReplicas": [1, 4, 100], "models[0].autoscaling.queueThreshold": [0.001, 5, 10000],
+    "models[0].autoscaling.enabled": [True, False],
+    "models[0].autoscaling.minReplicas": [0, 1, 100],
+    "models[0].autoscaling.maxReplicas": [1, 4, 100],
+    "models[0].autoscaling.queueThreshold": [0.001, 5, 10000],
     "models[0].autoscaling.prometheusUrl": ["http://prom:9090", "https://prom.example.com/api"],
-    "modelStore.readMBps": [10, 1000, 200000], "modelStore.loadFrom": ["volume", "bucket", "existing-claim"],
+    "modelStore.readMBps": [10, 1000, 200000],
+    "modelStore.loadFrom": ["volume", "bucket", "existing-claim"],
     "modelStore.bucketName": ["my-models", "xn--models", "goog-models", "a-google-bucket", "my.models.bucket"],
-    "modelStore.existingClaim": ["weights", "weights.v2"], "modelStore.volumeHeadroom": [1.0, 4.0],
-    "pools[0].maxNodes": [1, 2, 5000, 5001], "pools[0].minNodes": [0, 1], "pools[0].diskGib": [50, 16384],
+    "modelStore.existingClaim": ["weights", "weights.v2"],
+    "modelStore.volumeHeadroom": [1.0, 4.0],
+    "pools[0].maxNodes": [1, 2, 5000, 5001],
+    "pools[0].minNodes": [0, 1],
+    "pools[0].diskGib": [50, 16384],
     "pools[0].zones": [["us-central1-a", "us-central1-b"], ["us-east-1a"]],
     "cluster.region": ["eu-west-1", "europe-west4", "us-central1-a", "us-gov-west-1"],
-    "cluster.systemPool.zones": [["us-central1-a"]], "cluster.gcpProject": ["my-project-123"],
-    "cluster.name": ["c", "a" * 41], "monitoring.labels.release": ["kube-prometheus-stack", ""],
-    "monitoring.ttftP95Seconds": [0.1, 3600], "monitoring.dashboardNamespace": ["grafana", "0-ns"],
-    "exposure.gateway.hostname": ["llm.example.com", "*.example.com"], "exposure.gateway.name": ["gw", "gw.v1"],
-    "exposure.gateway.namespace": ["infra"], "operators.gpuOperator.timeSlicingReplicas": [2, 4],
-    "operators.networkOperator.interface": ["ens1f0"], "operators.networkOperator.enabled": [True],
+    "cluster.systemPool.zones": [["us-central1-a"]],
+    "cluster.gcpProject": ["my-project-123"],
+    "cluster.name": ["c", "a" * 41],
+    "monitoring.labels.release": ["kube-prometheus-stack", ""],
+    "monitoring.ttftP95Seconds": [0.1, 3600],
+    "monitoring.dashboardNamespace": ["grafana", "0-ns"],
+    "exposure.gateway.hostname": ["llm.example.com", "*.example.com"],
+    "exposure.gateway.name": ["gw", "gw.v1"],
+    "exposure.gateway.namespace": ["infra"],
+    "operators.gpuOperator.timeSlicingReplicas": [2, 4],
+    "operators.networkOperator.interface": ["ens1f0"],
+    "operators.networkOperator.enabled": [True],
 }
 
 
@@ -240,7 +359,9 @@ def _merge_bomb() -> str:
 
 DEV_TEXT = (ROOT / "Pulumi.dev.yaml").read_text()
 RAW_STACK_TEXTS = [
-    _alias_bomb(9, 10), _alias_bomb(30, 2), _merge_bomb(),
+    _alias_bomb(9, 10),
+    _alias_bomb(30, 2),
+    _merge_bomb(),
     "config:\n  llm-serving:monitoring: &a\n    labels: *a\n",
     "config:\n  llm-serving:models: &m [*m]\n",
     "config:\n  llm-serving:monitoring: " + "[" * 10_000 + "]" * 10_000 + "\n",
@@ -249,15 +370,26 @@ RAW_STACK_TEXTS = [
     "config:\n  hfToken: " + FAKE_TOKENS[0] + "\n  llm-serving:hfToken:\n    secure: AAEAAQ==\n",
     "config:\n  llm-serving:hfToken:\n    secure: AAEAAQ==\n    value: " + FAKE_TOKENS[0] + "\n",
     DEV_TEXT + "  llm-serving:apiKey: " + FAKE_TOKENS[1] + "\n",
-    DEV_TEXT.replace("  ", "\t"), DEV_TEXT + "---\nconfig: {}\n",
+    DEV_TEXT.replace("  ", "\t"),
+    DEV_TEXT + "---\nconfig: {}\n",
     DEV_TEXT.replace("us-central1", "us-central1\udcff"),  # a byte that is not UTF-8
-    "", "# only a comment\n", "config:\n", "config: null\n", "config: [1, 2]\n", "- a\n- b\n", "just text\n",
-    "config: !!python/object:os.system {}\n", "config:\n  ? [a, b]\n  : c\n", "config:\n  1: x\n",
-    "config:\n  llm-serving:models: !!binary aGVsbG8=\n", "config:\n  llm-serving:cloud: 2020-01-01\n",
-    "config:\n  llm-serving:pools: !!set {a, b}\n", DEV_TEXT + "#" * (2 * 1024 * 1024) + "\n",
+    "",
+    "# only a comment\n",
+    "config:\n",
+    "config: null\n",
+    "config: [1, 2]\n",
+    "- a\n- b\n",
+    "just text\n",
+    "config: !!python/object:os.system {}\n",
+    "config:\n  ? [a, b]\n  : c\n",
+    "config:\n  1: x\n",
+    "config:\n  llm-serving:models: !!binary aGVsbG8=\n",
+    "config:\n  llm-serving:cloud: 2020-01-01\n",
+    "config:\n  llm-serving:pools: !!set {a, b}\n",
+    DEV_TEXT + "#" * (2 * 1024 * 1024) + "\n",
     DEV_TEXT.replace("maxModelLen: 8192", "maxModelLen: " + "9" * 5000),
     DEV_TEXT.replace("maxModelLen: 8192", "maxModelLen: .nan"),
-    DEV_TEXT.replace("llm-serving-dev", "\"llm-serving-dev\\u0000\""),
+    DEV_TEXT.replace("llm-serving-dev", '"llm-serving-dev\\u0000"'),
 ]
 
 
@@ -266,8 +398,10 @@ RAW_VALID_STACK_TEXTS = ["\ufeff" + DEV_TEXT]
 
 
 def raw_stacks() -> st.SearchStrategy[StackCase]:
-    return st.one_of(st.sampled_from(RAW_STACK_TEXTS).map(lambda text: StackCase(text, must_refuse=True)),
-                     st.sampled_from(RAW_VALID_STACK_TEXTS).map(lambda text: StackCase(text, must_refuse=False)))
+    return st.one_of(
+        st.sampled_from(RAW_STACK_TEXTS).map(lambda text: StackCase(text, must_refuse=True)),
+        st.sampled_from(RAW_VALID_STACK_TEXTS).map(lambda text: StackCase(text, must_refuse=False)),
+    )
 
 
 def stack_cases() -> st.SearchStrategy[StackCase]:
@@ -281,12 +415,35 @@ def stack_cases() -> st.SearchStrategy[StackCase]:
 MODEL_CONFIGS = sorted((ROOT / "tests" / "fixtures" / "model_configs").glob("*/config.json"))
 # Keys the sizing reads; a hostile value there must be refused or sized plausibly.
 SIZING_KEYS = [
-    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
-    "intermediate_size", "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-    "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "mlp_only_layers",
-    "sliding_window", "sliding_window_pattern", "layer_types", "model_type", "torch_dtype", "architectures",
-    "max_position_embeddings", "tie_word_embeddings", "kv_lora_rank", "qk_rope_head_dim", "quantization_config",
-    "text_config", "vision_config", "use_sliding_window",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "intermediate_size",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "mlp_only_layers",
+    "sliding_window",
+    "sliding_window_pattern",
+    "layer_types",
+    "model_type",
+    "torch_dtype",
+    "architectures",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "quantization_config",
+    "text_config",
+    "vision_config",
+    "use_sliding_window",
 ]
 # Values no sizing key may hold (a count that is not a positive whole number).
 BAD_COUNT_VALUES = [-1, -8, True, "32", 3.5, float("nan"), float("inf"), 10**400, [], {}, None]
@@ -327,8 +484,15 @@ def sizing_cases(draw) -> SizingCase:
     must_refuse = False
     for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2, 3]))):
         key = draw(st.sampled_from(SIZING_KEYS))
-        config[key] = copy.deepcopy(draw(hostile_values()).value) if not draw(st.integers(0, 3)) else draw(st.sampled_from(
-            [0, 1, 2, 7, 64, 10**7, 2**31, -3, 1.5, "x", [], {}, None, True, ["sliding"] * 3, {"bits": -4}]))
+        config[key] = (
+            copy.deepcopy(draw(hostile_values()).value)
+            if not draw(st.integers(0, 3))
+            else draw(
+                st.sampled_from(
+                    [0, 1, 2, 7, 64, 10**7, 2**31, -3, 1.5, "x", [], {}, None, True, ["sliding"] * 3, {"bits": -4}]
+                )
+            )
+        )
     if draw(st.integers(0, 4)) == 0:
         # Last, so nothing resets it: a count that is not a positive whole number (a falsy one counts
         # as missing, and these three are required).
@@ -344,9 +508,14 @@ def sizing_cases(draw) -> SizingCase:
             must_refuse = True
     else:
         must_refuse = True
-        config_bytes = {"deep": "[" * 50_000 + "]" * 50_000, "binary": "\x89PNG\x00\xff\xfe",
-                        "nan": '{"num_hidden_layers": NaN}', "huge_int": '{"num_hidden_layers": ' + "9" * 5000 + "}",
-                        "empty": "", "list": "[1, 2]"}[raw]
+        config_bytes = {
+            "deep": "[" * 50_000 + "]" * 50_000,
+            "binary": "\x89PNG\x00\xff\xfe",
+            "nan": '{"num_hidden_layers": NaN}',
+            "huge_int": '{"num_hidden_layers": ' + "9" * 5000 + "}",
+            "empty": "",
+            "list": "[1, 2]",
+        }[raw]
     flags = ["--model-config", "{config}"]
     if draw(st.booleans()):
         gpu = draw(st.sampled_from(["H100-80GB", "L4", "A100-80GB", "h100", "H200", "B200"] * 3 + ["V100", "A100"]))
@@ -373,7 +542,8 @@ def sizing_cases(draw) -> SizingCase:
 
 
 POLICY_FIXTURES = sorted((ROOT / "tests" / "fixtures" / "policy").glob("good/*.yaml")) + sorted(
-    (ROOT / "tests" / "fixtures" / "policy").glob("bad/*.yaml"))
+    (ROOT / "tests" / "fixtures" / "policy").glob("bad/*.yaml")
+)
 
 
 def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
@@ -406,9 +576,9 @@ def _no_api_takes(value: Any) -> bool:
             stack += list(node.values())
         elif isinstance(node, list):
             stack += node
-        elif isinstance(node, float) and (node != node or node in (float("inf"), float("-inf"))):
-            return True
-        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > 2**63 - 1:
+        elif (isinstance(node, float) and (node != node or node in (float("inf"), float("-inf")))) or (
+            isinstance(node, int) and not isinstance(node, bool) and abs(node) > 2**63 - 1
+        ):
             return True
     return False
 
@@ -423,24 +593,44 @@ class CheckCase:
 
 
 MANIFEST_ATTACKS = [
-    ("alias.yaml", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)) + "kind: List\napiVersion: v1\n"),
-    ("list-bomb.yaml", "apiVersion: v1\nkind: List\nitems: &i0\n- &p {apiVersion: v1, kind: Pod, metadata: {name: p}}\n"
-                       + "".join(f"x{i}: &i{i} [{{kind: List, items: *i{i - 1}}}, {{kind: List, items: *i{i - 1}}}, "
-                                 f"{{kind: List, items: *i{i - 1}}}]\n" for i in range(1, 16))),
+    (
+        "alias.yaml",
+        "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+        + "kind: List\napiVersion: v1\n",
+    ),
+    (
+        "list-bomb.yaml",
+        "apiVersion: v1\nkind: List\nitems: &i0\n- &p {apiVersion: v1, kind: Pod, metadata: {name: p}}\n"
+        + "".join(
+            f"x{i}: &i{i} [{{kind: List, items: *i{i - 1}}}, {{kind: List, items: *i{i - 1}}}, "
+            f"{{kind: List, items: *i{i - 1}}}]\n"
+            for i in range(1, 16)
+        ),
+    ),
     ("recursive.yaml", "a: &a\n  b: *a\nkind: Pod\n"),
     ("deep.yaml", "kind: Pod\nspec: " + "[" * 5000 + "]" * 5000 + "\n"),
-    ("deep-list-kinds.yaml", "kind: List\nitems:\n" + "".join("  " * i + "- kind: List\n" + "  " * i + "  items:\n"
-                                                             for i in range(120))),
-    ("big-int.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n"
-                     "      containers:\n      - name: c\n        image: x:1\n        startupProbe:\n"
-                     "          failureThreshold: " + "9" * 400 + "\n"),
+    (
+        "deep-list-kinds.yaml",
+        "kind: List\nitems:\n" + "".join("  " * i + "- kind: List\n" + "  " * i + "  items:\n" for i in range(120)),
+    ),
+    (
+        "big-int.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n"
+        "      containers:\n      - name: c\n        image: x:1\n        startupProbe:\n"
+        "          failureThreshold: " + "9" * 400 + "\n",
+    ),
     ("nan.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {replicas: .nan}\n"),
     ("latin1.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9}\n"),
     ("binary.yaml", "\x00\x01\x02\xff\xfe"),
-    ("empty.yaml", ""), ("scalar.yaml", "just a string\n"), ("tags.yaml", "kind: !!python/name:os.system Pod\n"),
+    ("empty.yaml", ""),
+    ("scalar.yaml", "just a string\n"),
+    ("tags.yaml", "kind: !!python/name:os.system Pod\n"),
     ("many-docs.yaml", "---\n" * 20000),
-    *[(f"malformed-{p.name}", p.read_text()) for p in sorted((ROOT / "tests" / "fixtures" / "policy").glob("malformed/*"))],
+    *[
+        (f"malformed-{p.name}", p.read_text())
+        for p in sorted((ROOT / "tests" / "fixtures" / "policy").glob("malformed/*"))
+    ],
 ]
 CONFIGS = [
     ('{"startup-probe-budget": {"minimumSeconds": NaN}}', True),
@@ -448,9 +638,15 @@ CONFIGS = [
     ('{"startup-probe-budget": {"minimumSeconds": -1}}', True),
     ('{"startup-probe-budget": {"minimumSeconds": ' + "9" * 400 + "}}", True),
     ('{"startup-probe-budget": {"minimumSeconds": ' + "9" * 5000 + "}}", True),
-    ("[" * 100_000 + "]" * 100_000, True), ('{"x": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}", True),
-    ("\xff\xfe{}", True), ('{"all": "advisory"}', False), ('{"image-tag-pinned": {"requireDigest": true}}', False),
-    ('{"nope": "mandatory"}', True), ('{"all": "sometimes"}', True), ("null", False), ("[]", True),
+    ("[" * 100_000 + "]" * 100_000, True),
+    ('{"x": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}", True),
+    ("\xff\xfe{}", True),
+    ('{"all": "advisory"}', False),
+    ('{"image-tag-pinned": {"requireDigest": true}}', False),
+    ('{"nope": "mandatory"}', True),
+    ('{"all": "sometimes"}', True),
+    ("null", False),
+    ("[]", True),
 ]
 
 
