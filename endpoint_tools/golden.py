@@ -229,7 +229,10 @@ class PromptDiff:
     def describe(self) -> str:
         if self.unit == "missing":
             return f"{self.prompt}: not in the live run"
-        return f"{self.prompt} at {self.unit[:-1]} {self.position} ({excerpt(self.recorded, 40)} -> {excerpt(self.live, 40)})"
+        return (
+            f"{self.prompt} at {self.unit[:-1]} {self.position} "
+            f"({excerpt(self.recorded, 40)} -> {excerpt(self.live, 40)})"
+        )
 
 
 @dataclass(frozen=True)

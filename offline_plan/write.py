@@ -270,9 +270,10 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         *(
             [
                 (
-                    f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on every replica "
-                    f"(--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} from their adapter_config.json); "
-                    f"their slots take {row['loraGiBPerGpu']} GiB per GPU out of the KV cache."
+                    f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on "
+                    f"every replica (--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} "
+                    f"from their adapter_config.json); their slots take {row['loraGiBPerGpu']} GiB per GPU out of the "
+                    "KV cache."
                 )
             ]
             if row.get("adapters")

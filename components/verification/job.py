@@ -139,8 +139,8 @@ def golden_record(plan: ModelPlan) -> Any | None:
     """The committed record of a model (parsed JSON), None when there is none yet.
 
     Only its size and JSON are checked here (components never import endpoint_tools); its fields are
-    checked by tests/components/verification/test_golden_job.py for every committed record and by the Job's runner, which
-    fails with a usage error naming the field.
+    checked by tests/components/verification/test_golden_job.py for every committed record and by the
+    Job's runner, which fails with a usage error naming the field.
     """
     path = ROOT / golden_record_path(plan)
     if not path.is_file():

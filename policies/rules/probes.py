@@ -62,8 +62,8 @@ def probes_declared(obj: dict, config: dict) -> list[Finding]:
                 out.append(
                     Finding(
                         f"{w.ref}: {c.label} has no {', '.join(missing)} with a handler (httpGet, tcpSocket, exec "
-                        f"or grpc){why}; add the missing probes so Kubernetes routes traffic only to a ready server and restarts "
-                        f"a hung one.",
+                        f"or grpc){why}; add the missing probes so Kubernetes routes traffic only to a ready server "
+                        f"and restarts a hung one.",
                         c.name,
                     )
                 )

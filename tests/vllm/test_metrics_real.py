@@ -206,7 +206,8 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
     if generated < 900:  # cut: recorded under no reason at all
         assert generated > 0 and counted("length") == 0, generated
         FIGURES.append(
-            f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, counted under no finished_reason"
+            f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, "
+            "counted under no finished_reason"
         )
     else:  # the reset was missed and the stream ran to its end
         assert counted("length") == 1
