@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -167,7 +167,7 @@ class AdapterConfig(StrictModel):
         return pinned_commit(v)
 
 
-TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
+TensorParallel = Literal["auto"] | Annotated[int, Field(ge=1, le=64)]
 
 
 class SignatureConfig(StrictModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import socket
 import subprocess
@@ -171,7 +172,7 @@ VLLM_STREAM_ERROR = (
 
 
 def _chunk(text):
-    return '{"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": "%s"}]}' % text
+    return json.dumps({"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": text}]})
 
 
 class _FakeStreamClient:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -141,10 +142,11 @@ EDGE_400 = OVER_400.replace(b"1025 input tokens", b"1017 input tokens and 8 outp
 
 
 def _usage(prompt, completion):
-    return (
-        '{"choices":[{"message":{"content":"x"},"finish_reason":"length"}],'
-        '"usage":{"prompt_tokens":%d,"completion_tokens":%d}}' % (prompt, completion)
-    ).encode()
+    body = {
+        "choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion},
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _judge(fit=(200, FIT_200), edge=(200, EDGE_200_CLAMPED), over=(400, OVER_400), health=200):

@@ -255,8 +255,8 @@ def test_each_adapter_gets_its_own_verified_mirror_job_on_the_model_volume_and_s
     args = fetch["command"]
     assert args[args.index("--repo") + 1] == SQL["repo"] and args[args.index("--revision") + 1] == SQL["revision"]
     assert args[args.index("--local-dir") + 1] == f"/models/{SQL['repo']}/{SQL['revision']}"
-    assert [a for a in args if a.startswith("--include") or a.startswith("--exclude")] == [
-        a for a in base_fetch["command"] if a.startswith("--include") or a.startswith("--exclude")
+    assert [a for a in args if a.startswith(("--include", "--exclude"))] == [
+        a for a in base_fetch["command"] if a.startswith(("--include", "--exclude"))
     ]
     assert adapter_job["spec"]["template"]["spec"]["volumes"][0] == base_job["spec"]["template"]["spec"]["volumes"][0]
     labels = adapter_job["metadata"]["labels"]

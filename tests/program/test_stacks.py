@@ -239,7 +239,7 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
             "models": [{**overrides["models"][0], "tensorParallelSize": 4, "pipelineParallelSize": 1}],
         },
     )
-    [deployment] = [o for o in kinds(single.kubernetes_objects, "Deployment")]
+    [deployment] = list(kinds(single.kubernetes_objects, "Deployment"))
     assert (
         "rdma/rdma_shared_device_a"
         not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]

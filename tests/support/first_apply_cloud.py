@@ -636,7 +636,7 @@ def eks_secrets_key_usable(graph: ApplyGraph) -> Iterable[Violation]:
         for u in graph.upstream(cluster):
             policy = graph.by_urn[u]
             role = str(policy.inputs.get("role"))
-            if policy.type == ROLE_POLICY and (role_arn.endswith("/" + role) or role_arn.endswith(":" + role)):
+            if policy.type == ROLE_POLICY and role_arn.endswith(("/" + role, ":" + role)):
                 for statement in _policy_statements(policy.inputs.get("policy")):
                     granted |= _allows(statement, needed, str(key_arn))
         if needed - granted:

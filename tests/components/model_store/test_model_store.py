@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -62,7 +63,7 @@ def test_mirror_command_pins_the_commit_and_never_a_branch():
     # The files land where servers look for them: the same path the plan computes.
     assert command[command.index("--local-dir") + 1] == f"{contract.MODEL_MOUNT_PATH}/{REPO}/{REV}"
     # Only the servable files are fetched: every glob of the contract, as repeated flags.
-    pairs = list(zip(command, command[1:]))
+    pairs = list(itertools.pairwise(command))
     assert [v for k, v in pairs if k == "--include"] == list(contract.MODEL_FILE_INCLUDE)
     assert [v for k, v in pairs if k == "--exclude"] == list(contract.MODEL_FILE_EXCLUDE)
     assert "original/*" in contract.MODEL_FILE_EXCLUDE

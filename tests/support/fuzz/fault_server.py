@@ -118,7 +118,7 @@ SPECIFIC_FAULTS = {
 
 
 def behaviours(endpoint: str) -> tuple[str, ...]:
-    return ("ok",) + GENERIC_FAULTS + SPECIFIC_FAULTS.get(endpoint, ())
+    return ("ok", *GENERIC_FAULTS, *SPECIFIC_FAULTS.get(endpoint, ()))
 
 
 def _words(text: str) -> list[str]:
