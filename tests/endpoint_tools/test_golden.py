@@ -124,7 +124,7 @@ def test_a_malformed_record_is_one_line_naming_the_field(mutate, message):
 def test_parse_key_takes_known_fields_once():
     assert golden.parse_key("revision=abc, engine=vllm 0.32.0") == {"revision": "abc", "engine": "vllm 0.32.0"}
     for bad in ("gpu=L4", "revision", "revision=", "revision=a,revision=b"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="is not FIELD=VALUE with FIELD one of"):
             golden.parse_key(bad)
 
 

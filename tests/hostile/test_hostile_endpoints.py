@@ -131,7 +131,7 @@ def test_malformed_answers_are_one_failed_line(server, endpoint, fault, check, s
 
 
 def test_a_3_gb_body_is_not_read_into_memory(server):
-    proc, lines = smoke_result(server, {"metrics": "huge_body"})
+    _, lines = smoke_result(server, {"metrics": "huge_body"})
     assert lines["metrics"].startswith("FAIL") and "more than the 33,554,432" in lines["metrics"]
 
 
@@ -141,7 +141,7 @@ def test_an_error_event_fails_the_stream_check(server):
 
 
 def test_an_absurd_max_model_len_fails_without_building_a_prompt(server):
-    proc, lines = smoke_result(server, {"models": "max_model_len_absurd"})
+    _, lines = smoke_result(server, {"models": "max_model_len_absurd"})
     assert lines["models"].startswith("FAIL") and "1,000,000,000,000" in lines["models"]
     assert lines["context"].startswith("FAIL")
 

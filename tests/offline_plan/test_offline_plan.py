@@ -125,7 +125,7 @@ def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, ca
 
 
 def test_an_unknown_stack_names_the_ones_that_exist():
-    with pytest.raises(ConfigError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
+    with pytest.raises(ConfigError, match=r"no stack file Pulumi\.staging\.yaml; stacks here: dev, prod"):
         mock_runtime.stack_file_config("staging")
     assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
 

@@ -395,5 +395,5 @@ def test_load_model_config_missing_path(tmp_path):
 
 
 def test_load_model_config_folder_without_config(tmp_path):
-    with pytest.raises(HubError, match="no config.json in this folder"):
+    with pytest.raises(HubError, match=r"no config\.json in this folder"):
         load_model_config(str(tmp_path))

@@ -163,7 +163,7 @@ def test_adapter_configs_are_read_from_model_metadata_or_the_hf_cache():
     with offline_cache() as cache:
         from_cache = load_adapter_metadata(CHAT["repo"], CHAT["revision"], metadata_root=FIXTURES / "nowhere")
         assert from_cache.source.startswith(str(cache)) and from_cache.config["rank_pattern"] == {"v_proj": 64}
-        with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and its adapter_config.json is not in the"):
+        with pytest.raises(HubError, match=r"HF_HUB_OFFLINE is set and its adapter_config\.json is not in the"):
             load_adapter_metadata("llm-serving-fixtures/absent", "5" * 40, metadata_root=FIXTURES / "nowhere")
 
 

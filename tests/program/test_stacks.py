@@ -42,7 +42,7 @@ def test_policy_pack_finds_nothing_mandatory(stack):
 
 
 def test_every_model_is_served_pinned_tolerated_and_probed_from_its_numbers(stack):
-    name, evaluation = stack
+    _, evaluation = stack
     objects = evaluation.kubernetes_objects
     sizing = {row["model"]: row for row in evaluation.outputs["sizing"]}
     servers = [d for d in kinds(objects, "Deployment") if d["metadata"]["labels"].get(contract.LABEL_MODEL) in sizing]

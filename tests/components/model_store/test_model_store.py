@@ -337,7 +337,7 @@ def test_service_accounts_carry_the_cloud_bindings():
 def test_binding_in_another_namespace_is_refused():
     bucket = aws_bucket()
     bucket.writer = ServiceAccountBinding("elsewhere", "model-writer", {})
-    with pytest.raises(ValueError, match="modelStore.namespace"):
+    with pytest.raises(ValueError, match=r"modelStore\.namespace"):
         evaluate(bucket=bucket)
 
 
@@ -357,7 +357,7 @@ def test_every_model_object_carries_the_revision():
 
 def test_two_models_share_one_namespace_and_its_accounts():
     other_rev = "1" * 40
-    evaluation, stores = evaluate(
+    evaluation, _ = evaluate(
         bucket=gcs_bucket(),
         stores=[
             {},

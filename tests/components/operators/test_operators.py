@@ -346,7 +346,7 @@ def test_rendered_cluster_policy_validates(cloud, driver, gke, strategy):
 def test_cluster_policy_check_can_fail():
     bad = rendered_cluster_policy(values_for("aws"))
     bad["spec"]["mig"]["strategy"] = "all"  # not in the CRD's enum
-    with pytest.raises(schemas.SchemaError, match="mig.strategy"):
+    with pytest.raises(schemas.SchemaError, match=r"mig\.strategy"):
         schemas.validate_object(bad)
 
 
@@ -384,7 +384,7 @@ def test_ip_pool_splits_the_range_across_gpu_nodes():
     spec = ncp.ip_pool_spec("192.168.100.0/24", [h100_pool(max_nodes=2), l4_pool_custom_taint()])
     assert spec["subnet"] == "192.168.100.0/24"
     assert spec["perNodeBlockSize"] == 254 // 6
-    with pytest.raises(gpu_driver.OperatorValuesError, match="operators.networkOperator.ipRange"):
+    with pytest.raises(gpu_driver.OperatorValuesError, match=r"operators\.networkOperator\.ipRange"):
         ncp.ip_pool_spec("192.168.100.0/29", [h100_pool(max_nodes=2)])  # 6 addresses, 8 GPUs a node
     with pytest.raises(gpu_driver.OperatorValuesError, match="not a network"):
         ncp.ip_pool_spec("192.168.100.7/24", [h100_pool()])

@@ -74,7 +74,7 @@ def test_a_committed_record_is_read_and_a_broken_one_named(tmp_path, monkeypatch
     with pytest.raises(ValueError, match=r"golden/m.json is not JSON .*record it again"):
         verification.golden_entry(_plan())
     (tmp_path / "golden" / "m.json").write_text(" " * (verification.MAX_GOLDEN_BYTES + 1))
-    with pytest.raises(ValueError, match="golden/m.json is 262,145 bytes"):
+    with pytest.raises(ValueError, match=r"golden/m\.json is 262,145 bytes"):
         verification.golden_entry(_plan())
 
 

@@ -113,7 +113,7 @@ def test_the_job_runs_once_on_a_cpu_node_within_a_deadline_pulumi_outwaits(stack
     assert spec["template"]["spec"]["nodeSelector"] == {"llm-serving.io/pool": "system"}
     assert "nvidia.com/gpu" not in json.dumps(spec["template"]["spec"]["containers"][0]["resources"])
     # The last wait of `pulumi up`: after the servers, nothing waits for it.
-    total, chain = longest_chain(ev.resources)
+    _, chain = longest_chain(ev.resources)
     assert chain[-1].resource.urn == job.urn
 
 
