@@ -267,7 +267,8 @@ def _show(value: str | None) -> str:
 
 
 def _first_difference(a, b) -> int:
-    for i, (x, y) in enumerate(zip(a, b)):
+    # The shorter one may be a prefix of the other: then they differ where it ends.
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))

@@ -205,7 +205,7 @@ def targets_document(
 ) -> str:
     """The targets file endpoint_tools/verify.py reads (JSON, keys sorted so equal plans give equal text)."""
     targets = []
-    for plan, url, key_env in zip(plans, base_urls, api_key_envs):
+    for plan, url, key_env in zip(plans, base_urls, api_key_envs, strict=True):
         targets.append(
             {
                 "model": plan.served_name,
@@ -346,7 +346,7 @@ class Verification(pulumi.ComponentResource):
         # A target has an env name exactly when it has a key; the second test says so to the checker.
         secrets = [
             (env, t.api_key_secret)
-            for env, t in zip(key_envs, args.targets)
+            for env, t in zip(key_envs, args.targets, strict=True)
             if env is not None and t.api_key_secret is not None
         ]
         deadline = deadline_seconds(plans)

@@ -153,7 +153,7 @@ def _usage(prompt, completion):
 def _judge(fit=(200, FIT_200), edge=(200, EDGE_200_CLAMPED), over=(400, OVER_400), health=200):
     replies = [
         smoke.BoundaryReply(n, Response(status, body))
-        for n, (status, body) in zip((1016, 1017, 1025), (fit, edge, over))
+        for n, (status, body) in zip((1016, 1017, 1025), (fit, edge, over), strict=True)
     ]
     return smoke.judge_context(1024, 8, *replies, health_after=health)
 

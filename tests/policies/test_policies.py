@@ -675,7 +675,7 @@ def test_policy_table_lists_every_rule_with_level_and_fix():
     header, rule_line, *rows = table.splitlines()
     assert header == "| rule | level | what it catches | how to fix |" and rule_line == "|---|---|---|---|"
     assert len(rows) == len(RULES)
-    for rule, row in zip(RULES, rows):
+    for rule, row in zip(RULES, rows, strict=True):
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         assert len(cells) == 4 and cells[0].startswith(f"`{rule.name}`") and cells[1] == rule.level
         assert cells[3] and cells[3].endswith(".") and "<" not in row
