@@ -156,8 +156,8 @@ def test_probe_budget_covers_the_load_estimate_with_the_vllm_path_numbers():
     assert model["livenessProbe"]["failureThreshold"] == probes.LIVENESS_FAILURE_THRESHOLD
     assert model["livenessProbe"]["periodSeconds"] == probes.LIVENESS_PERIOD_SECONDS
     # The load estimate rides on the ISVC and on the predictor pods (the policy pack reads it).
-    for annotations in (obj["metadata"]["annotations"], obj["spec"]["predictor"]["annotations"]):
-        assert annotations[contract.ANNOTATION_LOAD_SECONDS] == str(round(p.load_seconds))
+    for annotation_map in (obj["metadata"]["annotations"], obj["spec"]["predictor"]["annotations"]):
+        assert annotation_map[contract.ANNOTATION_LOAD_SECONDS] == str(round(p.load_seconds))
 
 
 def test_bucket_storage_pins_the_commit_and_reads_as_the_reader_identity():
