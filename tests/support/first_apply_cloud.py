@@ -308,13 +308,14 @@ def private_nodes_wait_for_nat(graph: ApplyGraph) -> Iterable[Violation]:
                     )
     nats = graph.of_type("gcp:compute/routerNat:RouterNat")
     for pool in graph.of_type("gcp:container/nodePool:NodePool"):
-        if _get(pool.inputs, "networkConfig", "enablePrivateNodes"):
-            if not nats or not any(graph.waits_for(pool, nat) for nat in nats):
-                yield Violation(
-                    "private-nodes-wait-for-nat",
-                    describe(pool),
-                    "has private nodes but does not wait for a Cloud NAT, so image pulls from Docker Hub fail",
-                )
+        if _get(pool.inputs, "networkConfig", "enablePrivateNodes") and not any(
+            graph.waits_for(pool, nat) for nat in nats
+        ):
+            yield Violation(
+                "private-nodes-wait-for-nat",
+                describe(pool),
+                "has private nodes but does not wait for a Cloud NAT, so image pulls from Docker Hub fail",
+            )
 
 
 # --- Autoscaling -------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_every_series_the_stacks_query_is_vllms_or_comes_from_the_dcgm_or_kube_s
     assert len(exprs) > 50, exprs
     recorded = {n for _, e in exprs for n in promql.metric_names(e) if n.startswith("model:")}
     engine, dcgm, ksm = set(), set(), set()
-    for source, expr in exprs:
+    for _, expr in exprs:
         for name in promql.metric_names(expr):
             if name.startswith("DCGM_"):
                 dcgm.add(name)

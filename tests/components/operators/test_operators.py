@@ -658,19 +658,26 @@ def config_problems(raw: dict) -> list[str]:
     return []
 
 
+def values_refusal(cloud, driver, version) -> gpu_driver.OperatorValuesError | None:
+    try:
+        gpu_driver.resolve_driver_plan(cloud, driver, version)
+    except gpu_driver.OperatorValuesError as err:
+        return err
+    return None
+
+
 @pytest.mark.parametrize("cloud,version", [("aws", None), ("existing", None), *(("gcp", v) for v in GKE_VERSIONS)])
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_config_and_values_agree_on_every_driver_combination(cloud, version, driver):
     pool = {"gkeDriverVersion": version} if version else {}
     problems = config_problems(stack(cloud, {"driver": driver}, pool))
-    try:
-        gpu_driver.resolve_driver_plan(cloud, driver, version)
-    except gpu_driver.OperatorValuesError as err:
-        expected = "pools[0].gkeDriverVersion" if err.key == gpu_driver.GKE_DRIVER_VERSION_KEY else err.key
-        assert problems == [f"{expected}: {err.message}"]
-    else:
+    refusal = values_refusal(cloud, driver, version)
+    if refusal is None:
         assert problems == []
         assert (cloud, driver, version if cloud == "gcp" else None) in SUPPORTED
+    else:
+        expected = "pools[0].gkeDriverVersion" if refusal.key == gpu_driver.GKE_DRIVER_VERSION_KEY else refusal.key
+        assert problems == [f"{expected}: {refusal.message}"]
 
 
 def test_supported_lists_only_accepted_combinations():
