@@ -34,7 +34,9 @@ VLLM_IMAGE_CUDA = Fact(
     source="https://github.com/vllm-project/vllm/pull/39878 (default image CUDA 13.0 since v0.20.0; "
     "the v0.32.0 Dockerfile itself was not read)",
     established=False,
-    resolve_with=f'docker run --rm --entrypoint python3 {VLLM_IMAGE_TAGGED} -c "import torch; print(torch.version.cuda)"',
+    resolve_with=(
+        f'docker run --rm --entrypoint python3 {VLLM_IMAGE_TAGGED} -c "import torch; print(torch.version.cuda)"'
+    ),
 )
 
 # CUDA of each engine image the program deploys by default; an image not listed here (a stack's

@@ -347,7 +347,8 @@ _USED_BY = {
     "(prometheusOperator.prometheusConfigReloader.image.*)",
     "prometheus": "Prometheus (prometheus.prometheusSpec.image.*)",
     "alertmanager": "Alertmanager (alertmanager.alertmanagerSpec.image.*)",
-    "kube-webhook-certgen": "Prometheus Operator's webhook certificate Jobs (prometheusOperator.admissionWebhooks.patch.image.*)",
+    "kube-webhook-certgen": "Prometheus Operator's webhook certificate Jobs "
+    "(prometheusOperator.admissionWebhooks.patch.image.*)",
     # kserve-resources chart v0.20.0: tag "" defaults to kserve.version v0.20.0 (values.yaml lines 2, 171).
     "kserve-controller": "KServe controller (kserve-resources kserve.controller.image/tag)",
     # The NicClusterPolicy the program writes for the Network Operator 26.4.1 (components/operators/

@@ -229,7 +229,10 @@ class PromptDiff:
     def describe(self) -> str:
         if self.unit == "missing":
             return f"{self.prompt}: not in the live run"
-        return f"{self.prompt} at {self.unit[:-1]} {self.position} ({excerpt(self.recorded, 40)} -> {excerpt(self.live, 40)})"
+        return (
+            f"{self.prompt} at {self.unit[:-1]} {self.position} "
+            f"({excerpt(self.recorded, 40)} -> {excerpt(self.live, 40)})"
+        )
 
 
 @dataclass(frozen=True)
@@ -264,7 +267,8 @@ def _show(value: str | None) -> str:
 
 
 def _first_difference(a, b) -> int:
-    for i, (x, y) in enumerate(zip(a, b)):
+    # The shorter one may be a prefix of the other: then they differ where it ends.
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))

@@ -305,7 +305,9 @@ def _concurrency_list(text: str) -> list[int]:
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{shown} is not a comma-separated list of whole numbers, e.g. 1,2,4,8")
+        raise argparse.ArgumentTypeError(
+            f"{shown} is not a comma-separated list of whole numbers, e.g. 1,2,4,8"
+        ) from None
     if not levels or any(not 1 <= level <= MAX_CONCURRENCY for level in levels):
         raise argparse.ArgumentTypeError(
             f"{shown}: every level must be >= 1 and at most {MAX_CONCURRENCY}, e.g. 1,2,4,8"
@@ -319,7 +321,7 @@ def _distribution(text: str) -> Distribution:
     try:
         return parse_distribution(text)
     except DistributionError as exc:
-        raise argparse.ArgumentTypeError(str(exc))
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(kind, upper: float = math.inf):
@@ -327,7 +329,7 @@ def _positive(kind, upper: float = math.inf):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number")
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
         # float() accepts "nan" and "inf"; neither is a usable count, target or time limit.
         if not math.isfinite(value) or value <= 0:
             raise argparse.ArgumentTypeError(f"{text[:40]!r} must be a finite number greater than 0")

@@ -15,6 +15,7 @@ EndpointError with one printable line.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import math
@@ -135,10 +136,8 @@ class _Watchdog:
         self.fired = True
         sock = self.conn.sock
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def cancel(self) -> None:
         self._timer.cancel()

@@ -598,7 +598,7 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     # float() accepts "nan" and "inf"; neither is a usable HTTP timeout.
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")

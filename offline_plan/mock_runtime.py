@@ -562,7 +562,7 @@ def run_in_mocks(
     cluster_crds: set[str] | None = None,
 ) -> Evaluation:
     """Run `fn` (which creates resources, e.g. one component) under mocks; for component tests."""
-    return _run(lambda: fn(), stack, config or {}, secret_keys, cluster_crds=cluster_crds)
+    return _run(fn, stack, config or {}, secret_keys, cluster_crds=cluster_crds)
 
 
 def evaluate(

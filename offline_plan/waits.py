@@ -83,7 +83,7 @@ def duration_seconds(text: str) -> int:
     if not text.strip() or not match:
         raise ValueError(f"not a duration: {text!r}")
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return int(math.ceil(hours * 3600 + minutes * 60 + seconds))
+    return math.ceil(hours * 3600 + minutes * 60 + seconds)
 
 
 @dataclass(frozen=True)

@@ -248,7 +248,7 @@ def _interconnect_note(row: dict[str, Any]) -> str:
 def _model_story(row: dict[str, Any]) -> list[str]:
     """Where one model's numbers come from, in the order the sizing derives them."""
     gpus = row["tensorParallelSize"] * row["pipelineParallelSize"]
-    lines = [
+    return [
         f"### {row['model']}",
         "",
         (
@@ -270,9 +270,10 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         *(
             [
                 (
-                    f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on every replica "
-                    f"(--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} from their adapter_config.json); "
-                    f"their slots take {row['loraGiBPerGpu']} GiB per GPU out of the KV cache."
+                    f"- **LoRA adapters**: {', '.join(f'`{a}`' for a in row['adapters'])}, every one loaded on "
+                    f"every replica (--max-loras {len(row['adapters'])}, --max-lora-rank {row['maxLoraRank']} "
+                    f"from their adapter_config.json); their slots take {row['loraGiBPerGpu']} GiB per GPU out of the "
+                    "KV cache."
                 )
             ]
             if row.get("adapters")
@@ -310,7 +311,6 @@ def _model_story(row: dict[str, Any]) -> list[str]:
         ),
         "",
     ]
-    return lines
 
 
 PLATFORM_LABELS = {
@@ -334,7 +334,7 @@ def _network_policy_section(summary: dict[str, Any]) -> list[str]:
     out.append(f"- **Policies**: {', '.join(summary.get('policies') or []) or 'none'}")
     for fact in summary.get("unresolved") or []:
         out.append(f"- **Unresolved**: {fact}")
-    return out + [""]
+    return [*out, ""]
 
 
 def _platform_section(platform: dict[str, Any]) -> list[str]:
@@ -346,14 +346,14 @@ def _platform_section(platform: dict[str, Any]) -> list[str]:
             out.append(f"- **{label}**: `{value}`" if key == "apisByHand" else f"- **{label}**: {value}")
     pools = platform.get("pools") or []
     if pools:
-        out += [""] + _markdown_table(pools, list(pools[0]))
-    return out + [""]
+        out += ["", *_markdown_table(pools, list(pools[0]))]
+    return [*out, ""]
 
 
 def _driver_section(rows: list[dict[str, Any]]) -> list[str]:
     """Engine CUDA against the nodes' NVIDIA driver; what is not established, and how to settle it."""
     out = ["## NVIDIA driver and engine CUDA", ""]
-    out += _markdown_table(rows, ["model", "pool", "engineCuda", "driver", "verdict"]) + [""]
+    out += [*_markdown_table(rows, ["model", "pool", "engineCuda", "driver", "verdict"]), ""]
     unresolved = sorted({cmd for row in rows for cmd in row.get("toResolve", "").split(" | ") if cmd})
     if unresolved:
         out += [
@@ -373,13 +373,13 @@ def _addons_section(rows: list[dict[str, Any]]) -> list[str]:
     """The add-ons the stack's custom resources stand on, each with its version and why it is needed."""
     out = ["## Add-ons", ""]
     if not rows:
-        return out + ["None: the stack creates no custom resources that need one.", ""]
+        return [*out, "None: the stack creates no custom resources that need one.", ""]
     out += ["| add-on | version | how | why |", "|---|---|---|---|"]
     for row in rows:
         out.append(
             f"| {row['title']} (`{row['addon']}`) | {row['version']} | {row['how']} | {'; '.join(row['reasons'])} |"
         )
-    return out + [""]
+    return [*out, ""]
 
 
 ENTRANCE_LABELS = {
@@ -427,7 +427,7 @@ def _entrance_section(entrance: dict[str, Any]) -> list[str]:
     if unresolved:
         out += ["", "Not established here (no registry or cluster was reachable); settle each where one is:", ""]
         out += [f"- {f['subject']} ({f['source']}): `{f['resolveWith']}`" for f in unresolved]
-    return out + [""]
+    return [*out, ""]
 
 
 def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
@@ -461,7 +461,7 @@ def _pod_security_section(objects: list[dict[str, Any]]) -> list[str]:
     facts = [*writable.UNRESOLVED, store.SYNC_NON_ROOT, kserve.STORAGE_INITIALIZER_CONTEXT]
     out += ["", "Not settled on this machine (settle on a cluster):", ""]
     out += [f"- {f.subject} ({f.source}): `{f.resolve_with}`" for f in facts]
-    return out + [""]
+    return [*out, ""]
 
 
 def _verification_section(verification: dict[str, Any]) -> list[str]:
@@ -491,7 +491,7 @@ def _verification_section(verification: dict[str, Any]) -> list[str]:
     if unresolved:
         out += ["", "Not established here (no registry was reachable); settle each where one is:", ""]
         out += [f"- {f['subject']} ({f['source']}): `{f['resolveWith']}`" for f in unresolved]
-    return out + [""]
+    return [*out, ""]
 
 
 def _waits_section(evaluation: Evaluation) -> list[str]:
@@ -512,7 +512,7 @@ def _waits_section(evaluation: Evaluation) -> list[str]:
         "|---|---|---|",
     ]
     out += [f"| `{step['resource']}` | {step['seconds']} | {step['why']} |" for step in table["steps"]]
-    return out + [""]
+    return [*out, ""]
 
 
 def render_plan(
@@ -530,7 +530,7 @@ def render_plan(
         out.append("(the program exported no sizing table)")
     pools = evaluation.outputs.get("pools") or []
     if pools:
-        out += ["## GPU pools", ""] + _markdown_table(pools, list(pools[0])) + [""]
+        out += ["## GPU pools", "", *_markdown_table(pools, list(pools[0])), ""]
     platform = evaluation.outputs.get("platform")
     if platform:
         out += _platform_section(platform)

@@ -116,7 +116,8 @@ def load_model_metadata(
         folder = Path(local_dir)
         if not (folder / CONFIG_FILE).is_file():
             raise HubError(
-                f"{folder}: no {CONFIG_FILE} in the local folder given for {repo_id}; point local_dir at the model's folder"
+                f"{folder}: no {CONFIG_FILE} in the local folder given for {repo_id}; "
+                "point local_dir at the model's folder"
             )
         return _read_folder(repo_id, revision, folder)
     committed = metadata_dir(repo_id, revision, metadata_root)
@@ -302,7 +303,8 @@ def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -
         except GatedRepoError:
             if token:
                 raise HubError(
-                    f"{repo_id} is gated and the token given has no access: accept its licence on huggingface.co with that account"
+                    f"{repo_id} is gated and the token given has no access: "
+                    "accept its licence on huggingface.co with that account"
                 ) from None
             raise HubError(f"{repo_id} is gated: a Hugging Face token with access is needed; {HF_TOKEN_HINT}") from None
         except RepositoryNotFoundError:
@@ -321,7 +323,8 @@ def _read_hub(repo_id: str, revision: str, token: str | None, committed: Path) -
         except (OfflineModeIsEnabled, HfHubHTTPError, OSError) as exc:
             if required:
                 raise HubError(
-                    f"{repo_id}@{revision}: could not read {filename} from the Hub ({type(exc).__name__}); {_populate_hint(repo_id, revision, committed)}"
+                    f"{repo_id}@{revision}: could not read {filename} from the Hub ({type(exc).__name__}); "
+                    f"{_populate_hint(repo_id, revision, committed)}"
                 ) from None
             return _UNKNOWN
 
@@ -376,7 +379,10 @@ def _single_file_size(repo_id: str, revision: str, token: str | None, offline: b
 
 def _not_cached_message(repo_id: str, revision: str, committed: Path, offline: bool) -> str:
     why = "HF_HUB_OFFLINE is set and" if offline else "the Hub is unreachable and"
-    return f"{repo_id}@{revision}: {why} it is not in the Hugging Face cache; {_populate_hint(repo_id, revision, committed)}"
+    return (
+        f"{repo_id}@{revision}: {why} it is not in the Hugging Face cache; "
+        f"{_populate_hint(repo_id, revision, committed)}"
+    )
 
 
 def _populate_hint(repo_id: str, revision: str, committed: Path) -> str:

@@ -199,10 +199,8 @@ def lora_buffer_units(arch: ModelArch, tp: int) -> tuple[float, float]:
     q = arch.heads * arch.head_dim
     kv = arch.kv_heads * arch.head_dim
     attention = 3 * h + (q + 2 * kv) / tp + q / tp + h
-    if arch.gated_mlp:
-        mlp = 2 * h + 2 * inter / tp + inter / tp + h
-    else:
-        mlp = h + inter / tp + inter / tp + h
+    gate_up = 2 * h + 2 * inter / tp if arch.gated_mlp else h + inter / tp
+    mlp = gate_up + inter / tp + h
     vocab_ends = 2 * (arch.vocab + h)
     return attention + mlp, vocab_ends
 

@@ -223,7 +223,7 @@ class ModelArch:
         # Multimodal wrappers (Gemma 3, Mistral 3, Llama 4, LLaVA) keep the language model in
         # text_config; sizing is about the language model's KV cache.
         if isinstance(cfg.get("text_config"), dict) and "num_hidden_layers" in cfg["text_config"]:
-            cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k in ("quantization_config",)}}
+            cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "quantization_config"}}
         read = _Reader(cfg)
         layers = read.count(("num_hidden_layers", "n_layer", "num_layers"), MAX_LAYERS, required=True)
         hidden = read.count(("hidden_size", "n_embd", "d_model"), MAX_WIDTH, required=True)
@@ -296,15 +296,15 @@ class ModelArch:
             merge = seen.count(("spatial_merge_size",), MAX_WIDTH)
             if merge:
                 patch = seen.count(("patch_size",), MAX_WIDTH) or 14
-                vision_fields = dict(
-                    vision_hidden=vh,
-                    vision_intermediate=vi,
-                    vision_spatial_merge=merge,
-                    vision_patch_values=(seen.count(("in_channels",), MAX_WIDTH) or 3)
+                vision_fields = {
+                    "vision_hidden": vh,
+                    "vision_intermediate": vi,
+                    "vision_spatial_merge": merge,
+                    "vision_patch_values": (seen.count(("in_channels",), MAX_WIDTH) or 3)
                     * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1)
                     * patch
                     * patch,
-                )
+                }
 
         quant_method, quant_bits = _quantization(cfg.get("quantization_config") or top.get("quantization_config") or {})
 

@@ -565,8 +565,8 @@ def sizing_warnings(
         warnings.append(
             f"{key}.maxModelLen: left at {model.repo}'s maximum of {model_max:,} tokens; one full-length request "
             f"takes {per_request:.2f} GiB of KV cache per GPU, so a replica holds {result.max_concurrency:.2f} of them "
-            f"at once (at {SHORTER_CONTEXT_TOKENS:,} tokens it would hold {shorter.max_concurrency:.2f}); set maxModelLen "
-            f"to the longest prompt plus output you serve"
+            f"at once (at {SHORTER_CONTEXT_TOKENS:,} tokens it would hold {shorter.max_concurrency:.2f}); "
+            f"set maxModelLen to the longest prompt plus output you serve"
         )
     return warnings
 

@@ -317,8 +317,8 @@ def cuda_graph_capture_sizes(req: SizingRequest, max_num_seqs: int) -> list[int]
     cap = 1024 if (release.blackwell_capture_cap and blackwell) else 512
     largest = min(max_num_seqs * decode_query_len * 2, cap)
     if not release.capture_sizes_stride_16:
-        return [s for s in [1, 2, 4] + list(range(8, largest + 1, 8)) if s <= largest]
-    sizes = [1, 2, 4] + list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+        return [s for s in [1, 2, 4, *range(8, largest + 1, 8)] if s <= largest]
+    sizes = [1, 2, 4, *range(8, min(largest + 1, 256), 8), *range(256, largest + 1, 16)]
     return [s for s in sizes if s <= largest]
 
 
@@ -341,7 +341,7 @@ def weight_bytes_estimate(req: SizingRequest) -> float:
     experts = sum(arch.mlp_params(i)[1] for i in range(arch.layers))
     if not method:
         return (embed + dense_body + experts) * act_bytes
-    if method in ("mxfp4",):
+    if method == "mxfp4":
         # gpt-oss: MoE experts in MXFP4 (4 bits + one 8-bit scale per 32), the rest in bf16.
         return (embed + dense_body) * act_bytes + experts * (4.25 / 8) * MXFP4_LOADED_OVERHEAD
     if method in ("fp8", "fbgemm_fp8", "compressed-tensors", "compressed_tensors", "modelopt") or (bits == 8):

@@ -14,12 +14,7 @@ from policies.workloads import ContainerView, PodView
 def is_gpu_resource(key: str) -> bool:
     """Extended resources that stand for an accelerator: NVIDIA (whole GPUs and MIG slices), AMD,
     Intel. Device-plugin names: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu, gpu.intel.com/i915."""
-    return (
-        key == GPU_RESOURCE
-        or key.endswith("/gpu")
-        or key.startswith("nvidia.com/mig-")
-        or key.startswith("gpu.intel.com/")
-    )
+    return key == GPU_RESOURCE or key.endswith("/gpu") or key.startswith(("nvidia.com/mig-", "gpu.intel.com/"))
 
 
 def gpu_keys(container: dict) -> set[str]:

@@ -168,13 +168,15 @@ RULES: list[Rule] = [
     Rule(
         "hub-offline-serving",
         "A server that reads mirrored weights sets HF_HUB_OFFLINE=1.",
-        "Serve weights mirrored into a volume or bucket first, then set HF_HUB_OFFLINE=1 on the serving container so it never downloads at start-up.",
+        "Serve weights mirrored into a volume or bucket first, then set HF_HUB_OFFLINE=1 on the serving container so "
+        "it never downloads at start-up.",
         _k8s(models.hub_offline_serving),
         applies=_kubernetes,
     ),
     Rule(
         "adapter-revision-pinned",
-        "Every LoRA adapter a server loads is a mirrored folder named by its 40-hex commit, and none loads at run time.",
+        "Every LoRA adapter a server loads is a mirrored folder named by its 40-hex commit, "
+        "and none loads at run time.",
         "Mirror each adapter at a pinned commit and pass <mount>/<org>/<name>/<commit> in --lora-modules; remove "
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING.",
         _k8s(routing.adapter_revision_pinned),
@@ -253,7 +255,8 @@ RULES: list[Rule] = [
     ),
     Rule(
         "inference-pool-selects-its-servers",
-        "Every InferencePool (or picker chart release) selects server pods in its namespace that declare its target port.",
+        "Every InferencePool (or picker chart release) selects server pods in its namespace "
+        "that declare its target port.",
         "Set the pool's matchLabels to the server pods' labels and its target port to the port they declare.",
         routing.inference_pool_selects_its_servers,
         stack=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -28,7 +28,7 @@ from stack_config.formats import did_you_mean, dns_label
 DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
 
 
-class Cloud(str, Enum):
+class Cloud(StrEnum):
     aws = "aws"
     gcp = "gcp"
     existing = "existing"

@@ -114,7 +114,7 @@ def dns1123_subdomain(v: str) -> str:
 
 
 def label_key(v: str) -> str:
-    prefix, _, name = v.rpartition("/") if isinstance(v, str) else ("", "", v)
+    prefix, _, _ = v.rpartition("/") if isinstance(v, str) else ("", "", v)
     if not _fullmatch(LABEL_KEY_RE, v) or len(prefix) > DNS1123_SUBDOMAIN_MAX:
         raise ValueError(
             f"{excerpt(v)} is not a valid Kubernetes label key; use [prefix/]name with a name of at "

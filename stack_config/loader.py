@@ -83,7 +83,7 @@ def load() -> LoadedConfig:
     source = f"Pulumi.{stack}.yaml"
     # Every key of the stack (not only known ones), so a misspelt top-level key is reported
     # instead of silently ignored. The SDK keeps them in this map; PULUMI_CONFIG is its fallback.
-    values = {k: v for k, v in runtime_config.CONFIG.get().items()}
+    values = dict(runtime_config.CONFIG.get())
     for k, v in runtime_config.get_config_env().items():
         values.setdefault(k, v)
     secret_keys = {k for k in values if runtime_config.is_config_secret(k)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -86,7 +86,8 @@ class LatencyObjective(StrictModel):
             fastest = 1 / (1 - lowest)
             raise ValueError(
                 f"{v:g} must be above {lowest:.4f} and below 1: the error budget is 1 - objective, and the fastest "
-                f"burn-rate page fires at {fastest:g} x the budget, which must stay below 100% errors; e.g. 0.99 or 0.995"
+                f"burn-rate page fires at {fastest:g} x the budget, which must stay below 100% errors; "
+                "e.g. 0.99 or 0.995"
             )
         return v
 
@@ -166,7 +167,7 @@ class AdapterConfig(StrictModel):
         return pinned_commit(v)
 
 
-TensorParallel = Union[Literal["auto"], Annotated[int, Field(ge=1, le=64)]]
+TensorParallel = Literal["auto"] | Annotated[int, Field(ge=1, le=64)]
 
 
 class SignatureConfig(StrictModel):
@@ -209,7 +210,8 @@ class SignatureConfig(StrictModel):
         """What the mirror checks, for the plan and the manifest."""
         if self.method == "sigstore":
             return f"sigstore signature {self.file} by {self.identity} (issuer {self.issuer})"
-        return f"{self.method} signature {self.file} against the configured {'public key' if self.method == 'key' else 'certificate chain'}"
+        trusted = "public key" if self.method == "key" else "certificate chain"
+        return f"{self.method} signature {self.file} against the configured {trusted}"
 
 
 class ModelConfig(StrictModel):

@@ -8,7 +8,7 @@ says the pool can reach, so a plan never relies on capacity nothing would delive
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from stack_config.cluster import Cloud, PoolConfig
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from stack_config.stack import StackConfig
 
 
-class Autoscaler(str, Enum):
+class Autoscaler(StrEnum):
     # A created EKS cluster: Karpenter launches the nodes above minNodes for pending pods.
     karpenter = "karpenter"
     # GKE: every node pool this program creates has GKE's cluster autoscaler on.

@@ -109,7 +109,10 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
         problems.append(
             (
                 "cluster.name",
-                f"GKE cluster names have at most 40 characters; {excerpt(stack.cluster.name)} has {len(stack.cluster.name)}",
+                (
+                    f"GKE cluster names have at most 40 characters; {excerpt(stack.cluster.name)} has "
+                    f"{len(stack.cluster.name)}"
+                ),
             )
         )
     for i, m in enumerate(stack.models):
@@ -133,8 +136,8 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
                     f"models[{i}].autoscaling.kvCacheThreshold",
                     (
                         f"{m.autoscaling.kvCacheThreshold:g} is not below monitoring.kvCacheUsageAlert "
-                        f"({stack.monitoring.kvCacheUsageAlert:g}): the KV-cache alert would fire before the autoscaler "
-                        "adds a replica; lower the threshold or raise the alert"
+                        f"({stack.monitoring.kvCacheUsageAlert:g}): the KV-cache alert would fire before the "
+                        "autoscaler adds a replica; lower the threshold or raise the alert"
                     ),
                 )
             )
@@ -232,8 +235,8 @@ def image_problems(stack: StackConfig) -> list[tuple[str, str]]:
                     f"images.upstreamCredentials.{u}",
                     (
                         f"the secret is in {images.upstreamCredentials[u].split(':')[3]}, "
-                        f"the cluster in {stack.region}; ECR reads a pull-through cache rule's secret only from the rule's "
-                        "own Region (pull-through-cache-creating-rule.html); create it there"
+                        f"the cluster in {stack.region}; ECR reads a pull-through cache rule's secret only from the "
+                        "rule's own Region (pull-through-cache-creating-rule.html); create it there"
                     ),
                 )
                 for u in elsewhere
@@ -244,11 +247,12 @@ def image_problems(stack: StackConfig) -> list[tuple[str, str]]:
                 (
                     "images.upstreamCredentials",
                     (
-                        f"ECR pull-through cache rules for {', '.join(missing)} need credentials in a Secrets Manager secret "
-                        "named ecr-pullthroughcache/... (AWS ECR user guide, pull-through-cache.html: Docker Hub and GitHub "
-                        "Container Registry require authentication); create them and give their ARNs here, e.g. "
-                        "upstreamCredentials: {docker.io: arn:aws:secretsmanager:<region>:<account>:secret:"
-                        "ecr-pullthroughcache/docker-hub-..., ghcr.io: ...}"
+                        f"ECR pull-through cache rules for {', '.join(missing)} need credentials in a Secrets "
+                        "Manager secret named ecr-pullthroughcache/... (AWS ECR user guide, pull-through-cache.html: "
+                        "Docker Hub and GitHub Container Registry require authentication); create them and give their "
+                        "ARNs here, e.g. upstreamCredentials: {docker.io: "
+                        "arn:aws:secretsmanager:<region>:<account>:secret:ecr-pullthroughcache/docker-hub-..., "
+                        "ghcr.io: ...}"
                     ),
                 )
             ]

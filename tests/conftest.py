@@ -43,30 +43,30 @@ def _reason(report: pytest.TestReport) -> str:
     return str(report.longrepr)
 
 
-_config: pytest.Config | None = None
+class _SkipRecorder:
+    """Keeps the skips of one pytest run in its config's stash (the report hooks get no config)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def _record(self, report) -> None:
+        if report.skipped and not hasattr(report, "wasxfail") and vllm_required():
+            self.config.stash[_SKIPS].append((report.nodeid, _reason(report)))
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._record(report)
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A module-level pytest.skip / importorskip skips at collection, before any test report.
+        self._record(report)
 
 
 @pytest.hookimpl
 def pytest_configure(config: pytest.Config) -> None:
-    global _config
-    _config = config
     config.stash[_SKIPS] = []
-
-
-def _record(report) -> None:
-    if report.skipped and not hasattr(report, "wasxfail") and vllm_required() and _config is not None:
-        _config.stash[_SKIPS].append((report.nodeid, _reason(report)))
-
-
-@pytest.hookimpl
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _record(report)
-
-
-@pytest.hookimpl
-def pytest_collectreport(report: pytest.CollectReport) -> None:
-    # A module-level pytest.skip / importorskip skips at collection, before any test report.
-    _record(report)
+    config.pluginmanager.register(_SkipRecorder(config))
 
 
 def _guarded_skips(config: pytest.Config) -> list[tuple[str, str]]:

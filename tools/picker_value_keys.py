@@ -27,7 +27,9 @@ from tools.helm_value_keys import key_paths, upstream_keys
 
 # Keys a template reads although values.yaml only shows them in a comment: path -> where it is read.
 TEMPLATE_ONLY = {
-    "modelServers.matchLabels": f"llm-d/llm-d-router@{picker.VERSION}:config/charts/routerlib/templates/_inferencepool.yaml:23-24",
+    "modelServers.matchLabels": (
+        f"llm-d/llm-d-router@{picker.VERSION}:config/charts/routerlib/templates/_inferencepool.yaml:23-24"
+    ),
 }
 
 

@@ -67,8 +67,8 @@ GKE_GATEWAY = dataclasses.replace(
             version="GKE-managed",
         ),
     ),
-    crds=ADDON.crds
-    + (
+    crds=(
+        *ADDON.crds,
         Crd(GKE_GROUP, "HealthCheckPolicy", "healthcheckpolicies"),
         Crd(GKE_GROUP, "GCPBackendPolicy", "gcpbackendpolicies"),
     ),

@@ -127,7 +127,7 @@ class AddOns(pulumi.ComponentResource):
                         },
                         opts=pulumi.ResourceOptions(parent=self, depends_on=before),
                     )
-                last = self._release(step, system_node_selector, before + [namespaces[step.namespace]])
+                last = self._release(step, system_node_selector, [*before, namespaces[step.namespace]])
             before = [last]
         assert last is not None, f"add-on {addon.key} has no install step"
         return last

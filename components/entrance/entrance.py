@@ -333,7 +333,7 @@ class Entrance(pulumi.ComponentResource):
                     "targetPort": contract.SERVER_PORT,
                     "requestTimeoutSeconds": route.request_timeout_seconds,
                 }
-                for route, plan in zip(pool_routes, args.plans)
+                for route, plan in zip(pool_routes, args.plans, strict=True)
             ],
             "dnsRecord": f"{args.hostname} -> the address of `{self.address_command(ns)}`",
             "unresolved": [

@@ -14,7 +14,8 @@ no rule, so each path below is a hole in it that names both ends:
 | ext_proc | the Gateway's data plane | endpoint pickers | 9002 |
 | cluster API | endpoint pickers (they watch the InferencePool and its pods) | any address | 443, 6443 |
 | one replica | pods of one multi-node model (LWS leader and workers) | each other | all (Ray, NCCL) |
-| downloads | mirror Jobs (and servers that read a bucket or the Hub) | any address outside private ranges; the cloud's credential endpoint | 443; its port |
+| downloads | mirror Jobs (and servers that read a bucket or the Hub) | any address outside private ranges | 443 |
+| credentials | the same pods | the cloud's credential endpoint | its port |
 | ACME | the Gateway's data plane | cert-manager's HTTP-01 solver | 8089 |
 
 NetworkPolicy cannot name a DNS host (only pods, namespaces and IP blocks), and the Hub, S3 and GCS

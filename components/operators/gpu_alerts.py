@@ -66,9 +66,9 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             routing=routing,
             summary="A GPU fell off the bus (XID 79) or vanished from its node",
             description=(
-                f"{_identify()} raised XID {off_bus}, or a node ({{{{ $labels.Hostname }}}}) reports fewer GPUs than in "
-                "the last hour. The GPU is unusable until the node is rebooted (often it needs replacing); pods on it "
-                "fail. Cordon and drain the node (kubectl cordon / drain), then reboot or replace it."
+                f"{_identify()} raised XID {off_bus}, or a node ({{{{ $labels.Hostname }}}}) reports fewer GPUs "
+                "than in the last hour. The GPU is unusable until the node is rebooted (often it needs replacing); "
+                "pods on it fail. Cordon and drain the node (kubectl cordon / drain), then reboot or replace it."
             ),
         ),
         alert_rule(
@@ -79,10 +79,10 @@ def gpu_alert_rules(routing: AlertRouting) -> list[dict[str, Any]]:
             routing=routing,
             summary="GPU XID error {{ $labels.xid }}",
             description=(
-                f"{_identify()} raised XID {{{{ $labels.xid }}}} in the last 5 minutes. Look the code up in NVIDIA's Xid "
-                "catalog (linked from the runbook) for its immediate action: restart the pod for an application-class "
-                "code; for memory, NVLink or firmware codes (48, 63, 64, 74, 92, 94, 95, 119, 120) cordon and drain the "
-                "node and reset the GPU."
+                f"{_identify()} raised XID {{{{ $labels.xid }}}} in the last 5 minutes. Look the code up in "
+                "NVIDIA's Xid catalog (linked from the runbook) for its immediate action: restart the pod for an "
+                "application-class code; for memory, NVLink or firmware codes (48, 63, 64, 74, 92, 94, 95, 119, 120) "
+                "cordon and drain the node and reset the GPU."
             ),
         ),
         alert_rule(

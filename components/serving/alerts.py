@@ -103,7 +103,8 @@ def error_ratios(t: Target) -> tuple[str, str]:
     w = ERROR_WINDOW
     sel = t.selector
     engine = (
-        f'sum(rate({m.REQUEST_SUCCESS}{{{sel}, {m.FINISHED_REASON_LABEL}=~"{m.FINISHED_ERROR}|{m.FINISHED_ABORT}"}}[{w}])) '
+        f"sum(rate({m.REQUEST_SUCCESS}{{{sel}, "
+        f'{m.FINISHED_REASON_LABEL}=~"{m.FINISHED_ERROR}|{m.FINISHED_ABORT}"}}[{w}])) '
         f"/ sum(rate({m.REQUEST_SUCCESS}{{{sel}}}[{w}]))"
     )
     api = f'{t.serving_pod_selector}, handler=~"{m.HTTP_API_HANDLERS}"'

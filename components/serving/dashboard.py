@@ -134,7 +134,10 @@ def _engine_panels(grid: _Grid, t: Target) -> None:
         [
             (f"sum by ({m.FINISHED_REASON_LABEL}) (rate({m.REQUEST_SUCCESS}{{{sel}}}[5m]))", "{{finished_reason}}"),
             (
-                f'sum by ({m.HTTP_STATUS_LABEL}) (rate({m.HTTP_REQUESTS}{{{t.serving_pod_selector}, handler=~"{m.HTTP_API_HANDLERS}"}}[5m]))',
+                (
+                    f"sum by ({m.HTTP_STATUS_LABEL}) (rate({m.HTTP_REQUESTS}{{{t.serving_pod_selector}, "
+                    f'handler=~"{m.HTTP_API_HANDLERS}"}}[5m]))'
+                ),
                 "HTTP {{status}}",
             ),
         ],
@@ -144,7 +147,10 @@ def _engine_panels(grid: _Grid, t: Target) -> None:
         "percentunit",
         [
             (
-                f"sum(rate({m.PREFIX_CACHE_HITS}{{{sel}}}[5m])) / clamp_min(sum(rate({m.PREFIX_CACHE_QUERIES}{{{sel}}}[5m])), 1)",
+                (
+                    f"sum(rate({m.PREFIX_CACHE_HITS}{{{sel}}}[5m])) "
+                    f"/ clamp_min(sum(rate({m.PREFIX_CACHE_QUERIES}{{{sel}}}[5m])), 1)"
+                ),
                 "hit rate",
             )
         ],

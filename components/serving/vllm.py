@@ -374,11 +374,12 @@ class PodBuilder:
         if component == COMPONENT_SERVER and self.checks_weights:
             # The leader (or every Deployment pod) checks; a group's workers read the same volume.
             spec["initContainers"] = [self.check_container()]
-            spec["volumes"] = volumes + [
+            spec["volumes"] = [
+                *volumes,
                 {
                     "name": "weights-check",
                     "configMap": {"name": self.args.storage.check_script_config_map, "defaultMode": 0o555},
-                }
+                },
             ]
         return spec
 

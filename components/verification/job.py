@@ -139,8 +139,8 @@ def golden_record(plan: ModelPlan) -> Any | None:
     """The committed record of a model (parsed JSON), None when there is none yet.
 
     Only its size and JSON are checked here (components never import endpoint_tools); its fields are
-    checked by tests/components/verification/test_golden_job.py for every committed record and by the Job's runner, which
-    fails with a usage error naming the field.
+    checked by tests/components/verification/test_golden_job.py for every committed record and by the
+    Job's runner, which fails with a usage error naming the field.
     """
     path = ROOT / golden_record_path(plan)
     if not path.is_file():
@@ -205,7 +205,7 @@ def targets_document(
 ) -> str:
     """The targets file endpoint_tools/verify.py reads (JSON, keys sorted so equal plans give equal text)."""
     targets = []
-    for plan, url, key_env in zip(plans, base_urls, api_key_envs):
+    for plan, url, key_env in zip(plans, base_urls, api_key_envs, strict=True):
         targets.append(
             {
                 "model": plan.served_name,
@@ -346,7 +346,7 @@ class Verification(pulumi.ComponentResource):
         # A target has an env name exactly when it has a key; the second test says so to the checker.
         secrets = [
             (env, t.api_key_secret)
-            for env, t in zip(key_envs, args.targets)
+            for env, t in zip(key_envs, args.targets, strict=True)
             if env is not None and t.api_key_secret is not None
         ]
         deadline = deadline_seconds(plans)

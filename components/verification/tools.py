@@ -2,8 +2,8 @@
 
 The Job runs `python -m endpoint_tools.verify` from a plain Python image with these files mounted
 at TOOLS_MOUNT_PATH. They are standard library only (tests/repo/test_layout.py), so no pip install
-happens in the cluster; tests/components/verification/test_verification.py runs the ConfigMap's copy in an empty folder to
-prove the list below is their whole import closure.
+happens in the cluster; tests/components/verification/test_verification.py runs the ConfigMap's
+copy in an empty folder to prove the list below is their whole import closure.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def node_pool_has_gpus(resource_type: str, props: dict) -> bool:
         ami = as_str(props.get("amiType")) or ""
         if "NVIDIA" in ami or "_GPU" in ami:
             return True
-        for t in as_list(props.get("instanceTypes")) + [props.get("instanceType")]:
+        for t in [*as_list(props.get("instanceTypes")), props.get("instanceType")]:
             t = as_str(t)
             if t and (gpus.find_machine("aws", t) or t.split(".", 1)[0] in _AWS_GPU_FAMILIES):
                 return True

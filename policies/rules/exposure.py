@@ -112,11 +112,12 @@ def authenticated_exposure(resources: list[Resource], config: dict) -> list[tupl
                 (
                     r,
                     Finding(
-                        f"{w.ref} ({pod.where}) is reachable from a Gateway through {through[0].what} but asks for no API "
-                        f"key, so anyone who reaches the Gateway can use it; give its server the key from a Secret "
-                        f"({API_KEY_ENV} via secretKeyRef, or {API_KEY_FLAG} $(VAR)); the program does so once the stack "
-                        f"sets the apiKey secret. To serve it openly on purpose set exposure.allowUnauthenticated: true "
-                        f'(pods annotated {ANNOTATION_ALLOW_UNAUTHENTICATED}: "true").'
+                        f"{w.ref} ({pod.where}) is reachable from a Gateway through {through[0].what} but asks for "
+                        f"no API key, so anyone who reaches the Gateway can use it; give its server the key from a "
+                        f"Secret ({API_KEY_ENV} via secretKeyRef, or {API_KEY_FLAG} $(VAR)); the program does so once "
+                        f"the stack sets the apiKey secret. To serve it openly on purpose set "
+                        f"exposure.allowUnauthenticated: true (pods annotated {ANNOTATION_ALLOW_UNAUTHENTICATED}: "
+                        '"true").'
                     ),
                 )
             )

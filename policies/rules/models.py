@@ -29,7 +29,7 @@ _TRUE = {"1", "ON", "YES", "TRUE"}
 def hf_uri_problem(uri: str) -> str | None:
     """`hf://org/model:<rev>` (KServe's Hugging Face storage URI) must end in a 40-hex commit."""
     path = uri[len("hf://") :]
-    repo, colon, rev = path.rpartition(":") if ":" in path else (path, "", "")
+    _, colon, rev = path.rpartition(":") if ":" in path else (path, "", "")
     if not colon or not rev:
         return f"storage URI '{uri}' names no revision, so it follows the moving 'main' branch"
     if not is_commit(rev):

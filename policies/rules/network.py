@@ -77,9 +77,10 @@ def network_policy_present(resources: list[Resource], config: dict) -> list[tupl
             (
                 r,
                 Finding(
-                    f"{w.ref}: namespace '{namespace}' runs GPU servers but has no default-deny NetworkPolicy, so every pod "
-                    f"of the cluster can reach them and they can reach anything; add a NetworkPolicy in '{namespace}' with "
-                    "podSelector {}, policyTypes [Ingress, Egress] and no rules, then allow the paths the servers need."
+                    f"{w.ref}: namespace '{namespace}' runs GPU servers but has no default-deny NetworkPolicy, so "
+                    f"every pod of the cluster can reach them and they can reach anything; add a NetworkPolicy in "
+                    f"'{namespace}' with podSelector {{}}, policyTypes [Ingress, Egress] and no rules, then allow the "
+                    "paths the servers need."
                 ),
             )
         )
@@ -127,10 +128,10 @@ def cluster_endpoint_restricted(resource_type: str, name: str, props: dict, conf
             return []
         return [
             Finding(
-                f"{kind}/{name}: {why}, and the cluster's public API endpoint admits every address (publicAccessCidrs "
-                "empty or 0.0.0.0/0); set vpcConfig.endpointPublicAccess false (with endpointPrivateAccess true) or list "
-                f"the administrators' addresses in publicAccessCidrs, or tag the cluster {WORLD_OPEN_ENDPOINT_TAG}="
-                f"{WORLD_OPEN_ALLOWED} to accept it knowingly."
+                f"{kind}/{name}: {why}, and the cluster's public API endpoint admits every address "
+                "(publicAccessCidrs empty or 0.0.0.0/0); set vpcConfig.endpointPublicAccess false (with "
+                "endpointPrivateAccess true) or list the administrators' addresses in publicAccessCidrs, or tag the "
+                f"cluster {WORLD_OPEN_ENDPOINT_TAG}={WORLD_OPEN_ALLOWED} to accept it knowingly."
             )
         ]
     private = as_dict(props.get("privateClusterConfig"))
@@ -151,9 +152,10 @@ def cluster_endpoint_restricted(resource_type: str, name: str, props: dict, conf
         return []
     return [
         Finding(
-            f"{kind}/{name}: {why}, and the cluster's API endpoint admits every address (masterAuthorizedNetworksConfig off, "
-            "0.0.0.0/0 among its cidrBlocks, or gcpPublicCidrsAccessEnabled); list the administrators' addresses "
-            "in masterAuthorizedNetworksConfig.cidrBlocks or set privateClusterConfig.enablePrivateEndpoint true, or "
-            f"label the cluster {WORLD_OPEN_ENDPOINT_TAG}={WORLD_OPEN_ALLOWED} to accept it knowingly."
+            f"{kind}/{name}: {why}, and the cluster's API endpoint admits every address "
+            "(masterAuthorizedNetworksConfig off, 0.0.0.0/0 among its cidrBlocks, or gcpPublicCidrsAccessEnabled); "
+            "list the administrators' addresses in masterAuthorizedNetworksConfig.cidrBlocks or set "
+            "privateClusterConfig.enablePrivateEndpoint true, or label the cluster "
+            f"{WORLD_OPEN_ENDPOINT_TAG}={WORLD_OPEN_ALLOWED} to accept it knowingly."
         )
     ]

@@ -62,8 +62,8 @@ def probes_declared(obj: dict, config: dict) -> list[Finding]:
                 out.append(
                     Finding(
                         f"{w.ref}: {c.label} has no {', '.join(missing)} with a handler (httpGet, tcpSocket, exec "
-                        f"or grpc){why}; add the missing probes so Kubernetes routes traffic only to a ready server and restarts "
-                        f"a hung one.",
+                        f"or grpc){why}; add the missing probes so Kubernetes routes traffic only to a ready server "
+                        f"and restarts a hung one.",
                         c.name,
                     )
                 )
@@ -94,8 +94,8 @@ def load_estimate(w: Workload, pod: PodView) -> tuple[float | None, str | None]:
     """The program's load-time estimate for this pod (max of workload and pod template annotation),
     and an error clause when the annotation is not a number."""
     best = None
-    for annotations in (as_dict(w.metadata.get("annotations")), pod.annotations):
-        raw = annotations.get(ANNOTATION_LOAD_SECONDS)
+    for annotation_map in (as_dict(w.metadata.get("annotations")), pod.annotations):
+        raw = annotation_map.get(ANNOTATION_LOAD_SECONDS)
         if raw is None or is_unknown(raw):
             continue
         try:

@@ -113,8 +113,8 @@ def inference_pool_selects_its_servers(resources: list[Resource], config: dict) 
                 (
                     pool.owner,
                     Finding(
-                        f"{pool.what}: its selector is empty, and an InferencePool must name the labels of its server pods "
-                        f"(1 to 64 matchLabels); set them to the servers' pod template labels."
+                        f"{pool.what}: its selector is empty, and an InferencePool must name the labels of its "
+                        f"server pods (1 to 64 matchLabels); set them to the servers' pod template labels."
                     ),
                 )
             )
@@ -133,8 +133,8 @@ def inference_pool_selects_its_servers(resources: list[Resource], config: dict) 
                     pool.owner,
                     Finding(
                         f"{pool.what}: its selector ({wanted}) matches no server pod in namespace "
-                        f"'{pool.namespace or 'default'}', so every request for it fails at the Gateway; make the selector "
-                        f"equal to the server pods' labels."
+                        f"'{pool.namespace or 'default'}', so every request for it fails at the Gateway; make the "
+                        f"selector equal to the server pods' labels."
                     ),
                 )
             )
@@ -149,9 +149,9 @@ def inference_pool_selects_its_servers(resources: list[Resource], config: dict) 
                     (
                         pool.owner,
                         Finding(
-                            f"{pool.what}: it sends to port {', '.join(f'{p:g}' for p in missing)} of {w.ref} ({pod.where}), "
-                            f"whose containers declare no such port; set the pool's target port to the server's port "
-                            f"({', '.join(f'{p:g}' for p in sorted(declared)) or 'none declared'})."
+                            f"{pool.what}: it sends to port {', '.join(f'{p:g}' for p in missing)} of {w.ref} "
+                            f"({pod.where}), whose containers declare no such port; set the pool's target port to the "
+                            f"server's port ({', '.join(f'{p:g}' for p in sorted(declared)) or 'none declared'})."
                         ),
                     )
                 )
@@ -209,8 +209,8 @@ def picker_highly_available(resources: list[Resource], config: dict) -> list[tup
                 (
                     p.owner,
                     Finding(
-                        f"{p.what}: runs {p.replicas:g} replica, so its restart or a node drain leaves the pool without a "
-                        f"picker; run at least 2 (router.epp.replicas; leader election keeps one active)."
+                        f"{p.what}: runs {p.replicas:g} replica, so its restart or a node drain leaves the pool "
+                        f"without a picker; run at least 2 (router.epp.replicas; leader election keeps one active)."
                     ),
                 )
             )
@@ -227,8 +227,8 @@ def picker_highly_available(resources: list[Resource], config: dict) -> list[tup
                     p.owner,
                     Finding(
                         f"{p.what}: no PodDisruptionBudget in namespace '{p.namespace or 'default'}' selects its pods "
-                        f"({labels}), so a drain may evict every picker at once; add one with maxUnavailable: 1 and that "
-                        f"selector."
+                        f"({labels}), so a drain may evict every picker at once; add one with maxUnavailable: 1 and "
+                        f"that selector."
                     ),
                 )
             )

@@ -59,17 +59,17 @@ def no_literal_secrets(obj: dict, config: dict) -> list[Finding]:
                 if value and not is_reference(value) and not value.startswith("-"):
                     out.append(
                         Finding(
-                            f"{w.ref}: {c.label} passes {flag} with a literal value on its command line; put the key in "
-                            f"a Secret, expose it as an env var with secretKeyRef and pass {flag} $(VAR_NAME) (or let "
-                            f"the program read the env var).",
+                            f"{w.ref}: {c.label} passes {flag} with a literal value on its command line; put the key "
+                            f"in a Secret, expose it as an env var with secretKeyRef and pass {flag} $(VAR_NAME) (or "
+                            "let the program read the env var).",
                             c.name,
                         )
                     )
             for text in (t for t in tokens(c.container) if looks_like_token(t)):
                 out.append(
                     Finding(
-                        f"{w.ref}: {c.label} has a token-like value ('{text[:6]}...') in its command line; move it to a "
-                        f"Secret and reference it through an env var with secretKeyRef.",
+                        f"{w.ref}: {c.label} has a token-like value ('{text[:6]}...') in its command line; move it "
+                        f"to a Secret and reference it through an env var with secretKeyRef.",
                         c.name,
                     )
                 )

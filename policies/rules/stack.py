@@ -82,9 +82,9 @@ def gpu_toleration_matches_pool(resources: list[Resource], config: dict) -> list
                     (
                         r,
                         Finding(
-                            f"{w.ref}: the pod of GPU {gpu.label} ({pod.where}) does not tolerate the taints of any GPU "
-                            f"pool in the stack [{pool_list}]; add tolerations that match one pool's taints (key, value and "
-                            f"effect) or the pod will stay Pending.",
+                            f"{w.ref}: the pod of GPU {gpu.label} ({pod.where}) does not tolerate the taints of any "
+                            f"GPU pool in the stack [{pool_list}]; add tolerations that match one pool's taints (key, "
+                            f"value and effect) or the pod will stay Pending.",
                             gpu.name,
                         ),
                     )
@@ -141,10 +141,10 @@ def server_disruption_budget(resources: list[Resource], config: dict) -> list[tu
                     (
                         r,
                         Finding(
-                            f"{w.ref}: this GPU server ({gpu.label}) runs {w.replicas:g} replicas but no PodDisruptionBudget in "
-                            f"namespace '{w.namespace or 'default'}' selects its pods ({pod.where}); add a PodDisruptionBudget with "
-                            f"maxUnavailable: 1 and a selector matching the pod labels so a drain never takes all replicas "
-                            f"down at once.",
+                            f"{w.ref}: this GPU server ({gpu.label}) runs {w.replicas:g} replicas but no "
+                            f"PodDisruptionBudget in namespace '{w.namespace or 'default'}' selects its pods "
+                            f"({pod.where}); add a PodDisruptionBudget with maxUnavailable: 1 and a selector matching "
+                            f"the pod labels so a drain never takes all replicas down at once.",
                             gpu.name,
                         ),
                     )
@@ -217,10 +217,10 @@ def bucket_public_access_block_present(resources: list[Resource], config: dict) 
             (
                 b,
                 Finding(
-                    f"{kind}/{b.name}: this S3 bucket has no public access block ({why}), so a bucket policy or ACL can "
-                    f"still make the model weights public; add an aws.s3.BucketPublicAccessBlock with bucket=<this "
-                    f"bucket>.id and blockPublicAcls, blockPublicPolicy, ignorePublicAcls and restrictPublicBuckets all "
-                    f"true."
+                    f"{kind}/{b.name}: this S3 bucket has no public access block ({why}), so a bucket policy or ACL "
+                    f"can still make the model weights public; add an aws.s3.BucketPublicAccessBlock with "
+                    f"bucket=<this bucket>.id and blockPublicAcls, blockPublicPolicy, ignorePublicAcls and "
+                    f"restrictPublicBuckets all true."
                 ),
             )
         )

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from endpoint_tools import golden, smoke
-from tests.support.fuzz.endpoint_runs import clean_problems, run_tool, server  # noqa: F401 - server: a fixture
+from tests.support.fuzz.endpoint_runs import clean_problems, run_tool
 from tests.support.fuzz.fault_server import MODEL
 
 KEY = {"revision": "a" * 40, "engine": "vllm 0.32.0", "quantization": None, "kvCacheDtype": "auto"}
@@ -124,7 +124,7 @@ def test_a_malformed_record_is_one_line_naming_the_field(mutate, message):
 def test_parse_key_takes_known_fields_once():
     assert golden.parse_key("revision=abc, engine=vllm 0.32.0") == {"revision": "abc", "engine": "vllm 0.32.0"}
     for bad in ("gpu=L4", "revision", "revision=", "revision=a,revision=b"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="is not FIELD=VALUE with FIELD one of"):
             golden.parse_key(bad)
 
 
@@ -141,7 +141,7 @@ def _line(proc, check="golden") -> str:
     return next(line for line in proc.stdout.splitlines() if line.split()[1:2] == [check])
 
 
-def test_record_compare_and_tamper_against_the_fault_server(server, tmp_path):  # noqa: F811
+def test_record_compare_and_tamper_against_the_fault_server(server, tmp_path):
     server.set({})
     path = tmp_path / "golden" / "m.json"  # the folder does not exist yet
     proc, seconds = _smoke(server, "--record-golden", str(path), "--golden-key", "revision=" + "a" * 40)
@@ -180,7 +180,7 @@ def test_record_compare_and_tamper_against_the_fault_server(server, tmp_path):  
         {"chat": "stall_after_headers"},
     ],
 )
-def test_a_misbehaving_server_fails_the_golden_check_in_one_line(server, tmp_path, scenario):  # noqa: F811
+def test_a_misbehaving_server_fails_the_golden_check_in_one_line(server, tmp_path, scenario):
     server.set(scenario)
     proc, seconds = _smoke(server, "--record-golden", str(tmp_path / "g.json"))
     assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
@@ -199,7 +199,7 @@ def test_a_misbehaving_server_fails_the_golden_check_in_one_line(server, tmp_pat
         b'{"format": 1, "model": "other", "key": {}, "outputs": [{"prompt": "a", "text": ""}]}',
     ],
 )
-def test_a_malformed_record_file_is_a_usage_error_in_one_line(server, tmp_path, content):  # noqa: F811
+def test_a_malformed_record_file_is_a_usage_error_in_one_line(server, tmp_path, content):
     path = tmp_path / "golden.json"
     path.write_bytes(content)
     proc, seconds = _smoke(server, "--golden", str(path))

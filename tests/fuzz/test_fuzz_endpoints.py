@@ -15,7 +15,7 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from tests.support.fuzz import figures
-from tests.support.fuzz.endpoint_runs import clean_problems, loadtest, server, smoke  # noqa: F401 - server: a fixture
+from tests.support.fuzz.endpoint_runs import clean_problems, loadtest, smoke
 from tests.support.fuzz.settings import fuzz_settings, survey
 from tests.support.fuzz.strategies import scenarios
 

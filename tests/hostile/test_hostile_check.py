@@ -101,7 +101,7 @@ def test_a_fifo_in_a_scanned_folder_does_not_block(tmp_path):
 def test_a_nan_threshold_is_refused_not_a_rule_turned_off(tmp_path):
     # With NaN every `window < minimum` is false: the rule would pass everything, silently.
     for value in ("NaN", "Infinity", "-Infinity"):
-        (tmp_path / "c.json").write_text('{"startup-probe-budget": {"minimumSeconds": %s}}' % value)
+        (tmp_path / "c.json").write_text('{"startup-probe-budget": {"minimumSeconds": ' + value + "}}")
         unusable(run("--config", tmp_path / "c.json", BAD_PROBE), value)
     with pytest.raises(check.InputError, match="finite"):
         check.check_objects([], {"startup-probe-budget": {"minimumSeconds": float("nan")}})

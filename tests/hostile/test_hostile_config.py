@@ -162,7 +162,7 @@ def test_a_url_with_credentials_is_refused_without_quoting_them(tmp_path, capsys
 )
 def test_a_token_pasted_into_an_ordinary_field_is_refused_and_never_quoted(tmp_path, capsys, key, path):
     for token in FAKE_TOKENS:
-        code, problems, everything = plan(tmp_path, edited(DEV, key, path, token), capsys)
+        code, _, everything = plan(tmp_path, edited(DEV, key, path, token), capsys)
         assert code == 2 and token not in everything and "looks like" in everything, everything
         for f in tmp_path.iterdir():
             f.unlink() if f.is_file() or f.is_symlink() else None

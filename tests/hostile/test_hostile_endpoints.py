@@ -12,17 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fuzz.endpoint_runs import (  # noqa: F401 - server: a fixture
-    MARGIN_SECONDS,
-    RUN_SECONDS,
-    clean_problems,
-    loadtest,
-    server,
-    smoke,
-)
+from tests.support.fuzz.endpoint_runs import MARGIN_SECONDS, RUN_SECONDS, clean_problems, loadtest, smoke
 
 
-def smoke_result(server, scenario):  # noqa: F811
+def smoke_result(server, scenario):
     server.set(scenario)
     proc, seconds = smoke(server)
     assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
@@ -31,7 +24,7 @@ def smoke_result(server, scenario):  # noqa: F811
     return proc, lines
 
 
-def test_an_honest_server_passes_every_check(server):  # noqa: F811
+def test_an_honest_server_passes_every_check(server):
     proc, lines = smoke_result(server, {})
     assert proc.returncode == 0 and len(lines) == 8 and all(line.startswith("PASS") for line in lines.values())
     assert "predicted 4,096 KV-cache tokens, actual 4,096" in lines["kv"]
@@ -47,14 +40,14 @@ def test_an_honest_server_passes_every_check(server):  # noqa: F811
         ("tokens_strings", "no list of token ids"),
     ],
 )
-def test_a_tokenize_that_lies_about_the_template_fails_the_template_check(server, fault, says):  # noqa: F811
+def test_a_tokenize_that_lies_about_the_template_fails_the_template_check(server, fault, says):
     proc, lines = smoke_result(server, {"tokenize": fault})
     assert proc.returncode == 1 and lines["template"].startswith("FAIL") and says in lines["template"], lines[
         "template"
     ]
 
 
-def test_expected_template_tokens_must_be_among_the_rendered_ones(server):  # noqa: F811
+def test_expected_template_tokens_must_be_among_the_rendered_ones(server):
     server.set({})
     proc, _ = smoke(server, "--expect-template-tokens", "<|t|>")
     assert proc.returncode == 0 and "; has <|t|>" in proc.stdout
@@ -75,14 +68,14 @@ def test_expected_template_tokens_must_be_among_the_rendered_ones(server):  # no
         ("status_500", "HTTP 500"),
     ],
 )
-def test_a_metrics_page_that_lies_about_the_kv_cache_fails_the_kv_check_alone(server, fault, says):  # noqa: F811
+def test_a_metrics_page_that_lies_about_the_kv_cache_fails_the_kv_check_alone(server, fault, says):
     proc, lines = smoke_result(server, {"metrics": fault})
     assert proc.returncode == 1 and lines["kv"].startswith("FAIL") and says in lines["kv"], lines["kv"]
     if fault.startswith("kv_"):
         assert lines["metrics"].startswith("PASS")
 
 
-def test_less_kv_cache_than_expected_is_its_own_exit_status(server):  # noqa: F811
+def test_less_kv_cache_than_expected_is_its_own_exit_status(server):
     proc, lines = smoke_result(server, {"metrics": "kv_low"})
     assert proc.returncode == 3, proc.stdout
     assert "predicted 4,096 KV-cache tokens, actual 2,048" in lines["kv"] and "error -50.0%" in lines["kv"]
@@ -99,12 +92,12 @@ def test_less_kv_cache_than_expected_is_its_own_exit_status(server):  # noqa: F8
         ("chat", "stall_before_headers", "chat"),
     ],
 )
-def test_drips_stalls_and_endless_streams_end_within_the_deadline(server, endpoint, fault, check):  # noqa: F811
+def test_drips_stalls_and_endless_streams_end_within_the_deadline(server, endpoint, fault, check):
     proc, lines = smoke_result(server, {endpoint: fault})
     assert proc.returncode == 1 and lines[check].startswith("FAIL") and "deadline" in lines[check], lines[check]
 
 
-def test_a_stall_right_after_health_ends_the_run_in_time(server):  # noqa: F811
+def test_a_stall_right_after_health_ends_the_run_in_time(server):
     proc, lines = smoke_result(
         server,
         {
@@ -132,49 +125,49 @@ def test_a_stall_right_after_health_ends_the_run_in_time(server):  # noqa: F811
         ("chat", "close", "chat", "failed"),
     ],
 )
-def test_malformed_answers_are_one_failed_line(server, endpoint, fault, check, says):  # noqa: F811
+def test_malformed_answers_are_one_failed_line(server, endpoint, fault, check, says):
     proc, lines = smoke_result(server, {endpoint: fault})
     assert proc.returncode == 1 and lines[check].startswith("FAIL") and says in lines[check], lines[check]
 
 
-def test_a_3_gb_body_is_not_read_into_memory(server):  # noqa: F811
-    proc, lines = smoke_result(server, {"metrics": "huge_body"})
+def test_a_3_gb_body_is_not_read_into_memory(server):
+    _, lines = smoke_result(server, {"metrics": "huge_body"})
     assert lines["metrics"].startswith("FAIL") and "more than the 33,554,432" in lines["metrics"]
 
 
-def test_an_error_event_fails_the_stream_check(server):  # noqa: F811
+def test_an_error_event_fails_the_stream_check(server):
     proc, lines = smoke_result(server, {"chat_stream": "error_event"})
     assert proc.returncode == 1 and lines["stream"].startswith("FAIL") and "engine died mid-stream" in lines["stream"]
 
 
-def test_an_absurd_max_model_len_fails_without_building_a_prompt(server):  # noqa: F811
-    proc, lines = smoke_result(server, {"models": "max_model_len_absurd"})
+def test_an_absurd_max_model_len_fails_without_building_a_prompt(server):
+    _, lines = smoke_result(server, {"models": "max_model_len_absurd"})
     assert lines["models"].startswith("FAIL") and "1,000,000,000,000" in lines["models"]
     assert lines["context"].startswith("FAIL")
 
 
-def load_result(server, scenario):  # noqa: F811
+def load_result(server, scenario):
     server.set(scenario)
     proc, seconds = loadtest(server)
     assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
     return proc
 
 
-def test_a_stream_without_done_is_an_error_of_the_sweep(server):  # noqa: F811
+def test_a_stream_without_done_is_an_error_of_the_sweep(server):
     proc = load_result(server, {"completions_stream": "no_done"})
     assert proc.returncode == 1 and "stream ended without data: [DONE]" in proc.stdout
 
 
-def test_an_empty_tokenize_answer_ends_the_sweep_instead_of_doubling_forever(server):  # noqa: F811
+def test_an_empty_tokenize_answer_ends_the_sweep_instead_of_doubling_forever(server):
     proc = load_result(server, {"tokenize": "tokens_empty"})
     assert proc.returncode == 1 and "/tokenize counts 0 tokens" in proc.stderr
 
 
-def test_an_endless_stream_is_cut_at_the_request_deadline(server):  # noqa: F811
+def test_an_endless_stream_is_cut_at_the_request_deadline(server):
     proc = load_result(server, {"completions_stream": "endless"})
     assert proc.returncode == 1 and "deadline" in proc.stdout
 
 
-def test_an_honest_server_sweeps_cleanly(server):  # noqa: F811
+def test_an_honest_server_sweeps_cleanly(server):
     proc = load_result(server, {})
     assert proc.returncode == 0 and "3/3" in proc.stdout

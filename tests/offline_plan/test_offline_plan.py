@@ -91,7 +91,7 @@ def test_no_secret_value_reaches_a_plan_file(tmp_path, monkeypatch):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert token not in path.read_text(), path
-    secrets = [p for p in (tmp_path / "prod" / "manifests").glob("Secret-*hf-token.yaml")]
+    secrets = list((tmp_path / "prod" / "manifests").glob("Secret-*hf-token.yaml"))
     assert secrets and all("<secret>" in p.read_text() for p in secrets)
 
 
@@ -100,7 +100,7 @@ def _with_secret(stack, token):
     config, secret_keys = mock_runtime.stack_file_config(stack)
     config["llm-serving:hfToken"] = token
     config["llm-serving:apiKey"] = "sk-not-a-real-key-but-looks-like-one"
-    return mock_runtime.evaluate(stack, config, secret_keys + ["llm-serving:hfToken", "llm-serving:apiKey"])
+    return mock_runtime.evaluate(stack, config, [*secret_keys, "llm-serving:hfToken", "llm-serving:apiKey"])
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,7 @@ def test_a_malformed_stack_file_is_one_clear_line(tmp_path, content, message, ca
 
 
 def test_an_unknown_stack_names_the_ones_that_exist():
-    with pytest.raises(ConfigError, match="no stack file Pulumi.staging.yaml; stacks here: dev, prod"):
+    with pytest.raises(ConfigError, match=r"no stack file Pulumi\.staging\.yaml; stacks here: dev, prod"):
         mock_runtime.stack_file_config("staging")
     assert offline_plan.run("staging", Path("/tmp/unused-plan-out")) == 2
 

@@ -123,7 +123,7 @@ def test_the_multi_node_servers_wait_is_on_the_chain():
 
 def test_durations_parse_as_pulumi_writes_them():
     assert [waits.duration_seconds(t) for t in ("90s", "10m", "1h30m", "1.5h")] == [90, 600, 5400, 5400]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a duration: 'soon'"):
         waits.duration_seconds("soon")
 
 

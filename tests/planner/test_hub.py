@@ -69,7 +69,7 @@ def test_fixture_configs_parse_from_file_and_folder(family):
 
 
 @pytest.mark.parametrize(
-    ("family", "heads", "kv_heads"),
+    "family, heads, kv_heads",
     [("llama-3.1-8b", 32, 8), ("llama-3.1-70b", 64, 8), ("qwen2.5-7b", 28, 4), ("qwen3-30b-a3b", 32, 4)],
 )
 def test_dense_and_moe_fixtures_are_grouped_query(family, heads, kv_heads):
@@ -155,7 +155,7 @@ def test_single_file_checkpoint_size_comes_from_the_file(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("files", "expected"),
+    "files, expected",
     [
         ({"tokenizer_config__json": {"chat_template": "{{ messages }}"}}, True),
         ({"tokenizer_config__json": {"bos_token": "<s>"}}, False),
@@ -225,7 +225,7 @@ def llama_parameter_count(config: dict) -> int:
 
 
 @pytest.mark.parametrize(
-    ("repo_id", "revision"),
+    "repo_id, revision",
     [("meta-llama/Llama-3.1-8B-Instruct", LLAMA_8B_SHA), ("meta-llama/Llama-3.3-70B-Instruct", LLAMA_70B_SHA)],
 )
 def test_committed_weight_totals_match_the_config_in_bf16(repo_id, revision):
@@ -395,5 +395,5 @@ def test_load_model_config_missing_path(tmp_path):
 
 
 def test_load_model_config_folder_without_config(tmp_path):
-    with pytest.raises(HubError, match="no config.json in this folder"):
+    with pytest.raises(HubError, match=r"no config\.json in this folder"):
         load_model_config(str(tmp_path))

@@ -163,7 +163,7 @@ def test_adapter_configs_are_read_from_model_metadata_or_the_hf_cache():
     with offline_cache() as cache:
         from_cache = load_adapter_metadata(CHAT["repo"], CHAT["revision"], metadata_root=FIXTURES / "nowhere")
         assert from_cache.source.startswith(str(cache)) and from_cache.config["rank_pattern"] == {"v_proj": 64}
-        with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and its adapter_config.json is not in the"):
+        with pytest.raises(HubError, match=r"HF_HUB_OFFLINE is set and its adapter_config\.json is not in the"):
             load_adapter_metadata("llm-serving-fixtures/absent", "5" * 40, metadata_root=FIXTURES / "nowhere")
 
 
@@ -255,8 +255,8 @@ def test_each_adapter_gets_its_own_verified_mirror_job_on_the_model_volume_and_s
     args = fetch["command"]
     assert args[args.index("--repo") + 1] == SQL["repo"] and args[args.index("--revision") + 1] == SQL["revision"]
     assert args[args.index("--local-dir") + 1] == f"/models/{SQL['repo']}/{SQL['revision']}"
-    assert [a for a in args if a.startswith("--include") or a.startswith("--exclude")] == [
-        a for a in base_fetch["command"] if a.startswith("--include") or a.startswith("--exclude")
+    assert [a for a in args if a.startswith(("--include", "--exclude"))] == [
+        a for a in base_fetch["command"] if a.startswith(("--include", "--exclude"))
     ]
     assert adapter_job["spec"]["template"]["spec"]["volumes"][0] == base_job["spec"]["template"]["spec"]["volumes"][0]
     labels = adapter_job["metadata"]["labels"]

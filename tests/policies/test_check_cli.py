@@ -39,8 +39,8 @@ def test_bad_folder_exits_one_with_one_line_per_violation():
     files = sorted(f for f in os.listdir(BAD) if f.endswith(".yaml"))
     assert len(lines) == len(files)  # each broken variant breaks exactly one rule
     for line in lines:
-        file, ref, container, rest = line.split(": ", 3)
-        policy, level = rest.split(": ", 1)[0].split(" ")
+        file, ref, _, rest = line.split(": ", 3)
+        _, level = rest.split(": ", 1)[0].split(" ")
         assert file.startswith("tests/fixtures/policy/bad/") and "/" in ref and level == "[mandatory]"
     by_file = {line.split(": ", 1)[0].rsplit("/", 1)[-1]: line for line in lines}
     assert " image-tag-pinned [mandatory]: " in by_file["image-tag-pinned.yaml"]

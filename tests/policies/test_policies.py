@@ -321,7 +321,7 @@ def test_non_numeric_load_annotation_is_reported():
 )
 def test_revision_flags(args, ok):
     d = server()
-    container(d)["args"] = ["--model=/models/x"] + args
+    container(d)["args"] = ["--model=/models/x", *args]
     assert (analyze_k8s(d).of("model-revision-pinned") == []) is ok
 
 
@@ -631,7 +631,7 @@ def test_toleration_must_match_a_pool_taint_value():
 
 
 def test_toleration_rule_needs_every_hard_taint_of_the_pool():
-    extra = EKS_TAINT + [{"key": "dedicated", "value": "llm", "effect": "NO_EXECUTE"}]
+    extra = [*EKS_TAINT, {"key": "dedicated", "value": "llm", "effect": "NO_EXECUTE"}]
     result = analyze_stack([_eks_pool(extra), k8s_stack_entry(server()), k8s_stack_entry(GOOD_PDB)])
     assert result.policies() == {"gpu-toleration-matches-pool"}
 
@@ -675,7 +675,7 @@ def test_policy_table_lists_every_rule_with_level_and_fix():
     header, rule_line, *rows = table.splitlines()
     assert header == "| rule | level | what it catches | how to fix |" and rule_line == "|---|---|---|---|"
     assert len(rows) == len(RULES)
-    for rule, row in zip(RULES, rows):
+    for rule, row in zip(RULES, rows, strict=True):
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         assert len(cells) == 4 and cells[0].startswith(f"`{rule.name}`") and cells[1] == rule.level
         assert cells[3] and cells[3].endswith(".") and "<" not in row

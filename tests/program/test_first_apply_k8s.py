@@ -184,22 +184,24 @@ def test_regression_ip_pool_relying_on_a_run_time_crd():
 
 
 def test_a_release_rendering_service_monitors_before_their_crds_fires(committed):
-    prometheus = lambda r: (
-        r.type == first_apply_k8s.RELEASE
-        and first_apply_k8s.chart_of(r)
-        in (
+    def prometheus(r):
+        return r.type == first_apply_k8s.RELEASE and first_apply_k8s.chart_of(r) in (
             "prometheus-operator-crds",
             "kube-prometheus-stack",
         )
-    )
-    gpu = lambda r: r.type == first_apply_k8s.RELEASE and first_apply_k8s.chart_of(r) == "gpu-operator"  # noqa: E731
+
+    def gpu(r):
+        return r.type == first_apply_k8s.RELEASE and first_apply_k8s.chart_of(r) == "gpu-operator"
+
     messages = fired(without_dependency(committed["prod"], gpu, prometheus), "chart-renders-after-its-crds")
     assert any("gpu-operator" in m and "ServiceMonitor" in m for m in messages), messages
 
 
 def test_kserve_resources_before_cert_manager_fires():
     # KServe installed without waiting for cert-manager: nothing depends on its release any more.
-    cert_manager = lambda r: r.type == first_apply_k8s.RELEASE and first_apply_k8s.chart_of(r) == "cert-manager"  # noqa: E731
+    def cert_manager(r):
+        return r.type == first_apply_k8s.RELEASE and first_apply_k8s.chart_of(r) == "cert-manager"
+
     messages = fired(without_dependency(variant(KSERVE), lambda r: True, cert_manager), "chart-renders-after-its-crds")
     assert any("kserve-resources" in m and "Certificate" in m for m in messages), messages
 
@@ -273,15 +275,15 @@ def test_a_service_that_waits_for_endpoints_beside_its_workload_fires(committed)
 
 # --- the entrance: charts that render custom resources, and the pickers' wait ---------------------
 
-PICKER_RELEASE = lambda r: (
-    r.type == first_apply_k8s.RELEASE and r.inputs.get("chart", "").endswith(contract.PICKER_CHART)
-)
+
+def picker_release(r) -> bool:
+    return r.type == first_apply_k8s.RELEASE and r.inputs.get("chart", "").endswith(contract.PICKER_CHART)
 
 
 def test_a_picker_release_before_the_inference_pool_crd_fires(committed):
     broken = without_dependency(
         committed["prod"],
-        PICKER_RELEASE,
+        picker_release,
         lambda r: r.type == first_apply_k8s.CONFIG_FILE and "inference-extension" in r.name,
     )
     found = fired(broken, "chart-renders-after-its-crds")
@@ -290,7 +292,7 @@ def test_a_picker_release_before_the_inference_pool_crd_fires(committed):
 
 def test_an_awaited_picker_release_with_a_standby_fires(committed):
     def awaited(r: RecordedResource) -> RecordedResource:
-        if PICKER_RELEASE(r):
+        if picker_release(r):
             r.inputs["skipAwait"] = False
         return r
 
@@ -310,7 +312,7 @@ def test_gke_policies_on_a_cluster_without_its_gateway_api_fire(committed):
 
 def test_a_picker_started_before_the_rewrite_crds_fires(committed):
     broken = without_dependency(
-        committed["dev"], PICKER_RELEASE, lambda r: r.type == first_apply_k8s.CONFIG_FILE and "llm-d-router" in r.name
+        committed["dev"], picker_release, lambda r: r.type == first_apply_k8s.CONFIG_FILE and "llm-d-router" in r.name
     )
     found = fired(broken, "picker-starts-after-the-kinds-it-discovers")
     assert any("InferenceModelRewrite (llm-d.ai)" in v for v in found), found

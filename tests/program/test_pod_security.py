@@ -270,7 +270,7 @@ def test_a_waiver_needs_a_waivable_control_and_a_real_reason():
     assert "allowPrivilegeEscalation: false" in problems(
         pod({**HARDENED, "allowPrivilegeEscalation": True}, annotations=bad)
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="capabilities cannot be waived"):
         ps.exception_annotation({"capabilities": "a reason long enough to pass the length check"})
 
 
@@ -342,7 +342,7 @@ def test_levels_and_reasons():
     assert ps.strictest_level({}) == (ps.RESTRICTED, [])
     level, reasons = ps.strictest_level({"a": "baseline: reason a for this", "b": "privileged: reason b for this"})
     assert level == ps.PRIVILEGED and reasons == ["b: reason b for this"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not '<Pod Security level>: <reason>'"):
         ps.strictest_level({"a": "strict: no such level"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Pod Security level baseline needs the reason it is weaker than restricted"):
         ps.namespace_annotations(ps.BASELINE, [])

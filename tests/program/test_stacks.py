@@ -42,7 +42,7 @@ def test_policy_pack_finds_nothing_mandatory(stack):
 
 
 def test_every_model_is_served_pinned_tolerated_and_probed_from_its_numbers(stack):
-    name, evaluation = stack
+    _, evaluation = stack
     objects = evaluation.kubernetes_objects
     sizing = {row["model"]: row for row in evaluation.outputs["sizing"]}
     servers = [d for d in kinds(objects, "Deployment") if d["metadata"]["labels"].get(contract.LABEL_MODEL) in sizing]
@@ -239,7 +239,7 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
             "models": [{**overrides["models"][0], "tensorParallelSize": 4, "pipelineParallelSize": 1}],
         },
     )
-    [deployment] = [o for o in kinds(single.kubernetes_objects, "Deployment")]
+    [deployment] = list(kinds(single.kubernetes_objects, "Deployment"))
     assert (
         "rdma/rdma_shared_device_a"
         not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]

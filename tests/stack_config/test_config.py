@@ -377,8 +377,9 @@ def test_slo_defaults_are_chat_targets_on_bucket_bounds():
             "models[0].slo.timeToFirstToken.seconds",
             3,
             (
-                "models[0].slo.timeToFirstToken.seconds: 3 s is not a bucket bound of vllm:time_to_first_token_seconds in vLLM "
-                "0.32.0, so no series counts the requests under it; use a bound (nearest: 2.5 or 5)"
+                "models[0].slo.timeToFirstToken.seconds: 3 s is not a bucket bound of "
+                "vllm:time_to_first_token_seconds in vLLM 0.32.0, so no series counts the requests under it; use a "
+                "bound (nearest: 2.5 or 5)"
             ),
         ),
         (

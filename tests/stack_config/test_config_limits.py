@@ -66,7 +66,7 @@ def problems(model: type[BaseModel]) -> list[str]:
         meta = list(field.metadata) + _metadata(field.annotation)
         leaves = _leaf_types(field.annotation)
 
-        def bound(*kinds):
+        def bound(*kinds, meta=meta):
             return any(isinstance(m, kinds) for m in meta)
 
         if any(t in (int, float) for t in leaves) and not (

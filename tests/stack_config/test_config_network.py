@@ -39,8 +39,8 @@ def test_defaults_create_a_vpc_with_one_nat_gateway_over_three_zones():
             {"vpc": "existing"},
             {},
             (
-                "cluster.network.privateSubnetIds: vpc is existing: list the private subnets (at least two zones) the cluster "
-                "and its nodes use"
+                "cluster.network.privateSubnetIds: vpc is existing: list the private subnets (at least two zones) "
+                "the cluster and its nodes use"
             ),
         ),
         ("aws", {"privateSubnetIds": SUBNETS}, {}, "cluster.network.privateSubnetIds: applies only with vpc: existing"),

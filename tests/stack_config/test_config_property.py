@@ -45,7 +45,7 @@ def maybe(valid, weight_junk: int = 1):
 
 pool_names = st.sampled_from(["l4", "h100", "gpu-a", "pool"])
 pools = st.fixed_dictionaries(
-    {"name": maybe(pool_names), "gpu": maybe(st.sampled_from(list(gpus.CATALOG) + ["H100", "V100"]))},
+    {"name": maybe(pool_names), "gpu": maybe(st.sampled_from([*gpus.CATALOG, "H100", "V100"]))},
     optional={
         "gpusPerNode": maybe(st.sampled_from([1, 2, 4, 8, 3, 0])),
         "minNodes": maybe(st.integers(0, 3)),
@@ -213,7 +213,7 @@ def assert_names_a_key(problems: list[str], raw) -> None:
         match = KEY_PATH.match(rest)
         assert match, problem
         path = match.group("path")
-        if path in ("(top level)",) or not isinstance(raw, dict):
+        if path == "(top level)" or not isinstance(raw, dict):
             continue
         top = re.split(r"[.\[]", path)[0]
         # A key from the input, or a known key the input left out (a required or related setting).

@@ -308,13 +308,14 @@ def private_nodes_wait_for_nat(graph: ApplyGraph) -> Iterable[Violation]:
                     )
     nats = graph.of_type("gcp:compute/routerNat:RouterNat")
     for pool in graph.of_type("gcp:container/nodePool:NodePool"):
-        if _get(pool.inputs, "networkConfig", "enablePrivateNodes"):
-            if not nats or not any(graph.waits_for(pool, nat) for nat in nats):
-                yield Violation(
-                    "private-nodes-wait-for-nat",
-                    describe(pool),
-                    "has private nodes but does not wait for a Cloud NAT, so image pulls from Docker Hub fail",
-                )
+        if _get(pool.inputs, "networkConfig", "enablePrivateNodes") and not any(
+            graph.waits_for(pool, nat) for nat in nats
+        ):
+            yield Violation(
+                "private-nodes-wait-for-nat",
+                describe(pool),
+                "has private nodes but does not wait for a Cloud NAT, so image pulls from Docker Hub fail",
+            )
 
 
 # --- Autoscaling -------------------------------------------------------------------------------
@@ -636,7 +637,7 @@ def eks_secrets_key_usable(graph: ApplyGraph) -> Iterable[Violation]:
         for u in graph.upstream(cluster):
             policy = graph.by_urn[u]
             role = str(policy.inputs.get("role"))
-            if policy.type == ROLE_POLICY and (role_arn.endswith("/" + role) or role_arn.endswith(":" + role)):
+            if policy.type == ROLE_POLICY and role_arn.endswith(("/" + role, ":" + role)):
                 for statement in _policy_statements(policy.inputs.get("policy")):
                     granted |= _allows(statement, needed, str(key_arn))
         if needed - granted:

@@ -48,7 +48,9 @@ OPEN_MAPPINGS = {"karpenter": {"nodeSelector"}}
 TEMPLATE_ONLY_KEYS = {
     "gpu-operator": {
         # values.yaml lines 348-349 show `# config:` / `# name: custom-dcgm-exporter-metrics` commented.
-        "dcgmExporter.config.name": "NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/templates/clusterpolicy.yaml:561-564",
+        "dcgmExporter.config.name": (
+            "NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/templates/clusterpolicy.yaml:561-564"
+        ),
     },
 }
 

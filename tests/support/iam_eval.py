@@ -118,7 +118,7 @@ def cel_holds(
             }.get(token, token)
         )
     attributes = attributes or {}
-    scope = {"r_name": resource_name, "r_type": resource_type, "api_get": lambda k, d: attributes.get(k, d)}
+    scope = {"r_name": resource_name, "r_type": resource_type, "api_get": attributes.get}
     return bool(eval("".join(python), {"__builtins__": {}}, scope))
 
 

@@ -60,19 +60,19 @@ def evaluate(bucket: ModelBucket | None = None, stores: list[dict] | None = None
     def program():
         shared = ms.ServingNamespace("serving", ms.ServingNamespaceArgs(NAMESPACE, bucket))
         for i, overrides in enumerate(stores or [{}]):
-            fields = dict(
-                repo=REPO,
-                revision=REV,
-                served_name="llama-3-1-8b-instruct",
-                weights_bytes=LLAMA_8B_BYTES,
-                model_path=model_path(REPO, REV),
-                namespace=shared.namespace,
-                writer_service_account=shared.writer_service_account,
-                reader_service_account=shared.reader_service_account,
-                downloader_image="vllm/vllm-openai:v0.32.0",
-                storage_class="efs-sc",
-                bucket=bucket,
-            )
+            fields = {
+                "repo": REPO,
+                "revision": REV,
+                "served_name": "llama-3-1-8b-instruct",
+                "weights_bytes": LLAMA_8B_BYTES,
+                "model_path": model_path(REPO, REV),
+                "namespace": shared.namespace,
+                "writer_service_account": shared.writer_service_account,
+                "reader_service_account": shared.reader_service_account,
+                "downloader_image": "vllm/vllm-openai:v0.32.0",
+                "storage_class": "efs-sc",
+                "bucket": bucket,
+            }
             fields.update(overrides)
             created[fields["served_name"]] = ms.ModelStore(f"store-{i}", ms.ModelStoreArgs(**fields))
 

@@ -9,13 +9,13 @@ from stack_config import GpuOperatorConfig
 
 
 def h100_pool(**overrides) -> GpuPlacement:
-    fields = dict(
-        pool="h100",
-        gpu="H100-80GB",
-        gpus_per_node=8,
-        max_nodes=2,
-        node_labels=pool_node_labels("h100", "H100-80GB"),
-    )
+    fields = {
+        "pool": "h100",
+        "gpu": "H100-80GB",
+        "gpus_per_node": 8,
+        "max_nodes": 2,
+        "node_labels": pool_node_labels("h100", "H100-80GB"),
+    }
     fields.update(overrides)
     return GpuPlacement(**fields)
 

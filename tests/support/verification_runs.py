@@ -10,7 +10,6 @@ import sys
 
 from components.verification import job as verification
 from components.verification.tools import ENTRY_MODULE, volume_items
-from tests.support.fuzz.endpoint_runs import server  # noqa: F401 - a fixture
 from tests.support.fuzz.fault_server import KV_TOKENS, MAX_MODEL_LEN, MODEL
 
 JOB = "kubernetes:batch/v1:Job"
@@ -54,7 +53,7 @@ def shipped_run(tmp_path, evaluations, doc: dict, env_extra: dict | None = None)
     )
 
 
-def fake_target(server, expect: int = KV_TOKENS) -> dict:  # noqa: F811
+def fake_target(server, expect: int = KV_TOKENS) -> dict:
     # No names: the fake server does not echo the model (tests/vllm checks names on the real one).
     return {
         "model": MODEL,

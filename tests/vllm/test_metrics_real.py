@@ -88,7 +88,7 @@ def test_every_series_the_stacks_query_is_vllms_or_comes_from_the_dcgm_or_kube_s
     assert len(exprs) > 50, exprs
     recorded = {n for _, e in exprs for n in promql.metric_names(e) if n.startswith("model:")}
     engine, dcgm, ksm = set(), set(), set()
-    for source, expr in exprs:
+    for _, expr in exprs:
         for name in promql.metric_names(expr):
             if name.startswith("DCGM_"):
                 dcgm.add(name)
@@ -206,7 +206,8 @@ def test_a_client_hanging_up_mid_stream_is_not_counted_as_a_failure(vllm_server)
     if generated < 900:  # cut: recorded under no reason at all
         assert generated > 0 and counted("length") == 0, generated
         FIGURES.append(
-            f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, counted under no finished_reason"
+            f"client reset mid-stream: request cut after {generated:.0f} of 900 tokens, "
+            "counted under no finished_reason"
         )
     else:  # the reset was missed and the stream ran to its end
         assert counted("length") == 1

@@ -293,8 +293,9 @@ def capacity_block_zone(spec: NodePoolSpec, region: str, opts: pulumi.InvokeOpti
         raise cfg.ConfigError(
             [
                 (
-                    f"{spec.config_key}.capacityReservationId: {spec.capacity_reservation_id} reserves {block.instance_type}, "
-                    f"but the pool runs {spec.machine.name}; set machineType to {block.instance_type} or use the matching block"
+                    f"{spec.config_key}.capacityReservationId: {spec.capacity_reservation_id} reserves "
+                    f"{block.instance_type}, but the pool runs {spec.machine.name}; set machineType to "
+                    f"{block.instance_type} or use the matching block"
                 )
             ]
         )
@@ -529,9 +530,11 @@ class EksCluster(pulumi.ComponentResource):
             raise cfg.ConfigError(
                 [
                     (
-                        f"{args.config_source}cluster.name: EKS cluster {args.name} runs Kubernetes {kubernetes_version}, for "
-                        f"which this program pins no EKS AMI release ({driver_versions.EKS_AMI_RELEASE} covers "
-                        f"{', '.join(sorted(driver_versions.EKS_RELEASE_VERSIONS))}); upgrade the cluster or add the release"
+                        f"{args.config_source}cluster.name: EKS cluster {args.name} runs Kubernetes "
+                        f"{kubernetes_version}, for which this program pins no EKS AMI release "
+                        f"({driver_versions.EKS_AMI_RELEASE} covers "
+                        f"{', '.join(sorted(driver_versions.EKS_RELEASE_VERSIONS))}); upgrade the cluster or add the "
+                        "release"
                     )
                 ]
             )
@@ -873,8 +876,8 @@ def platform_summary(
         "autoscaler": f"Karpenter {karpenter.VERSION}"
         if any(s.karpenter_nodes for s in args.pools)
         else ("none (fixed-size node groups)" if not args.create else "none needed (no pool grows)"),
-        "nodeImage": f"EKS AL2023 AMI {driver_versions.EKS_AMI_RELEASE} (managed node groups: release {release_version}; "
-        f"Karpenter: {driver_versions.KARPENTER_AMI_ALIAS})",
+        "nodeImage": f"EKS AL2023 AMI {driver_versions.EKS_AMI_RELEASE} "
+        f"(managed node groups: release {release_version}; Karpenter: {driver_versions.KARPENTER_AMI_ALIAS})",
         "pools": pools,
         **(
             {
@@ -887,7 +890,9 @@ def platform_summary(
             }
             if args.create
             else {
-                "apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"
+                "apiEndpoint": (
+                    "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"
+                )
             }
         ),
     }

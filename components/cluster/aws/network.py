@@ -107,7 +107,9 @@ def supported_zones(region: str, opts: pulumi.InvokeOptions | None = None) -> li
         opts=opts,
     )
     zone_ids = list(found.zone_ids or [None] * len(found.names))
-    return sorted(name for name, zone_id in zip(found.names, zone_ids) if zone_id not in EKS_UNSUPPORTED_ZONE_IDS)
+    return sorted(
+        name for name, zone_id in zip(found.names, zone_ids, strict=True) if zone_id not in EKS_UNSUPPORTED_ZONE_IDS
+    )
 
 
 def routes_to_internet_gateway(

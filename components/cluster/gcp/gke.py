@@ -633,7 +633,9 @@ def platform_summary(args: GkeClusterArgs) -> dict:
             }
             if args.create
             else {
-                "apiEndpoint": "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"
+                "apiEndpoint": (
+                    "the existing cluster's own (security.clusterEndpoint and secretsEncryption are not applied)"
+                )
             }
         ),
         "pools": [

@@ -177,7 +177,10 @@ def test_the_value_check_refuses_a_digest_key_the_chart_does_not_have():
     values = keda.values(None)
     values["image"]["keda"]["digest"] = FAKE
     assert check_chart_values(keda.CHART.chart, values, keda.CHART.version) == [
-        "keda: image.keda.digest: not a key the chart's values.yaml has (the transcribed key list in tests/fixtures/helm)"
+        (
+            "keda: image.keda.digest: not a key the chart's values.yaml has "
+            "(the transcribed key list in tests/fixtures/helm)"
+        )
     ]
 
 

@@ -134,8 +134,8 @@ def test_initial_count_per_zone_rounds_up_and_checks_the_total():
         cfg.parse_stack_config(raw, "Pulumi.test.yaml")  # 2 per zone = 6 > 5
     assert info.value.problems == [
         (
-            "Pulumi.test.yaml: pools[0].zones: GKE starts the same number of nodes in each zone, so 4 node(s) over 3 zones "
-            "start 6, more than maxNodes (5); raise maxNodes to 6 or list fewer zones"
+            "Pulumi.test.yaml: pools[0].zones: GKE starts the same number of nodes in each zone, so 4 node(s) over "
+            "3 zones start 6, more than maxNodes (5); raise maxNodes to 6 or list fewer zones"
         )
     ]
     raw["pools"][0]["zones"] = ["europe-west4-a"]

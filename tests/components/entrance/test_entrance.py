@@ -184,7 +184,7 @@ def test_the_pickers_run_highly_available_with_a_budget_and_an_explicit_failure_
 def test_https_with_the_acme_certificate_and_a_redirect_from_http(evaluations):
     ev = evaluations["prod"]
     [gateway] = objects(ev, "Gateway")
-    listeners = {l["name"]: l for l in gateway["spec"]["listeners"]}
+    listeners = {listener["name"]: listener for listener in gateway["spec"]["listeners"]}
     assert (listeners["http"]["port"], listeners["https"]["port"]) == (80, 443)
     assert listeners["https"]["tls"]["mode"] == "Terminate"
     [secret_ref] = listeners["https"]["tls"]["certificateRefs"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -253,8 +254,8 @@ def test_a_second_checkpoint_format_is_neither_downloaded_nor_expected(fake_hub,
     assert mirror.main(fetch_argv(dest)) == 0, capsys.readouterr().err
     [call] = hf_calls(fake_hub)
     # The globs reach `hf download` as repeated flags ...
-    assert [v for k, v in zip(call, call[1:]) if k == "--include"] == list(contract.MODEL_FILE_INCLUDE)
-    assert [v for k, v in zip(call, call[1:]) if k == "--exclude"] == list(contract.MODEL_FILE_EXCLUDE)
+    assert [v for k, v in itertools.pairwise(call) if k == "--include"] == list(contract.MODEL_FILE_INCLUDE)
+    assert [v for k, v in itertools.pairwise(call) if k == "--exclude"] == list(contract.MODEL_FILE_EXCLUDE)
     # ... so the reference checkpoint and the repo's paperwork never land on the volume ...
     assert not (dest / "original").exists()
     assert not (dest / "README.md").exists() and not (dest / ".gitattributes").exists()

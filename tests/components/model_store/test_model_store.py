@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -62,7 +63,7 @@ def test_mirror_command_pins_the_commit_and_never_a_branch():
     # The files land where servers look for them: the same path the plan computes.
     assert command[command.index("--local-dir") + 1] == f"{contract.MODEL_MOUNT_PATH}/{REPO}/{REV}"
     # Only the servable files are fetched: every glob of the contract, as repeated flags.
-    pairs = list(zip(command, command[1:]))
+    pairs = list(itertools.pairwise(command))
     assert [v for k, v in pairs if k == "--include"] == list(contract.MODEL_FILE_INCLUDE)
     assert [v for k, v in pairs if k == "--exclude"] == list(contract.MODEL_FILE_EXCLUDE)
     assert "original/*" in contract.MODEL_FILE_EXCLUDE
@@ -336,7 +337,7 @@ def test_service_accounts_carry_the_cloud_bindings():
 def test_binding_in_another_namespace_is_refused():
     bucket = aws_bucket()
     bucket.writer = ServiceAccountBinding("elsewhere", "model-writer", {})
-    with pytest.raises(ValueError, match="modelStore.namespace"):
+    with pytest.raises(ValueError, match=r"modelStore\.namespace"):
         evaluate(bucket=bucket)
 
 
@@ -356,7 +357,7 @@ def test_every_model_object_carries_the_revision():
 
 def test_two_models_share_one_namespace_and_its_accounts():
     other_rev = "1" * 40
-    evaluation, stores = evaluate(
+    evaluation, _ = evaluate(
         bucket=gcs_bucket(),
         stores=[
             {},

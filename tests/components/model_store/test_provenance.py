@@ -20,7 +20,11 @@ from tests.support.stack_variants import DEV_MODELS
 IDENTITY = "releases@publisher.example"
 ISSUER = "https://accounts.google.com"
 SIGSTORE = {"identity": IDENTITY, "issuer": ISSUER}
-PEM = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEexampleexampleexample==\n-----END PUBLIC KEY-----\n"
+PEM = (
+    "-----BEGIN PUBLIC KEY-----\n"
+    "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEexampleexampleexample==\n"
+    "-----END PUBLIC KEY-----\n"
+)
 
 
 @functools.cache

@@ -53,7 +53,7 @@ def test_added_rows_are_fields_the_exporter_knows_and_the_default_file_leaves_ou
         m.group(1): m.group(3).strip()
         for m in re.finditer(r"^#\s*(DCGM_[A-Z0-9_]+)\s*,\s*(\w+)\s*,(.*)$", FIXTURE.read_text(), re.MULTILINE)
     }
-    for field, kind, help_text in g.ADDED_COUNTERS:
+    for field, _, help_text in g.ADDED_COUNTERS:
         assert field not in upstream_enabled
         assert field in promql.dcgm_names(), field
         if field in commented:

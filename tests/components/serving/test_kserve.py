@@ -156,8 +156,8 @@ def test_probe_budget_covers_the_load_estimate_with_the_vllm_path_numbers():
     assert model["livenessProbe"]["failureThreshold"] == probes.LIVENESS_FAILURE_THRESHOLD
     assert model["livenessProbe"]["periodSeconds"] == probes.LIVENESS_PERIOD_SECONDS
     # The load estimate rides on the ISVC and on the predictor pods (the policy pack reads it).
-    for annotations in (obj["metadata"]["annotations"], obj["spec"]["predictor"]["annotations"]):
-        assert annotations[contract.ANNOTATION_LOAD_SECONDS] == str(round(p.load_seconds))
+    for annotation_map in (obj["metadata"]["annotations"], obj["spec"]["predictor"]["annotations"]):
+        assert annotation_map[contract.ANNOTATION_LOAD_SECONDS] == str(round(p.load_seconds))
 
 
 def test_bucket_storage_pins_the_commit_and_reads_as_the_reader_identity():
@@ -389,7 +389,7 @@ def test_merged_with_the_runtime_the_container_is_the_vllm_paths(model):
 
 def test_the_merge_check_sees_what_the_runtime_alone_would_run():
     # Guards the test above: the runtime on its own runs vLLM with no model, key or flags.
-    p, ev = evaluate(LLAMA_8B)
+    _, ev = evaluate(LLAMA_8B)
     [rc] = runtime(ev)["spec"]["containers"]
     c = merged_container(rc, {"args": []})
     assert c["args"] == [] and "env" not in rc
@@ -445,7 +445,7 @@ def test_the_api_key_comes_from_a_secret_as_on_the_vllm_path():
 
 
 def test_during_a_rotation_both_keys_are_valid():
-    p, ev = evaluate(
+    _, ev = evaluate(
         {**LLAMA_8B, "canaryTrafficPercent": 10, "canaryBaselineRevision": BASELINE},
         canary_baseline_revision=BASELINE,
         api_key="sk-old",

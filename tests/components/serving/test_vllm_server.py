@@ -37,7 +37,7 @@ def containers(pod_template):
 
 
 def test_single_node_model_is_a_deployment_with_gpu_placement():
-    p, ev, objs = evaluate(LLAMA_70B)
+    p, _, objs = evaluate(LLAMA_70B)
     assert not kind(objs, "LeaderWorkerSet")
     dep = one(objs, "Deployment")
     pod = dep["spec"]["template"]
@@ -161,7 +161,7 @@ def test_model_spanning_nodes_is_a_leader_worker_set():
 
 def test_client_service_never_takes_the_leader_worker_sets_name():
     # The LWS controller owns a headless Service named after the LeaderWorkerSet.
-    p, ev, objs = evaluate(LLAMA_70B_TWO_NODES)
+    _, ev, objs = evaluate(LLAMA_70B_TWO_NODES)
     lws, svc = one(objs, "LeaderWorkerSet"), one(objs, "Service")
     assert svc["metadata"]["name"] != lws["metadata"]["name"]
     assert svc["metadata"]["name"] == f"{lws['metadata']['name']}-api"
@@ -261,7 +261,7 @@ def test_scaled_leader_worker_set_targets_the_lws():
 
 
 def test_gateway_route_and_monitoring():
-    p, _, objs = evaluate(
+    _, _, objs = evaluate(
         LLAMA_8B,
         gateway=GatewayExposure(name="public", namespace="gateways", hostname="llm.example.com"),
         monitoring_labels={"release": "kube-prometheus-stack"},
@@ -442,5 +442,5 @@ def test_the_project_policy_pack_finds_nothing_mandatory(model):
 
 
 def test_storage_without_weights_is_refused():
-    with pytest.raises(ValueError, match="claim_name .* or weights_uri"):
+    with pytest.raises(ValueError, match=r"claim_name .* or weights_uri"):
         evaluate(LLAMA_8B, storage=ServerStorage(service_account="reader"))

@@ -17,7 +17,6 @@ from endpoint_tools import golden, smoke
 from offline_plan.mock_runtime import evaluate_stack
 from tests.support.adapter_fixtures import offline_cache
 from tests.support.committed import committed_stack
-from tests.support.fuzz.endpoint_runs import server  # noqa: F401 - a fixture
 from tests.support.fuzz.fault_server import MODEL
 from tests.support.stack_variants import DEV_MODELS
 from tests.support.verification_runs import fake_target, shipped_run, targets
@@ -75,7 +74,7 @@ def test_a_committed_record_is_read_and_a_broken_one_named(tmp_path, monkeypatch
     with pytest.raises(ValueError, match=r"golden/m.json is not JSON .*record it again"):
         verification.golden_entry(_plan())
     (tmp_path / "golden" / "m.json").write_text(" " * (verification.MAX_GOLDEN_BYTES + 1))
-    with pytest.raises(ValueError, match="golden/m.json is 262,145 bytes"):
+    with pytest.raises(ValueError, match=r"golden/m\.json is 262,145 bytes"):
         verification.golden_entry(_plan())
 
 
@@ -105,7 +104,7 @@ def test_config_sets_the_mode_and_a_committed_record_reaches_the_job(tmp_path, m
     assert off.outputs["verification"]["deadlineSeconds"] < ev.outputs["verification"]["deadlineSeconds"]
 
 
-def _golden_target(server, mode="report", record=None):  # noqa: F811
+def _golden_target(server, mode="report", record=None):
     return {**fake_target(server), "golden": {"mode": mode, "key": {"revision": "a" * 40}, "record": record}}
 
 
@@ -113,7 +112,7 @@ def _summary(proc) -> dict:
     return json.loads(proc.stdout.splitlines()[-1].removeprefix("verify-summary: "))
 
 
-def test_the_shipped_copy_records_then_compares_then_fails_exact(tmp_path, server):  # noqa: F811
+def test_the_shipped_copy_records_then_compares_then_fails_exact(tmp_path, server):
     server.set({})
     evaluations = {"dev": committed_stack("dev")}
     env = {"LLM_SERVING_API_KEY_0": "k"}
@@ -173,7 +172,7 @@ def test_the_shipped_copy_records_then_compares_then_fails_exact(tmp_path, serve
         ),
     ],
 )
-def test_an_unusable_golden_entry_is_a_usage_error(tmp_path, server, entry, says):  # noqa: F811
+def test_an_unusable_golden_entry_is_a_usage_error(tmp_path, server, entry, says):
     proc = shipped_run(
         tmp_path, {"dev": committed_stack("dev")}, {"targets": [{**fake_target(server), "golden": entry}]}
     )

@@ -17,7 +17,6 @@ from components.verification import job as verification
 from components.verification.tools import ENTRY_MODULE, ROOT, TOOL_FILES, config_map_key, volume_items
 from offline_plan.waits import longest_chain
 from tests.support.committed import committed_stack
-from tests.support.fuzz.endpoint_runs import server  # noqa: F401 - a fixture
 from tests.support.fuzz.fault_server import KV_TOKENS, MODEL
 from tests.support.stack_variants import ADAPTERS, KSERVE, variant
 from tests.support.verification_runs import fake_target, shipped_run, targets, the_config_map, the_job
@@ -114,7 +113,7 @@ def test_the_job_runs_once_on_a_cpu_node_within_a_deadline_pulumi_outwaits(stack
     assert spec["template"]["spec"]["nodeSelector"] == {"llm-serving.io/pool": "system"}
     assert "nvidia.com/gpu" not in json.dumps(spec["template"]["spec"]["containers"][0]["resources"])
     # The last wait of `pulumi up`: after the servers, nothing waits for it.
-    total, chain = longest_chain(ev.resources)
+    _, chain = longest_chain(ev.resources)
     assert chain[-1].resource.urn == job.urn
 
 
@@ -149,7 +148,7 @@ def test_a_changed_plan_makes_a_new_config_map_and_so_a_new_job():
     assert verification.content_hash(plan, [None]) == verification.content_hash(dict(plan), [None])
 
 
-def test_the_shipped_copy_alone_verifies_an_honest_server(tmp_path, evaluations, server):  # noqa: F811
+def test_the_shipped_copy_alone_verifies_an_honest_server(tmp_path, evaluations, server):
     server.set({})
     proc = shipped_run(tmp_path, evaluations, {"targets": [fake_target(server)]}, {"LLM_SERVING_API_KEY_0": "k"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -171,7 +170,7 @@ def test_the_shipped_copy_alone_verifies_an_honest_server(tmp_path, evaluations,
     assert json.loads(calibration.removeprefix("calibration: "))["gpu"] == "L4"
 
 
-def test_the_shipped_copy_fails_on_a_lying_server_and_a_short_cache(tmp_path, evaluations, server):  # noqa: F811
+def test_the_shipped_copy_fails_on_a_lying_server_and_a_short_cache(tmp_path, evaluations, server):
     server.set({"chat": "usage_list"})
     env = {"LLM_SERVING_API_KEY_0": "k"}
     proc = shipped_run(tmp_path, evaluations, {"targets": [fake_target(server)]}, env)

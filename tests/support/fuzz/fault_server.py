@@ -118,7 +118,7 @@ SPECIFIC_FAULTS = {
 
 
 def behaviours(endpoint: str) -> tuple[str, ...]:
-    return ("ok",) + GENERIC_FAULTS + SPECIFIC_FAULTS.get(endpoint, ())
+    return ("ok", *GENERIC_FAULTS, *SPECIFIC_FAULTS.get(endpoint, ()))
 
 
 def _words(text: str) -> list[str]:
@@ -386,7 +386,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _ok_chat(self, body, behaviour) -> None:
         numbers = self._completion_numbers(body)
         if numbers is None:
-            return self._json(400, {"error": {"message": "prompt too long", "code": 400}})
+            self._json(400, {"error": {"message": "prompt too long", "code": 400}})
+            return
         prompt, produce = numbers
         message: object = {"role": "assistant", "content": " ".join(["word"] * max(produce, 1))}
         usage: object = {"prompt_tokens": prompt, "completion_tokens": produce, "total_tokens": prompt + produce}
@@ -409,7 +410,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunks(self, body, kind: str, behaviour: str) -> None:
         numbers = self._completion_numbers(body)
         if numbers is None:
-            return self._json(400, {"error": {"message": "prompt too long", "code": 400}})
+            self._json(400, {"error": {"message": "prompt too long", "code": 400}})
+            return
         prompt, produce = numbers
         self._stream_head()
 
@@ -426,13 +428,13 @@ class _Handler(BaseHTTPRequestHandler):
             while self._alive():
                 self._event(chunk(" word"))
                 self._sleep(0.01)
-            return None
+            return
         if behaviour == "many_tiny_events":
             for _ in range(300_000):
                 if not self._alive():
-                    return None
+                    return
                 self.wfile.write(b"data: {}\n")
-            return None
+            return
         for i in range(max(produce, 1)):
             if behaviour == "error_event" and i == 1:
                 self._event(
@@ -474,7 +476,8 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour == "metrics_missing":
             text = "# TYPE something_else gauge\nsomething_else 1\n"
         elif behaviour == "metrics_binary":
-            return self._send(200, b"\xff\xfe\x00garbage\x00" * 1000, "text/plain")
+            self._send(200, b"\xff\xfe\x00garbage\x00" * 1000, "text/plain")
+            return
         self._send(200, text.encode(), "text/plain; version=0.0.4")
 
 

@@ -94,7 +94,6 @@ class Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            preexec_fn=limit_memory(MEMORY_LIMIT_BYTES[self.tool]),
         )
         self.cases = 0
 
@@ -196,6 +195,10 @@ RUNNERS = {"plan": _run_plan, "sizing": _run_sizing, "check": _run_check}
 
 
 def _child(tool: str) -> None:
+    # The worker caps its own address space, before it imports the tool, rather than the parent
+    # through a preexec_fn: that would run Python between fork and exec in a parent with threads
+    # (pytest-xdist's, a fault server's), which the subprocess documentation calls unsafe.
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES[tool], MEMORY_LIMIT_BYTES[tool]))
     runner = RUNNERS[tool]
     scratch = Path(tempfile.mkdtemp(prefix=f"fuzz-{tool}-"))
     protocol = sys.stdout

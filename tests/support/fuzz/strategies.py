@@ -326,10 +326,7 @@ def mutated_stacks(draw) -> StackCase:
     for _ in range(draw(st.integers(0, 3))):
         plausible = draw(st.integers(0, 4)) < 3
         dotted = draw(st.sampled_from(sorted(PLAUSIBLE) if plausible else STACK_FIELDS))
-        if plausible:
-            value = Hostile(draw(st.sampled_from(PLAUSIBLE[dotted])))
-        else:
-            value = draw(hostile_values())
+        value = Hostile(draw(st.sampled_from(PLAUSIBLE[dotted]))) if plausible else draw(hostile_values())
         before = json.dumps(config, sort_keys=True, default=repr)
         _set(config, dotted, copy.deepcopy(value.value))
         if json.dumps(config, sort_keys=True, default=repr) != before:
@@ -550,10 +547,10 @@ def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
     found = [prefix]
     if isinstance(value, dict):
         for k, v in value.items():
-            found += _paths(v, prefix + (k,))
+            found += _paths(v, (*prefix, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            found += _paths(v, prefix + (i,))
+            found += _paths(v, (*prefix, i))
     return found
 
 
