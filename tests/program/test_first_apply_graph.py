@@ -8,7 +8,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from offline_plan.mock_runtime import run_in_mocks
-from tests.support.first_apply import RULES, ApplyGraph, Violation, check, rule
+from tests.support.first_apply import RULE_INFO, RULES, ApplyGraph, Violation, check, rule
 
 
 class Box(pulumi.ComponentResource):
@@ -76,3 +76,4 @@ def test_check_runs_registered_rules_and_reports_each_violation():
             rule(name)(_no_alone)
     finally:
         RULES.pop(name)
+        RULE_INFO.pop(name)

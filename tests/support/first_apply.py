@@ -9,12 +9,24 @@ custom resources, as the SDK does).
 
 A rule is a function of an `ApplyGraph` returning `Violation`s, registered with `@rule("name")`;
 `check(evaluation)` runs them all. Each rule has a broken variant in the tests that proves it fires.
+
+Rules come in three kinds (`RuleKind`), after what a real `pulumi up` has failed on:
+- `graph`: the order the engine creates things in (CRDs before objects, APIs before use);
+- `environment`: what lies outside the graph: where `pulumi up` runs from and what it can reach,
+  how long its credentials live, what the clouds' own controllers need for the objects the program
+  creates, what enforces what the program declares;
+- `lifecycle`: what a second `up` replaces and what `destroy` deletes, in which order, and what the
+  controllers leave behind.
+A rule that only checks the program against its own numbers (self-consistency) says so with
+`self_consistency=True`; the others encode what a cloud, a provider or an engine enforces, and name
+that source.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from offline_plan.mock_runtime import Evaluation, RecordedResource
 
@@ -86,17 +98,34 @@ class ApplyGraph:
 
 
 Rule = Callable[[ApplyGraph], Iterable[Violation]]
+RuleKind = Literal["graph", "environment", "lifecycle"]
 RULES: dict[str, Rule] = {}
 
 
-def rule(name: str) -> Callable[[Rule], Rule]:
+@dataclass(frozen=True)
+class RuleInfo:
+    name: str
+    kind: RuleKind
+    # True when the rule holds the program to its own numbers rather than to a cloud's behaviour.
+    self_consistency: bool = False
+
+
+RULE_INFO: dict[str, RuleInfo] = {}
+
+
+def rule(name: str, kind: RuleKind = "graph", self_consistency: bool = False) -> Callable[[Rule], Rule]:
     def register(fn: Rule) -> Rule:
         if name in RULES:
             raise ValueError(f"first-apply rule {name!r} registered twice")
         RULES[name] = fn
+        RULE_INFO[name] = RuleInfo(name, kind, self_consistency)
         return fn
 
     return register
+
+
+def rules_of_kind(kind: RuleKind) -> list[str]:
+    return [name for name, info in RULE_INFO.items() if info.kind == kind]
 
 
 def check(evaluation: Evaluation, only: Iterable[str] | None = None) -> list[Violation]:
