@@ -15,6 +15,7 @@ from common.untrusted import excerpt
 from stack_config.addons import AddonsConfig
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
+from stack_config.deployer import DeployerConfig
 from stack_config.entrance import implementation_for
 from stack_config.errors import CrossCheckError
 from stack_config.fields import MAX_ENTRIES
@@ -52,6 +53,8 @@ class StackConfig(StrictModel):
     security: SecurityConfig = Field(default_factory=SecurityConfig)
     """The stack's security profile, NetworkPolicies, cluster API endpoint access and Secrets encryption
     (docs/security.md)."""
+    deployer: DeployerConfig = Field(default_factory=DeployerConfig)
+    """Where `pulumi up` of this stack runs from (docs/deployer.md)."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StackConfig:
