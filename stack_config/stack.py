@@ -512,7 +512,7 @@ def security_problems(stack: StackConfig) -> list[tuple[str, str]]:
             )
         elif stack.cloud == Cloud.gcp and kms.split("/")[3] != stack.region:
             # GKE: the key ring must be in the cluster's location ("Encrypt secrets at the application
-            # layer", Requirements; not re-read in this session).
+            # layer", Requirements, https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
             problems.append(
                 (
                     "security.secretsEncryption.kmsKey",

@@ -110,9 +110,9 @@ def pool_tolerations(placements: Iterable[Placement]) -> list[dict[str, str]]:
 # key. The chart copies `repository`/`image`/`version` of each into the ClusterPolicy, and the
 # operator joins them as `repository/image@version` when `version` starts with "sha256:", else
 # `repository/image:version` (imagePath / ImagePath in NVIDIA/gpu-operator's ClusterPolicy types:
-# api/nvidia/v1/clusterpolicy_types.go, and internal/image/image.go in later trees; read in the
-# GitHub code index, find_string ids 3516426181 and 4547479464, "use @ if image digest is specified
-# instead of tag"). So a resolved digest pins the operand; the tag it came from stays in the table.
+# api/nvidia/v1/clusterpolicy_types.go, and internal/image/image.go in later trees: "use @ if image
+# digest is specified instead of tag"). So a resolved digest pins the operand; the tag it came from
+# stays in the table.
 # Not here: the driver (its version gets the node's OS appended, "-ubuntu22.04", so one digest cannot
 # name it), and the operator/validator images (their version defaults to the chart's appVersion and
 # is not checked here to take a digest). docs/security.md lists them.
