@@ -159,9 +159,10 @@ RULES: list[Rule] = [
     ),
     Rule(
         "model-revision-pinned",
-        "Hub downloads, --revision flags, hf:// URIs and the revision label name a 40-hex commit.",
+        "Hub downloads, Hub models a vLLM server loads, --revision flags, hf:// URIs and the revision label "
+        "name a 40-hex commit.",
         "Replace branch or tag names with the model's full 40-hex commit sha in --revision, hf:// URIs "
-        "and the revision label.",
+        "and the revision label; give a Hub model that vLLM serves a --revision.",
         _k8s(models.model_revision_pinned),
         applies=_kubernetes,
     ),
