@@ -77,6 +77,19 @@ def pack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any] | None:
     return loads_json(read_text_file(path, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES)
 
 
+def _pack_config_line(stack: str, config: dict[str, Any] | None) -> str:
+    """Which pack config the verdicts used: a stack without its own file gets the pack's defaults,
+    which a copy of prod's stack file would silently fall back to (no required digests)."""
+    path = PACK_CONFIG_DIR / f"{stack}.json"
+    if config is None:
+        return (
+            f"Pack config: none (`{path}` does not exist), so the pack's defaults apply: image digests are not "
+            f"required. The workflows pass `{path}` to `pulumi preview`/`up`; create it (copy "
+            f"`{PACK_CONFIG_DIR / 'prod.json'}` for a production stack)."
+        )
+    return f"Pack config: `{path}`" + (" (image digests required)." if requires_digest(config) else ".")
+
+
 def requires_digest(config: dict[str, Any] | None) -> bool:
     rule = (config or {}).get("image-tag-pinned")
     return isinstance(rule, dict) and rule.get("requireDigest") is True
@@ -558,7 +571,7 @@ def render_plan(
     ]
     if warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Policy verdicts", ""]
+    out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")

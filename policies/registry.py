@@ -204,7 +204,9 @@ RULES: list[Rule] = [
         "Set allowPrivilegeEscalation: false, capabilities.drop [ALL], seccompProfile RuntimeDefault, runAsNonRoot: "
         "true and readOnlyRootFilesystem: true on each container and automountServiceAccountToken: false on the pod; "
         "waive runAsNonRoot, readOnlyRootFilesystem or the token only in the llm-serving.io/pod-security-exception "
-        "annotation with the reason.",
+        "annotation with the reason. An image built to run as root (vllm/vllm-openai is) also needs a numeric "
+        "runAsUser and writable emptyDir mounts for HOME and /tmp, or it cannot start: the program gives its servers "
+        'uid 65532, HOME on an emptyDir and /tmp on another (docs/security.md, "Pods and namespaces").',
         _k8s(pod_security.pod_security_context),
         applies=_kubernetes,
     ),
