@@ -437,12 +437,9 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
         moe_workspace = mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
     vision = vision_encoder_bytes(req, mnbt) if stage == 0 else 0.0
     persists = release.moe_workspace_persists(quant)
-    if persists:
-        # A persistent workspace is still allocated when the sampler runs: it adds on top.
-        peak = max(forward, sampler, vision) + moe_workspace
-    else:
-        # Per-call buffers are freed after each MoE layer: they only raise the forward's own peak.
-        peak = max(forward + moe_workspace, sampler, vision)
+    # A persistent workspace is still allocated when the sampler runs: it adds on top. Per-call
+    # buffers are freed after each MoE layer: they only raise the forward's own peak.
+    peak = max(forward, sampler, vision) + moe_workspace if persists else max(forward + moe_workspace, sampler, vision)
     return ActivationParts(forward, sampler, path, persistent, moe_workspace, persists, vision, peak + persistent)
 
 

@@ -220,7 +220,9 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         "GiB",
         "one GPU's workspaces" if req.pipeline_parallel_size == 1 or req.tensor_parallel_size > 1 else "a PP stage",
         _src("non_torch", release),
-        "NON_TORCH_SINGLE_GPU_GIB" if req.tensor_parallel_size > 1 or req.pipeline_parallel_size == 1 else "NON_TORCH_PP_ONLY_GIB",
+        "NON_TORCH_SINGLE_GPU_GIB"
+        if req.tensor_parallel_size > 1 or req.pipeline_parallel_size == 1
+        else "NON_TORCH_PP_ONLY_GIB",
         "non_torch",
     )
     if nt.nccl_ring:
@@ -314,5 +316,7 @@ def render(term_list: list[Term]) -> str:
         else:
             size = f"{int(t.value):>9,} {t.unit}"
         lines.append(f"{indent}{t.label:<{58 - len(indent)}} {size}")
-        lines.append(f"{indent}    {t.behaviour}; {t.source}" + (f"; calibrated: {t.calibrated}" if t.calibrated else ""))
+        lines.append(
+            f"{indent}    {t.behaviour}; {t.source}" + (f"; calibrated: {t.calibrated}" if t.calibrated else "")
+        )
     return "\n".join(lines)

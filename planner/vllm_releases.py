@@ -329,7 +329,9 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     },
     "profile_run": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "profile_run")},
     "sampler.flashinfer": {
-        (0, 0): Source("v0.10.2", "v1/sample/ops/topk_topp_sampler.py", "envs.VLLM_USE_FLASHINFER_SAMPLER is not False"),
+        (0, 0): Source(
+            "v0.10.2", "v1/sample/ops/topk_topp_sampler.py", "envs.VLLM_USE_FLASHINFER_SAMPLER is not False"
+        ),
         (0, 11): Source("v0.11.1", "v1/sample/ops/topk_topp_sampler.py", "if envs.VLLM_USE_FLASHINFER_SAMPLER:"),
     },
     "sampler.sort": {
