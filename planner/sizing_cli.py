@@ -491,7 +491,9 @@ LOGGED_TERMS = {
 }
 
 
-def compare(terms: list[sizing_explain.Term], log: startup_log.StartupLog, taken: list[str]) -> dict[str, Any]:
+def compare(
+    terms: list[sizing_explain.Term], log: startup_log.StartupLog, taken: list[str], modelled: str
+) -> dict[str, Any]:
     """Predicted against logged for every term the log reports, and the error on the token count."""
     rows = []
     for term in terms:
@@ -519,6 +521,7 @@ def compare(terms: list[sizing_explain.Term], log: startup_log.StartupLog, taken
     kv_error = (kv - log.kv_memory) / log.kv_memory if kv is not None and log.kv_memory else None
     return {
         "version": log.version,
+        "modelled_release": modelled,
         "model": log.model,
         "taken_from_log": taken,
         "terms": rows,
@@ -529,7 +532,7 @@ def compare(terms: list[sizing_explain.Term], log: startup_log.StartupLog, taken
 
 def render_comparison(comparison: dict[str, Any]) -> str:
     taken = ", ".join(comparison["taken_from_log"]) or "nothing"
-    version = comparison["version"] or "release not stated"
+    version = comparison["version"] or f"release not stated, modelled as {comparison['modelled_release']}"
     model = comparison["model"] or "not stated"
     lines = [f"Predicted against the log (vLLM {version}, model {model}; taken from the log: {taken}):"]
     for row in comparison["terms"]:
@@ -539,7 +542,8 @@ def render_comparison(comparison: dict[str, Any]) -> str:
             else (lambda v: f"{v:>10,}" if isinstance(v, int) else f"{v:10.3f}")
         )
         predicted = row["predicted"] if row["unit"] != "tokens" else int(row["predicted"])
-        note = "  (input from the log)" if row["input"] else f"  difference {row['difference']:+.2f}"
+        diff = f"{row['difference']:+,.0f}" if row["unit"] in ("tokens", "sequences") else f"{row['difference']:+.2f}"
+        note = "  (input from the log)" if row["input"] else f"  difference {diff}"
         lines.append(f"  {row['label']:<48} predicted {fmt(predicted)}  logged {fmt(row['logged'])}{note}")
     if comparison["kv_tokens_error"] is not None:
         lines.append(f"  error on the KV-cache tokens: {comparison['kv_tokens_error']:+.2%}")
@@ -556,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         req, gpu_name, resolution = request_from_args(args, log)
         result = size(req)
         terms = sizing_explain.terms(req, result) if (args.explain or log is not None) else None
-        comparison = compare(terms, log, taken) if (log is not None and terms is not None) else None
+        comparison = compare(terms, log, taken, req.vllm_version or VLLM_VERSION) if (log is not None and terms is not None) else None
         if args.json:
             out = result.to_dict()
             out["gpu"] = req.gpu_name

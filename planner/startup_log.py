@@ -192,7 +192,7 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
 ]
 
 # Keys of "non-default args: {...}" (the flags as given) and of the engine's "with config: ..." line.
-_ARGS_KEYS = {
+_ARGS_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "model": (r"'model': '([^']{1,300})'", str),
     "tensor_parallel_size": (r"'tensor_parallel_size': (\d{1,4})", int),
     "pipeline_parallel_size": (r"'pipeline_parallel_size': (\d{1,4})", int),
@@ -207,7 +207,7 @@ _ARGS_KEYS = {
     "expert_parallel": (r"'enable_expert_parallel': (True|False)", _bool),
     "enable_prefix_caching": (r"'enable_prefix_caching': (True|False)", _bool),
 }
-_CONFIG_KEYS = {
+_CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "model": (r"\bmodel='([^']{1,300})'", str),
     "tensor_parallel_size": (r"\btensor_parallel_size=(\d{1,4})", int),
     "pipeline_parallel_size": (r"\bpipeline_parallel_size=(\d{1,4})", int),
@@ -251,7 +251,7 @@ def parse(text: str) -> StartupLog:
                 _set(log, "flashinfer_sampler", False, line)
             for group, (name, conv) in enumerate(targets, start=1):
                 if name:
-                    _set(log, name, conv(match.group(group)), line, keep)  # type: ignore[operator]
+                    _set(log, name, conv(match.group(group)), line, keep)
         for anchor, keys in (("non-default args: {", _COMPILED_ARGS), ("with config: ", _COMPILED_CONFIG)):
             if anchor in line:
                 part = line[line.index(anchor) :]
