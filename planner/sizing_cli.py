@@ -560,7 +560,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         req, gpu_name, resolution = request_from_args(args, log)
         result = size(req)
         terms = sizing_explain.terms(req, result) if (args.explain or log is not None) else None
-        comparison = compare(terms, log, taken, req.vllm_version or VLLM_VERSION) if (log is not None and terms is not None) else None
+        comparison = None
+        if log is not None and terms is not None:
+            comparison = compare(terms, log, taken, req.vllm_version or VLLM_VERSION)
         if args.json:
             out = result.to_dict()
             out["gpu"] = req.gpu_name

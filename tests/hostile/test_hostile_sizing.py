@@ -142,8 +142,11 @@ def test_a_torch_dtype_with_a_line_break_is_refused_in_one_line(capsys, tmp_path
 LLAMA_8B_LOG_LINES = [
     # The first lines of a real start-up (llm-d-planner v0.19.0 sweep, Llama-3.1-8B on H100; quoted in
     # tests/fixtures/vllm_logs/cases.yaml), cut before vLLM reports its KV cache.
-    "INFO 04-22 00:23:30 [entrypoints/utils.py:233] non-default args: {'model_tag': 'meta-llama/Llama-3.1-8B-Instruct', "
-    "'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192, 'gpu_memory_utilization': 0.95}",
+    (
+        "INFO 04-22 00:23:30 [entrypoints/utils.py:233] non-default args: {'model_tag': "
+        "'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192, "
+        "'gpu_memory_utilization': 0.95}"
+    ),
     "INFO 04-22 00:24:10 [v1/worker/gpu_model_runner.py:4820] Model loading took 14.99 GiB memory and 30.1 seconds",
 ]
 
@@ -174,8 +177,10 @@ def from_log(capsys, tmp_path, content: bytes | None, *, path=None):
         (b'{"hidden_size": 4096, "num_hidden_layers": 32}', "not a vLLM startup log"),
         ("\n".join(LLAMA_8B_LOG_LINES).encode(), "ends before vLLM reported its KV cache"),
         (
-            b"INFO 07-14 [llm_engine.py:161] Initializing an LLM engine (v0.6.3) with config: model='x'\n"
-            b"INFO 07-14 worker.py:267] Memory profiling takes 2.1 seconds\nINFO GPU KV cache size: 1,000 tokens\n",
+            (
+                b"INFO 07-14 [llm_engine.py:161] Initializing an LLM engine (v0.6.3) with config: model='x'\n"
+                b"INFO 07-14 worker.py:267] Memory profiling takes 2.1 seconds\nINFO GPU KV cache size: 1,000 tokens\n"
+            ),
             "V0 engine",
         ),
         (b"GPU KV cache size: " + b"9" * 400 + b" tokens\n" + b"A" * 200_000, "ends before vLLM reported its KV cache"),

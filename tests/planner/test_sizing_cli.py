@@ -379,3 +379,17 @@ def test_explain_follows_the_release_a_term_changes_with(capsys):
     assert "v0.20.0 v1/worker/gpu_worker.py:determine_available_memory" in graphs["new"]["source"]
     code, text, _ = run(capsys, *base, "--vllm-version", "0.19.0")
     assert code == 0 and "Memory budget, term by term" in text and "vllm v0.19.0 config/cache.py" in text
+
+
+def test_no_collected_log_total_is_taken_for_another_gpu():
+    # Every CUDA total of tests/fixtures/vllm_logs is either taken as the GPU its case names or
+    # refused as near two catalog GPUs (the 79.15 and 79.18 GiB of A100/H100 logs); never another GPU.
+    from tests.support.sizing_cases import CALIBRATION, HELD_OUT
+
+    outcomes = {"same": 0, "refused": 0}
+    for case in CALIBRATION + HELD_OUT:
+        match = gpus.match_cuda_total(case["gpu_memory_gib"])
+        assert match.gpu is None or match.gpu.name == case["gpu"], case["id"]
+        assert match.gpu is not None or {g.name for g in match.candidates} >= {case["gpu"]}, case["id"]
+        outcomes["same" if match.gpu else "refused"] += 1
+    assert outcomes["same"] > 10 * outcomes["refused"] > 0
