@@ -58,8 +58,9 @@ def report_lines() -> list[str]:
         (
             f"The held-out split is the project's own collection: {len(sc.HELD_OUT)} logs "
             f"({sum(map(sc.starts, sc.HELD_OUT))} that started) from {held_sources} repositories or sites that no "
-            "constant was chosen on (tests/fixtures/vllm_logs/README.md), found and chosen by this project. It is not "
-            "an independent set: on 21 logs from sources the project never used, issue 29 reports 4.5% MAE, 12 within 5%."
+            "constant was chosen on (tests/fixtures/vllm_logs/README.md), found and chosen by this project. It is "
+            "not an independent set: on 21 logs from sources the project never used, issue 29 reports 4.5% MAE, "
+            "12 within 5%."
         ),
     ]
     sets = (
