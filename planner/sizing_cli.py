@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu-memory-gib",
         type=_finite("GiB"),
         help=f"CUDA-reported total memory per GPU, GiB (above 0, at most {MAX_GPU_MEMORY_GIB:g}); alone, the "
-        f"catalog GPU within {CUDA_TOTAL_TOLERANCE:.1%} of it; with --gpu, that GPU measured",
+        f"catalog GPU within {CUDA_TOTAL_TOLERANCE:.1%}% of it; with --gpu, that GPU measured",
     )
     p.add_argument(
         "--tensor-parallel-size",
