@@ -518,7 +518,8 @@ def compare(
     tokens = next((t.value for t in terms if t.key == "kv_tokens"), None)
     error = (tokens - log.kv_tokens) / log.kv_tokens if tokens is not None and log.kv_tokens else None
     kv = next((t.value for t in terms if t.key == "kv_memory"), None)
-    kv_error = (kv - log.kv_memory) / log.kv_memory if kv is not None and log.kv_memory else None
+    # A run that did not start logs a negative budget; the engine's KV memory stops at 0, so no ratio.
+    kv_error = (kv - log.kv_memory) / log.kv_memory if kv is not None and (log.kv_memory or 0) > 0 else None
     return {
         "version": log.version,
         "modelled_release": modelled,
@@ -576,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render_bar(result, gpu_name))
             print(f"  GPU: {resolution}")
             if terms is not None and args.explain:
-                print(sizing_explain.render(terms))
+                print(sizing_explain.render(terms, result.binding_stage if req.pipeline_parallel_size > 1 else None))
             if comparison is not None:
                 print(render_comparison(comparison))
         if not result.fits:

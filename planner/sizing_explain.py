@@ -305,8 +305,9 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
     return out
 
 
-def render(term_list: list[Term]) -> str:
-    lines = ["Memory budget, term by term (size; the behaviour it follows; the source line):"]
+def render(term_list: list[Term], stage: int | None = None) -> str:
+    where = f" of a GPU of pipeline stage {stage}, the one with the fewest KV blocks" if stage is not None else ""
+    lines = [f"Memory budget{where}, term by term (size; the behaviour it follows; the source line):"]
     for t in term_list:
         indent = "    " if t.part_of else "  "
         if t.unit == "GiB":
