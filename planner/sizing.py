@@ -38,6 +38,9 @@ Each term is a mechanism with the source line of the release that does it:
   estimate grows with the layers on a GPU and the number of capture sizes, which follows
   max_num_seqs, speculative decoding and the release (planner/vllm_releases.py).
 
+planner/sizing_explain.py lists these terms one by one, with their sizes and their sources as data
+(planner/vllm_releases.py:SOURCES), for `--explain` and `--from-log`.
+
 The token count then follows the KV-cache manager's layout (planner/kv_layout.py: pages, hybrid
 block sizes and page padding, groups, the reported number of each release).
 

@@ -6,6 +6,9 @@ of those releases on PyPI (Python source identical to the CUDA build for these f
 "vllm vX.Y.Z path:function". Releases that were not read sit with the nearer boundary below them
 (e.g. 0.12 behaves like 0.11 here); the gap is named where it exists.
 
+SOURCES at the end holds, per term of the memory budget, the source line each band of releases follows
+as data, so `python -m components.sizing --explain` prints the citation instead of restating it.
+
 Pure Python, no project imports beyond the pinned release.
 """
 

@@ -111,3 +111,20 @@ def test_from_log_prints_predicted_against_logged(capsys, tmp_path):
     assert "Predicted against the log" in out and "error on the KV-cache tokens:" in out
     assert "peak activation (torch peak increase)" in out and "logged       1.96 GiB" in out
     assert f"{relative_error(case):+.2%}" in out
+
+
+def test_a_flag_on_the_command_line_wins_over_the_log(capsys, tmp_path):
+    case = next(c for c in HELD_OUT if c["id"] == "l40s-pcie-tp8-ep-qwen3-235b-a22b-fp8-0.10.2")
+    path = tmp_path / "startup.log"
+    path.write_text(_text(case))
+    argv = ["--model-config", str(config_path(case)), "--from-log", str(path), "--json"]
+    main(argv)
+    from_log = json.loads(capsys.readouterr().out)
+    main([*argv, "--gpu-memory-utilization", "0.8"])
+    overridden = json.loads(capsys.readouterr().out)
+    assert from_log["requested_gib"] == pytest.approx(44.42 * 0.9, abs=0.01)
+    assert overridden["requested_gib"] == pytest.approx(44.42 * 0.8, abs=0.01)
+    assert "--gpu-memory-utilization" in from_log["log"]["taken_from_log"]
+    assert "--gpu-memory-utilization" not in overridden["log"]["taken_from_log"]
+    utilization = {row["term"]: row for row in overridden["log"]["terms"]}["utilization"]
+    assert utilization["input"] is False and utilization["difference"] == pytest.approx(-0.1)
