@@ -203,6 +203,8 @@ def canonical_gpu_name(name: str) -> str:
     key = "-".join(
         part for part in key.split("-") if part and part not in ("SXM", "SXM4", "SXM5", "PCIE", "HBM3", "HBM2E")
     )
+    # The catalog's RTX-PRO-6000 is the Server Edition ("NVIDIA RTX PRO 6000 Blackwell Server Edition").
+    key = key.replace("-BLACKWELL-SERVER-EDITION", "")
     for known in CATALOG:
         if key == known.upper():
             return known
@@ -315,6 +317,13 @@ def resolve_gpu(args: argparse.Namespace, log: startup_log.StartupLog | None) ->
             return gpu, gpu.cuda_total_gib, f"{gpu.name} (--gpu), its catalog CUDA total {gpu.cuda_total_gib:g} GiB"
         _check_total(args.gpu_memory_gib)
         return gpu, args.gpu_memory_gib, f"{gpu.name} (--gpu) with a measured total of {args.gpu_memory_gib:g} GiB"
+    named = _gpu_from_log_name(log)
+    if args.gpu_memory_gib is None and named is not None:
+        return (
+            named,
+            named.cuda_total_gib,
+            f"{named.name}, as the log names it, its catalog CUDA total (the log states none)",
+        )
     if args.gpu_memory_gib is None:
         raise CliError(
             "give --gpu NAME or --gpu-memory-gib TOTAL"
@@ -323,11 +332,11 @@ def resolve_gpu(args: argparse.Namespace, log: startup_log.StartupLog | None) ->
     memory = args.gpu_memory_gib
     _check_total(memory)
     match = match_cuda_total(memory)
+    if named is not None:
+        # The device the log names (its fused-MoE config path) outranks what its total is near.
+        return named, memory, f"{named.name}, as the log names it ({match.describe()})"
     if match.gpu is not None:
         return match.gpu, memory, match.describe()
-    named = _gpu_from_log_name(log)
-    if named is not None:
-        return named, memory, f"{named.name}, as the log names it ({match.describe()})"
     what = "the log's CUDA total" if log is not None and log.cuda_total_gib == memory else "--gpu-memory-gib"
     if args.interconnect:
         return None, memory, f"{match.describe()}: a GPU outside the catalog, on --interconnect {args.interconnect}"

@@ -55,10 +55,21 @@ def test_the_parser_reads_the_profiling_lines_of_each_release_family():
     assert log.version == "0.10.2"
 
 
-# Cases whose excerpt states the release, the CUDA total and the token count (found by parsing them).
-SELF_CONTAINED = [
-    c for c in CASES if (lambda log: log.version and log.cuda_total_gib and log.kv_tokens)(parse(_text(c)))
-]
+def _self_contained(log) -> bool:
+    return bool(log.version and (log.cuda_total_gib or log.device_name) and log.kv_tokens)
+
+
+# Cases whose excerpt states the release, the CUDA total or the device, and the token count.
+SELF_CONTAINED = [c for c in CASES if _self_contained(parse(_text(c)))]
+NAMING_A_DEVICE = [c for c in CASES if parse(_text(c)).device_name]
+
+
+@pytest.mark.parametrize("case", NAMING_A_DEVICE, ids=[c["id"] for c in NAMING_A_DEVICE])
+def test_a_device_the_log_names_is_the_gpu_of_its_case(case):
+    from planner.sizing_cli import _gpu_from_log_name
+
+    named = _gpu_from_log_name(parse(_text(case)))
+    assert named is not None and named.name == case["gpu"]
 
 
 def test_there_are_self_contained_excerpts():
