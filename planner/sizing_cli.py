@@ -528,7 +528,8 @@ def compare(
     error = (tokens - log.kv_tokens) / log.kv_tokens if tokens is not None and log.kv_tokens else None
     kv = next((t.value for t in terms if t.key == "kv_memory"), None)
     # A run that did not start logs a negative budget; the engine's KV memory stops at 0, so no ratio.
-    kv_error = (kv - log.kv_memory) / log.kv_memory if kv is not None and (log.kv_memory or 0) > 0 else None
+    logged_kv = log.kv_memory
+    kv_error = (kv - logged_kv) / logged_kv if kv is not None and logged_kv is not None and logged_kv > 0 else None
     return {
         "version": log.version,
         "modelled_release": modelled,
