@@ -393,6 +393,7 @@ ENTRANCE_LABELS = {
     "bodyRouting": "Body-based routing",
     "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
     "dnsRecord": "DNS record to create",
+    "certificateDnsRecord": "DNS record that authorizes the certificate (CNAME, create once)",
 }
 
 
