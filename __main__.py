@@ -33,7 +33,7 @@ from components.verification import Verification, VerificationArgs, Verification
 from planner import driver_check, plan
 from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
-from stack_config.entrance import implementation_for
+from stack_config.entrance import default_certificate, implementation_for
 
 try:
     loaded = config.load()
@@ -268,7 +268,7 @@ if entrance_config is not None:
             plans=[p for p in plans if p.model.engine == "vllm"],
             picker_replicas=entrance_config.picker.replicas,
             failure_mode=entrance_config.picker.failureMode,
-            certificate=tls.certificate,
+            certificate=tls.certificate or default_certificate(implementation.name),
             acme_server=tls.acmeServer,
             acme_email=tls.acmeEmail,
             tls_secret=tls.secretName,

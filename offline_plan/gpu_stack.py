@@ -71,16 +71,20 @@ def gpu_stack_section(evaluation: Evaluation) -> list[str]:
     if env.get("RUNTIME_CONFIG_SOURCE"):
         out += [
             "",
-            f"The container toolkit reads containerd's config from the file (`RUNTIME_CONFIG_SOURCE="
-            f"{env['RUNTIME_CONFIG_SOURCE']}`): NVIDIA's fix for the known issue on GKE 1.33+, where the toolkit "
-            "misconfigures containerd's config.toml and the operator's containers do not start.",
+            (
+                f"The container toolkit reads containerd's config from the file (`RUNTIME_CONFIG_SOURCE="
+                f"{env['RUNTIME_CONFIG_SOURCE']}`): NVIDIA's fix for the known issue on GKE 1.33+, where the toolkit "
+                "misconfigures containerd's config.toml and the operator's containers do not start."
+            ),
         ]
     if cloud == "gcp" and not (values.get("devicePlugin") or {}).get("enabled"):
         out += [
             "",
-            "Not established here: the operator's toolkit, GFD and DCGM exporter next to GKE's own device plugin "
-            "(NVIDIA's guide turns that plugin off). Settle on a GPU node: `kubectl get pods -n gpu-operator` "
-            "(all Running, validator Completed) and `kubectl get node <gpu-node> -o "
-            "jsonpath='{.status.allocatable.nvidia\\.com/gpu}'`.",
+            (
+                "Not established here: the operator's toolkit, GFD and DCGM exporter next to GKE's own device plugin "
+                "(NVIDIA's guide turns that plugin off). Settle on a GPU node: `kubectl get pods -n gpu-operator` "
+                "(all Running, validator Completed) and `kubectl get node <gpu-node> -o "
+                "jsonpath='{.status.allocatable.nvidia\\.com/gpu}'`."
+            ),
         ]
     return [*out, ""]

@@ -228,11 +228,14 @@ def with_certificate_default(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     exposure = data.get("exposure")
-    entrance = exposure.get("entrance") if isinstance(exposure, dict) else None
+    if not isinstance(exposure, dict):
+        return data
+    entrance = exposure.get("entrance")
     if not isinstance(entrance, dict):
         return data
     tls = entrance.get("tls", {})
-    if not isinstance(tls, dict) or "certificate" in tls:
+    # An explicit null counts as left out: every reader then sees the one resolved value.
+    if not isinstance(tls, dict) or tls.get("certificate") is not None:
         return data
     cloud = getattr(data.get("cloud"), "value", data.get("cloud"))
     gke = cloud == "gcp" or (cloud == "existing" and entrance.get("implementation") == "gke")
@@ -253,11 +256,13 @@ def tls_problems(cloud: str, entrance: EntranceConfig, impl: EntranceImplementat
         problems.append(
             (
                 key,
-                "acme cannot be issued through the GKE Gateway controller: it rejects the whole Gateway while "
-                "the HTTPS listener's Secret is missing, so cert-manager's HTTP-01 challenge route on the same "
-                "Gateway is never served; use google-managed (the default on GKE: a Certificate Manager "
-                "certificate authorized by a DNS record you create) or secret (a kubernetes.io/tls Secret you "
-                "create before `pulumi up`)",
+                (
+                    "acme cannot be issued through the GKE Gateway controller: it rejects the whole Gateway while "
+                    "the HTTPS listener's Secret is missing, so cert-manager's HTTP-01 challenge route on the same "
+                    "Gateway is never served; use google-managed (the default on GKE: a Certificate Manager "
+                    "certificate authorized by a DNS record you create) or secret (a kubernetes.io/tls Secret you "
+                    "create before `pulumi up`)"
+                ),
             )
         )
     if certificate == "google-managed":
@@ -265,25 +270,31 @@ def tls_problems(cloud: str, entrance: EntranceConfig, impl: EntranceImplementat
             problems.append(
                 (
                     key,
-                    f"google-managed is a Certificate Manager certificate, which only GKE's Gateway controller "
-                    f"serves; the {impl.title} serves a Secret: use acme or secret",
+                    (
+                        f"google-managed is a Certificate Manager certificate, which only GKE's Gateway controller "
+                        f"serves; the {impl.title} serves a Secret: use acme or secret"
+                    ),
                 )
             )
         elif cloud != "gcp":
             problems.append(
                 (
                     key,
-                    "google-managed creates the certificate in the cluster's project and region, which cloud "
-                    "existing does not know; use cloud gcp with cluster.create false, or certificate: secret",
+                    (
+                        "google-managed creates the certificate in the cluster's project and region, which cloud "
+                        "existing does not know; use cloud gcp with cluster.create false, or certificate: secret"
+                    ),
                 )
             )
         elif impl.gateway_class not in GKE_REGIONAL_CLASSES:
             problems.append(
                 (
                     key,
-                    f"GatewayClass {impl.gateway_class} is not one of GKE's regional classes "
-                    f"({', '.join(GKE_REGIONAL_CLASSES)}), which take regional Certificate Manager certificates "
-                    "by name; use one of them or certificate: secret",
+                    (
+                        f"GatewayClass {impl.gateway_class} is not one of GKE's regional classes "
+                        f"({', '.join(GKE_REGIONAL_CLASSES)}), which take regional Certificate Manager certificates "
+                        "by name; use one of them or certificate: secret"
+                    ),
                 )
             )
     return problems

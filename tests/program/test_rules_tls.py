@@ -14,6 +14,7 @@ from tests.support.committed import committed_stack
 from tests.support.first_apply import RULE_INFO, check
 from tests.support.stack_variants import VARIANTS, variant
 
+GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway entrance-gateway (Gateway)"
 ACME = {
     "exposure": {
         "entrance": {
@@ -115,8 +116,10 @@ def test_a_listener_naming_a_certificate_the_stack_does_not_create_fires(monkeyp
     monkeypatch.setattr(google_cert, "listener_options", lambda name: {google_cert.CERT_MANAGER_CERTS_OPTION: "other"})
     found = fired(evaluate_stack("dev"))
     assert found == [
-        f"{rules_tls.NAME}: kubernetes:gateway.networking.k8s.io/v1:Gateway entrance-gateway (Gateway): listener https "
-        "names Certificate Manager certificate other, which the stack does not create"
+        (
+            f"{rules_tls.NAME}: {GATEWAY}: listener https "
+            "names Certificate Manager certificate other, which the stack does not create"
+        )
     ], found
 
 
@@ -132,6 +135,8 @@ def test_a_gateway_that_does_not_wait_for_its_certificate_fires(monkeypatch):
     monkeypatch.setattr(google_cert, "GoogleManagedCertificate", Unwaited)
     found = fired(evaluate_stack("dev"))
     assert found == [
-        f"{rules_tls.NAME}: kubernetes:gateway.networking.k8s.io/v1:Gateway entrance-gateway (Gateway): listener https "
-        "names llm-serving-dev-entrance, but the Gateway does not wait for it (GKE refuses a missing certificate)"
+        (
+            f"{rules_tls.NAME}: {GATEWAY}: listener https "
+            "names llm-serving-dev-entrance, but the Gateway does not wait for it (GKE refuses a missing certificate)"
+        )
     ], found

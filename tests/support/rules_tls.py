@@ -60,9 +60,12 @@ def challenge_through(issuer: RecordedResource, gateway: RecordedResource) -> bo
     for solver in (_spec(issuer).get("acme") or {}).get("solvers") or []:
         route = (solver.get("http01") or {}).get("gatewayHTTPRoute") or {}
         for parent in route.get("parentRefs") or []:
-            if parent.get("kind", "Gateway") == "Gateway" and parent.get("name") == gw_name:
-                if parent.get("namespace", gw_ns) == gw_ns:
-                    return True
+            if (
+                parent.get("kind", "Gateway") == "Gateway"
+                and parent.get("name") == gw_name
+                and parent.get("namespace", gw_ns) == gw_ns
+            ):
+                return True
     return False
 
 

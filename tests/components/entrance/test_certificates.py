@@ -9,8 +9,8 @@ import pytest
 import stack_config as cfg
 from components.entrance import google_cert, routes
 from components.entrance.entrance import GATEWAY_NAME
-from stack_config.entrance import GKE_GATEWAY_CLASS, GKE_REGIONAL_CLASSES
 from offline_plan.mock_runtime import mock_id
+from stack_config.entrance import GKE_GATEWAY_CLASS, GKE_REGIONAL_CLASSES
 from tests.support.committed import committed_stack
 from tests.support.schemas import validate_object
 from tests.support.stack_variants import DEV_ADAPTERS, EXISTING_ENTRANCE, variant
@@ -61,6 +61,9 @@ def https_listener(ev) -> dict:
     [
         (with_tls(None), "google-managed"),
         (with_tls({}), "google-managed"),
+        # An explicit null is left out too, so every reader (add-ons, policies, the program) agrees.
+        (with_tls({"certificate": None}), "google-managed"),
+        ({**with_tls({"certificate": None}), "cloud": "aws", "cluster": {}}, "acme"),
         ({**with_tls(None), "cloud": "aws", "cluster": {}}, "acme"),
         (with_tls(None, base={**BASE, **EXISTING}, implementation="agentgateway"), "acme"),
         (with_tls(None, base={**BASE, **EXISTING}, gatewayClass="mine"), "acme"),
