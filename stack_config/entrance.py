@@ -207,10 +207,12 @@ def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConf
 # -- where the HTTPS listener's certificate comes from ------------------------------------------
 
 # GKE's regional Gateway classes take Certificate Manager certificates of the Gateway's region by
-# name, in the HTTPS listener's `tls.options` key networking.gke.io/cert-manager-certs; certificate
-# maps are not supported on regional Gateways, and Google-managed certificates work with regional
-# and global Gateways ("Secure a Gateway", https://cloud.google.com/kubernetes-engine/docs/how-to/secure-gateway,
-# "Restrictions and limitations"). A regional Google-managed certificate is authorized by DNS: load
+# name, in the HTTPS listener's `tls.options` key networking.gke.io/cert-manager-certs, and
+# Google-managed certificates work with regional and global Gateways ("Secure a Gateway",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/secure-gateway, "Restrictions and
+# limitations"); certificate maps are what the global, Google Front End load balancers reference
+# (https://cloud.google.com/certificate-manager/docs/deploy, "Certificate Manager configuration
+# methods"), so a regional class gets certificates by name. A regional Google-managed certificate is authorized by DNS: load
 # balancer authorization exists in the global location only
 # (https://cloud.google.com/certificate-manager/docs/certificates, "Create a Google-managed certificate").
 GKE_REGIONAL_CLASSES = ("gke-l7-regional-external-managed", "gke-l7-rilb")
