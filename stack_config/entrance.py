@@ -212,8 +212,8 @@ def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConf
 # https://cloud.google.com/kubernetes-engine/docs/how-to/secure-gateway, "Restrictions and
 # limitations"); certificate maps are what the global, Google Front End load balancers reference
 # (https://cloud.google.com/certificate-manager/docs/deploy, "Certificate Manager configuration
-# methods"), so a regional class gets certificates by name. A regional Google-managed certificate is authorized by DNS: load
-# balancer authorization exists in the global location only
+# methods"), so a regional class gets certificates by name. A regional Google-managed certificate
+# is authorized by DNS: load balancer authorization exists in the global location only
 # (https://cloud.google.com/certificate-manager/docs/certificates, "Create a Google-managed certificate").
 GKE_REGIONAL_CLASSES = ("gke-l7-regional-external-managed", "gke-l7-rilb")
 
