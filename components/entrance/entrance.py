@@ -108,7 +108,8 @@ def certificate_summary(args: EntranceArgs) -> str:
         cert = args.google_certificate
         return (
             f"Google-managed, Certificate Manager certificate {cert.certificate_name} in {cert.region} "
-            "(DNS authorization: create the CNAME record below once; issued and renewed by Google)"
+            "(DNS authorization: create the CNAME record below once; issued and renewed by Google; "
+            "certificatemanager.googleapis.com enabled by the program)"
         )
     return f"Secret {args.namespace}/{args.tls_secret} (yours)"
 

@@ -45,6 +45,21 @@ def test_every_stack_variant_can_obtain_its_certificate(name):
     assert fired(variant(name)) == [], name
 
 
+def test_an_existing_gke_cluster_gets_the_same_regional_certificate():
+    # cluster.create false on GKE: no cluster resource to read the region from, the certificate
+    # still regional and waited for.
+    ev = evaluate_stack(
+        "dev",
+        overrides={
+            "cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+            "addons": {"preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension", "llmdRouter"]},
+        },
+    )
+    [cert] = ev.of_type(rules_tls.CM_CERTIFICATE)
+    assert (cert.inputs["name"], cert.inputs["location"]) == ("shared-gpu-entrance", "us-central1")
+    assert fired(ev) == []
+
+
 def test_prod_keeps_acme_because_agentgateway_serves_the_challenge_beside_a_missing_secret():
     # The rule does see prod's circle-shaped setup: an Issuer whose HTTP-01 route attaches to the
     # Gateway whose HTTPS listener serves the Secret it writes. The class decides.
