@@ -27,6 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
+from offline_plan.gpu_stack import gpu_stack_section
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -406,6 +407,7 @@ ENTRANCE_LABELS = {
     "bodyRouting": "Body-based routing",
     "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
     "dnsRecord": "DNS record to create",
+    "certificateDnsRecord": "DNS record that authorizes the certificate (CNAME, create once)",
 }
 
 
@@ -550,6 +552,7 @@ def render_plan(
     drivers = evaluation.outputs.get("drivers") or []
     if drivers:
         out += _driver_section(drivers)
+    out += gpu_stack_section(evaluation)
     network_policies = evaluation.outputs.get("networkPolicies")
     if network_policies:
         out += _network_policy_section(network_policies)
