@@ -31,6 +31,9 @@ L4_POOL = {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}
 KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV = "kserve", "multi-node", "gateway", "keda-dev"
 EXISTING, EXISTING_RDMA = "existing", "existing-rdma"
 ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE = "adapters", "dev-adapters", "existing-entrance"
+# Where `pulumi up` runs from (deployer.runner): prod from a GitHub-hosted runner (its API endpoint
+# public, restricted to a GitHub address range) and from a CodeBuild-hosted runner in its VPC.
+PROD_GITHUB_HOSTED, PROD_CODEBUILD = "prod-github-hosted", "prod-codebuild"
 
 # The committed stacks' entrance needs add-ons an existing cluster must declare; variants that test
 # something else leave it out (`exposure: {}`), the entrance variants below keep it.
@@ -53,6 +56,19 @@ PROD_PULL_THROUGH = {
 }
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    PROD_GITHUB_HOSTED: (
+        "prod",
+        {
+            "deployer": {"runner": "github-hosted"},
+            "security": {
+                "profile": "production",
+                # A public GitHub address range (https://api.github.com/meta lists the current ones).
+                "clusterEndpoint": {"publicAccess": True, "publicCidrs": ["140.82.112.0/20"]},
+                "secretsEncryption": {"enabled": True},
+            },
+        },
+    ),
+    PROD_CODEBUILD: ("prod", {"deployer": {"runner": "codebuild"}}),
     KSERVE: (
         "dev",
         {
