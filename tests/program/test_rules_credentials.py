@@ -189,3 +189,9 @@ def test_the_docs_tell_users_the_role_session_the_workflow_asks_for():
     assert f"token-expiration: {token}" in text
     minutes = {s: round(credentials.deployment(committed_stack(s)).chain_seconds / 60) for s in STACKS}
     assert f"{minutes['prod']} minutes for prod, {minutes['dev']} for dev" in text
+
+
+def test_render_plan_has_the_credentials_section():
+    from offline_plan.write import render_plan
+
+    assert "\n## Credentials against the longest wait\n" in render_plan(committed_stack("dev"), [], [])
