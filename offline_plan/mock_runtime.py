@@ -230,6 +230,8 @@ _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
     "gcp:container/cluster:Cluster": {
         "endpoint": "203.0.113.10",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jYQ=="},
+        # Output only: GKE names the DNS-based endpoint `<uid>.<region>.gke.goog`.
+        "controlPlaneEndpointsConfig": {"dnsEndpointConfig": {"endpoint": "gke-mock0123456789.mock-region.gke.goog"}},
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::mock-bucket"},
     "aws:sqs/queue:Queue": {"url": "https://sqs.mock-region.amazonaws.com/123456789012/mock-queue"},
