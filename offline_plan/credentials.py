@@ -59,6 +59,7 @@ source:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,9 +162,15 @@ def deploy_clouds(path: Path = DEPLOY_WORKFLOW) -> dict[str, str]:
 
 
 def aws_step_runs_on(runner: str, step_if: str | None) -> bool:
-    """Whether the OIDC step runs for an AWS stack on `runner`. A CodeBuild-hosted runner skips
-    it only when the step's condition names that runner; otherwise the step runs there too."""
-    return not (runner == "codebuild" and step_if is not None and "codebuild" in step_if)
+    """Whether the OIDC step runs for an AWS stack on `runner`, from the step's `if:` as written:
+    skipped on a CodeBuild-hosted runner when it excludes `'codebuild'` (`!= 'codebuild'`) or runs
+    only for the other runner kinds (`== 'github-hosted'` / `== 'self-hosted'`); otherwise it runs
+    there too (and its fixed session then wins over the container credentials)."""
+    if runner != "codebuild" or step_if is None:
+        return True
+    if re.search(r"!=\s*'codebuild'", step_if):
+        return False
+    return not re.search(r"==\s*'(github-hosted|self-hosted)'", step_if)
 
 
 @dataclass(frozen=True)

@@ -195,3 +195,16 @@ def test_render_plan_has_the_credentials_section():
     from offline_plan.write import render_plan
 
     assert "\n## Credentials against the longest wait\n" in render_plan(committed_stack("dev"), [], [])
+
+
+@pytest.mark.parametrize(
+    "condition, runs",
+    [
+        ("inputs.cloud == 'aws'", True),
+        ("inputs.cloud == 'aws' && inputs.runner != 'codebuild'", False),
+        ("inputs.cloud == 'aws' && inputs.runner == 'github-hosted'", False),
+        ("inputs.cloud == 'aws' && inputs.runner == 'codebuild'", True),
+    ],
+)
+def test_whether_the_oidc_step_runs_on_a_codebuild_runner_is_read_from_its_condition(condition, runs):
+    assert credentials.aws_step_runs_on("codebuild", condition) is runs
