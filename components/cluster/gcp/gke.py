@@ -617,6 +617,25 @@ class GkeCluster(pulumi.ComponentResource):
         return vpc.network
 
 
+def api_endpoint_summary(access: cfg.ClusterEndpointConfig, dns_endpoint: bool) -> str:
+    """Who reaches a created cluster's API: the IP endpoint as security.clusterEndpoint asks, and
+    the DNS-based endpoint the Kubernetes provider connects through."""
+    if not dns_endpoint:
+        return (
+            endpoint_summary(access, "the control plane's internal address")
+            + "; the DNS-based endpoint takes no user traffic (security.clusterEndpoint.dnsEndpoint false)"
+        )
+    ip = (
+        "IP endpoint private only (the control plane's internal address)"
+        if not access.publicAccess
+        else "IP endpoint " + endpoint_summary(access, "")
+    )
+    return (
+        f"{ip}; DNS-based endpoint on (IAM `container.clusters.connect`, reachable from anywhere): `pulumi up`, "
+        "kubectl and CI connect through it"
+    )
+
+
 def platform_summary(args: GkeClusterArgs) -> dict:
     """What the offline plan shows about the network, the APIs, the autoscaler and the pools."""
     if not args.create:
@@ -659,13 +678,7 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
         **(
             {
-                "apiEndpoint": endpoint_summary(args.endpoint_access, "the control plane's internal address")
-                + (
-                    "; the DNS-based endpoint is on as well (IAM-authorized, from anywhere), and `pulumi up` "
-                    "connects through it"
-                    if args.dns_endpoint
-                    else "; the DNS-based endpoint is off (security.clusterEndpoint.dnsEndpoint)"
-                ),
+                "apiEndpoint": api_endpoint_summary(args.endpoint_access, args.dns_endpoint),
                 "secretsEncryption": (
                     "application-layer encryption, Cloud KMS key "
                     + (args.secrets_key or "created by this stack (rotation 90 days)")
