@@ -230,6 +230,8 @@ _COMPUTED_OUTPUTS: dict[str, dict[str, Any]] = {
     "gcp:container/cluster:Cluster": {
         "endpoint": "203.0.113.10",
         "masterAuth": {"clusterCaCertificate": "bW9jay1jYQ=="},
+        # Output only: GKE names the DNS-based endpoint `<uid>.<region>.gke.goog`.
+        "controlPlaneEndpointsConfig": {"dnsEndpointConfig": {"endpoint": "gke-mock0123456789.mock-region.gke.goog"}},
     },
     "aws:s3/bucket:Bucket": {"arn": "arn:aws:s3:::mock-bucket"},
     "aws:sqs/queue:Queue": {"url": "https://sqs.mock-region.amazonaws.com/123456789012/mock-queue"},
@@ -438,6 +440,9 @@ class Evaluation:
     call_results: list[tuple[str, dict, dict]] = field(default_factory=list)
     # Secret keys the stack file lacks that the evaluation stood in for (see evaluate_stack).
     assumed_secrets: list[str] = field(default_factory=list)
+    # The config the program ran with (Pulumi's "<namespace>:<key>" -> value strings), so checks
+    # outside the graph (where `pulumi up` runs from, its credentials) read the same stack settings.
+    config: dict[str, str] = field(default_factory=dict)
 
     def tree(self) -> list[tuple[int, str, str]]:
         """(depth, type, name) for every resource below the stack, parents before children."""
@@ -600,7 +605,13 @@ def _run(
     pulumi.runtime.set_all_config(dict(config), list(secret_keys or []))
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     root = pulumi.runtime.get_root_resource()
-    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls, call_results=mocks.call_results)
+    evaluation = Evaluation(
+        stack=stack,
+        resources=mocks.resources,
+        calls=mocks.calls,
+        call_results=mocks.call_results,
+        config=dict(config),
+    )
     try:
         _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
     except BaseException as err:

@@ -56,6 +56,11 @@ class ClusterEndpointConfig(StrictModel):
     """The only addresses that may call the public endpoint (EKS publicAccessCidrs, GKE master authorized networks), at
     most 40 (EKS's fixed quota). Empty with publicAccess true means the whole internet: refused in a production profile
     unless allowWorldOpen."""
+    dnsEndpoint: bool | None = Field(None, alias="dnsEndpoint")
+    """GKE: the cluster's DNS-based control-plane endpoint accepts user traffic (allowExternalTraffic), authorized by
+    IAM (`container.clusters.connect`) rather than by address, and the Kubernetes provider of `pulumi up` connects
+    through it. Default: on for a cluster this program creates, so a GitHub-hosted runner reaches a cluster whose IP
+    endpoint is private. The IP endpoint keeps the settings above. EKS has no such endpoint."""
     allowWorldOpen: bool = Field(False, alias="allowWorldOpen")
     """Knowingly accept a public endpoint open to every address (no publicCidrs, or 0.0.0.0/0) in a production profile.
     Authentication still guards the API; the endpoint is just reachable for probing and credential attacks from

@@ -444,7 +444,23 @@ def security_problems(stack: StackConfig) -> list[tuple[str, str]]:
                         ),
                     )
                 )
+        if "dnsEndpoint" in endpoint.model_fields_set:
+            problems.append(
+                (f"{key}.dnsEndpoint", "applies to GKE only; EKS reaches its API on the IP endpoints above")
+            )
     elif stack.cloud == Cloud.gcp:
+        if endpoint.dnsEndpoint is False and not endpoint.publicAccess and stack.deployer.runner == "github-hosted":
+            problems.append(
+                (
+                    f"{key}.dnsEndpoint",
+                    (
+                        "with publicAccess false and the DNS endpoint off, the API server answers only inside "
+                        "the VPC, and a GitHub-hosted runner (deployer.runner) cannot reach it; set dnsEndpoint "
+                        "true (IAM-authorized), or deploy from a runner inside the VPC (deployer.runner: "
+                        "self-hosted)"
+                    ),
+                )
+            )
         if "privateAccess" in endpoint.model_fields_set:
             problems.append(
                 (f"{key}.privateAccess", "applies to EKS only; a GKE control plane always has an internal endpoint")

@@ -49,7 +49,7 @@ def placement_for(pool: cfg.PoolConfig, rdma: bool = False) -> GpuPlacement:
 def exec_kubeconfig(
     name: str,
     server: pulumi.Input[str],
-    ca_data: pulumi.Input[str],
+    ca_data: pulumi.Input[str] | None,
     command: str,
     args: Sequence[pulumi.Input[str]],
     provide_cluster_info: bool = False,
@@ -57,8 +57,12 @@ def exec_kubeconfig(
     """A kubeconfig for one cluster whose credentials come from an exec plugin at use time.
 
     No token is stored in state: `aws eks get-token` / `gke-gcloud-auth-plugin` mint a short-lived
-    one from the caller's cloud credentials each time the provider connects.
+    one from the caller's cloud credentials each time the provider connects. `ca_data` None: the
+    server's certificate is checked against the system's trusted roots (GKE's DNS-based endpoint).
     """
+    cluster: dict[str, Any] = {"server": server}
+    if ca_data is not None:
+        cluster["certificate-authority-data"] = ca_data
     exec_spec: dict[str, Any] = {
         "apiVersion": "client.authentication.k8s.io/v1beta1",
         "command": command,
@@ -70,7 +74,7 @@ def exec_kubeconfig(
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "clusters": [{"name": name, "cluster": cluster}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
         "users": [{"name": name, "user": {"exec": exec_spec}}],

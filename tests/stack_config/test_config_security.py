@@ -104,6 +104,24 @@ def test_endpoint_settings_a_cloud_would_refuse_or_ignore(cloud, endpoint, expec
     assert any(p.startswith(f"{SOURCE}: {expected}") for p in found), found
 
 
+def test_the_dns_endpoint_is_gke_only():
+    found = problems_of(security("aws", {"clusterEndpoint": {"dnsEndpoint": True}}))
+    assert any(p.startswith(f"{SOURCE}: security.clusterEndpoint.dnsEndpoint: applies to GKE only") for p in found)
+
+
+def test_a_private_gke_endpoint_without_the_dns_endpoint_needs_a_runner_inside_the_vpc():
+    endpoint = {"publicAccess": False, "dnsEndpoint": False}
+    raw = security("gcp", {"clusterEndpoint": endpoint}, network={"privateNodes": True})
+    [problem] = problems_of(raw)
+    assert problem.startswith(f"{SOURCE}: security.clusterEndpoint.dnsEndpoint: with publicAccess false")
+    assert "deployer.runner" in problem
+    parse_stack_config({**raw, "deployer": {"runner": "self-hosted"}}, SOURCE)
+    # With the DNS endpoint (the default) a GitHub-hosted runner gets in.
+    parse_stack_config(
+        security("gcp", {"clusterEndpoint": {"publicAccess": False}}, network={"privateNodes": True}), SOURCE
+    )
+
+
 def test_gke_private_endpoint_with_private_nodes_is_accepted():
     raw = security("gcp", {"clusterEndpoint": {"publicAccess": False}}, network={"privateNodes": True})
     parse_stack_config(raw, SOURCE)

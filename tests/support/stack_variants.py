@@ -31,6 +31,16 @@ L4_POOL = {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}
 KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV = "kserve", "multi-node", "gateway", "keda-dev"
 EXISTING, EXISTING_RDMA = "existing", "existing-rdma"
 ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE = "adapters", "dev-adapters", "existing-entrance"
+# Where `pulumi up` runs from (deployer.runner): prod from a GitHub-hosted runner (its API endpoint
+# public, restricted to a GitHub address range) and from a CodeBuild-hosted runner in its VPC.
+PROD_GITHUB_HOSTED, PROD_CODEBUILD = "prod-github-hosted", "prod-codebuild"
+# dev with its GKE IP endpoint private (private nodes), deployed from a GitHub-hosted runner: the
+# DNS-based endpoint is the only way in.
+DEV_PRIVATE_ENDPOINT = "dev-private-endpoint"
+DEV_PRIVATE_ENDPOINT_OVERRIDES: dict[str, Any] = {
+    "cluster": {"name": "llm-serving-dev", "region": "us-central1", "network": {"privateNodes": True}},
+    "security": {"profile": "development", "clusterEndpoint": {"publicAccess": False}},
+}
 
 # The committed stacks' entrance needs add-ons an existing cluster must declare; variants that test
 # something else leave it out (`exposure: {}`), the entrance variants below keep it.
@@ -53,6 +63,20 @@ PROD_PULL_THROUGH = {
 }
 
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    PROD_GITHUB_HOSTED: (
+        "prod",
+        {
+            "deployer": {"runner": "github-hosted"},
+            "security": {
+                "profile": "production",
+                # A public GitHub address range (https://api.github.com/meta lists the current ones).
+                "clusterEndpoint": {"publicAccess": True, "publicCidrs": ["140.82.112.0/20"]},
+                "secretsEncryption": {"enabled": True},
+            },
+        },
+    ),
+    PROD_CODEBUILD: ("prod", {"deployer": {"runner": "codebuild"}}),
+    DEV_PRIVATE_ENDPOINT: ("dev", DEV_PRIVATE_ENDPOINT_OVERRIDES),
     KSERVE: (
         "dev",
         {

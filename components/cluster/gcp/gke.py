@@ -316,6 +316,9 @@ class GkeClusterArgs:
     pull_through_project: str | None = None
     # Who may reach the API server of a created cluster (security.clusterEndpoint).
     endpoint_access: cfg.ClusterEndpointConfig = field(default_factory=cfg.ClusterEndpointConfig)
+    # The DNS-based control-plane endpoint takes user traffic, and the Kubernetes provider uses it
+    # (security.clusterEndpoint.dnsEndpoint; only on a created cluster).
+    dns_endpoint: bool = True
     # Application-layer secrets encryption; `secrets_key` names the user's Cloud KMS key, else one is created.
     encrypt_secrets: bool = False
     secrets_key: str | None = None
@@ -334,6 +337,30 @@ def private_cluster_config(private_nodes: bool, access: cfg.ClusterEndpointConfi
         "enable_private_endpoint": not access.publicAccess,
         "master_ipv4_cidr_block": gke_network.MASTER_RANGE,
     }
+
+
+def control_plane_endpoints_config(dns_endpoint: bool) -> dict:
+    """GKE's DNS-based endpoint: a per-cluster name reachable from anywhere, where Google checks the
+    caller's IAM permission (`container.clusters.connect`) before the request reaches the API server;
+    authorized networks apply to the IP endpoints only (GKE docs, "About network isolation",
+    DNS-based endpoint). `allow_external_traffic` is whether user traffic may use it (pulumi-gcp
+    10.2.0 ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs); written out either way, so
+    turning it off is explicit. The IP endpoints keep private_cluster_config and the authorized
+    networks below."""
+    return {"dns_endpoint_config": {"allow_external_traffic": dns_endpoint}}
+
+
+def dns_endpoint_of(cluster: gcp.container.Cluster) -> pulumi.Output[str]:
+    """The cluster's DNS endpoint (output only: `<uid>.<region>.gke.goog`)."""
+
+    def pick(config) -> str:
+        dns = getattr(config, "dns_endpoint_config", None) if config is not None else None
+        endpoint = getattr(dns, "endpoint", None) if dns is not None else None
+        if not endpoint:
+            raise ValueError("the cluster reports no DNS endpoint (controlPlaneEndpointsConfig.dnsEndpointConfig)")
+        return str(endpoint)
+
+    return cluster.control_plane_endpoints_config.apply(pick)
 
 
 def master_authorized_networks(access: cfg.ClusterEndpointConfig) -> dict | None:
@@ -456,6 +483,7 @@ class GkeCluster(pulumi.ComponentResource):
                 # a Cloud KMS key (security.secretsEncryption).
                 private_cluster_config=private_cluster_config(private_nodes, args.endpoint_access),
                 master_authorized_networks_config=master_authorized_networks(args.endpoint_access),
+                control_plane_endpoints_config=control_plane_endpoints_config(args.dns_endpoint),
                 database_encryption=encryption,
                 resource_labels=args.cluster_labels or None,
                 # `pulumi destroy` should be able to remove what `pulumi up` made; protect the
@@ -468,7 +496,15 @@ class GkeCluster(pulumi.ComponentResource):
             )
             cluster_name = cluster.name
             endpoint = cluster.endpoint
-            ca_data = cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
+            ca_data: pulumi.Output[str] | None = cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
+            if args.dns_endpoint:
+                # The provider connects through the DNS endpoint: it answers a GitHub-hosted runner
+                # even when the IP endpoint is private. It presents a certificate the system's
+                # roots verify, not one of the cluster CA: gcloud writes no certificate-authority-data
+                # for it (Google Cloud SDK googlecloudsdk/api_lib/container/kubeconfig.py, Cluster():
+                # the CA only `if ... not has_dns_endpoint`).
+                endpoint = dns_endpoint_of(cluster)
+                ca_data = None
             identity_pool.append(cluster)
         else:
             found = gcp.container.get_cluster_output(
@@ -581,6 +617,25 @@ class GkeCluster(pulumi.ComponentResource):
         return vpc.network
 
 
+def api_endpoint_summary(access: cfg.ClusterEndpointConfig, dns_endpoint: bool) -> str:
+    """Who reaches a created cluster's API: the IP endpoint as security.clusterEndpoint asks, and
+    the DNS-based endpoint the Kubernetes provider connects through."""
+    if not dns_endpoint:
+        return (
+            endpoint_summary(access, "the control plane's internal address")
+            + "; the DNS-based endpoint takes no user traffic (security.clusterEndpoint.dnsEndpoint false)"
+        )
+    ip = (
+        "IP endpoint private only (the control plane's internal address)"
+        if not access.publicAccess
+        else "IP endpoint " + endpoint_summary(access, "")
+    )
+    return (
+        f"{ip}; DNS-based endpoint on (IAM `container.clusters.connect`, reachable from anywhere): `pulumi up`, "
+        "kubectl and CI connect through it"
+    )
+
+
 def platform_summary(args: GkeClusterArgs) -> dict:
     """What the offline plan shows about the network, the APIs, the autoscaler and the pools."""
     if not args.create:
@@ -623,7 +678,7 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
         **(
             {
-                "apiEndpoint": endpoint_summary(args.endpoint_access, "the control plane's internal address"),
+                "apiEndpoint": api_endpoint_summary(args.endpoint_access, args.dns_endpoint),
                 "secretsEncryption": (
                     "application-layer encryption, Cloud KMS key "
                     + (args.secrets_key or "created by this stack (rotation 90 days)")
@@ -712,6 +767,7 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             if stack.images.pullThrough
             else None,
             endpoint_access=stack.security.clusterEndpoint,
+            dns_endpoint=stack.security.clusterEndpoint.dnsEndpoint is not False,
             encrypt_secrets=stack.security.encrypt_secrets,
             secrets_key=stack.security.secretsEncryption.kmsKey,
             cluster_labels=stack.security.cluster_labels,

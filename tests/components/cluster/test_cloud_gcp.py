@@ -399,13 +399,34 @@ def kubeconfig(evaluation):
 
 def test_provider_kubeconfig_comes_from_the_cluster_and_uses_the_gke_auth_plugin(created):
     config = kubeconfig(created)
-    assert config["clusters"][0]["cluster"] == {
-        "server": "https://203.0.113.10",
-        "certificate-authority-data": "bW9jay1jYQ==",
-    }
+    # The DNS-based endpoint (on by default): its certificate is checked against the system's roots,
+    # so no cluster CA (gcloud writes none for it either).
+    assert config["clusters"][0]["cluster"] == {"server": "https://gke-mock0123456789.mock-region.gke.goog"}
     (user,) = config["users"]
     assert set(user["user"]) == {"exec"}
     assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+
+
+def test_a_created_cluster_takes_user_traffic_on_its_dns_endpoint(created):
+    cluster = one(created, "gcp:container/cluster:Cluster").inputs
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+
+
+def test_with_the_dns_endpoint_off_the_provider_uses_the_ip_endpoint_and_the_cluster_ca():
+    raw = {
+        "cloud": "gcp",
+        "cluster": {"gcpProject": "mock-project"},
+        "pools": POOLS[:1],
+        "models": [{"repo": "Qwen/Qwen2.5-7B-Instruct", "revision": REVISION, "pool": "l4"}],
+        "security": {"clusterEndpoint": {"dnsEndpoint": False}},
+    }
+    evaluation = run_cloud(lambda: create_cluster(cfg.parse_stack_config(raw, "Pulumi.test.yaml"), "test"))
+    cluster = one(evaluation, "gcp:container/cluster:Cluster").inputs
+    assert cluster["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": False}}
+    assert kubeconfig(evaluation)["clusters"][0]["cluster"] == {
+        "server": "https://203.0.113.10",
+        "certificate-authority-data": "bW9jay1jYQ==",
+    }
 
 
 def test_existing_cluster_is_looked_up_and_not_created(existing):

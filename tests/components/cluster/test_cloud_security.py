@@ -106,4 +106,5 @@ def test_dev_gke_stays_open_and_unencrypted():
     cluster = only(dev, "gcp:container/cluster:Cluster")
     assert "databaseEncryption" not in cluster.inputs and "masterAuthorizedNetworksConfig" not in cluster.inputs
     assert dev.of_type("gcp:kms/keyRing:KeyRing") == []
-    assert dev.outputs["platform"]["apiEndpoint"].startswith("public, open to every address")
+    assert dev.outputs["platform"]["apiEndpoint"].startswith("IP endpoint public, open to every address")
+    assert "DNS-based endpoint on" in dev.outputs["platform"]["apiEndpoint"]
