@@ -33,6 +33,7 @@ from components.verification import Verification, VerificationArgs, Verification
 from planner import driver_check, plan
 from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
+from stack_config.deployer import deployer_summary
 from stack_config.entrance import implementation_for
 
 try:
@@ -302,6 +303,8 @@ kubeconfig = getattr(cluster, "kubeconfig", None)
 if kubeconfig is not None:
     pulumi.export("kubeconfig", kubeconfig)
 
+# Where `pulumi up` of this stack runs from (deployer.runner, docs/deployer.md): the workflow's runs-on must match.
+pulumi.export("deployer", deployer_summary(stack.deployer, stack.cluster.name or ""))
 pulumi.export("sizing", plan.sizing_table(plans))
 pulumi.export("pools", plan.pool_table(stack))
 # Network, NAT, node autoscaler, APIs: what the cluster layer built the pools on.

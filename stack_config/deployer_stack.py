@@ -34,11 +34,15 @@ DEFAULT_BUILD_TIMEOUT_MINUTES = 480
 # AdministratorAccess (AWS managed policy, https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AdministratorAccess.html);
 # list narrower policies of your own instead (docs/deployer.md).
 DEFAULT_RUNNER_POLICY_ARNS = ("arn:aws:iam::aws:policy/AdministratorAccess",)
-# The curated CodeBuild image the runner starts from (Amazon Linux 2023, x86_64, standard 5.0:
-# https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-available.html). What it holds
-# (Python, the AWS CLI that the exec kubeconfig calls) is unresolved here; settle it with
-# `aws codebuild list-curated-environment-images` and the image's page before the first run.
-DEFAULT_RUNNER_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
+# The curated CodeBuild image the runner starts from: Ubuntu (standard 7.0, Ubuntu 22.04;
+# https://docs.aws.amazon.com/codebuild/latest/userguide/build-env-ref-available.html), because the
+# workflow's actions/setup-python installs builds of actions/python-versions, which are made for
+# GitHub's Ubuntu images (actions/python-versions README, "Building installation packages";
+# actions/setup-python docs/advanced-usage.md, "Using setup-python with a self-hosted runner").
+# That the image also holds the AWS CLI (the exec kubeconfig calls `aws eks get-token`) and `make`
+# is unresolved here; settle it with `aws codebuild list-curated-environment-images` and the image's
+# Dockerfile in aws/aws-codebuild-docker-images (ubuntu/standard/7.0) before the first run.
+DEFAULT_RUNNER_IMAGE = "aws/codebuild/standard:7.0"
 # A CodeConnections (or older CodeStar Connections) connection ARN, e.g.
 # arn:aws:codeconnections:us-east-1:123456789012:connection/0a1b2c3d-...
 CONNECTION_ARN_RE = re.compile(
