@@ -26,7 +26,7 @@ class DeployerConfig(StrictModel):
     `codebuild` (an AWS CodeBuild-hosted GitHub Actions runner inside the stack's VPC) or `self-hosted` (a runner you
     operate). The cluster endpoint must admit it (docs/deployer.md)."""
     codebuildProject: str | None = Field(
-        None, alias="codebuildProject", max_length=255, pattern=r"[A-Za-z0-9][A-Za-z0-9_-]{1,254}"
+        None, alias="codebuildProject", max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{1,254}$"
     )
     """With runner `codebuild`: the deployer stack's CodeBuild project (its `runner.projectName`), whose runner label
     the workflow's `runs-on` names. Default `<cluster.name>-deployer`."""

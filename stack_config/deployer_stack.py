@@ -10,7 +10,7 @@ docs/deployer.md has the one-time set-up and the order.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -18,8 +18,8 @@ from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, NatGateways, NetworkConfig
 from stack_config.errors import ConfigError, format_validation_error
 
-DEPLOYER_ROLE = "deployer"
-SERVING_ROLE = "serving"
+DEPLOYER_ROLE: Final = "deployer"
+SERVING_ROLE: Final = "serving"
 StackRole = Literal["serving", "deployer"]
 
 # CodeBuild's build timeout is "from 5 to 2160 (36 hours)" minutes (pulumi-aws 7.51.1,
@@ -152,13 +152,13 @@ class DeployerStackConfig(StrictModel):
     """`deployer`: this stack builds the runner and network of another stack (docs/deployer.md)."""
     cloud: Literal["aws"]
     """The cloud of the runner: `aws` (a CodeBuild-hosted GitHub Actions runner)."""
-    servesCluster: str = Field(alias="servesCluster", pattern=r"[a-z0-9][a-z0-9-]{0,98}[a-z0-9]")
+    servesCluster: str = Field(alias="servesCluster", pattern=r"^[a-z0-9][a-z0-9-]{0,98}[a-z0-9]$")
     """The `cluster.name` of the stack this one deploys; the VPC, subnets and runner security group carry it in their
     tags."""
     region: str = Field(max_length=30)
     """The AWS region of the served stack's cluster."""
     network: DeployerNetworkConfig = Field(default_factory=DeployerNetworkConfig)
-    """The VPC: private subnets behind NAT (the runner, the cluster, its nodes), public subnets (load balancers, NAT)."""
+    """The VPC: private subnets behind NAT (the runner, the cluster, its nodes), public ones (load balancers, NAT)."""
     runner: RunnerConfig
     """The CodeBuild-hosted GitHub Actions runner."""
 
