@@ -35,6 +35,13 @@ class DeployerConfig(StrictModel):
         return self.codebuildProject or f"{cluster_name}-deployer"
 
 
+def runs_on_label(project_name: str) -> str:
+    """The `runs-on` label of a job on the CodeBuild project's runner ("codebuild-<project-name>-${{github.run_id}}-
+    ${{github.run_attempt}}", required; AWS CodeBuild User Guide, "Label overrides supported with the CodeBuild-hosted
+    GitHub Actions runner", https://docs.aws.amazon.com/codebuild/latest/userguide/sample-github-action-runners-update-labels.html)."""
+    return f"codebuild-{project_name}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
+
+
 # The runner label of GitHub's Ubuntu 24.04 image ("About GitHub-hosted runners", standard runners,
 # https://docs.github.com/en/actions/using-github-hosted-runners/using-github-hosted-runners/about-github-hosted-runners).
 GITHUB_HOSTED_LABEL = "ubuntu-24.04"
@@ -43,8 +50,6 @@ GITHUB_HOSTED_LABEL = "ubuntu-24.04"
 def deployer_summary(deployer: DeployerConfig, cluster_name: str) -> dict[str, str]:
     """What the stack says about where its `pulumi up` runs: the runner kind and the `runs-on` label
     the workflow must use (exported as `deployer`; the plan and the tests compare it with the workflow)."""
-    from stack_config.deployer_stack import runs_on_label
-
     if deployer.runner == "codebuild":
         project = deployer.project_for(cluster_name)
         return {"runner": "codebuild", "runsOn": runs_on_label(project), "codebuildProject": project}

@@ -110,6 +110,14 @@ class RunnerConfig(StrictModel):
             raise ValueError(f"{v!r} is not a CodeBuild project name (letters, digits, '-', '_'; 2-255)")
         return v
 
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        # A curated image (aws/codebuild/standard:7.0) or an ECR / registry image reference.
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9._-]{1,128})?(@sha256:[0-9a-f]{64})?", v):
+            raise ValueError(f"{v!r} is not an image reference (such as {DEFAULT_RUNNER_IMAGE})")
+        return v
+
     @field_validator("policyArns")
     @classmethod
     def _policies(cls, v: list[str]) -> list[str]:
@@ -172,13 +180,6 @@ class DeployerStackConfig(StrictModel):
     @property
     def project_name(self) -> str:
         return self.runner.projectName or f"{self.servesCluster}-deployer"
-
-
-def runs_on_label(project_name: str) -> str:
-    """The `runs-on` label of a job on the CodeBuild project's runner ("codebuild-<project-name>-${{github.run_id}}-
-    ${{github.run_attempt}}", required; AWS CodeBuild User Guide, "Label overrides supported with the CodeBuild-hosted
-    GitHub Actions runner", https://docs.aws.amazon.com/codebuild/latest/userguide/sample-github-action-runners-update-labels.html)."""
-    return f"codebuild-{project_name}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"
 
 
 def role_of(raw: dict[str, Any]) -> StackRole:

@@ -121,7 +121,7 @@ def test_prod_admits_the_runner_group_on_443_before_its_first_kubernetes_call():
 
 
 @pytest.mark.parametrize(
-    ("overrides", "expected"),
+    "overrides, expected",
     [
         ({"runner": {"repository": "example-org/llm-serving"}}, "runner.connectionArn"),
         (

@@ -22,7 +22,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cluster.aws import network, policies
-from stack_config.deployer_stack import DeployerStackConfig, runs_on_label
+from stack_config.deployer import runs_on_label
+from stack_config.deployer_stack import DeployerStackConfig
 
 # The webhook event of a queued GitHub Actions job (pulumi-aws 7.51.1 codebuild/_inputs.py,
 # WebhookFilterGroupFilterArgs.pattern: "`WORKFLOW_JOB_QUEUED` works with GitHub & GitHub Enterprise only").
