@@ -20,8 +20,8 @@ import pytest
 from pydantic import AfterValidator, BaseModel, Field
 
 from stack_config import StackConfig
-from stack_config.deployer_stack import DeployerStackConfig
 from stack_config.base import StrictModel
+from stack_config.deployer_stack import DeployerStackConfig
 
 # Free text with no format the receiving side defines, each with its own length cap.
 FREE_TEXT = {("ModelConfig", "chatTemplate")}
