@@ -160,3 +160,15 @@ def test_vpc_deployer_is_refused_on_gke():
         "dev", overrides={"cluster": {"name": "llm-serving-dev", "network": {"vpc": "deployer"}}}, raise_errors=False
     )
     assert "cluster.network.vpc: deployer is supported on EKS only" in str(evaluation.error), evaluation.error
+
+
+def test_the_deployer_stack_is_not_deployed_on_the_runner_it_builds(monkeypatch):
+    from tests.support.first_apply import check
+
+    assert check(_deployer(), only=[rules_deployer.NAME]) == []
+    real = rules_deployer.workflow_runners()
+    label = _deployer().outputs["runnerLabel"]
+    own = rules_deployer.WorkflowRunner("prod-deployer", "up-prod-deployer", "codebuild", label)
+    monkeypatch.setattr(rules_deployer, "RUNNERS_FOR", [lambda: {**real, "prod-deployer": own}])
+    found = [str(v) for v in check(_deployer(), only=[rules_deployer.NAME])]
+    assert len(found) == 1 and "on the runner prod-deployer itself builds" in found[0], found

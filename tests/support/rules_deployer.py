@@ -225,10 +225,20 @@ def _github_hosted_gke(cluster: RecordedResource) -> Iterable[Violation]:
 def deployer_reaches_cluster_endpoint(graph: ApplyGraph) -> Iterable[Violation]:
     evaluation = graph.evaluation
     declared = evaluation.outputs.get("deployer")
-    if not isinstance(declared, dict):
-        return  # a deployer stack: it calls only AWS APIs
     stack = evaluation.stack
     runners = RUNNERS_FOR[0]()
+    label = evaluation.outputs.get("runnerLabel")
+    if label is not None:
+        # A deployer stack calls only AWS APIs, from anywhere but the runner it builds: a job
+        # waiting for that runner never starts while the runner does not exist.
+        own = runners.get(stack)
+        if own is not None and own.runs_on == label:
+            yield _violation(
+                f"deploy.yml job {own.job}", f"runs `pulumi up` of {stack} on the runner {stack} itself builds"
+            )
+        return
+    if not isinstance(declared, dict):
+        return
     workflow = runners.get(stack)
     if workflow is None:
         yield _violation(f"stack {stack}", "no job of .github/workflows/deploy.yml runs `pulumi up` of this stack")
