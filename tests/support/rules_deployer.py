@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 from components.cluster.aws.network import DEPLOYER_RUNNER_TAG
-from offline_plan.mock_runtime import MOCK_CLUSTER_SG, RecordedResource
+from offline_plan.mock_runtime import MOCK_CLUSTER_SG, RecordedResource, mock_id
 from tests.support import paths
 from tests.support.first_apply import ApplyGraph, Violation, describe, rule
 
@@ -119,7 +119,7 @@ def _subnet_vpcs(graph: ApplyGraph, subnet_ids: list[Any]) -> set[str]:
         for token, args, result in graph.evaluation.call_results
         if token == GET_SUBNET
     }
-    created = {f"subnet-mock-{r.name}": r.inputs.get("vpcId") for r in graph.of_type(SUBNET)}
+    created = {mock_id(SUBNET, r.name): r.inputs.get("vpcId") for r in graph.of_type(SUBNET)}
     return {str(looked_up.get(s) or created.get(s) or f"(unknown VPC of {s})") for s in subnet_ids}
 
 
