@@ -33,10 +33,18 @@ WORKFLOW_JOB_QUEUED = "WORKFLOW_JOB_QUEUED"
 # - to place a build in the VPC: network interfaces in the subnets (AWS CodeBuild User Guide, "Allow
 #   CodeBuild access to AWS services required to create a VPC network interface",
 #   https://docs.aws.amazon.com/codebuild/latest/userguide/auth-and-access-control-iam-identity-based-access-control.html);
-# - to write the build's log to CloudWatch Logs (same page, "Allow a user to ... create log groups");
+# - to write the build's log to CloudWatch Logs (the service role policy of AWS CodeBuild User
+#   Guide, "Allow CodeBuild to interact with other AWS services",
+#   https://docs.aws.amazon.com/codebuild/latest/userguide/setting-up-service-role.html);
 # - to use the GitHub connection (AWS CodeBuild User Guide, "GitHub App connections",
-#   https://docs.aws.amazon.com/codebuild/latest/userguide/connections-github-app.html:
-#   codeconnections:GetConnectionToken and codeconnections:GetConnection on the connection).
+#   https://docs.aws.amazon.com/codebuild/latest/userguide/connections-github-app.html; actions of
+#   the Service Authorization Reference for AWS CodeConnections,
+#   https://docs.aws.amazon.com/service-authorization/latest/reference/list_awscodeconnections.html).
+#   Which of these CodeBuild calls is unresolved here: after the first runner job, read CloudTrail
+#   (`aws cloudtrail lookup-events --lookup-attributes
+#   AttributeKey=EventSource,AttributeValue=codeconnections.amazonaws.com`) and drop the unused.
+#   The older codestar-connections prefix covers connections created before the rename (the ARN
+#   prefix must match).
 VPC_INTERFACE_ACTIONS = [
     "ec2:CreateNetworkInterface",
     "ec2:DescribeDhcpOptions",
@@ -50,8 +58,10 @@ LOG_ACTIONS = ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents
 CONNECTION_ACTIONS = [
     "codeconnections:GetConnectionToken",
     "codeconnections:GetConnection",
+    "codeconnections:UseConnection",
     "codestar-connections:GetConnectionToken",
     "codestar-connections:GetConnection",
+    "codestar-connections:UseConnection",
 ]
 
 
