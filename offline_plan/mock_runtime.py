@@ -25,6 +25,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.sync_await import _sync_await
 
 from common.untrusted import MAX_STACK_FILE_BYTES, InputLimitError, excerpt, read_text_file
+from components.cluster.aws.network import DEPLOYER_RUNNER_TAG, DEPLOYER_TAG
 from safe_yaml import load_one
 from safe_yaml.bounded import json_value_problems
 from stack_config import PROJECT, SECRET_KEYS, ConfigError
@@ -132,9 +133,18 @@ MOCK_SCARCE_ZONES = ("b", "d")
 # existing cluster (`getCluster`) lists the public three and the private a-c.
 MOCK_PRIVATE_SUBNETS = [f"subnet-0000000000000{zone * 4}" for zone in "abcd"]
 MOCK_EXISTING_VPC = "vpc-mock-existing"
+# A deployer stack's VPC (cluster.network.vpc deployer), found by its tag: private subnets behind NAT
+# and public ones in zones a-d, and the CodeBuild runner's security group. Placeholders: a real
+# preview finds what `pulumi up -s <stack>-deployer` created.
+MOCK_DEPLOYER_VPC = "vpc-mock-deployer"
+MOCK_DEPLOYER_PRIVATE_SUBNETS = [f"subnet-0000000000001{zone * 4}" for zone in "abcd"]
+MOCK_DEPLOYER_PUBLIC_SUBNETS = [f"subnet-0000000000002{zone * 4}" for zone in "abcd"]
+MOCK_DEPLOYER_RUNNER_SG = "sg-mock-deployer-runner"
 _MOCK_SUBNET_TABLE = {
     **{sid: (sid[-1], True, "vpc-mock-default") for sid in MOCK_SUBNETS},
     **{sid: (sid[-1], False, MOCK_EXISTING_VPC) for sid in MOCK_PRIVATE_SUBNETS},
+    **{sid: (sid[-1], False, MOCK_DEPLOYER_VPC) for sid in MOCK_DEPLOYER_PRIVATE_SUBNETS},
+    **{sid: (sid[-1], True, MOCK_DEPLOYER_VPC) for sid in MOCK_DEPLOYER_PUBLIC_SUBNETS},
 }
 _PUBLIC_TABLE, _PRIVATE_TABLE, _MAIN_TABLE = "rtb-mock-public", "rtb-mock-private", "rtb-mock-main"
 
@@ -180,6 +190,36 @@ def _subnet(args: dict) -> dict:
         "availabilityZoneId": _zone_id(region, suffix),
         "vpcId": vpc,
         "mapPublicIpOnLaunch": public,
+    }
+
+
+def _vpcs(args: dict) -> dict:
+    """The deployer stack's VPC for a look-up by its tag; no other VPC is tagged in the mock account."""
+    tagged = DEPLOYER_TAG in (args.get("tags") or {})
+    return {"id": "mock", "ids": [MOCK_DEPLOYER_VPC] if tagged else []}
+
+
+def _subnets(args: dict) -> dict:
+    """The default VPC's default subnets, or a deployer VPC's private / public ones by their role tag."""
+    filters = {f["name"]: f["values"] for f in args.get("filters", [])}
+    if filters.get("vpc-id") == [MOCK_DEPLOYER_VPC]:
+        if "tag:kubernetes.io/role/internal-elb" in filters:
+            return {"id": "mock", "ids": MOCK_DEPLOYER_PRIVATE_SUBNETS}
+        if "tag:kubernetes.io/role/elb" in filters:
+            return {"id": "mock", "ids": MOCK_DEPLOYER_PUBLIC_SUBNETS}
+        return {"id": "mock", "ids": []}
+    return {"id": "mock", "ids": MOCK_SUBNETS}
+
+
+def _security_groups(args: dict) -> dict:
+    filters = {f["name"]: f["values"] for f in args.get("filters", [])}
+    tagged = DEPLOYER_RUNNER_TAG in (args.get("tags") or {})
+    found = tagged and filters.get("vpc-id", [MOCK_DEPLOYER_VPC]) == [MOCK_DEPLOYER_VPC]
+    return {
+        "id": "mock",
+        "ids": [MOCK_DEPLOYER_RUNNER_SG] if found else [],
+        "vpcIds": [MOCK_DEPLOYER_VPC] if found else [],
+        "arns": [],
     }
 
 
@@ -276,7 +316,9 @@ _CALL_RESULTS: dict[str, Any] = {
     "aws:ec2/getRouteTables:getRouteTables": _route_tables,
     "aws:ec2/getRouteTable:getRouteTable": _route_table,
     "aws:ec2/getVpc:getVpc": {"id": "vpc-mock-default", "default": True, "cidrBlock": "172.31.0.0/16"},
-    "aws:ec2/getSubnets:getSubnets": {"id": "us-east-1", "ids": MOCK_SUBNETS},
+    "aws:ec2/getSubnets:getSubnets": _subnets,
+    "aws:ec2/getVpcs:getVpcs": _vpcs,
+    "aws:ec2/getSecurityGroups:getSecurityGroups": _security_groups,
     "aws:eks/getCluster:getCluster": {
         "endpoint": "https://mock-existing-eks-endpoint.example",
         "certificateAuthorities": [{"data": "bW9jay1leGlzdGluZy1jYQ=="}],
@@ -685,7 +727,8 @@ def evaluate_stack(
         full_key = key if ":" in key else f"{PROJECT}:{key}"
         config[full_key] = value if isinstance(value, str) else json.dumps(value)
     assumed = []
-    if assume_secrets:
+    # A deployer stack (role: deployer) reads no secrets.
+    if assume_secrets and config.get(f"{PROJECT}:role") != "deployer":
         for key in SECRET_KEYS:
             full_key = f"{PROJECT}:{key}"
             if full_key not in config and key not in ROTATION_SECRET_KEYS:

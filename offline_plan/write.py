@@ -27,6 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
+from offline_plan import deployer_report
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
@@ -534,6 +535,8 @@ def _waits_section(evaluation: Evaluation) -> list[str]:
 def render_plan(
     evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None = None
 ) -> str:
+    if deployer_report.is_deployer_stack(evaluation):
+        return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
@@ -560,6 +563,7 @@ def render_plan(
     entrance = evaluation.outputs.get("entrance")
     if entrance:
         out += _entrance_section(entrance)
+    out += deployer_report.deployer_lines(evaluation)
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
     out += _images_section(evaluation, config)

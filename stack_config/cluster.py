@@ -53,15 +53,16 @@ class SystemPoolConfig(StrictModel):
         return self
 
 
-VpcMode = Literal["create", "default", "existing"]
+VpcMode = Literal["create", "default", "existing", "deployer"]
 NatGateways = Literal["single", "per-zone"]
 
 
 class NetworkConfig(StrictModel):
     vpc: VpcMode = "create"
     """EKS: `create` a VPC (private node subnets behind NAT, public subnets for load balancers), use the account's
-    `default` VPC (public subnets only, no NAT, no EFA), or an `existing` one (privateSubnetIds). GKE: `create` a VPC
-    network and subnet, or the project's `default` network."""
+    `default` VPC (public subnets only, no NAT, no EFA), an `existing` one (privateSubnetIds), or the `deployer` stack's
+    (the VPC, subnets and runner security group that `pulumi up -s <stack>-deployer` created, found by their tags;
+    docs/deployer.md). GKE: `create` a VPC network and subnet, or the project's `default` network."""
     cidr: str = "10.0.0.0/16"
     """EKS, vpc create: the VPC's IPv4 range, /16 to /20; each zone gets a private subnet of 1/8 of it, the public
     subnets share the last 1/8."""

@@ -7,7 +7,7 @@ every key to fix.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -56,6 +56,9 @@ class StackConfig(StrictModel):
     (docs/security.md)."""
     deployer: DeployerConfig = Field(default_factory=DeployerConfig)
     """Where `pulumi up` of this stack runs from (docs/deployer.md)."""
+    role: Literal["serving"] = "serving"
+    """`serving` (this schema); a stack file with `role: deployer` builds another stack's runner and VPC instead, with
+    keys of its own (stack_config/deployer_stack.py, docs/deployer.md)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -585,8 +588,8 @@ def network_problems(stack: StackConfig) -> list[tuple[str, str]]:
     if stack.cloud == Cloud.gcp:
         for field in sorted(create_only | ({"privateSubnetIds"} & given)):
             problems.append((f"{key}.{field}", "applies to EKS only; on GKE the program sizes its own subnet"))
-        if network.vpc == "existing":
-            problems.append((f"{key}.vpc", "existing is supported on EKS only; on GKE use create or default"))
+        if network.vpc in ("existing", "deployer"):
+            problems.append((f"{key}.vpc", f"{network.vpc} is supported on EKS only; on GKE use create or default"))
         if network.privateNodes and network.vpc == "default":
             problems.append(
                 (

@@ -14,7 +14,12 @@ from common.facts import Fact
 from components.cluster.aws import eks, network
 from components.cluster.gcp import apis, bucket, gke
 from components.cluster.gcp import network as gke_network
-from offline_plan.mock_runtime import MOCK_PRIVATE_SUBNETS, MOCK_SCARCE_ZONES, evaluate_stack
+from offline_plan.mock_runtime import (
+    MOCK_DEPLOYER_PRIVATE_SUBNETS,
+    MOCK_PRIVATE_SUBNETS,
+    MOCK_SCARCE_ZONES,
+    evaluate_stack,
+)
 from tests.support import first_apply_cloud as rules
 from tests.support.committed import committed_stack
 from tests.support.first_apply import check
@@ -49,6 +54,8 @@ MULTI_NODE_MODELS = [
         "maxModelLen": 32768,
     }
 ]
+# prod with a VPC of its own (the committed prod uses its deployer stack's, docs/deployer.md).
+PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
 PROD_POOL = {
     "name": "h100",
     "gpu": "H100-80GB",
@@ -227,7 +234,9 @@ def efa_node_group_zone(evaluation):
 @pytest.mark.parametrize(
     "overrides,expected",
     [
-        ({}, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
+        # prod's VPC is its deployer stack's (looked up); the same choice in a VPC prod creates.
+        ({}, MOCK_DEPLOYER_PRIVATE_SUBNETS[1]),
+        (PROD_OWN_VPC, "subnet-mock-llm-serving-prod-network-private-us-east-1b"),
         (
             {
                 "cluster": {"name": "shared-gpu", "create": False},
@@ -275,7 +284,7 @@ def test_multi_interface_rule_fires_on_a_karpenter_node_class_in_a_public_subnet
         return public[:1]
 
     monkeypatch.setattr(eks, "pool_subnets", public_only)
-    found = fired(evaluate_stack("prod"), "multi-interface-nodes-in-private-subnets")
+    found = fired(evaluate_stack("prod", overrides=PROD_OWN_VPC), "multi-interface-nodes-in-private-subnets")
     assert any("EC2NodeClass" in v and "public-us-east-1b" in v for v in found), found
 
 
@@ -290,7 +299,7 @@ def test_nat_rule_fires_when_nodes_do_not_wait_for_their_route_out(monkeypatch):
         self.network.egress_ready = []
 
     monkeypatch.setattr(network.EksVpc, "__init__", no_egress)
-    found = fired(evaluate_stack("prod"), "private-nodes-wait-for-nat")
+    found = fired(evaluate_stack("prod", overrides=PROD_OWN_VPC), "private-nodes-wait-for-nat")
     assert any("system-ng" in v and "natGateway" not in v and "private" in v for v in found), found
 
 

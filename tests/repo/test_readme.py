@@ -55,7 +55,7 @@ def test_first_lines_give_the_two_setup_commands_and_the_makefile_has_them():
 def test_offline_plan_exits_2_with_the_key_on_a_config_error(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("__main__.py", "Pulumi.yaml"):
+    for name in ("__main__.py", "serving_stack.py", "Pulumi.yaml"):
         (project / name).write_text((ROOT / name).read_text())
     (project / "Pulumi.broken.yaml").write_text(
         (ROOT / "Pulumi.dev.yaml").read_text().replace("0e9e39f249a16976918f6564b8830bc894c89659", "main")

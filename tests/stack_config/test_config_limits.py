@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from stack_config import StackConfig
 from stack_config.base import StrictModel
+from stack_config.deployer_stack import DeployerStackConfig
 
 # Free text with no format the receiving side defines, each with its own length cap.
 FREE_TEXT = {("ModelConfig", "chatTemplate")}
@@ -101,6 +102,12 @@ def test_every_section_is_a_strict_model_with_the_shared_protections():
 
 def test_every_key_has_bounds_or_a_format():
     assert [p for m in sections(StackConfig) for p in problems(m)] == []
+
+
+def test_every_key_of_a_deployer_stack_has_bounds_or_a_format():
+    assert [p for m in sections(DeployerStackConfig) for p in problems(m)] == []
+    for model in sections(DeployerStackConfig):
+        assert issubclass(model, StrictModel), model
 
 
 def test_a_key_without_bounds_or_format_is_found():

@@ -459,6 +459,8 @@ class EksClusterArgs:
     secrets_key_arn: str | None = None
     # Tags of the cluster resource only: the security profile the policy pack reads.
     cluster_labels: dict[str, str] = field(default_factory=dict)
+    # The stack that builds this stack's runner and VPC (cluster.network.vpc deployer).
+    deployer_stack: str = ""
 
 
 def endpoint_vpc_config(access: cfg.ClusterEndpointConfig) -> dict:
@@ -495,6 +497,8 @@ class EksCluster(pulumi.ComponentResource):
     # Karpenter, on a created cluster with a pool that can grow.
     karpenter: karpenter.Karpenter | None
     network: EksNetwork
+    # The deployer's path to the API endpoint (the runner's 443 ingress rule), before the provider.
+    api_reachable: list[pulumi.Resource]
     # What the plan shows about the network, the autoscaler and each pool's nodes.
     platform: dict
     cloud: str = "aws"
@@ -510,6 +514,8 @@ class EksCluster(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         zones = {spec.pool.name: pool_zones(spec, region, invoke) for spec in args.pools}
         addons_ready: list[pulumi.Resource] = []
+        # What the deployer's path to the API endpoint needs before the first Kubernetes call.
+        self.api_reachable: list[pulumi.Resource] = []
         if args.create:
             self.network = self._network(name, args, zones, invoke)
             cluster_name, endpoint, ca_data, cluster_sg, agent = self._create(name, args)
@@ -630,7 +636,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
             enable_server_side_apply=True,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.api_reachable or None),
         )
 
         self.karpenter = None
@@ -719,6 +725,8 @@ class EksCluster(pulumi.ComponentResource):
         if config.vpc == "existing":
             assert config.privateSubnetIds, "config requires privateSubnetIds with vpc existing"
             return network.existing_vpc(list(config.privateSubnetIds), args.region, where, invoke)
+        if config.vpc == "deployer":
+            return network.deployer_vpc(args.name, args.region, where, args.deployer_stack, invoke)
         # Each pool needs a zone offering its instance type (a Capacity Block: its own zone).
         needs = [
             (
@@ -774,8 +782,17 @@ class EksCluster(pulumi.ComponentResource):
                 **endpoint_vpc_config(args.endpoint_access),
             },
             encryption_config=encryption,
-            # Access entries (API mode) instead of the aws-auth ConfigMap; the identity that runs
-            # `pulumi up` becomes cluster admin so the Kubernetes provider can act.
+            # Access entries (API mode) instead of the aws-auth ConfigMap. The identity that runs
+            # `pulumi up` creates the cluster, and EKS gives "the cluster creator IAM principal" a
+            # cluster admin access entry at creation ("Specifies whether or not the cluster creator IAM
+            # principal was set as a cluster admin access entry during cluster creation time",
+            # https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessConfigRequest.html;
+            # https://docs.aws.amazon.com/eks/latest/userguide/access-entries.html), so the Kubernetes
+            # provider, running as that same identity, is admin without an entry of ours. With
+            # deployer.runner codebuild that identity is the CodeBuild project's service role (the
+            # deployer stack's output `runnerRoleArn`); an AccessEntry of our own for the same principal
+            # would collide with the bootstrap one. Another identity (a person's role) needs its own
+            # access entry (docs/deployer.md).
             access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
             region=args.region,
             tags={**args.tags, **args.cluster_labels},
@@ -790,6 +807,28 @@ class EksCluster(pulumi.ComponentResource):
             region=args.region,
             opts=child,
         )
+        # vpc deployer: the endpoint is reached from the CodeBuild runner's security group. With the
+        # private endpoint, requests from inside the VPC go to the control plane's interfaces, which
+        # carry the cluster security group, so that group must admit the caller on 443 ("you must
+        # ensure that your Amazon EKS control plane security group contains rules to allow ingress
+        # traffic on port 443 from your connected network", EKS User Guide, "Cluster API server
+        # endpoint", https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html). The
+        # Kubernetes provider waits for this rule: before it, every call times out.
+        runner_sg = self.network.runner_security_group_id
+        if runner_sg:
+            self.api_reachable.append(
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-api-from-runner",
+                    security_group_id=cluster.vpc_config.apply(lambda v: v.cluster_security_group_id),
+                    referenced_security_group_id=runner_sg,
+                    ip_protocol="tcp",
+                    from_port=443,
+                    to_port=443,
+                    description="Kubernetes API from the CodeBuild runner that runs pulumi up",
+                    region=args.region,
+                    opts=child,
+                )
+            )
         return (
             cluster.name,
             cluster.endpoint,
@@ -860,6 +899,7 @@ def platform_summary(
         "create": f"{net.nat_gateways} NAT gateway(s) ({args.network.natGateways})",
         "default": "none (default VPC: public subnets)",
         "existing": "the VPC's own (private subnets checked)",
+        "deployer": "the deployer stack's (private subnets checked)",
         "cluster": "the cluster's own",
     }[net.mode]
     return {
@@ -868,6 +908,7 @@ def platform_summary(
             "create": f"created, {args.network.cidr}",
             "default": "the account's default VPC",
             "existing": "existing (cluster.network.privateSubnetIds)",
+            "deployer": f"the deployer stack's ({args.deployer_stack}), found by tag {network.DEPLOYER_TAG}",
             "cluster": "the existing cluster's",
         }[net.mode],
         "zones": ", ".join(net.zones),
@@ -951,5 +992,6 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
             encrypt_secrets=stack.security.encrypt_secrets,
             secrets_key_arn=stack.security.secretsEncryption.kmsKey,
             cluster_labels=stack.security.cluster_labels,
+            deployer_stack=f"{stack_name}-deployer",
         ),
     )

@@ -38,6 +38,11 @@ ELB_ROLE_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
 KARPENTER_DISCOVERY_TAG = "karpenter.sh/discovery"
 ANYWHERE = "0.0.0.0/0"
+# What a deployer stack (Pulumi.<stack>-deployer.yaml, docs/deployer.md) tags, with the name of the
+# cluster it serves, so that stack's `cluster.network.vpc: deployer` finds them at preview: the VPC
+# and its subnets, and the security group of the CodeBuild runner that runs `pulumi up`.
+DEPLOYER_TAG = "llm-serving/deployer"
+DEPLOYER_RUNNER_TAG = "llm-serving/deployer-runner"
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class EksNetwork:
     # Routes that give the private subnets their egress: nodes created before them never join.
     egress_ready: list[pulumi.Resource] = field(default_factory=list)
     nat_gateways: int = 0
+    # vpc deployer: the security group of the runner that runs `pulumi up`; the cluster's security
+    # group admits it on 443, since a private-only endpoint answers only what that group allows.
+    runner_security_group_id: str | None = None
 
     @property
     def zones(self) -> list[str]:
@@ -201,6 +209,67 @@ def existing_vpc(
         raise cfg.ConfigError(problems)
     vpc_id = next(iter(vpcs)) if vpcs else ""
     return EksNetwork(mode="existing", vpc_id=vpc_id, cluster_subnets=subnets, node_subnets=subnets)
+
+
+def deployer_vpc(
+    cluster_name: str, region: str, where: str, deployer_stack: str, opts: pulumi.InvokeOptions | None = None
+) -> EksNetwork:
+    """The VPC, subnets and runner security group the deployer stack `deployer_stack` created for
+    `cluster_name`, found by their tags (plain look-ups, as for an existing VPC: a missing deployer
+    stack is a config error at preview, not a failure halfway through `up`)."""
+    run_first = f"run `pulumi up -s {deployer_stack}` first (docs/deployer.md)"
+    tag = f"{DEPLOYER_TAG}={cluster_name}"
+    vpcs = sorted(aws.ec2.get_vpcs(tags={DEPLOYER_TAG: cluster_name}, region=region, opts=opts).ids or [])
+    if not vpcs:
+        raise cfg.ConfigError([f"{where}.vpc: deployer: no VPC tagged {tag} in {region}; {run_first}"])
+    if len(vpcs) > 1:
+        raise cfg.ConfigError(
+            [f"{where}.vpc: deployer: {len(vpcs)} VPCs tagged {tag} in {region} ({', '.join(vpcs)}); keep one"]
+        )
+    vpc_id = vpcs[0]
+
+    def tagged_subnets(role_tag: str) -> list[str]:
+        found = aws.ec2.get_subnets(
+            filters=[{"name": "vpc-id", "values": [vpc_id]}, {"name": f"tag:{role_tag}", "values": ["1"]}],
+            tags={DEPLOYER_TAG: cluster_name},
+            region=region,
+            opts=opts,
+        )
+        return sorted(found.ids or [])
+
+    private, _ = looked_up_subnets(tagged_subnets(INTERNAL_ELB_ROLE_TAG), region, opts)
+    public, _ = looked_up_subnets(tagged_subnets(ELB_ROLE_TAG), region, opts)
+    runner = sorted(
+        aws.ec2.get_security_groups(
+            filters=[{"name": "vpc-id", "values": [vpc_id]}],
+            tags={DEPLOYER_RUNNER_TAG: cluster_name},
+            region=region,
+            opts=opts,
+        ).ids
+        or []
+    )
+    problems = []
+    if len({s.zone for s in private if s.private}) < 2:
+        problems.append(
+            f"{where}.vpc: deployer: VPC {vpc_id} has private subnets (tagged {INTERNAL_ELB_ROLE_TAG}, behind NAT) "
+            f"in fewer than two Availability Zones EKS supports; {run_first}"
+        )
+    if len(runner) != 1:
+        problems.append(
+            f"{where}.vpc: deployer: VPC {vpc_id} has {len(runner)} security groups tagged "
+            f"{DEPLOYER_RUNNER_TAG}={cluster_name} (the CodeBuild runner's); expected one; {run_first}"
+        )
+    if problems:
+        raise cfg.ConfigError(problems)
+    nodes = [s for s in private if s.private]
+    return EksNetwork(
+        mode="deployer",
+        vpc_id=vpc_id,
+        cluster_subnets=nodes,
+        node_subnets=nodes,
+        public_subnets=public,
+        runner_security_group_id=runner[0],
+    )
 
 
 def cluster_subnets(
