@@ -55,13 +55,18 @@ def test_every_credential_outlives_each_variants_longest_chain(name):
 
 def test_the_workflows_session_and_token_cover_prods_chain_with_its_margin():
     """The two numbers tied together: the workflow's lifetimes against prod's computed chain."""
-    d = credentials.deployment(committed_stack("prod"))
     wf = credentials.read_workflow(WORKFLOW)
+    # Committed prod runs on the CodeBuild runner: only the Pulumi token is fixed-length there.
+    d = credentials.deployment(committed_stack("prod"))
     need = d.chain_seconds + credentials.margin_seconds(d.chain_seconds)
-    assert d.cloud == "aws" and d.runner == "github-hosted"
+    assert d.cloud == "aws" and d.runner == "codebuild"
+    assert wf.pulumi_token_expiration is not None and wf.pulumi_token_expiration >= need
+    # The same chain on a GitHub-hosted runner holds the OIDC session the workflow asks for.
+    d = credentials.deployment(variant(PROD_GITHUB_HOSTED))
+    need = d.chain_seconds + credentials.margin_seconds(d.chain_seconds)
+    assert d.runner == "github-hosted"
     assert wf.aws_role_duration_seconds is not None
     assert need <= wf.aws_role_duration_seconds <= credentials.AWS_MAX_ROLE_DURATION_SECONDS
-    assert wf.pulumi_token_expiration is not None and wf.pulumi_token_expiration >= need
 
 
 def test_deploy_yml_fetches_each_committed_stacks_own_cloud():
@@ -73,7 +78,7 @@ def test_deploy_yml_fetches_each_committed_stacks_own_cloud():
 # --- broken variants -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["prod", PROD_GITHUB_HOSTED])
+@pytest.mark.parametrize("name", [PROD_GITHUB_HOSTED])
 def test_fires_on_a_github_hosted_aws_stack_whose_workflow_leaves_out_role_duration_seconds(tmp_path, name):
     evaluation = committed_stack("prod") if name == "prod" else variant(name)
     workflow = edited_workflow(tmp_path, credentials.AWS_ACTION, **{"role-duration-seconds": None})
@@ -125,7 +130,7 @@ def with_wait(evaluation: Evaluation, seconds: int) -> Evaluation:
 
 
 def test_fires_on_a_chain_longer_than_the_github_hosted_job_limit():
-    longer = with_wait(committed_stack("prod"), 3600)
+    longer = with_wait(variant(PROD_GITHUB_HOSTED), 3600)
     found = violations(longer)
     assert any("beyond the GitHub-hosted job limit (6 h)" in v for v in found), found
     # The credentials need not outlive the job that holds them: the session of 6 h still suffices.
@@ -153,9 +158,9 @@ def test_on_codebuild_the_service_roles_credentials_refresh_within_the_build_tim
     skipped = credentials.read_workflow(codebuild_workflow(tmp_path))
     [aws] = [c for c in credentials.credentials(d, skipped) if "AWS" in c.name]
     assert aws.refreshes and aws.name.startswith("AWS CodeBuild service role")
-    # With the committed workflow the OIDC step still runs there, and its session is what counts.
+    # The committed workflow skips the OIDC step there too, so the service role is what counts.
     [aws] = [c for c in credentials.credentials(d, credentials.read_workflow(WORKFLOW)) if "AWS" in c.name]
-    assert not aws.refreshes and aws.lifetime_seconds == 21600
+    assert aws.refreshes
 
 
 def test_fires_on_a_codebuild_build_timeout_shorter_than_the_chain(tmp_path):
@@ -176,8 +181,10 @@ def test_plan_md_shows_each_credential_against_the_chain():
     text = "\n".join(credentials.credentials_section(committed_stack("prod")))
     d = credentials.deployment(committed_stack("prod"))
     assert f"Longest chain of waits: {d.chain_seconds} s" in text
-    assert "| AWS role session (OIDC, AssumeRoleWithWebIdentity) |" in text and "21600 s" in text
+    assert "| AWS CodeBuild service role (container credentials) |" in text
     assert "**FAILS**" not in text
+    hosted = "\n".join(credentials.credentials_section(variant(PROD_GITHUB_HOSTED)))
+    assert "| AWS role session (OIDC, AssumeRoleWithWebIdentity) |" in hosted and "21600 s" in hosted
 
 
 def test_the_docs_tell_users_the_role_session_the_workflow_asks_for():
