@@ -165,6 +165,11 @@ class _Watchdog:
             with contextlib.suppress(OSError):
                 sock.settimeout(left)
 
+    def explains(self, exc: BaseException) -> bool:
+        """Whether `exc` is the deadline at work: the watchdog fired, or a read timed out (every
+        socket timeout of a request is at most what was left of its deadline)."""
+        return self.fired or isinstance(exc, TimeoutError)
+
     def _fire(self) -> None:
         with self._lock:
             self.fired = True
@@ -276,7 +281,7 @@ class Client:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             watchdog.cancel()
             conn.close()
-            if watchdog.fired:
+            if watchdog.explains(exc):
                 raise EndpointError(f"{where}: no answer within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where} failed: {_describe(exc)}") from None
         return conn, resp, watchdog, seconds
@@ -304,7 +309,7 @@ class Client:
                 raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)")
             return Response(resp.status, b"".join(chunks), path)
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if watchdog.fired:
+            if watchdog.explains(exc):
                 raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where}: reading the answer failed: {_describe(exc)}") from None
         finally:
@@ -352,7 +357,7 @@ class Client:
                     raise EndpointError(f"{where}: stream of more than {MAX_STREAM_EVENTS:,} events")
                 yield StreamEvent(time.perf_counter(), line[5:].strip().decode("utf-8", errors="replace"))
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if watchdog.fired:
+            if watchdog.explains(exc):
                 raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where}: stream broke: {_describe(exc)}") from None
         finally:
