@@ -9,10 +9,10 @@ send, headers, body or stream), not only per read: a watchdog shuts the request'
 when it passes (also after http.client has handed that socket to the response, as it does for
 `Connection: close`, HTTP/1.0 and close-delimited or chunked bodies), and each read is given at
 most what is left of the deadline, so a server that drips one byte a second, streams forever or
-stalls after its headers ends the request in time. A run may add its own deadline (`Client(deadline=...)`) that no request
-outlives. Bodies, stream events, the number of events and the bytes of a stream are capped, JSON is
-parsed with common.untrusted's depth and size limits, and everything that goes wrong is an
-EndpointError with one printable line.
+stalls after its headers ends the request in time. A run may add its own deadline
+(`Client(deadline=...)`) that no request outlives. Bodies, stream events, the number of events
+and the bytes of a stream are capped, JSON is parsed with common.untrusted's depth and size
+limits, and everything that goes wrong is an EndpointError with one printable line.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Issues 15 and 28, smoke, load and the verification runner: each class of server misbehaviour the issue lists, as a named test.
+"""Issues 15 and 28, smoke, load and the verification runner: each class of server misbehaviour
+the issues list, as a named test.
 
 Before: only per-read timeouts (a server dripping a byte every two seconds, an endless stream or a
 stall after /health kept them running for minutes), tracebacks on `{"data": null}`, `"usage": []`,
@@ -206,7 +207,7 @@ def _failed_lines(stdout: str) -> dict[str, str]:
 @pytest.mark.parametrize("framing", FRAMINGS)
 @pytest.mark.parametrize("tool", [smoke, verify], ids=["smoke", "verify"])
 def test_smoke_and_the_verification_runner_end_within_the_run_deadline_behind_every_framing(server, tool, framing):
-    server.set({endpoint: framing for endpoint in EVERY_ENDPOINT_BUT_HEALTH})
+    server.set(dict.fromkeys(EVERY_ENDPOINT_BUT_HEALTH, framing))
     proc, seconds = tool(server, request=REQUEST, run=RUN)
     assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
     assert seconds < RUN + SLACK_SECONDS, f"{seconds:.1f} s for a run deadline of {RUN} s"
