@@ -197,19 +197,11 @@ def _get(url: str, headers: dict[str, str], limit: int, timeout: float) -> tuple
         return err.code, {k.lower(): v for k, v in (err.headers or {}).items()}, b""
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
-        raise ResolveError(f"{url}: {excerpt(_describe(reason))}") from None
+        raise ResolveError(f"{url}: {excerpt(str(reason))}") from None
     except (http.client.HTTPException, ValueError) as err:
         # A status line that is not HTTP, more than 100 headers, a chunk size that is not hex, a
         # body cut inside a chunk: http.client raises these past urllib, which wraps only OSError.
-        raise ResolveError(f"{url}: not a usable HTTP answer ({excerpt(_describe(err))})") from None
-
-
-def _describe(err: object) -> str:
-    """An exception as `Type: message` (a bare BadStatusLine's message is only the line it read)."""
-    text = str(err)
-    if not isinstance(err, BaseException):
-        return text
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+        raise ResolveError(f"{url}: not a usable HTTP answer ({type(err).__name__}: {excerpt(str(err), 80)})") from None
 
 
 _PARAM_RE = re.compile(r'(\w+)="([^"]*)"')
@@ -328,7 +320,7 @@ def manifest_problem(body: bytes, media_type: str) -> str | None:
     if declared is None and media_type in DOCKER_TYPES:
         return "no mediaType field (Docker manifests must name their type)"
     if declared is not None and declared != media_type:
-        return f"its mediaType field says {excerpt(declared)}"
+        return f"its mediaType field says {excerpt(declared, 100)}"
     if media_type in INDEX_TYPES:
         manifests = doc.get("manifests")
         if not isinstance(manifests, list) or not all(_is_descriptor(m) for m in manifests):
