@@ -9,6 +9,7 @@ one line naming the image and a documented exit status, never a traceback, and n
 from __future__ import annotations
 
 import hashlib
+import json
 import runpy
 import shutil
 import subprocess
@@ -264,8 +265,11 @@ def _resolve_with(registry, tmp_path, answer: Answer | None = None, token: str |
         (Answer(body=manifest_of(LIST_TYPE, with_media_type=False), content_type=LIST_TYPE), "no mediaType field"),
         (Answer(body=b'{"schemaVersion": 2, "config": {}}', content_type=OCI_MANIFEST_TYPE), "no `config`"),
         (
-            Answer(body=manifest_of(DOCKER_MANIFEST_TYPE)[:-1] + b', "layers": 5}', content_type=DOCKER_MANIFEST_TYPE),
-            "",
+            Answer(
+                body=json.dumps({**json.loads(manifest_of(DOCKER_MANIFEST_TYPE)), "layers": 5}).encode(),
+                content_type=DOCKER_MANIFEST_TYPE,
+            ),
+            "no `layers` list",
         ),
         (Answer(body=b'{"schemaVersion": 2, "manifests": [' * 200 + b"]}" * 200), "nested deeper"),
     ],
