@@ -14,13 +14,12 @@ import runpy
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from common import images
 from tests.support import paths
-from tests.support.fuzz.harness import limit_memory
+from tests.support.fuzz.resolver_runs import MARGIN, TIMEOUT, run
 from tests.support.registry_standin import (
     DIGEST,
     DOCKER_MANIFEST_TYPE,
@@ -28,45 +27,11 @@ from tests.support.registry_standin import (
     LIST_TYPE,
     OCI_MANIFEST_TYPE,
     Answer,
-    StandInRegistry,
     manifest_of,
 )
 from tools import resolve_image_digests as tool
 
 ROOT = paths.ROOT
-TIMEOUT = 2
-MARGIN = 15
-
-
-@pytest.fixture(scope="module")
-def registry():
-    srv = StandInRegistry().start()
-    yield srv
-    srv.stop()
-
-
-def run(registry, *args: str) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.resolve_image_digests",
-            "--timeout",
-            str(TIMEOUT),
-            "--endpoint",
-            f"docker.io={registry.url}",
-            "--endpoint",
-            f"ghcr.io={registry.url}",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT * 8 + MARGIN,
-        preexec_fn=limit_memory(1024**3),
-    )
-    return proc, time.monotonic() - started
 
 
 def test_an_honest_registry_resolves_through_the_token_challenge(registry):
