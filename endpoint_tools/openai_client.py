@@ -129,8 +129,8 @@ class _Watchdog:
 
     http.client gives the socket of a connection that will close (`Connection: close`, an HTTP/1.0
     status line, a body delimited by the close) to the response and sets the connection's `sock` to
-    None (CPython Lib/http/client.py, HTTPConnection.getresponse: "this effectively passes the
-    connection to the response"), so a watchdog that looked at `conn.sock` found nothing to shut
+    None (CPython v3.11.7 Lib/http/client.py, HTTPConnection.getresponse: "this effectively passes
+    the connection to the response"), so a watchdog that looked at `conn.sock` found nothing to shut
     and a server dripping a byte a second kept the request alive past every deadline. This one
     holds the socket object itself from the moment it is connected (`watch`), and also sets a
     per-read timeout of what is left before each read (`before_read`), so neither a drip nor a
@@ -204,7 +204,10 @@ class _HTTPConnection(http.client.HTTPConnection):
 
 class _HTTPSConnection(http.client.HTTPSConnection):
     """As _HTTPConnection over TLS: the TLS socket is watched before its handshake, so a server
-    that drips the handshake is cut at the deadline too."""
+    that drips the handshake is cut at the deadline too. The steps are HTTPSConnection.connect's
+    (CPython v3.11.7 Lib/http/client.py; no proxy tunnel here) with the handshake run after the
+    watch instead of inside wrap_socket; the host name is still verified in the handshake
+    (ssl.create_default_context sets check_hostname)."""
 
     def __init__(self, *args: Any, watchdog: _Watchdog, context: ssl.SSLContext, **kwargs: Any):
         super().__init__(*args, context=context, **kwargs)
