@@ -147,7 +147,7 @@ class _Watchdog:
         self._timer.start()
 
     def watch(self, sock: socket.socket) -> None:
-        """The request's socket (a TLS socket before its handshake): the one the deadline shuts."""
+        """The request's socket, the one the deadline shuts (the response reads from the same one)."""
         with self._lock:
             self._sock = sock
             fired = self.fired
@@ -203,23 +203,19 @@ class _HTTPConnection(http.client.HTTPConnection):
 
 
 class _HTTPSConnection(http.client.HTTPSConnection):
-    """As _HTTPConnection over TLS: the TLS socket is watched before its handshake, so a server
-    that drips the handshake is cut at the deadline too. The steps are HTTPSConnection.connect's
-    (CPython v3.11.7 Lib/http/client.py; no proxy tunnel here) with the handshake run after the
-    watch instead of inside wrap_socket; the host name is still verified in the handshake
-    (ssl.create_default_context sets check_hostname)."""
+    """As _HTTPConnection over TLS, the TLS socket watched once its handshake is done. The handshake
+    itself is bounded as one call: CPython's ssl module computes one deadline from the socket's
+    timeout when do_handshake starts and waits for every read within it (v3.11.7 Modules/_ssl.c,
+    _ssl__SSLSocket_do_handshake_impl), and that timeout is the request's seconds."""
 
-    def __init__(self, *args: Any, watchdog: _Watchdog, context: ssl.SSLContext, **kwargs: Any):
-        super().__init__(*args, context=context, **kwargs)
+    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any):
+        super().__init__(*args, **kwargs)
         self.watchdog = watchdog
-        self.tls_context = context
 
     def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)  # TCP only; the TLS layer is added here
+        super().connect()
+        assert self.sock is not None
         self.watchdog.watch(self.sock)
-        self.sock = self.tls_context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
-        self.watchdog.watch(self.sock)
-        self.sock.do_handshake()
 
 
 class Client:

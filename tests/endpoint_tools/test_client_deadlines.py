@@ -109,5 +109,7 @@ def tls_handshake_drip():
 
 
 def test_a_tls_handshake_that_drips_ends_at_the_deadline(tls_handshake_drip):
+    # Bounded by the ssl module's one deadline for the whole handshake (see _HTTPSConnection); this
+    # keeps it so if the connection's set-up changes.
     client = Client(tls_handshake_drip, timeout=TIMEOUT)
     _ends_at_the_deadline(lambda: client.get("/health"))
