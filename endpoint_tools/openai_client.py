@@ -5,12 +5,14 @@ runner or a bare in-cluster Job without extra packages. One connection per call:
 runs one request per thread, and a fresh connection per request is what independent clients do.
 
 The server is not trusted to behave. Every request has a deadline for the WHOLE request (connect,
-send, headers, body or stream), not only per read: a watchdog shuts the socket down when it passes,
-so a server that drips one byte every two seconds, streams forever or stalls after its headers ends
-the request in time. A run may add its own deadline (`Client(deadline=...)`) that no request
-outlives. Bodies, stream events, the number of events and the bytes of a stream are capped, JSON is
-parsed with common.untrusted's depth and size limits, and everything that goes wrong is an
-EndpointError with one printable line.
+send, headers, body or stream), not only per read: a watchdog shuts the request's own socket down
+when it passes (also after http.client has handed that socket to the response, as it does for
+`Connection: close`, HTTP/1.0 and close-delimited or chunked bodies), and each read is given at
+most what is left of the deadline, so a server that drips one byte a second, streams forever or
+stalls after its headers ends the request in time. A run may add its own deadline
+(`Client(deadline=...)`) that no request outlives. Bodies, stream events, the number of events
+and the bytes of a stream are capped, JSON is parsed with common.untrusted's depth and size
+limits, and everything that goes wrong is an EndpointError with one printable line.
 """
 
 from __future__ import annotations
@@ -123,24 +125,97 @@ def _error_text(error: object) -> str:
 
 
 class _Watchdog:
-    """Shuts a connection's socket down when its deadline passes, whatever the request is doing."""
+    """Ends a request at its deadline, whatever it is doing, on the socket the response reads from.
 
-    def __init__(self, conn: http.client.HTTPConnection, seconds: float):
-        self.conn = conn
+    http.client gives the socket of a connection that will close (`Connection: close`, an HTTP/1.0
+    status line, a body delimited by the close) to the response and sets the connection's `sock` to
+    None (CPython v3.11.7 Lib/http/client.py, HTTPConnection.getresponse: "this effectively passes
+    the connection to the response"), so a watchdog that looked at `conn.sock` found nothing to shut
+    and a server dripping a byte a second kept the request alive past every deadline. This one
+    holds the socket object itself from the moment it is connected (`watch`), and also sets a
+    per-read timeout of what is left before each read (`before_read`), so neither a drip nor a
+    stall outlives the deadline by more than a moment.
+    """
+
+    def __init__(self, seconds: float):
         self.fired = False
+        self.ends = time.monotonic() + max(seconds, 0.0)
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
         self._timer = threading.Timer(max(seconds, 0.0), self._fire)
         self._timer.daemon = True
         self._timer.start()
 
-    def _fire(self) -> None:
-        self.fired = True
-        sock = self.conn.sock
+    def watch(self, sock: socket.socket) -> None:
+        """The request's socket, the one the deadline shuts (the response reads from the same one)."""
+        with self._lock:
+            self._sock = sock
+            fired = self.fired
+        if fired:
+            _shut(sock)
+
+    def before_read(self) -> None:
+        """Bound the next read by what is left of the deadline; past it, end the request now."""
+        left = self.ends - time.monotonic()
+        if left <= 0:
+            self.fired = True
+            raise TimeoutError("deadline passed")
+        sock = self._sock
         if sock is not None:
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                sock.settimeout(left)
+
+    def explains(self, exc: BaseException) -> bool:
+        """Whether `exc` is the deadline at work: the watchdog fired, or a read timed out (every
+        socket timeout of a request is at most what was left of its deadline)."""
+        return self.fired or isinstance(exc, TimeoutError)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            sock = self._sock
+        if sock is not None:
+            _shut(sock)
 
     def cancel(self) -> None:
         self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    # The plain socket's shutdown, also for a TLS socket (ssl.SSLSocket.shutdown would drop its TLS
+    # state under a read running in another thread): the blocked read returns at once. A socket
+    # already closed has no descriptor any more (fileno -1), so this cannot reach another connection.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _HTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection that hands its socket to a watchdog as soon as it exists."""
+
+    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        assert self.sock is not None
+        self.watchdog.watch(self.sock)
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """As _HTTPConnection over TLS, the TLS socket watched once its handshake is done. The handshake
+    itself is bounded as one call: CPython's ssl module computes one deadline from the socket's
+    timeout when do_handshake starts and waits for every read within it (v3.11.7 Modules/_ssl.c,
+    _ssl__SSLSocket_do_handshake_impl), and that timeout is the request's seconds."""
+
+    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        assert self.sock is not None
+        self.watchdog.watch(self.sock)
 
 
 class Client:
@@ -175,12 +250,12 @@ class Client:
             seconds = min(seconds, self.deadline - time.monotonic())
         return seconds
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float, watchdog: _Watchdog) -> http.client.HTTPConnection:
         if self.scheme == "https":
-            return http.client.HTTPSConnection(
-                self.host, self.port, timeout=timeout, context=ssl.create_default_context()
+            return _HTTPSConnection(
+                self.host, self.port, timeout=timeout, context=ssl.create_default_context(), watchdog=watchdog
             )
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        return _HTTPConnection(self.host, self.port, timeout=timeout, watchdog=watchdog)
 
     def _headers(self, has_body: bool) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream"}
@@ -197,15 +272,15 @@ class Client:
         if seconds <= 0:
             raise EndpointError(f"{where}: not sent, the run's deadline has passed")
         payload = None if body is None else json.dumps(body).encode()
-        conn = self._connection(seconds)
-        watchdog = _Watchdog(conn, seconds)
+        watchdog = _Watchdog(seconds)
+        conn = self._connection(seconds, watchdog)
         try:
             conn.request(method, self.prefix + path, body=payload, headers=self._headers(payload is not None))
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException, ValueError) as exc:
             watchdog.cancel()
             conn.close()
-            if watchdog.fired:
+            if watchdog.explains(exc):
                 raise EndpointError(f"{where}: no answer within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where} failed: {_describe(exc)}") from None
         return conn, resp, watchdog, seconds
@@ -221,6 +296,7 @@ class Client:
                 )
             chunks, size = [], 0
             while True:
+                watchdog.before_read()
                 chunk = resp.read1(65536)
                 if not chunk:
                     break
@@ -232,7 +308,7 @@ class Client:
                 raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)")
             return Response(resp.status, b"".join(chunks), path)
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if watchdog.fired:
+            if watchdog.explains(exc):
                 raise EndpointError(f"{where}: answer not complete within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where}: reading the answer failed: {_describe(exc)}") from None
         finally:
@@ -256,10 +332,12 @@ class Client:
         where = f"POST {self.base_url}{path}"
         try:
             if resp.status >= 300:
+                watchdog.before_read()
                 text = resp.read(64 * 1024).decode("utf-8", errors="replace")
                 raise EndpointError(f"POST {path} answered HTTP {resp.status}: {error_message_text(text)}")
             events, total = 0, 0
             while True:
+                watchdog.before_read()
                 line = resp.readline(MAX_EVENT_BYTES + 1)
                 if watchdog.fired:
                     raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)")
@@ -278,7 +356,7 @@ class Client:
                     raise EndpointError(f"{where}: stream of more than {MAX_STREAM_EVENTS:,} events")
                 yield StreamEvent(time.perf_counter(), line[5:].strip().decode("utf-8", errors="replace"))
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            if watchdog.fired:
+            if watchdog.explains(exc):
                 raise EndpointError(f"{where}: stream not finished within {seconds:.1f} s (deadline)") from None
             raise EndpointError(f"{where}: stream broke: {_describe(exc)}") from None
         finally:

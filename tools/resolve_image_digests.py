@@ -14,16 +14,24 @@ development machines cannot. It speaks the OCI Distribution API with anonymous p
 2. on 401, read the `WWW-Authenticate: Bearer realm=...,service=...,scope=...` challenge, ask the
    realm for an anonymous token for `repository:<name>:pull`, and repeat the GET with it;
 3. take `Docker-Content-Digest` and check it against the sha256 of the body received: a registry
-   (or anything between) that names a digest the body does not hash to is refused.
+   (or anything between) that names a digest the body does not hash to is refused;
+4. check that the body is the manifest its content type names before its digest is used: all the
+   bytes its Content-Length declared, JSON, schemaVersion 2, a `mediaType` field (when present,
+   always for Docker's types) equal to the content type, `manifests` descriptors for an index or
+   manifest list, `config` and `layers` descriptors for a single-platform manifest. An empty
+   answer, a login page or half a manifest is never hashed into the table.
 
 Everything the registry sends is untrusted and bounded: each request has a deadline (--timeout, for
 a server that stalls or drips bytes), a manifest is read up to 4 MiB and a token answer up to 64 KiB,
-the content type must be a manifest type, tokens are parsed with common.untrusted's bounded JSON,
-and only https is spoken except to a loopback address (the tests' stand-in registry).
+the content type must be a manifest type, tokens are parsed with common.untrusted's bounded JSON
+and must be RFC 6750 b64tokens before they become a header, every http.client or socket failure (a
+status line that is not HTTP, too many headers, a bad chunk) is one line, and only https is spoken
+except to a loopback address (the tests' stand-in registry).
 
 Exit status: 0 every requested image resolved (and, with --write, the table rewritten);
 1 at least one image could not be resolved (one line each on stderr: unreachable, refused, a
-deadline, a body too large, a wrong content type); 2 bad arguments; 3 a digest check failed (the
+deadline, a body too large or truncated, a wrong content type, a body that is not the manifest its
+type names, an unusable token, an answer that is not HTTP); 2 bad arguments; 3 a digest check failed (the
 header names a digest the body does not hash to, or a malformed digest): treat as an attack or a
 broken proxy, and nothing is written; 4 common/images.py could not be rewritten; 5 (--check) the
 table lacks a digest the registry serves or names another one (a tag pushed again, or a cited digest
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import ipaddress
 import os
 import re
@@ -47,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from common import images
 from common.facts import Fact
@@ -64,7 +73,17 @@ MANIFEST_TYPES = (
 # The OCI distribution spec asks registries to accept manifests of at least 4 MiB; nothing larger
 # is a manifest this program would deploy.
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+INDEX_TYPES = MANIFEST_TYPES[:2]
+# The manifest fields each kind must carry (OCI image-spec v1.1.0 image-index.md and manifest.md:
+# schemaVersion 2, `manifests` an array for an index, `config` a descriptor and `layers` an array
+# for a manifest, a `mediaType` field that, when present, is the type the registry named; Docker's
+# distribution v2.8.3 docs/spec/manifest-v2-2.md: the same fields, `mediaType` required).
+DOCKER_TYPES = MANIFEST_TYPES[1::2]
 MAX_TOKEN_BYTES = 64 * 1024
+# What an `Authorization: Bearer` credential may hold: RFC 6750 section 2.1's b64token
+# (https://www.rfc-editor.org/rfc/rfc6750#section-2.1). Anything else (a control character, a
+# space, a character outside Latin-1) would be sent as a header or fail to encode; it is refused.
+B64TOKEN_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 MAX_CHALLENGE_CHARS = 2048
 DEFAULT_TIMEOUT = 30.0
 READ_CHUNK = 64 * 1024
@@ -146,18 +165,25 @@ def _with_deadline(fn: Callable[[], _T], seconds: float, what: str) -> _T:
 
 def _read_bounded(response, limit: int, what: str) -> bytes:
     declared = response.headers.get("Content-Length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared is not None and not declared.strip().isdigit():
+        raise ResolveError(f"{what}: Content-Length {excerpt(declared)} is not a number of bytes; refused")
+    if declared and int(declared) > limit:
         raise ResolveError(f"{what}: the answer declares {int(declared):,} bytes, more than the {limit:,} read")
     chunks: list[bytes] = []
     total = 0
     while True:
         chunk = response.read(READ_CHUNK)
         if not chunk:
-            return b"".join(chunks)
+            break
         total += len(chunk)
         if total > limit:
             raise ResolveError(f"{what}: the answer exceeds {limit:,} bytes; refused")
         chunks.append(chunk)
+    # http.client's read(n) returns what arrived when the connection closes early, without a word:
+    # a body shorter than it declared is a truncated one.
+    if declared and total != int(declared):
+        raise ResolveError(f"{what}: the answer declares {int(declared):,} bytes but {total:,} arrived; refused")
+    return b"".join(chunks)
 
 
 def _get(url: str, headers: dict[str, str], limit: int, timeout: float) -> tuple[int, dict[str, str], bytes]:
@@ -172,6 +198,10 @@ def _get(url: str, headers: dict[str, str], limit: int, timeout: float) -> tuple
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise ResolveError(f"{url}: {excerpt(str(reason))}") from None
+    except (http.client.HTTPException, ValueError) as err:
+        # A status line that is not HTTP, more than 100 headers, a chunk size that is not hex, a
+        # body cut inside a chunk: http.client raises these past urllib, which wraps only OSError.
+        raise ResolveError(f"{url}: not a usable HTTP answer ({type(err).__name__}: {excerpt(str(err), 80)})") from None
 
 
 _PARAM_RE = re.compile(r'(\w+)="([^"]*)"')
@@ -207,8 +237,14 @@ def _token(challenge: dict[str, str], repository: str, timeout: float) -> str:
     except (InputLimitError, NotJsonError) as err:
         raise ResolveError(str(err)) from None
     token = answer.get("token") or answer.get("access_token") if isinstance(answer, dict) else None
-    if not isinstance(token, str) or not token or any(c in token for c in "\r\n"):
+    if not isinstance(token, str) or not token:
         raise ResolveError(f"token endpoint {excerpt(realm)} gave no usable token")
+    if not B64TOKEN_RE.fullmatch(token):
+        # Never quoted: it is a credential, and it may hold what breaks a terminal line.
+        raise ResolveError(
+            f"token endpoint {excerpt(realm)} gave a token with characters a Bearer token cannot hold "
+            "(control characters, spaces or non-ASCII; RFC 6750 b64token); not sent"
+        )
     return token
 
 
@@ -246,11 +282,60 @@ def resolve(ref: str, endpoints: dict[str, str], timeout: float) -> tuple[str, s
         raise ResolveError(f"{url} answered with content type {excerpt(media_type) or 'none'}, not a manifest")
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
     claimed = headers.get("docker-content-digest", "").strip()
-    if claimed and not images.DIGEST_RE.match(claimed):
+    if claimed and not images.DIGEST_RE.fullmatch(claimed):
         raise DigestMismatch(f"{url}: Docker-Content-Digest {excerpt(claimed)} is not sha256:<64 hex>")
     if claimed and claimed != computed:
         raise DigestMismatch(f"{url}: Docker-Content-Digest {claimed} but the body hashes to {computed}; refused")
+    problem = manifest_problem(body, media_type)
+    if problem:
+        raise ResolveError(f"{url}: the {media_type} answer is not one: {problem}; refused")
     return computed, url, media_type
+
+
+def _is_descriptor(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("mediaType"), str)
+        and isinstance(value.get("digest"), str)
+        and isinstance(value.get("size"), int)
+        and not isinstance(value.get("size"), bool)
+        and value["size"] >= 0
+    )
+
+
+def manifest_problem(body: bytes, media_type: str) -> str | None:
+    """Why `body` is not the manifest kind `media_type` names (None when it is): the digest of an
+    empty answer, a login page or half a manifest must never be written into common/images.py."""
+    if not body:
+        return "the body is empty"
+    try:
+        doc = loads_json(body, "the manifest", max_bytes=MAX_MANIFEST_BYTES)
+    except (InputLimitError, NotJsonError) as err:
+        return excerpt(str(err), 120)
+    if not isinstance(doc, dict):
+        return "the body is not a JSON object"
+    if doc.get("schemaVersion") != 2 or isinstance(doc.get("schemaVersion"), bool):
+        return f"schemaVersion is {excerpt(doc.get('schemaVersion'))}, not 2"
+    declared = doc.get("mediaType")
+    if declared is None and media_type in DOCKER_TYPES:
+        return "no mediaType field (Docker manifests must name their type)"
+    if declared is not None and declared != media_type:
+        return f"its mediaType field says {excerpt(declared, 100)}"
+    if media_type in INDEX_TYPES:
+        manifests = doc.get("manifests")
+        if not isinstance(manifests, list) or not all(_is_descriptor(m) for m in manifests):
+            return "no `manifests` list of descriptors (mediaType, digest, size)"
+        if "layers" in doc or "config" in doc:
+            return "it carries an image manifest's config or layers"
+        return None
+    if not _is_descriptor(doc.get("config")):
+        return "no `config` descriptor (mediaType, digest, size)"
+    layers = doc.get("layers")
+    if not isinstance(layers, list) or not all(_is_descriptor(layer) for layer in layers):
+        return "no `layers` list of descriptors"
+    if "manifests" in doc:
+        return "it carries an index's manifests"
+    return None
 
 
 def _entry_source(r: Resolved, when: str) -> str:

@@ -1,13 +1,16 @@
-"""Fuzzing the smoke check and the load sweep against a misbehaving server on 127.0.0.1.
+"""Fuzzing the smoke check, the load sweep and the verification runner against a misbehaving server
+on 127.0.0.1.
 
 tests/support/fuzz/fault_server.py serves an honest tiny "vLLM" whose endpoints can each be given a fault
 (drip, stall, endless stream, 3 GB body, lies, malformed or nested JSON, wrong content type, error
-events, closed connections). Property, for every scenario: the tool, run as users run it in a
+events, closed connections); every drip and stall also comes behind `Connection: close`, an HTTP/1.0
+status line and chunked bodies, kept alive or closed. Property, for every scenario: the tool, run as users run it in a
 subprocess under RLIMIT_AS, ends within its own deadline plus a margin, prints no traceback and no
 "unexpected answer" (an answer shape no check foresaw), and exits as documented: the smoke check 0
 only when every endpoint it reads is honest, 3 when the only lie is a KV-cache capacity below the
-expected one, else 1; the load sweep 0 when its requests could
-succeed, 1 when the endpoints it needs are broken.
+expected one, else 1 (the verification runner, which runs smoke's checks with the plan's numbers,
+the same); the load sweep 0 when its requests could succeed, 1 when the endpoints it needs are
+broken.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from tests.support.fuzz import figures
-from tests.support.fuzz.endpoint_runs import clean_problems, loadtest, smoke
+from tests.support.fuzz.endpoint_runs import clean_problems, loadtest, smoke, verify
 from tests.support.fuzz.settings import fuzz_settings, survey
 from tests.support.fuzz.strategies import scenarios
 
@@ -49,6 +52,13 @@ LOAD_HARMLESS = {
         "drip_headers",
         "huge_body",
         "huge_declared",
+        # The same drips and stalls behind every framing (issue 28): cut at the request deadline,
+        # then the sweep goes on without /tokenize.
+        "drip_close",
+        "drip_http10",
+        "drip_chunked",
+        "drip_chunked_close",
+        "stall_after_headers_close",
         # The sweep never asks for return_token_strs (endpoint_tools/loadtest.py counts token
         # ids only), so a server that garbles token_strs answers the sweep honestly.
         "token_strs_missing",
@@ -114,6 +124,11 @@ def _record(tool: str, proc, seconds: float, found: list[str]) -> None:
 
 @fuzz_settings(default_examples=5, long_share=0.15)
 @given(scenario=scenarios(SMOKE_ENDPOINTS))
+# Issue 28: behind `Connection: close`, HTTP/1.0 or a closing chunked body a drip outlived every
+# deadline (the watchdog shut a socket http.client had handed to the response).
+@example(scenario={"chat_stream": "drip_close"})
+@example(scenario={"models": "drip_chunked_close", "metrics": "drip_http10"})
+@example(scenario={"chat_stream": "drip_events"})
 def test_smoke_against_any_server_ends_in_time_with_the_right_exit(server, scenario):
     server.set(scenario)
     proc, seconds = smoke(server)
@@ -142,6 +157,8 @@ def test_smoke_recording_golden_answers_against_any_server_ends_in_time_with_the
 # Found by a random draw: a /tokenize whose token_strs are wrong serves the sweep, which reads ids.
 @example(scenario={"tokenize": "token_strs_missing"})
 @example(scenario={"tokenize": "token_strs_huge"})
+@example(scenario={"completions_stream": "drip_http10"})
+@example(scenario={"tokenize": "drip_chunked_close"})
 def test_load_sweep_against_any_server_ends_in_time_with_the_right_exit(server, scenario):
     server.set(scenario)
     proc, seconds = loadtest(server)
@@ -151,3 +168,23 @@ def test_load_sweep_against_any_server_ends_in_time_with_the_right_exit(server, 
         "\n".join(found) + f"\nscenario: {scenario}\nstdout: {proc and proc.stdout[-1500:]}"
         f"\nstderr: {proc and proc.stderr[-1500:]}"
     )
+
+
+def verify_problems(scenario: dict[str, str], proc, seconds: float) -> list[str]:
+    found = clean_problems(proc, seconds)
+    if proc is not None and proc.returncode != expected_smoke_exit(scenario):
+        found.append(f"exit {proc.returncode}, expected {expected_smoke_exit(scenario)}")
+    return found
+
+
+@fuzz_settings(default_examples=3, long_share=0.1)
+@given(scenario=scenarios(SMOKE_ENDPOINTS))
+@example(scenario={"chat": "drip_close", "tokenize": "drip_chunked"})
+def test_the_verification_runner_against_any_server_ends_in_time_with_the_right_exit(server, scenario):
+    # The Job's runner (endpoint_tools/verify.py) runs smoke's checks with the template and kv
+    # checks on, as the smoke runs here do, so smoke's exits are its exits.
+    server.set(scenario)
+    proc, seconds = verify(server)
+    found = verify_problems(scenario, proc, seconds)
+    _record("verify", proc, seconds, found)
+    assert survey() or not found, "\n".join(found) + f"\nscenario: {scenario}\nstdout: {proc and proc.stdout[-2000:]}"

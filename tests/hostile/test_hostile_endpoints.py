@@ -1,4 +1,5 @@
-"""Issue 15, smoke and load: each class of server misbehaviour the issue lists, as a named test.
+"""Issues 15 and 28, smoke, load and the verification runner: each class of server misbehaviour
+the issues list, as a named test.
 
 Before: only per-read timeouts (a server dripping a byte every two seconds, an endless stream or a
 stall after /health kept them running for minutes), tracebacks on `{"data": null}`, `"usage": []`,
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.fuzz.endpoint_runs import MARGIN_SECONDS, RUN_SECONDS, clean_problems, loadtest, smoke
+from tests.support.fuzz.endpoint_runs import MARGIN_SECONDS, RUN_SECONDS, clean_problems, loadtest, smoke, verify
 
 
 def smoke_result(server, scenario):
@@ -171,3 +172,88 @@ def test_an_endless_stream_is_cut_at_the_request_deadline(server):
 def test_an_honest_server_sweeps_cleanly(server):
     proc = load_result(server, {})
     assert proc.returncode == 0 and "3/3" in proc.stdout
+
+
+# -- Issue 28, item 3: deadlines that hold on every connection ----------------------------------------
+#
+# Before: behind `Connection: close`, an HTTP/1.0 status line or a chunked body that closes, a server
+# dripping a byte a second kept smoke (--timeout 2 --total-timeout 8), the load sweep and the
+# verification runner alive until the harness killed them (48 s and counting; the drip never ends):
+# http.client had handed the socket to the response and the watchdog looked at the connection's.
+# Each framing, each tool: it ends within its run deadline plus SLACK_SECONDS with its documented
+# exit status and one line per failed check naming the deadline.
+
+FRAMINGS = (
+    "drip_body",  # keep-alive, Content-Length
+    "drip_close",  # Connection: close, read until close
+    "drip_http10",  # HTTP/1.0 status line, read until close
+    "drip_chunked",  # chunked, kept alive
+    "drip_chunked_close",  # chunked, Connection: close
+    "stall_after_headers",  # headers with a length, then nothing
+    "stall_after_headers_close",  # headers of a close-delimited body, then nothing
+    "stall_before_headers",  # nothing, not even the status line
+)
+# Short deadlines, and room for a loaded 2-core machine: interpreter start-up, the last request's
+# cut-off, the watchdog's thread being scheduled.
+REQUEST, RUN, SLACK_SECONDS = 2, 5, 10
+EVERY_ENDPOINT_BUT_HEALTH = ("models", "chat", "chat_stream", "tokenize", "metrics")
+DEADLINE_WORDS = ("(deadline)", "the run's deadline has passed")
+
+
+def _failed_lines(stdout: str) -> dict[str, str]:
+    return {line.split()[1]: line for line in stdout.splitlines() if line.startswith("FAIL")}
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize("tool", [smoke, verify], ids=["smoke", "verify"])
+def test_smoke_and_the_verification_runner_end_within_the_run_deadline_behind_every_framing(server, tool, framing):
+    server.set(dict.fromkeys(EVERY_ENDPOINT_BUT_HEALTH, framing))
+    proc, seconds = tool(server, request=REQUEST, run=RUN)
+    assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
+    assert seconds < RUN + SLACK_SECONDS, f"{seconds:.1f} s for a run deadline of {RUN} s"
+    assert proc.returncode == 1, proc.stdout
+    failed = _failed_lines(proc.stdout)
+    # Every check that reads a dripping endpoint fails on the deadline (context fails for want of
+    # the max-model-len /v1/models did not give).
+    assert set(failed) == {"models", "chat", "stream", "context", "metrics", "kv", "template"}, proc.stdout
+    for check, line in failed.items():
+        assert check == "context" or any(w in line for w in DEADLINE_WORDS), line
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_one_dripping_request_fails_its_check_at_the_request_timeout(server, framing):
+    server.set({"chat_stream": framing})
+    proc, seconds = smoke(server, request=REQUEST, run=RUN)
+    assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
+    assert seconds < RUN + SLACK_SECONDS
+    assert proc.returncode == 1 and list(_failed_lines(proc.stdout)) == ["stream"], proc.stdout
+    # "no answer within" when the status line never came, "not finished within" after it.
+    assert f" within {REQUEST:.1f} s (deadline)" in _failed_lines(proc.stdout)["stream"]
+
+
+def test_a_stream_that_drips_its_next_event_fails_at_the_request_timeout(server):
+    # One honest chunk, then `data: ` and a space a second on a close-delimited stream.
+    server.set({"chat_stream": "drip_events"})
+    proc, seconds = smoke(server, request=REQUEST, run=RUN)
+    assert not clean_problems(proc, seconds) and seconds < RUN + SLACK_SECONDS
+    assert list(_failed_lines(proc.stdout)) == ["stream"] and "(deadline)" in proc.stdout
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_the_load_sweep_ends_within_its_timeout_behind_every_framing(server, framing):
+    server.set({"completions_stream": framing})
+    proc, seconds = loadtest(server, request=REQUEST, run=RUN)
+    assert not clean_problems(proc, seconds), clean_problems(proc, seconds)
+    assert seconds < RUN + SLACK_SECONDS, f"{seconds:.1f} s for a sweep timeout of {RUN} s"
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("errors at")]
+    assert errors and all(any(w in line for w in ("(deadline)", "--timeout")) for line in errors), proc.stdout
+
+
+@pytest.mark.parametrize("framing", ["drip_close", "drip_http10", "drip_chunked_close"])
+def test_a_set_up_request_that_drips_ends_the_sweep_with_one_line(server, framing):
+    server.set({"models": framing})
+    proc, seconds = loadtest(server, request=REQUEST, run=RUN)
+    assert not clean_problems(proc, seconds) and seconds < RUN + SLACK_SECONDS
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and "/v1/models" in lines[0] and "(deadline)" in lines[0], lines

@@ -1,4 +1,4 @@
-"""tools/resolve_image_digests.py against a local stand-in registry (tests/support/registry_standin.py).
+"""tools/resolve_image_digests.py against a local (and lying) stand-in registry (tests/support/registry_standin.py).
 
 An honest registry: the token challenge is answered, the digest is checked and printed, and
 --write rewrites common/images.py (a copy) so the program deploys `repo:tag@sha256:...`. A hostile
@@ -8,54 +8,30 @@ one line naming the image and a documented exit status, never a traceback, and n
 
 from __future__ import annotations
 
+import hashlib
+import json
 import runpy
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from common import images
 from tests.support import paths
-from tests.support.fuzz.harness import limit_memory
-from tests.support.registry_standin import DIGEST, StandInRegistry
+from tests.support.fuzz.resolver_runs import MARGIN, TIMEOUT, run
+from tests.support.registry_standin import (
+    DIGEST,
+    DOCKER_MANIFEST_TYPE,
+    INDEX_TYPE,
+    LIST_TYPE,
+    OCI_MANIFEST_TYPE,
+    Answer,
+    manifest_of,
+)
 from tools import resolve_image_digests as tool
 
 ROOT = paths.ROOT
-TIMEOUT = 2
-MARGIN = 15
-
-
-@pytest.fixture(scope="module")
-def registry():
-    srv = StandInRegistry().start()
-    yield srv
-    srv.stop()
-
-
-def run(registry, *args: str) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.resolve_image_digests",
-            "--timeout",
-            str(TIMEOUT),
-            "--endpoint",
-            f"docker.io={registry.url}",
-            "--endpoint",
-            f"ghcr.io={registry.url}",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT * 8 + MARGIN,
-        preexec_fn=limit_memory(1024**3),
-    )
-    return proc, time.monotonic() - started
 
 
 def test_an_honest_registry_resolves_through_the_token_challenge(registry):
@@ -204,3 +180,119 @@ def test_the_challenge_parser_takes_realm_service_and_scope():
         tool.parse_challenge('Basic realm="x"')
     with pytest.raises(tool.ResolveError, match="refused"):
         tool.parse_challenge("Bearer " + "a" * 5000)
+
+
+# -- Issue 28, item 4: what is not a manifest is refused, and nothing is written --------------------
+#
+# Before: an empty, HTML or truncated body under a manifest content type was accepted and its sha256
+# written into common/images.py; a status line that is not HTTP, a bad chunk and more than 100
+# headers were tracebacks; a token with a character outside Latin-1 was a traceback and one with a
+# control character was sent as a header.
+
+INDEX = manifest_of(INDEX_TYPE)
+IMAGE = manifest_of(OCI_MANIFEST_TYPE)
+
+
+def _resolve_with(registry, tmp_path, answer: Answer | None = None, token: str | None = None):
+    registry.fault, registry.answer, registry.token = None, answer, token
+    registry.requests.clear()
+    module = tmp_path / "images.py"
+    shutil.copy(ROOT / "common" / "images.py", module)
+    before = module.read_text()
+    try:
+        proc, seconds = run(registry, "--only", "vllm", "--write", "--module", str(module))
+    finally:
+        registry.answer, registry.token = None, None
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert seconds < TIMEOUT + MARGIN
+    return proc, module.read_text() != before
+
+
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (Answer(body=b""), "the body is empty"),
+        (Answer(body=b"<html><body>Sign in</body></html>"), "not valid JSON"),
+        (Answer(body=INDEX, framing="truncated"), f"declares {2 * len(INDEX) + 1:,} bytes but {len(INDEX):,} arrived"),
+        (Answer(body=INDEX[: len(INDEX) // 2]), "not valid JSON"),
+        (Answer(status_line=b"HTCPCP/1.0 418 I'm a teapot"), "not a usable HTTP answer (BadStatusLine"),
+        (Answer(status_line=b"HTTP/1.1 2OO OK"), "not a usable HTTP answer (BadStatusLine"),
+        (Answer(framing="bad_chunk"), "not a usable HTTP answer (IncompleteRead"),
+        (Answer(extra_headers=tuple((b"X-H%d" % i, b"v") for i in range(150))), "got more than 100 headers"),
+        (Answer(extra_headers=((b"Content-Length", b"12abc"),), framing="close"), "Content-Length"),
+        (Answer(body=b"[1, 2, 3]"), "not a JSON object"),
+        (Answer(body=b'{"schemaVersion": 1, "manifests": []}'), "schemaVersion is 1, not 2"),
+        (Answer(body=b'{"schemaVersion": true, "manifests": []}'), "not 2"),
+        (Answer(body=IMAGE), f"its mediaType field says '{OCI_MANIFEST_TYPE}'"),
+        (Answer(body=INDEX, content_type=OCI_MANIFEST_TYPE), f"its mediaType field says '{INDEX_TYPE}'"),
+        (Answer(body=b'{"schemaVersion": 2}'), "no `manifests` list"),
+        (Answer(body=b'{"schemaVersion": 2, "manifests": [{"digest": 5}]}'), "no `manifests` list of descriptors"),
+        (Answer(body=manifest_of(LIST_TYPE, with_media_type=False), content_type=LIST_TYPE), "no mediaType field"),
+        (Answer(body=b'{"schemaVersion": 2, "config": {}}', content_type=OCI_MANIFEST_TYPE), "no `config`"),
+        (
+            Answer(
+                body=json.dumps({**json.loads(manifest_of(DOCKER_MANIFEST_TYPE)), "layers": 5}).encode(),
+                content_type=DOCKER_MANIFEST_TYPE,
+            ),
+            "no `layers` list",
+        ),
+        (Answer(body=b'{"schemaVersion": 2, "manifests": [' * 200 + b"]}" * 200), "nested deeper"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_a_body_that_is_not_the_manifest_its_type_names_is_refused_and_not_written(registry, tmp_path, answer, says):
+    proc, written = _resolve_with(registry, tmp_path, answer)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == tool.EXIT_UNRESOLVED, (proc.returncode, proc.stderr)
+    assert len(lines) == 1 and lines[0].startswith("vllm: not resolved: ") and says in lines[0], proc.stderr
+    assert not written, "no digest of a refused body is written"
+
+
+def test_a_digest_lie_on_a_body_that_is_not_a_manifest_is_still_the_digest_check(registry, tmp_path):
+    proc, written = _resolve_with(registry, tmp_path, Answer(body=b"", digest=DIGEST))
+    assert proc.returncode == tool.EXIT_DIGEST_MISMATCH and "but the body hashes to" in proc.stderr
+    assert not written
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["tok\x01en", "tok\x7fen", "tok\u0085en", "tok\ten", "tok en", "tok\u2603en", "tok\u00e9en", "tok\x00"],
+    ids=["SOH", "DEL", "NEL", "tab", "space", "snowman", "e-acute", "NUL"],
+)
+def test_a_token_a_bearer_header_cannot_hold_is_refused_before_it_is_sent(registry, tmp_path, token):
+    proc, written = _resolve_with(registry, tmp_path, token=token)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == tool.EXIT_UNRESOLVED and len(lines) == 1 and "not sent" in lines[0], proc.stderr
+    assert token not in proc.stderr, "a credential is never quoted"
+    assert [auth for _, auth in registry.requests if auth] == [], "no request carried the token"
+    assert not written
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Answer(body=INDEX),
+        Answer(body=manifest_of(INDEX_TYPE, with_media_type=False)),
+        Answer(body=manifest_of(LIST_TYPE), content_type=LIST_TYPE),
+        Answer(body=IMAGE, content_type=OCI_MANIFEST_TYPE),
+        Answer(body=manifest_of(DOCKER_MANIFEST_TYPE), content_type=DOCKER_MANIFEST_TYPE),
+        Answer(body=INDEX, framing="chunked"),
+        Answer(body=INDEX, framing="close", digest=None),
+        Answer(body=INDEX, content_type=INDEX_TYPE + "; charset=utf-8"),
+    ],
+    ids=[
+        "oci-index",
+        "oci-index-untyped",
+        "docker-list",
+        "oci-manifest",
+        "docker-manifest",
+        "chunked",
+        "close",
+        "param",
+    ],
+)
+def test_every_manifest_kind_resolves_to_its_own_digest(registry, tmp_path, answer):
+    proc, written = _resolve_with(registry, tmp_path, answer)
+    digest = "sha256:" + hashlib.sha256(answer.body).hexdigest()
+    assert proc.returncode == tool.EXIT_OK and f"@{digest}" in proc.stdout, proc.stderr
+    assert written

@@ -1,12 +1,14 @@
-"""Running the smoke check and the load sweep against the fault server, as users run them: a
+"""Running the smoke check, the load sweep and the verification runner against the fault server, as users run them: a
 subprocess under RLIMIT_AS with a wall-clock bound of the tool's own deadline plus a margin.
 Shared by tests/fuzz/test_fuzz_endpoints.py (the properties) and tests/hostile/test_hostile_endpoints.py (the
 named regressions)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -29,7 +31,9 @@ def server():
     srv.stop()
 
 
-def run_tool(module: str, args: list[str]) -> tuple[subprocess.CompletedProcess | None, float]:
+def run_tool(
+    module: str, args: list[str], run_seconds: float = RUN_SECONDS
+) -> tuple[subprocess.CompletedProcess | None, float]:
     started = time.monotonic()
     try:
         proc = subprocess.run(
@@ -37,7 +41,7 @@ def run_tool(module: str, args: list[str]) -> tuple[subprocess.CompletedProcess 
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=RUN_SECONDS + MARGIN_SECONDS,
+            timeout=run_seconds + MARGIN_SECONDS,
             preexec_fn=limit_memory(MEMORY),
         )
     except subprocess.TimeoutExpired:
@@ -45,7 +49,7 @@ def run_tool(module: str, args: list[str]) -> tuple[subprocess.CompletedProcess 
     return proc, time.monotonic() - started
 
 
-def smoke(server: FaultServer, *extra: str):
+def smoke(server: FaultServer, *extra: str, request: float = REQUEST_SECONDS, run: float = RUN_SECONDS):
     return run_tool(
         "components.smoke",
         [
@@ -54,18 +58,19 @@ def smoke(server: FaultServer, *extra: str):
             "--model",
             MODEL,
             "--timeout",
-            str(REQUEST_SECONDS),
+            str(request),
             "--total-timeout",
-            str(RUN_SECONDS),
+            str(run),
             "--expect-kv-tokens",
             str(KV_TOKENS),
             "--check-template",
             *extra,
         ],
+        run,
     )
 
 
-def loadtest(server: FaultServer, *extra: str):
+def loadtest(server: FaultServer, *extra: str, request: float = REQUEST_SECONDS, run: float = RUN_SECONDS):
     return run_tool(
         "components.loadtest",
         [
@@ -74,9 +79,9 @@ def loadtest(server: FaultServer, *extra: str):
             "--model",
             MODEL,
             "--timeout",
-            str(RUN_SECONDS),
+            str(run),
             "--request-timeout",
-            str(REQUEST_SECONDS),
+            str(request),
             "--requests",
             "3",
             "--concurrency",
@@ -87,7 +92,26 @@ def loadtest(server: FaultServer, *extra: str):
             "fixed:4",
             *extra,
         ],
+        run,
     )
+
+
+def verify(server: FaultServer, request: float = REQUEST_SECONDS, run: float = RUN_SECONDS):
+    """The verification Job's runner (endpoint_tools/verify.py) with one target: the fault server,
+    with the request and total deadlines the targets file gives it."""
+    target = {
+        "model": MODEL,
+        "baseUrl": server.url,
+        "names": [],
+        "expectKvTokens": KV_TOKENS,
+        "requestTimeoutSeconds": request,
+        "totalTimeoutSeconds": run,
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/targets.json"
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"targets": [target]}, handle)
+        return run_tool("endpoint_tools.verify", ["--targets", path], run)
 
 
 def clean_problems(proc, seconds: float) -> list[str]:

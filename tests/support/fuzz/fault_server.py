@@ -28,6 +28,10 @@ MAX_MODEL_LEN = 256
 KV_TOKENS = 4096
 TEMPLATE_TOKENS = 5  # what the "chat template" adds to every prompt
 TEMPLATE_TOKEN = "<|t|>"  # the token it adds, as /tokenize's token_strs name it
+# A drip's pace: one byte a second, each arriving well within any per-read timeout a tool sets.
+DRIP_SECONDS = 1.0
+# What a drip sends, a byte at a time: the start of a plausible answer, then spaces.
+DRIP_PREFIX = b'{"data": ['
 
 # Endpoints as the tools use them: (method, path, streamed?).
 ENDPOINTS = ("health", "models", "chat", "chat_stream", "completions_stream", "tokenize", "metrics")
@@ -41,6 +45,15 @@ GENERIC_FAULTS = (
     "stall_after_headers",
     "drip_body",
     "drip_headers",
+    # The same drip behind every way HTTP/1.1 delimits a body (issue 28): `Connection: close` with no
+    # length (read until close), an HTTP/1.0 status line, chunked (kept alive and closed), and headers
+    # announcing a close-delimited body and then nothing. http.client hands the socket of a closing
+    # connection to the response, so a deadline must reach the response's own socket.
+    "drip_close",
+    "drip_http10",
+    "drip_chunked",
+    "drip_chunked_close",
+    "stall_after_headers_close",
     "huge_body",
     "huge_declared",
     "not_json",
@@ -73,6 +86,7 @@ SPECIFIC_FAULTS = {
     ),
     "chat_stream": (
         "endless",
+        "drip_events",
         "error_event",
         "no_done",
         "odd_events",
@@ -84,6 +98,7 @@ SPECIFIC_FAULTS = {
     ),
     "completions_stream": (
         "endless",
+        "drip_events",
         "error_event",
         "no_done",
         "odd_events",
@@ -276,6 +291,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 self._sleep(0.3)
             return None
+        if behaviour in ("drip_close", "drip_http10", "drip_chunked", "drip_chunked_close"):
+            return self._drip(behaviour)
+        if behaviour == "stall_after_headers_close":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            self.close_connection = True
+            while self._alive():
+                self._sleep(0.5)
+            return None
         if behaviour == "drip_headers":
             for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 60000:
                 if not self._alive():
@@ -321,6 +348,30 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour == "long_line":
             return self._send(200, b'{"x": "' + b"y" * (4 * 1024 * 1024) + b'"}')
         raise AssertionError(f"unknown behaviour {behaviour}")
+
+    def _drip(self, behaviour: str) -> None:
+        """A 200 whose body never ends in time, one byte every DRIP_SECONDS, framed as `behaviour` says."""
+        chunked = behaviour.startswith("drip_chunked")
+        self.close_connection = behaviour != "drip_chunked"
+        if behaviour == "drip_http10":
+            # An HTTP/1.0 answer without a length: the body runs until the server closes.
+            self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n")
+        else:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+        self.wfile.flush()
+        sent = 0
+        while self._alive():
+            byte = DRIP_PREFIX[sent : sent + 1] or b" "
+            self.wfile.write(b"1\r\n" + byte + b"\r\n" if chunked else byte)
+            self.wfile.flush()
+            sent += 1
+            self._sleep(DRIP_SECONDS)
 
     # -- honest answers (and endpoint-specific lies) -----------------------------------------------
 
@@ -428,6 +479,15 @@ class _Handler(BaseHTTPRequestHandler):
             while self._alive():
                 self._event(chunk(" word"))
                 self._sleep(0.01)
+            return
+        if behaviour == "drip_events":
+            # One honest chunk, then the next event a byte a second (the stream is close-delimited).
+            self._event(chunk(" word"))
+            self.wfile.write(b"data: ")
+            while self._alive():
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                self._sleep(DRIP_SECONDS)
             return
         if behaviour == "many_tiny_events":
             for _ in range(300_000):

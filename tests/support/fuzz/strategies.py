@@ -738,3 +738,96 @@ def scenarios(endpoints: tuple[str, ...]) -> st.SearchStrategy[dict[str, str]]:
         return {endpoint: draw(st.sampled_from(behaviours(endpoint))) for endpoint in chosen}
 
     return build()
+
+
+# ---------------------------------------------------------------------------------------------
+# A lying registry (tools/resolve_image_digests.py)
+
+
+@dataclass(frozen=True)
+class RegistryCase:
+    answer: Any  # tests.support.registry_standin.Answer
+    token: str | None
+    # The exit status the resolver owes this case (0 resolved, 1 refused, 3 a digest check failed),
+    # decided from what was planted, in the order the resolver's docstring gives its checks.
+    expected_exit: int
+
+
+GOOD_STATUS_LINES = [b"HTTP/1.1 200 OK", b"HTTP/1.0 200 OK", b"HTTP/1.1 200 Fine"]
+BAD_STATUS_LINES = [b"HTCPCP/1.0 418 I'm a teapot", b"HTTP/1.1 2OO OK", b"", b"\x00\x01\x02", b"HTTP/9.9 200 OK"]
+OTHER_STATUS_LINES = [b"HTTP/1.1 404 Not Found", b"HTTP/1.1 500 Oops", b"HTTP/1.1 204 No Content", b"HTTP/1.1 401 No"]
+BAD_TOKENS = ["tok\x01", "tok\x7f", "t\u0085k", "tok en", "tok\u2603", "tok\u00e9", "tok\ten", "to\x00k"]
+NOT_MANIFESTS = [
+    b"",
+    b"<html><body>Sign in</body></html>",
+    b"[1, 2, 3]",
+    b"null",
+    b'{"schemaVersion": 1, "manifests": []}',
+    b'{"schemaVersion": 2}',
+    b'{"schemaVersion": 2, "manifests": [{"digest": 5}]}',
+    b'{"schemaVersion": 2, "manifests": NaN}',
+    b"[" * 10_000,
+    b"\xff\xfe\x00garbage",
+]
+LIE_DIGESTS = ["sha256:" + "0" * 64, "md5:abc", "sha256:" + "A" * 64, "sha256:" + "ab" * 31]
+
+
+@st.composite
+def registry_lies(draw) -> RegistryCase:
+    """A manifest answer with zero to three lies planted: the status line, the content type, the
+    body (not a manifest, half of one, another kind), its framing (truncated, a bad chunk), the
+    digest header, 150 headers, a token no Bearer header can hold."""
+    from tests.support.registry_standin import Answer, manifest_of
+    from tools.resolve_image_digests import INDEX_TYPES, MANIFEST_TYPES
+
+    kind = draw(st.sampled_from(MANIFEST_TYPES))
+    typed = draw(st.booleans())
+    body_choice = draw(st.sampled_from(["honest", "honest", "honest", "half", "other", "binary"]))
+    honest = manifest_of(kind, with_media_type=typed)
+    body = {
+        "honest": honest,
+        "half": honest[: draw(st.integers(0, len(honest) - 1))],
+        "other": draw(st.sampled_from(NOT_MANIFESTS)),
+        "binary": draw(st.binary(max_size=64)),
+    }[body_choice]
+    content_type = draw(
+        st.sampled_from([kind, kind, kind + "; charset=utf-8", *MANIFEST_TYPES, "text/html", "application/json", None])
+    )
+    status_line = draw(st.sampled_from(GOOD_STATUS_LINES * 4 + BAD_STATUS_LINES + OTHER_STATUS_LINES))
+    framing = draw(st.sampled_from(["length", "length", "close", "chunked", "bad_chunk", "truncated"]))
+    digest = draw(st.sampled_from(["honest", "honest", None, *LIE_DIGESTS]))
+    many_headers = draw(st.integers(0, 9)) == 0
+    token = draw(st.sampled_from([None] * 6 + BAD_TOKENS))
+    extra = tuple((b"X-H%d" % i, b"v") for i in range(150)) if many_headers else ()
+    answer = Answer(body, content_type, status_line, framing, digest, extra)
+
+    base_type = (content_type or "").split(";")[0].strip()
+
+    def is_index(media_type: str) -> bool:
+        return media_type in INDEX_TYPES
+
+    def expected() -> int:
+        if token is not None:
+            return 1  # refused before it is sent
+        if status_line in BAD_STATUS_LINES or framing == "bad_chunk" or many_headers:
+            return 1  # not HTTP
+        if status_line not in GOOD_STATUS_LINES:
+            return 1  # not 200
+        if base_type not in MANIFEST_TYPES or framing == "truncated":
+            return 1
+        if digest not in ("honest", None):
+            return 3
+        if body_choice != "honest":
+            # A prefix of a manifest or one of NOT_MANIFESTS is never one; random bytes could be
+            # only by a miracle the property would report.
+            return 1
+        same_kind = is_index(kind) == is_index(base_type)
+        docker = base_type not in (
+            "application/vnd.oci.image.index.v1+json",
+            "application/vnd.oci.image.manifest.v1+json",
+        )
+        if kind == base_type or (not typed and same_kind and not docker):
+            return 0
+        return 1
+
+    return RegistryCase(answer, token, expected())
