@@ -102,6 +102,11 @@ class RecordedResource:
     # For a read of an existing object (`Resource.get`): the id it was read by; None for a resource
     # the program creates.
     read_id: str | None = None
+    # Lifecycle options the engine acts on in later updates and on destroy: retainOnDelete (destroy
+    # drops it from state and leaves the cloud resource), replaceOnChanges, ignoreChanges.
+    retain_on_delete: bool = False
+    replace_on_changes: tuple[str, ...] = ()
+    ignore_changes: tuple[str, ...] = ()
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -345,6 +350,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.mocks.registering.urn = self.make_urn(request.parent, request.type, request.name)
         self.mocks.registering.dependencies = tuple(request.dependencies)
         self.mocks.registering.read = read
+        self.mocks.registering.retain_on_delete = bool(getattr(request, "retainOnDelete", False))
+        self.mocks.registering.replace_on_changes = tuple(getattr(request, "replaceOnChanges", ()) or ())
+        self.mocks.registering.ignore_changes = tuple(getattr(request, "ignoreChanges", ()) or ())
         timeouts = getattr(request, "customTimeouts", None)
         self.mocks.registering.custom_timeouts = (
             {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)}
@@ -391,6 +399,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 dependencies=getattr(self.registering, "dependencies", ()),
                 custom_timeouts=dict(getattr(self.registering, "custom_timeouts", {}) or {}),
                 read_id=args.resource_id if read else None,
+                retain_on_delete=getattr(self.registering, "retain_on_delete", False),
+                replace_on_changes=getattr(self.registering, "replace_on_changes", ()),
+                ignore_changes=getattr(self.registering, "ignore_changes", ()),
             )
         )
         if (
