@@ -449,6 +449,11 @@ class Evaluation:
     call_results: list[tuple[str, dict, dict]] = field(default_factory=list)
     # Secret keys the stack file lacks that the evaluation stood in for (see evaluate_stack).
     assumed_secrets: list[str] = field(default_factory=list)
+    # The config the program ran with (CLI form: "llm-serving:key" -> string) and its secret keys,
+    # and the program file: what a second evaluation with one change needs (update_diff.py).
+    config: dict[str, str] = field(default_factory=dict)
+    secret_keys: list[str] = field(default_factory=list)
+    program: Path | None = None
 
     def tree(self) -> list[tuple[int, str, str]]:
         """(depth, type, name) for every resource below the stack, parents before children."""
@@ -587,7 +592,7 @@ def evaluate(
     """Run the program once under mocks with the given config and return what it registered."""
     if str(program.parent) not in sys.path:
         sys.path.insert(0, str(program.parent))
-    return _run(
+    evaluation = _run(
         lambda: runpy.run_path(str(program), run_name="__main__"),
         stack,
         config,
@@ -595,6 +600,8 @@ def evaluate(
         raise_errors,
         cluster_crds,
     )
+    evaluation.program = program
+    return evaluation
 
 
 def _run(
@@ -611,7 +618,14 @@ def _run(
     pulumi.runtime.set_all_config(dict(config), list(secret_keys or []))
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     root = pulumi.runtime.get_root_resource()
-    evaluation = Evaluation(stack=stack, resources=mocks.resources, calls=mocks.calls, call_results=mocks.call_results)
+    evaluation = Evaluation(
+        stack=stack,
+        resources=mocks.resources,
+        calls=mocks.calls,
+        call_results=mocks.call_results,
+        config=dict(config),
+        secret_keys=list(secret_keys or []),
+    )
     try:
         _sync_await(pulumi.runtime.stack.run_pulumi_func(body))
     except BaseException as err:

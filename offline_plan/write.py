@@ -27,7 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import lifecycle
+from offline_plan import lifecycle, update_diff
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -517,7 +517,10 @@ def _waits_section(evaluation: Evaluation) -> list[str]:
 
 
 def render_plan(
-    evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None = None
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    manifests: list[Path],
+    config: dict[str, Any] | None = None,
 ) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     table = evaluation.outputs.get("sizing") or []
@@ -551,6 +554,7 @@ def render_plan(
     if verification:
         out += _verification_section(verification)
     out += _waits_section(evaluation)
+    out += update_diff.replaced_section(evaluation)
     out += lifecycle.destroy_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [

@@ -10,6 +10,7 @@ import dataclasses
 import pulumi
 import pulumi_aws
 import pulumi_gcp
+import pulumi_kubernetes as k8s
 import pytest
 
 from components.cluster.aws import karpenter
@@ -17,9 +18,22 @@ from components.entrance import entrance
 from offline_plan import lifecycle
 from offline_plan.mock_runtime import Evaluation, evaluate_stack
 from tests.support import rules_lifecycle as rules
+from tests.support.adapter_fixtures import offline_cache
 from tests.support.committed import STACKS, committed_stack
 from tests.support.first_apply import RULE_INFO, check
 from tests.support.stack_variants import VARIANTS, variant
+
+PROD_POOL = {
+    "name": "h100",
+    "gpu": "H100-80GB",
+    "gpusPerNode": 8,
+    "machineType": "p5.48xlarge",
+    "minNodes": 1,
+    "maxNodes": 2,
+    "capacityType": "on-demand",
+    "diskGib": 500,
+    "efa": True,
+}
 
 
 def fired(evaluation: Evaluation, name: str) -> list[str]:
@@ -201,3 +215,46 @@ def test_a_gke_cluster_with_deletion_protection_fires(monkeypatch):
     monkeypatch.setattr(pulumi_gcp.container, "Cluster", protected)
     found = fired(evaluate_stack("dev"), "cluster-deletable")
     assert len(found) == 1 and "deletion_protection" in found[0], found
+
+
+# --- weekly-changes-replace-only-what-must ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*STACKS, *sorted(VARIANTS)])
+def test_weekly_changes_replace_only_what_must_for_every_stack_and_variant(name):
+    evaluation = committed_stack(name) if name in STACKS else variant(name)
+    # The adapter variants read their fixture adapters from a Hugging Face cache.
+    with offline_cache():
+        assert fired(evaluation, "weekly-changes-replace-only-what-must") == [], name
+
+
+def test_regression_a_revision_label_in_the_deployment_selector_replaces_the_servers(monkeypatch):
+    # A selector is immutable (pulumi-kubernetes lists .spec.selector as forceNew for Deployments):
+    # putting the revision label in it turns every new revision into a replacement of the servers.
+    real = k8s.apps.v1.Deployment
+
+    def revision_in_selector(resource_name, *args, spec=None, **kwargs):
+        labels = spec["template"]["metadata"]["labels"]
+        revision = {k: v for k, v in labels.items() if "revision" in k}
+        selector = {**spec["selector"], "matchLabels": {**spec["selector"]["matchLabels"], **revision}}
+        return real(resource_name, *args, spec={**spec, "selector": selector}, **kwargs)
+
+    monkeypatch.setattr(k8s.apps.v1, "Deployment", revision_in_selector)
+    found = fired(evaluate_stack("dev"), "weekly-changes-replace-only-what-must")
+    assert any("Deployment" in v and "new model revision" in v and ".spec.selector" in v for v in found), found
+
+
+def test_regression_a_node_pool_named_after_its_size_is_replaced_by_more_replicas(monkeypatch):
+    # A node pool's name is replace-on-change (the table's terraform-provider-google entry): a name
+    # that carries the pool's size turns "more replicas" into a new pool.
+    real = pulumi_gcp.container.NodePool
+
+    def sized_name(resource_name, *args, **kwargs):
+        kwargs["name"] = f"{resource_name}-max{kwargs['autoscaling']['total_max_node_count']}"
+        return real(resource_name, *args, **kwargs)
+
+    monkeypatch.setattr(pulumi_gcp.container, "NodePool", sized_name)
+    found = fired(evaluate_stack("dev"), "weekly-changes-replace-only-what-must")
+    assert any(
+        "gcp:container/nodePool:NodePool" in v and "more replicas: replaced" in v and ".name" in v for v in found
+    ), found

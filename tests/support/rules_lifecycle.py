@@ -33,6 +33,13 @@ remove after cleaning up what they made in the cloud.
   deletes its volumes (reclaimPolicy Delete, the Kubernetes default:
   https://kubernetes.io/docs/concepts/storage/storage-classes/#reclaim-policy), so the EFS access
   point or Filestore instance behind the claim is deleted by the driver, not left behind.
+- weekly-changes-replace-only-what-must: a second `up` after each everyday change (a new model
+  revision, a new vLLM release, more replicas, a new LoRA adapter; offline_plan/update_diff.py)
+  replaces or deletes no cluster, node pool, bucket, network, KMS key or file system, replaces only
+  Jobs (a Job's pod template cannot change: pulumi-kubernetes provider/pkg/provider/diff.go lists
+  `.spec.template` as forceNew for batch Jobs, after the API server's own rule that
+  "spec.template" of a Job is immutable) and ConfigMaps that carry their content in their name, and
+  does replace the mirror Job a new revision must re-run.
 - cluster-deletable: a GKE cluster the program creates has deletion_protection false: pulumi-gcp's
   default is true, and then "Deleting this cluster via terraform destroy or terraform apply will
   only succeed if this field is false in the Terraform state" (pulumi-gcp v10.2.0
@@ -41,10 +48,12 @@ remove after cleaning up what they made in the cloud.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
-from offline_plan import lifecycle
+from offline_plan import lifecycle, update_diff
 from offline_plan.mock_runtime import RecordedResource
+from stack_config.formats import default_model_name
 from tests.support.first_apply import ApplyGraph, Violation, describe, rule
 
 BUCKET_TYPES = ("aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket")
@@ -209,10 +218,55 @@ def cluster_deletable(graph: ApplyGraph) -> Iterable[Violation]:
             )
 
 
+# What a weekly change may replace: Kubernetes objects of these kinds (Jobs re-run; a ConfigMap whose
+# name carries a hash of its content is replaced by design so that whatever mounts it rolls).
+MAY_REPLACE_KINDS = {"Job", "ConfigMap"}
+
+
+@rule("weekly-changes-replace-only-what-must", kind="lifecycle")
+def weekly_changes_replace_only_what_must(graph: ApplyGraph) -> Iterable[Violation]:
+    before = graph.evaluation
+    if before.error is not None:
+        return
+    for change in update_diff.weekly_changes(before.config):
+        name = "weekly-changes-replace-only-what-must"
+        try:
+            diff = update_diff.classify(before, update_diff.with_change(before, change))
+        except Exception as err:
+            yield Violation(name, change.name, f"the program refuses the change: {str(err).splitlines()[0]}")
+            continue
+        for c in diff.values():
+            if c.type in update_diff.NEVER_REPLACED and c.kind in ("replace", "delete"):
+                yield Violation(name, f"{c.type} {c.name}", f"{change.name}: {c.kind}d ({', '.join(c.forced)})")
+            elif c.kind == "replace":
+                kind = next((r.inputs.get("kind") for r in before.resources if r.urn == c.urn), None)
+                if not (c.type.startswith("kubernetes:") and kind in MAY_REPLACE_KINDS):
+                    yield Violation(
+                        name, f"{c.type} {c.name}", f"{change.name}: replaced ({', '.join(c.forced)}), not a Job"
+                    )
+        if change.name == "new model revision":
+            # The edited model's own Jobs that fetch its revision (another model may pin the same one).
+            first = update_diff.config_list(before.config, "models")[0]
+            served = first.get("name") or default_model_name(first["repo"])
+            jobs = [
+                r
+                for r in graph.kubernetes_objects()
+                if r.inputs.get("kind") == "Job"
+                and r.name.startswith(f"{served}-")
+                and first["revision"] in json.dumps(r.inputs.get("spec", {}).get("template"))
+            ]
+            for job in jobs:
+                if diff.get(job.urn) is None or diff[job.urn].kind != "replace":
+                    yield Violation(
+                        name, describe(job), "a new revision leaves this Job, which fetches the old revision, in place"
+                    )
+
+
 LIFECYCLE_RULES = (
     "destroy-leaves-nothing-billable-unexplained",
     "karpenter-objects-go-before-karpenter",
     "load-balancers-go-before-cluster-and-network",
     "dynamic-volumes-go-before-their-driver",
     "cluster-deletable",
+    "weekly-changes-replace-only-what-must",
 )
