@@ -181,16 +181,16 @@ def remaining(evaluation: Evaluation) -> list[str]:
     if pvcs and "gcp:container/cluster:Cluster" in types:
         out.append(
             "Filestore instances behind the model volumes: the Filestore CSI driver deletes an instance after its "
-            "claim is gone, asynchronously; Pulumi waits for the claim, not the instance. Check after destroy: "
-            "`gcloud filestore instances list --format='value(name,labels)'` (instances the driver made carry "
-            "`kubernetes_io_created-for_pvc_name` labels) and delete any left with `gcloud filestore instances "
-            "delete NAME --zone ZONE` (unresolved here: the label spelling is from the driver's source, not run "
-            "against a project)."
+            "claim is gone, asynchronously; Pulumi waits for the claim, not the instance. After destroy, "
+            "`gcloud filestore instances list` and `gcloud filestore instances delete NAME --location ZONE` for any "
+            "left (docs/lifecycle.md)."
         )
     if pvcs and "aws:efs/fileSystem:FileSystem" in types:
         out.append(
-            "EFS access points behind the model volumes are deleted by the EFS CSI driver after their claims; one it "
-            "has not reached goes with the file system, which Pulumi deletes after the driver add-on."
+            "EFS access points behind the model volumes are deleted by the EFS CSI driver after their claims, "
+            "asynchronously; the file system is deleted by Pulumi after the driver add-on. Whether AWS deletes a file "
+            "system that still has access points is unresolved: `aws efs describe-access-points --file-system-id "
+            "fs-...` after destroy settles it."
         )
     if "aws:kms/key:Key" in types:
         out.append(
