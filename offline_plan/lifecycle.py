@@ -103,15 +103,16 @@ def destroy_steps(evaluation: Evaluation) -> dict[str, int]:
     return {u: step(u) for u in by_urn}
 
 
-def _label(r: RecordedResource) -> str | None:
+def _label(r: RecordedResource) -> tuple[str, str] | None:
+    """(what is deleted, what its controller does then) for the rows of the destroy table."""
     gk = _group_kind(r)
     if r.is_kubernetes_object and gk in _CONTROLLED:
-        return f"{gk[1]} `{r.name}`: {_CONTROLLED[gk]}"
+        return f"{gk[1]} `{r.name}`", _CONTROLLED[gk]
     if r.type == "kubernetes:helm.sh/v3:Release":
         chart = str(r.inputs.get("chart", "")).rstrip("/").rsplit("/", 1)[-1]
-        return f"Helm release `{r.name}` (the {chart} controller stops)" if chart in _CONTROLLER_CHARTS else None
+        return (f"Helm release `{r.name}`", f"the {chart} controller stops") if chart in _CONTROLLER_CHARTS else None
     if r.type in _INFRASTRUCTURE and r.read_id is None:
-        return f"{_INFRASTRUCTURE[r.type]} `{r.name}`"
+        return f"{_INFRASTRUCTURE[r.type]} `{r.name}`", ""
     return None
 
 
@@ -131,16 +132,11 @@ def destroy_section(evaluation: Evaluation) -> list[str]:
             "resources go in parallel. Controller-managed parts and the infrastructure under them:"
         ),
         "",
-        "| step | deleted | |",
+        "| step | deleted | what its controller does |",
         "|---|---|---|",
     ]
-    rows = sorted(
-        ((steps[r.urn], label) for r in evaluation.resources if r.urn in steps and (label := _label(r))),
-    )
-    out += [
-        f"| {s} | {label.split(':', 1)[0]} | {label.split(':', 1)[1].strip() if ':' in label else ''} |"
-        for s, label in rows
-    ]
+    rows = sorted((steps[r.urn], *label) for r in evaluation.resources if r.urn in steps and (label := _label(r)))
+    out += [f"| {step} | {what} | {then} |" for step, what, then in rows]
     out += ["", "### Retained on purpose", ""]
     retained = [r for r in evaluation.resources if r.retain_on_delete and r.type in RETAINED]
     if not retained:
