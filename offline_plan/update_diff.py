@@ -27,7 +27,6 @@ import json
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -316,7 +315,6 @@ def weekly_diffs(before: Evaluation) -> list[tuple[WeeklyChange, dict[str, Chang
 
 
 def replaced_section(before: Evaluation) -> list[str]:
-    started = time.monotonic()
     out = [
         "## What a change replaces",
         "",
@@ -347,6 +345,6 @@ def replaced_section(before: Evaluation) -> list[str]:
             f"| {change.name}: {change.what} | {len(of('create'))} | {len(of('update'))} | "
             f"{replaced or 'nothing'} | {deleted or 'nothing'} |"
         )
-    elapsed = time.monotonic() - started
-    out += ["", f"(Four more evaluations of the program, {elapsed:.0f} s of this plan's time.)", ""]
+    # No time in the file: a plan reads the same for the same program (docs/lifecycle.md gives the figure).
+    out += ["", "(Four more evaluations of the program under the mock runtime.)", ""]
     return out

@@ -202,4 +202,4 @@ def test_plan_section_lists_the_replaced_resources_and_why(stack):
         "| new model revision:" in section
         and "`llama-3-1-8b-instruct-mirror` (`.metadata.name`, `.spec.template`)" in section
     )
-    assert "more replicas" in section and "s of this plan's time" in section
+    assert "more replicas" in section and "Four more evaluations" in section
