@@ -90,7 +90,9 @@ DEPLOYMENT = _k8s(
             "g2-standard-16",
             "replace",
         ),
-        (_cloud("aws:s3/bucket:Bucket", tags={}), "tags.a", "b", "replace"),
+        (_cloud("aws:s3/bucket:Bucket", tags={}), "tags.a", "b", "update"),
+        (_cloud("aws:s3/bucket:Bucket", bucket="a"), "bucket", "b", "replace"),
+        (_cloud("aws:s3/bucket:Bucket"), "objectLockEnabled", True, "replace"),
     ],
 )
 def test_a_change_is_classified_as_the_provider_diffs_it(resource, path, value, kind):
@@ -203,3 +205,15 @@ def test_plan_section_lists_the_replaced_resources_and_why(stack):
         and "`llama-3-1-8b-instruct-mirror` (`.metadata.name`, `.spec.template`)" in section
     )
     assert "more replicas" in section and "Four more evaluations" in section
+
+
+def test_switching_prod_to_on_destroy_empty_updates_the_bucket_in_place():
+    # force_destroy is not replace-on-change for S3 (the table's terraform-provider-aws entry), so the
+    # `pulumi up` that docs/lifecycle.md asks for before a destroy keeps the bucket and its weights.
+    from offline_plan.mock_runtime import evaluate_stack
+
+    before = committed_stack("prod")
+    after = evaluate_stack("prod", overrides={"modelStore": {"onDestroy": "empty"}})
+    diff = update_diff.classify(before, after)
+    (bucket,) = [c for c in diff.values() if c.type == "aws:s3/bucket:Bucket"]
+    assert (bucket.kind, bucket.paths) == ("update", (".forceDestroy",))
