@@ -8,8 +8,8 @@ pulumi-kubernetes' forceNew table (provider/pkg/provider/diff.go), its Helm Rele
 (helm_release.go), and the cloud providers' replace-on-change inputs for the types this program
 creates. The resource option `replaceOnChanges` adds paths, `ignoreChanges` removes them.
 
-`weekly_changes(stack)` are the changes a user makes every week (a new model revision, a new vLLM
-release, more replicas, a new LoRA adapter), each as config overrides of the committed stack file;
+`weekly_changes(config)` are the changes a user makes every week (a new model revision, a new vLLM
+release, more replicas, a new LoRA adapter), each as overrides of the config a stack ran with;
 `replaced_section` is plan.md's "What a change replaces". A new revision or adapter needs Hub
 metadata no machine here can fetch: the evaluation reads a stand-in (`stand_ins`), the committed
 metadata of the current revision under a marked stand-in SHA, so the plan shows what a new
@@ -231,7 +231,11 @@ def weekly_changes(config: dict[str, str]) -> list[WeeklyChange]:
             f"`{served}` revision -> a new commit (stand-in `{STAND_IN_REVISION[:7]}...`)",
             {"models": with_first(revision=STAND_IN_REVISION)},
         ),
-        WeeklyChange("new vLLM release", f"`{served}` image -> `{image}`", {"models": with_first(image=image)}),
+        WeeklyChange(
+            "new vLLM release",
+            f"`{served}` image -> `{image}` (the next patch tag, as a shape; not looked up)",
+            {"models": with_first(image=image)},
+        ),
         WeeklyChange(
             "more replicas",
             f"`{served}` {more}, its pool the nodes of one more replica (maxNodes)",
