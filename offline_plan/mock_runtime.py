@@ -103,6 +103,11 @@ class RecordedResource:
     # For a read of an existing object (`Resource.get`): the id it was read by; None for a resource
     # the program creates.
     read_id: str | None = None
+    # Lifecycle options the engine acts on in later updates and on destroy: retainOnDelete (destroy
+    # drops it from state and leaves the cloud resource), replaceOnChanges, ignoreChanges.
+    retain_on_delete: bool = False
+    replace_on_changes: tuple[str, ...] = ()
+    ignore_changes: tuple[str, ...] = ()
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -389,6 +394,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.mocks.registering.urn = self.make_urn(request.parent, request.type, request.name)
         self.mocks.registering.dependencies = tuple(request.dependencies)
         self.mocks.registering.read = read
+        self.mocks.registering.retain_on_delete = bool(getattr(request, "retainOnDelete", False))
+        self.mocks.registering.replace_on_changes = tuple(getattr(request, "replaceOnChanges", ()) or ())
+        self.mocks.registering.ignore_changes = tuple(getattr(request, "ignoreChanges", ()) or ())
         timeouts = getattr(request, "customTimeouts", None)
         self.mocks.registering.custom_timeouts = (
             {k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)}
@@ -435,6 +443,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 dependencies=getattr(self.registering, "dependencies", ()),
                 custom_timeouts=dict(getattr(self.registering, "custom_timeouts", {}) or {}),
                 read_id=args.resource_id if read else None,
+                retain_on_delete=getattr(self.registering, "retain_on_delete", False),
+                replace_on_changes=getattr(self.registering, "replace_on_changes", ()),
+                ignore_changes=getattr(self.registering, "ignore_changes", ()),
             )
         )
         if (
@@ -482,9 +493,11 @@ class Evaluation:
     call_results: list[tuple[str, dict, dict]] = field(default_factory=list)
     # Secret keys the stack file lacks that the evaluation stood in for (see evaluate_stack).
     assumed_secrets: list[str] = field(default_factory=list)
-    # The config the program ran with (Pulumi's "<namespace>:<key>" -> value strings), so checks
-    # outside the graph (where `pulumi up` runs from, its credentials) read the same stack settings.
+    # The config the program ran with (CLI form: "llm-serving:key" -> string) and its secret keys,
+    # and the program file: what a second evaluation with one change needs (update_diff.py).
     config: dict[str, str] = field(default_factory=dict)
+    secret_keys: list[str] = field(default_factory=list)
+    program: Path | None = None
 
     def tree(self) -> list[tuple[int, str, str]]:
         """(depth, type, name) for every resource below the stack, parents before children."""
@@ -623,7 +636,7 @@ def evaluate(
     """Run the program once under mocks with the given config and return what it registered."""
     if str(program.parent) not in sys.path:
         sys.path.insert(0, str(program.parent))
-    return _run(
+    evaluation = _run(
         lambda: runpy.run_path(str(program), run_name="__main__"),
         stack,
         config,
@@ -631,6 +644,8 @@ def evaluate(
         raise_errors,
         cluster_crds,
     )
+    evaluation.program = program
+    return evaluation
 
 
 def _run(
@@ -653,6 +668,7 @@ def _run(
         calls=mocks.calls,
         call_results=mocks.call_results,
         config=dict(config),
+        secret_keys=list(secret_keys or []),
     )
     try:
         _sync_await(pulumi.runtime.stack.run_pulumi_func(body))

@@ -27,7 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report
+from offline_plan import deployer_report, lifecycle, update_diff
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
@@ -533,7 +533,10 @@ def _waits_section(evaluation: Evaluation) -> list[str]:
 
 
 def render_plan(
-    evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None = None
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    manifests: list[Path],
+    config: dict[str, Any] | None = None,
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
         return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
@@ -572,6 +575,8 @@ def render_plan(
         out += _verification_section(verification)
     out += _waits_section(evaluation)
     out += credentials_section(evaluation)
+    out += update_diff.replaced_section(evaluation)
+    out += lifecycle.destroy_section(evaluation)
     warnings = list(evaluation.outputs.get("warnings") or [])
     warnings += [
         f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "

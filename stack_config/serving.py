@@ -31,6 +31,8 @@ DOWNLOADER_IMAGE = images.reference("downloader")
 
 
 LoadFrom = Literal["volume", "bucket", "existing-claim"]
+# What `pulumi destroy` does with the model bucket (docs/lifecycle.md).
+OnDestroy = Literal["retain", "empty"]
 
 
 class ModelStoreConfig(StrictModel):
@@ -59,6 +61,11 @@ class ModelStoreConfig(StrictModel):
     """Volume size = total weight size x headroom: room for the tokenizer, configs, the manifest and download
     bookkeeping. It does not hold a second revision: the claim keeps its creation size (docs/model-store.md), so grow it
     before mirroring another commit on a class that enforces sizes."""
+    onDestroy: OnDestroy = Field("retain", alias="onDestroy")
+    """What `pulumi destroy` does with the model bucket. retain (default): the bucket and its weights stay, out of the
+    stack (docs/lifecycle.md gives the commands that empty and delete it); empty: destroy deletes every object, every
+    version and the bucket. Run `pulumi up` after changing it, before `pulumi destroy`: destroy reads the setting from
+    the stack's state."""
 
     @field_validator("namespace")
     @classmethod

@@ -88,6 +88,18 @@ def https(endpoint: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.from_input(endpoint).apply(lambda e: e if e.startswith("https://") else f"https://{e}")
 
 
+def retains_bucket(on_destroy: str) -> bool:
+    """`modelStore.onDestroy: retain`: the bucket is kept out of `pulumi destroy`.
+
+    Pulumi's `retainOnDelete` removes the resource from the stack's state without calling the
+    provider's Delete (https://www.pulumi.com/docs/iac/concepts/resources/options/retainondelete/);
+    `empty` sets the provider's `force_destroy` instead, so destroy deletes every object first.
+    """
+    if on_destroy not in ("retain", "empty"):
+        raise ValueError(f"modelStore.onDestroy: {on_destroy!r} is neither retain nor empty")
+    return on_destroy == "retain"
+
+
 def bucket_resource_name(stack_name: str) -> str:
     """Logical name of the model bucket; Pulumi appends a random suffix to it for the real name.
 

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.cluster.aws import policies
+from components.cluster.common import retains_bucket
 from components.cluster.interface import ModelBucket, ServiceAccountBinding
 
 
@@ -29,6 +30,8 @@ class S3ModelBucketArgs:
     cluster_name: pulumi.Input[str]
     region: str
     bucket_name: str | None = None
+    # modelStore.onDestroy: retain (kept out of `pulumi destroy`) or empty (force_destroy).
+    on_destroy: str = "retain"
 
 
 class S3ModelBucket(pulumi.ComponentResource):
@@ -42,15 +45,24 @@ class S3ModelBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: S3ModelBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:aws:ModelBucket", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         region = args.region
-
-        # No force_destroy: deleting the stack must not silently delete mirrored weights.
+        # modelStore.onDestroy (docs/lifecycle.md). retain: the bucket and the settings that keep it
+        # private, encrypted and versioned stay as they are after `pulumi destroy` (a retained
+        # bucket without its public access block or TLS-only policy would be weaker than the one
+        # `up` made). empty: `force_destroy` makes the provider delete every object version and
+        # delete marker before the bucket (hashicorp/terraform-provider-aws internal/service/s3,
+        # EmptyBucket: "deleting all object versions and delete markers"; the pulumi-aws Bucket
+        # docs: "all objects (including any locked objects) should be deleted from the bucket when
+        # the bucket is destroyed"). S3 refuses to delete a bucket that is not empty, so without
+        # one of the two `pulumi destroy` fails on a filled bucket.
+        retain = retains_bucket(args.on_destroy)
+        child = pulumi.ResourceOptions(parent=self, retain_on_delete=retain)
         bucket = aws.s3.Bucket(
             args.resource_name,
             bucket=args.bucket_name,
             region=region,
             tags={"llm-serving/purpose": "model-weights"},
+            force_destroy=not retain,
             opts=child,
         )
         # S3's bucket id is its name; `bucket.id` is known as soon as the bucket exists.
@@ -98,7 +110,7 @@ class S3ModelBucket(pulumi.ComponentResource):
             policy=pulumi.Output.json_dumps(policies.tls_only_bucket_policy(arn)),
             region=region,
             # A bucket policy put while the public access block is being written can be refused.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block], retain_on_delete=retain),
         )
 
         writer_role = self._pod_role(
@@ -142,7 +154,8 @@ class S3ModelBucket(pulumi.ComponentResource):
     def _pod_role(
         self, name: str, args: S3ModelBucketArgs, service_account: str, policy: dict, what: str
     ) -> aws.iam.Role:
-        child = pulumi.ResourceOptions(parent=self)
+        # The identities go with the stack whatever happens to the bucket.
+        child = pulumi.ResourceOptions(parent=self, retain_on_delete=False)
         role = aws.iam.Role(
             name,
             description=f"{args.namespace}/{service_account} {what}",

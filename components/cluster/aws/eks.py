@@ -972,6 +972,7 @@ def create_eks(stack: cfg.StackConfig, stack_name: str) -> EksCluster:
         cluster_name=stack.cluster.name,
         region=region,
         bucket_name=store.bucketName,
+        on_destroy=store.onDestroy,
     )
     return EksCluster(
         stack.cluster.name,

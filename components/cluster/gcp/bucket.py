@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
+from components.cluster.common import retains_bucket
 from components.cluster.gcp import iam
 from components.cluster.interface import ModelBucket, ServiceAccountBinding
 
@@ -27,6 +28,8 @@ class GcsModelBucketArgs:
     # Base of the GCP service account ids (`<base>-model-writer`), e.g. the cluster name.
     account_base: str
     bucket_name: str | None = None
+    # modelStore.onDestroy: retain (kept out of `pulumi destroy`) or empty (force_destroy).
+    on_destroy: str = "retain"
     # The Storage and IAM APIs' enablement: the bucket and the accounts are created after them.
     apis_ready: list[pulumi.Resource] = field(default_factory=list)
     # What creates the project's Workload Identity pool (a created WI-enabled cluster). GCP refuses a
@@ -46,9 +49,15 @@ class GcsModelBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GcsModelBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:gcp:ModelBucket", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready)
+        pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready)
 
-        # No force_destroy: deleting the stack must not silently delete mirrored weights.
+        # modelStore.onDestroy (docs/lifecycle.md). retain: the bucket stays after `pulumi destroy`.
+        # empty: `force_destroy` deletes every object first; the provider lists them with
+        # noncurrent versions included (hashicorp/terraform-provider-google
+        # resource_storage_bucket.go, resourceStorageBucketDelete: Objects.List(...).Versions(true)),
+        # and GCS refuses to delete a bucket that still holds objects, so without one of the two
+        # `pulumi destroy` fails on a filled bucket.
+        retain = retains_bucket(args.on_destroy)
         bucket = gcp.storage.Bucket(
             args.resource_name,
             name=args.bucket_name,
@@ -59,7 +68,8 @@ class GcsModelBucket(pulumi.ComponentResource):
             public_access_prevention="enforced",
             versioning={"enabled": True},
             labels={"llm-serving-purpose": "model-weights"},
-            opts=child,
+            force_destroy=not retain,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.apis_ready, retain_on_delete=retain),
         )
         bucket_name = bucket.name
         condition_expression = bucket_name.apply(lambda b: iam.prefix_condition_expression(b, args.prefix))

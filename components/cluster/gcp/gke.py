@@ -744,6 +744,7 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
         location=location.upper(),
         account_base=stack.cluster.name,
         bucket_name=store.bucketName,
+        on_destroy=store.onDestroy,
     )
     return GkeCluster(
         stack.cluster.name,
