@@ -150,6 +150,7 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems += adapter_problems(stack)
     problems += entrance_problems(stack)
     problems += security_problems(stack)
+    problems += network_policy_enforcement_problems(stack)
     system_type = stack.cluster.systemPool.machineType
     if system_type and stack.cloud != Cloud.existing and (found := gpus.find_machine(stack.cloud.value, system_type)):
         gpu, machine = found
@@ -818,3 +819,31 @@ def mig_problems(stack: StackConfig) -> list[tuple[str, str]]:
                 )
             )
     return problems
+
+
+def network_policy_enforcement_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """NetworkPolicies on a cluster this program does not create need a declared enforcer.
+
+    A NetworkPolicy is only an API object: the network plugin implements it, and one created where
+    no plugin does has no effect (Kubernetes docs, Network Policies, "Prerequisites",
+    https://kubernetes.io/docs/concepts/services-networking/network-policies/#prerequisites).
+    The program turns enforcement on in the clusters it creates (components/cluster/gcp/gke.py,
+    components/cluster/aws/eks.py); another cluster's plugin is its owner's, so the stack file says
+    which one enforces, or turns the policies' claim off.
+    """
+    security = stack.security
+    if stack.creates_cluster or not security.networkPolicies or security.networkPolicyEnforcement is not None:
+        return []
+    where = "cloud is existing" if stack.cloud == Cloud.existing else "cluster.create is false"
+    return [
+        (
+            "security.networkPolicyEnforcement",
+            (
+                f"security.networkPolicies is on but {where}, so this program cannot turn NetworkPolicy enforcement "
+                "on, and a NetworkPolicy nothing enforces admits everything; check the cluster's network plugin "
+                "(kubectl -n kube-system get daemonsets: anetd for GKE Dataplane V2, calico-node, cilium, or aws-node "
+                "with its aws-network-policy-agent container on EKS) and name it here (gke-dataplane-v2, gke-calico, "
+                "eks-vpc-cni, calico, cilium, antrea or other), or set security.networkPolicies false"
+            ),
+        )
+    ]

@@ -18,7 +18,7 @@ from offline_plan.mock_runtime import MOCK_PRIVATE_SUBNETS, MOCK_SCARCE_ZONES, e
 from tests.support import first_apply_cloud as rules
 from tests.support.committed import committed_stack
 from tests.support.first_apply import check
-from tests.support.stack_variants import PROD_PULL_THROUGH
+from tests.support.stack_variants import PROD_PULL_THROUGH, declared_enforcement
 
 REVISION_8B = "0e9e39f249a16976918f6564b8830bc894c89659"
 REVISION_70B = "38ff4e01a70559264c95945aa04b900a11e68422"
@@ -75,6 +75,7 @@ VARIANTS = {
         "dev",
         {
             "cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+            **declared_enforcement("dev", "gke-dataplane-v2"),
             "addons": {
                 "preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension", "llmdRouter", "certManager"]
             },
@@ -95,6 +96,7 @@ VARIANTS = {
         "prod",
         {
             "cluster": {"name": "shared-gpu", "create": False},
+            **declared_enforcement("prod", "eks-vpc-cni"),
             "addons": {
                 "preinstalled": [
                     "prometheusOperator",
@@ -231,6 +233,7 @@ def efa_node_group_zone(evaluation):
         (
             {
                 "cluster": {"name": "shared-gpu", "create": False},
+                **declared_enforcement("prod", "eks-vpc-cni"),
                 "addons": {
                     "preinstalled": [
                         "prometheusOperator",

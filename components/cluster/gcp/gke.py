@@ -33,6 +33,10 @@ from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachme
 from stack_config.images import UPSTREAMS
 
 RELEASE_CHANNEL = "REGULAR"
+# Dataplane V2 (pulumi-gcp 10.2.0 Cluster datapath_provider: "Set to `ADVANCED_DATAPATH` to enable
+# Dataplane v2"); the GKE API's DatapathProvider enum
+# (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/DatapathProvider).
+DATAPATH_PROVIDER = "ADVANCED_DATAPATH"
 # The cluster's Gateway API channel when the entrance runs on the GKE Gateway controller.
 GATEWAY_API_CHANNEL = "CHANNEL_STANDARD"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -447,6 +451,15 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_identity_config={
                     "workload_pool": pulumi.Output.from_input(args.project).apply(lambda p: f"{p}.svc.id.goog"),
                 },
+                # GKE Dataplane V2 (eBPF, Cilium-based), which enforces Kubernetes NetworkPolicy: the
+                # serving namespace's default-deny is an API object only without it (GKE docs,
+                # "GKE Dataplane V2", https://cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2:
+                # "Both of these technologies manage Kubernetes NetworkPolicy"; how-to:
+                # https://cloud.google.com/kubernetes-engine/docs/how-to/dataplane-v2). Set at creation
+                # only: the provider marks datapath_provider ForceNew (hashicorp/terraform-provider-google
+                # resource_container_cluster.go, "datapath_provider": ForceNew: true), so turning it on
+                # for a cluster created without it replaces the cluster.
+                datapath_provider=DATAPATH_PROVIDER,
                 # Filestore CSI provides the `standard-rwx` StorageClass of the model volume.
                 addons_config={"gcp_filestore_csi_driver_config": {"enabled": True}},
                 # The GKE Gateway controller and its GatewayClasses, for the entrance (pulumi-gcp

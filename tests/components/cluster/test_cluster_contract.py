@@ -20,18 +20,25 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 SCENARIOS = {
     "aws": {"cloud": "aws", "pools": [{"name": "gpu", "gpu": "L4"}]},
-    "aws-existing": {"cloud": "aws", "cluster": {"create": False}, "pools": [{"name": "gpu", "gpu": "L4"}]},
+    "aws-existing": {
+        "cloud": "aws",
+        "cluster": {"create": False},
+        "pools": [{"name": "gpu", "gpu": "L4"}],
+        "security": {"networkPolicyEnforcement": "eks-vpc-cni"},
+    },
     "gcp": {"cloud": "gcp", "cluster": {"gcpProject": "mock-project"}, "pools": [{"name": "gpu", "gpu": "L4"}]},
     "gcp-existing": {
         "cloud": "gcp",
         "cluster": {"create": False, "gcpProject": "mock-project"},
         "pools": [{"name": "gpu", "gpu": "L4"}],
+        "security": {"networkPolicyEnforcement": "gke-dataplane-v2"},
     },
     "existing": {
         "cloud": "existing",
         "cluster": {"kubeconfig": "/etc/llm/kubeconfig", "rwxStorageClass": "nfs-rwx"},
         "pools": [{"name": "gpu", "gpu": "L4"}],
         "operators": {"gpuOperator": {"driver": "preinstalled"}},
+        "security": {"networkPolicyEnforcement": "calico"},
     },
 }
 
