@@ -313,7 +313,7 @@ class ServingNamespaceArgs:
     # the annotations (GKE Workload Identity email; EKS Pod Identity needs none) that make them cloud identities.
     bucket: ModelBucket | None = None
     labels: dict[str, str] = field(default_factory=dict)
-    # Further annotations of the Namespace (what enforces its NetworkPolicies, components/network_policy/enforcement.py).
+    # Further annotations of the Namespace (what enforces its NetworkPolicies: network_policy/enforcement.py).
     annotations: dict[str, str] = field(default_factory=dict)
     pod_security_exceptions: dict[str, str] = field(default_factory=dict)
     """What the stack runs here that cannot meet the restricted Pod Security level: who -> "<level it

@@ -30,9 +30,9 @@ import ipaddress
 
 from common.contract import CLUSTER_PROFILE_TAG, PRODUCTION_PROFILE, WORLD_OPEN_ALLOWED, WORLD_OPEN_ENDPOINT_TAG
 from policies.gpu import pod_uses_gpus
-from policies.rules.enforcement import enforcement_gap
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 from policies.resource import Resource
+from policies.rules.enforcement import enforcement_gap
 from policies.workloads import workload
 
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
