@@ -11,6 +11,29 @@ cluster silently ignores the first and leaves the others Pending.
   policies", https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
   A cluster the stack does not create: its serving Namespace names the enforcer the stack file
   declares (security.networkPolicyEnforcement).
+- filestore-volume-on-the-stack-network: a claim provisioned by the Filestore CSI driver gets its
+  instance on the network its StorageClass names, `default` when it names none
+  (kubernetes-sigs/gcp-filestore-csi-driver README, "Supported CreateVolume parameters"; GKE's own
+  classes name none), and only nodes on that network can mount it. So the class names the GKE
+  cluster's network, is created before the claim, and the cluster runs the Filestore CSI add-on
+  (addonsConfig.gcpFilestoreCsiDriverConfig; no provisioner answers otherwise).
+- controller-apis-enabled: the Google APIs GKE's controllers call for the objects the stack
+  creates are enabled before those objects (a controller's call to a disabled API fails, and the
+  object stays unprogrammed or Pending): a Gateway of a gke-l7 class, Compute Engine (the load
+  balancer); an InferencePool behind it (GKE Inference Gateway), Compute Engine and Network Services
+  ("Deploy GKE Inference Gateway", https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway);
+  a claim of a Filestore class, the Filestore API (https://cloud.google.com/filestore/docs/csi-driver);
+  a Service of type LoadBalancer, Compute Engine. The table is this rule's own, from those pages,
+  not the program's (components/cluster/gcp/apis.py CONTROLLER_APIS).
+- aws-controllers-have-what-they-need: on EKS, a claim of an EFS class is provisioned by the EFS CSI
+  add-on's controller, which needs an identity with AmazonEFSCSIDriverPolicy (it creates an access
+  point per claim: "Dynamic provisioning", kubernetes-sigs/aws-efs-csi-driver; the add-on's Pod
+  Identity association names service account efs-csi-controller-sa), and the class waits for that
+  add-on; a Gateway of the agentgateway class gets a Service of type LoadBalancer, which EKS's
+  built-in service controller (no AWS Load Balancer Controller is installed) puts in public subnets
+  it discovers by the tag kubernetes.io/role/elb (kubernetes/kubernetes#97431, EKS's subnet
+  discovery without the cluster tag; AWS Load Balancer Controller docs, "Subnet Auto Discovery"),
+  so a VPC the stack creates tags its public subnets so.
 """
 
 from __future__ import annotations
@@ -19,8 +42,10 @@ import json
 import re
 from collections.abc import Iterable
 
+import stack_config as cfg
 from common import contract
-from offline_plan.mock_runtime import RecordedResource
+from components.cluster.gcp import filestore
+from offline_plan.mock_runtime import RecordedResource, mock_id
 from tests.support.first_apply import ApplyGraph, Violation, describe, rule
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
@@ -97,4 +122,175 @@ def network_policies_enforced(graph: ApplyGraph) -> Iterable[Violation]:
             )
 
 
-CONTROLLER_RULES = ("network-policies-enforced",)
+def _metadata_name(resource: RecordedResource) -> str | None:
+    return (resource.inputs.get("metadata") or {}).get("name")
+
+
+def gke_cluster_network(graph: ApplyGraph) -> str | None:
+    """The name of the network the GKE cluster's nodes are on: a network the stack creates, the
+    `default` network (no network given), or what the look-up of an existing cluster answered."""
+    for cluster in graph.of_type(GKE_CLUSTER):
+        network_id = cluster.inputs.get("network")
+        if network_id is None:
+            return "default"
+        for network in graph.of_type("gcp:compute/network:Network"):
+            if mock_id(network.type, network.name) == network_id:
+                return network.inputs.get("name")
+        return str(network_id).rsplit("/", 1)[-1]
+    for token, _args, result in graph.evaluation.call_results:
+        if token == "gcp:container/getCluster:getCluster" and result.get("network"):
+            return str(result["network"]).rsplit("/", 1)[-1]
+    return None
+
+
+@rule("filestore-volume-on-the-stack-network", kind="environment")
+def filestore_volume_on_the_stack_network(graph: ApplyGraph) -> Iterable[Violation]:
+    name = "filestore-volume-on-the-stack-network"
+    classes = {_metadata_name(c): c for c in objects_of_kind(graph, "StorageClass")}
+    network = gke_cluster_network(graph)
+    clusters = graph.of_type(GKE_CLUSTER)
+    for claim in objects_of_kind(graph, "PersistentVolumeClaim"):
+        class_name = (claim.inputs.get("spec") or {}).get("storageClassName")
+        created = classes.get(class_name)
+        if created is not None:
+            if created.inputs.get("provisioner") != filestore.PROVISIONER:
+                continue
+            on = (created.inputs.get("parameters") or {}).get("network") or "default"
+            if not graph.waits_for(claim, created):
+                yield Violation(name, describe(claim), f"is created before its StorageClass {class_name}")
+        elif class_name in cfg.GKE_FILESTORE_CLASSES and (clusters or network):
+            on = "default"
+        else:
+            continue
+        if network is not None and on.rsplit("/", 1)[-1] != network:
+            yield Violation(
+                name,
+                describe(claim),
+                f"class {class_name} creates its Filestore instance on network {on}, but the cluster's nodes are on "
+                f"{network}: the volume never mounts",
+            )
+        for cluster in clusters:
+            if not ((cluster.inputs.get("addonsConfig") or {}).get("gcpFilestoreCsiDriverConfig") or {}).get("enabled"):
+                yield Violation(
+                    name,
+                    describe(claim),
+                    f"class {class_name} needs the Filestore CSI add-on, which {describe(cluster)} does not run",
+                )
+
+
+GCP_SERVICE = "gcp:projects/service:Service"
+COMPUTE, NETWORK_SERVICES, FILESTORE = "compute.googleapis.com", "networkservices.googleapis.com", "file.googleapis.com"
+PICKER_CHART_SUFFIX = "/" + contract.PICKER_CHART
+
+
+def _gke_controller_needs(graph: ApplyGraph, resource: RecordedResource, classes: dict) -> tuple[str, ...]:
+    spec = resource.inputs.get("spec") or {}
+    kind = _kind(resource)
+    if kind == "Gateway" and str(spec.get("gatewayClassName", "")).startswith("gke-l7"):
+        return (COMPUTE,)
+    if kind == "Service" and spec.get("type") == "LoadBalancer":
+        return (COMPUTE,)
+    if kind == "PersistentVolumeClaim":
+        created = classes.get(spec.get("storageClassName"))
+        if (created is not None and created.inputs.get("provisioner") == filestore.PROVISIONER) or (
+            created is None and spec.get("storageClassName") in cfg.GKE_FILESTORE_CLASSES
+        ):
+            return (FILESTORE,)
+    gke_gateway = any(
+        str((g.inputs.get("spec") or {}).get("gatewayClassName", "")).startswith("gke-l7")
+        for g in objects_of_kind(graph, "Gateway")
+    )
+    # The picker chart renders the InferencePool (llm-d-router-gateway templates/inferencepool.yaml).
+    pool = kind == "InferencePool" or (
+        resource.type == "kubernetes:helm.sh/v3:Release"
+        and str(resource.inputs.get("chart", "")).endswith(PICKER_CHART_SUFFIX)
+    )
+    if pool and gke_gateway:
+        return (COMPUTE, NETWORK_SERVICES)
+    return ()
+
+
+@rule("controller-apis-enabled", kind="environment")
+def controller_apis_enabled(graph: ApplyGraph) -> Iterable[Violation]:
+    if not graph.of_type(GKE_CLUSTER) and not any(
+        t == "gcp:container/getCluster:getCluster" for t, _ in graph.evaluation.calls
+    ):
+        return
+    classes = {_metadata_name(c): c for c in objects_of_kind(graph, "StorageClass")}
+    for resource in graph.resources:
+        needed = _gke_controller_needs(graph, resource, classes)
+        if not needed:
+            continue
+        enabled = {
+            graph.by_urn[u].inputs.get("service")
+            for u in graph.upstream(resource)
+            if graph.by_urn[u].type == GCP_SERVICE
+        }
+        for api in needed:
+            if api not in enabled:
+                yield Violation(
+                    "controller-apis-enabled",
+                    describe(resource),
+                    f"its GKE controller calls {api}, which no gcp.projects.Service created before it enables",
+                )
+
+
+EFS_PROVISIONER = "efs.csi.aws.com"
+EFS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"
+EFS_CONTROLLER_SA = "efs-csi-controller-sa"
+ELB_TAG = "kubernetes.io/role/elb"
+
+
+def _efs_controller_ready(graph: ApplyGraph, klass: RecordedResource) -> str | None:
+    addons = [a for a in graph.of_type(EKS_ADDON) if a.inputs.get("addonName") == "aws-efs-csi-driver"]
+    if not addons:
+        return "no aws-efs-csi-driver add-on provisions it"
+    attached = {
+        a.inputs.get("role")
+        for a in graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs.get("policyArn") == EFS_CSI_POLICY
+    }
+    for addon in addons:
+        if not any(
+            a.get("serviceAccount") == EFS_CONTROLLER_SA for a in addon.inputs.get("podIdentityAssociations") or []
+        ):
+            continue
+        # The association's role is one the add-on reads (its ARN); the role's name is its own or,
+        # unnamed, the one the provider derives from the logical name (as the mock answers).
+        roles = [graph.by_urn[u] for u in graph.direct(addon) if graph.by_urn[u].type == "aws:iam/role:Role"]
+        if any((r.inputs.get("name") or r.name) in attached for r in roles):
+            if not graph.waits_for(klass, addon):
+                return "is created before the EFS CSI add-on that provisions it"
+            return None
+    return f"the EFS CSI controller ({EFS_CONTROLLER_SA}) has no identity with AmazonEFSCSIDriverPolicy"
+
+
+@rule("aws-controllers-have-what-they-need", kind="environment")
+def aws_controllers_have_what_they_need(graph: ApplyGraph) -> Iterable[Violation]:
+    name = "aws-controllers-have-what-they-need"
+    if not graph.of_type(EKS_CLUSTER) and not any(
+        t == "aws:eks/getCluster:getCluster" for t, _ in graph.evaluation.calls
+    ):
+        return
+    for klass in objects_of_kind(graph, "StorageClass"):
+        if klass.inputs.get("provisioner") == EFS_PROVISIONER and (why := _efs_controller_ready(graph, klass)):
+            yield Violation(name, describe(klass), why)
+    subnets = graph.of_type("aws:ec2/subnet:Subnet")
+    if not subnets:
+        return  # a VPC the stack does not create: its owner tags it
+    tagged = [s for s in subnets if (s.inputs.get("tags") or {}).get(ELB_TAG) in ("1", "")]
+    for gateway in objects_of_kind(graph, "Gateway"):
+        if (gateway.inputs.get("spec") or {}).get("gatewayClassName") == "agentgateway" and not tagged:
+            yield Violation(
+                name,
+                describe(gateway),
+                f"its LoadBalancer Service needs public subnets tagged {ELB_TAG}, and the stack's VPC has none",
+            )
+
+
+CONTROLLER_RULES = (
+    "network-policies-enforced",
+    "filestore-volume-on-the-stack-network",
+    "controller-apis-enabled",
+    "aws-controllers-have-what-they-need",
+)

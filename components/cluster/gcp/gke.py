@@ -25,7 +25,7 @@ from components.cluster.common import (
     https,
     placement_for,
 )
-from components.cluster.gcp import apis, iam, registry_cache
+from components.cluster.gcp import apis, filestore, iam, registry_cache
 from components.cluster.gcp import network as gke_network
 from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.cluster.gcp.secrets_key import secrets_key
@@ -305,7 +305,9 @@ class GkeClusterArgs:
     project: pulumi.Input[str]
     pools: list[NodePoolSpec]
     bucket: GcsModelBucketArgs | None = None
-    rwx_storage_class: str = "standard-rwx"
+    # cluster.rwxStorageClass; None: a Filestore class on the stack's own network when it creates
+    # one (components/cluster/gcp/filestore.py), else GKE's standard-rwx (the default network).
+    rwx_storage_class: str | None = None
     # The CPU system node pool; only on a created cluster (an existing one has its own CPU nodes).
     system_pool: cfg.SystemPoolConfig | None = None
     # Prefix of config errors found here ("Pulumi.dev.yaml: ").
@@ -364,6 +366,8 @@ class GkeCluster(pulumi.ComponentResource):
     placements: dict[str, GpuPlacement]
     bucket: ModelBucket | None
     rwx_storage_class: str
+    # The Filestore StorageClass on the stack's own network, when this layer creates it.
+    rwx_storage: k8s.storage.v1.StorageClass | None
     # No RDMA fabric is set up by the GKE layer (config refuses EFA on gcp).
     rdma_attachments: dict[str, RdmaAttachment]
     cloud: str = "gcp"
@@ -376,15 +380,7 @@ class GkeCluster(pulumi.ComponentResource):
         image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
         self.apis = apis.ProjectApis(
             f"{name}-apis",
-            apis.ProjectApisArgs(
-                project=args.project,
-                apis=apis.needed_apis(
-                    filestore=args.create,
-                    image_streaming=image_streaming,
-                    image_cache=bool(args.pull_through),
-                    kms=args.create and args.encrypt_secrets,
-                ),
-            ),
+            apis.ProjectApisArgs(project=args.project, apis=project_apis(args, image_streaming)),
             opts=child,
         )
         needs = self.apis.needs
@@ -570,7 +566,14 @@ class GkeCluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=child,
         )
-        self.rwx_storage_class = args.rwx_storage_class
+        self.rwx_storage_class = args.rwx_storage_class or filestore.GKE_DEFAULT_CLASS
+        self.rwx_storage = None
+        if args.rwx_storage_class is None and net is not None and net.network_name is not None:
+            # The model volume's Filestore instance on the network the nodes are in.
+            self.rwx_storage = filestore.stack_network_storage_class(
+                f"{name}-filestore-class", net.network_name, self.provider, self
+            )
+            self.rwx_storage_class = filestore.STACK_NETWORK_CLASS
         # GKE's default class (standard-rwo, Persistent Disk) fits a staging volume.
         self.staging_storage_class: str | None = None
         self.platform = platform_summary(args)
@@ -592,6 +595,40 @@ class GkeCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         return vpc.network
+
+
+def controller_kinds(args: GkeClusterArgs) -> list[str]:
+    """The kinds of Kubernetes object whose GKE controllers call Google APIs for this stack."""
+    kinds = []
+    if args.gateway_api:
+        # The entrance on GKE: a Gateway of a gke-l7 class with InferencePool backends.
+        kinds += [apis.GATEWAY_GKE, apis.INFERENCE_POOL_GKE]
+    if args.rwx_storage_class is None or args.rwx_storage_class in filestore.GKE_FILESTORE_CLASSES:
+        kinds.append(apis.FILESTORE_CLAIM)
+    return kinds
+
+
+def project_apis(args: GkeClusterArgs, image_streaming: bool) -> list[str]:
+    """The APIs the stack's cloud resources use, then those its objects' controllers use."""
+    own = apis.needed_apis(
+        filestore=args.create,
+        image_streaming=image_streaming,
+        image_cache=bool(args.pull_through),
+        kms=args.create and args.encrypt_secrets,
+    )
+    return own + [api for api in apis.controller_apis(controller_kinds(args)) if api not in own]
+
+
+def rwx_summary(args: GkeClusterArgs) -> str:
+    """Which class the model volume uses, and on which network its Filestore instances go."""
+    if args.rwx_storage_class is not None:
+        return f"{args.rwx_storage_class} (cluster.rwxStorageClass; its parameters.network must be the cluster's)"
+    if args.create and args.network.vpc == "create":
+        return (
+            f"{filestore.STACK_NETWORK_CLASS}, created: Filestore tier {filestore.TIER} on the stack's network "
+            f"{args.name} ({filestore.CONNECT_MODE})"
+        )
+    return f"{filestore.GKE_DEFAULT_CLASS} (GKE's): Filestore on the project's default network"
 
 
 def platform_summary(args: GkeClusterArgs) -> dict:
@@ -627,12 +664,12 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         "vpc": vpc,
         "nat": nat,
         "gatewayApi": gateway,
-        "apis": ", ".join(
-            apis.needed_apis(
-                filestore=args.create, image_streaming=image_streaming, kms=args.create and args.encrypt_secrets
-            )
+        "apis": ", ".join(project_apis(args, image_streaming)),
+        "controllerApis": "; ".join(
+            f"{kind}: {', '.join(apis.CONTROLLER_APIS[kind])}" for kind in controller_kinds(args)
         ),
         "apisByHand": apis.BOOTSTRAP_COMMAND,
+        "rwxStorage": rwx_summary(args),
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
         **(
             {
@@ -713,7 +750,7 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             project=project,
             pools=specs,
             bucket=bucket,
-            rwx_storage_class=stack.cluster.rwxStorageClass or "standard-rwx",
+            rwx_storage_class=stack.cluster.rwxStorageClass,
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
             network=stack.cluster.network,
