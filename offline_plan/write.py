@@ -27,6 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
+from offline_plan.controllers import controllers_section
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -543,6 +544,7 @@ def render_plan(
     entrance = evaluation.outputs.get("entrance")
     if entrance:
         out += _entrance_section(entrance)
+    out += controllers_section(evaluation)
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
     out += _images_section(evaluation, config)
