@@ -154,6 +154,8 @@ def test_regression_filestore_csi_on_without_the_filestore_api(monkeypatch):
     # volume never bound and the mirror Job waited out its timeout.
     original = apis.needed_apis
     monkeypatch.setattr(apis, "needed_apis", lambda **kw: [a for a in original(**kw) if a != apis.FILESTORE])
+    # ... and not for the model volume's claims either (what the Filestore CSI driver calls).
+    monkeypatch.setitem(apis.CONTROLLER_APIS, apis.FILESTORE_CLAIM, ())
     found = fired(evaluate_stack("dev"), "cloud-api-enabled-before-use")
     assert found == [v for v in found if "file.googleapis.com" in v] and found, found
     assert "gcp:container/cluster:Cluster" in found[0]
