@@ -47,7 +47,7 @@ def _volumes(evaluation: Evaluation) -> list[str]:
     classes = {o["metadata"]["name"]: o for o in _objects(evaluation, "StorageClass")}
     used = sorted(
         {
-            (o.get("spec") or {}).get("storageClassName")
+            str((o.get("spec") or {}).get("storageClassName"))
             for o in _objects(evaluation, "PersistentVolumeClaim")
             if (o.get("spec") or {}).get("storageClassName")
         }
