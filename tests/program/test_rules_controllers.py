@@ -70,6 +70,15 @@ def test_regression_eks_vpc_cni_without_its_network_policy_agent(monkeypatch):
     assert "aws:eks/cluster:Cluster" in found and "network policy agent off" in found
 
 
+def test_a_vpc_cni_add_on_older_than_the_network_policy_agent_fires():
+    prod = committed_stack("prod")
+    for addon in prod.of_type(rules.EKS_ADDON):
+        if addon.inputs["addonName"] == "vpc-cni":
+            addon.inputs["addonVersion"] = "v1.13.4-eksbuild.1"
+    [found] = fired(prod, "network-policies-enforced")
+    assert "v1.14.0+" in found
+
+
 def test_an_existing_cluster_without_a_declared_enforcer_fires(monkeypatch):
     assert fired(variant(EXISTING), "network-policies-enforced") == []
     monkeypatch.setattr(enforcement, "namespace_annotations", lambda stack: {})

@@ -69,14 +69,14 @@ def _enforcing_vpc_cni(addon: RecordedResource) -> bool:
         values = json.loads(addon.inputs.get("configurationValues") or "{}")
     except ValueError:
         return False
-    version = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", addon.inputs.get("addonVersion") or "v99.0.0")
-    return (
-        values.get("enableNetworkPolicy") == "true"
-        and bool(version)
-        and (
-            tuple(int(g) for g in version.groups()) >= VPC_CNI_MIN_VERSION  # type: ignore[union-attr]
-        )
-    )
+    if values.get("enableNetworkPolicy") != "true":
+        return False
+    if addon.inputs.get("addonVersion") is None:
+        # EKS installs its default build for the cluster's version (unresolved here that it is
+        # v1.14.0+: components/cluster/aws/eks.py says how to settle it).
+        return True
+    version = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", addon.inputs["addonVersion"])
+    return version is not None and tuple(int(g) for g in version.groups()) >= VPC_CNI_MIN_VERSION
 
 
 @rule("network-policies-enforced", kind="environment")

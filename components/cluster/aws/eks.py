@@ -808,7 +808,10 @@ class EksCluster(pulumi.ComponentResource):
         # (bootstrap_self_managed_addons defaults to true); OVERWRITE lets the managed add-on take it
         # over (pulumi_aws eks Addon resolve_conflicts_on_create: "How to resolve field value conflicts
         # when migrating a self-managed add-on to an Amazon EKS add-on"). Version left to EKS: its
-        # default build for every Kubernetes version this program pins is far above v1.14.0. Created
+        # default build for the cluster's Kubernetes version. That this default is v1.14.0 or later
+        # for every version this program pins is unresolved here; settle it with `aws eks
+        # describe-addon-versions --addon-name vpc-cni --kubernetes-version <version> --query
+        # "addons[].addonVersions[?compatibilities[?defaultVersion]].addonVersion"`. Created
         # before the node groups, as terraform-aws-modules/terraform-aws-eks does for vpc-cni
         # (`before_compute`), so every node starts with the agent.
         vpc_cni = aws.eks.Addon(
