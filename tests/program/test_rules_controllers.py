@@ -250,3 +250,29 @@ def test_a_load_balancer_without_elb_tagged_public_subnets_fires():
         s.inputs["tags"].pop("kubernetes.io/role/elb")
     [found] = fired(prod, "aws-controllers-have-what-they-need")
     assert "Gateway" in found and "kubernetes.io/role/elb" in found
+
+
+def test_an_existing_gke_cluster_whose_look_up_shows_the_legacy_dataplane_fires(monkeypatch):
+    from offline_plan import mock_runtime
+
+    overrides = {
+        "cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+        **declared_enforcement("dev", "gke-dataplane-v2"),
+        "exposure": {},
+        "models": DEV_MODELS,
+        "addons": {"preinstalled": ["prometheusOperator"]},
+    }
+    answer = mock_runtime._CALL_RESULTS["gcp:container/getCluster:getCluster"]
+    monkeypatch.setitem(
+        mock_runtime._CALL_RESULTS,
+        "gcp:container/getCluster:getCluster",
+        {**answer, "datapathProvider": "ADVANCED_DATAPATH"},
+    )
+    assert fired(evaluate_stack("dev", overrides=overrides), "network-policies-enforced") == []
+    monkeypatch.setitem(
+        mock_runtime._CALL_RESULTS,
+        "gcp:container/getCluster:getCluster",
+        {**answer, "datapathProvider": "LEGACY_DATAPATH"},
+    )
+    [found] = fired(evaluate_stack("dev", overrides=overrides), "network-policies-enforced")
+    assert "existing GKE cluster shared-gpu" in found and "LEGACY_DATAPATH" in found

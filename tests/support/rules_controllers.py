@@ -10,7 +10,8 @@ cluster silently ignores the first and leaves the others Pending.
   before the NetworkPolicies (EKS User Guide, "Restrict Pod network traffic with Kubernetes network
   policies", https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
   A cluster the stack does not create: its serving Namespace names the enforcer the stack file
-  declares (security.networkPolicyEnforcement).
+  declares (security.networkPolicyEnforcement), and an existing GKE cluster's look-up, where it
+  answers datapathProvider and networkPolicies (pulumi_gcp container get_cluster), agrees.
 - filestore-volume-on-the-stack-network: a claim provisioned by the Filestore CSI driver gets its
   instance on the network its StorageClass names, `default` when it names none
   (kubernetes-sigs/gcp-filestore-csi-driver README, "Supported CreateVolume parameters"; GKE's own
@@ -109,6 +110,19 @@ def network_policies_enforced(graph: ApplyGraph) -> Iterable[Violation]:
                 yield Violation(name, describe(policy), "is created before the VPC CNI add-on that enforces it")
     if gke or eks:
         return
+    # An existing GKE cluster's look-up answers what its dataplane is; it overrides the declaration.
+    for token, _args, result in graph.evaluation.call_results:
+        datapath = result.get("datapathProvider")
+        if token != "gcp:container/getCluster:getCluster" or datapath is None:
+            continue
+        calico = any(p.get("enabled") for p in result.get("networkPolicies") or [])
+        if datapath != "ADVANCED_DATAPATH" and not calico:
+            yield Violation(
+                name,
+                f"existing GKE cluster {_args.get('name')}",
+                f"the look-up answers datapathProvider {datapath} and no network policy, so nothing enforces the "
+                f"stack's {len(policies)} NetworkPolicies, whatever security.networkPolicyEnforcement declares",
+            )
     namespaces = {(r.inputs.get("metadata") or {}).get("name"): r for r in objects_of_kind(graph, "Namespace")}
     for namespace in sorted({(p.inputs.get("metadata") or {}).get("namespace") for p in policies}):
         ns = namespaces.get(namespace)
