@@ -14,7 +14,7 @@ from common import contract
 from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, undeclared_problems
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
-from components.entrance import Entrance, EntranceArgs, picker
+from components.entrance import Entrance, EntranceArgs, google_cert, picker
 from components.model_store.store import (
     MIRROR_POD_SECURITY_EXCEPTION,
     ModelStore,
@@ -33,7 +33,7 @@ from components.verification import Verification, VerificationArgs, Verification
 from planner import driver_check, plan
 from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
-from stack_config.entrance import implementation_for
+from stack_config.entrance import default_certificate, implementation_for
 
 try:
     loaded = config.load()
@@ -246,6 +246,21 @@ entrance_config = stack.exposure.entrance
 if entrance_config is not None:
     implementation = implementation_for(stack.cloud.value, stack.creates_cluster, entrance_config)
     tls = entrance_config.tls
+    # On GKE a Google-managed Certificate Manager certificate (components/entrance/google_cert.py):
+    # the GKE Gateway controller cannot serve cert-manager's HTTP-01 challenge before it has a certificate.
+    google_certificate = None
+    if tls.certificate == "google-managed":
+        assert stack.region is not None  # google-managed is cloud gcp only (stack_config/entrance.py tls_problems)
+        cert_name = google_cert.certificate_name(stack.cluster.name)
+        google_certificate = google_cert.GoogleManagedCertificate(
+            "entrance-certificate",
+            google_cert.GoogleManagedCertificateArgs(
+                hostname=entrance_config.hostname,
+                name=cert_name,
+                region=stack.region,
+                project=stack.cluster.gcpProject,
+            ),
+        )
     entrance = Entrance(
         "entrance",
         EntranceArgs(
@@ -256,10 +271,11 @@ if entrance_config is not None:
             plans=[p for p in plans if p.model.engine == "vllm"],
             picker_replicas=entrance_config.picker.replicas,
             failure_mode=entrance_config.picker.failureMode,
-            certificate=tls.certificate,
+            certificate=tls.certificate or default_certificate(implementation.name),
             acme_server=tls.acmeServer,
             acme_email=tls.acmeEmail,
             tls_secret=tls.secretName,
+            google_certificate=google_certificate,
             crds=addons.crds,
             monitoring=monitoring.enabled,
             monitoring_labels=dict(monitoring.labels),

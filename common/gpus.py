@@ -455,3 +455,75 @@ def slices_per_gpu_for(pool) -> int:
         profile = mig_profile(pool.gpu, profile_name)
         return profile.instances if profile else 1
     return 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Which catalog GPU a CUDA-reported total belongs to.
+#
+# A total the user measured (or a log printed) is rarely the catalog's figure to the last digit: the
+# driver and the SKU move it. The catalog's own sources and the logs noted beside its entries show
+# how far for one GPU class (each figure is cited above):
+# - A100-40GB 39.39 (deviceQuery, SXM4) against 39.49 and 39.56 in logs of unnamed A100s: 0.43%;
+# - L4 21.96 against 22.05 in a vLLM CI log of an unnamed GPU: 0.41%;
+# - A100-80GB 79.25 against 79.15 (an A100 80GB PCIe, perhaps): 0.13%;
+# - GB10 121.69 against 121.63 on another box: 0.05%; H100-80GB 79.19 against the 79.18 of the
+#   benyucong/neo4j-graphrag-python log (tests/fixtures/vllm_logs/held_out_by_source.yaml): 0.01%;
+#   H200 139.80 against 139.81 and B200 178.35 against 178.36: under 0.01%.
+# The tolerance is 0.5% of the catalog total, just above the widest of these. A total an ECC setting
+# moves further (GDDR cards can switch ECC off and gain memory; no catalog source states the size
+# of that change, unresolved: measure on the card with `nvidia-smi -e 0`, reboot, and the command in
+# the module docstring) falls outside and is refused, never taken for another GPU.
+CUDA_TOTAL_TOLERANCE = 0.005
+# Logs print totals to 0.01 GiB; a figure within half of that is the catalog's own.
+CUDA_TOTAL_ROUNDING_GIB = 0.005
+
+
+@dataclass(frozen=True)
+class TotalMatch:
+    """The catalog GPUs a CUDA total may belong to: `gpu` when exactly one is taken, else None."""
+
+    total_gib: float
+    gpu: Gpu | None
+    candidates: tuple[Gpu, ...]  # every entry within the tolerance, nearest first
+    exact: bool  # the total is the catalog figure of `gpu` (to the logs' 0.01 GiB)
+
+    def describe(self) -> str:
+        """One line saying which GPU was taken and why (or why none was)."""
+        if self.gpu is not None:
+            how = (
+                "its catalog CUDA total"
+                if self.exact
+                else f"within {CUDA_TOTAL_TOLERANCE:.1%} of its catalog total {self.gpu.cuda_total_gib:g} GiB"
+            )
+            others = [g for g in self.candidates if g is not self.gpu]
+            also = (
+                f"; also within {CUDA_TOTAL_TOLERANCE:.1%}: "
+                + ", ".join(f"{g.name} ({g.cuda_total_gib:g} GiB)" for g in others)
+                + ", pass --gpu if it is one of those"
+                if others
+                else ""
+            )
+            return f"{self.total_gib:g} GiB is {self.gpu.name} ({how}){also}"
+        if self.candidates:
+            names = " and ".join(f"{g.name} ({g.cuda_total_gib:g} GiB)" for g in self.candidates)
+            return f"{self.total_gib:g} GiB is within {CUDA_TOTAL_TOLERANCE:.1%} of {names}"
+        return f"{self.total_gib:g} GiB is not within {CUDA_TOTAL_TOLERANCE:.1%} of any catalog GPU's CUDA total"
+
+
+def match_cuda_total(total_gib: float) -> TotalMatch:
+    """The catalog GPU a CUDA-reported total belongs to.
+
+    A total that is one entry's own figure is that GPU (its source is a log of it), even where another
+    entry's tolerance reaches it (79.19 is the H100's, 0.08% from the A100-80GB's 79.25). Otherwise
+    exactly one entry within the tolerance is taken; none, or two or more, leave `gpu` None.
+    """
+    near = sorted(
+        (g for g in CATALOG.values() if abs(g.cuda_total_gib - total_gib) <= CUDA_TOTAL_TOLERANCE * g.cuda_total_gib),
+        key=lambda g: abs(g.cuda_total_gib - total_gib),
+    )
+    exact = [g for g in near if abs(g.cuda_total_gib - total_gib) < CUDA_TOTAL_ROUNDING_GIB]
+    if len(exact) == 1:
+        return TotalMatch(total_gib, exact[0], tuple(near), True)
+    if len(near) == 1:
+        return TotalMatch(total_gib, near[0], tuple(near), False)
+    return TotalMatch(total_gib, None, tuple(near), False)

@@ -137,8 +137,8 @@ def _resolved(repository: str, tag: str, digest: str, source: str) -> Fact:
 
 
 _NOT_FOUND = (
-    "no published digest for this tag found in the public sources searched on 2026-12-01 "
-    "(GitHub code index: '<repo>:<tag>@sha256' and the release notes); no registry access here"
+    "no digest for this tag is published in a citable source (the project's release notes and repositories, "
+    "checked 2026-12-01), and the registry was not reachable from the machine that wrote this table"
 )
 
 # The table the resolver rewrites: key -> (repository, tag, digest Fact). Bump a tag here and run
@@ -147,28 +147,8 @@ _NOT_FOUND = (
 DIGESTS: dict[str, tuple[str, str, Fact]] = {
     "vllm": ("vllm/vllm-openai", "v0.32.0", _unresolved("vllm/vllm-openai", "v0.32.0", _NOT_FOUND)),
     "downloader": ("vllm/vllm-openai", "v0.32.0", _unresolved("vllm/vllm-openai", "v0.32.0", _NOT_FOUND)),
-    "aws-cli": (
-        "amazon/aws-cli",
-        "2.37.7",
-        _cited(
-            "amazon/aws-cli",
-            "2.37.7",
-            "sha256:95f8d1e6d31aaa16997d1406eb532b0ca6a9830fe8a859c37a0fd223f10959e5",
-            "a third-party build-toolchain pin list (TypeScript, BUILD_TOOLCHAIN.images.awsCli) in the GitHub "
-            "code index, find_string id 71421043156; the index does not name its repository",
-        ),
-    ),
-    "gcloud": (
-        "google/cloud-sdk",
-        "587.0.0-slim",
-        _cited(
-            "google/cloud-sdk",
-            "587.0.0-slim",
-            "sha256:7c2dbc4eeba1e500b788be19cae33599cefe3294949a62c034bd1c2002329f69",
-            "the same third-party pin list (BUILD_TOOLCHAIN.images.gcloud), find_string ids 71421043156 and "
-            "70902551587 (two versions of the file agree)",
-        ),
-    ),
+    "aws-cli": ("amazon/aws-cli", "2.37.7", _unresolved("amazon/aws-cli", "2.37.7", _NOT_FOUND)),
+    "gcloud": ("google/cloud-sdk", "587.0.0-slim", _unresolved("google/cloud-sdk", "587.0.0-slim", _NOT_FOUND)),
     "storage-initializer": (
         "kserve/storage-initializer",
         "v0.20.0",
@@ -183,15 +163,7 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
     "endpoint-picker": (
         "ghcr.io/llm-d/llm-d-router-endpoint-picker",
         "v0.10.0",
-        _cited(
-            "ghcr.io/llm-d/llm-d-router-endpoint-picker",
-            "v0.10.0",
-            "sha256:2e516fa1310da7be59b82beb1445362139597d6d553ef04d546716abe3aaaa70",
-            "a third-party versions table ('llm-d-router | v0.10.0 (2026-08-17) ... Endpoint picker: "
-            "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.10.0@sha256:2e516fa1...', the multi-arch index; "
-            "arm64 sha256:110a7225..., amd64 sha256:9862ae38...) in the GitHub code index, find_string id "
-            "68336677490; the index does not name its repository",
-        ),
+        _unresolved("ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0", _NOT_FOUND),
     ),
     "gpu-operator-toolkit": (
         "nvcr.io/nvidia/k8s/container-toolkit",

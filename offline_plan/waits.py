@@ -146,7 +146,9 @@ def longest_chain(resources: Iterable[RecordedResource]) -> tuple[int, list[Wait
         if urn in visiting:
             raise ValueError(f"dependency cycle through {urn}")
         before, previous = 0, None
-        for dep in _direct(by_urn[urn], by_urn):
+        # Sorted, so a tie between two equally long chains goes to the same one on every run (a set's
+        # order changes with the process's hash seed).
+        for dep in sorted(_direct(by_urn[urn], by_urn)):
             t = end(dep, visiting | {urn})
             if t > before:
                 before, previous = t, dep
@@ -155,7 +157,7 @@ def longest_chain(resources: Iterable[RecordedResource]) -> tuple[int, list[Wait
 
     if not resources:
         return 0, []
-    last = max(by_urn, key=end)
+    last = max(sorted(by_urn), key=end)
     chain: list[Wait] = []
     urn: str | None = last
     while urn is not None:

@@ -28,6 +28,7 @@ from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
 from offline_plan.controllers import controllers_section
+from offline_plan.gpu_stack import gpu_stack_section
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -76,6 +77,19 @@ def pack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any] | None:
         return None
     what = str(PACK_CONFIG_DIR / f"{stack}.json")
     return loads_json(read_text_file(path, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES)
+
+
+def _pack_config_line(stack: str, config: dict[str, Any] | None) -> str:
+    """Which pack config the verdicts used: a stack without its own file gets the pack's defaults,
+    which a copy of prod's stack file would silently fall back to (no required digests)."""
+    path = PACK_CONFIG_DIR / f"{stack}.json"
+    if config is None:
+        return (
+            f"Pack config: none (`{path}` does not exist), so the pack's defaults apply: image digests are not "
+            f"required. The workflows pass `{path}` to `pulumi preview`/`up`; create it (copy "
+            f"`{PACK_CONFIG_DIR / 'prod.json'}` for a production stack)."
+        )
+    return f"Pack config: `{path}`" + (" (image digests required)." if requires_digest(config) else ".")
 
 
 def requires_digest(config: dict[str, Any] | None) -> bool:
@@ -394,6 +408,7 @@ ENTRANCE_LABELS = {
     "bodyRouting": "Body-based routing",
     "loadBalancerIdleTimeoutSeconds": "Load balancer idle timeout (s)",
     "dnsRecord": "DNS record to create",
+    "certificateDnsRecord": "DNS record that authorizes the certificate (CNAME, create once)",
 }
 
 
@@ -538,6 +553,7 @@ def render_plan(
     drivers = evaluation.outputs.get("drivers") or []
     if drivers:
         out += _driver_section(drivers)
+    out += gpu_stack_section(evaluation)
     network_policies = evaluation.outputs.get("networkPolicies")
     if network_policies:
         out += _network_policy_section(network_policies)
@@ -560,7 +576,7 @@ def render_plan(
     ]
     if warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Policy verdicts", ""]
+    out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")

@@ -38,6 +38,9 @@ Each term is a mechanism with the source line of the release that does it:
   estimate grows with the layers on a GPU and the number of capture sizes, which follows
   max_num_seqs, speculative decoding and the release (planner/vllm_releases.py).
 
+planner/sizing_explain.py lists these terms one by one, with their sizes and their sources as data
+(planner/vllm_releases.py:SOURCES), for `--explain` and `--from-log`.
+
 The token count then follows the KV-cache manager's layout (planner/kv_layout.py: pages, hybrid
 block sizes and page padding, groups, the reported number of each release).
 
@@ -199,6 +202,8 @@ class SizingResult:
     block_size: int = 16
     padding_layers: int = 0
     lora_gib_per_gpu: float = 0.0
+    # The pipeline stage with the fewest KV blocks, whose budget the figures above are (0 without PP).
+    binding_stage: int = 0
 
     @property
     def overhead_gib(self) -> float:
@@ -391,7 +396,21 @@ def total_weights_from_first_stage(req: SizingRequest, first_stage_bytes: float)
     return (body + embed + head_in_checkpoint) * tp
 
 
-def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> float:
+@dataclass(frozen=True)
+class ActivationParts:
+    """The torch peak of one GPU's profile run, by mechanism (bytes). `peak` is what the budget takes."""
+
+    forward: float
+    sampler: float
+    sampler_path: str  # "flashinfer", "sort", "triton", "v2" or "" (not the last pipeline stage)
+    sampler_persistent: float  # Model Runner V2's penalties state, allocated for good
+    moe_workspace: float
+    moe_workspace_persists: bool
+    vision: float
+    peak: float
+
+
+def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> ActivationParts:
     arch = req.arch
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
     act = _dtype_bytes(_model_dtype(req))
@@ -399,10 +418,12 @@ def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> fl
     forward = mnbt * act * (FORWARD_INTERMEDIATE_FACTOR * inter / tp + FORWARD_HIDDEN_FACTOR * arch.hidden)
     release = _release(req.vllm_version)
     sampler = persistent = 0.0
+    path = ""
     if stage == pp - 1:  # only the last pipeline stage computes logits and samples
         rows = min(seqs, mnbt)
         if release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid):
             sampler, persistent = _model_runner_v2_sampler_bytes(req, rows, seqs)
+            path = "v2"
         else:
             path = release.top_k_top_p_path(rows, req.flashinfer_sampler)
             sampler = SAMPLER_BYTES_PER_LOGIT[path] * rows * arch.vocab
@@ -418,13 +439,15 @@ def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> fl
         moe_shard = 1 if req.expert_parallel else tp
         moe_workspace = mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
     vision = vision_encoder_bytes(req, mnbt) if stage == 0 else 0.0
-    if release.moe_workspace_persists(quant):
-        # A persistent workspace is still allocated when the sampler runs: it adds on top.
-        peak = max(forward, sampler, vision) + moe_workspace
-    else:
-        # Per-call buffers are freed after each MoE layer: they only raise the forward's own peak.
-        peak = max(forward + moe_workspace, sampler, vision)
-    return peak + persistent
+    persists = release.moe_workspace_persists(quant)
+    # A persistent workspace is still allocated when the sampler runs: it adds on top. Per-call
+    # buffers are freed after each MoE layer: they only raise the forward's own peak.
+    peak = max(forward, sampler, vision) + moe_workspace if persists else max(forward + moe_workspace, sampler, vision)
+    return ActivationParts(forward, sampler, path, persistent, moe_workspace, persists, vision, peak + persistent)
+
+
+def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> float:
+    return activation_parts(req, stage, mnbt, seqs).peak
 
 
 def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> tuple[float, float]:
@@ -471,21 +494,40 @@ def vision_encoder_bytes(req: SizingRequest, mnbt: int) -> float:
     return patches * per_patch * act
 
 
-def non_torch_bytes(req: SizingRequest) -> float:
-    """Memory outside PyTorch's allocator that grows from vLLM's snapshot to the end of profiling."""
+@dataclass(frozen=True)
+class NonTorchParts:
+    """Memory outside PyTorch's allocator that grows while vLLM profiles, by mechanism (GiB)."""
+
+    workspaces: float  # CUDA/cuBLAS workspaces of the GPU (a PP-only stage: its own figure)
+    nccl_ring: float
+    nccl_nvls: float
+    unified_host_growth: float
+
+    @property
+    def total(self) -> float:
+        return self.workspaces + self.nccl_ring + self.nccl_nvls + self.unified_host_growth
+
+
+def non_torch_parts(req: SizingRequest) -> NonTorchParts:
     tp, pp = req.tensor_parallel_size, req.pipeline_parallel_size
     kind = interconnect(req)
+    ring = nvls = host = 0.0
     if tp > 1:
-        gib = NON_TORCH_SINGLE_GPU_GIB + NCCL_RING_BUFFERS_GIB
+        workspaces, ring = NON_TORCH_SINGLE_GPU_GIB, NCCL_RING_BUFFERS_GIB
         if kind == "nvswitch" and _has_nvls(req):
-            gib += NCCL_NVLS_BUFFERS_GIB
+            nvls = NCCL_NVLS_BUFFERS_GIB
     elif pp > 1:
-        gib = NON_TORCH_PP_ONLY_GIB
+        workspaces = NON_TORCH_PP_ONLY_GIB
     else:
-        gib = NON_TORCH_SINGLE_GPU_GIB
+        workspaces = NON_TORCH_SINGLE_GPU_GIB
     if kind == "unified" and _release(req.vllm_version).unified_memory_counts_host_growth:
-        gib += UNIFIED_MEMORY_HOST_GROWTH_GIB
-    return gib * GiB
+        host = UNIFIED_MEMORY_HOST_GROWTH_GIB
+    return NonTorchParts(workspaces, ring, nvls, host)
+
+
+def non_torch_bytes(req: SizingRequest) -> float:
+    """Memory outside PyTorch's allocator that grows from vLLM's snapshot to the end of profiling."""
+    return non_torch_parts(req).total * GiB
 
 
 def _has_nvls(req: SizingRequest) -> bool:
@@ -612,8 +654,10 @@ def size(req: SizingRequest) -> SizingResult:
             speculative_tokens=req.speculative_tokens if _with_mtp(req) else 0,
         )
         blocks = int(kv_mem // (layout.page_bytes * layout.group_size)) if kv_mem > 0 else 0
-        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage], lora))
-    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu, lora_per_gpu = min(stages, key=lambda s: s[0])
+        stages.append((blocks, kv_mem, act, graphs, layout, stage_layers, stage_weights[stage], lora, stage))
+    blocks, kv_mem, act, graphs, layout, stage_layers, weights_per_gpu, lora_per_gpu, binding = min(
+        stages, key=lambda s: s[0]
+    )
     full_layout = kv_layout.kv_layout(
         arch,
         tp=tp,
@@ -673,6 +717,7 @@ def size(req: SizingRequest) -> SizingResult:
         block_size=full_layout.block_size,
         padding_layers=full_layout.padding_layers,
         lora_gib_per_gpu=lora_per_gpu / GiB,
+        binding_stage=binding,
     )
 
 

@@ -5,8 +5,20 @@ larger tensor-parallel size would fit, which one); 2 unusable input: a bad flag 
 unreadable or implausible config.json, or a request vLLM itself would refuse to start with (one line
 on stderr naming the flag or key).
 
+GPU: --gpu names a catalog GPU (common/gpus.py) and brings its traits (the interconnect of its
+multi-GPU machines, unified memory, vLLM's batch defaults for it); --gpu-memory-gib alone is a
+measured CUDA total, taken as the catalog GPU within 0.5% of it (common/gpus.py:match_cuda_total,
+which says where that tolerance comes from); a total near no catalog GPU, or near two, is refused
+unless --interconnect describes the machine. The GPU taken is printed (and is "gpu" in --json).
+
+--explain prints every term of the memory budget with its size, the release behaviour it follows and
+its vLLM source line (planner/sizing_explain.py); --from-log FILE sets the inputs from a vLLM V1
+startup log (planner/startup_log.py) and prints predicted against logged, term by term. Flags given
+on the command line win over what the log states.
+
 Limits: config.json is read only from a regular file of at most 16 MiB, nested at most 100 levels;
-its numbers must be whole and in range (planner/model_arch.py); flags are bounded (--help).
+its numbers must be whole and in range (planner/model_arch.py); a startup log from a regular file of
+at most 64 MiB of UTF-8 text; flags are bounded (--help).
 """
 
 from __future__ import annotations
@@ -22,8 +34,9 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from common.engine import QUANTIZATION_METHODS, VLLM_VERSION
-from common.gpus import CATALOG, UnknownGpuError, get_gpu
+from common.gpus import CATALOG, CUDA_TOTAL_TOLERANCE, Gpu, UnknownGpuError, get_gpu, match_cuda_total
 from common.untrusted import MAX_MODEL_CONFIG_BYTES, InputLimitError, excerpt, loads_json, read_text_file
+from planner import sizing_explain, startup_log
 from planner.checkpoint import dtype_problem, quantization_problem
 from planner.model_arch import MAX_CONTEXT, MAX_LAYERS, ModelArch, SizingError
 from planner.sizing import (
@@ -39,10 +52,13 @@ from planner.sizing import (
     SizingResult,
     size,
     smallest_tensor_parallel_size,
+    total_weights_from_first_stage,
     valid_tensor_parallel_sizes,
 )
 
 BAR_WIDTH = 50
+DTYPES = ["auto", "bfloat16", "float16", "float32"]
+KV_CACHE_DTYPES = ["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
 class CliError(Exception):
@@ -96,24 +112,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-config", required=True, help="path to a config.json, or a Hub repo id (then --revision is required)"
     )
     p.add_argument("--revision", help="40-hex commit of the Hub repo (with a repo id)")
-    gpu = p.add_mutually_exclusive_group(required=True)
-    gpu.add_argument("--gpu", help="GPU name from the catalog (common/gpus.py), e.g. H100-80GB")
-    gpu.add_argument(
+    p.add_argument(
+        "--gpu", help="GPU name from the catalog (common/gpus.py), e.g. H100-80GB: its CUDA total and traits"
+    )
+    p.add_argument(
         "--gpu-memory-gib",
         type=_finite("GiB"),
-        help=f"CUDA-reported total memory per GPU, GiB (above 0, at most {MAX_GPU_MEMORY_GIB:g})",
+        help=f"CUDA-reported total memory per GPU, GiB (above 0, at most {MAX_GPU_MEMORY_GIB:g}); alone, the "
+        f"catalog GPU within {CUDA_TOTAL_TOLERANCE:.1%}% of it; with --gpu, that GPU measured",
     )
     p.add_argument(
         "--tensor-parallel-size",
         type=_whole(-(2**31), 2**31),
-        default=1,
-        help=f"1 to {MAX_TENSOR_PARALLEL} (default 1)",
+        help=f"1 to {MAX_TENSOR_PARALLEL} (default 1, or the log's)",
     )
     p.add_argument(
         "--pipeline-parallel-size",
         type=_whole(-(2**31), 2**31),
-        default=1,
-        help="1 to the model's number of layers (default 1)",
+        help="1 to the model's number of layers (default 1, or the log's)",
     )
     p.add_argument(
         "--gpu-memory-utilization",
@@ -121,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="in (0, 1]; default: the release's (0.92 from vLLM 0.21, 0.9 before)",
     )
     p.add_argument("--max-model-len", type=_whole(-(2**63), 2**63), help="default: the model's max_position_embeddings")
-    p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
-    p.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2"])
+    p.add_argument("--dtype", choices=DTYPES, help="default auto, or the log's")
+    p.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, help="default auto, or the log's")
     p.add_argument(
         "--quantization",
         help="vLLM --quantization (fp8, awq, gptq, mxfp4, ...): one the deployed "
@@ -156,8 +172,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--interconnect",
         choices=list(INTERCONNECTS),
-        help="what joins the GPUs (default: the catalog GPU's multi-GPU machines; nvswitch "
-        "for --gpu-memory-gib, the larger NCCL footprint)",
+        help="what joins the GPUs (default: the catalog GPU's multi-GPU machines); required for a GPU "
+        "outside the catalog: nvswitch counts NCCL's NVLS buffers (Hopper or newer), nvlink and pcie "
+        "ring buffers only, unified treats it as unified memory (like a GB10)",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every term of the memory budget with its size, the release it follows and the vLLM source line",
+    )
+    p.add_argument(
+        "--from-log",
+        metavar="FILE",
+        help="a vLLM V1 startup log: take the GPU total, release, parallelism, batch limits, dtypes and weights "
+        "it states and print predicted against logged, term by term",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
@@ -175,6 +203,8 @@ def canonical_gpu_name(name: str) -> str:
     key = "-".join(
         part for part in key.split("-") if part and part not in ("SXM", "SXM4", "SXM5", "PCIE", "HBM3", "HBM2E")
     )
+    # The catalog's RTX-PRO-6000 is the Server Edition ("NVIDIA RTX PRO 6000 Blackwell Server Edition").
+    key = key.replace("-BLACKWELL-SERVER-EDITION", "")
     for known in CATALOG:
         if key == known.upper():
             return known
@@ -217,7 +247,124 @@ def load_config(source: str, revision: str | None) -> dict[str, Any]:
         raise CliError(f"--model-config: {exc}") from None
 
 
-def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
+def _release_number(version: str) -> str | None:
+    match = re.match(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?", version)
+    return match.group() if match else None
+
+
+_LOG_DTYPES = {
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "float": "float32",
+}
+
+
+def apply_log(args: argparse.Namespace, log: startup_log.StartupLog) -> list[str]:
+    """Set every flag left unset to what the log states; the names of the flags taken from the log."""
+    taken = []
+
+    def take(attr: str, value: object) -> None:
+        if value is not None and getattr(args, attr) is None:
+            setattr(args, attr, value)
+            taken.append("--" + attr.replace("_", "-"))
+
+    for attr in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "gpu_memory_utilization",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+    ):
+        take(attr, getattr(log, attr))
+    take("gpu_memory_gib", log.cuda_total_gib)
+    take("vllm_version", _release_number(log.version) if log.version else None)
+    take("dtype", _LOG_DTYPES.get(log.dtype or ""))
+    take("kv_cache_dtype", log.kv_cache_dtype if log.kv_cache_dtype in KV_CACHE_DTYPES else None)
+    if log.weights and args.weights_gib is None:
+        taken.append("--weights-gib")  # one GPU's "Model loading took"; request_from_args takes the total
+    if log.enforce_eager and not args.enforce_eager:
+        args.enforce_eager = True
+        taken.append("--enforce-eager")
+    return taken
+
+
+def _gpu_from_log_name(log: startup_log.StartupLog | None) -> Gpu | None:
+    """The catalog GPU a log names (a fused-MoE config path's device_name=NVIDIA_H100_80GB_HBM3), if any."""
+    if log is None or not log.device_name:
+        return None
+    name = canonical_gpu_name(log.device_name.replace("_", " "))
+    return CATALOG.get(name)
+
+
+def resolve_gpu(args: argparse.Namespace, log: startup_log.StartupLog | None) -> tuple[Gpu | None, float, str]:
+    """(catalog GPU or None, CUDA total, one line saying which GPU was taken and why)."""
+    if args.gpu:
+        try:
+            gpu = get_gpu(canonical_gpu_name(args.gpu))
+        except UnknownGpuError as exc:
+            raise CliError(f"--gpu: {exc}") from None
+        if args.gpu_memory_gib is None:
+            if not gpu.cuda_total_confirmed:
+                print(
+                    f"warning: {gpu.name}'s CUDA total ({gpu.cuda_total_gib} GiB) is not confirmed by a cited log "
+                    f'(common/gpus.py); measure it on the GPU with python3 -c "import torch; '
+                    f'print(torch.cuda.mem_get_info()[1] / 1024**3)" and pass --gpu-memory-gib',
+                    file=sys.stderr,
+                )
+            return gpu, gpu.cuda_total_gib, f"{gpu.name} (--gpu), its catalog CUDA total {gpu.cuda_total_gib:g} GiB"
+        _check_total(args.gpu_memory_gib)
+        return gpu, args.gpu_memory_gib, f"{gpu.name} (--gpu) with a measured total of {args.gpu_memory_gib:g} GiB"
+    named = _gpu_from_log_name(log)
+    if args.gpu_memory_gib is None and named is not None:
+        return (
+            named,
+            named.cuda_total_gib,
+            f"{named.name}, as the log names it, its catalog CUDA total (the log states none)",
+        )
+    if args.gpu_memory_gib is None:
+        raise CliError(
+            "give --gpu NAME or --gpu-memory-gib TOTAL"
+            + (" (the log states no CUDA total)" if log is not None else " (or --from-log with a startup log)")
+        )
+    memory = args.gpu_memory_gib
+    _check_total(memory)
+    match = match_cuda_total(memory)
+    if named is not None:
+        # The device the log names (its fused-MoE config path) outranks what its total is near.
+        return named, memory, f"{named.name}, as the log names it ({match.describe()})"
+    if match.gpu is not None:
+        return match.gpu, memory, match.describe()
+    what = "the log's CUDA total" if log is not None and log.cuda_total_gib == memory else "--gpu-memory-gib"
+    if args.interconnect:
+        return None, memory, f"{match.describe()}: a GPU outside the catalog, on --interconnect {args.interconnect}"
+    known = ", ".join(f"{g.name} {g.cuda_total_gib:g}" for g in CATALOG.values())
+    if match.candidates:
+        choices = " or ".join(f"--gpu {g.name}" for g in match.candidates)
+        raise CliError(f"{what} {memory:g}: {match.describe()}, so the GPU is unknown; pass {choices}")
+    raise CliError(
+        f"{what} {memory:g}: {match.describe()} ({known});"
+        f" pass --gpu NAME for a catalog GPU (with --gpu-memory-gib for the measured total), or describe the machine "
+        f"with --interconnect {'|'.join(INTERCONNECTS)} (nvswitch counts NCCL's NVLS buffers, unified sizes unified "
+        f"memory like a GB10)"
+    )
+
+
+def _check_total(memory: float) -> None:
+    if not 0 < memory <= MAX_GPU_MEMORY_GIB:
+        raise CliError(f"--gpu-memory-gib must be above 0 and at most {MAX_GPU_MEMORY_GIB:g}")
+
+
+def request_from_args(
+    args: argparse.Namespace, log: startup_log.StartupLog | None = None
+) -> tuple[SizingRequest, str, str]:
+    """(request, the GPU's display name, which GPU was taken and why)."""
+    args.tensor_parallel_size = 1 if args.tensor_parallel_size is None else args.tensor_parallel_size
+    args.pipeline_parallel_size = 1 if args.pipeline_parallel_size is None else args.pipeline_parallel_size
+    args.dtype = args.dtype or "auto"
+    args.kv_cache_dtype = args.kv_cache_dtype or "auto"
     for flag, high in (("tensor_parallel_size", MAX_TENSOR_PARALLEL), ("pipeline_parallel_size", MAX_LAYERS)):
         if getattr(args, flag) < 1:
             raise CliError(f"--{flag.replace('_', '-')} must be at least 1")
@@ -234,28 +381,10 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         r"v?\d{1,4}\.\d{1,4}(\.\d{1,4})?([.+-][0-9A-Za-z.+-]{1,32})?", args.vllm_version
     ):
         raise CliError(f"--vllm-version {excerpt(args.vllm_version)} is not a release number like 0.19.0")
-    device_name = None  # what vLLM's batch defaults look at (the "a100" check)
-    if args.gpu:
-        try:
-            gpu = get_gpu(canonical_gpu_name(args.gpu))
-        except UnknownGpuError as exc:
-            raise CliError(f"--gpu: {exc}") from None
-        memory, gpu_name, device_name = gpu.cuda_total_gib, gpu.name, gpu.name
-        if not gpu.cuda_total_confirmed:
-            print(
-                f"warning: {gpu.name}'s CUDA total ({gpu.cuda_total_gib} GiB) is not confirmed by a cited log "
-                f'(common/gpus.py); measure it on the GPU with python3 -c "import torch; '
-                f'print(torch.cuda.mem_get_info()[1] / 1024**3)" and pass --gpu-memory-gib',
-                file=sys.stderr,
-            )
-    else:
-        if not 0 < args.gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
-            raise CliError(f"--gpu-memory-gib must be above 0 and at most {MAX_GPU_MEMORY_GIB:g}")
-        memory, gpu_name = args.gpu_memory_gib, f"{args.gpu_memory_gib:g} GiB GPU"
-        # A total that is exactly one catalog GPU's CUDA total names it (vLLM's larger batch
-        # defaults skip A100s, whose 79.25 GiB would otherwise pass for an H100-class total).
-        same = [g.name for g in CATALOG.values() if abs(g.cuda_total_gib - memory) < 0.005]
-        device_name = same[0] if len(same) == 1 else None
+    gpu, memory, resolution = resolve_gpu(args, log)
+    gpu_name = gpu.name if gpu is not None else f"{memory:g} GiB GPU"
+    # What vLLM's batch defaults look at (the "a100" check) and the traits the engine reads.
+    device_name = gpu.name if gpu is not None else None
     if args.weights_gib is not None and not 0 < args.weights_gib * GiB <= MAX_WEIGHT_BYTES:
         raise CliError("--weights-gib must be positive (TOTAL GiB across all GPUs) and at most 1 PiB")
     if args.max_model_len is not None and args.max_model_len < 1:
@@ -263,6 +392,10 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
     if args.max_model_len is not None and args.max_model_len > MAX_CONTEXT:
         raise CliError(f"--max-model-len must be at most {MAX_CONTEXT:,} tokens")
     arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
+    runtime_quantization = log.quantization if log is not None and not arch.quant_method else None
+    if args.quantization is None and runtime_quantization in QUANTIZATION_METHODS:
+        # A checkpoint without its own quantization config, quantized at load (--quantization fp8).
+        args.quantization = runtime_quantization
     if args.pipeline_parallel_size > arch.layers:
         raise CliError(
             f"--pipeline-parallel-size {args.pipeline_parallel_size} exceeds the model's {arch.layers} "
@@ -301,7 +434,17 @@ def request_from_args(args: argparse.Namespace) -> tuple[SizingRequest, str]:
         vllm_version=args.vllm_version,
         interconnect=args.interconnect,
     )
-    return req, gpu_name
+    if log is not None:
+        req = replace(
+            req,
+            flashinfer_sampler=log.flashinfer_sampler,
+            expert_parallel=bool(log.expert_parallel),
+            enable_prefix_caching=log.enable_prefix_caching,
+        )
+        if args.weights_gib is None and log.weights:
+            # "Model loading took" is one GPU's, of the first pipeline stage; the request takes the total.
+            req = replace(req, weights_bytes=int(total_weights_from_first_stage(req, log.weights * GiB)))
+    return req, gpu_name, resolution
 
 
 def render_bar(result: SizingResult, gpu_name: str) -> str:
@@ -341,15 +484,112 @@ def render_bar(result: SizingResult, gpu_name: str) -> str:
     return "\n".join(lines)
 
 
+# The log's figure for each budget term: planner/sizing_explain.py key -> (StartupLog field, the flag
+# it sets when the log is the input rather than a figure to compare with).
+LOGGED_TERMS = {
+    "utilization": ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    "requested": ("requested", ""),
+    "max_num_batched_tokens": ("max_num_batched_tokens", "--max-num-batched-tokens"),
+    "max_num_seqs": ("max_num_seqs", "--max-num-seqs"),
+    "weights": ("weights", "--weights-gib"),
+    "activation": ("activation", ""),
+    "non_torch": ("non_torch", ""),
+    "cuda_graphs": ("cuda_graphs", ""),
+    "kv_memory": ("kv_memory", ""),
+    "kv_tokens": ("kv_tokens", ""),
+}
+
+
+def compare(
+    terms: list[sizing_explain.Term], log: startup_log.StartupLog, taken: list[str], modelled: str
+) -> dict[str, Any]:
+    """Predicted against logged for every term the log reports, and the error on the token count."""
+    rows = []
+    for term in terms:
+        if term.key not in LOGGED_TERMS:
+            continue
+        field, flag = LOGGED_TERMS[term.key]
+        logged = getattr(log, field)
+        if logged is None:
+            continue
+        rows.append(
+            {
+                "term": term.key,
+                "label": term.label,
+                "unit": term.unit,
+                "predicted": round(term.value, 4),
+                "logged": logged,
+                "difference": round(term.value - logged, 4),
+                "input": bool(flag) and flag in taken,
+                "log_line": excerpt(log.lines.get(field, ""), 300),
+            }
+        )
+    tokens = next((t.value for t in terms if t.key == "kv_tokens"), None)
+    error = (tokens - log.kv_tokens) / log.kv_tokens if tokens is not None and log.kv_tokens else None
+    kv = next((t.value for t in terms if t.key == "kv_memory"), None)
+    # A run that did not start logs a negative budget; the engine's KV memory stops at 0, so no ratio.
+    logged_kv = log.kv_memory
+    kv_error = (kv - logged_kv) / logged_kv if kv is not None and logged_kv is not None and logged_kv > 0 else None
+    return {
+        "version": log.version,
+        "modelled_release": modelled,
+        "model": log.model,
+        "taken_from_log": taken,
+        "terms": rows,
+        "kv_tokens_error": None if error is None else round(error, 4),
+        "kv_memory_error": None if kv_error is None else round(kv_error, 4),
+    }
+
+
+def render_comparison(comparison: dict[str, Any]) -> str:
+    taken = ", ".join(comparison["taken_from_log"]) or "nothing"
+    version = comparison["version"] or f"release not stated, modelled as {comparison['modelled_release']}"
+    model = comparison["model"] or "not stated"
+    lines = [f"Predicted against the log (vLLM {version}, model {model}; taken from the log: {taken}):"]
+    for row in comparison["terms"]:
+        fmt = (
+            (lambda v: f"{v:10.2f} GiB")
+            if row["unit"] == "GiB"
+            else (lambda v: f"{v:>10,}" if isinstance(v, int) else f"{v:10.3f}")
+        )
+        predicted = row["predicted"] if row["unit"] != "tokens" else int(row["predicted"])
+        diff = f"{row['difference']:+,.0f}" if row["unit"] in ("tokens", "sequences") else f"{row['difference']:+.2f}"
+        note = "  (input from the log)" if row["input"] else f"  difference {diff}"
+        lines.append(f"  {row['label']:<48} predicted {fmt(predicted)}  logged {fmt(row['logged'])}{note}")
+    if comparison["kv_tokens_error"] is not None:
+        lines.append(f"  error on the KV-cache tokens: {comparison['kv_tokens_error']:+.2%}")
+    elif comparison["kv_memory_error"] is not None:
+        lines.append(f"  error on the KV memory (the log states no token count): {comparison['kv_memory_error']:+.2%}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        req, gpu_name = request_from_args(args)
+        log = startup_log.read(args.from_log) if args.from_log else None
+        taken = apply_log(args, log) if log is not None else []
+        req, gpu_name, resolution = request_from_args(args, log)
         result = size(req)
+        terms = sizing_explain.terms(req, result) if (args.explain or log is not None) else None
+        comparison = None
+        if log is not None and terms is not None:
+            comparison = compare(terms, log, taken, req.vllm_version or VLLM_VERSION)
         if args.json:
-            print(json.dumps(result.to_dict(), indent=None, sort_keys=True))
+            out = result.to_dict()
+            out["gpu"] = req.gpu_name
+            out["gpu_resolution"] = resolution
+            if terms is not None and args.explain:
+                out["terms"] = [t.to_dict() for t in terms]
+            if comparison is not None:
+                out["log"] = comparison
+            print(json.dumps(out, indent=None, sort_keys=True))
         else:
             print(render_bar(result, gpu_name))
+            print(f"  GPU: {resolution}")
+            if terms is not None and args.explain:
+                print(sizing_explain.render(terms, result.binding_stage if req.pipeline_parallel_size > 1 else None))
+            if comparison is not None:
+                print(render_comparison(comparison))
         if not result.fits:
             tp = smallest_tensor_parallel_size(replace(req, tensor_parallel_size=1))
             hint = (
@@ -362,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DoesNotFit as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except (CliError, SizingError) as exc:
+    except (CliError, SizingError, startup_log.StartupLogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -6,6 +6,9 @@ of those releases on PyPI (Python source identical to the CUDA build for these f
 "vllm vX.Y.Z path:function". Releases that were not read sit with the nearer boundary below them
 (e.g. 0.12 behaves like 0.11 here); the gap is named where it exists.
 
+SOURCES at the end holds, per term of the memory budget, the source line each band of releases follows
+as data, so `python -m components.sizing --explain` prints the citation instead of restating it.
+
 Pure Python, no project imports beyond the pinned release.
 """
 
@@ -283,6 +286,10 @@ class Release:
             return "triton"
         return "sort"
 
+    def source(self, term: str) -> Source:
+        """The source line a budget term follows in this release (SOURCES)."""
+        return source_of(term, self.version)
+
     def moe_workspace_persists(self, quant_method: str | None) -> bool:
         """Whether the fused-MoE workspace is still allocated while the sampler warm-up runs."""
         method = quant_method or ""
@@ -290,3 +297,88 @@ class Release:
             return False
         key = "fp8" if method in ("fp8", "fbgemm_fp8") else "default"
         return self.version >= MOE_WORKSPACE_PERSISTS_FROM[key]
+
+
+# -- where each term of the memory budget comes from ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """One line of vLLM's source a budget term follows: the release read, the file and the function
+    (or the expression quoted from it). `python -m components.sizing --explain` prints these."""
+
+    release: str  # the tag read, "v0.20.0"
+    path: str  # below vllm/, "v1/worker/gpu_worker.py"
+    where: str  # "determine_available_memory"
+
+    def __str__(self) -> str:
+        return f"vllm {self.release} {self.path}:{self.where}"
+
+
+# Per term, the source by the first release it holds for (the same switches as above; a release
+# before every key uses the earliest entry). The comments above say what each line does.
+SOURCES: dict[str, dict[tuple[int, int], Source]] = {
+    "requested": {(0, 0): Source("v0.32.0", "v1/worker/gpu_worker.py", "determine_available_memory")},
+    "utilization": {
+        (0, 0): Source("v0.19.0", "config/cache.py", "CacheConfig.gpu_memory_utilization (0.9)"),
+        (0, 20): Source("v0.20.0", "config/cache.py", "CacheConfig.gpu_memory_utilization (0.92)"),
+    },
+    "weights": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "load_model ('Model loading took')")},
+    "weights.pipeline": {(0, 0): Source("v0.32.0", "distributed/utils.py", "get_pp_indices")},
+    "lora": {(0, 0): Source("v0.32.0", "v1/worker/lora_model_runner_mixin.py", "load_lora_model")},
+    "batch_defaults": {
+        (0, 0): Source("v0.19.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults"),
+        (0, 28): Source("v0.28.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults (device_memory >= 160 GiB)"),
+    },
+    "profile_run": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "profile_run")},
+    "sampler.flashinfer": {
+        (0, 0): Source(
+            "v0.10.2", "v1/sample/ops/topk_topp_sampler.py", "envs.VLLM_USE_FLASHINFER_SAMPLER is not False"
+        ),
+        (0, 11): Source("v0.11.1", "v1/sample/ops/topk_topp_sampler.py", "if envs.VLLM_USE_FLASHINFER_SAMPLER:"),
+    },
+    "sampler.sort": {
+        (0, 0): Source("v0.10.2", "v1/sample/ops/topk_topp_sampler.py", "apply_top_k_top_p"),
+        (0, 11): Source("v0.11.1", "v1/sample/ops/topk_topp_sampler.py", "apply_top_k_top_p"),
+    },
+    "sampler.triton": {(0, 17): Source("v0.17.0", "v1/sample/ops/topk_topp_sampler.py", "apply_top_k_top_p_triton")},
+    "sampler.dummy_run": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "_dummy_sampler_run")},
+    "sampler.v2": {(0, 22): Source("v0.22.1", "v1/worker/gpu/model_runner.py", "_dummy_sampler_run")},
+    "sampler.v2_penalties": {(0, 22): Source("v0.32.0", "v1/worker/gpu/sample/penalties.py", "output_bin_counts")},
+    "moe_workspace": {
+        (0, 0): Source("v0.32.0", "model_executor/layers/fused_moe/fused_moe.py", "intermediate caches of M x top_k"),
+    },
+    "moe_workspace.fp8_persistent": {(0, 14): Source("v0.14.0", "quantization/fp8.py", "make_fp8_moe_kernel")},
+    "moe_workspace.persistent": {
+        (0, 17): Source("v0.17.0", "fused_moe/unquantized_fused_moe_method.py", "self.kernel.apply"),
+    },
+    "vision_encoder": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "profile_run")},
+    "non_torch": {(0, 0): Source("v0.32.0", "utils/mem_utils.py", "memory_profiling")},
+    "custom_all_reduce": {
+        (0, 0): Source("v0.32.0", "distributed/device_communicators/custom_all_reduce.py", "CustomAllreduce.__init__"),
+    },
+    "unified_host_growth": {(0, 12): Source("v0.13.0", "utils/mem_utils.py", "MemorySnapshot.measure")},
+    "cuda_graphs": {
+        (0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "profile_cudagraph_memory"),
+        (0, 20): Source("v0.20.0", "v1/worker/gpu_worker.py", "determine_available_memory"),
+    },
+    "cuda_graphs.v2_skips": {(0, 22): Source("v0.28.0", "v1/worker/gpu/model_runner.py", "profile_cudagraph_memory")},
+    "capture_sizes": {
+        (0, 0): Source("v0.10.2", "config/__init__.py", "VllmConfig._set_cudagraph_sizes"),
+        (0, 12): Source("v0.19.0", "config/vllm.py", "_set_cudagraph_sizes"),
+        (0, 28): Source("v0.28.0", "config/vllm.py", "_set_cudagraph_sizes"),
+    },
+    "kv_memory": {(0, 0): Source("v0.32.0", "v1/worker/gpu_worker.py", "determine_available_memory")},
+    "kv_layout": {(0, 0): Source("v0.32.0", "v1/core/kv_cache_utils.py", "_get_kv_cache_groups_uniform_page_size")},
+    "kv_tokens": {
+        (0, 0): Source("v0.20.0", "v1/core/kv_cache_utils.py", "_report_kv_cache_config (num_blocks // groups)"),
+        (0, 21): Source("v0.21.0", "v1/core/kv_cache_utils.py", "_report_kv_cache_config (max_concurrency)"),
+    },
+}
+
+
+def source_of(term: str, release: tuple[int, int, int]) -> Source:
+    """The source line `term` follows in `release` (the earliest entry for a release before it)."""
+    table = SOURCES[term]
+    earlier = [key for key in table if key <= release]
+    return table[max(earlier)] if earlier else table[min(table)]

@@ -159,9 +159,10 @@ RULES: list[Rule] = [
     ),
     Rule(
         "model-revision-pinned",
-        "Hub downloads, --revision flags, hf:// URIs and the revision label name a 40-hex commit.",
+        "Hub downloads, Hub models a vLLM server loads, --revision flags, hf:// URIs and the revision label "
+        "name a 40-hex commit.",
         "Replace branch or tag names with the model's full 40-hex commit sha in --revision, hf:// URIs "
-        "and the revision label.",
+        "and the revision label; give a Hub model that vLLM serves a --revision.",
         _k8s(models.model_revision_pinned),
         applies=_kubernetes,
     ),
@@ -203,7 +204,9 @@ RULES: list[Rule] = [
         "Set allowPrivilegeEscalation: false, capabilities.drop [ALL], seccompProfile RuntimeDefault, runAsNonRoot: "
         "true and readOnlyRootFilesystem: true on each container and automountServiceAccountToken: false on the pod; "
         "waive runAsNonRoot, readOnlyRootFilesystem or the token only in the llm-serving.io/pod-security-exception "
-        "annotation with the reason.",
+        "annotation with the reason. An image built to run as root (vllm/vllm-openai is) also needs a numeric "
+        "runAsUser and writable emptyDir mounts for HOME and /tmp, or it cannot start: the program gives its servers "
+        'uid 65532, HOME on an emptyDir and /tmp on another (docs/security.md, "Pods and namespaces").',
         _k8s(pod_security.pod_security_context),
         applies=_kubernetes,
     ),

@@ -151,7 +151,8 @@ class PoolConfig(StrictModel):
     name: str
     """Pool name (DNS label). Models name the pool they run on."""
     gpu: str
-    """GPU model from the catalog (common/gpus.py): A10G, L4, L40S, A100-40GB, A100-80GB, H100-80GB, H200, B200."""
+    """GPU model from the catalog (common/gpus.py): A10G, L4, L40S, RTX-PRO-6000, A100-40GB, A100-80GB, H100-80GB, H200,
+    B200, GB10."""
     gpusPerNode: int = Field(1, ge=1, le=16, alias="gpusPerNode")
     """GPUs per node. With no `machineType`, the smallest machine with exactly this many GPUs is used."""
     machineType: MachineType | None = Field(None, alias="machineType")

@@ -52,11 +52,18 @@ class PickerConfig(StrictModel):
         return v
 
 
+Certificate = Literal["acme", "secret", "google-managed"]
+
+
 class TlsConfig(StrictModel):
-    certificate: Literal["acme", "secret"] = "acme"
-    """acme: cert-manager obtains and renews a certificate for `hostname` from `acmeServer`, answering the HTTP-01
-    challenge through the Gateway's port 80 (the host name must resolve to the Gateway's address first); secret: a
-    kubernetes.io/tls Secret you create and renew, named by `secretName`, in the serving namespace."""
+    certificate: Certificate | None = None
+    """google-managed (the default on GKE's Gateway classes): a Google-managed Certificate Manager certificate in the
+    cluster's region, proven by a DNS authorization whose CNAME record you create once (`pulumi stack output entrance`
+    prints it); acme (the default elsewhere): cert-manager obtains and renews a certificate for `hostname` from
+    `acmeServer`, answering the HTTP-01 challenge through the Gateway's port 80 (the host name must resolve to the
+    Gateway's address first; not on GKE, whose Gateway controller rejects the whole Gateway while the listener's Secret
+    is missing, docs/routing.md); secret: a kubernetes.io/tls Secret you create and renew, named by `secretName`, in
+    the serving namespace."""
     acmeServer: str = Field(LETS_ENCRYPT, alias="acmeServer")
     """ACME directory URL (certificate: acme). Default: Let's Encrypt production; its staging directory avoids rate
     limits while testing."""
@@ -87,13 +94,17 @@ class TlsConfig(StrictModel):
 
     @model_validator(mode="after")
     def _mode_keys(self) -> TlsConfig:
+        # Only what the explicit `certificate` decides; the default follows the Gateway implementation
+        # and is checked with it (`tls_problems`).
+        acme_keys = "acmeEmail" in self.model_fields_set or "acmeServer" in self.model_fields_set
         if self.certificate == "secret" and not self.secretName:
             raise ValueError("certificate is secret: name the kubernetes.io/tls Secret in secretName")
-        if self.certificate == "acme" and self.secretName:
-            raise ValueError("secretName applies to certificate: secret; with acme, cert-manager writes the Secret")
-        if self.certificate == "secret" and (
-            "acmeEmail" in self.model_fields_set or "acmeServer" in self.model_fields_set
-        ):
+        if self.certificate in ("acme", "google-managed") and self.secretName:
+            raise ValueError(
+                f"secretName applies to certificate: secret; with {self.certificate} the program provides the "
+                "certificate (remove secretName, or set certificate: secret)"
+            )
+        if self.certificate in ("secret", "google-managed") and acme_keys:
             raise ValueError("acmeEmail and acmeServer apply to certificate: acme")
         return self
 
@@ -191,3 +202,101 @@ def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConf
     return EntranceImplementation(
         name, entrance.gatewayClass or default_class, "gke" if name == "gke" else "none", name == "agentgateway", False
     )
+
+
+# -- where the HTTPS listener's certificate comes from ------------------------------------------
+
+# GKE's regional Gateway classes take Certificate Manager certificates of the Gateway's region by
+# name, in the HTTPS listener's `tls.options` key networking.gke.io/cert-manager-certs, and
+# Google-managed certificates work with regional and global Gateways ("Secure a Gateway",
+# https://cloud.google.com/kubernetes-engine/docs/how-to/secure-gateway, "Restrictions and
+# limitations"); certificate maps are what the global, Google Front End load balancers reference
+# (https://cloud.google.com/certificate-manager/docs/deploy, "Certificate Manager configuration
+# methods"), so a regional class gets certificates by name. A regional Google-managed certificate
+# is authorized by DNS: load balancer authorization exists in the global location only
+# (https://cloud.google.com/certificate-manager/docs/certificates, "Create a Google-managed certificate").
+GKE_REGIONAL_CLASSES = ("gke-l7-regional-external-managed", "gke-l7-rilb")
+
+
+def default_certificate(implementation: Implementation) -> Certificate:
+    """GKE's Gateway controller: google-managed (acme cannot be issued there, `tls_problems`); else acme."""
+    return "google-managed" if implementation == "gke" else "acme"
+
+
+def with_certificate_default(data: Any) -> Any:
+    """The raw stack config with `exposure.entrance.tls.certificate` filled in from the Gateway
+    implementation when the file leaves it out (the implementation follows from `cloud` and, on an
+    existing cluster, `exposure.entrance.implementation`; `implementation_for`)."""
+    if not isinstance(data, dict):
+        return data
+    exposure = data.get("exposure")
+    if not isinstance(exposure, dict):
+        return data
+    entrance = exposure.get("entrance")
+    if not isinstance(entrance, dict):
+        return data
+    tls = entrance.get("tls", {})
+    # An explicit null counts as left out: every reader then sees the one resolved value.
+    if not isinstance(tls, dict) or tls.get("certificate") is not None:
+        return data
+    cloud = getattr(data.get("cloud"), "value", data.get("cloud"))
+    gke = cloud == "gcp" or (cloud == "existing" and entrance.get("implementation") == "gke")
+    tls = {**tls, "certificate": default_certificate("gke" if gke else "other")}
+    return {**data, "exposure": {**exposure, "entrance": {**entrance, "tls": tls}}}
+
+
+def tls_problems(cloud: str, entrance: EntranceConfig, impl: EntranceImplementation) -> list[tuple[str, str]]:
+    """The certificate's source against the Gateway implementation that must serve it."""
+    key = "exposure.entrance.tls.certificate"
+    certificate = entrance.tls.certificate or default_certificate(impl.name)
+    problems: list[tuple[str, str]] = []
+    if impl.name == "gke" and certificate == "acme":
+        # GKE translates a Gateway as a whole: one invalid listener fails it ("failed to translate
+        # Gateway ...: Error GWCER105: Listener "https" is invalid", cert-manager/cert-manager#6196,
+        # kubernetes-sigs/gateway-api#1275), so the challenge route on port 80 is never served while
+        # the Secret it would produce is missing (docs/routing.md, "Certificates").
+        problems.append(
+            (
+                key,
+                (
+                    "acme cannot be issued through the GKE Gateway controller: it rejects the whole Gateway while "
+                    "the HTTPS listener's Secret is missing, so cert-manager's HTTP-01 challenge route on the same "
+                    "Gateway is never served; use google-managed (the default on GKE: a Certificate Manager "
+                    "certificate authorized by a DNS record you create) or secret (a kubernetes.io/tls Secret you "
+                    "create before `pulumi up`)"
+                ),
+            )
+        )
+    if certificate == "google-managed":
+        if impl.name != "gke":
+            problems.append(
+                (
+                    key,
+                    (
+                        f"google-managed is a Certificate Manager certificate, which only GKE's Gateway controller "
+                        f"serves; the {impl.title} serves a Secret: use acme or secret"
+                    ),
+                )
+            )
+        elif cloud != "gcp":
+            problems.append(
+                (
+                    key,
+                    (
+                        "google-managed creates the certificate in the cluster's project and region, which cloud "
+                        "existing does not know; use cloud gcp with cluster.create false, or certificate: secret"
+                    ),
+                )
+            )
+        elif impl.gateway_class not in GKE_REGIONAL_CLASSES:
+            problems.append(
+                (
+                    key,
+                    (
+                        f"GatewayClass {impl.gateway_class} is not one of GKE's regional classes "
+                        f"({', '.join(GKE_REGIONAL_CLASSES)}), which take regional Certificate Manager certificates "
+                        "by name; use one of them or certificate: secret"
+                    ),
+                )
+            )
+    return problems

@@ -73,9 +73,21 @@ def model_alias(v: str) -> str:
 
 
 def did_you_mean(value: str, options) -> str:
-    if not isinstance(value, str) or len(value) > 200:
+    """A hint naming the option the user most likely meant, or "".
+
+    An option that begins with what was typed comes first (`H100` is `H100-80GB`, though difflib
+    finds `H200` closer by characters); several such options are all named, since picking one of
+    them would be a guess.
+    """
+    if not isinstance(value, str) or not value or len(value) > 200:
         return ""
-    close = difflib.get_close_matches(value, list(options), n=1, cutoff=0.6)
+    names = [o for o in options if isinstance(o, str)]
+    extended = sorted(o for o in names if o.lower().startswith(value.lower()) and o.lower() != value.lower())
+    if len(extended) == 1:
+        return f" (did you mean {extended[0]!r}?)"
+    if 1 < len(extended) <= 4:
+        return f" (did you mean {', '.join(repr(o) for o in extended[:-1])} or {extended[-1]!r}?)"
+    close = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -21,8 +21,9 @@ from stack_config.fields import Ipv4Cidr, KmsKey, NamespaceName
 # raised (Amazon EKS User Guide, "View and manage Amazon EKS and Fargate service quotas": "Public
 # endpoint access CIDR ranges per cluster | 40 | No",
 # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html). GKE allows more authorized
-# networks (50 with a public endpoint, per its "Add authorized networks" page; not re-read in this
-# session), so the stricter number holds for both clouds and one list serves either.
+# networks (50 with a public endpoint, per its "Add authorized networks" page,
+# https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks; unverified at today's
+# limit), so the stricter number holds for both clouds and one list serves either.
 MAX_PUBLIC_CIDRS = 40
 
 Profile = Literal["development", "production"]

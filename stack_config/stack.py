@@ -7,6 +7,7 @@ every key to fix.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -16,7 +17,7 @@ from stack_config.addons import AddonsConfig
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, GKE_FILESTORE_CLASSES, Cloud, ClusterConfig, PoolConfig, pool_problems
 from stack_config.deployer import DeployerConfig
-from stack_config.entrance import implementation_for
+from stack_config.entrance import implementation_for, tls_problems, with_certificate_default
 from stack_config.errors import CrossCheckError
 from stack_config.fields import MAX_ENTRIES
 from stack_config.formats import aws_region_problem, bucket_name_problems, did_you_mean, gcp_region_problem
@@ -55,6 +56,12 @@ class StackConfig(StrictModel):
     (docs/security.md)."""
     deployer: DeployerConfig = Field(default_factory=DeployerConfig)
     """Where `pulumi up` of this stack runs from (docs/deployer.md)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _certificate_default(cls, data: Any) -> Any:
+        # The entrance's certificate source defaults per Gateway implementation (stack_config/entrance.py).
+        return with_certificate_default(data)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StackConfig:
@@ -376,6 +383,7 @@ def entrance_problems(stack: StackConfig) -> list[tuple[str, str]]:
             )
         )
     impl = implementation_for(stack.cloud.value, stack.creates_cluster, entrance)
+    problems += tls_problems(stack.cloud.value, entrance, impl)
     bases = [m.served_name for m in stack.models if m.engine == "vllm"]
     if len(bases) > 1 and not impl.routes_on_body:
         problems.append(
@@ -514,7 +522,7 @@ def security_problems(stack: StackConfig) -> list[tuple[str, str]]:
             )
         elif stack.cloud == Cloud.gcp and kms.split("/")[3] != stack.region:
             # GKE: the key ring must be in the cluster's location ("Encrypt secrets at the application
-            # layer", Requirements; not re-read in this session).
+            # layer", Requirements, https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets).
             problems.append(
                 (
                     "security.secretsEncryption.kmsKey",

@@ -11,10 +11,11 @@ agentgateway (components/addons/agentgateway.py) or the user's (docs/addons.md).
 On GKE, turning on the cluster's Gateway API (`gateway_api_config` channel CHANNEL_STANDARD, which
 the entrance needs for the GKE Gateway controller; `gcloud ... --gateway-api=standard`) makes GKE
 install and manage the standard-channel CRDs with its GatewayClasses (GKE docs, "Deploying
-Gateways", "Enable Gateway API in your cluster"; not re-read in this session: check with
-`kubectl get crd gateways.gateway.networking.k8s.io -o jsonpath='{.metadata.labels}'` on such a
-cluster). Applying the standard install over GKE's copies would fight them, so such a cluster
-relies on GKE's (needs.py).
+Gateways", "Enable Gateway API in your cluster",
+https://cloud.google.com/kubernetes-engine/docs/how-to/deploying-gateways; unverified against a
+cluster: settle with `kubectl get crd gateways.gateway.networking.k8s.io -o
+jsonpath='{.metadata.labels}'` on one). Applying the standard install over GKE's copies would
+fight them, so such a cluster relies on GKE's (needs.py).
 """
 
 from __future__ import annotations

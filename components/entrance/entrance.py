@@ -23,7 +23,7 @@ from common import contract
 from common.facts import Fact
 from components.addons import agentgateway, inference_extension, llm_d_router
 from components.addons.crd_sources import CrdSources, custom_resource
-from components.entrance import body_routing, gke, picker, rewrites, routes, tls
+from components.entrance import body_routing, gke, google_cert, picker, rewrites, routes, tls
 from components.serving import probes
 from components.serving.vllm import selector_labels
 from planner.plan import ModelPlan
@@ -64,8 +64,8 @@ def unresolved_facts(
         facts.append(body_routing.UNKNOWN_NAME)
     if cloud == "aws" and implementation == "agentgateway":
         facts.append(CLASSIC_LB)
-    if implementation == "gke" and certificate == "acme":
-        facts.append(tls.GKE_HTTP01)
+    if certificate == "google-managed":
+        facts.append(google_cert.ISSUED_AFTER_CNAME)
     return facts
 
 
@@ -81,12 +81,14 @@ class EntranceArgs:
     picker_replicas: int
     failure_mode: str
     certificate: str
-    """acme | secret."""
+    """acme | secret | google-managed."""
     crds: CrdSources
     acme_server: str | None = None
     acme_email: str | None = None
     tls_secret: str | None = None
     """certificate secret: the user's kubernetes.io/tls Secret."""
+    google_certificate: google_cert.GoogleManagedCertificate | None = None
+    """certificate google-managed: the Certificate Manager certificate the HTTPS listener names."""
     monitoring: bool = True
     monitoring_labels: Mapping[str, str] = field(default_factory=dict)
     system_node_selector: Mapping[str, str] | None = None
@@ -96,6 +98,20 @@ class EntranceArgs:
     """The serving namespace (every object of the entrance lives in it)."""
     image_mirrors: Mapping[str, str] = field(default_factory=dict)
     """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors)."""
+
+
+def certificate_summary(args: EntranceArgs) -> str:
+    if args.certificate == "acme":
+        return f"ACME via cert-manager ({args.acme_server}), HTTP-01 through the Gateway's port 80"
+    if args.certificate == "google-managed":
+        assert args.google_certificate is not None
+        cert = args.google_certificate
+        return (
+            f"Google-managed, Certificate Manager certificate {cert.certificate_name} in {cert.region} "
+            "(DNS authorization: create the CNAME record below once; issued and renewed by Google; "
+            "certificatemanager.googleapis.com enabled by the program)"
+        )
+    return f"Secret {args.namespace}/{args.tls_secret} (yours)"
 
 
 def _labels(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -247,7 +263,15 @@ class Entrance(pulumi.ComponentResource):
                 args.crds,
                 child,
             )
-        assert tls_secret, "certificate secret needs tls_secret (the stack checks require secretName)"
+        tls_options: dict[str, str] | None = None
+        certificate_ready: list[pulumi.Resource] = []
+        if args.certificate == "google-managed":
+            assert args.google_certificate is not None, "google-managed needs the certificate (__main__ creates it)"
+            tls_options = google_cert.listener_options(args.google_certificate.certificate_name)
+            # GKE refuses a listener naming a certificate that does not exist yet (google_cert.py).
+            certificate_ready = [args.google_certificate.certificate]
+        else:
+            assert tls_secret, "certificate secret needs tls_secret (the stack checks require secretName)"
         gateway = routes.gateway_manifest(
             GATEWAY_NAME,
             ns,
@@ -257,10 +281,14 @@ class Entrance(pulumi.ComponentResource):
             labels=labels,
             annotations=annotations,
             infrastructure_annotations=load_balancer_annotations(args.cloud, impl.name, args.plans),
+            tls_options=tls_options,
         )
         gateway_opts = pulumi.ResourceOptions(
             parent=self,
-            depends_on=list(args.namespace_ready) + list(args.implementation_ready) + ([issuer] if issuer else []),
+            depends_on=list(args.namespace_ready)
+            + list(args.implementation_ready)
+            + ([issuer] if issuer else [])
+            + certificate_ready,
         )
         gateway_resource = custom_resource(f"{name}-gateway", gateway, args.crds, gateway_opts)
 
@@ -312,10 +340,9 @@ class Entrance(pulumi.ComponentResource):
             "gateway": f"{ns}/{GATEWAY_NAME}",
             "implementation": impl.title,
             "gatewayClass": impl.gateway_class,
-            "certificate": (
-                f"ACME via cert-manager ({args.acme_server})"
-                if args.certificate == "acme"
-                else f"Secret {ns}/{args.tls_secret} (yours)"
+            "certificate": certificate_summary(args),
+            "certificateDnsRecord": (
+                args.google_certificate.dns_record if args.google_certificate is not None else None
             ),
             "bodyRouting": (
                 f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)"

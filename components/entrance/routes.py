@@ -46,11 +46,23 @@ def gateway_manifest(
     *,
     gateway_class: str,
     hostname: str,
-    tls_secret: str,
+    tls_secret: str | None,
     labels: Mapping[str, str],
     annotations: Mapping[str, str] | None = None,
     infrastructure_annotations: Mapping[str, str] | None = None,
+    tls_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The HTTPS listener terminates TLS with `tls_secret` (a kubernetes.io/tls Secret) or, without
+    one, with what `tls_options` name (GKE: Certificate Manager certificates). The Gateway CRD
+    requires one of the two in Terminate mode ("certificateRefs or options must be specified when
+    mode is Terminate", Gateway API v1.6.1 GatewayTLSConfig; tests/fixtures/crds)."""
+    if not tls_secret and not tls_options:
+        raise ValueError("the HTTPS listener needs a certificate Secret or implementation options naming one")
+    tls: dict[str, Any] = {"mode": "Terminate"}
+    if tls_secret:
+        tls["certificateRefs"] = [{"group": "", "kind": "Secret", "name": tls_secret}]
+    if tls_options:
+        tls["options"] = dict(tls_options)
     same_namespace = {"namespaces": {"from": "Same"}}
     spec: dict[str, Any] = {
         "gatewayClassName": gateway_class,
@@ -67,7 +79,7 @@ def gateway_manifest(
                 "protocol": "HTTPS",
                 "port": 443,
                 "hostname": hostname,
-                "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": tls_secret}]},
+                "tls": tls,
                 "allowedRoutes": same_namespace,
             },
         ],

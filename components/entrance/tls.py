@@ -8,8 +8,17 @@ pkg/apis/certmanager/v1/types.go:45-151). The ACME HTTP-01 challenge is answered
 cert-manager attaches to the Gateway's `http` listener (`gatewayHTTPRoute.parentRefs`, the
 ClusterIssuer/Issuer CRD, tests/fixtures/crds), for the path /.well-known/acme-challenge/<token>
 (pkg/issuer/acme/http/httproute.go), so the host name must resolve to the Gateway's address first.
-The solver's Service is ClusterIP: both Gateway implementations reach endpoints directly
-(serviceType defaults to NodePort).
+The solver's Service is ClusterIP: agentgateway reaches endpoints directly (serviceType defaults to
+NodePort).
+
+The challenge is served while the HTTPS listener's Secret does not exist yet only because
+agentgateway programs each listener on its own: a listener whose Secret is missing gets a
+placeholder certificate and `Programmed: False`, the Gateway stays `Programmed: True` and its other
+listeners serve (agentgateway/agentgateway@v1.4.1 controller/pkg/agentgateway/translator/conversion.go
+1115-1147, `dummyTls`; testdata/gateways/invalid-tls.yaml: "Some listeners are not accepted: https:
+Bad TLS configuration", Gateway Programmed True). GKE's Gateway controller does not (it rejects the
+whole Gateway), so acme is refused there (stack_config/entrance.py `tls_problems`) and the
+certificate is Google-managed instead (google_cert.py).
 """
 
 from __future__ import annotations
@@ -17,17 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.facts import Fact
 from components.entrance.routes import GATEWAY_GROUP, HTTP_LISTENER
 
 ISSUER_ANNOTATION = "cert-manager.io/issuer"
-GKE_HTTP01 = Fact(
-    subject="cert-manager's HTTP-01 solver route (ClusterIP Service) is served by GKE's regional Gateway",
-    value=None,
-    source="not verified on GKE (docs/routing.md)",
-    established=False,
-    resolve_with="kubectl get certificates,challenges -n <namespace> (READY True); else use tls.certificate secret",
-)
 
 
 def issuer_manifest(

@@ -59,7 +59,7 @@ PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/1
 # "Understand how EKS Pod Identity works", EKS User Guide); GKE's metadata server for Workload
 # Identity (169.254.169.254:80, answered through 169.254.169.252:988 on Dataplane V2 and
 # 127.0.0.1:988 otherwise, GKE docs "Workload Identity Federation for GKE", restrictions on
-# NetworkPolicy; not re-read in this session, see IDENTITY_FACT).
+# NetworkPolicy; unverified, see IDENTITY_FACT).
 IDENTITY_ENDPOINTS: dict[str, tuple[tuple[str, int], ...]] = {
     "aws": (("169.254.170.23/32", 80),),
     "gcp": (("169.254.169.254/32", 80), ("169.254.169.252/32", 988), ("127.0.0.1/32", 988)),
@@ -69,7 +69,8 @@ IDENTITY_FACT = Fact(
     subject="addresses and ports pods reach for cloud credentials (EKS Pod Identity, GKE Workload Identity)",
     value="aws 169.254.170.23:80; gcp 169.254.169.254:80, 169.254.169.252:988, 127.0.0.1:988",
     source="EKS User Guide 'Understand how EKS Pod Identity works'; GKE docs 'Workload Identity Federation for GKE' "
-    "(both recalled, not re-read in this session)",
+    "(https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html, "
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity); unverified on a cluster",
     established=False,
     resolve_with="kubectl -n <serving namespace> logs job/<mirror job> (a credential error names the address), or "
     "kubectl -n kube-system get ds eks-pod-identity-agent -o yaml | grep -A3 ports (EKS); "
@@ -87,7 +88,7 @@ GATEWAY_POD_FACT = Fact(
     subject="label of agentgateway's proxy pods",
     value=f"{GATEWAY_NAME_LABEL}=<Gateway name>",
     source="Gateway API GEP-1762 (in-cluster Gateway deployments); agentgateway docs select the proxy Service by "
-    "this label; the pod template of agentgateway v1.4.1's deployer was not read in this session",
+    "this label; unverified against the pod template agentgateway v1.4.1's deployer writes",
     established=False,
     resolve_with=f"kubectl -n <serving namespace> get pods -l {GATEWAY_NAME_LABEL}=llm-serving (the proxy pods)",
 )

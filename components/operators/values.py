@@ -110,9 +110,9 @@ def pool_tolerations(placements: Iterable[Placement]) -> list[dict[str, str]]:
 # key. The chart copies `repository`/`image`/`version` of each into the ClusterPolicy, and the
 # operator joins them as `repository/image@version` when `version` starts with "sha256:", else
 # `repository/image:version` (imagePath / ImagePath in NVIDIA/gpu-operator's ClusterPolicy types:
-# api/nvidia/v1/clusterpolicy_types.go, and internal/image/image.go in later trees; read in the
-# GitHub code index, find_string ids 3516426181 and 4547479464, "use @ if image digest is specified
-# instead of tag"). So a resolved digest pins the operand; the tag it came from stays in the table.
+# api/nvidia/v1/clusterpolicy_types.go, and internal/image/image.go in later trees: "use @ if image
+# digest is specified instead of tag"). So a resolved digest pins the operand; the tag it came from
+# stays in the table.
 # Not here: the driver (its version gets the node's OS appended, "-ubuntu22.04", so one digest cannot
 # name it), and the operator/validator images (their version defaults to the chart's appVersion and
 # is not checked here to take a digest). docs/security.md lists them.
@@ -127,6 +127,10 @@ GPU_OPERATOR_IMAGES = {
     "dcgmExporter": "gpu-operator-dcgm-exporter",
     "migManager": "gpu-operator-mig-manager",
 }
+
+
+# The toolkit's environment on GKE (see gpu_operator_values).
+GKE_TOOLKIT_ENV = ({"name": "RUNTIME_CONFIG_SOURCE", "value": "file"},)
 
 
 def operand_image(key: str) -> dict[str, str]:
@@ -221,6 +225,17 @@ def gpu_operator_values(
         values["hostPaths"] = {"driverInstallDir": plan.driver_root}
         values["toolkit"]["installDir"] = plan.driver_root
         values["cdi"] = {"enabled": True}
+    if cloud == "gcp" and plan.toolkit == "operator":
+        # Known issue on GKE 1.33+: the container toolkit misconfigures containerd's config.toml
+        # and the operator's containers do not start; NVIDIA's fix is RUNTIME_CONFIG_SOURCE=file in
+        # the toolkit container (the toolkit reads containerd's config from the file instead of
+        # asking containerd for it). NVIDIA/cloud-native-docs@52dcb7b gpu-operator/google-gke.rst
+        # ("Prerequisites", note) and release-notes.rst (25.10.0 "Known Issues"); still the guide's
+        # advice at v26.7.0, whose release notes list no fix. Both GKE modes run the operator's
+        # toolkit; the env is set on every GKE stack (cluster.kubernetesVersion defaults to 1.33,
+        # and an existing cluster's version is not known here); the toolkit reading the file does
+        # not depend on the GKE version (the toolkit image is the chart's, v1.20.0).
+        values["toolkit"]["env"] = [dict(e) for e in GKE_TOOLKIT_ENV]
     if plan.driver == "operator":
         # GPUDirect RDMA through nvidia-peermem needs MOFED symbols. The Network Operator here
         # leaves the NIC driver to the host (its NicClusterPolicy deploys no ofedDriver), so the

@@ -3,7 +3,8 @@
 A Hub branch ('main') or tag moves; a server restarted next week on `--revision main` may load
 different weights and a different tokenizer than the ones sized and tested. Everything that names
 a revision (mirror Jobs' `hf download --revision`, any `--revision` flag, KServe `hf://org/model:rev`
-storage URIs, the revision label) must name the 40-hex commit.
+storage URIs, the revision label) must name the 40-hex commit, and a vLLM server that loads a Hub repo
+id (`vllm serve org/model`) must name one with --revision.
 
 A server that reads mirrored weights must not reach for the Hub at all: without HF_HUB_OFFLINE=1,
 huggingface_hub still calls the Hub for metadata, so a Hub outage or rate limit turns into a failed
@@ -44,9 +45,44 @@ def _is_hub_download(toks: list[str]) -> bool:
     return False
 
 
+# A Hub repo id as vLLM takes it for its model: `org/name` (huggingface_hub's repo id rules: letters,
+# digits, '-', '_', '.'), not a path (absolute, `./`, `~`) and not a URI.
+_HUB_REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+# The vllm/vllm-openai image's entrypoint is `vllm serve` (vllm-project/vllm docker/Dockerfile, the
+# vllm-openai target's `ENTRYPOINT ["vllm", "serve"]`), so a container of it with only `args` starts with the model.
+_VLLM_IMAGE_RE = re.compile(r"(^|/)vllm-openai([:@]|$)")
+
+
+def served_models(container: dict, toks: list[str]) -> list[str]:
+    """The model a vLLM server container loads: `vllm serve <model>`, `--model <model>`, or the
+    first argument of the vllm-openai image's own `vllm serve` entrypoint."""
+    models = [value for _, value in flag_values(toks, ("--model",)) if value]
+    for i, t in enumerate(toks[:-1]):
+        if t.rsplit("/", 1)[-1] == "vllm" and toks[i + 1] == "serve":
+            rest = toks[i + 2 :]
+            if rest and not rest[0].startswith("-"):
+                models.append(rest[0])
+    image = as_str(container.get("image")) or ""
+    if not container.get("command") and _VLLM_IMAGE_RE.search(image) and toks and not toks[0].startswith("-"):
+        models.append(toks[0])
+    return list(dict.fromkeys(models))
+
+
+def _unpinned_hub_models(container: dict, toks: list[str]) -> list[str]:
+    """Hub repo ids a vLLM server loads with no --revision: vLLM then downloads the moving 'main'."""
+    if flag_values(toks, ("--revision",)):
+        return []  # a --revision is checked on its own above
+    return [m for m in served_models(container, toks) if not is_reference(m) and _HUB_REPO_ID_RE.fullmatch(m)]
+
+
 def _container_revision_problems(c: ContainerView) -> list[str]:
     problems = []
     toks = tokens(c.container)
+    for model in _unpinned_hub_models(c.container, toks):
+        problems.append(
+            f"serves Hub model '{model}' with no --revision, so vLLM loads whatever the moving 'main' branch "
+            f"holds when the pod starts"
+        )
     for flag, value in flag_values(toks, REVISION_FLAGS):
         if value is None:
             problems.append(f"passes {flag} without a value")

@@ -55,7 +55,10 @@ def problems_of(case: SizingCase, outcome: Outcome) -> list[str]:
 @fuzz_settings(default_examples=40, long_share=1.0)
 @given(case=sizing_cases())
 def test_any_request_ends_cleanly_with_the_documented_exit(worker, case):
-    outcome = worker.run({"argv": case.argv, "config_bytes": case.config_bytes}, CASE_SECONDS)
+    job = {"argv": case.argv, "config_bytes": case.config_bytes}
+    if case.log_bytes is not None:
+        job["log_bytes"] = case.log_bytes
+    outcome = worker.run(job, CASE_SECONDS)
     found = problems_of(case, outcome)
     kind = None
     if found:

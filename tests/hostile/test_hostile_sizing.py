@@ -135,3 +135,72 @@ def test_a_torch_dtype_with_a_line_break_is_refused_in_one_line(capsys, tmp_path
     # was, so a newline in it split the one error line in two.
     config = {**LLAMA_8B, "torch_dtype": "us-central1\n", "quantization_config": {"quant_method": "mxfp4"}}
     refused(capsys, tmp_path, config, "--dtype", "float16", says="torch_dtype")
+
+
+# --- issue 29: --from-log with a file that is not a usable vLLM V1 startup log ---------------------
+
+LLAMA_8B_LOG_LINES = [
+    # The first lines of a real start-up (llm-d-planner v0.19.0 sweep, Llama-3.1-8B on H100; quoted in
+    # tests/fixtures/vllm_logs/cases.yaml), cut before vLLM reports its KV cache.
+    (
+        "INFO 04-22 00:23:30 [entrypoints/utils.py:233] non-default args: {'model_tag': "
+        "'meta-llama/Llama-3.1-8B-Instruct', 'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 8192, "
+        "'gpu_memory_utilization': 0.95}"
+    ),
+    "INFO 04-22 00:24:10 [v1/worker/gpu_model_runner.py:4820] Model loading took 14.99 GiB memory and 30.1 seconds",
+]
+
+
+def from_log(capsys, tmp_path, content: bytes | None, *, path=None):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_8B))
+    if path is None:
+        path = tmp_path / "startup.log"
+        path.write_bytes(content or b"")
+    started = time.monotonic()
+    code = sizing_cli.main(["--model-config", str(config), "--gpu", "H100-80GB", "--from-log", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    lines = [line for line in err.splitlines() if not line.startswith("warning:")]
+    assert len(lines) == 1 and lines[0].startswith("error: --from-log: ") and "Traceback" not in err, err
+    assert out == "" and time.monotonic() - started < 30
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe" * 100, "not UTF-8"),
+        (b"INFO Model loading took 3 GiB\x00\x00\x00", "NUL bytes"),
+        (b"", "not a vLLM startup log"),
+        (b"[2026-08-18 10:00:00] KV Cache is allocated. #tokens: 430913, K size: 13.15 GB\n", "not a vLLM startup log"),
+        (b'{"hidden_size": 4096, "num_hidden_layers": 32}', "not a vLLM startup log"),
+        ("\n".join(LLAMA_8B_LOG_LINES).encode(), "ends before vLLM reported its KV cache"),
+        (
+            (
+                b"INFO 07-14 [llm_engine.py:161] Initializing an LLM engine (v0.6.3) with config: model='x'\n"
+                b"INFO 07-14 worker.py:267] Memory profiling takes 2.1 seconds\nINFO GPU KV cache size: 1,000 tokens\n"
+            ),
+            "V0 engine",
+        ),
+        (b"GPU KV cache size: " + b"9" * 400 + b" tokens\n" + b"A" * 200_000, "ends before vLLM reported its KV cache"),
+    ],
+    ids=["binary", "nul", "empty", "sglang", "json", "truncated", "v0-engine", "absurd-number-long-line"],
+)
+def test_a_file_that_is_not_a_usable_startup_log_is_one_line_exit_2(capsys, tmp_path, content, says):
+    assert says in from_log(capsys, tmp_path, content)
+
+
+def test_a_huge_log_is_refused_without_reading_it(capsys, tmp_path):
+    huge = tmp_path / "huge.log"
+    with huge.open("wb") as f:
+        f.truncate(65 * 1024 * 1024)  # sparse: no disk use
+    assert "more than the 67,108,864 this tool reads" in from_log(capsys, tmp_path, None, path=huge)
+
+
+def test_dev_zero_a_fifo_and_a_directory_are_refused_as_logs(capsys, tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.log")
+    for source in ("/dev/zero", tmp_path / "pipe.log", tmp_path):
+        from_log(capsys, tmp_path, None, path=source)

@@ -143,3 +143,14 @@ def test_the_plan_lists_the_add_ons_with_versions_and_reasons_and_the_longest_wa
         "## Longest blocking wait" in plan_md
         and "`kubernetes:batch/v1:Job llama-3-3-70b-instruct-mirror` | 11400 |" in plan_md
     )
+
+
+def test_the_plan_says_which_pack_config_its_verdicts_used(prod_plan, tmp_path, monkeypatch):
+    _, folder = prod_plan
+    assert "Pack config: `policies/config/prod.json` (image digests required)." in (folder / "plan.md").read_text()
+    # A stack without its own file (a copy of prod's stack file, say) gets the pack's defaults: said, not silent.
+    monkeypatch.setattr(offline_plan, "pack_config", lambda stack, project_dir=None: None)
+    offline_plan.run("dev", tmp_path)
+    text = (tmp_path / "dev" / "plan.md").read_text()
+    assert "Pack config: none (`policies/config/dev.json` does not exist)" in text
+    assert "image digests are not required" in text

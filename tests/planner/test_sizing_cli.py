@@ -263,3 +263,133 @@ def test_an_unconfirmed_cuda_total_is_flagged_on_stderr(capsys, monkeypatch):
     # Broken variant: a confirmed total stays quiet.
     _, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu", "L40S", "--max-model-len", "4096")
     assert err == ""
+
+
+# --- issue 29: the GPU a CUDA total belongs to -------------------------------------------------
+
+QWEN3_30B = str(CONFIGS / "qwen3-30b-a3b.json")
+
+
+def _json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    return code, (json.loads(out) if out else None), err
+
+
+def test_a_total_near_a_catalog_gpu_takes_that_gpus_traits(capsys):
+    # 44.30 GiB is 0.27% below the L40S's 44.42: a PCIe card, so a TP 2 pair gets NCCL's ring buffers
+    # only, not the 1.8 GiB of NVLS buffers an NVSwitch H100 box allocates.
+    args = ("--model-config", LLAMA_8B, "--tensor-parallel-size", "2", "--max-model-len", "8192")
+    _, near, _ = _json(capsys, *args, "--gpu-memory-gib", "44.30")
+    _, named, _ = _json(capsys, *args, "--gpu", "L40S")
+    assert near["gpu"] == "L40S" and "within 0.5% of its catalog total 44.42" in near["gpu_resolution"]
+    assert near["interconnect"] == named["interconnect"] == "pcie"
+    assert near["non_torch_gib"] == named["non_torch_gib"] < 1.0
+    # Broken variant: what the old fallback did with a total off the catalog (44.0 GiB, 0.9% below the
+    # L40S's): an unknown GPU on NVSwitch, NVLS buffers and all. It now has to be asked for.
+    _, nvswitch, _ = _json(capsys, *args, "--gpu-memory-gib", "44.0", "--interconnect", "nvswitch")
+    assert nvswitch["non_torch_gib"] > near["non_torch_gib"] + 1.5
+
+
+def test_a_gb10_total_off_the_catalog_figure_is_unified_memory(capsys):
+    # 121.63 GiB is the figure another DGX Spark reports (common/gpus.py, GB10 entry).
+    args = ("--model-config", QWEN3_30B, "--max-model-len", "8192", "--vllm-version", "0.13.0")
+    _, near, _ = _json(capsys, *args, "--gpu-memory-gib", "121.63")
+    assert near["gpu"] == "GB10" and near["interconnect"] == "unified"
+    # vLLM cannot read a GB10's memory from NVML and falls back to the small batch defaults.
+    assert near["max_num_batched_tokens"] == 2048
+
+
+def test_a_total_near_two_catalog_gpus_is_refused_naming_both(capsys):
+    # 79.18 GiB (an H100's, benyucong/neo4j-graphrag-python) is within 0.5% of the H100's 79.19 and
+    # the A100-80GB's 79.25, whose batch defaults and NCCL buffers differ.
+    code, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "79.18")
+    assert code == 2 and err.count("\n") == 1
+    assert "--gpu H100-80GB or --gpu A100-80GB" in err
+
+
+def test_a_total_near_no_catalog_gpu_is_refused_naming_the_flags(capsys):
+    # 47.43 GiB: no catalog GPU within 0.5% (a 48 GB card outside the catalog).
+    code, _, err = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "47.43", "--max-model-len", "8192")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "not within 0.5% of any catalog GPU" in err and "--gpu NAME" in err and "--interconnect" in err
+    # With the machine described, it is sized, and says it is outside the catalog.
+    code, out, _ = _json(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "47.43", "--interconnect", "pcie")
+    assert code == 0 and out["gpu"] is None and "outside the catalog" in out["gpu_resolution"]
+
+
+def test_gpu_and_a_measured_total_together_keep_the_gpus_traits(capsys):
+    code, out, _ = _json(
+        capsys, "--model-config", LLAMA_8B, "--gpu", "L40S", "--gpu-memory-gib", "47.43", "--tensor-parallel-size", "2"
+    )
+    assert code == 0 and out["gpu"] == "L40S" and out["gpu_memory_gib"] == 47.43 and out["interconnect"] == "pcie"
+
+
+def test_the_text_report_says_which_gpu_it_took(capsys):
+    code, out, _ = run(capsys, "--model-config", LLAMA_8B, "--gpu-memory-gib", "95.0", "--max-model-len", "8192")
+    assert code == 0 and "GPU: 95 GiB is RTX-PRO-6000 (within 0.5% of its catalog total 95.01 GiB)" in out
+
+
+# --- issue 29: --explain -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model, flags",
+    [
+        (LLAMA_8B, ("--gpu", "H100-80GB", "--tensor-parallel-size", "2", "--vllm-version", "0.19.0")),
+        (LLAMA_8B, ("--gpu", "L4", "--vllm-version", "0.27.1", "--max-model-len", "4096")),
+        (QWEN3_30B, ("--gpu", "GB10", "--vllm-version", "0.13.0", "--max-model-len", "8192")),
+        (LLAMA_70B, ("--gpu", "H100-80GB", "--pipeline-parallel-size", "2", "--max-model-len", "8192")),
+    ],
+)
+def test_explain_terms_add_up_to_the_kv_memory_and_cite_their_source(capsys, model, flags):
+    code, out, _ = _json(capsys, "--model-config", model, *flags, "--explain")
+    assert code == 0
+    terms = {t["key"]: t for t in out["terms"]}
+    for key in ("requested", "weights", "lora", "activation", "non_torch", "cuda_graphs", "kv_memory", "kv_tokens"):
+        assert key in terms and terms[key]["source"] and terms[key]["behaviour"].startswith("vLLM ")
+    graphs = terms["cuda_graphs"]["value"] if out["cuda_graph_in_budget"] else 0.0
+    rest = (
+        terms["requested"]["value"]
+        - terms["weights"]["value"]
+        - terms["lora"]["value"]
+        - terms["activation"]["value"]
+        - terms["non_torch"]["value"]
+        - graphs
+    )
+    assert rest == pytest.approx(terms["kv_memory"]["value"], abs=2e-3)
+    # The parts of non-torch memory add up to it; the activation peak is at least its largest part.
+    parts = [t["value"] for t in out["terms"] if t["part_of"] == "non_torch"]
+    assert sum(parts) == pytest.approx(terms["non_torch"]["value"], abs=1e-3)
+    assert terms["activation"]["value"] >= max(t["value"] for t in out["terms"] if t["part_of"] == "activation") - 1e-3
+    # Every vLLM citation is one of planner/vllm_releases.py:SOURCES (data, not prose).
+    from planner.vllm_releases import SOURCES
+
+    cited = {str(src) for table in SOURCES.values() for src in table.values()}
+    for term in out["terms"]:
+        for piece in term["source"].split("; sizes: "):
+            assert piece in cited or piece.startswith("vllm-project/vllm#"), piece
+
+
+def test_explain_follows_the_release_a_term_changes_with(capsys):
+    base = ("--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--max-model-len", "8192", "--explain")
+    _, old, _ = _json(capsys, *base, "--vllm-version", "0.19.0")
+    _, new, _ = _json(capsys, *base, "--vllm-version", "0.20.0")
+    graphs = {v: {t["key"]: t for t in d["terms"]}["cuda_graphs"] for v, d in (("old", old), ("new", new))}
+    assert "before 0.20" in graphs["old"]["behaviour"] and "from 0.20" in graphs["new"]["behaviour"]
+    assert "v0.20.0 v1/worker/gpu_worker.py:determine_available_memory" in graphs["new"]["source"]
+    code, text, _ = run(capsys, *base, "--vllm-version", "0.19.0")
+    assert code == 0 and "Memory budget, term by term" in text and "vllm v0.19.0 config/cache.py" in text
+
+
+def test_no_collected_log_total_is_taken_for_another_gpu():
+    # Every CUDA total of tests/fixtures/vllm_logs is either taken as the GPU its case names or
+    # refused as near two catalog GPUs (the 79.15 and 79.18 GiB of A100/H100 logs); never another GPU.
+    from tests.support.sizing_cases import CALIBRATION, HELD_OUT
+
+    outcomes = {"same": 0, "refused": 0}
+    for case in CALIBRATION + HELD_OUT:
+        match = gpus.match_cuda_total(case["gpu_memory_gib"])
+        assert match.gpu is None or match.gpu.name == case["gpu"], case["id"]
+        assert match.gpu is not None or {g.name for g in match.candidates} >= {case["gpu"]}, case["id"]
+        outcomes["same" if match.gpu else "refused"] += 1
+    assert outcomes["same"] > 10 * outcomes["refused"] > 0

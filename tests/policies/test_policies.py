@@ -73,6 +73,7 @@ def test_good_fixtures_have_no_violations_through_the_engine(fixture):
         ("model-revision-pinned.yaml", "model-revision-pinned"),
         ("mirror-job-unpinned.yaml", "model-revision-pinned"),
         ("kserve-hf-uri.yaml", "model-revision-pinned"),
+        ("model-revision-pinned-serve.yaml", "model-revision-pinned"),
         ("hub-offline-serving.yaml", "hub-offline-serving"),
         ("no-literal-secrets.yaml", "no-literal-secrets"),
         ("shm-size-limited.yaml", "shm-size-limited"),
@@ -323,6 +324,35 @@ def test_revision_flags(args, ok):
     d = server()
     container(d)["args"] = ["--model=/models/x", *args]
     assert (analyze_k8s(d).of("model-revision-pinned") == []) is ok
+
+
+@pytest.mark.parametrize(
+    "command,args,ok",
+    [
+        # The vllm-openai image's entrypoint is `vllm serve`: the first argument is the model.
+        (None, ["meta-llama/Llama-3.1-8B-Instruct"], False),
+        (None, ["meta-llama/Llama-3.1-8B-Instruct", "--revision", SHA], True),
+        (["vllm", "serve", "Qwen/Qwen3-8B"], [], False),
+        (["/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", f"--revision={SHA}"], [], True),
+        (["python3", "-m", "vllm.entrypoints.openai.api_server"], ["--model", "Qwen/Qwen3-8B"], False),
+        (["sh", "-c", "exec vllm serve Qwen/Qwen3-8B --port 8000"], [], False),
+        # Paths are mirrored weights, not Hub ids; a served name is not the model.
+        (None, ["/models/meta-llama/Llama-3.1-8B-Instruct", "--served-model-name", "meta-llama/x"], True),
+        (None, ["--model=/models/x"], True),
+        (None, ["$(MODEL)"], True),  # from elsewhere; cannot be judged here
+    ],
+)
+def test_a_hub_model_served_without_a_revision_is_unpinned(command, args, ok):
+    d = server()
+    c = container(d)
+    c.pop("command", None)
+    if command is not None:
+        c["command"] = command
+    c["args"] = args
+    found = analyze_k8s(d).of("model-revision-pinned")
+    assert (found == []) is ok, [v.message for v in found]
+    if not ok:
+        assert "with no --revision" in found[0].message
 
 
 def test_revision_flag_resolved_through_literal_env():

@@ -39,6 +39,9 @@ DOCUMENTED_FLAGS = {
         "--block-size",
         "--enforce-eager",
         "--vllm-version",
+        "--interconnect",
+        "--explain",
+        "--from-log",
         "--json",
     },
     "components.smoke": {

@@ -60,6 +60,7 @@ GCP_TYPE_APIS = {
     "gcp:storage/": ("storage.googleapis.com",),
     "gcp:artifactregistry/": ("artifactregistry.googleapis.com",),
     "gcp:kms/": ("cloudkms.googleapis.com",),
+    "gcp:certificatemanager/": ("certificatemanager.googleapis.com",),
 }
 # Enabling services goes through these; they are enabled by hand once (README), never by the program.
 GCP_BOOTSTRAP_APIS = {"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"}

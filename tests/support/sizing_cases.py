@@ -81,6 +81,13 @@ def request_for(case: dict, *, with_weights: bool = True, model: ModelArch | Non
     return req
 
 
+def source_of(case: dict) -> str:
+    """The operator a case comes from: the GitHub owner/repository, or the site."""
+    url = case["source"]
+    parts = url.split("/")
+    return "/".join(parts[3:5]) if url.startswith("https://github.com/") else parts[2]
+
+
 def in_scope(case: dict) -> bool:
     """False for a case outside what the planner deploys (its `out_of_scope` says why: an external KV connector,
     a release before 0.10, a summary table instead of a log). Such a case is still scored and reported apart."""

@@ -24,8 +24,9 @@ from components.cluster.aws.policies import VERSION
 ENCRYPTED_RESOURCES = ["secrets"]
 # What the cluster's role does with the key: encrypt and decrypt data keys, and read the key's
 # metadata and grants (the actions terraform-aws-modules/terraform-aws-eks grants its cluster role for
-# encryption, its `cluster_encryption` policy; recalled, not re-read in this session: if EKS reports
-# "not authorized to perform kms:..." at creation, add that action here).
+# encryption, its `cluster_encryption` policy in modules/cluster/main.tf; unverified at a pinned tag:
+# settle by reading that file at the module's current release, and if EKS reports "not authorized to
+# perform kms:..." at creation, add that action here).
 CLUSTER_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"]
 
 

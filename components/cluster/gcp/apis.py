@@ -33,6 +33,11 @@ CONTAINER_FILESYSTEM = "containerfilesystem.googleapis.com"
 # Artifact Registry, for the pull-through cache of images.pullThrough (components/cluster/gcp/registry_cache.py).
 ARTIFACT_REGISTRY = "artifactregistry.googleapis.com"
 
+# Certificate Manager: the entrance's Google-managed certificate on GKE (tls.certificate google-managed;
+# components/entrance/google_cert.py; REST service of the Certificate Manager API,
+# https://cloud.google.com/certificate-manager/docs/reference/certificate-manager/rest).
+CERTIFICATE_MANAGER = "certificatemanager.googleapis.com"
+
 # Cloud KMS: the key that encrypts Kubernetes Secrets (security.secretsEncryption;
 # components/cluster/gcp/secrets_key.py).
 CLOUD_KMS = "cloudkms.googleapis.com"

@@ -23,8 +23,9 @@ SERVICES_RANGE = "10.8.0.0/20"
 # The proxy-only subnet GKE's regional external Application Load Balancer (the entrance's
 # GatewayClass gke-l7-regional-external-managed) runs its Envoy proxies in: purpose
 # REGIONAL_MANAGED_PROXY, role ACTIVE, one per region and network. Google recommends a /23
-# ("Proxy-only subnets for Envoy-based load balancers": at least /26, /23 recommended; not re-read
-# in this session). Outside the node, pod and service ranges above.
+# ("Proxy-only subnets for Envoy-based load balancers",
+# https://cloud.google.com/load-balancing/docs/proxy-only-subnets: at least /26, /23 recommended).
+# Outside the node, pod and service ranges above.
 PROXY_ONLY_RANGE = "10.9.0.0/23"
 # The control plane's range of a private cluster (privateClusterConfig.masterIpv4CidrBlock: "must be
 # a /28 subnet", not overlapping any range of the network; pulumi_gcp container
@@ -32,8 +33,8 @@ PROXY_ONLY_RANGE = "10.9.0.0/23"
 MASTER_RANGE = "172.16.0.0/28"
 # Where Google's health checks of a load balancer's backends come from ("Health checks overview",
 # https://cloud.google.com/load-balancing/docs/health-check-concepts, "Probe IP ranges and firewall
-# rules": 35.191.0.0/16 and 130.211.0.0/22 for the Application Load Balancers; not re-read in this
-# session). The entrance's server pods must admit them on the serving port.
+# rules": 35.191.0.0/16 and 130.211.0.0/22 for the Application Load Balancers). The entrance's
+# server pods must admit them on the serving port.
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 
 

@@ -6,8 +6,9 @@ Secret readable without the key. The cluster's creation fails unless the project
 agent, service-<project number>@container-engine-robot.iam.gserviceaccount.com, already holds
 roles/cloudkms.cryptoKeyEncrypterDecrypter on the key, and the key ring must be in the cluster's
 location ("Encrypt secrets at the application layer", GKE docs, "Grant permission to use the key"
-and "Requirements"; not re-read in this session: settle with `gcloud container clusters describe
-<name> --region <r> --format='value(databaseEncryption)'` after the first apply).
+and "Requirements", https://cloud.google.com/kubernetes-engine/docs/how-to/encrypting-secrets;
+confirm on a cluster with `gcloud container clusters describe <name> --region <r>
+--format='value(databaseEncryption)'` after the first apply).
 
 Cloud KMS never deletes a key ring or a key (a destroy only schedules the key's versions for
 destruction), so the names here must not be reused by another stack of the same project and region.

@@ -52,10 +52,12 @@ def prod():
 
 
 ENTRANCE_ADDONS = ["gatewayApi", "inferenceExtension", "llmdRouter", "certManager"]
+# On GKE the entrance's certificate is Google-managed (components/entrance/google_cert.py): no cert-manager.
+GKE_ENTRANCE_ADDONS = [a for a in ENTRANCE_ADDONS if a != "certManager"]
 
 
 def test_committed_stacks_install_what_their_objects_need(dev, prod):
-    assert needs_of(dev) == ["prometheusOperator", *ENTRANCE_ADDONS]
+    assert needs_of(dev) == ["prometheusOperator", *GKE_ENTRANCE_ADDONS]
     assert needs_of(prod) == ["prometheusOperator", "keda", *ENTRANCE_ADDONS, "agentgateway"]
     [keda] = [row for row in prod.outputs["addons"] if row["addon"] == "keda"]
     assert keda["version"] == "2.20.2" and "models[0] (llama-3-1-8b-instruct)" in keda["reasons"][0]
@@ -91,7 +93,7 @@ def prod_waits(evaluation, later, earlier) -> bool:
         (KSERVE, ["prometheusOperator", "certManager", "kserve"]),
         (MULTI_NODE, ["prometheusOperator", "leaderWorkerSet", *ENTRANCE_ADDONS, "agentgateway"]),
         (GATEWAY, ["prometheusOperator", "gatewayApi"]),
-        (KEDA_DEV, ["prometheusOperator", "keda", *ENTRANCE_ADDONS]),
+        (KEDA_DEV, ["prometheusOperator", "keda", *GKE_ENTRANCE_ADDONS]),
     ],
 )
 def test_variants_need_their_add_ons_in_install_order(name, expected):

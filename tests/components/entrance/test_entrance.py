@@ -405,7 +405,7 @@ def test_the_plan_shows_the_entrance_and_what_is_not_established(evaluations):
     assert "aws elb describe-load-balancer-attributes" in prod
     dev = render_plan(evaluations["dev"], [], [])
     assert (
-        "kubectl get certificates,challenges" in dev
+        "gcloud certificate-manager certificates describe <name> --location <region>" in dev
         and "agentgateway" not in dev.split("## Entrance")[1].split("## ")[0]
     )
 

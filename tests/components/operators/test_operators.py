@@ -61,7 +61,12 @@ def test_eks_al2023_nvidia_ami_keeps_its_driver_and_toolkit():
 def test_gke_managed_drivers_follow_nvidias_gke_paths_and_leave_the_device_plugin_to_gke():
     v = values_for("gcp", gke="LATEST")
     assert v["driver"]["enabled"] is False
-    assert v["toolkit"] == {"enabled": True, "installDir": GKE_DIR, **ov.operand_image("gpu-operator-toolkit")}
+    assert v["toolkit"] == {
+        "enabled": True,
+        "installDir": GKE_DIR,
+        "env": [{"name": "RUNTIME_CONFIG_SOURCE", "value": "file"}],
+        **ov.operand_image("gpu-operator-toolkit"),
+    }
     assert v["hostPaths"] == {"driverInstallDir": GKE_DIR}
     assert v["cdi"] == {"enabled": True}
     # GKE-managed drivers come with GKE's device plugin: a second advertiser would break kubelet.

@@ -160,7 +160,12 @@ def _run_plan(case: dict, scratch: Path) -> int:
 def _run_sizing(case: dict, scratch: Path) -> int:
     from planner import sizing_cli
 
-    argv = [arg.replace("{config}", str(scratch / "config.json")) for arg in case["argv"]]
+    argv = [
+        arg.replace("{config}", str(scratch / "config.json")).replace("{log}", str(scratch / "startup.log"))
+        for arg in case["argv"]
+    ]
+    if "log_bytes" in case:
+        (scratch / "startup.log").write_bytes(case["log_bytes"].encode("latin-1"))
     path = scratch / "config.json"
     if path.exists() or path.is_symlink():
         path.unlink()

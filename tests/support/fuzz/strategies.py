@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 import string
 from dataclasses import dataclass, field
 from typing import Any
@@ -452,6 +453,39 @@ class SizingCase:
     argv: list[str]
     config_bytes: str | None
     must_refuse: bool
+    log_bytes: str | None = None  # a startup log for --from-log {log}
+
+
+def _collected_log_excerpts() -> list[str]:
+    """The real vLLM start-up lines the project's sizing cases quote (tests/fixtures/vllm_logs)."""
+    logs = ROOT / "tests" / "fixtures" / "vllm_logs"
+    cases = [
+        c
+        for name in ("cases.yaml", "held_out_by_source.yaml")
+        for c in yaml.safe_load((logs / name).read_text())["cases"]
+    ]
+    return ["\n".join(c["log_lines"]) + "\n" for c in cases]
+
+
+LOG_EXCERPTS = _collected_log_excerpts()
+
+
+@st.composite
+def startup_logs(draw) -> tuple[str, bool]:
+    """(log text as latin-1, whether it must be refused): a real excerpt, cut, its numbers made hostile,
+    or bytes that are no log at all."""
+    text = draw(st.sampled_from(LOG_EXCERPTS))
+    kind = draw(st.sampled_from(["real", "cut", "numbers", "numbers", "binary", "noise"]))
+    if kind == "cut":
+        text = text[: draw(st.integers(0, len(text)))]
+    elif kind == "numbers":
+        values = ["0", "-1", "1e999", "nan", "9" * 40, "0.0000001", "4097", "3,000,000,000,000", ""]
+        text = re.sub(r"\d[\d,.]*", lambda m: draw(st.sampled_from([m.group(), *values])), text)
+    elif kind == "binary":
+        return "\x89PNG\x00\xff\xfe" + text[:200], True
+    elif kind == "noise":
+        return draw(st.text(max_size=400)).encode("utf-8", "surrogatepass").decode("latin-1"), False
+    return text.encode("utf-8").decode("latin-1"), False
 
 
 def _json_bytes(value: Any) -> str:
@@ -522,6 +556,14 @@ def sizing_cases(draw) -> SizingCase:
         memory = draw(st.sampled_from(["80", "0.001", "79.19", "141", "4096"] * 3 + ["0", "-1", "nan", "inf", "1e9"]))
         must_refuse |= memory in ("0", "-1", "nan", "inf", "1e9")
         flags += ["--gpu-memory-gib", memory]
+        if draw(st.booleans()):
+            # A total outside the catalog is refused unless the machine is described (issue 29).
+            flags += ["--interconnect", draw(st.sampled_from(["single", "pcie", "nvswitch", "unified"]))]
+    log_bytes = None
+    if draw(st.integers(0, 3)) == 0:
+        log_bytes, refuse_log = draw(startup_logs())
+        must_refuse |= refuse_log
+        flags += ["--from-log", "{log}"]
     for flag in draw(st.lists(st.sampled_from(sorted(SIZING_OPTIONS)), max_size=4, unique=True)):
         good, bad = SIZING_OPTIONS[flag]
         value = draw(st.sampled_from(good * 3 + bad))
@@ -531,7 +573,7 @@ def sizing_cases(draw) -> SizingCase:
         flags.append("--json")
     if draw(st.booleans()):
         flags.append("--enforce-eager")
-    return SizingCase(flags, config_bytes, must_refuse)
+    return SizingCase(flags, config_bytes, must_refuse, log_bytes)
 
 
 # ---------------------------------------------------------------------------------------------

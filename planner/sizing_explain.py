@@ -1,0 +1,323 @@
+"""Every term of one GPU's memory budget, with its size, the release behaviour it follows and its source.
+
+`python -m components.sizing --explain` prints these, `--json` adds them under "terms", and
+`--from-log` sets each beside what the log states. The sizes are the engine's own (planner/sizing.py,
+the same functions `size` adds up, for the pipeline stage that binds); the sources are the data of
+planner/vllm_releases.py:SOURCES, so a citation lives in one place and is printed, not restated.
+
+Pure Python, no Pulumi import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from planner import sizing as s
+from planner.vllm_releases import SOURCES, Release
+
+
+@dataclass(frozen=True)
+class Term:
+    key: str  # stable name, also the --json key and the --from-log key
+    label: str
+    value: float  # in `unit`
+    unit: str  # "GiB", "fraction", "tokens", "sequences", "B/token", "graphs"
+    behaviour: str  # what the modelled release does for this term, and from which release on
+    source: str  # vLLM's source line ("vllm vX.Y.Z path:function") or the project's model of it
+    calibrated: str = ""  # the calibrated constant behind the size, when it is not derived from the source
+    part_of: str = ""  # the term this one is a part of ("activation", "non_torch")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["value"] = round(self.value, 4) if isinstance(self.value, float) else self.value
+        return out
+
+
+def _version_text(key: tuple[int, int]) -> str:
+    return f"{key[0]}.{key[1]}"
+
+
+def _band(term: str, release: Release) -> str:
+    """'from 0.20' / 'before 0.20' / 'every release read': which entry of SOURCES[term] holds."""
+    keys = sorted(SOURCES[term])
+    here = [k for k in keys if k <= release.version]
+    chosen = max(here) if here else keys[0]
+    later = [k for k in keys if k > chosen]
+    if chosen == (0, 0) and not later:
+        return "every release read"
+    if chosen == (0, 0):
+        return f"before {_version_text(later[0])}"
+    if not later:
+        return f"from {_version_text(chosen)}"
+    return f"{_version_text(chosen)} to before {_version_text(later[0])}"
+
+
+def _src(term: str, release: Release) -> str:
+    return str(release.source(term))
+
+
+def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Term]:
+    """The budget of the binding GPU, term by term, in the order vLLM subtracts them."""
+    result = result or s.size(req)
+    release = Release.of(req.vllm_version)
+    ver = ".".join(map(str, release.version))
+    arch = req.arch
+    stage = result.binding_stage
+    mnbt, seqs = s.default_batch_limits(req)
+    utilization = req.gpu_memory_utilization
+    out: list[Term] = []
+
+    def add(key, label, value, unit, behaviour, source, calibrated="", part_of=""):
+        out.append(Term(key, label, value, unit, f"vLLM {ver}: {behaviour}", source, calibrated, part_of))
+
+    add(
+        "utilization",
+        "gpu_memory_utilization",
+        utilization if utilization is not None else release.default_gpu_memory_utilization,
+        "fraction",
+        ("as set" if utilization is not None else "the release's default") + f" ({_band('utilization', release)})",
+        _src("utilization", release),
+    )
+    add(
+        "requested",
+        f"requested = {result.gpu_memory_gib:g} GiB x utilization",
+        result.requested_gib,
+        "GiB",
+        "the share of the CUDA total the engine may use",
+        _src("requested", release),
+    )
+    add(
+        "max_num_batched_tokens",
+        "max_num_batched_tokens (profiled forward)",
+        mnbt,
+        "tokens",
+        "as set" if req.max_num_batched_tokens else f"the per-device default ({_band('batch_defaults', release)})",
+        _src("batch_defaults", release),
+    )
+    add(
+        "max_num_seqs",
+        "max_num_seqs (sampler warm-up rows, capture sizes)",
+        seqs,
+        "sequences",
+        "as set" if req.max_num_seqs else f"the per-device default ({_band('batch_defaults', release)})",
+        _src("batch_defaults", release),
+    )
+    weights_how = (
+        "from --weights-gib / the log"
+        if req.weights_bytes
+        else "estimated from config.json's parameters (planner/sizing.py:weight_bytes_estimate)"
+    )
+    if req.pipeline_parallel_size > 1:
+        weights_how += f", stage {stage} of {req.pipeline_parallel_size}'s layers plus its embedding/LM head"
+    add(
+        "weights",
+        "weights per GPU",
+        result.weights_gib_per_gpu,
+        "GiB",
+        weights_how,
+        _src("weights.pipeline" if req.pipeline_parallel_size > 1 else "weights", release),
+    )
+    add(
+        "lora",
+        "LoRA slots",
+        result.lora_gib_per_gpu,
+        "GiB",
+        "allocated with the model, by --max-loras x --max-lora-rank" if result.lora_gib_per_gpu else "LoRA off",
+        _src("lora", release),
+    )
+    parts = s.activation_parts(req, stage, mnbt, seqs)
+    add(
+        "activation",
+        "peak activation (torch peak increase)",
+        result.activation_gib,
+        "GiB",
+        "the largest of forward, sampler warm-up and encoder"
+        + (", plus the persistent MoE workspace" if parts.moe_workspace_persists and parts.moe_workspace else ""),
+        _src("profile_run", release),
+    )
+    add(
+        "activation.forward",
+        f"forward of {mnbt:,} tokens",
+        parts.forward / s.GiB,
+        "GiB",
+        "the dummy forward of the profile run",
+        _src("profile_run", release),
+        "FORWARD_INTERMEDIATE_FACTOR, FORWARD_HIDDEN_FACTOR (calibration logs, tests/fixtures/vllm_logs/cases.yaml)",
+        "activation",
+    )
+    if parts.sampler_path:
+        rows = min(seqs, mnbt)
+        if parts.sampler_path == "v2":
+            add(
+                "activation.sampler",
+                f"sampler warm-up, {rows:,} rows of logits (Model Runner V2)",
+                parts.sampler / s.GiB,
+                "GiB",
+                "Model Runner V2 skips top-k/top-p on the dummy batch: logits only",
+                _src("sampler.v2", release),
+                part_of="activation",
+            )
+            add(
+                "activation.sampler_state",
+                "V2 penalties state (kept)",
+                parts.sampler_persistent / s.GiB,
+                "GiB",
+                "an int32 count and a bit per request and vocabulary entry",
+                _src("sampler.v2_penalties", release),
+                part_of="activation",
+            )
+        else:
+            path = parts.sampler_path
+            add(
+                "activation.sampler",
+                f"sampler warm-up, {rows:,} rows x {arch.vocab:,} vocabulary ({path} top-k/top-p)",
+                parts.sampler / s.GiB,
+                "GiB",
+                f"the {path} top-k/top-p path ({_band('sampler.' + path, release)}); dummy run: "
+                + _src("sampler.dummy_run", release),
+                _src("sampler." + path, release),
+                f"SAMPLER_BYTES_PER_LOGIT[{path!r}] = {s.SAMPLER_BYTES_PER_LOGIT[path]}",
+                "activation",
+            )
+    if parts.moe_workspace:
+        quant = req.quantization or arch.quant_method or ""
+        key = "moe_workspace.fp8_persistent" if quant in ("fp8", "fbgemm_fp8") else "moe_workspace.persistent"
+        add(
+            "activation.moe_workspace",
+            "fused-MoE workspace",
+            parts.moe_workspace / s.GiB,
+            "GiB",
+            "persistent, still allocated when the sampler runs"
+            if parts.moe_workspace_persists
+            else "per-call buffers, freed before the sampler runs",
+            _src(key, release) if parts.moe_workspace_persists else _src("moe_workspace", release),
+            part_of="activation",
+        )
+    if parts.vision:
+        add(
+            "activation.vision_encoder",
+            "vision encoder on the largest image",
+            parts.vision / s.GiB,
+            "GiB",
+            "the encoder's dummy forward, before the decoder's",
+            _src("vision_encoder", release),
+            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}",
+            "activation",
+        )
+    nt = s.non_torch_parts(req)
+    add(
+        "non_torch",
+        f"non-torch memory ({result.interconnect})",
+        result.non_torch_gib,
+        "GiB",
+        "what grows outside PyTorch between the snapshot and the end of profiling",
+        _src("non_torch", release),
+    )
+    add(
+        "non_torch.workspaces",
+        "CUDA/cuBLAS workspaces",
+        nt.workspaces,
+        "GiB",
+        "one GPU's workspaces" if req.pipeline_parallel_size == 1 or req.tensor_parallel_size > 1 else "a PP stage",
+        _src("non_torch", release),
+        "NON_TORCH_SINGLE_GPU_GIB"
+        if req.tensor_parallel_size > 1 or req.pipeline_parallel_size == 1
+        else "NON_TORCH_PP_ONLY_GIB",
+        "non_torch",
+    )
+    if nt.nccl_ring:
+        add(
+            "non_torch.nccl",
+            "NCCL ring/tree buffers",
+            nt.nccl_ring,
+            "GiB",
+            "custom all-reduce buffers come before the snapshot; NCCL's during the forward",
+            _src("custom_all_reduce", release),
+            "NCCL_RING_BUFFERS_GIB",
+            "non_torch",
+        )
+    if nt.nccl_nvls:
+        add(
+            "non_torch.nvls",
+            "NCCL NVLS buffers (NVSwitch, Hopper or newer)",
+            nt.nccl_nvls,
+            "GiB",
+            "NCCL's NVLink SHARP all-reduce on NVSwitch",
+            'vllm-project/vllm#9699 (NCCL "NVLS comm ... nvlsTotalSize")',
+            "NCCL_NVLS_BUFFERS_GIB",
+            "non_torch",
+        )
+    if nt.unified_host_growth:
+        add(
+            "non_torch.unified_host_growth",
+            "host memory grown while profiling (unified memory)",
+            nt.unified_host_growth,
+            "GiB",
+            f"free memory read from the host ({_band('unified_host_growth', release)})",
+            _src("unified_host_growth", release),
+            "UNIFIED_MEMORY_HOST_GROWTH_GIB",
+            "non_torch",
+        )
+    sizes = len(s.cuda_graph_capture_sizes(req, seqs))
+    if req.enforce_eager:
+        graphs_how = "--enforce-eager: no CUDA graphs"
+    elif result.cuda_graph_in_budget:
+        graphs_how = f"estimated and subtracted ({_band('cuda_graphs', release)}), {sizes} capture sizes"
+    elif not release.cuda_graphs_in_budget:
+        graphs_how = f"captured after the budget, outside it ({_band('cuda_graphs', release)}), {sizes} capture sizes"
+    else:
+        graphs_how = "Model Runner V2 of 0.22 to 0.28 estimates 0 (profile_cudagraph_memory returns 0)"
+    add(
+        "cuda_graphs",
+        "CUDA graphs" + ("" if result.cuda_graph_in_budget else " (not in the budget)"),
+        result.cuda_graph_gib,
+        "GiB",
+        graphs_how,
+        _src("cuda_graphs.v2_skips", release)
+        if (not req.enforce_eager and release.cuda_graphs_in_budget and not result.cuda_graph_in_budget)
+        else _src("cuda_graphs", release) + "; sizes: " + _src("capture_sizes", release),
+        "CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_PER_LAYER_GIB" if sizes else "",
+    )
+    add(
+        "kv_memory",
+        "KV memory = requested - the terms above",
+        result.kv_cache_gib_per_gpu,
+        "GiB",
+        "what is left of the requested memory",
+        _src("kv_memory", release),
+    )
+    add(
+        "kv_bytes_per_token",
+        "KV bytes per token per GPU",
+        result.kv_bytes_per_token_per_gpu,
+        "B/token",
+        f"pages of {result.block_size} tokens, groups {', '.join(result.kv_groups) or '-'}",
+        _src("kv_layout", release),
+    )
+    add(
+        "kv_tokens",
+        "GPU KV cache size",
+        result.kv_cache_tokens,
+        "tokens",
+        f"the reported count ({_band('kv_tokens', release)})",
+        _src("kv_tokens", release),
+    )
+    return out
+
+
+def render(term_list: list[Term], stage: int | None = None) -> str:
+    where = f" of a GPU of pipeline stage {stage}, the one with the fewest KV blocks" if stage is not None else ""
+    lines = [f"Memory budget{where}, term by term (size; the behaviour it follows; the source line):"]
+    for t in term_list:
+        indent = "    " if t.part_of else "  "
+        if t.unit == "GiB":
+            size = f"{t.value:9.2f} GiB"
+        elif t.unit == "fraction":
+            size = f"{t.value:9.3f}    "
+        else:
+            size = f"{int(t.value):>9,} {t.unit}"
+        lines.append(f"{indent}{t.label:<{58 - len(indent)}} {size}")
+        lines.append(
+            f"{indent}    {t.behaviour}; {t.source}" + (f"; calibrated: {t.calibrated}" if t.calibrated else "")
+        )
+    return "\n".join(lines)

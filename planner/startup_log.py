@@ -1,0 +1,294 @@
+"""What a vLLM V1 startup log states about the run and its memory budget, read within limits.
+
+`python -m components.sizing --from-log FILE` sets its inputs from this (GPU total, release,
+parallelism, batch limits, dtypes, weights) and sets each logged term beside the engine's figure.
+The lines are the ones vLLM V1 prints at start-up, as the project's collected logs quote them
+(tests/fixtures/vllm_logs/*.yaml `log_lines`; tests/planner/test_startup_log.py reads every one of
+those excerpts back into the numbers its case records):
+
+- the release: "vLLM API server version X", the banner's "version X", "Initializing a V1 LLM engine (vX)";
+- the run: "non-default args: {...}" and the engine's "with config: ... tensor_parallel_size=N, ...";
+- the GPU: "Free memory on device (F/T GiB) on startup", "total_memory=T GiB" (the worker's memory
+  snapshot), "Free memory F/T GiB is less than desired", a fused-MoE config path's "device_name=...";
+- the budget: "Model loading took X GiB", "Memory profiling takes ... torch peak memory increase: ...;
+  non-torch forward increase memory: ...", "Desired GPU memory utilization is (U, R GiB). Actual
+  usage is ...", "Estimated CUDA graph memory: X GiB total", "Available KV cache memory: X GiB",
+  "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx".
+
+Every worker prints its own budget lines; the engine keeps the smallest KV cache, and so does this.
+Pure Python, standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from common.untrusted import InputLimitError, excerpt, read_text_file
+
+# A startup log is tens of KB; a server's log that has served for a while carries request lines too.
+# 64 MiB holds days of those and is read line by line with literal-anchored patterns (linear time).
+MAX_STARTUP_LOG_BYTES = 64 * 1024 * 1024
+# Only the start of a very long line is searched (vLLM's longest, the engine config, is a few KB).
+MAX_LINE_CHARS = 64 * 1024
+
+
+class StartupLogError(ValueError):
+    """A file that is not a usable vLLM V1 startup log; the message is one line."""
+
+
+_NUM = r"(-?\d{1,9}(?:\.\d{1,9})?)"
+_INT = r"(\d{1,3}(?:,\d{3}){0,5}|\d{1,15})"
+_VERSION = r"v?(\d{1,4}\.\d{1,4}(?:\.\d{1,4})?(?:[.+-][0-9A-Za-z.+-]{1,40})?)"
+
+
+@dataclass
+class StartupLog:
+    version: str | None = None
+    model: str | None = None
+    device_name: str | None = None
+    cuda_total_gib: float | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    max_model_len: int | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    enforce_eager: bool | None = None
+    expert_parallel: bool | None = None
+    enable_prefix_caching: bool | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    flashinfer_sampler: bool | None = None
+    # The budget terms, named as planner/sizing_explain.py names them (GiB, tokens).
+    weights: float | None = None  # one GPU's "Model loading took" (the first one printed)
+    requested: float | None = None
+    activation: float | None = None
+    non_torch: float | None = None
+    cuda_graphs: float | None = None
+    kv_memory: float | None = None
+    kv_tokens: int | None = None
+    max_concurrency: float | None = None
+    # The line each figure was read from (field name -> line), for the report.
+    lines: dict[str, str] = field(default_factory=dict)
+
+    def stated(self) -> dict[str, object]:
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "lines" and getattr(self, f.name) is not None
+        }
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _bool(text: str) -> bool:
+    return text == "True"
+
+
+# (pattern, [(field, converter)], keep): "first" keeps the first value, "min" the smallest.
+_LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = [
+    ("vLLM API server version", re.compile(r"vLLM API server version " + _VERSION), [("version", str)], "first"),
+    ("LLM engine (v", re.compile(r"Initializing a V1 LLM engine \(" + _VERSION + r"\)"), [("version", str)], "first"),
+    (
+        "version",
+        re.compile(r"\[(?:[\w/]*utils|api_utils)\.py:\d+\][^\n]*?\bversion " + _VERSION + r"\s*$"),
+        [("version", str)],
+        "first",
+    ),
+    (
+        "Free memory on device",
+        re.compile(r"Free memory on device \(" + _NUM + r"/" + _NUM + r" GiB\)"),
+        [("", None), ("cuda_total_gib", float)],
+        "first",
+    ),
+    ("total_memory=", re.compile(r"\btotal_memory=" + _NUM + r"\s*GiB"), [("cuda_total_gib", float)], "first"),
+    (
+        "is less than desired",
+        re.compile(r"Free memory " + _NUM + r"/" + _NUM + r" GiB is less than desired"),
+        [("", None), ("cuda_total_gib", float)],
+        "first",
+    ),
+    (
+        "device_name=",
+        re.compile(r"device_name=(NVIDIA_[A-Za-z0-9_-]{1,60}?)(?:,|\.json|\s|$)"),
+        [("device_name", str)],
+        "first",
+    ),
+    (
+        "Desired GPU memory utilization is",
+        re.compile(r"Desired GPU memory utilization is \(" + _NUM + r", " + _NUM + r" GiB\)"),
+        [("gpu_memory_utilization", float), ("requested", float)],
+        "first",
+    ),
+    (
+        "GiB for peak activation",
+        re.compile(r"\b" + _NUM + r" GiB for peak activation"),
+        [("activation", float)],
+        "first",
+    ),
+    (
+        "GiB for non-torch memory",
+        re.compile(r"\b" + _NUM + r" GiB for non-torch memory"),
+        [("non_torch", float)],
+        "first",
+    ),
+    (
+        "GiB for CUDAGraph memory",
+        re.compile(r"\b" + _NUM + r"\s+GiB for CUDAGraph memory"),
+        [("cuda_graphs", float)],
+        "first",
+    ),
+    ("Model loading took", re.compile(r"Model loading took " + _NUM + r" GiB"), [("weights", float)], "first"),
+    (
+        "torch peak memory increase",
+        re.compile(r"torch peak memory increase: " + _NUM + r"\s*GiB"),
+        [("activation", float)],
+        "first",
+    ),
+    (
+        "non-torch forward increase memory",
+        re.compile(r"non-torch forward increase memory: " + _NUM + r"\s*GiB"),
+        [("non_torch", float)],
+        "first",
+    ),
+    (
+        "Estimated CUDA graph memory",
+        re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB"),
+        [("cuda_graphs", float)],
+        "first",
+    ),
+    (
+        "Available KV cache memory",
+        re.compile(r"Available KV cache memory: " + _NUM + r" GiB"),
+        [("kv_memory", float)],
+        "min",
+    ),
+    ("GPU KV cache size", re.compile(r"GPU KV cache size: " + _INT + r" tokens"), [("kv_tokens", _int)], "min"),
+    (
+        "Maximum concurrency for",
+        re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _NUM + r"x"),
+        [("", None), ("max_concurrency", float)],
+        "min",
+    ),
+    (
+        "max_num_batched_tokens",
+        re.compile(r"(?:enabled with max_num_batched_tokens=|Defaulting max_num_batched_tokens to )(\d{1,9})"),
+        [("max_num_batched_tokens", int)],
+        "first",
+    ),
+    (
+        "Using FlashInfer for top-p & top-k sampling",
+        re.compile(r"Using FlashInfer for top-p & top-k sampling"),
+        [],
+        "first",
+    ),
+    ("FlashInfer is not available", re.compile(r"FlashInfer is not available"), [], "first"),
+]
+
+# Keys of "non-default args: {...}" (the flags as given) and of the engine's "with config: ..." line.
+_ARGS_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "model": (r"'model': '([^']{1,300})'", str),
+    "tensor_parallel_size": (r"'tensor_parallel_size': (\d{1,4})", int),
+    "pipeline_parallel_size": (r"'pipeline_parallel_size': (\d{1,4})", int),
+    "max_model_len": (r"'max_model_len': (\d{1,9})", int),
+    "gpu_memory_utilization": (r"'gpu_memory_utilization': " + _NUM, float),
+    "kv_cache_dtype": (r"'kv_cache_dtype': '(\w{1,20})'", str),
+    "dtype": (r"'dtype': '(\w{1,20})'", str),
+    "quantization": (r"'quantization': '([\w-]{1,40})'", str),
+    "max_num_seqs": (r"'max_num_seqs': (\d{1,9})", int),
+    "max_num_batched_tokens": (r"'max_num_batched_tokens': (\d{1,9})", int),
+    "enforce_eager": (r"'enforce_eager': (True|False)", _bool),
+    "expert_parallel": (r"'enable_expert_parallel': (True|False)", _bool),
+    "enable_prefix_caching": (r"'enable_prefix_caching': (True|False)", _bool),
+}
+_CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "model": (r"\bmodel='([^']{1,300})'", str),
+    "tensor_parallel_size": (r"\btensor_parallel_size=(\d{1,4})", int),
+    "pipeline_parallel_size": (r"\bpipeline_parallel_size=(\d{1,4})", int),
+    "max_model_len": (r"\bmax_seq_len=(\d{1,9})", int),
+    "dtype": (r"\bdtype=torch\.(\w{1,20})", str),
+    "quantization": (r"\bquantization=([\w-]{1,40})", str),
+    "enforce_eager": (r"\benforce_eager=(True|False)", _bool),
+    "kv_cache_dtype": (r"\bkv_cache_dtype=(\w{1,20})", str),
+    "enable_prefix_caching": (r"\benable_prefix_caching=(True|False)", _bool),
+}
+_Converter = Callable[[str], Any]
+_COMPILED_ARGS: dict[str, tuple[re.Pattern[str], _Converter]] = {
+    k: (re.compile(p), conv) for k, (p, conv) in _ARGS_KEYS.items()
+}
+_COMPILED_CONFIG: dict[str, tuple[re.Pattern[str], _Converter]] = {
+    k: (re.compile(p), conv) for k, (p, conv) in _CONFIG_KEYS.items()
+}
+
+
+def _set(log: StartupLog, name: str, value: Any, line: str, keep: str = "first") -> None:
+    current = getattr(log, name)
+    if current is None or (keep == "min" and value < current):
+        setattr(log, name, value)
+        log.lines[name] = line
+
+
+def parse(text: str) -> StartupLog:
+    """The figures a log states; nothing is guessed (a figure the log does not state stays None)."""
+    log = StartupLog()
+    for raw in text.splitlines():
+        line = raw[:MAX_LINE_CHARS]
+        for anchor, pattern, targets, keep in _LINE_PATTERNS:
+            if anchor not in line:
+                continue
+            match = pattern.search(line)
+            if not match:
+                continue
+            if anchor == "Using FlashInfer for top-p & top-k sampling":
+                _set(log, "flashinfer_sampler", True, line)
+            elif anchor == "FlashInfer is not available":
+                _set(log, "flashinfer_sampler", False, line)
+            for group, (name, conv) in enumerate(targets, start=1):
+                if name:
+                    _set(log, name, conv(match.group(group)), line, keep)
+        for anchor, keys in (("non-default args: {", _COMPILED_ARGS), ("with config: ", _COMPILED_CONFIG)):
+            if anchor in line:
+                part = line[line.index(anchor) :]
+                for name, (pattern, conv) in keys.items():
+                    match = pattern.search(part)
+                    if match:
+                        _set(log, name, conv(match.group(1)), line)
+    if log.quantization == "None":
+        log.quantization = None
+    return log
+
+
+# What marks a file as a vLLM V1 startup log at all, and what marks it as finished.
+_VLLM_MARKERS = ("vLLM API server version", "Initializing a V1 LLM engine", "Model loading took", "non-default args: {")
+_BUDGET_MARKERS = ("Available KV cache memory", "GPU KV cache size")
+
+
+def read(path: str) -> StartupLog:
+    """Read and parse a startup log; StartupLogError (one line) for a file that is not one."""
+    try:
+        text = read_text_file(path, MAX_STARTUP_LOG_BYTES, path)
+    except InputLimitError as exc:
+        raise StartupLogError(f"--from-log: {exc}") from None
+    if "\x00" in text:
+        raise StartupLogError(f"--from-log: {excerpt(path)} holds NUL bytes: a binary file, not a vLLM startup log")
+    if not any(marker in text for marker in _VLLM_MARKERS + _BUDGET_MARKERS):
+        raise StartupLogError(
+            f"--from-log: {excerpt(path)} is not a vLLM startup log (none of the lines vLLM V1 prints at start-up: "
+            "'vLLM API server version', 'Initializing a V1 LLM engine', 'Model loading took', "
+            "'Available KV cache memory')"
+        )
+    if "Initializing a V0 LLM engine" in text or "Initializing an LLM engine (v" in text:
+        raise StartupLogError(f"--from-log: {excerpt(path)} is a V0 engine's log; the sizing models vLLM's V1 engine")
+    log = parse(text)
+    if log.kv_memory is None and log.kv_tokens is None:
+        raise StartupLogError(
+            f"--from-log: {excerpt(path)} ends before vLLM reported its KV cache (no 'Available KV cache memory' or "
+            "'GPU KV cache size' line): the log is truncated or the server stopped before profiling ended"
+        )
+    return log
