@@ -276,3 +276,12 @@ def test_an_existing_gke_cluster_whose_look_up_shows_the_legacy_dataplane_fires(
     )
     [found] = fired(evaluate_stack("dev", overrides=overrides), "network-policies-enforced")
     assert "existing GKE cluster shared-gpu" in found and "LEGACY_DATAPATH" in found
+
+
+def test_a_gateway_serving_certificate_manager_certificates_without_that_api_fires():
+    dev = committed_stack("dev")
+    kept = _edited(
+        dev, lambda r: not (r.type == rules.GCP_SERVICE and r.inputs.get("service") == rules.CERTIFICATE_MANAGER)
+    )
+    found = fired(kept, "controller-apis-enabled")
+    assert found and all("Gateway" in v and rules.CERTIFICATE_MANAGER in v for v in found), found

@@ -24,7 +24,9 @@ cluster silently ignores the first and leaves the others Pending.
   balancer); an InferencePool behind it (GKE Inference Gateway), Compute Engine and Network Services
   ("Deploy GKE Inference Gateway", https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway);
   a claim of a Filestore class, the Filestore API (https://cloud.google.com/filestore/docs/csi-driver);
-  a Service of type LoadBalancer, Compute Engine. The table is this rule's own, from those pages,
+  a Service of type LoadBalancer, Compute Engine; a gke-l7 Gateway listener serving Certificate
+  Manager certificates (tls.options networking.gke.io/cert-manager-certs, GKE docs "Secure a
+  Gateway"), the Certificate Manager API. The table is this rule's own, from those pages,
   not the program's (components/cluster/gcp/apis.py CONTROLLER_APIS).
 - aws-controllers-have-what-they-need: on EKS, a claim of an EFS class is provisioned by the EFS CSI
   add-on's controller, which needs an identity with AmazonEFSCSIDriverPolicy (it creates an access
@@ -194,6 +196,8 @@ def filestore_volume_on_the_stack_network(graph: ApplyGraph) -> Iterable[Violati
 
 GCP_SERVICE = "gcp:projects/service:Service"
 COMPUTE, NETWORK_SERVICES, FILESTORE = "compute.googleapis.com", "networkservices.googleapis.com", "file.googleapis.com"
+CERTIFICATE_MANAGER = "certificatemanager.googleapis.com"
+CERT_MANAGER_CERTS = "networking.gke.io/cert-manager-certs"
 PICKER_CHART_SUFFIX = "/" + contract.PICKER_CHART
 
 
@@ -201,7 +205,13 @@ def _gke_controller_needs(graph: ApplyGraph, resource: RecordedResource, classes
     spec = resource.inputs.get("spec") or {}
     kind = _kind(resource)
     if kind == "Gateway" and str(spec.get("gatewayClassName", "")).startswith("gke-l7"):
-        return (COMPUTE,)
+        # A listener serving a Certificate Manager certificate: the controller reads it there
+        # (GKE docs, "Secure a Gateway", tls.options networking.gke.io/cert-manager-certs).
+        certs = any(
+            CERT_MANAGER_CERTS in ((listener.get("tls") or {}).get("options") or {})
+            for listener in spec.get("listeners") or []
+        )
+        return (COMPUTE, CERTIFICATE_MANAGER) if certs else (COMPUTE,)
     if kind == "Service" and spec.get("type") == "LoadBalancer":
         return (COMPUTE,)
     if kind == "PersistentVolumeClaim":
