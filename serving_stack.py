@@ -23,7 +23,7 @@ from components.model_store.store import (
     mirror_runs_as_root,
     model_store_args,
 )
-from components.network_policy import ServingNetworkPolicies, network_policy_spec
+from components.network_policy import ServingNetworkPolicies, enforcement, network_policy_spec
 from components.operators import GpuAlerting, GpuOperator, NetworkOperator, NetworkOperatorArgs, OperatorsArgs
 from components.serving import kserve
 from components.serving.alerts import AlertThresholds
@@ -119,7 +119,10 @@ if stack.exposure.entrance is not None:
 shared = ServingNamespace(
     "serving",
     ServingNamespaceArgs(
-        namespace=stack.modelStore.namespace, bucket=cluster.bucket, pod_security_exceptions=pod_security_exceptions
+        namespace=stack.modelStore.namespace,
+        bucket=cluster.bucket,
+        pod_security_exceptions=pod_security_exceptions,
+        annotations=enforcement.namespace_annotations(stack),
     ),
     k8s_opts,
 )

@@ -133,3 +133,13 @@ CLUSTER_PROFILE_TAG = "llm-serving-profile"
 PRODUCTION_PROFILE = "production"
 WORLD_OPEN_ENDPOINT_TAG = "llm-serving-world-open-endpoint"
 WORLD_OPEN_ALLOWED = "allowed"
+
+# What enforces the serving namespace's NetworkPolicies: an annotation of that Namespace naming the
+# cluster's enforcing dataplane (NETWORK_POLICY_ENFORCERS). On a cluster the program creates it names
+# what the program turned on (GKE Dataplane V2, the EKS VPC CNI's network policy agent); on an
+# existing cluster, what the stack file declares (security.networkPolicyEnforcement). The policy
+# pack's network-policy-present rule reads it where the stack has no cluster resource to judge.
+NETWORK_POLICY_ENFORCEMENT_ANNOTATION = f"{PREFIX}/network-policy-enforcement"
+GKE_DATAPLANE_V2 = "gke-dataplane-v2"
+EKS_VPC_CNI = "eks-vpc-cni"
+NETWORK_POLICY_ENFORCERS = (GKE_DATAPLANE_V2, "gke-calico", EKS_VPC_CNI, "calico", "cilium", "antrea", "other")

@@ -28,6 +28,7 @@ from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
 from offline_plan import deployer_report, lifecycle, update_diff
+from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
@@ -567,6 +568,7 @@ def render_plan(
     if entrance:
         out += _entrance_section(entrance)
     out += deployer_report.deployer_lines(evaluation)
+    out += controllers_section(evaluation)
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
     out += _images_section(evaluation, config)

@@ -291,9 +291,12 @@ RULES: list[Rule] = [
     ),
     Rule(
         "network-policy-present",
-        "Every namespace the stack creates that runs GPU servers has a default-deny NetworkPolicy.",
+        "Every namespace the stack creates that runs GPU servers has a default-deny NetworkPolicy, on a cluster that "
+        "enforces NetworkPolicy.",
         "Add a NetworkPolicy with podSelector {}, policyTypes [Ingress, Egress] and no rules in the servers' "
-        "namespace, then allow only the paths they need.",
+        "namespace, then allow only the paths they need; turn enforcement on (GKE datapathProvider "
+        'ADVANCED_DATAPATH, the EKS vpc-cni add-on with enableNetworkPolicy "true") or, on an existing cluster, '
+        "annotate the Namespace llm-serving.io/network-policy-enforcement with its enforcer.",
         network.network_policy_present,
         stack=True,
         stack_not_applicable=network.network_rule_not_applicable,

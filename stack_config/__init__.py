@@ -13,6 +13,8 @@ The names below are its public face; the modules behind them each hold one conce
 from stack_config.addons import AddOnName, AddonsConfig
 from stack_config.cluster import (
     DEFAULT_REGIONS,
+    GKE_DEFAULT_RWX_CLASS,
+    GKE_FILESTORE_CLASSES,
     CapacityType,
     Cloud,
     ClusterConfig,
@@ -42,6 +44,8 @@ __all__ = [
     "DEFAULT_REGIONS",
     "DOWNLOADER_IMAGE",
     "EFA_NEEDS_PRIVATE_SUBNETS",
+    "GKE_DEFAULT_RWX_CLASS",
+    "GKE_FILESTORE_CLASSES",
     "PROJECT",
     "SECRET_KEYS",
     "AddOnName",

@@ -28,6 +28,13 @@ from stack_config.formats import did_you_mean, dns_label
 DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
 
 
+# GKE's Filestore StorageClasses (installed with the Filestore CSI add-on); none names a network, so
+# each creates its instances on the project's `default` network (https://cloud.google.com/filestore/docs/csi-driver,
+# "StorageClasses"; kubernetes-sigs/gcp-filestore-csi-driver README, `network` default "default").
+GKE_DEFAULT_RWX_CLASS = "standard-rwx"
+GKE_FILESTORE_CLASSES = ("standard-rwx", "premium-rwx", "enterprise-rwx", "enterprise-multishare-rwx", "zonal-rwx")
+
+
 class Cloud(StrEnum):
     aws = "aws"
     gcp = "gcp"
@@ -118,8 +125,11 @@ class ClusterConfig(StrictModel):
     """For `cloud: existing`: kubeconfig context to use (default: the file's current context)."""
     rwxStorageClass: ObjectName | None = Field(None, alias="rwxStorageClass")
     """StorageClass for the ReadWriteMany model volume. Default: `efs-sc` on EKS, created with an EFS file system and
-    the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage); `standard-rwx` on GKE (Filestore CSI);
-    required for `cloud: existing` unless models load from the bucket or an existing claim."""
+    the EFS CSI add-on when unset or `efs-sc` (another name: a class you manage). GKE (Filestore CSI): unset on a
+    cluster with its own network (network.vpc create) creates `llm-serving-filestore`, a Filestore class on that
+    network; otherwise `standard-rwx`, whose instances go on the project's `default` network (GKE's own Filestore
+    classes are refused with a network the stack creates; name a class of yours whose parameters.network is the
+    cluster's). Required for `cloud: existing` unless models load from the bucket or an existing claim."""
     manageRwxStorage: bool | None = Field(None, alias="manageRwxStorage")
     """EKS: create EFS, the EFS CSI add-on and the StorageClass. Default: true when rwxStorageClass is unset or efs-sc;
     set false when the cluster already has them."""

@@ -27,6 +27,9 @@ from stack_config.fields import Ipv4Cidr, KmsKey, NamespaceName
 MAX_PUBLIC_CIDRS = 40
 
 Profile = Literal["development", "production"]
+# What enforces NetworkPolicy on an existing cluster (security.networkPolicyEnforcement); the names
+# are common/contract.py's NETWORK_POLICY_ENFORCERS.
+Enforcer = Literal["gke-dataplane-v2", "gke-calico", "eks-vpc-cni", "calico", "cilium", "antrea", "other"]
 
 
 def world_open(cidr: str) -> bool:
@@ -98,6 +101,12 @@ class SecurityConfig(StrictModel):
     """Default-deny NetworkPolicies in the serving namespace, then only the paths the stack needs (docs/security.md);
     the cluster's network plugin must enforce NetworkPolicy (GKE Dataplane V2 / Calico, the EKS VPC CNI's network policy
     agent)."""
+    networkPolicyEnforcement: Enforcer | None = Field(None, alias="networkPolicyEnforcement")
+    """On a cluster this program does not create (cloud existing, or cluster.create false): the cluster's network plugin
+    that enforces NetworkPolicy (gke-dataplane-v2, gke-calico, eks-vpc-cni with enableNetworkPolicy, calico, cilium,
+    antrea, other), declared after checking it. Required there while networkPolicies is on: a NetworkPolicy nothing
+    enforces admits everything. Ignored on a created cluster, where the program turns enforcement on itself (GKE
+    Dataplane V2, the EKS VPC CNI's network policy agent)."""
     allowedClientNamespaces: list[NamespaceName] = Field(
         default_factory=list, max_length=64, alias="allowedClientNamespaces"
     )

@@ -15,7 +15,7 @@ from common import driver_versions, gpu_driver, gpus
 from common.untrusted import excerpt
 from stack_config.addons import AddonsConfig
 from stack_config.base import StrictModel
-from stack_config.cluster import DEFAULT_REGIONS, Cloud, ClusterConfig, PoolConfig, pool_problems
+from stack_config.cluster import DEFAULT_REGIONS, GKE_FILESTORE_CLASSES, Cloud, ClusterConfig, PoolConfig, pool_problems
 from stack_config.deployer import DeployerConfig
 from stack_config.entrance import implementation_for, tls_problems, with_certificate_default
 from stack_config.errors import CrossCheckError
@@ -160,6 +160,8 @@ def stack_problems(stack: StackConfig) -> list[tuple[str, str]]:
     problems += adapter_problems(stack)
     problems += entrance_problems(stack)
     problems += security_problems(stack)
+    problems += network_policy_enforcement_problems(stack)
+    problems += filestore_network_problems(stack)
     system_type = stack.cluster.systemPool.machineType
     if system_type and stack.cloud != Cloud.existing and (found := gpus.find_machine(stack.cloud.value, system_type)):
         gpu, machine = found
@@ -845,3 +847,53 @@ def mig_problems(stack: StackConfig) -> list[tuple[str, str]]:
                 )
             )
     return problems
+
+
+def network_policy_enforcement_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """NetworkPolicies on a cluster this program does not create need a declared enforcer.
+
+    A NetworkPolicy is only an API object: the network plugin implements it, and one created where
+    no plugin does has no effect (Kubernetes docs, Network Policies, "Prerequisites",
+    https://kubernetes.io/docs/concepts/services-networking/network-policies/#prerequisites).
+    The program turns enforcement on in the clusters it creates (components/cluster/gcp/gke.py,
+    components/cluster/aws/eks.py); another cluster's plugin is its owner's, so the stack file says
+    which one enforces, or turns the policies' claim off.
+    """
+    security = stack.security
+    if stack.creates_cluster or not security.networkPolicies or security.networkPolicyEnforcement is not None:
+        return []
+    where = "cloud is existing" if stack.cloud == Cloud.existing else "cluster.create is false"
+    return [
+        (
+            "security.networkPolicyEnforcement",
+            (
+                f"security.networkPolicies is on but {where}, so this program cannot turn NetworkPolicy enforcement "
+                "on, and a NetworkPolicy nothing enforces admits everything; check the cluster's network plugin "
+                "(kubectl -n kube-system get daemonsets: anetd for GKE Dataplane V2, calico-node, cilium, or aws-node "
+                "with its aws-network-policy-agent container on EKS) and name it here (gke-dataplane-v2, gke-calico, "
+                "eks-vpc-cni, calico, cilium, antrea or other), or set security.networkPolicies false"
+            ),
+        )
+    ]
+
+
+def filestore_network_problems(stack: StackConfig) -> list[tuple[str, str]]:
+    """GKE's own Filestore classes create instances on the `default` network, which the nodes of a
+    network the stack creates cannot reach, so the model volume would never mount."""
+    rwx = stack.cluster.rwxStorageClass
+    if not (stack.cloud == Cloud.gcp and stack.creates_cluster and stack.cluster.network.vpc == "create"):
+        return []
+    if rwx not in GKE_FILESTORE_CLASSES:
+        return []
+    return [
+        (
+            "cluster.rwxStorageClass",
+            (
+                f"{rwx} is one of GKE's Filestore classes, which create their instances on the project's default "
+                "network, but this stack puts the cluster on a network of its own (cluster.network.vpc create), so "
+                "the model volume would never mount; leave rwxStorageClass unset (the program creates "
+                "llm-serving-filestore on the stack's network) or name a class of yours whose parameters.network is "
+                "the cluster's network"
+            ),
+        )
+    ]

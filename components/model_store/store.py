@@ -313,6 +313,8 @@ class ServingNamespaceArgs:
     # the annotations (GKE Workload Identity email; EKS Pod Identity needs none) that make them cloud identities.
     bucket: ModelBucket | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # Further annotations of the Namespace (what enforces its NetworkPolicies: network_policy/enforcement.py).
+    annotations: dict[str, str] = field(default_factory=dict)
     pod_security_exceptions: dict[str, str] = field(default_factory=dict)
     """What the stack runs here that cannot meet the restricted Pod Security level: who -> "<level it
     meets>: <reason>". Empty: the namespace enforces restricted. Decided from what the stack deploys."""
@@ -345,7 +347,10 @@ class ServingNamespace(pulumi.ComponentResource):
             metadata={
                 "name": args.namespace,
                 "labels": {**labels, **pod_security.namespace_labels(self.pod_security_level)},
-                "annotations": pod_security.namespace_annotations(self.pod_security_level, reasons),
+                "annotations": {
+                    **args.annotations,
+                    **pod_security.namespace_annotations(self.pod_security_level, reasons),
+                },
             },
             opts=child,
         )

@@ -7,8 +7,10 @@ May import: everything below it, `common`, `stack_config`. Imported by: `__main_
 
 - `rules`: the NetworkPolicy manifests from a `NetworkPolicySpec` (pure; the tests evaluate them).
 - `policies`: the spec from the stack config and plans, and `ServingNetworkPolicies`, which creates them.
+- `enforcement`: what enforces them (the cluster's dataplane), as the serving Namespace's annotation names it.
 """
 
+from components.network_policy import enforcement
 from components.network_policy.policies import ServingNetworkPolicies, network_policy_spec
 
-__all__ = ["ServingNetworkPolicies", "network_policy_spec"]
+__all__ = ["ServingNetworkPolicies", "enforcement", "network_policy_spec"]

@@ -8,7 +8,9 @@ created elsewhere): one that selects every pod (`podSelector: {}`), is of both p
 Egress, and allows nothing itself. Without it every pod of the cluster can reach the servers' API
 port, and a compromised server can reach anything the node can (other teams' services, the cloud's
 metadata endpoints, the internet). The allowed paths are other policies' business; this rule only
-demands the closed default they are holes in.
+demands the closed default they are holes in, and that the cluster enforces it
+(policies/rules/enforcement.py: GKE Dataplane V2, the EKS VPC CNI's network policy agent, or the
+enforcer an existing cluster's Namespace declares).
 
 cluster-endpoint-restricted: an EKS cluster (aws:eks/cluster:Cluster) or a GKE cluster
 (gcp:container/cluster:Cluster) of a production stack (tag/label `llm-serving-profile:
@@ -30,6 +32,7 @@ from common.contract import CLUSTER_PROFILE_TAG, PRODUCTION_PROFILE, WORLD_OPEN_
 from policies.gpu import pod_uses_gpus
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 from policies.resource import Resource
+from policies.rules.enforcement import enforcement_gap
 from policies.workloads import workload
 
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -70,7 +73,21 @@ def network_policy_present(resources: list[Resource], config: dict) -> list[tupl
         if w is None or is_unknown(w.namespace) or not any(pod_uses_gpus(pod) for pod in w.pods):
             continue
         namespace = w.namespace or "default"
-        if namespace in denied or namespace in reported or (judged is not None and namespace not in judged):
+        if namespace in reported or (judged is not None and namespace not in judged):
+            continue
+        if namespace in denied:
+            gap = enforcement_gap(resources, namespace)
+            if gap is not None:
+                reported.add(namespace)
+                out.append(
+                    (
+                        r,
+                        Finding(
+                            f"{w.ref}: namespace '{namespace}' has a default-deny NetworkPolicy, but {gap}; until "
+                            "then every pod of the cluster can reach the servers and they can reach anything."
+                        ),
+                    )
+                )
             continue
         reported.add(namespace)
         out.append(

@@ -25,6 +25,9 @@ def config(cloud, pool, cluster=None, replicas=1):
     if cloud == "existing":
         raw["cluster"] = {"kubeconfig": "~/.kube/config", "rwxStorageClass": "nfs"}
         raw["operators"] = {"gpuOperator": {"driver": "preinstalled"}}
+    if cloud == "existing" or (cluster or {}).get("create") is False:
+        # A cluster this program does not create declares what enforces NetworkPolicy.
+        raw["security"] = {"networkPolicyEnforcement": "calico"}
     return parse_stack_config(raw, "Pulumi.test.yaml")
 
 

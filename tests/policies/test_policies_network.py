@@ -31,8 +31,13 @@ def deny(namespace: str = "default", **spec_changes) -> dict:
     }
 
 
-def namespace_object(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+def namespace_object(name: str, enforcer: str | None = "calico") -> dict:
+    """A Namespace, declaring (as the program does from security.networkPolicyEnforcement) what
+    enforces its NetworkPolicies on a cluster the stack does not create."""
+    metadata: dict = {"name": name}
+    if enforcer:
+        metadata["annotations"] = {contract.NETWORK_POLICY_ENFORCEMENT_ANNOTATION: enforcer}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def server(namespace: str | None = None) -> dict:
@@ -80,7 +85,110 @@ def test_a_namespace_created_elsewhere_is_judged_with_every_namespace_only():
     config = {"network-policy-present": {"everyNamespace": True}}
     (v,) = analyze_stack(stack, config=config).of("network-policy-present")
     assert NS in v.message
-    assert analyze_stack([*stack, k8s_stack_entry(deny(NS))], config=config).of("network-policy-present") == []
+    # A namespace created elsewhere carries no declaration the pack can see: a cluster resource must show enforcement.
+    (v,) = analyze_stack([*stack, k8s_stack_entry(deny(NS))], config=config).of("network-policy-present")
+    assert "nothing in the stack shows that the cluster enforces NetworkPolicy" in v.message
+    enforcing = (GKE, "dev", {"datapathProvider": "ADVANCED_DATAPATH"})
+    assert (
+        analyze_stack([*stack, k8s_stack_entry(deny(NS)), enforcing], config=config).of("network-policy-present") == []
+    )
+
+
+# network-policy-present: the cluster enforces the policies ------------------------------------------
+
+VPC_CNI = "aws:eks/addon:Addon"
+
+
+def _with_deny(*cloud, enforcer=None) -> list:
+    return [
+        k8s_stack_entry(namespace_object(NS, enforcer)),
+        k8s_stack_entry(server()),
+        k8s_stack_entry(deny(NS)),
+        *cloud,
+    ]
+
+
+@pytest.mark.parametrize(
+    "cloud",
+    [
+        [(GKE, "dev", {"datapathProvider": "ADVANCED_DATAPATH"})],
+        [(GKE, "dev", {"networkPolicy": {"enabled": True, "provider": "CALICO"}})],
+        [
+            (EKS, "prod", {}),
+            (VPC_CNI, "cni", {"addonName": "vpc-cni", "configurationValues": '{"enableNetworkPolicy": "true"}'}),
+        ],
+        [
+            (EKS, "prod", {}),
+            (
+                VPC_CNI,
+                "cni",
+                {
+                    "addonName": "vpc-cni",
+                    "addonVersion": "v1.14.0-eksbuild.3",
+                    "configurationValues": '{"enableNetworkPolicy": "true"}',
+                },
+            ),
+        ],
+        [(GKE, "dev", {"datapathProvider": UNKNOWN_STRING})],  # judged at `pulumi up`
+    ],
+)
+def test_a_cluster_that_enforces_network_policy_passes(cloud):
+    assert analyze_stack(_with_deny(*cloud)).of("network-policy-present") == []
+
+
+@pytest.mark.parametrize(
+    "cloud,says",
+    [
+        ([(GKE, "dev", {})], "datapathProvider unset (LEGACY_DATAPATH)"),
+        ([(GKE, "dev", {"datapathProvider": "LEGACY_DATAPATH"})], "datapathProvider LEGACY_DATAPATH"),
+        ([(EKS, "prod", {})], "network policy agent is off"),
+        ([(EKS, "prod", {}), (VPC_CNI, "cni", {"addonName": "vpc-cni"})], "network policy agent is off"),
+        (
+            [
+                (EKS, "prod", {}),
+                (VPC_CNI, "cni", {"addonName": "vpc-cni", "configurationValues": '{"enableNetworkPolicy": "false"}'}),
+            ],
+            "network policy agent is off",
+        ),
+        (
+            [
+                (EKS, "prod", {}),
+                (
+                    VPC_CNI,
+                    "cni",
+                    {
+                        "addonName": "vpc-cni",
+                        "addonVersion": "v1.13.4-eksbuild.1",
+                        "configurationValues": '{"enableNetworkPolicy": "true"}',
+                    },
+                ),
+            ],
+            "v1.14.0 or later",
+        ),
+    ],
+)
+def test_a_cluster_that_does_not_enforce_network_policy_fails(cloud, says):
+    # The Namespace's declaration does not count where the stack has a cluster resource to judge.
+    (v,) = analyze_stack(_with_deny(*cloud, enforcer="calico")).of("network-policy-present")
+    assert v.level == "mandatory" and says in v.message and "has a default-deny NetworkPolicy, but" in v.message
+
+
+@pytest.mark.parametrize("enforcer", [None, "something-else"])
+def test_an_existing_cluster_without_a_declared_enforcer_fails(enforcer):
+    (v,) = analyze_stack(_with_deny(enforcer=enforcer)).of("network-policy-present")
+    assert (
+        contract.NETWORK_POLICY_ENFORCEMENT_ANNOTATION in v.message and "security.networkPolicyEnforcement" in v.message
+    )
+
+
+def test_every_declared_enforcer_of_the_config_is_one_the_pack_accepts():
+    from typing import get_args
+
+    from stack_config.security import Enforcer
+
+    assert set(get_args(Enforcer)) == set(contract.NETWORK_POLICY_ENFORCERS)
+    for enforcer in contract.NETWORK_POLICY_ENFORCERS:
+        assert analyze_stack(_with_deny(enforcer=enforcer)).of("network-policy-present") == []
 
 
 def test_a_stack_without_gpu_servers_is_not_applicable():
@@ -235,3 +343,28 @@ def test_dev_as_production_with_an_open_endpoint_is_caught(stacks):
     assert "cluster-endpoint-restricted" not in _mandatory(objects)  # development
     cluster["props"]["resourceLabels"][contract.CLUSTER_PROFILE_TAG] = contract.PRODUCTION_PROFILE
     assert "cluster-endpoint-restricted" in _mandatory(objects)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_committed_stack_whose_cluster_does_not_enforce_its_policies_is_caught(stacks, stack):
+    objects = _objects(stacks[stack])
+    assert "network-policy-present" not in _mandatory(objects)
+    for o in objects:
+        if o.get("type") == GKE:
+            o["props"].pop("datapathProvider")
+    objects = [
+        o for o in objects if not (o.get("type") == "aws:eks/addon:Addon" and o["props"]["addonName"] == "vpc-cni")
+    ]
+    assert "network-policy-present" in _mandatory(objects)
+
+
+def test_an_existing_cluster_passes_on_what_its_stack_file_declares():
+    from tests.support.stack_variants import EXISTING, variant
+
+    evaluation = variant(EXISTING)
+    assert not [v for v in policy_verdicts(evaluation) if v.policy == "network-policy-present"]
+    objects = _objects(evaluation)
+    for o in objects:
+        if o.get("kind") == "Namespace":
+            o["metadata"].get("annotations", {}).pop(contract.NETWORK_POLICY_ENFORCEMENT_ANNOTATION, None)
+    assert "network-policy-present" in _mandatory(objects)

@@ -23,7 +23,7 @@ from offline_plan.mock_runtime import (
 from tests.support import first_apply_cloud as rules
 from tests.support.committed import committed_stack
 from tests.support.first_apply import check
-from tests.support.stack_variants import PROD_PULL_THROUGH
+from tests.support.stack_variants import PROD_PULL_THROUGH, declared_enforcement
 
 REVISION_8B = "0e9e39f249a16976918f6564b8830bc894c89659"
 REVISION_70B = "38ff4e01a70559264c95945aa04b900a11e68422"
@@ -82,6 +82,7 @@ VARIANTS = {
         "dev",
         {
             "cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+            **declared_enforcement("dev", "gke-dataplane-v2"),
             "addons": {
                 "preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension", "llmdRouter", "certManager"]
             },
@@ -102,6 +103,7 @@ VARIANTS = {
         "prod",
         {
             "cluster": {"name": "shared-gpu", "create": False},
+            **declared_enforcement("prod", "eks-vpc-cni"),
             "addons": {
                 "preinstalled": [
                     "prometheusOperator",
@@ -159,6 +161,8 @@ def test_regression_filestore_csi_on_without_the_filestore_api(monkeypatch):
     # volume never bound and the mirror Job waited out its timeout.
     original = apis.needed_apis
     monkeypatch.setattr(apis, "needed_apis", lambda **kw: [a for a in original(**kw) if a != apis.FILESTORE])
+    # ... and not for the model volume's claims either (what the Filestore CSI driver calls).
+    monkeypatch.setitem(apis.CONTROLLER_APIS, apis.FILESTORE_CLAIM, ())
     found = fired(evaluate_stack("dev"), "cloud-api-enabled-before-use")
     assert found == [v for v in found if "file.googleapis.com" in v] and found, found
     assert "gcp:container/cluster:Cluster" in found[0]
@@ -240,6 +244,7 @@ def efa_node_group_zone(evaluation):
         (
             {
                 "cluster": {"name": "shared-gpu", "create": False},
+                **declared_enforcement("prod", "eks-vpc-cni"),
                 "addons": {
                     "preinstalled": [
                         "prometheusOperator",

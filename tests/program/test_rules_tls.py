@@ -52,6 +52,7 @@ def test_an_existing_gke_cluster_gets_the_same_regional_certificate():
         "dev",
         overrides={
             "cluster": {"name": "shared-gpu", "region": "us-central1", "create": False},
+            "security": {"profile": "development", "networkPolicyEnforcement": "gke-dataplane-v2"},
             "addons": {"preinstalled": ["prometheusOperator", "gatewayApi", "inferenceExtension", "llmdRouter"]},
         },
     )

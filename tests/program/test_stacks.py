@@ -197,6 +197,7 @@ def test_multi_node_replica_joins_the_rdma_fabric_of_the_network_operator():
     overrides = {
         "cloud": "existing",
         "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
+        "security": {"profile": "production", "networkPolicyEnforcement": "calico"},
         "exposure": {},
         "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
         "operators": {

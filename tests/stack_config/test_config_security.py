@@ -163,7 +163,11 @@ def test_kms_key_with_encryption_off_is_refused():
 def test_endpoint_and_encryption_are_not_checked_on_a_cluster_the_program_does_not_create():
     # The owner's cluster keeps its own settings; the plan says they are not applied.
     parse_stack_config(
-        security("existing", {"profile": "production", "clusterEndpoint": {"publicAccess": False}}), SOURCE
+        security(
+            "existing",
+            {"profile": "production", "clusterEndpoint": {"publicAccess": False}, "networkPolicyEnforcement": "calico"},
+        ),
+        SOURCE,
     )
 
 

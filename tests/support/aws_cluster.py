@@ -19,6 +19,9 @@ def stack(pools, cluster=None, model_store=None) -> cfg.StackConfig:
     }
     if cluster:
         raw["cluster"] = cluster
+        if cluster.get("create") is False:
+            # A cluster this program does not create declares what enforces NetworkPolicy.
+            raw["security"] = {"networkPolicyEnforcement": "eks-vpc-cni"}
     if model_store:
         raw["modelStore"] = model_store
     return cfg.parse_stack_config(raw, "Pulumi.test.yaml")

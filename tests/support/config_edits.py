@@ -28,6 +28,8 @@ def base(cloud: str = "gcp") -> dict:
     if cloud == "existing":
         raw["cluster"] = {"kubeconfig": "~/.kube/config", "rwxStorageClass": "nfs"}
         raw["operators"] = {"gpuOperator": {"driver": "preinstalled"}}
+        # An existing cluster's network plugin is its owner's: the stack file names what enforces NetworkPolicy.
+        raw["security"] = {"networkPolicyEnforcement": "calico"}
     return raw
 
 

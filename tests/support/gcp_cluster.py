@@ -14,6 +14,9 @@ def stack(pools, cluster=None) -> cfg.StackConfig:
         "pools": pools,
         "models": [{"repo": "Qwen/Qwen2.5-7B-Instruct", "revision": REVISION, "pool": pools[0]["name"]}],
     }
+    if (cluster or {}).get("create") is False:
+        # A cluster this program does not create declares what enforces NetworkPolicy.
+        raw["security"] = {"networkPolicyEnforcement": "gke-dataplane-v2"}
     return cfg.parse_stack_config(raw, "Pulumi.test.yaml")
 
 

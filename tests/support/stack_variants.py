@@ -8,9 +8,10 @@ pool that starts empty, and existing clusters with their add-ons declared presen
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
-from offline_plan.mock_runtime import Evaluation, evaluate_stack
+from offline_plan.mock_runtime import Evaluation, evaluate_stack, stack_file_config
 from tests.support import paths
 from tests.support.adapter_fixtures import CHAT, SQL, offline_cache
 
@@ -47,12 +48,27 @@ DEV_PRIVATE_ENDPOINT_OVERRIDES: dict[str, Any] = {
 # The committed models without their aliases, which only the entrance rewrites.
 DEV_MODELS = [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4"}]
 NO_ENTRANCE = {"exposure": {}}
-EXISTING_CLUSTER = {
-    "cloud": "existing",
-    "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
-    "operators": {"gpuOperator": {"driver": "preinstalled"}},
-    **NO_ENTRANCE,
-}
+
+
+def declared_enforcement(stack: str, enforcer: str = "calico") -> dict[str, Any]:
+    """The committed stack's security section plus the NetworkPolicy enforcer an existing cluster
+    must declare (its network plugin is its owner's; stack_config refuses networkPolicies without it)."""
+    config, _ = stack_file_config(stack)
+    security = json.loads(config.get("llm-serving:security", "{}"))
+    return {"security": {**security, "networkPolicyEnforcement": enforcer}}
+
+
+def existing_cluster(stack: str) -> dict[str, Any]:
+    return {
+        "cloud": "existing",
+        "cluster": {"kubeconfig": "/etc/kubeconfig", "rwxStorageClass": "nfs"},
+        "operators": {"gpuOperator": {"driver": "preinstalled"}},
+        **declared_enforcement(stack),
+        **NO_ENTRANCE,
+    }
+
+
+EXISTING_CLUSTER = existing_cluster("dev")
 # prod with its images through an ECR pull-through cache, credentials for the registries that need them.
 _ECR_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/"
 PROD_PULL_THROUGH = {
@@ -125,7 +141,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     EXISTING_RDMA: (
         "prod",
         {
-            **EXISTING_CLUSTER,
+            **existing_cluster("prod"),
             "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
             "operators": {
                 "gpuOperator": {"driver": "preinstalled"},
@@ -157,7 +173,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     EXISTING_ENTRANCE: (
         "prod",
         {
-            **EXISTING_CLUSTER,
+            **existing_cluster("prod"),
             "exposure": {
                 "entrance": {
                     "hostname": "llm.internal.example",

@@ -6,6 +6,7 @@ resource of the stack uses.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 
 import pulumi
@@ -53,6 +54,15 @@ SYSTEM_POOL = contract.SYSTEM_POOL
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "capacity-block": "CAPACITY_BLOCK"}
 POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+# The VPC CNI as a managed add-on, for its network policy agent: off unless the add-on's configuration
+# sets enableNetworkPolicy, and available from v1.14.0-eksbuild.3 on clusters of Kubernetes 1.25+
+# (EKS User Guide, "Restrict Pod network traffic with Kubernetes network policies",
+# https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html; awsdocs/amazon-eks-user-guide
+# latest/ug/networking/cni-network-policy-configure.adoc, "Step 4"). The configuration value is the
+# string "true", as that page writes it.
+VPC_CNI_ADDON = "vpc-cni"
+VPC_CNI_NETWORK_POLICY_MIN_VERSION = (1, 14, 0)
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 EKS_UNSUPPORTED_ZONE_IDS = network.EKS_UNSUPPORTED_ZONE_IDS
 
 
@@ -518,7 +528,7 @@ class EksCluster(pulumi.ComponentResource):
         self.api_reachable: list[pulumi.Resource] = []
         if args.create:
             self.network = self._network(name, args, zones, invoke)
-            cluster_name, endpoint, ca_data, cluster_sg, agent = self._create(name, args)
+            cluster_name, endpoint, ca_data, cluster_sg, agent, vpc_cni = self._create(name, args)
             addons_ready.append(agent)
             kubernetes_version = args.kubernetes_version
         else:
@@ -545,8 +555,11 @@ class EksCluster(pulumi.ComponentResource):
                 ]
             )
         net = self.network
-        # Nodes in private subnets join only once their route out (NAT) exists.
+        # Nodes in private subnets join only once their route out (NAT) exists; on a created cluster,
+        # once the VPC CNI add-on enforces NetworkPolicy, so no node starts without the agent.
         node_opts = list(net.egress_ready)
+        if args.create:
+            node_opts.append(vpc_cni)
 
         # One role for every managed node group (GPU pools and the system pool): they need the same
         # three node policies. The logical name predates the system pool; renaming it would replace
@@ -829,12 +842,33 @@ class EksCluster(pulumi.ComponentResource):
                     opts=child,
                 )
             )
+        # The VPC CNI as a managed add-on with its network policy agent on, so the serving namespace's
+        # NetworkPolicies are enforced (docs/security.md). EKS installs a self-managed VPC CNI at creation
+        # (bootstrap_self_managed_addons defaults to true); OVERWRITE lets the managed add-on take it
+        # over (pulumi_aws eks Addon resolve_conflicts_on_create: "How to resolve field value conflicts
+        # when migrating a self-managed add-on to an Amazon EKS add-on"). Version left to EKS: its
+        # default build for the cluster's Kubernetes version. That this default is v1.14.0 or later
+        # for every version this program pins is unresolved here; settle it with `aws eks
+        # describe-addon-versions --addon-name vpc-cni --kubernetes-version <version> --query
+        # "addons[].addonVersions[?compatibilities[?defaultVersion]].addonVersion"`. Created
+        # before the node groups, as terraform-aws-modules/terraform-aws-eks does for vpc-cni
+        # (`before_compute`), so every node starts with the agent.
+        vpc_cni = aws.eks.Addon(
+            f"{name}-vpc-cni",
+            cluster_name=cluster.name,
+            addon_name=VPC_CNI_ADDON,
+            configuration_values=json.dumps(VPC_CNI_CONFIGURATION),
+            resolve_conflicts_on_create="OVERWRITE",
+            region=args.region,
+            opts=child,
+        )
         return (
             cluster.name,
             cluster.endpoint,
             cluster.certificate_authority.apply(lambda ca: ca.data),
             cluster.vpc_config.apply(lambda v: v.cluster_security_group_id),
             agent,
+            vpc_cni,
         )
 
     def _karpenter(

@@ -42,6 +42,36 @@ CERTIFICATE_MANAGER = "certificatemanager.googleapis.com"
 # components/cluster/gcp/secrets_key.py).
 CLOUD_KMS = "cloudkms.googleapis.com"
 
+# Network Services: GKE Inference Gateway (InferencePool backends of a GKE Gateway) ("Enable the
+# Compute Engine API, the Network Services API, and the Model Armor API if needed", GKE docs,
+# "Deploy GKE Inference Gateway", https://cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway;
+# Model Armor only serves its AI-safety integration, which this program does not configure).
+NETWORK_SERVICES = "networkservices.googleapis.com"
+
+# What GKE's own controllers call for the Kubernetes objects this program creates, by the kind (and
+# class) of the object: the program's resources wait for the cluster, the cluster layer waits for
+# these. A new kind extends this table (e.g. a Certificate Manager map for the entrance's TLS:
+# certificatemanager.googleapis.com).
+GATEWAY_GKE = "Gateway (gke-l7-* GatewayClass)"
+INFERENCE_POOL_GKE = "InferencePool (GKE Gateway controller)"
+FILESTORE_CLAIM = "PersistentVolumeClaim (filestore.csi.storage.gke.io)"
+CONTROLLER_APIS: dict[str, tuple[str, ...]] = {
+    # The GKE Gateway controller programs a Compute Engine load balancer for each Gateway.
+    GATEWAY_GKE: (COMPUTE,),
+    INFERENCE_POOL_GKE: (COMPUTE, NETWORK_SERVICES),
+    # The Filestore CSI driver creates a Filestore instance per claim.
+    FILESTORE_CLAIM: (FILESTORE,),
+}
+
+
+def controller_apis(kinds: list[str]) -> list[str]:
+    """The APIs the managed controllers of `kinds` call, in the table's order, each once."""
+    out: list[str] = []
+    for kind in kinds:
+        out += [api for api in CONTROLLER_APIS[kind] if api not in out]
+    return out
+
+
 # Needed before this program can enable anything; enabled by hand once per project.
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 BOOTSTRAP_COMMAND = f"gcloud services enable {' '.join(BOOTSTRAP_APIS)} --project <project>"

@@ -25,7 +25,7 @@ from components.cluster.common import (
     https,
     placement_for,
 )
-from components.cluster.gcp import apis, iam, registry_cache
+from components.cluster.gcp import apis, filestore, iam, registry_cache
 from components.cluster.gcp import network as gke_network
 from components.cluster.gcp.bucket import GcsModelBucket, GcsModelBucketArgs
 from components.cluster.gcp.secrets_key import secrets_key
@@ -33,6 +33,10 @@ from components.cluster.interface import GpuPlacement, ModelBucket, RdmaAttachme
 from stack_config.images import UPSTREAMS
 
 RELEASE_CHANNEL = "REGULAR"
+# Dataplane V2 (pulumi-gcp 10.2.0 Cluster datapath_provider: "Set to `ADVANCED_DATAPATH` to enable
+# Dataplane v2"); the GKE API's DatapathProvider enum
+# (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/DatapathProvider).
+DATAPATH_PROVIDER = "ADVANCED_DATAPATH"
 # The cluster's Gateway API channel when the entrance runs on the GKE Gateway controller.
 GATEWAY_API_CHANNEL = "CHANNEL_STANDARD"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -301,7 +305,9 @@ class GkeClusterArgs:
     project: pulumi.Input[str]
     pools: list[NodePoolSpec]
     bucket: GcsModelBucketArgs | None = None
-    rwx_storage_class: str = "standard-rwx"
+    # cluster.rwxStorageClass; None: a Filestore class on the stack's own network when it creates
+    # one (components/cluster/gcp/filestore.py), else GKE's standard-rwx (the default network).
+    rwx_storage_class: str | None = None
     # The CPU system node pool; only on a created cluster (an existing one has its own CPU nodes).
     system_pool: cfg.SystemPoolConfig | None = None
     # Prefix of config errors found here ("Pulumi.dev.yaml: ").
@@ -387,6 +393,8 @@ class GkeCluster(pulumi.ComponentResource):
     placements: dict[str, GpuPlacement]
     bucket: ModelBucket | None
     rwx_storage_class: str
+    # The Filestore StorageClass on the stack's own network, when this layer creates it.
+    rwx_storage: k8s.storage.v1.StorageClass | None
     # No RDMA fabric is set up by the GKE layer (config refuses EFA on gcp).
     rdma_attachments: dict[str, RdmaAttachment]
     cloud: str = "gcp"
@@ -399,15 +407,7 @@ class GkeCluster(pulumi.ComponentResource):
         image_streaming = any(spec.driver_plan.gke_image_type == gpu_driver.GKE_IMAGE_COS for spec in args.pools)
         self.apis = apis.ProjectApis(
             f"{name}-apis",
-            apis.ProjectApisArgs(
-                project=args.project,
-                apis=apis.needed_apis(
-                    filestore=args.create,
-                    image_streaming=image_streaming,
-                    image_cache=bool(args.pull_through),
-                    kms=args.create and args.encrypt_secrets,
-                ),
-            ),
+            apis.ProjectApisArgs(project=args.project, apis=project_apis(args, image_streaming)),
             opts=child,
         )
         needs = self.apis.needs
@@ -474,6 +474,15 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_identity_config={
                     "workload_pool": pulumi.Output.from_input(args.project).apply(lambda p: f"{p}.svc.id.goog"),
                 },
+                # GKE Dataplane V2 (eBPF, Cilium-based), which enforces Kubernetes NetworkPolicy: the
+                # serving namespace's default-deny is an API object only without it (GKE docs,
+                # "GKE Dataplane V2", https://cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2:
+                # "Both of these technologies manage Kubernetes NetworkPolicy"; how-to:
+                # https://cloud.google.com/kubernetes-engine/docs/how-to/dataplane-v2). Set at creation
+                # only: the provider marks datapath_provider ForceNew (hashicorp/terraform-provider-google
+                # resource_container_cluster.go, "datapath_provider": ForceNew: true), so turning it on
+                # for a cluster created without it replaces the cluster.
+                datapath_provider=DATAPATH_PROVIDER,
                 # Filestore CSI provides the `standard-rwx` StorageClass of the model volume.
                 addons_config={"gcp_filestore_csi_driver_config": {"enabled": True}},
                 # The GKE Gateway controller and its GatewayClasses, for the entrance (pulumi-gcp
@@ -593,7 +602,14 @@ class GkeCluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=child,
         )
-        self.rwx_storage_class = args.rwx_storage_class
+        self.rwx_storage_class = args.rwx_storage_class or filestore.GKE_DEFAULT_CLASS
+        self.rwx_storage = None
+        if args.rwx_storage_class is None and net is not None and net.network_name is not None:
+            # The model volume's Filestore instance on the network the nodes are in.
+            self.rwx_storage = filestore.stack_network_storage_class(
+                f"{name}-filestore-class", net.network_name, self.provider, self
+            )
+            self.rwx_storage_class = filestore.STACK_NETWORK_CLASS
         # GKE's default class (standard-rwo, Persistent Disk) fits a staging volume.
         self.staging_storage_class: str | None = None
         self.platform = platform_summary(args)
@@ -636,6 +652,40 @@ def api_endpoint_summary(access: cfg.ClusterEndpointConfig, dns_endpoint: bool) 
     )
 
 
+def controller_kinds(args: GkeClusterArgs) -> list[str]:
+    """The kinds of Kubernetes object whose GKE controllers call Google APIs for this stack."""
+    kinds = []
+    if args.gateway_api:
+        # The entrance on GKE: a Gateway of a gke-l7 class with InferencePool backends.
+        kinds += [apis.GATEWAY_GKE, apis.INFERENCE_POOL_GKE]
+    if args.rwx_storage_class is None or args.rwx_storage_class in filestore.GKE_FILESTORE_CLASSES:
+        kinds.append(apis.FILESTORE_CLAIM)
+    return kinds
+
+
+def project_apis(args: GkeClusterArgs, image_streaming: bool) -> list[str]:
+    """The APIs the stack's cloud resources use, then those its objects' controllers use."""
+    own = apis.needed_apis(
+        filestore=args.create,
+        image_streaming=image_streaming,
+        image_cache=bool(args.pull_through),
+        kms=args.create and args.encrypt_secrets,
+    )
+    return own + [api for api in apis.controller_apis(controller_kinds(args)) if api not in own]
+
+
+def rwx_summary(args: GkeClusterArgs) -> str:
+    """Which class the model volume uses, and on which network its Filestore instances go."""
+    if args.rwx_storage_class is not None:
+        return f"{args.rwx_storage_class} (cluster.rwxStorageClass; its parameters.network must be the cluster's)"
+    if args.create and args.network.vpc == "create":
+        return (
+            f"{filestore.STACK_NETWORK_CLASS}, created: Filestore tier {filestore.TIER} on the stack's network "
+            f"{args.name} ({filestore.CONNECT_MODE})"
+        )
+    return f"{filestore.GKE_DEFAULT_CLASS} (GKE's): Filestore on the project's default network"
+
+
 def platform_summary(args: GkeClusterArgs) -> dict:
     """What the offline plan shows about the network, the APIs, the autoscaler and the pools."""
     if not args.create:
@@ -669,12 +719,12 @@ def platform_summary(args: GkeClusterArgs) -> dict:
         "vpc": vpc,
         "nat": nat,
         "gatewayApi": gateway,
-        "apis": ", ".join(
-            apis.needed_apis(
-                filestore=args.create, image_streaming=image_streaming, kms=args.create and args.encrypt_secrets
-            )
+        "apis": ", ".join(project_apis(args, image_streaming)),
+        "controllerApis": "; ".join(
+            f"{kind}: {', '.join(apis.CONTROLLER_APIS[kind])}" for kind in controller_kinds(args)
         ),
         "apisByHand": apis.BOOTSTRAP_COMMAND,
+        "rwxStorage": rwx_summary(args),
         "autoscaler": "GKE cluster autoscaler (on every node pool)",
         **(
             {
@@ -756,7 +806,7 @@ def create_gke(stack: cfg.StackConfig, stack_name: str) -> GkeCluster:
             project=project,
             pools=specs,
             bucket=bucket,
-            rwx_storage_class=stack.cluster.rwxStorageClass or "standard-rwx",
+            rwx_storage_class=stack.cluster.rwxStorageClass,
             system_pool=stack.cluster.systemPool if stack.cluster.create else None,
             config_source=source,
             network=stack.cluster.network,

@@ -45,6 +45,9 @@ class GkeNetwork:
     subnetwork: pulumi.Input[str] | None
     ip_allocation_policy: dict
     private_nodes: bool = False
+    # The network's name, for the Filestore StorageClass (components/cluster/gcp/filestore.py);
+    # None on the default network.
+    network_name: pulumi.Input[str] | None = None
     # The NAT that private nodes reach the internet through; node pools wait for it.
     egress_ready: list[pulumi.Resource] = field(default_factory=list)
 
@@ -128,6 +131,7 @@ class GkeVpc(pulumi.ComponentResource):
                 "services_secondary_range_name": SERVICES_RANGE_NAME,
             },
             private_nodes=args.private_nodes,
+            network_name=vpc.name,
             egress_ready=egress,
         )
         self.register_outputs({"network": vpc.id})

@@ -222,7 +222,10 @@ def test_nothing_efs_is_created_when_the_user_names_their_own_class():
     assert evaluation.result.rwx_storage is None
     assert not [r for r in evaluation.resources if r.type.startswith(EFS_TYPES)]
     assert not [r for r in evaluation.resources if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
-    assert [a.inputs["addonName"] for a in evaluation.of_type("aws:eks/addon:Addon")] == ["eks-pod-identity-agent"]
+    assert [a.inputs["addonName"] for a in evaluation.of_type("aws:eks/addon:Addon")] == [
+        "eks-pod-identity-agent",
+        "vpc-cni",
+    ]
     assert not [r for r in evaluation.of_type("aws:iam/role:Role") if "efs" in r.name]
     assert not [r for r in evaluation.of_type("aws:ec2/securityGroup:SecurityGroup") if "nfs" in r.name]
 

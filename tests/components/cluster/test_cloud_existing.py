@@ -25,6 +25,8 @@ def raw_stack(cluster=None, pools=None, model_store=None) -> dict:
         "models": [{"repo": "Qwen/Qwen2.5-7B-Instruct", "revision": REVISION, "pool": "lab"}],
         # On an existing cluster the stack must say who installs the GPU driver.
         "operators": {"gpuOperator": {"driver": "preinstalled"}},
+        # ... and what enforces its NetworkPolicies.
+        "security": {"networkPolicyEnforcement": "calico"},
     }
     if model_store:
         raw["modelStore"] = model_store

@@ -225,7 +225,8 @@ def test_created_cluster_has_workload_identity_release_channel_and_no_default_po
     assert cluster["removeDefaultNodePool"] is True
     assert cluster["minMasterVersion"] == "1.33"
     assert cluster["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
-    assert created.result.rwx_storage_class == "standard-rwx"
+    # The model volume's Filestore instances go on the stack's own network (components/cluster/gcp/filestore.py).
+    assert created.result.rwx_storage_class == "llm-serving-filestore"
 
 
 # --- system node pool ----------------------------------------------------------------------------

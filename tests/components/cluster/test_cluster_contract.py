@@ -20,18 +20,25 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 
 SCENARIOS = {
     "aws": {"cloud": "aws", "pools": [{"name": "gpu", "gpu": "L4"}]},
-    "aws-existing": {"cloud": "aws", "cluster": {"create": False}, "pools": [{"name": "gpu", "gpu": "L4"}]},
+    "aws-existing": {
+        "cloud": "aws",
+        "cluster": {"create": False},
+        "pools": [{"name": "gpu", "gpu": "L4"}],
+        "security": {"networkPolicyEnforcement": "eks-vpc-cni"},
+    },
     "gcp": {"cloud": "gcp", "cluster": {"gcpProject": "mock-project"}, "pools": [{"name": "gpu", "gpu": "L4"}]},
     "gcp-existing": {
         "cloud": "gcp",
         "cluster": {"create": False, "gcpProject": "mock-project"},
         "pools": [{"name": "gpu", "gpu": "L4"}],
+        "security": {"networkPolicyEnforcement": "gke-dataplane-v2"},
     },
     "existing": {
         "cloud": "existing",
         "cluster": {"kubeconfig": "/etc/llm/kubeconfig", "rwxStorageClass": "nfs-rwx"},
         "pools": [{"name": "gpu", "gpu": "L4"}],
         "operators": {"gpuOperator": {"driver": "preinstalled"}},
+        "security": {"networkPolicyEnforcement": "calico"},
     },
 }
 
@@ -98,12 +105,14 @@ def test_cluster_meets_the_platform_contract(scenario):
     cluster = evaluation.result
     assert isinstance(cluster.provider, k8s.Provider)
     assert cluster.cloud == name.split("-")[0]
-    # The class a model volume binds to: EFS managed by the EKS layer, Filestore on GKE, the
-    # configured class on an existing cluster.
-    assert cluster.rwx_storage_class == {"aws": "efs-sc", "gcp": "standard-rwx", "existing": "nfs-rwx"}[cluster.cloud]
-    if cluster.cloud == "aws":
-        [storage_class] = [r for r in evaluation.resources if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
-        assert storage_class.inputs["metadata"]["name"] == "efs-sc"
+    # The class a model volume binds to: EFS managed by the EKS layer, Filestore on GKE (on the
+    # stack's own network when it creates one), the configured class on an existing cluster.
+    expected = {"aws": "efs-sc", "gcp": "llm-serving-filestore", "gcp-existing": "standard-rwx", "existing": "nfs-rwx"}
+    assert cluster.rwx_storage_class == expected.get(name, expected[cluster.cloud])
+    created_classes = [r for r in evaluation.resources if r.type == "kubernetes:storage.k8s.io/v1:StorageClass"]
+    if name in ("aws", "aws-existing", "gcp"):
+        [storage_class] = created_classes
+        assert storage_class.inputs["metadata"]["name"] == cluster.rwx_storage_class
     assert list(cluster.placements) == ["gpu"]
     # No pool of these scenarios has EFA: no RDMA devices to request.
     assert cluster.rdma_attachments == {}

@@ -30,6 +30,7 @@ EXISTING = {
     "cloud": "existing",
     "cluster": {"kubeconfig": "/k", "rwxStorageClass": "nfs"},
     "operators": {"gpuOperator": {"driver": "preinstalled"}},
+    "security": {"networkPolicyEnforcement": "calico"},
 }
 
 

@@ -652,6 +652,8 @@ def stack(cloud: str, gpu_operator: dict | None = None, pool: dict | None = None
     }
     if cloud == "existing":
         raw["cluster"] = {"kubeconfig": "~/.kube/config", "rwxStorageClass": "nfs"}
+        # An existing cluster's network plugin is its owner's: the stack file names the enforcer.
+        raw["security"] = {"networkPolicyEnforcement": "calico"}
     return raw
 
 
