@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 
 from offline_plan import lifecycle
-from offline_plan.mock_runtime import Evaluation, RecordedResource
+from offline_plan.mock_runtime import Evaluation, RecordedResource, evaluate_stack
 from tests.support.committed import STACKS, committed_stack
+
+# prod in a VPC of its own (the committed prod takes the deployer stack's).
+PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
 
 
 def _step(evaluation, steps, type_=None, kind=None, chart=None) -> list[int]:
@@ -32,7 +35,8 @@ def test_a_resource_is_deleted_only_after_everything_that_depends_on_it():
 
 
 def test_prod_destroys_karpenter_objects_load_balancers_and_volumes_before_what_they_need():
-    evaluation = committed_stack("prod")
+    # In its own VPC (prod's committed stack takes the deployer stack's, whose subnets it does not create).
+    evaluation = evaluate_stack("prod", overrides=PROD_OWN_VPC)
     steps = lifecycle.destroy_steps(evaluation)
     karpenter = min(_step(evaluation, steps, chart="karpenter"))
     assert max(_step(evaluation, steps, kind="NodePool") + _step(evaluation, steps, kind="EC2NodeClass")) < karpenter

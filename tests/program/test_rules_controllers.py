@@ -19,6 +19,9 @@ from tests.support.config_edits import SOURCE, base, edit, problems_of
 from tests.support.first_apply import RULE_INFO, check
 from tests.support.stack_variants import DEV_MODELS, EXISTING, VARIANTS, declared_enforcement, variant
 
+# prod in a VPC of its own (the committed prod takes the deployer stack's).
+PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
+
 
 def fired(evaluation, rule_name):
     return [str(v) for v in check(evaluation, only=[rule_name])]
@@ -241,7 +244,8 @@ def test_efs_claims_without_a_provisioner_identity_fire():
 
 
 def test_a_load_balancer_without_elb_tagged_public_subnets_fires():
-    prod = committed_stack("prod")
+    # In its own VPC (prod's committed stack takes the deployer stack's, whose subnets it does not create).
+    prod = evaluate_stack("prod", overrides=PROD_OWN_VPC)
     tagged = [
         s for s in prod.of_type("aws:ec2/subnet:Subnet") if "kubernetes.io/role/elb" in (s.inputs.get("tags") or {})
     ]

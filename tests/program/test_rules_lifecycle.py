@@ -23,6 +23,9 @@ from tests.support.committed import STACKS, committed_stack
 from tests.support.first_apply import RULE_INFO, check
 from tests.support.stack_variants import VARIANTS, variant
 
+# prod in a VPC of its own (the committed prod takes the deployer stack's).
+PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
+
 PROD_POOL = {
     "name": "h100",
     "gpu": "H100-80GB",
@@ -166,7 +169,16 @@ def _detached(evaluation: Evaluation, kind: str) -> Evaluation:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_gateway_outside_the_graph_fires(stack):
-    found = fired(_detached(committed_stack(stack), "Gateway"), "load-balancers-go-before-cluster-and-network")
+    # prod in its own VPC, so the stack holds subnets the Gateway's load balancer must go before.
+    evaluation = (
+        committed_stack(stack)
+        if stack == "dev"
+        else evaluate_stack(
+            "prod",
+            overrides=PROD_OWN_VPC,
+        )
+    )
+    found = fired(_detached(evaluation, "Gateway"), "load-balancers-go-before-cluster-and-network")
     cluster = "gcp:container/cluster:Cluster" if stack == "dev" else "aws:eks/cluster:Cluster"
     assert found and all(cluster in v for v in found), found
     assert any("ubnet" in v for v in found), found
