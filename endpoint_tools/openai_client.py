@@ -189,33 +189,31 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-class _HTTPConnection(http.client.HTTPConnection):
-    """An HTTP connection that hands its socket to a watchdog as soon as it exists."""
+class _Watched:
+    """Hands the connection's socket to a watchdog as soon as it exists (a mixin before the
+    http.client connection class)."""
+
+    sock: Any
 
     def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.watchdog = watchdog
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         assert self.sock is not None
         self.watchdog.watch(self.sock)
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
+class _HTTPConnection(_Watched, http.client.HTTPConnection):
+    """An HTTP connection whose socket the watchdog can shut down."""
+
+
+class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
     """As _HTTPConnection over TLS, the TLS socket watched once its handshake is done. The handshake
     itself is bounded as one call: CPython's ssl module computes one deadline from the socket's
     timeout when do_handshake starts and waits for every read within it (v3.11.7 Modules/_ssl.c,
     _ssl__SSLSocket_do_handshake_impl), and that timeout is the request's seconds."""
-
-    def __init__(self, *args: Any, watchdog: _Watchdog, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.watchdog = watchdog
-
-    def connect(self) -> None:
-        super().connect()
-        assert self.sock is not None
-        self.watchdog.watch(self.sock)
 
 
 class Client:

@@ -8,9 +8,7 @@ import pytest
 from offline_plan import lifecycle
 from offline_plan.mock_runtime import Evaluation, RecordedResource, evaluate_stack
 from tests.support.committed import STACKS, committed_stack
-
-# prod in a VPC of its own (the committed prod takes the deployer stack's).
-PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
+from tests.support.stack_variants import PROD_OWN_VPC
 
 
 def _step(evaluation, steps, type_=None, kind=None, chart=None) -> list[int]:

@@ -23,7 +23,7 @@ from offline_plan.mock_runtime import (
 from tests.support import first_apply_cloud as rules
 from tests.support.committed import committed_stack
 from tests.support.first_apply import check
-from tests.support.stack_variants import PROD_PULL_THROUGH, declared_enforcement
+from tests.support.stack_variants import PROD_OWN_VPC, PROD_PULL_THROUGH, declared_enforcement
 
 REVISION_8B = "0e9e39f249a16976918f6564b8830bc894c89659"
 REVISION_70B = "38ff4e01a70559264c95945aa04b900a11e68422"
@@ -54,8 +54,6 @@ MULTI_NODE_MODELS = [
         "maxModelLen": 32768,
     }
 ]
-# prod with a VPC of its own (the committed prod uses its deployer stack's, docs/deployer.md).
-PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
 PROD_POOL = {
     "name": "h100",
     "gpu": "H100-80GB",

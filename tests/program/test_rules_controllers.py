@@ -17,10 +17,7 @@ from tests.support import rules_controllers as rules
 from tests.support.committed import committed_stack
 from tests.support.config_edits import SOURCE, base, edit, problems_of
 from tests.support.first_apply import RULE_INFO, check
-from tests.support.stack_variants import DEV_MODELS, EXISTING, VARIANTS, declared_enforcement, variant
-
-# prod in a VPC of its own (the committed prod takes the deployer stack's).
-PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
+from tests.support.stack_variants import DEV_MODELS, EXISTING, PROD_OWN_VPC, VARIANTS, declared_enforcement, variant
 
 
 def fired(evaluation, rule_name):

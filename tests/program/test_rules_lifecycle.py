@@ -21,10 +21,7 @@ from tests.support import rules_lifecycle as rules
 from tests.support.adapter_fixtures import offline_cache
 from tests.support.committed import STACKS, committed_stack
 from tests.support.first_apply import RULE_INFO, check
-from tests.support.stack_variants import VARIANTS, variant
-
-# prod in a VPC of its own (the committed prod takes the deployer stack's).
-PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
+from tests.support.stack_variants import PROD_OWN_VPC, VARIANTS, variant
 
 PROD_POOL = {
     "name": "h100",

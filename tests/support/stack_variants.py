@@ -69,6 +69,9 @@ def existing_cluster(stack: str) -> dict[str, Any]:
 
 
 EXISTING_CLUSTER = existing_cluster("dev")
+# prod with a VPC of its own, for tests of what prod creates in one (the committed prod takes its
+# deployer stack's VPC, docs/deployer.md): an override for evaluate_stack.
+PROD_OWN_VPC = {"cluster": {"name": "llm-serving-prod", "region": "us-east-1", "network": {"vpc": "create"}}}
 # prod with its images through an ECR pull-through cache, credentials for the registries that need them.
 _ECR_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ecr-pullthroughcache/"
 PROD_PULL_THROUGH = {
