@@ -3,7 +3,7 @@
     python -m offline_plan --stack dev [--out build]
 
 This is NOT `pulumi preview`. It runs the real program under the Pulumi SDK's mock runtime, with
-no CLI, no credentials and no cloud: Helm charts are not rendered, values a cloud computes (IDs,
+no CLI, no credentials and no cloud: Helm charts are rendered offline from charts/, values a cloud computes (IDs,
 endpoints, ARNs) are placeholders, and encrypted secrets are never decrypted. What it does show is
 exactly what the program asks for: every Kubernetes object as YAML, the resource tree, the sizing
 of every model and the policy pack's verdicts on all of it.
@@ -27,6 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
+from offline_plan import helm
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -34,7 +35,7 @@ from policies.workloads import workload
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
-    "not rendered, cloud-computed values are placeholders and secrets stay encrypted."
+    "rendered offline from charts/, cloud-computed values are placeholders and secrets stay encrypted."
 )
 
 
@@ -546,6 +547,7 @@ def render_plan(
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
     out += _images_section(evaluation, config)
+    out += helm.plan_section(evaluation)
     verification = evaluation.outputs.get("verification")
     if verification:
         out += _verification_section(verification)
@@ -592,11 +594,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     try:
         config = pack_config(stack, project_dir)
         verdicts = policy_verdicts(evaluation, config)
+        helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
     except ValueError as err:  # a malformed policies/config/<stack>.json
         print(f"plan failed for stack {stack}: {err}", file=sys.stderr)
         return 2
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
+    manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
     (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)

@@ -1,0 +1,48 @@
+"""Rendered objects next to the program's own, in build/<stack>/manifests/.
+
+Each file is named `helm.<release namespace>.<release name>.<Kind>-<namespace>-<name>.yaml`, so
+a listing groups a release's objects and tells them from the program's own files (which start with
+their kind), and the objects themselves stay exactly what Helm renders. CRDs from a chart's
+crds/ folder are written too: Helm installs them before the templates
+(https://helm.sh/docs/chart_best_practices/custom_resource_definitions/).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offline_plan.helm.engine import RenderedRelease
+
+PREFIX = "helm"
+
+
+def _part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text)
+
+
+def filename(rendered: RenderedRelease, obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    parts = [str(obj.get("kind", "Object")), str(meta.get("namespace") or ""), str(meta.get("name") or "unnamed")]
+    release = rendered.release
+    head = f"{PREFIX}.{_part(release.namespace)}.{_part(release.name)}."
+    return head + "-".join(_part(p) for p in parts if p) + ".yaml"
+
+
+def write(releases: list[RenderedRelease], directory: Path) -> list[Path]:
+    """Write every release's objects (CRDs first, as Helm installs them) into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for rendered in releases:
+        for obj in [*rendered.crds, *rendered.objects]:
+            path = directory / filename(rendered, obj)
+            n = 2
+            while path in written:
+                path = path.with_name(f"{path.stem}-{n}.yaml")
+                n += 1
+            path.write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+            written.append(path)
+    return written
