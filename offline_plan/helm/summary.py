@@ -103,8 +103,8 @@ def release_lines(rendered: RenderedRelease) -> list[str]:
         ]
         for pod in pods:
             unset = f" (none for {', '.join(pod.unset)})" if pod.unset else ""
-            cpu, memory = quantities.cpu(pod.cpu) + unset, quantities.memory(pod.memory) + unset
-            out.append(f"| `{pod.ref}` | {pod.count} | {cpu} | {memory} | {_placement(pod)} | {_tolerations(pod)} |")
+            shown = f"{quantities.cpu(pod.cpu)}{unset} | {quantities.memory(pod.memory)}{unset}"
+            out.append(f"| `{pod.ref}` | {pod.count} | {shown} | {_placement(pod)} | {_tolerations(pod)} |")
         steady = [p for p in pods if p.count not in ("per node", "run once")]
         cpu = sum(p.cpu * p.replicas for p in steady)
         memory = sum(p.memory * p.replicas for p in steady)
