@@ -11,7 +11,8 @@ from pathlib import Path
 
 from offline_plan.helm.engine import HelmReleaseError, RenderedRelease, render
 from offline_plan.helm.manifests import write
-from offline_plan.helm.releases import Release, releases
+from offline_plan.helm.releases import Release
+from offline_plan.helm.releases import releases as stack_releases
 from offline_plan.helm.summary import section
 from offline_plan.mock_runtime import Evaluation
 
@@ -27,7 +28,7 @@ def rendered(evaluation: Evaluation) -> list[RenderedRelease]:
     if _LAST and _LAST[0][0] is evaluation:
         return _LAST[0][1]
     done, problems = [], []
-    for release in releases(evaluation):
+    for release in stack_releases(evaluation):
         try:
             done.append(render(release))
         except HelmReleaseError as err:

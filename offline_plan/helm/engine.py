@@ -19,7 +19,7 @@ from typing import Any
 import helm_python
 
 from offline_plan.helm import documents
-from offline_plan.helm.releases import CHARTS_DIR, Release
+from offline_plan.helm.releases import Release
 
 # Helm's annotation for hooks; `test` hooks run only on `helm test`, never on install or upgrade
 # (https://helm.sh/docs/topics/charts_hooks/, https://helm.sh/docs/topics/chart_tests/).
@@ -98,12 +98,12 @@ def _crd_objects(chart: helm_python.Chart, merged: dict[str, Any]) -> list[dict[
     return objects
 
 
-def render(release: Release, charts_dir: Path = CHARTS_DIR) -> RenderedRelease:
+def render(release: Release, charts_dir: Path | None = None) -> RenderedRelease:
     directory = release.chart_dir(charts_dir)
     where = f"{release.label}"
     if not directory.is_dir():
         raise HelmReleaseError(
-            f"{where}: no chart directory {directory.relative_to(charts_dir.parent)}; add the chart at that "
+            f"{where}: no chart directory {directory.parent.name}/{directory.name}; add the chart at that "
             "version (charts/SOURCES.md says how)"
         )
     try:

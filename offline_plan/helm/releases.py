@@ -47,8 +47,9 @@ class Release:
             f"chart {self.chart_name} {self.version})"
         )
 
-    def chart_dir(self, charts_dir: Path = CHARTS_DIR) -> Path:
-        return charts_dir / f"{self.chart_name}-{self.version}"
+    def chart_dir(self, charts_dir: Path | None = None) -> Path:
+        # CHARTS_DIR is read at call time, so a test can point the plan at another folder.
+        return (charts_dir or CHARTS_DIR) / f"{self.chart_name}-{self.version}"
 
 
 def _placeholder_markers(evaluation: Evaluation) -> set[str]:
