@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from common import contract
 from offline_plan import helm
 from offline_plan import write as offline_plan
 from offline_plan.helm import releases as helm_releases
@@ -16,6 +17,7 @@ from offline_plan.helm.releases import RELEASE_TYPE, releases
 from offline_plan.mock_runtime import Evaluation
 from tests.support import schemas
 from tests.support.committed import STACKS, committed_stack
+from tests.support.helm_entrance import entrance_problems
 
 
 @functools.cache
@@ -179,3 +181,29 @@ def test_every_release_names_a_chart_directory_in_the_repository():
     for stack in STACKS:
         for rel in releases(committed_stack(stack)):
             assert rel.chart_dir().is_dir(), rel.label
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_route_backend_is_the_inference_pool_a_picker_release_renders(stack):
+    """Issue 26 point 4, on GKE's Gateway (dev) and agentgateway (prod)."""
+    evaluation, rendered = _rendered(stack)
+    assert entrance_problems(evaluation, rendered) == []
+
+
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        (
+            lambda v: v["router"]["modelServers"]["matchLabels"].update({contract.LABEL_MODEL: "another-model"}),
+            "InferencePool ('llm-serving', 'llama-3-1-8b-instruct') selects no server pod",
+        ),
+        (
+            lambda v: v["router"]["modelServers"].update(targetPorts=[{"number": 8080}]),
+            "does not listen on the pool's target ports {8080}",
+        ),
+    ],
+)
+def test_a_pool_that_misses_its_servers_is_found(edit, problem):
+    evaluation = _with_values("dev", "llm-d-router-gateway", edit)
+    found = entrance_problems(evaluation, helm.rendered(evaluation))
+    assert any(problem in p for p in found), found
