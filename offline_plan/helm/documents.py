@@ -10,6 +10,8 @@ of label-matcher operators has one).
 
 from __future__ import annotations
 
+import functools
+import pickle
 import re
 from typing import Any
 
@@ -30,7 +32,15 @@ _HelmYamlLoader.yaml_implicit_resolvers = {
 
 
 def objects(text: str) -> list[dict[str, Any]]:
-    """The objects of one rendered file; empty documents (a disabled template) are dropped."""
+    """The objects of one rendered file; empty documents (a disabled template) are dropped.
+
+    Parsing is most of a render's time (a CRD chart renders megabytes), so a text seen before in
+    this process is not parsed again; each caller gets its own copy."""
+    return pickle.loads(_parsed(text))  # our own bytes, made just below
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> bytes:
     found = []
     for piece in _SEPARATOR.split(text.strip()):
         if not piece.strip():
@@ -38,4 +48,4 @@ def objects(text: str) -> list[dict[str, Any]]:
         doc = yaml.load(piece, Loader=_HelmYamlLoader)
         if isinstance(doc, dict):
             found.append(doc)
-    return found
+    return pickle.dumps(found)
