@@ -11,6 +11,7 @@ from pathlib import Path
 
 from offline_plan.helm.engine import HelmReleaseError, RenderedRelease, render
 from offline_plan.helm.manifests import write
+from offline_plan.helm.pod_security import namespace_levels
 from offline_plan.helm.releases import Release
 from offline_plan.helm.releases import releases as stack_releases
 from offline_plan.helm.summary import section
@@ -44,4 +45,4 @@ def write_manifests(evaluation: Evaluation, directory: Path) -> list[Path]:
 
 
 def plan_section(evaluation: Evaluation) -> list[str]:
-    return section(rendered(evaluation))
+    return section(rendered(evaluation), namespace_levels(evaluation.kubernetes_objects))

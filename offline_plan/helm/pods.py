@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from offline_plan.helm import quantities
+from offline_plan.helm import pod_security, quantities
 from policies.workloads import workload
 
 
@@ -13,6 +13,7 @@ from policies.workloads import workload
 class PodSummary:
     ref: str
     """`Kind/name` of the workload."""
+    namespace: str | None
     count: str
     """Replicas, `per node` for a DaemonSet, `run once` for a Job."""
     replicas: float
@@ -24,6 +25,9 @@ class PodSummary:
     images: list[str] = field(default_factory=list)
     unset: list[str] = field(default_factory=list)
     """Containers without a CPU or memory request."""
+    level: str = pod_security.RESTRICTED
+    """The Pod Security level the pod meets; `level_gaps` what keeps it from the next stricter one."""
+    level_gaps: list[str] = field(default_factory=list)
 
 
 def _pod_requests(spec: dict[str, Any], unset: list[str]) -> tuple[float, float]:
@@ -76,9 +80,13 @@ def summaries(objects: list[dict[str, Any]]) -> list[PodSummary]:
             else:
                 replicas = w.replicas if w.replicas is not None else 1.0
                 count = f"{replicas:g}"
+            level, gaps = pod_security.level(pod.spec)
             found.append(
                 PodSummary(
                     ref=w.ref,
+                    namespace=w.namespace,
+                    level=level,
+                    level_gaps=gaps,
                     count=count,
                     replicas=replicas,
                     cpu=cpu,

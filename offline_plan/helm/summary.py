@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from common import images
-from offline_plan.helm import quantities
+from offline_plan.helm import pod_security, quantities
 from offline_plan.helm.engine import RenderedRelease
 from offline_plan.helm.pods import PodSummary, custom_resource_images, summaries
 
@@ -59,7 +59,17 @@ def _tolerations(pod: PodSummary) -> str:
     return ", ".join(shown) or "none"
 
 
-def release_lines(rendered: RenderedRelease) -> list[str]:
+def _pod_security(pod: PodSummary, default_namespace: str, namespaces: dict[str, str]) -> str:
+    namespace = pod.namespace or default_namespace
+    enforced = namespaces.get(namespace)
+    shown = f"meets {pod.level}" + (f" ({'; '.join(pod.level_gaps[:2])})" if pod.level_gaps else "")
+    if enforced is None:
+        return f"{shown}; `{namespace}` is not the program's (no enforce label: privileged)"
+    verdict = "admitted" if pod_security.admitted(pod.level, enforced) else "**REFUSED**"
+    return f"{shown}; `{namespace}` enforces {enforced}: {verdict}"
+
+
+def release_lines(rendered: RenderedRelease, namespaces: dict[str, str]) -> list[str]:
     rel = rendered.release
     kinds = Counter(str(o.get("kind")) for o in rendered.objects)
     hooks = Counter(str(o.get("kind")) for o in rendered.hooks)
@@ -97,14 +107,17 @@ def release_lines(rendered: RenderedRelease) -> list[str]:
             "",
             (
                 "| workload | pods | CPU request / pod | memory request / pod | nodes (selector, required affinity) "
-                "| tolerations |"
+                "| tolerations | Pod Security |"
             ),
-            "|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|",
         ]
         for pod in pods:
             unset = f" (none for {', '.join(pod.unset)})" if pod.unset else ""
             shown = f"{quantities.cpu(pod.cpu)}{unset} | {quantities.memory(pod.memory)}{unset}"
-            out.append(f"| `{pod.ref}` | {pod.count} | {shown} | {_placement(pod)} | {_tolerations(pod)} |")
+            security = _pod_security(pod, rel.namespace, namespaces)
+            out.append(
+                f"| `{pod.ref}` | {pod.count} | {shown} | {_placement(pod)} | {_tolerations(pod)} | {security} |"
+            )
         steady = [p for p in pods if p.count not in ("per node", "run once")]
         cpu = sum(p.cpu * p.replicas for p in steady)
         memory = sum(p.memory * p.replicas for p in steady)
@@ -112,7 +125,8 @@ def release_lines(rendered: RenderedRelease) -> list[str]:
     return [*out, ""]
 
 
-def section(rendered: list[RenderedRelease]) -> list[str]:
+def section(rendered: list[RenderedRelease], namespaces: dict[str, str]) -> list[str]:
+    """`namespaces`: the Pod Security level each namespace the program creates enforces."""
     out = [
         "## Helm releases (rendered)",
         "",
@@ -121,12 +135,13 @@ def section(rendered: list[RenderedRelease]) -> list[str]:
             "`charts/`, with the release name, namespace, chart version and values the program passes; the "
             "objects are in `manifests/helm.<namespace>.<release>.*`. Objects an operator creates later (the "
             "GPU Operator's operands, the Prometheus pods) are not rendered; their images are listed where the "
-            "chart names them."
+            "chart names them. A pod's Pod Security level is checked on its rendered spec against the "
+            "Pod Security Standards; a namespace the program does not create is taken to enforce nothing."
         ),
         "",
     ]
     if not rendered:
         return [*out, "The stack installs no Helm release.", ""]
     for release in rendered:
-        out += release_lines(release)
+        out += release_lines(release, namespaces)
     return out

@@ -12,7 +12,9 @@ import pytest
 from common import contract
 from offline_plan import helm
 from offline_plan import write as offline_plan
+from offline_plan.helm import pod_security
 from offline_plan.helm import releases as helm_releases
+from offline_plan.helm.pods import summaries
 from offline_plan.helm.releases import RELEASE_TYPE, releases
 from offline_plan.mock_runtime import Evaluation
 from tests.support import schemas
@@ -207,3 +209,45 @@ def test_a_pool_that_misses_its_servers_is_found(edit, problem):
     evaluation = _with_values("dev", "llm-d-router-gateway", edit)
     found = entrance_problems(evaluation, helm.rendered(evaluation))
     assert any(problem in p for p in found), found
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_rendered_pod_meets_the_pod_security_level_its_namespace_enforces(stack):
+    evaluation, rendered = _rendered(stack)
+    namespaces = pod_security.namespace_levels(evaluation.kubernetes_objects)
+    refused = [
+        f"{r.release.label}: {pod.ref} meets {pod.level} ({pod.level_gaps}), namespace enforces {namespaces[ns]}"
+        for r in rendered
+        for pod in summaries(r.objects)
+        if (ns := pod.namespace or r.release.namespace) in namespaces
+        and not pod_security.admitted(pod.level, namespaces[ns])
+    ]
+    assert not refused, "\n".join(refused)
+
+
+HARDENED = {
+    "name": "c",
+    "securityContext": {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"drop": ["ALL"]},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "spec, level",
+    [
+        ({"containers": [HARDENED]}, "restricted"),
+        ({"containers": [HARDENED], "volumes": [{"name": "v", "hostPath": {"path": "/"}}]}, "privileged"),
+        ({"containers": [HARDENED], "hostNetwork": True}, "privileged"),
+        ({"containers": [{**HARDENED, "securityContext": {"privileged": True}}]}, "privileged"),
+        ({"containers": [{"name": "c"}]}, "baseline"),
+        ({"containers": [HARDENED], "volumes": [{"name": "v", "nfs": {"server": "x", "path": "/"}}]}, "baseline"),
+    ],
+)
+def test_a_pods_level_follows_the_pod_security_standards(spec, level):
+    assert pod_security.level(spec)[0] == level
+    # A baseline namespace refuses what meets privileged only.
+    assert pod_security.admitted(level, "baseline") == (level != "privileged")
