@@ -5,6 +5,9 @@ a listing groups a release's objects and tells them from the program's own files
 their kind), and the objects themselves stay exactly what Helm renders. CRDs from a chart's
 crds/ folder are written too: Helm installs them before the templates
 (https://helm.sh/docs/chart_best_practices/custom_resource_definitions/).
+
+A Secret's values are written as a marker, keys kept: a chart may generate one at render time
+(Grafana's admin password is `randAlphaNum` unless set), and no secret value belongs in a plan file.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import yaml
 
 from offline_plan.helm.engine import RenderedRelease
+from offline_plan.mock_runtime import REDACTED
 
 PREFIX = "helm"
 
@@ -32,6 +36,16 @@ def filename(rendered: RenderedRelease, obj: dict[str, Any]) -> str:
     return head + "-".join(_part(p) for p in parts if p) + ".yaml"
 
 
+def shown(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a plan file may show it: a Secret's values replaced by a marker."""
+    if obj.get("kind") != "Secret":
+        return obj
+    return {
+        **obj,
+        **{key: dict.fromkeys(obj[key], REDACTED) for key in ("data", "stringData") if isinstance(obj.get(key), dict)},
+    }
+
+
 def write(releases: list[RenderedRelease], directory: Path) -> list[Path]:
     """Write every release's objects (CRDs first, as Helm installs them) into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -43,6 +57,6 @@ def write(releases: list[RenderedRelease], directory: Path) -> list[Path]:
             while path in written:
                 path = path.with_name(f"{path.stem}-{n}.yaml")
                 n += 1
-            path.write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+            path.write_text(yaml.safe_dump(shown(obj), sort_keys=False, default_flow_style=False))
             written.append(path)
     return written

@@ -80,6 +80,9 @@ def test_the_plan_writes_rendered_objects_marked_with_their_release_and_a_sectio
         rel = r.release
         assert any(p.name.startswith(f"helm.{rel.namespace}.{rel.name}.") for p in written), rel.label
         assert f"### `{rel.namespace}/{rel.name}`: {rel.chart_name} {rel.version}" in plan_md
+    # No value of a rendered Secret reaches a file (Grafana's admin password is generated at render).
+    values = [v for r in rendered for o in r.objects if o["kind"] == "Secret" for v in (o.get("data") or {}).values()]
+    assert values and not any(v in p.read_text() for p in written for v in values if len(v) > 8)
     # cert-manager registers its webhooks with failurePolicy Fail, as its chart renders them.
     assert "`ValidatingWebhookConfiguration/cert-manager-webhook` `webhook.cert-manager.io`: failurePolicy Fail" in (
         plan_md
