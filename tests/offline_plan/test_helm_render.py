@@ -19,6 +19,7 @@ from offline_plan.helm.releases import RELEASE_TYPE, releases
 from offline_plan.mock_runtime import Evaluation
 from tests.support import schemas
 from tests.support.committed import STACKS, committed_stack
+from tests.support.helm_crds import installed_crds, unserved_versions
 from tests.support.helm_entrance import entrance_problems
 
 
@@ -254,3 +255,22 @@ def test_a_pods_level_follows_the_pod_security_standards(spec, level):
     assert pod_security.level(spec)[0] == level
     # A baseline namespace refuses what meets privileged only.
     assert pod_security.admitted(level, "baseline") == (level != "privileged")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_crds_the_charts_install_serve_every_api_version_the_program_uses(stack):
+    evaluation, rendered = _rendered(stack)
+    problems, covered = unserved_versions(evaluation.kubernetes_objects, installed_crds(rendered))
+    assert covered, f"{stack}: no object of the program is of a kind a chart installs"
+    assert problems == []
+
+
+def test_a_crd_version_no_longer_served_is_found():
+    evaluation, rendered = _rendered("prod")
+    crds = copy.deepcopy(installed_crds(rendered))
+    for crd in crds:
+        if crd["spec"]["names"]["kind"] == "ServiceMonitor":
+            for version in crd["spec"]["versions"]:
+                version["served"] = False
+    problems, _ = unserved_versions(evaluation.kubernetes_objects, crds)
+    assert problems and all("ServiceMonitor/" in p and "monitoring.coreos.com/v1 is not served" in p for p in problems)
