@@ -6,7 +6,9 @@
 Not a test: timings depend on the machine. It builds the stack from the prod stack file with its
 model list repeated under distinct names (each copy's aliases too: every name a client can ask for
 must be distinct), runs the whole program (config, Hub metadata from the committed model-metadata/
-folder, sizing, every component) and reports wall time and peak memory. `make test` runs it with
+folder, sizing, every component), then renders every Helm release of it with Helm's engine
+(offline_plan/helm: one llm-d-router-gateway release per base model, and the add-ons), and reports
+both wall times and peak memory. `make test` runs it with
 --quick (tests/repo/test_benchmarks.py), so a benchmark the program has outgrown fails there.
 """
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from offline_plan import helm
 from offline_plan.mock_runtime import PROJECT, evaluate, stack_file_config
 
 
@@ -62,11 +65,14 @@ def main() -> int:
     if args.quick:
         args.models, args.repeat = 3, 1
     config, secret_keys = many_models_config(args.models, args.stack)
-    times = []
+    times, render_times = [], []
     for _ in range(args.repeat):
         start = time.perf_counter()
         evaluation = evaluate(args.stack, config, secret_keys)
         times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        rendered = helm.rendered(evaluation)
+        render_times.append(time.perf_counter() - start)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"{args.models} models, stack {args.stack}: {len(evaluation.resources)} resources, "
@@ -75,6 +81,10 @@ def main() -> int:
     print(
         f"evaluation wall time over {args.repeat} runs: min {min(times):.2f} s, "
         f"median {statistics.median(times):.2f} s, max {max(times):.2f} s; peak RSS {peak_mib:.0f} MiB"
+    )
+    print(
+        f"Helm rendering of {len(rendered)} releases ({sum(len(r.objects) for r in rendered)} objects): "
+        f"min {min(render_times):.2f} s, median {statistics.median(render_times):.2f} s, max {max(render_times):.2f} s"
     )
     return 0
 

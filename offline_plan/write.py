@@ -3,7 +3,7 @@
     python -m offline_plan --stack dev [--out build]
 
 This is NOT `pulumi preview`. It runs the real program under the Pulumi SDK's mock runtime, with
-no CLI, no credentials and no cloud: Helm charts are not rendered, values a cloud computes (IDs,
+no CLI, no credentials and no cloud: Helm charts are rendered offline from charts/, values a cloud computes (IDs,
 endpoints, ARNs) are placeholders, and encrypted secrets are never decrypted. What it does show is
 exactly what the program asks for: every Kubernetes object as YAML, the resource tree, the sizing
 of every model and the policy pack's verdicts on all of it.
@@ -27,7 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, lifecycle, update_diff
+from offline_plan import deployer_report, helm, lifecycle, update_diff
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -38,7 +38,7 @@ from policies.workloads import workload
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
-    "not rendered, cloud-computed values are placeholders and secrets stay encrypted."
+    "rendered offline from charts/, cloud-computed values are placeholders and secrets stay encrypted."
 )
 
 
@@ -572,6 +572,7 @@ def render_plan(
     out += _addons_section(evaluation.outputs.get("addons") or [])
     out += _pod_security_section(evaluation.kubernetes_objects)
     out += _images_section(evaluation, config)
+    out += helm.plan_section(evaluation)
     verification = evaluation.outputs.get("verification")
     if verification:
         out += _verification_section(verification)
@@ -621,11 +622,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     try:
         config = pack_config(stack, project_dir)
         verdicts = policy_verdicts(evaluation, config)
-    except ValueError as err:  # a malformed policies/config/<stack>.json
+        helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+    except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values
         print(f"plan failed for stack {stack}: {err}", file=sys.stderr)
         return 2
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
+    manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
     (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)

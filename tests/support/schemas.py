@@ -32,7 +32,7 @@ class SchemaError(AssertionError):
 @functools.cache
 def _crd_schemas() -> dict[tuple[str, str], dict]:
     """(apiVersion, kind) -> strict JSON schema, for every CRD under fixtures/crds."""
-    schemas: dict[tuple[str, str], dict] = {}
+    crds = []
     for path in sorted(CRD_DIR.glob("*.yaml")):
         if path.name.endswith("_patch.yaml"):
             continue
@@ -40,9 +40,18 @@ def _crd_schemas() -> dict[tuple[str, str], dict]:
         patch = CRD_DIR / "scaledobject_patch.yaml"
         if crd["spec"]["names"]["kind"] == "ScaledObject" and patch.exists():
             _apply_json_patch(crd, yaml.safe_load(patch.read_text()))
+        crds.append(crd)
+    return schemas_of(crds)
+
+
+def schemas_of(crds: list[dict]) -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> strict JSON schema for each served version of these CRD objects (the
+    CRDs a stack's charts install, for the objects those charts render)."""
+    schemas: dict[tuple[str, str], dict] = {}
+    for crd in crds:
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
-            schema = version["schema"]["openAPIV3Schema"]
+            schema = (version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}
             schemas[(f"{group}/{version['name']}", kind)] = _strict(copy.deepcopy(schema))
     return schemas
 
@@ -85,11 +94,14 @@ def known_custom_kinds() -> set[tuple[str, str]]:
     return set(_crd_schemas())
 
 
-def validate_object(obj: dict) -> None:
-    """Raise SchemaError naming the object and the first problem; pass silently when valid."""
+def validate_object(obj: dict, custom: dict[tuple[str, str], dict] | None = None) -> None:
+    """Raise SchemaError naming the object and the first problem; pass silently when valid.
+
+    `custom` (from `schemas_of`) takes precedence over the fixtures' CRDs: the schemas of the CRDs
+    that will really be installed next to the object."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     name = (obj.get("metadata") or {}).get("name", "?")
-    schema = _crd_schemas().get((api_version, kind))
+    schema = (custom or {}).get((api_version, kind)) or _crd_schemas().get((api_version, kind))
     if schema is not None:
         body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
         body_schema = dict(schema)
@@ -113,6 +125,8 @@ def validate_object(obj: dict) -> None:
             "scheduling.k8s.io/",
             "coordination.k8s.io/",
             "apiextensions.k8s.io/",
+            "admissionregistration.k8s.io/",
+            "apiregistration.k8s.io/",
         )
     ):
         raise SchemaError(
