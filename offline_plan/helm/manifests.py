@@ -44,13 +44,15 @@ SECRET_CHECKSUM_PREFIX = "checksum/secret"
 
 
 def _without_secret_checksums(obj: dict[str, Any]) -> dict[str, Any]:
-    template = (obj.get("spec") or {}).get("template")
-    annotations = ((template or {}).get("metadata") or {}).get("annotations")
+    spec = obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    metadata = template.get("metadata") if isinstance(template, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     if not isinstance(annotations, dict) or not any(str(k).startswith(SECRET_CHECKSUM_PREFIX) for k in annotations):
         return obj
+    assert isinstance(spec, dict) and isinstance(template, dict) and isinstance(metadata, dict)
     masked = {k: REDACTED if str(k).startswith(SECRET_CHECKSUM_PREFIX) else v for k, v in annotations.items()}
-    metadata = {**template["metadata"], "annotations": masked}
-    return {**obj, "spec": {**obj["spec"], "template": {**template, "metadata": metadata}}}
+    return {**obj, "spec": {**spec, "template": {**template, "metadata": {**metadata, "annotations": masked}}}}
 
 
 def shown(obj: dict[str, Any]) -> dict[str, Any]:
