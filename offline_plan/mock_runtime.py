@@ -25,6 +25,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.sync_await import _sync_await
 
 from common.untrusted import MAX_STACK_FILE_BYTES, InputLimitError, excerpt, read_text_file
@@ -687,6 +688,11 @@ def _run(
     asyncio.set_event_loop(loop)
     mocks = RecordingMocks(cluster_crds)
     pulumi.runtime.set_all_config(dict(config), list(secret_keys or []))
+    # The SDK keeps the root Stack in a context variable and set_mocks makes a new one only when it
+    # is unset (pulumi/runtime/mocks.py set_mocks), so without this every evaluation in a process
+    # would export into the first one's Stack: a served stack evaluated after a deployer stack
+    # would carry its `runnerLabel` output and be planned as a deployer stack.
+    pulumi_settings.set_root_resource(None)  # type: ignore[arg-type]
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mocks))
     root = pulumi.runtime.get_root_resource()
     evaluation = Evaluation(

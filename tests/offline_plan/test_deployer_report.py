@@ -56,3 +56,15 @@ def test_the_deployer_stack_has_a_plan_of_its_own_shape():
     assert "| build timeout | 480 min" in plan_md
     assert "codebuild-llm-serving-prod-deployer-${{ github.run_id }}" in plan_md
     assert "## Models" not in plan_md and "aws:codebuild/project:Project" in plan_md
+
+
+def test_a_served_stack_evaluated_after_a_deployer_stack_keeps_only_its_own_outputs():
+    """The SDK's root Stack lives in a context variable that outlives one evaluation; each
+    evaluation must export into a Stack of its own, or prod planned after prod-deployer in one
+    process carries `runnerLabel` and is written as a deployer stack's plan."""
+    deployer = evaluate_stack("prod-deployer")
+    served = evaluate_stack("prod")
+    assert "runnerLabel" in deployer.outputs
+    assert "runnerLabel" not in served.outputs
+    assert not deployer_report.is_deployer_stack(served)
+    assert "sizing" in served.outputs and "sizing" not in evaluate_stack("prod-deployer").outputs
