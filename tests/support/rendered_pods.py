@@ -69,7 +69,9 @@ class StackPod:
     origin: str
     """What creates it: the program, a Helm release, or a controller from one of their objects."""
     spec: dict[str, Any] = field(default_factory=dict)
-    """The pod spec (probes, hostNetwork); empty for pods known only by their labels and ports."""
+    """The pod spec (hostNetwork, volumes); empty for pods known only by their labels and ports."""
+    containers: list[dict[str, Any]] = field(default_factory=list)
+    """The containers that run for the pod's life (main ones, native sidecars, KServe's model)."""
 
     @property
     def host_network(self) -> bool:
@@ -91,10 +93,7 @@ class StackView:
         return [o for o in self.objects if o.get("kind") == kind]
 
 
-def container_ports(spec: dict[str, Any]) -> tuple[ContainerPort, ...]:
-    """The ports of the containers that run for the pod's life (main containers, native sidecars)."""
-    containers = list(spec.get("containers") or [])
-    containers += [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+def container_ports(containers: list[dict[str, Any]]) -> tuple[ContainerPort, ...]:
     return tuple(
         ContainerPort(p.get("name"), int(p["containerPort"]), str(p.get("protocol") or "TCP"))
         for c in containers
@@ -120,25 +119,34 @@ def _with_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return obj
 
 
+# A (Cluster)ServingRuntime is no pod: KServe merges its containers into the predictor pod of each
+# InferenceService that uses it (KServe docs, "Serving Runtimes"), whose pod the InferenceService stands for.
+NOT_PODS = {"ServingRuntime", "ClusterServingRuntime"}
+
+
 def _workload_pods(obj: dict[str, Any], origin: str, addresses: _Addresses) -> list[StackPod]:
-    w = workload(obj)
+    w = workload(obj) if obj.get("kind") not in NOT_PODS else None
     if w is None:
         return []
     namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
-    return [
-        StackPod(
-            Endpoint(
-                f"{obj['kind']}/{w.name} {pod.where} ({origin})",
-                addresses.next(),
-                namespace,
-                {str(k): str(v) for k, v in pod.labels.items()},
-                container_ports(pod.spec),
-            ),
-            origin,
-            pod.spec,
+    found = []
+    for pod in w.pods:
+        running = [c.container for c in pod.containers if c.runs_alongside]
+        found.append(
+            StackPod(
+                Endpoint(
+                    f"{obj['kind']}/{w.name} {pod.where} ({origin})",
+                    addresses.next(),
+                    namespace,
+                    {str(k): str(v) for k, v in pod.labels.items()},
+                    container_ports(running),
+                ),
+                origin,
+                pod.spec,
+                running,
+            )
         )
-        for pod in w.pods
-    ]
+    return found
 
 
 def _operator_pods(objects: list[dict[str, Any]], addresses: _Addresses) -> list[StackPod]:

@@ -21,8 +21,8 @@ each hop, and the object it is read from:
   solver routes through the Gateway;
 - Prometheus to each scraped port: every ServiceMonitor and PodMonitor a Prometheus selects;
 - the verification Job to each server: the baseUrl of each target in the targets.json it mounts;
-- mirror Jobs to the Hub (443) and the cloud's credential endpoint (rules.IDENTITY_ENDPOINTS):
-  their purpose (docs/model-store.md);
+- mirror Jobs, and KServe predictors whose storageUri is fetched over the network, to the Hub
+  (443) and the cloud's credential endpoint (rules.IDENTITY_ENDPOINTS): docs/model-store.md;
 - the Kubernetes API to each webhook and aggregated API: every webhook configuration and APIService;
 - the node to each probed port: every liveness, readiness and startup probe (kubelet).
 """
@@ -182,7 +182,7 @@ def _arg(args: list[str], flag: str) -> str | None:
 
 
 def _picker_args(pod: StackPod) -> list[str]:
-    return [str(a) for c in pod.spec.get("containers") or [] for a in c.get("args") or []]
+    return [str(a) for c in pod.containers for a in c.get("args") or []]
 
 
 def _gateway_of(view: StackView, route: dict[str, Any]) -> dict[str, Any] | None:
@@ -243,8 +243,8 @@ def _pool(view: StackView, namespace: str, ref: dict[str, Any], senders: list[En
         for server in servers:
             for port in ports:
                 out.add(sender, server.endpoint, port, f"{context}: a request to the pod its picker chose")
-        for picker, port in pickers:
-            out.add(sender, picker.endpoint, port.number, f"{context}: ext_proc to the endpoint picker")
+        for picker, ext_proc in pickers:
+            out.add(sender, picker.endpoint, ext_proc.number, f"{context}: ext_proc to the endpoint picker")
     for picker, _ in pickers:
         metrics = _arg(_picker_args(picker), "--model-server-metrics-port")
         for server in servers:
@@ -277,7 +277,7 @@ def _agentgateway(view: StackView, namespace: str, out: Hops) -> None:
             continue
         proxies = _proxy_pods(view, gateway)
         for proxy in proxies:
-            for c in proxy.spec.get("containers") or []:
+            for c in proxy.containers:
                 env = {e["name"]: e.get("value") for e in c.get("env") or []}
                 where = _service_url(str(env.get("XDS_ADDRESS") or ""), namespace)
                 if where is None:
@@ -351,13 +351,21 @@ def _monitor_targets(
     context = f"{mon['kind']} {mon['metadata']['namespace']}/{mon['metadata']['name']}"
     found: list[tuple[StackPod, ContainerPort]] = []
     if mon["kind"] == "PodMonitor":
-        for pod in _pods_matching(view, namespace, spec.get("selector") or {}):
-            for ep in spec.get("podMetricsEndpoints") or []:
-                port = resolve_port(pod, ep.get("port") or ep.get("portNumber"))
-                if port is None:
-                    out.problems.append(f"{context}: {pod.endpoint.name} has no container port '{ep.get('port')}'")
-                else:
-                    found.append((pod, port))
+        # Prometheus discovers one target per declared container port and the operator keeps those
+        # whose name (`port`) or number (`portNumber`) matches, so a selected pod that declares no
+        # such port is no target; a monitor no selected pod answers is a broken scrape.
+        pods = _pods_matching(view, namespace, spec.get("selector") or {})
+        for ep in spec.get("podMetricsEndpoints") or []:
+            wanted = ep.get("port") or ep.get("portNumber")
+            hits = [
+                (pod, port)
+                for pod in pods
+                for port in pod.endpoint.ports
+                if wanted in (port.name, port.number) and port.protocol == "TCP"
+            ]
+            if not hits:
+                out.problems.append(f"{context}: no pod it selects declares container port '{wanted}'")
+            found += hits
         return found
     for svc in view.of_kind("Service"):
         if svc["metadata"].get("namespace") != namespace:
@@ -394,13 +402,22 @@ def _verification(view: StackView, namespace: str, out: Hops) -> None:
                     out.add(pod.endpoint, server.endpoint, port.number, "the verification Job's checks")
 
 
+# Storage URIs KServe's storage initializer copies from the network (hf://, a bucket, https); a
+# pvc:// claim is mounted instead (KServe docs, "Storage Containers"; components/network_policy/policies.py).
+DOWNLOADED_SCHEMES = ("hf", "s3", "gs", "https")
+
+
 def _downloads(view: StackView, namespace: str, cloud: str, out: Hops) -> None:
     for pod in view.in_namespace(namespace):
-        if pod.endpoint.labels.get(contract.LABEL_COMPONENT) != store.COMPONENT_MIRROR:
+        if pod.endpoint.labels.get(contract.LABEL_COMPONENT) == store.COMPONENT_MIRROR:
+            why = "the mirror downloads the revision"
+        elif urlsplit(str((pod.spec.get("model") or {}).get("storageUri") or "")).scheme in DOWNLOADED_SCHEMES:
+            why = "KServe's storage initializer copies the model"
+        else:
             continue
-        out.add(pod.endpoint, HUB, HTTPS_PORT, "the mirror downloads the revision")
+        out.add(pod.endpoint, HUB, HTTPS_PORT, why)
         for endpoint, port in identity_endpoints(cloud):
-            out.add(pod.endpoint, endpoint, port, "the mirror's cloud credentials (bucket writes)")
+            out.add(pod.endpoint, endpoint, port, f"{why}: cloud credentials")
 
 
 def _api_callbacks(view: StackView, out: Hops) -> None:
@@ -427,7 +444,7 @@ def _api_callbacks(view: StackView, out: Hops) -> None:
 
 def probe_ports(pod: StackPod) -> list[ContainerPort]:
     found = []
-    for c in pod.spec.get("containers") or []:
+    for c in pod.containers:
         for key in ("livenessProbe", "readinessProbe", "startupProbe"):
             probe = c.get(key) or {}
             for action in ("httpGet", "tcpSocket", "grpc"):

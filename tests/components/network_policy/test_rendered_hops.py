@@ -25,21 +25,27 @@ import pytest
 from common import contract
 from components.addons import agentgateway
 from components.entrance import picker
-from components.model_store import store
 from components.network_policy.rules import (
     API_SERVER_PORTS,
     GATEWAY_NAME_LABEL,
     GATEWAY_POD_FACT,
     PRIVATE_RANGES,
+    NetworkPolicySpec,
+    ServerGroup,
+    network_policies,
 )
+from components.serving import kserve, vllm
 from offline_plan.mock_runtime import Evaluation
 from tests.support import stack_hops as sh
 from tests.support.committed import committed_stack
 from tests.support.netpol_eval import Cluster, ContainerPort, Endpoint
 from tests.support.rendered_pods import StackPod, StackView, stack_view
+from tests.support.stack_variants import KSERVE, variant
 
 NS = "llm-serving"
-CLOUDS = {"dev": "gcp", "prod": "aws"}
+# The committed stacks, and dev with KServe models (its controller's webhooks, predictors that
+# download through the storage initializer).
+STACKS = ["dev", "prod", "kserve"]
 OTHER_NS_POD = Endpoint("a pod of another team", "10.4.240.7", "team-a", {"app": "x"})
 UNDECLARED = ContainerPort(None, 22)
 
@@ -50,14 +56,16 @@ class Rendered:
     view: StackView
     policies: list[dict]
     hops: sh.Hops
+    cloud: str
 
 
 @functools.cache
 def _rendered(stack: str) -> Rendered:
-    evaluation = committed_stack(stack)
+    evaluation = variant(KSERVE) if stack == "kserve" else committed_stack(stack)
+    cloud = str(evaluation.config["llm-serving:cloud"])
     view = stack_view(evaluation)
     policies = [o for o in evaluation.kubernetes_objects if o["kind"] == "NetworkPolicy"]
-    return Rendered(evaluation, view, policies, sh.needed_hops(view, NS, CLOUDS[stack]))
+    return Rendered(evaluation, view, policies, sh.needed_hops(view, NS, cloud), cloud)
 
 
 def _pods(r: Rendered, test: Callable[[StackPod], bool]) -> list[StackPod]:
@@ -72,11 +80,17 @@ def _proxies(r: Rendered) -> list[StackPod]:
     return _pods(r, lambda p: p.origin.startswith("agentgateway controller"))
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_needed_hop_resolves_to_pods_that_run(stack):
     r = _rendered(stack)
     assert r.hops.problems == []
     whys = {h.why.split(": ")[-1] for h in r.hops.hops}
+    if stack == "kserve":
+        assert {"KServe's storage initializer copies the model", "kubelet probes"} <= whys
+        hooks = {h.dst.name for h in r.hops.hops if h.src is sh.API_SERVER}
+        assert any("kserve-controller-manager" in name for name in hooks), hooks
+        assert any(h.why.startswith("PodMonitor") and h.port == kserve.HTTP_PORT for h in r.hops.hops)
+        return
     expected = {
         "name lookups",
         "a request to the pod its picker chose",
@@ -100,7 +114,7 @@ def test_every_needed_hop_resolves_to_pods_that_run(stack):
     assert any(h.why.startswith("ServiceMonitor") and h.port == picker.METRICS_PORT for h in r.hops.hops)
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_needed_hop_is_open(stack):
     r = _rendered(stack)
     cluster = Cluster(r.policies)
@@ -147,8 +161,8 @@ WIDENINGS: dict[str, Callable[[Rendered, Endpoint, Endpoint, int, str], bool]] =
         and (d.namespace != NS or d in {p.endpoint for p in _proxies(r)})
     ),
     # NetworkPolicy cannot name a host: the Hub and the buckets are "HTTPS to any public address".
-    "mirror Jobs open HTTPS to any public address": lambda r, s, d, port, proto: (
-        s.labels.get(contract.LABEL_COMPONENT) == store.COMPONENT_MIRROR
+    "pods that download open HTTPS to any public address": lambda r, s, d, port, proto: (
+        any(h.src == s and h.dst is sh.HUB for h in r.hops.hops)
         and d.namespace is None
         and port == 443
         and proto == "TCP"
@@ -203,10 +217,10 @@ def _unexpected(r: Rendered, cluster: Cluster, cloud: str) -> tuple[list[str], i
     return wrong, tried
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_every_other_hop_is_closed(stack):
     r = _rendered(stack)
-    wrong, tried = _unexpected(r, Cluster(r.policies), CLOUDS[stack])
+    wrong, tried = _unexpected(r, Cluster(r.policies), r.cloud)
     assert tried > 300
     assert wrong == [], "\n".join(wrong[:30])
 
@@ -226,7 +240,7 @@ def test_the_matrix_catches_a_policy_that_opens_too_much():
                 },
             }
         loose.append(p)
-    wrong, _ = _unexpected(r, Cluster(loose), "aws")
+    wrong, _ = _unexpected(r, Cluster(loose), r.cloud)
     assert any("-epp" in line and "grpc-health" not in line and "9003/TCP: open" in line for line in wrong), wrong[:5]
 
 
@@ -276,7 +290,7 @@ def test_the_policies_name_the_labels_and_ports_that_run(stack):
         assert {(h.dst.namespace, h.port) for h in xds} == {(agentgateway.NAMESPACE, agentgateway.XDS_PORT)}
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", STACKS)
 def test_named_ports_in_the_policies_resolve_to_container_ports(stack):
     """A named port in a rule must be a container port name of every pod it can select; the
     program's policies name ports by number today, so this holds them to it if that changes."""
@@ -349,3 +363,34 @@ def test_named_port_check_and_evaluation():
     }
     assert not Cluster([deny]).can_reach(a, b, 8000)
     assert Cluster([deny]).can_reach(sh.NODE, b, 8000)  # the node's kubelet always gets through
+
+
+def _spec(**kw) -> NetworkPolicySpec:
+    servers = tuple(ServerGroup(m, (vllm.COMPONENT_SERVER,), contract.SERVER_PORT) for m in ("a", "b"))
+    return NetworkPolicySpec(namespace=NS, cloud="aws", servers=servers, entrance="in-cluster", gateway_name="gw", **kw)
+
+
+def _pod(name: str, labels: dict, namespace: str = NS, n: int = 1) -> Endpoint:
+    return Endpoint(name, f"10.4.77.{n}", namespace, labels)
+
+
+def test_the_proxy_reaches_its_controller_on_the_xds_port_only_where_the_stack_installs_it():
+    proxy = _pod("proxy", {GATEWAY_NAME_LABEL: "gw"})
+    controller = _pod("controller", {"app.kubernetes.io/name": "agentgateway"}, agentgateway.NAMESPACE, 2)
+    pinned = Cluster(
+        network_policies(_spec(gateway_controller_namespace=agentgateway.NAMESPACE, gateway_controller_port=9978))
+    )
+    assert pinned.can_reach(proxy, controller, 9978)
+    assert not pinned.can_reach(proxy, controller, 9092)
+    # On a cluster the stack does not create, the controller's namespace and port are the owner's.
+    unknown = Cluster(network_policies(_spec()))
+    assert unknown.can_reach(proxy, controller, 9092)
+
+
+def test_a_server_admits_its_own_picker_only():
+    cluster = Cluster(network_policies(_spec()))
+    server_a = _pod("a", {contract.LABEL_COMPONENT: vllm.COMPONENT_SERVER, contract.LABEL_MODEL: "a"})
+    picker_a = _pod("picker a", {contract.PICKER_POD_LABEL: contract.picker_name("a")}, n=2)
+    picker_b = _pod("picker b", {contract.PICKER_POD_LABEL: contract.picker_name("b")}, n=3)
+    assert cluster.can_reach(picker_a, server_a, contract.SERVER_PORT)
+    assert not cluster.can_reach(picker_b, server_a, contract.SERVER_PORT)
