@@ -226,8 +226,8 @@ def test_every_other_hop_is_closed(stack):
 
 
 def test_the_matrix_catches_a_policy_that_opens_too_much():
-    """A picker policy with `ports` dropped opens the picker to the proxy on every port: the matrix
-    must report it (a permissive evaluator or an empty matrix would not)."""
+    """A picker policy with `ports` dropped opens the pickers to the monitoring namespace on every
+    port: the matrix must report it (a permissive evaluator or an empty matrix would not)."""
     r = _rendered("prod")
     loose = []
     for p in r.policies:
@@ -241,7 +241,13 @@ def test_the_matrix_catches_a_policy_that_opens_too_much():
             }
         loose.append(p)
     wrong, _ = _unexpected(r, Cluster(loose), r.cloud)
-    assert any("-epp" in line and "grpc-health" not in line and "9003/TCP: open" in line for line in wrong), wrong[:5]
+    prometheus = next(
+        p.endpoint.name for p in r.view.pods if p.origin.startswith("prometheus-operator, from Prometheus")
+    )
+    for port in (picker.EXT_PROC_PORT, picker.HEALTH_PORT, UNDECLARED.number):
+        assert any(line.startswith(prometheus) and "-epp" in line and f" {port}/TCP: open" in line for line in wrong), (
+            port
+        )
 
 
 def test_without_the_gke_health_rule_the_picker_fails_its_health_check():
