@@ -238,6 +238,15 @@ def _no_constant(name: str) -> Any:
     raise NotJsonError(f"{name} is not a number JSON allows; use a finite number")
 
 
+def _finite_float(text: str) -> float:
+    # `1e400` is valid JSON that Python reads as infinity, which every later `int()` or bound check
+    # trips over; it is refused here like the NaN and Infinity literals.
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJsonError(f"the number {text[:40]} is beyond the range of a 64-bit float")
+    return value
+
+
 def loads_json(text: str | bytes, what: str, *, max_bytes: int, max_depth: int = MAX_NESTING_DEPTH) -> Any:
     """Parse JSON within limits: size, nesting depth, no NaN/Infinity, no 5,000-digit numbers.
 
@@ -248,7 +257,7 @@ def loads_json(text: str | bytes, what: str, *, max_bytes: int, max_depth: int =
     if isinstance(text, (bytes, bytearray)):
         text = decode_utf8(bytes(text), what)
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except NotJsonError as exc:
         raise NotJsonError(f"{what}: {exc}") from None
     except json.JSONDecodeError as exc:

@@ -58,6 +58,10 @@ def _labels(body: str) -> dict[str, str]:
             raise CapacityUnreadable(
                 f"{CACHE_CONFIG_INFO} has labels that do not parse near {excerpt(body[pos : pos + 40])}"
             )
+        if match.group(1) in labels:
+            # One series cannot carry a label twice (the exposition format's label set is a map): a
+            # second num_gpu_blocks would make the capacity whichever the reader keeps.
+            raise CapacityUnreadable(f"{CACHE_CONFIG_INFO} sets the label {match.group(1)} twice")
         labels[match.group(1)] = match.group(2)
         pos = match.end()
     return labels
@@ -108,6 +112,13 @@ def _one(labels: dict[str, str]) -> Capacity:
         )
     if tokens <= 0:
         raise CapacityUnreadable(f"{CACHE_CONFIG_INFO} reports {tokens} KV-cache tokens")
+    if blocks is not None and block_size is not None and tokens > blocks * block_size:
+        # The cache is `blocks` pages of `block_size` tokens; vLLM reports at most that many (fewer for
+        # hybrid models, whose groups share the pages), so more is a server contradicting itself.
+        raise CapacityUnreadable(
+            f"{CACHE_CONFIG_INFO} contradicts itself: {KV_SIZE_TOKENS_LABEL}={tokens:,} is more than "
+            f"{NUM_GPU_BLOCKS_LABEL} x {BLOCK_SIZE_LABEL} = {blocks:,} x {block_size} = {blocks * block_size:,}"
+        )
     return Capacity(tokens, how, blocks, block_size, 1)
 
 

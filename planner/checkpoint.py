@@ -24,14 +24,24 @@ from planner.model_arch import ModelArch
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 
 
+# What CUDA GPUs of compute capability 8.0 and later serve (every GPU of the catalog), the preferred one
+# first (vllm@v0.32.0 vllm/platforms/cuda.py supported_dtypes).
+PLATFORM_DTYPES = ("bfloat16", "float16", "float32")
+
+
 def served_dtype(arch: ModelArch, dtype: str | None) -> str:
-    """The dtype vLLM serves in: the requested one, or with `auto` the checkpoint's, float32 checkpoints
-    downcast (vllm@v0.32.0 vllm/config/model.py _resolve_auto_dtype, lines 2405-2427: "Downcast for
-    float32 models" to the platform's preferred dtype, bfloat16 on the GPUs of the catalog)."""
+    """The dtype vLLM serves in: the requested one, or with `auto` the checkpoint's when the platform
+    supports it, float32 checkpoints downcast, and any other (an int8 or float64 torch_dtype) replaced by
+    the preferred one with a warning (vllm@v0.32.0 vllm/config/model.py _resolve_auto_dtype, lines
+    2405-2446: "Downcast for float32 models", then "Falling back to ... for compatibility")."""
     if dtype and dtype != "auto":
         return dtype
-    checkpoint = (arch.torch_dtype or "bfloat16").lower()
-    return "bfloat16" if checkpoint in ("float32", "float") else checkpoint
+    checkpoint = {"half": "float16", "float": "float32"}.get(
+        (arch.torch_dtype or "bfloat16").lower(), (arch.torch_dtype or "bfloat16").lower()
+    )
+    if checkpoint == "float32" or checkpoint not in PLATFORM_DTYPES:
+        return PLATFORM_DTYPES[0]
+    return checkpoint
 
 
 def quantization_problem(arch: ModelArch, quantization: str | None) -> str | None:

@@ -127,9 +127,22 @@ def _layer_kind(declared: object) -> str:
     return "full"
 
 
+# Nemotron-H's hybrid_override_pattern letters, one per layer: M Mamba2, * attention, - MLP only,
+# E mixture of experts; vLLM stops with "Unsupported layer type" on any other letter
+# (vllm@v0.32.0 vllm/model_executor/models/nemotron_h.py ALL_DECODER_LAYER_TYPES and get_layer).
+HYBRID_PATTERN_KINDS = {"M": "mamba", "*": "full", "-": "none", "E": "none"}
+
+
 def _hybrid_override_kinds(pattern: str) -> tuple[str, ...]:
-    """Nemotron-H's hybrid_override_pattern: M = Mamba2, * = attention, - = MLP only."""
-    return tuple({"M": "mamba", "*": "full"}.get(ch, "none") for ch in pattern)
+    unknown = sorted(set(pattern) - set(HYBRID_PATTERN_KINDS))
+    if unknown:
+        first = next(i for i, ch in enumerate(pattern) if ch in unknown)
+        raise SizingError(
+            f"config.json: hybrid_override_pattern has layer type {excerpt(pattern[first])} at layer {first}; vLLM "
+            f"knows only {', '.join(HYBRID_PATTERN_KINDS)} (Mamba2, attention, MLP, MoE) and stops with "
+            '"Unsupported layer type" (vllm/model_executor/models/nemotron_h.py)'
+        )
+    return tuple(HYBRID_PATTERN_KINDS[ch] for ch in pattern)
 
 
 @dataclass(frozen=True)
@@ -239,6 +252,13 @@ class ModelArch:
         intermediate = read.count(("intermediate_size", "n_inner"), MAX_WIDTH) or 4 * hidden
         experts = read.count(("num_local_experts", "num_experts", "n_routed_experts"), MAX_EXPERTS) or 0
         topk = read.count(("num_experts_per_tok", "experts_per_token", "moe_topk"), MAX_EXPERTS) or 0
+        if experts and topk > experts:
+            # The router picks the top k of the experts (torch.topk over the expert dimension in
+            # vllm/model_executor/layers/fused_moe), which fails for k beyond their number.
+            raise SizingError(
+                f"config.json: num_experts_per_tok is {topk}, more than the {experts} experts the router chooses "
+                "from; a checkpoint routes each token to at most all of its experts"
+            )
         moe_i = read.count(("moe_intermediate_size",), MAX_WIDTH) or (intermediate if experts else 0)
         shared = read.count(("shared_expert_intermediate_size",), MAX_WIDTH) or 0
         n_shared = read.count(("n_shared_experts",), MAX_EXPERTS)
@@ -283,6 +303,21 @@ class ModelArch:
             layer_types = tuple("sliding" for _ in range(layers))
         if layer_types and len(layer_types) != layers:
             raise SizingError(f"config.json layer_types has {len(layer_types)} entries for {layers} layers")
+        if layer_types and not any(kind in ATTENTION_KINDS | STATE_KINDS for kind in layer_types):
+            # vLLM sizes its cache per layer that keeps one (attention KV or a recurrent state); a
+            # model with neither has no cache to size and is not a generative model vLLM serves.
+            raise SizingError(
+                "config.json: no layer keeps an attention KV cache or a recurrent state (every layer of its "
+                "layer pattern is MLP or MoE only); check layer_types / hybrid_override_pattern"
+            )
+        if layer_types and not any(kind in ATTENTION_KINDS for kind in layer_types):
+            # A state-only model (every layer Mamba or linear attention) keeps one fixed-size state per
+            # sequence and no per-token KV cache, so "KV-cache tokens" does not measure it; the sizing
+            # engine models hybrids, whose attention layers set the token capacity.
+            raise SizingError(
+                "config.json: no layer uses attention (every layer is Mamba or linear attention), so the model "
+                "has no per-token KV cache for this planner to size: it sizes attention models and hybrids"
+            )
 
         extra = 0
         vision = top.get("vision_config")
