@@ -59,7 +59,9 @@ def write_manifests(evaluation: Evaluation, directory: Path) -> list[Path]:
 
 def placement_report(evaluation: Evaluation) -> Report:
     """The rendered pods and the program's own against the pools the stack creates."""
-    return report(rendered(evaluation), summaries(evaluation.kubernetes_objects), stack_pools(evaluation), evaluation.stack)
+    return report(
+        rendered(evaluation), summaries(evaluation.kubernetes_objects), stack_pools(evaluation), evaluation.stack
+    )
 
 
 def plan_section(evaluation: Evaluation) -> list[str]:

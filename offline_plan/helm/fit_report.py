@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common import gpus
 from offline_plan.helm import machines, placement, quantities
 from offline_plan.helm.engine import RenderedRelease
 from offline_plan.helm.fit import Fit, Placed, fit
@@ -29,17 +30,23 @@ def placed_pods(rendered: list[RenderedRelease], own: list[PodSummary]) -> list[
     return found + [Placed(PROGRAM, pod) for pod in own]
 
 
-def _pool_row(pool: Pool) -> str:
+def _size(pool: Pool) -> str:
     m = machines.machine(pool.cloud, pool.machine_type)
-    node = machines.allocatable(pool.cloud, m) if m is not None else None
-    size = (
-        f"{m.vcpus} vCPU, {m.memory_mib // 1024} GiB; allocatable {quantities.cpu(node.cpu)} CPU, "
-        f"{quantities.memory(node.memory)}, {node.pods} pods"
-        if m is not None and node is not None
-        else "a GPU machine (sized by the GPU catalog)"
-        if pool.gpu
-        else "not in offline_plan/helm/machines.py"
-    )
+    if m is not None:
+        node = machines.allocatable(pool.cloud, m)
+        return (
+            f"{m.vcpus} vCPU, {m.memory_mib // 1024} GiB; allocatable {quantities.cpu(node.cpu)} CPU, "
+            f"{quantities.memory(node.memory)}, {node.pods} pods"
+        )
+    found = gpus.find_machine(pool.cloud, pool.machine_type)
+    if found is not None:
+        gpu, shape = found
+        return f"{shape.gpus} x {gpu.name}, {shape.vcpus} vCPU, {shape.memory_gib} GiB (common/gpus.py)"
+    return "not in offline_plan/helm/machines.py"
+
+
+def _pool_row(pool: Pool) -> str:
+    size = _size(pool)
     labels = ", ".join(f"`{k}={v}`" for k, v in sorted(pool.labels.items()))
     taints = ", ".join(f"`{t}`" for t in pool.taints) or "none"
     return (

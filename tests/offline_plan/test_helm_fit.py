@@ -338,3 +338,24 @@ def test_reservations_match_the_clouds_formulas():
     assert machines.gke_reserved_memory_mib(512) == 255
     assert machines.gke_reserved_memory_mib(256 * 1024) == pytest.approx((2.6 + 0.06 * 112 + 0.02 * 128) * 1024)
     assert machines.eks_max_pods(machines.MACHINES["aws"]["m6i.4xlarge"]) == 8 * 29 + 2
+
+
+def test_karpenter_replicas_are_kept_apart_by_their_required_anti_affinity():
+    rendered = helm.rendered(committed_stack("prod"))
+    [controller] = [pod for r in rendered if r.release.chart_name == "karpenter" for pod in summaries(r.objects)]
+    assert controller.spread_by_host and controller.replicas == 2
+    # Without it the same pods pack onto one node: the anti-affinity is what makes prod need two.
+    system = pools.system_pool(pools.pools(committed_stack("prod")))
+    assert system is not None
+    placed = helm.placement_report(committed_stack("prod"))
+    assert placed.fit is not None
+    on_system = [
+        fit.Placed(owner, pod)
+        for r in rendered
+        for pod in summaries(r.objects)
+        for owner in [f"{r.release.namespace}/{r.release.name}"]
+        if any(p.startswith("system ") for p in placed.placements[f"{owner} {pod.ref}"])
+    ]
+    for p in on_system:
+        p.pod.spread_by_host = False
+    assert fit.fit(system, on_system, "prod").nodes == 1
