@@ -1,6 +1,7 @@
 """plan.md's "Placement and fit" part of the Helm section: the pools the stack creates, where each
 rendered pod (and each of the program's own) can schedule, and whether the system pool holds
-what lands on it. `problems` are the lines the plan also lists as warnings."""
+what lands on it. `problems` are its warnings (a pod no pool accepts, a pod larger than a system
+node, more nodes than the pool's maximum), listed at the end of the part and returned for callers."""
 
 from __future__ import annotations
 

@@ -11,7 +11,10 @@ E2 and N2 standard: 4 GB per vCPU, and `gcloud compute machine-types describe e2
 
 The figures are the nominal machine; the kubelet's capacity is the kernel's MemTotal, a few
 hundred MiB lower, so the true allocatable memory is somewhat below what is computed here
-(`UNRESOLVED_CAPACITY` says how to read it off a node).
+(`UNRESOLVED_CAPACITY` says how to read it off a node). On EKS the memory reserve follows maxPods;
+the figure here is nodeadm's own (ENIs x (IPv4 per ENI - 1) + 2). Whether a managed node group's
+generated NodeConfig sets another maxPods is not established here; the same command settles it
+(`.status.allocatable.pods`).
 """
 
 from __future__ import annotations
