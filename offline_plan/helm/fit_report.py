@@ -11,6 +11,7 @@ from common import gpus
 from offline_plan.helm import machines, placement, quantities
 from offline_plan.helm.engine import RenderedRelease
 from offline_plan.helm.fit import Fit, Placed, fit
+from offline_plan.helm.operands import operand_summaries
 from offline_plan.helm.pods import PodSummary, summaries
 from offline_plan.helm.pools import Pool, system_pool
 
@@ -27,7 +28,11 @@ class Report:
 
 
 def placed_pods(rendered: list[RenderedRelease], own: list[PodSummary]) -> list[Placed]:
-    found = [Placed(f"{r.release.namespace}/{r.release.name}", pod) for r in rendered for pod in summaries(r.objects)]
+    found = [
+        Placed(f"{r.release.namespace}/{r.release.name}", pod)
+        for r in rendered
+        for pod in summaries(r.objects) + operand_summaries(r.objects)
+    ]
     return found + [Placed(PROGRAM, pod) for pod in own]
 
 
@@ -128,7 +133,8 @@ def _fit_lines(result: Fit) -> list[str]:
     resolve = machines.UNRESOLVED_CAPACITY.resolve_with
     out.append(
         "- Not counted: the cloud's own pods on these nodes (CoreDNS, the CNI and kube-proxy DaemonSets, CSI "
-        "drivers, logging and metrics agents) and the pods the operators start later (Prometheus, Alertmanager); "
+        "drivers, logging and metrics agents); the Prometheus and Alertmanager pods are counted from their "
+        "custom resources (offline_plan/helm/operands.py); "
         "capacity is the nominal machine (the kubelet reports the kernel's MemTotal, somewhat less). Settle on "
         f"a cluster: `{resolve}` and `kubectl describe nodes -l llm-serving.io/pool=system` (Allocated resources)."
     )

@@ -16,6 +16,7 @@ from offline_plan import helm
 from offline_plan.helm import fit, machines, placement, pools
 from offline_plan.helm.engine import RenderedRelease
 from offline_plan.helm.fit_report import PROGRAM, report
+from offline_plan.helm.operands import operand_summaries
 from offline_plan.helm.pods import summaries
 from offline_plan.helm.releases import Release
 from offline_plan.mock_runtime import Evaluation, evaluate_stack, stack_file_config
@@ -48,6 +49,10 @@ PROMETHEUS_STACK = {
     "monitoring/kube-prometheus-stack Deployment/kube-prometheus-stack-grafana": (1, 0.0, 0),
     "monitoring/kube-prometheus-stack Deployment/kube-prometheus-stack-kube-state-metrics": (1, 0.0, 0),
     "monitoring/kube-prometheus-stack Deployment/kube-prometheus-stack-operator": (1, 0.0, 0),
+    # The operator's pods for the Prometheus and Alertmanager it renders: one replica each, no
+    # resources set, and the chart passes --config-reloader-*-request=0 for the sidecar.
+    "monitoring/kube-prometheus-stack Prometheus/kube-prometheus-stack-prometheus": (1, 0.0, 0),
+    "monitoring/kube-prometheus-stack Alertmanager/kube-prometheus-stack-alertmanager": (1, 0.0, 0),
 }
 EPP_CPU = float(picker.RESOURCES["requests"]["cpu"])
 EPP_MIB = 1024 if picker.RESOURCES["requests"]["memory"] == "1Gi" else -1
@@ -359,3 +364,42 @@ def test_karpenter_replicas_are_kept_apart_by_their_required_anti_affinity():
     for p in on_system:
         p.pod.spread_by_host = False
     assert fit.fit(system, on_system, "prod").nodes == 1
+
+
+def test_the_prometheus_operators_pods_are_counted_from_their_custom_resources():
+    prometheus = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "Prometheus",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "replicas": 2,
+            "shards": 3,
+            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
+            "nodeSelector": {contract.LABEL_POOL: "system"},
+        },
+    }
+    operator = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "operator", "namespace": "ns"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "operator",
+                            "args": ["--config-reloader-cpu-request=10m", "--config-reloader-memory-request=32Mi"],
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    [pod] = operand_summaries([prometheus, operator])
+    # Two replicas of each of three shards; the sidecar's request on top of spec.resources.
+    assert (pod.ref, pod.replicas, pod.unset) == ("Prometheus/p", 6, [])
+    assert pod.cpu == pytest.approx(0.51) and pod.memory == pytest.approx(2 * 2**30 + 32 * MIB)
+    [alone] = operand_summaries([prometheus])
+    assert alone.unset == ["config-reloader"] and alone.cpu == pytest.approx(0.5)
+    result = report(_rendered(prometheus, operator), [], pools.pools(committed_stack("prod")), "prod")
+    assert [p.split(" ", 1)[0] for p in result.placements["ns/x Prometheus/p"]] == ["system"]
