@@ -586,6 +586,7 @@ def render_plan(
         f"`pulumi config set --secret {key} ... -s {evaluation.stack}`"
         for key in evaluation.assumed_secrets
     ]
+    warnings += helm.placement_report(evaluation).problems  # add-on pods that fit or schedule nowhere
     if warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
     out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]

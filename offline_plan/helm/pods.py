@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offline_plan.helm import pod_security, quantities
-from policies.workloads import workload
+from policies.workloads import ContainerView, workload
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The device plugin's resource name (contract.GPU_TAINT_KEY is the same string, for the taint).
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass
@@ -28,6 +32,15 @@ class PodSummary:
     level: str = pod_security.RESTRICTED
     """The Pod Security level the pod meets; `level_gaps` what keeps it from the next stricter one."""
     level_gaps: list[str] = field(default_factory=list)
+    labels: dict[str, Any] = field(default_factory=dict)
+    """The pod template's labels."""
+    required_terms: list[dict[str, Any]] | None = None
+    """The required node affinity's nodeSelectorTerms; None when the pod has none."""
+    spread_by_host: bool = False
+    """A required pod anti-affinity on kubernetes.io/hostname that selects the pod's own labels:
+    no two of its replicas share a node."""
+    gpus: float = 0.0
+    """nvidia.com/gpu the pod asks for (an extended resource's limit is its request)."""
 
 
 def _pod_requests(spec: dict[str, Any], unset: list[str]) -> tuple[float, float]:
@@ -64,6 +77,57 @@ def _affinity_keys(spec: dict[str, Any]) -> list[str]:
     return keys
 
 
+def _required_terms(spec: dict[str, Any]) -> list[dict[str, Any]] | None:
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not isinstance(required, dict):
+        return None
+    return [t for t in required.get("nodeSelectorTerms") or [] if isinstance(t, dict)]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, Any]) -> bool:
+    """A labelSelector's matchLabels and matchExpressions against labels
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#resources-that-support-set-based-requirements)."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+        present = key in labels
+        if (op == "In" and (not present or str(labels[key]) not in values)) or (
+            op == "NotIn" and present and str(labels[key]) in values
+        ):
+            return False
+        if (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def _spread_by_host(spec: dict[str, Any], labels: dict[str, Any]) -> bool:
+    terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    return any(
+        isinstance(t, dict)
+        and t.get("topologyKey") == HOSTNAME_LABEL
+        and isinstance(t.get("labelSelector"), dict)
+        and _selects(t["labelSelector"], labels)
+        for t in terms
+    )
+
+
+def _gpus(containers: list[ContainerView]) -> float:
+    """Over the running containers, the KServe model container included (policies/workloads.py)."""
+    total = 0.0
+    for view in containers:
+        if not view.runs_alongside:
+            continue
+        resources = view.container.get("resources") or {}
+        value = (resources.get("limits") or {}).get(GPU_RESOURCE, (resources.get("requests") or {}).get(GPU_RESOURCE))
+        total += quantities.parse(value) or 0.0
+    return total
+
+
 def summaries(objects: list[dict[str, Any]]) -> list[PodSummary]:
     found = []
     for obj in objects:
@@ -96,6 +160,10 @@ def summaries(objects: list[dict[str, Any]]) -> list[PodSummary]:
                     affinity_keys=_affinity_keys(pod.spec),
                     images=[str(c.container.get("image")) for c in pod.containers if c.container.get("image")],
                     unset=unset,
+                    labels=dict(pod.labels),
+                    required_terms=_required_terms(pod.spec),
+                    spread_by_host=_spread_by_host(pod.spec, pod.labels),
+                    gpus=_gpus(pod.containers),
                 )
             )
     return found
