@@ -72,7 +72,10 @@ GKE_GATEWAY = dataclasses.replace(
         *ADDON.crds,
         Crd(GKE_GROUP, "HealthCheckPolicy", "healthcheckpolicies"),
         Crd(GKE_GROUP, "GCPBackendPolicy", "gcpbackendpolicies"),
+        # The Body-Based Router's callout from the load balancer, with several base models
+        # (components/entrance/bbr.py; GKE docs "Customize GKE Gateway traffic using Service Extensions").
+        Crd(GKE_GROUP, "GCPRoutingExtension", "gcproutingextensions"),
     ),
-    docs="The entrance's Gateway (GKE Gateway controller), its HTTPRoutes, and GKE's health-check and backend "
-    "policies per InferencePool.",
+    docs="The entrance's Gateway (GKE Gateway controller), its HTTPRoutes, GKE's health-check and backend "
+    "policies per InferencePool, and the routing extension that calls the Body-Based Router.",
 )

@@ -117,6 +117,9 @@ RENDERED_KINDS: dict[str, set[Kind]] = {
         ("serving.kserve.io", "ClusterStorageContainer"),
     },
     "kserve-runtime-configs": {("serving.kserve.io", "ClusterServingRuntime")},
+    # body-based-routing v1.5.0 with provider.name gke: its GCPRoutingExtension and HealthCheckPolicy
+    # (templates/gke.yaml; components/entrance/bbr.py).
+    "body-based-routing": {("networking.gke.io", "GCPRoutingExtension"), ("networking.gke.io", "HealthCheckPolicy")},
 }
 # kserve-crd installs the ClusterServingRuntime CRD too (charts/kserve-crd/templates at v0.20.0).
 # The Karpenter chart (components/cluster/aws/karpenter.py, the EKS autoscaler, not an add-on)
