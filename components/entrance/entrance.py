@@ -313,7 +313,9 @@ class Entrance(pulumi.ComponentResource):
         gateway_resource = custom_resource(f"{name}-gateway", gateway, args.crds, gateway_opts)
 
         several = len(args.plans) > 1
-        body_routers: list[pulumi.Resource] = []
+        # The route and whatever writes its header start together: until the header writer is up a
+        # request matches no rule (404), which no ordering of the two avoids on a first `up` either.
+        route_opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource, *pickers])
         if several:
             # Every other name a client may send per base model: its adapters, then every alias.
             others = {
@@ -322,20 +324,12 @@ class Entrance(pulumi.ComponentResource):
             }
             mapping = body_routing.base_model_map(others)  # refuses a name served twice
             if impl.body_router == "bbr":
-                body_routers = self._body_router(name, args, others, gateway_resource, child)
+                self._body_router(name, args, others, gateway_resource, child)
             else:
                 policy = body_routing.agentgateway_policy_manifest(
                     f"{GATEWAY_NAME}-model-routing", ns, gateway=GATEWAY_NAME, mapping=mapping, labels=labels
                 )
-                body_routers = [
-                    custom_resource(
-                        f"{name}-model-routing",
-                        policy,
-                        args.crds,
-                        pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource]),
-                    )
-                ]
-        route_opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource, *pickers, *body_routers])
+                custom_resource(f"{name}-model-routing", policy, args.crds, route_opts)
         route = routes.inference_route_manifest(
             GATEWAY_NAME,
             ns,
@@ -396,7 +390,7 @@ class Entrance(pulumi.ComponentResource):
         others: Mapping[str, list[str]],
         gateway: pulumi.Resource,
         child: pulumi.ResourceOptions,
-    ) -> list[pulumi.Resource]:
+    ) -> None:
         """GKE: the Body-Based Router release (its GCPRoutingExtension attaches it to the Gateway) and
         one ConfigMap per base model naming the adapters and aliases served on it (bbr.py)."""
         ns = args.namespace
@@ -419,8 +413,7 @@ class Entrance(pulumi.ComponentResource):
         values = bbr.router_values(
             bbr.RouterSpec(namespace=ns, gateway=GATEWAY_NAME, replicas=args.picker_replicas), args.image_mirrors
         )
-        self.body_router_values = values
-        release = k8s.helm.v3.Release(
+        k8s.helm.v3.Release(
             f"{name}-body-router",
             k8s.helm.v3.ReleaseArgs(
                 name=bbr.RELEASE,
@@ -440,7 +433,6 @@ class Entrance(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-body-router-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child
         )
-        return [release, *configmaps]
 
     def address_command(self, namespace: str) -> str:
         """What a person runs for the address the host name's DNS record must point at."""
