@@ -104,7 +104,9 @@ ROUTING_EXTENSION_SERVED = Fact(
     resolve_with="kubectl get crd gcproutingextensions.networking.gke.io -o jsonpath='{.spec.versions[*].name}'",
 )
 # Like the picker's (picker.py), the router's pod template takes no securityContext value at this
-# version (templates/bbr.yaml), and it keeps its ServiceAccount token: it watches ConfigMaps.
+# version (templates/bbr.yaml), and it keeps its ServiceAccount token: it watches ConfigMaps. Nor
+# does it take resources, a nodeSelector or tolerations: the pods run without requests (plan.md's
+# Helm section says so) on any untainted node, which keeps them off the tainted GPU pools.
 POD_SECURITY_EXCEPTION = (
     f"baseline: the Body-Based Router pods of the body-based-routing chart {VERSION} take no securityContext "
     "value (templates/bbr.yaml), so they run without runAsNonRoot, seccomp or dropped capabilities, and they "

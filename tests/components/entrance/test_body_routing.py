@@ -143,6 +143,10 @@ def test_the_router_chart_renders_a_routing_extension_on_the_gateway_that_calls_
     assert service["spec"]["selector"] == bbr.POD_LABELS == pod["metadata"]["labels"]
     ports = {p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
     assert ports == {bbr.EXT_PROC_PORT, bbr.HEALTH_CHECK_PORT}
+    # Two or more routers, and a budget that selects exactly them: a drain keeps one up.
+    assert deployment["spec"]["replicas"] >= 2
+    [pdb] = [p for p in objects(ev, "PodDisruptionBudget") if p["metadata"]["name"] == bbr.ROUTER_NAME]
+    assert pdb["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"] and pdb["spec"]["maxUnavailable"] == 1
     # The plugins the program wrote out are the arguments the router starts with.
     [container] = pod["spec"]["containers"]
     assert container["image"] == images.IMAGES["body-based-router"].reference
@@ -193,6 +197,11 @@ def test_every_name_reaches_its_base_models_pool_through_the_routers_configmaps(
     ev, rendered = _rendered(DEV_TWO_MODELS)
     configmaps = [c for c in objects(ev, "ConfigMap") if bbr.MANAGED_LABEL in c["metadata"].get("labels", {})]
     assert sorted(c["data"]["baseModel"] for c in configmaps) == [BASE_8B, BASE_70B]
+    for obj in [
+        *configmaps,
+        *[p for p in objects(ev, "PodDisruptionBudget") if p["metadata"]["name"] == "body-router"],
+    ]:
+        validate_object(obj)
     assert {c["metadata"]["namespace"] for c in configmaps} == {router_release(rendered).release.namespace}
     route = inference_route(ev)
     for name, pool in {**EXPECTED, ALIAS: BASE_8B}.items():
