@@ -96,7 +96,7 @@ def _crd_names() -> dict[str, Kind]:
 
 GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.ADDON.crds}
 # GKE's Gateway controller, on with the cluster's Gateway API: the standard CRDs and GKE's policies.
-GKE_GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.GKE_GATEWAY.crds}
+GKE_GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.GKE_GATEWAY_BODY_ROUTING.crds}
 INFERENCE_POOL = (inference_extension.GROUP, "InferencePool")
 PICKER_DISCOVERS = {("llm-d.ai", "InferenceModelRewrite"), ("llm-d.ai", "InferenceObjective")}
 MONITORING = "monitoring.coreos.com"

@@ -213,6 +213,11 @@ def test_every_name_reaches_its_base_models_pool_through_the_routers_configmaps(
     assert route_to_pool(route, {contract.BASE_MODEL_HEADER: "", bbr.MODEL_HEADER: "nope"}) is None
     # Each pool is the InferencePool its picker release renders, selecting that model's servers.
     assert entrance_problems(ev, rendered) == []
+    # The walk can fail: a ConfigMap that forgot the adapter leaves it without a pool.
+    forgetful = json.loads(json.dumps(configmaps))
+    for cm in forgetful:
+        cm["data"].pop("adapters", None)
+    assert route_to_pool(route, {contract.BASE_MODEL_HEADER: bbr_base_model(forgetful, ADAPTER)}) is None
 
 
 def test_the_rendered_router_pods_are_admitted_by_the_namespace():
@@ -355,3 +360,16 @@ def test_more_base_models_than_route_rules_are_refused():
     assert any(
         "at most 16 rules" in p and p.startswith("Pulumi.test.yaml: exposure.entrance:") for p in err.value.problems
     )
+
+
+def test_only_a_stack_with_several_base_models_on_gke_needs_the_routing_extension_kind():
+    from components.addons.needs import needed_addons
+
+    def gateway_kinds(raw: dict) -> set[str]:
+        stack = cfg.parse_stack_config(raw, "Pulumi.test.yaml")
+        [need] = [n for n in needed_addons(stack, []) if n.key == "gatewayApi"]
+        return {c.kind for c in need.addon.crds}
+
+    assert "GCPRoutingExtension" in gateway_kinds({**BASE, "models": _models(2)})
+    # One base model: nothing creates one, so an existing cluster is not asked to serve the kind.
+    assert "GCPRoutingExtension" not in gateway_kinds({**BASE, "models": _models(1)})
