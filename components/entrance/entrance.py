@@ -313,8 +313,8 @@ class Entrance(pulumi.ComponentResource):
         gateway_resource = custom_resource(f"{name}-gateway", gateway, args.crds, gateway_opts)
 
         several = len(args.plans) > 1
-        # The route and whatever writes its header start together: until the header writer is up a
-        # request matches no rule (404), which no ordering of the two avoids on a first `up` either.
+        # The route and whatever writes its header may start in either order: until both are up a
+        # request with several base models matches no rule (404) either way.
         route_opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource, *pickers])
         if several:
             # Every other name a client may send per base model: its adapters, then every alias.
