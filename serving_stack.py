@@ -14,7 +14,7 @@ from common import contract
 from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, undeclared_problems
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
-from components.entrance import Entrance, EntranceArgs, google_cert, picker
+from components.entrance import Entrance, EntranceArgs, bbr, google_cert, picker
 from components.model_store.store import (
     MIRROR_POD_SECURITY_EXCEPTION,
     ModelStore,
@@ -35,6 +35,7 @@ from planner.plan import PlanError
 from stack_config import ConfigError, pool_machine
 from stack_config.deployer import deployer_summary
 from stack_config.entrance import default_certificate, implementation_for
+from stack_config.stack import entrance_body_router
 
 try:
     loaded = config.load()
@@ -116,6 +117,8 @@ if any(p.model.engine == "kserve" for p in plans):
     pod_security_exceptions["kserve"] = kserve.POD_SECURITY_EXCEPTION
 if stack.exposure.entrance is not None:
     pod_security_exceptions["entrance"] = picker.POD_SECURITY_EXCEPTION
+if entrance_body_router(stack) == "bbr":
+    pod_security_exceptions["body-router"] = bbr.POD_SECURITY_EXCEPTION
 shared = ServingNamespace(
     "serving",
     ServingNamespaceArgs(

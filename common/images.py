@@ -165,6 +165,11 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
         "v0.10.0",
         _unresolved("ghcr.io/llm-d/llm-d-router-endpoint-picker", "v0.10.0", _NOT_FOUND),
     ),
+    "body-based-router": (
+        "registry.k8s.io/gateway-api-inference-extension/bbr",
+        "v1.5.0",
+        _unresolved("registry.k8s.io/gateway-api-inference-extension/bbr", "v1.5.0", _NOT_FOUND),
+    ),
     "gpu-operator-toolkit": (
         "nvcr.io/nvidia/k8s/container-toolkit",
         "v1.20.0",
@@ -286,6 +291,7 @@ _USED_BY = {
     "gcloud": "mirror Jobs, the bucket sync on GCP",
     "storage-initializer": "KServe storage initializer (ClusterStorageContainer)",
     "endpoint-picker": "llm-d endpoint picker (router.epp.image)",
+    "body-based-router": "the entrance's Body-Based Router on GKE, several base models (bbr.image)",
     "model-signing": "mirror Jobs, the publisher's signature check (models[].signature)",
     "verify-python": "the verification Job (endpoint tools from a ConfigMap)",
     # GPU Operator operands (chart gpu-operator v26.7.0, components/operators/values.py); each tag is

@@ -121,10 +121,10 @@ class EntranceConfig(StrictModel):
     tls: TlsConfig = Field(default_factory=TlsConfig)
     """Where the HTTPS listener's certificate comes from; plain HTTP on port 80 redirects to HTTPS."""
     implementation: Implementation | None = None
-    """cloud existing only: the Gateway implementation already on the cluster. agentgateway (routes on the request body,
-    so several base models share the entrance), gke (GKE Gateway controller) or other (one base model behind the
-    entrance). On aws and gcp the cloud decides: agentgateway on EKS, installed by the program; the GKE Gateway
-    controller on GKE."""
+    """cloud existing only: the Gateway implementation already on the cluster. agentgateway (routes on the request body
+    itself), gke (GKE Gateway controller; the program adds the Body-Based Router, so several base models share the
+    entrance there too) or other (one base model behind the entrance). On aws and gcp the cloud decides: agentgateway
+    on EKS, installed by the program; the GKE Gateway controller on GKE."""
     gatewayClass: str | None = Field(None, alias="gatewayClass")
     """cloud existing only: the GatewayClass of that implementation; default: agentgateway for agentgateway,
     gke-l7-regional-external-managed for gke; required for other."""
@@ -175,11 +175,17 @@ class EntranceImplementation:
     picker_provider: Literal["gke", "none"]
     """The llm-d-router-gateway chart's `provider.name`: gke renders GKE's health-check and backend
     policies for the pool; none renders nothing implementation-specific."""
-    routes_on_body: bool
-    """The Gateway can read the request body's `model` into a header before routing, so several
-    base models share the one route (agentgateway's PreRouting transformation)."""
+    body_router: Literal["agentgateway", "bbr", "none"]
+    """Who copies the base model of the request body's `model` into a header before routing, so
+    several base models share the one route: agentgateway itself (a PreRouting transformation), the
+    Gateway API Inference Extension's Body-Based Router called by GKE's load balancer as a routing
+    extension (components/entrance/bbr.py), or nobody (one base model per entrance)."""
     installed_by_program: bool
     """The program installs the implementation (agentgateway on a created EKS cluster)."""
+
+    @property
+    def routes_on_body(self) -> bool:
+        return self.body_router != "none"
 
     @property
     def title(self) -> str:
@@ -194,13 +200,18 @@ def implementation_for(cloud: str, creates_cluster: bool, entrance: EntranceConf
     """GKE: the GKE Gateway controller; EKS: agentgateway (installed on a created cluster); an
     existing cluster: what `implementation` and `gatewayClass` say (validated by the stack checks)."""
     if cloud == "gcp":
-        return EntranceImplementation("gke", GKE_GATEWAY_CLASS, "gke", False, False)
+        return EntranceImplementation("gke", GKE_GATEWAY_CLASS, "gke", "bbr", False)
     if cloud == "aws":
-        return EntranceImplementation("agentgateway", AGENTGATEWAY_CLASS, "none", True, creates_cluster)
+        return EntranceImplementation("agentgateway", AGENTGATEWAY_CLASS, "none", "agentgateway", creates_cluster)
     name = entrance.implementation or "other"
     default_class = {"gke": GKE_GATEWAY_CLASS, "agentgateway": AGENTGATEWAY_CLASS}.get(name, "")
+    router: dict[str, Literal["agentgateway", "bbr", "none"]] = {"agentgateway": "agentgateway", "gke": "bbr"}
     return EntranceImplementation(
-        name, entrance.gatewayClass or default_class, "gke" if name == "gke" else "none", name == "agentgateway", False
+        name,
+        entrance.gatewayClass or default_class,
+        "gke" if name == "gke" else "none",
+        router.get(name, "none"),
+        False,
     )
 
 

@@ -333,6 +333,20 @@ def adapter_problems(stack: StackConfig) -> list[tuple[str, str]]:
     return problems
 
 
+# Gateway API v1.6.1 HTTPRoute `spec.rules` maxItems 16 (config/crd/standard/
+# gateway.networking.k8s.io_httproutes.yaml; tests/fixtures/crds): one rule per base model's pool.
+MAX_ROUTE_RULES = 16
+
+
+def entrance_body_router(stack: StackConfig) -> str:
+    """Who writes the base-model header the entrance routes on: agentgateway, bbr (GKE's Body-Based
+    Router) or none (no entrance, or one base model behind it, which needs no header)."""
+    entrance = stack.exposure.entrance
+    if entrance is None or sum(m.engine == "vllm" for m in stack.models) < 2:
+        return "none"
+    return implementation_for(stack.cloud.value, stack.creates_cluster, entrance).body_router
+
+
 def entrance_problems(stack: StackConfig) -> list[tuple[str, str]]:
     """The entrance against the cloud, the other exposure and the models behind it."""
     entrance = stack.exposure.entrance
@@ -394,9 +408,21 @@ def entrance_problems(stack: StackConfig) -> list[tuple[str, str]]:
                 key,
                 (
                     f"{len(bases)} base models ({', '.join(bases)}) share the entrance, which needs a "
-                    f"Gateway that routes on the request body's `model`; the {impl.title} does not do that "
-                    "here (docs/routing.md); serve one base model per stack (adapters may be many) or use "
-                    "agentgateway"
+                    f"Gateway that routes on the request body's `model`; the program cannot add that to the "
+                    f'{impl.title} (docs/routing.md, "Routing on the model field"); set '
+                    "exposure.entrance.implementation to agentgateway or gke if the cluster's Gateway is one of "
+                    "them, or serve one base model per stack (adapters may be many)"
+                ),
+            )
+        )
+    if len(bases) > MAX_ROUTE_RULES:
+        problems.append(
+            (
+                key,
+                (
+                    f"{len(bases)} base models share the entrance, and its HTTPRoute takes at most "
+                    f"{MAX_ROUTE_RULES} rules, one per base model (Gateway API HTTPRoute spec.rules); serve the "
+                    "others as adapters of a base model or from another stack"
                 ),
             )
         )

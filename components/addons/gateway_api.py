@@ -76,3 +76,14 @@ GKE_GATEWAY = dataclasses.replace(
     docs="The entrance's Gateway (GKE Gateway controller), its HTTPRoutes, and GKE's health-check and backend "
     "policies per InferencePool.",
 )
+# With several base models the entrance also needs GKE's routing extension, through which the load
+# balancer calls the Body-Based Router (components/entrance/bbr.py; GKE docs "Customize GKE Gateway
+# traffic using Service Extensions"). A variant of its own, so a one-model stack on an existing GKE
+# cluster does not look up a kind it never creates.
+GKE_GATEWAY_BODY_ROUTING = dataclasses.replace(
+    GKE_GATEWAY,
+    crds=(*GKE_GATEWAY.crds, Crd(GKE_GROUP, "GCPRoutingExtension", "gcproutingextensions")),
+    docs="The entrance's Gateway (GKE Gateway controller), its HTTPRoutes, GKE's health-check and backend "
+    "policies per InferencePool, and the routing extension through which the Gateway calls the Body-Based "
+    "Router (several base models).",
+)

@@ -26,6 +26,7 @@ from components.addons.catalog import AddOn
 from planner.plan import ModelPlan
 from stack_config import Cloud, StackConfig
 from stack_config.entrance import implementation_for
+from stack_config.stack import entrance_body_router
 
 # In install order: an add-on's `requires` come before it.
 CATALOG: tuple[AddOn, ...] = (
@@ -42,7 +43,11 @@ CATALOG: tuple[AddOn, ...] = (
 BY_KEY = {addon.key: addon for addon in CATALOG}
 # Add-ons installed differently when the stack needs more of them (same key, charts and CRDs, other
 # values or requirements): cert-manager with Gateway API support for the entrance's certificate.
-VARIANTS: tuple[AddOn, ...] = (cert_manager.WITH_GATEWAY_API, gateway_api.GKE_GATEWAY)
+VARIANTS: tuple[AddOn, ...] = (
+    cert_manager.WITH_GATEWAY_API,
+    gateway_api.GKE_GATEWAY,
+    gateway_api.GKE_GATEWAY_BODY_ROUTING,
+)
 
 
 def install_commands(addon: AddOn) -> list[str]:
@@ -137,7 +142,7 @@ def _variant(addon: AddOn, stack: StackConfig) -> AddOn:
         and entrance is not None
         and implementation_for(stack.cloud.value, stack.creates_cluster, entrance).name == "gke"
     ):
-        return gateway_api.GKE_GATEWAY
+        return gateway_api.GKE_GATEWAY_BODY_ROUTING if entrance_body_router(stack) == "bbr" else gateway_api.GKE_GATEWAY
     return addon
 
 

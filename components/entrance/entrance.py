@@ -5,7 +5,8 @@ endpoint picker, picker.py), a PodDisruptionBudget for the pickers, and on GKE a
 backend timeout for the pool (gke.py). Once per stack: the Gateway (routes.py) of the cloud's
 implementation (stack_config/entrance.py `implementation_for`), the HTTPRoute from /v1 to the pools,
 the HTTP->HTTPS redirect, the certificate's Issuer (tls.py, ACME only) and, with several base
-models, the body-based routing policy (body_routing.py).
+models, what writes the base model of the body's `model` into the header the route matches:
+agentgateway's policy (body_routing.py) or, on GKE, the Body-Based Router and its ConfigMaps (bbr.py).
 
 The per-model Services (components/serving/vllm.py) stay for in-cluster clients and the smoke
 check; the entrance is another way in, not a replacement.
@@ -23,7 +24,7 @@ from common import contract
 from common.facts import Fact
 from components.addons import agentgateway, inference_extension, llm_d_router
 from components.addons.crd_sources import CrdSources, custom_resource
-from components.entrance import body_routing, gke, google_cert, picker, rewrites, routes, tls
+from components.entrance import bbr, body_routing, gke, google_cert, picker, rewrites, routes, tls
 from components.serving import probes
 from components.serving.vllm import selector_labels
 from planner.plan import ModelPlan
@@ -54,13 +55,20 @@ CLASSIC_LB = Fact(
 
 
 def unresolved_facts(
-    cloud: str, implementation: str, certificate: str, several: bool, installs_implementation: bool
+    cloud: str,
+    implementation: str,
+    certificate: str,
+    several: bool,
+    installs_implementation: bool,
+    body_router: str = "agentgateway",
 ) -> list[Fact]:
     """The outside facts this stack's entrance rests on that could not be established here."""
     facts = [picker.PUBLISHED, inference_extension.PUBLISHED, llm_d_router.PUBLISHED]
     if installs_implementation:
         facts.append(agentgateway.PUBLISHED)
-    if several:
+    if several and body_router == "bbr":
+        facts += [bbr.PUBLISHED, bbr.ROUTING_EXTENSION_SERVED, bbr.UNKNOWN_NAME]
+    elif several:
         facts.append(body_routing.UNKNOWN_NAME)
     if cloud == "aws" and implementation == "agentgateway":
         facts.append(CLASSIC_LB)
@@ -128,6 +136,18 @@ def aliases_of(plan: ModelPlan) -> dict[str, list[str]]:
     found = {plan.served_name: list(plan.model.aliases)}
     found.update({a.name: list(a.aliases) for a in plan.model.adapters})
     return {name: aliases for name, aliases in found.items() if aliases}
+
+
+def body_routing_summary(several: bool, body_router: str) -> str:
+    if not several:
+        return "none needed (one base model)"
+    if body_router == "bbr":
+        return (
+            f"{contract.BASE_MODEL_HEADER} from the body's model: the Body-Based Router {bbr.VERSION} "
+            f"(release {bbr.RELEASE}), called by the Gateway through a GCPRoutingExtension; adapters and aliases "
+            f"from one ConfigMap per base model (label {bbr.MANAGED_LABEL})"
+        )
+    return f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)"
 
 
 def request_timeout_seconds(plan: ModelPlan) -> int:
@@ -293,28 +313,23 @@ class Entrance(pulumi.ComponentResource):
         gateway_resource = custom_resource(f"{name}-gateway", gateway, args.crds, gateway_opts)
 
         several = len(args.plans) > 1
+        # The route and whatever writes its header may start in either order: until both are up a
+        # request with several base models matches no rule (404) either way.
         route_opts = pulumi.ResourceOptions(parent=self, depends_on=[gateway_resource, *pickers])
         if several:
-            policy = body_routing.agentgateway_policy_manifest(
-                f"{GATEWAY_NAME}-model-routing",
-                ns,
-                gateway=GATEWAY_NAME,
-                mapping=body_routing.base_model_map(
-                    {
-                        base: others
-                        + [
-                            a
-                            for p in args.plans
-                            if p.served_name == base
-                            for aliases in aliases_of(p).values()
-                            for a in aliases
-                        ]
-                        for base, others in names.items()
-                    }
-                ),
-                labels=labels,
-            )
-            custom_resource(f"{name}-model-routing", policy, args.crds, route_opts)
+            # Every other name a client may send per base model: its adapters, then every alias.
+            others = {
+                p.served_name: names[p.served_name] + [a for aliases in aliases_of(p).values() for a in aliases]
+                for p in args.plans
+            }
+            mapping = body_routing.base_model_map(others)  # refuses a name served twice
+            if impl.body_router == "bbr":
+                self._body_router(name, args, others, gateway_resource, child)
+            else:
+                policy = body_routing.agentgateway_policy_manifest(
+                    f"{GATEWAY_NAME}-model-routing", ns, gateway=GATEWAY_NAME, mapping=mapping, labels=labels
+                )
+                custom_resource(f"{name}-model-routing", policy, args.crds, route_opts)
         route = routes.inference_route_manifest(
             GATEWAY_NAME,
             ns,
@@ -344,11 +359,7 @@ class Entrance(pulumi.ComponentResource):
             "certificateDnsRecord": (
                 args.google_certificate.dns_record if args.google_certificate is not None else None
             ),
-            "bodyRouting": (
-                f"{contract.BASE_MODEL_HEADER} from the body's model (AgentgatewayPolicy)"
-                if several
-                else "none needed (one base model)"
-            ),
+            "bodyRouting": body_routing_summary(several, impl.body_router),
             "loadBalancerIdleTimeoutSeconds": int(lb[AWS_IDLE_TIMEOUT_ANNOTATION]) if lb else None,
             "pools": [
                 {
@@ -365,10 +376,63 @@ class Entrance(pulumi.ComponentResource):
             "dnsRecord": f"{args.hostname} -> the address of `{self.address_command(ns)}`",
             "unresolved": [
                 {"subject": f.subject, "source": f.source, "resolveWith": f.resolve_with}
-                for f in unresolved_facts(args.cloud, impl.name, args.certificate, several, impl.installed_by_program)
+                for f in unresolved_facts(
+                    args.cloud, impl.name, args.certificate, several, impl.installed_by_program, impl.body_router
+                )
             ],
         }
         self.register_outputs({"baseUrl": self.base_url, "models": self.models})
+
+    def _body_router(
+        self,
+        name: str,
+        args: EntranceArgs,
+        others: Mapping[str, list[str]],
+        gateway: pulumi.Resource,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        """GKE: the Body-Based Router release (its GCPRoutingExtension attaches it to the Gateway) and
+        one ConfigMap per base model naming the adapters and aliases served on it (bbr.py)."""
+        ns = args.namespace
+        configmaps: list[pulumi.Resource] = []
+        for base, names in others.items():
+            manifest = bbr.adapters_configmap(base, names, ns, _labels({contract.LABEL_MODEL: base}))
+            configmaps.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-{base}-bbr-models", metadata=manifest["metadata"], data=manifest["data"], opts=child
+                )
+            )
+        rendered = [
+            r
+            for api, kind in (
+                ("networking.gke.io/v1", "GCPRoutingExtension"),
+                ("networking.gke.io/v1", "HealthCheckPolicy"),
+            )
+            for r in args.crds.depends_on(api, kind)
+        ]
+        values = bbr.router_values(
+            bbr.RouterSpec(namespace=ns, gateway=GATEWAY_NAME, replicas=args.picker_replicas), args.image_mirrors
+        )
+        k8s.helm.v3.Release(
+            f"{name}-body-router",
+            k8s.helm.v3.ReleaseArgs(
+                name=bbr.RELEASE,
+                chart=bbr.CHART,
+                version=bbr.VERSION,
+                namespace=ns,
+                create_namespace=False,
+                values=values,
+                timeout=PICKER_HELM_TIMEOUT_SECONDS,
+            ),
+            # The routing extension names the Gateway; the router reads the ConfigMaps when it starts.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=list(args.namespace_ready) + rendered + [gateway, *configmaps]
+            ),
+        )
+        pdb = bbr.pdb_manifest(ns, _labels())
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-body-router-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child
+        )
 
     def address_command(self, namespace: str) -> str:
         """What a person runs for the address the host name's DNS record must point at."""

@@ -13,7 +13,7 @@ import stack_config as cfg
 from common import contract
 from components.addons import agentgateway
 from components.cluster.gcp import network as gke_network
-from components.entrance import picker
+from components.entrance import bbr, picker
 from components.entrance.entrance import GATEWAY_NAME
 from components.model_store import store
 from components.network_policy.rules import (
@@ -31,6 +31,7 @@ from components.serving import kserve, vllm
 from components.verification import job as verification_job
 from planner.plan import ModelPlan
 from stack_config.entrance import implementation_for
+from stack_config.stack import entrance_body_router
 
 
 def server_group(plan: ModelPlan, has_bucket: bool) -> ServerGroup:
@@ -82,6 +83,7 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> N
     if stack.exposure.gateway is not None:
         clients.append(stack.exposure.gateway.namespace)
     mirrors = any(not (p.model.engine == "kserve" and p.model.kserveStorage == "hf") for p in plans)
+    router = entrance_body_router(stack) == "bbr"
     return NetworkPolicySpec(
         namespace=stack.modelStore.namespace,
         cloud=stack.cloud.value,
@@ -97,6 +99,8 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> N
         gke_health_check_cidrs=checks,
         picker_ports=(picker.EXT_PROC_PORT, picker.METRICS_PORT),
         picker_health_port=picker.HEALTH_PORT,
+        body_router_labels=dict(bbr.POD_LABELS) if router else {},
+        body_router_ports=(bbr.EXT_PROC_PORT, bbr.HEALTH_CHECK_PORT) if router else (),
         acme=entrance is not None and entrance.tls.certificate == "acme",
         monitoring_namespace=contract.MONITORING_NAMESPACE if stack.monitoring.enabled else None,
         client_namespaces=tuple(dict.fromkeys(clients)),

@@ -155,6 +155,10 @@ class NetworkPolicySpec:
     # call; kubelet probes come from the node and need no rule).
     picker_ports: tuple[int, int] = (9002, 9090)
     picker_health_port: int = 9003
+    # GKE with several base models: the Body-Based Router's pod labels and its ports (ext_proc, gRPC
+    # health), which the load balancer calls before routing (components/entrance/bbr.py); empty without it.
+    body_router_labels: dict[str, str] = field(default_factory=dict)
+    body_router_ports: tuple[int, ...] = ()
     acme: bool = False
     monitoring_namespace: str | None = contract.MONITORING_NAMESPACE
     # Namespaces whose pods may call the servers' API port (security.allowedClientNamespaces, and the
@@ -310,6 +314,20 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         # its address is the cloud's (an ENI in the VPC, a Google address), so only the port is named.
         picker_out.append({"ports": _ports(*API_SERVER_PORTS)})
         out.append(_policy("endpoint-pickers", spec, PICKERS, ingress=picker_in, egress=picker_out))
+
+    if spec.body_router_labels and gateway:
+        # The load balancer's callout (from its proxies) and its gRPC health checks (from Google's
+        # ranges); the router watches its ConfigMaps through the API server, named by port only as
+        # for the pickers.
+        out.append(
+            _policy(
+                "body-router",
+                spec,
+                {"matchLabels": dict(spec.body_router_labels)},
+                ingress=[{"from": gateway, "ports": _ports(*spec.body_router_ports)}],
+                egress=[{"ports": _ports(*API_SERVER_PORTS)}],
+            )
+        )
 
     if spec.entrance == "in-cluster":
         proxy = {"matchLabels": {GATEWAY_NAME_LABEL: spec.gateway_name}}

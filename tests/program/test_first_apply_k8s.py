@@ -18,6 +18,7 @@ from tests.support.first_apply import check
 from tests.support.stack_variants import (
     ADAPTERS,
     DEV_ADAPTERS,
+    DEV_TWO_MODELS,
     EXISTING,
     EXISTING_ENTRANCE,
     EXISTING_RDMA,
@@ -25,6 +26,7 @@ from tests.support.stack_variants import (
     KEDA_DEV,
     KSERVE,
     MULTI_NODE,
+    PROD_TWO_MODELS,
     VARIANTS,
     variant,
 )
@@ -50,6 +52,8 @@ ALL = [
     ADAPTERS,
     DEV_ADAPTERS,
     EXISTING_ENTRANCE,
+    DEV_TWO_MODELS,
+    PROD_TWO_MODELS,
 ]
 
 

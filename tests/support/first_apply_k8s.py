@@ -96,7 +96,7 @@ def _crd_names() -> dict[str, Kind]:
 
 GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.ADDON.crds}
 # GKE's Gateway controller, on with the cluster's Gateway API: the standard CRDs and GKE's policies.
-GKE_GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.GKE_GATEWAY.crds}
+GKE_GATEWAY_KINDS = {(c.group, c.kind) for c in gateway_api.GKE_GATEWAY_BODY_ROUTING.crds}
 INFERENCE_POOL = (inference_extension.GROUP, "InferencePool")
 PICKER_DISCOVERS = {("llm-d.ai", "InferenceModelRewrite"), ("llm-d.ai", "InferenceObjective")}
 MONITORING = "monitoring.coreos.com"
@@ -117,6 +117,9 @@ RENDERED_KINDS: dict[str, set[Kind]] = {
         ("serving.kserve.io", "ClusterStorageContainer"),
     },
     "kserve-runtime-configs": {("serving.kserve.io", "ClusterServingRuntime")},
+    # body-based-routing v1.5.0 with provider.name gke: its GCPRoutingExtension and HealthCheckPolicy
+    # (templates/gke.yaml; components/entrance/bbr.py).
+    "body-based-routing": {("networking.gke.io", "GCPRoutingExtension"), ("networking.gke.io", "HealthCheckPolicy")},
 }
 # kserve-crd installs the ClusterServingRuntime CRD too (charts/kserve-crd/templates at v0.20.0).
 # The Karpenter chart (components/cluster/aws/karpenter.py, the EKS autoscaler, not an add-on)

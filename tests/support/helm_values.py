@@ -36,6 +36,7 @@ CHART_VALUES_FILES = {
     "gpu-operator": HELM_FIXTURES / "gpu-operator-values.yaml",
     "network-operator": HELM_FIXTURES / "network-operator-values.yaml",
     "karpenter": HELM_FIXTURES / "karpenter-values.yaml",
+    "body-based-routing": HELM_FIXTURES / "body-based-routing-values.yaml",
 }
 
 # Paths whose default is a mapping with keys but which the chart renders whole (toYaml), so any key

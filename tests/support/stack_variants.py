@@ -32,6 +32,9 @@ L4_POOL = {"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 4}
 KSERVE, MULTI_NODE, GATEWAY, KEDA_DEV = "kserve", "multi-node", "gateway", "keda-dev"
 EXISTING, EXISTING_RDMA = "existing", "existing-rdma"
 ADAPTERS, DEV_ADAPTERS, EXISTING_ENTRANCE = "adapters", "dev-adapters", "existing-entrance"
+# Two base models and an adapter behind the one entrance: on dev (GKE) through the Body-Based
+# Router, on prod (EKS) through agentgateway's own body routing.
+DEV_TWO_MODELS, PROD_TWO_MODELS = "dev-two-models", "prod-two-models"
 # Where `pulumi up` runs from (deployer.runner): prod from a GitHub-hosted runner (its API endpoint
 # public, restricted to a GitHub address range) and from a CodeBuild-hosted runner in its VPC.
 PROD_GITHUB_HOSTED, PROD_CODEBUILD = "prod-github-hosted", "prod-codebuild"
@@ -172,6 +175,36 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     DEV_ADAPTERS: ("dev", {"models": [{**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "l4", "adapters": [SQL]}]}),
+    DEV_TWO_MODELS: (
+        "dev",
+        {
+            "pools": [
+                {**L4_POOL, "maxNodes": 1, "machineType": "g2-standard-8", "capacityType": "spot"},
+                {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 4, "maxNodes": 1},
+            ],
+            "models": [
+                {
+                    **LLAMA_8B,
+                    "name": "llama-3-1-8b-instruct",
+                    "pool": "l4",
+                    # A shorter context leaves the adapter's slot room for the concurrency target on one L4.
+                    "maxModelLen": 6144,
+                    "aliases": ["meta-llama/Llama-3.1-8B-Instruct"],
+                    "adapters": [SQL],
+                },
+                {**LLAMA_70B, "name": "llama-3-3-70b-instruct", "pool": "h100", "tensorParallelSize": "auto"},
+            ],
+        },
+    ),
+    PROD_TWO_MODELS: (
+        "prod",
+        {
+            "models": [
+                {**LLAMA_8B, "name": "llama-3-1-8b-instruct", "pool": "h100", "adapters": [SQL]},
+                {**LLAMA_70B, "name": "llama-3-3-70b-instruct", "pool": "h100", "tensorParallelSize": "auto"},
+            ]
+        },
+    ),
     # An existing cluster with agentgateway and the entrance's add-ons declared.
     EXISTING_ENTRANCE: (
         "prod",
