@@ -303,7 +303,11 @@ def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
             tokens, seqs = 16384, 1024
         elif memory >= 70 and "a100" not in (req.gpu_name or "").lower():
             tokens, seqs = 8192, 1024
-    return req.max_num_batched_tokens or tokens, req.max_num_seqs or seqs
+    tokens = req.max_num_batched_tokens or tokens
+    # A max_num_seqs left to its default is capped by max_num_batched_tokens, so --max-num-batched-tokens 1
+    # runs one sequence at a time (vllm@v0.32.0 vllm/engine/arg_utils.py lines 3178-3180: "if
+    # orig_max_num_seqs is None: self.max_num_seqs = min(self.max_num_seqs, self.max_num_batched_tokens)").
+    return tokens, req.max_num_seqs or min(seqs, tokens)
 
 
 def default_gpu_memory_utilization(vllm_version: str | None) -> float:
@@ -552,6 +556,9 @@ def _prefix_caching(req: SizingRequest) -> bool:
 MAX_TENSOR_PARALLEL = 512
 MAX_GPU_MEMORY_GIB = 4096.0
 MAX_BLOCK_SIZE = 4096  # vLLM's CacheConfig.block_size: any int > 0 (vllm/config/cache.py)
+# The KV-cache block sizes the attention kernels of the catalog's GPUs take (FlashAttention's
+# MultipleOf(16)); FlashInfer and FlashMLA take multiples of 16 as well (16, 32, 64).
+ATTENTION_BLOCK_MULTIPLE = 16
 MAX_BATCHED_TOKENS = 2**24
 MAX_NUM_SEQS = 2**20
 MAX_WEIGHT_BYTES = 2**50  # 1 PiB
@@ -595,6 +602,22 @@ def request_problem(req: SizingRequest) -> str | None:
         return f"max_num_seqs must be a whole number from 1 to {MAX_NUM_SEQS:,}"
     if not _whole_in(req.block_size, 1, MAX_BLOCK_SIZE):
         return f"block_size must be a whole number from 1 to {MAX_BLOCK_SIZE}"
+    if req.block_size % ATTENTION_BLOCK_MULTIPLE:
+        return (
+            f"block_size {req.block_size} is not a multiple of {ATTENTION_BLOCK_MULTIPLE}: vLLM's FlashAttention "
+            f"backend takes only multiples of {ATTENTION_BLOCK_MULTIPLE} (vllm@v0.32.0 "
+            "vllm/v1/attention/backends/flash_attn.py get_supported_kernel_block_sizes) and stops with "
+            '"No common block size" (vllm/v1/worker/utils.py select_common_block_size)'
+        )
+    if (
+        req.max_num_batched_tokens is not None
+        and req.max_num_seqs is not None
+        and req.max_num_batched_tokens < req.max_num_seqs
+    ):
+        return (
+            f"max_num_batched_tokens ({req.max_num_batched_tokens}) must be greater than or equal to max_num_seqs "
+            f"({req.max_num_seqs}), vLLM's own rule (vllm@v0.32.0 vllm/config/scheduler.py line 328)"
+        )
     if not _whole_in(req.speculative_tokens, 0, MAX_SPECULATIVE_TOKENS):
         return f"speculative tokens must be a whole number from 0 to {MAX_SPECULATIVE_TOKENS}"
     return None
