@@ -27,7 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, helm, lifecycle, update_diff
+from offline_plan import deployer_report, helm, lifecycle, review, update_diff
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -174,6 +174,12 @@ def _in_stack(image: images.Image, deployed: set[str]) -> bool:
         or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
         for ref in deployed
     )
+
+
+def missing_digests(evaluation: Evaluation) -> list[str]:
+    """The images this stack deploys that have no known digest (common/images.py), each once."""
+    deployed = _deployed_images(evaluation)
+    return list(dict.fromkeys(i.tagged for i in images.unresolved() if _in_stack(i, deployed)))
 
 
 def _cell(text: str) -> str:
@@ -542,6 +548,14 @@ def render_plan(
     if deployer_report.is_deployer_stack(evaluation):
         return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
+    # What a reviewer decides comes first (offline_plan/review.py); the sections after it are the details.
+    out += review.review_section(
+        evaluation,
+        verdicts,
+        _pack_config_line(evaluation.stack, config),
+        missing_digests(evaluation),
+        requires_digest(config),
+    )
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
     if table:
@@ -580,15 +594,8 @@ def render_plan(
     out += credentials_section(evaluation)
     out += update_diff.replaced_section(evaluation)
     out += lifecycle.destroy_section(evaluation)
-    warnings = list(evaluation.outputs.get("warnings") or [])
-    warnings += [
-        f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "
-        f"`pulumi config set --secret {key} ... -s {evaluation.stack}`"
-        for key in evaluation.assumed_secrets
-    ]
-    if warnings:
-        out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
+    # The warnings are in the opening (review.py); every finding of the pack, in full, is here.
+    out += ["## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")
