@@ -27,7 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, helm, lifecycle, review, update_diff
+from offline_plan import deployer_report, helm, lifecycle, placeholders, review, update_diff
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -546,7 +546,19 @@ def render_plan(
     config: dict[str, Any] | None = None,
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
-        return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+        text = deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+    else:
+        text = _render_served_plan(evaluation, verdicts, manifests, config)
+    # What the mock runtime made up is marked wherever it is printed, and the opening says what the mark means.
+    text, marked = placeholders.mark(text, placeholders.invented(evaluation))
+    if marked:
+        text = text.replace(f"> {NOT_PREVIEW}\n", f"> {NOT_PREVIEW}\n>\n> {placeholders.LEGEND}\n", 1)
+    return text
+
+
+def _render_served_plan(
+    evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None
+) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     # What a reviewer decides comes first (offline_plan/review.py); the sections after it are the details.
     out += review.review_section(
