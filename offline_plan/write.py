@@ -27,7 +27,7 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, helm, lifecycle, placeholders, review, update_diff
+from offline_plan import deployer_report, helm, lifecycle, placeholders, plan_json, review, update_diff
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -180,6 +180,18 @@ def missing_digests(evaluation: Evaluation) -> list[str]:
     """The images this stack deploys that have no known digest (common/images.py), each once."""
     deployed = _deployed_images(evaluation)
     return list(dict.fromkeys(i.tagged for i in images.unresolved() if _in_stack(i, deployed)))
+
+
+def image_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The image table's rows this stack deploys (common/images.py): reference, digest (None while unresolved) and
+    who uses it; for plan.json."""
+    deployed = _deployed_images(evaluation)
+    rows = [
+        {"repository": i.repository, "tag": i.tag, "digest": i.digest.value, "usedBy": i.used_by}
+        for i in images.IMAGES.values()
+        if _in_stack(i, deployed)
+    ]
+    return sorted(rows, key=lambda r: (r["repository"], r["tag"], r["usedBy"]))
 
 
 def _cell(text: str) -> str:
@@ -649,6 +661,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
     manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
     (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
+    # The same facts as data, for `python -m offline_plan.diff` (offline_plan/plan_json.py).
+    plan_json.write(
+        stack_dir / plan_json.FILENAME,
+        plan_json.summary(
+            evaluation, verdicts, image_rows(evaluation), missing_digests(evaluation), requires_digest(config)
+        ),
+    )
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
     print(
@@ -670,7 +689,10 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
             f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
             f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`"
         )
-    print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
+    print(
+        f"wrote {stack_dir / 'plan.md'}, {stack_dir / plan_json.FILENAME} and {len(manifests)} manifests in "
+        f"{stack_dir / 'manifests'}"
+    )
     return 1 if mandatory else 0
 
 
