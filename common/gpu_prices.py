@@ -83,13 +83,19 @@ def resolve_command(cloud: str, machine: str, region: str, capacity: str) -> str
             f"aws ec2 describe-spot-price-history --region {region} --instance-types {machine} "
             '--product-descriptions "Linux/UNIX" --start-time "$(date -u +%Y-%m-%dT%H:%M:%SZ)"'
         )
-    # GCP prices a G2/A2/A3 machine as its GPUs + vCPUs + memory: the SKUs of the series in the region, spot ones
-    # described "Spot Preemptible ...".
+    # GCP prices a G2/A2/A3 machine as its GPUs + vCPUs + memory: the series' core and RAM SKUs and the GPU's SKU in
+    # the region (the Catalog API's SKU: description, pricingInfo[].pricingExpression.tieredRates[].unitPrice and
+    # usageUnit); spot SKUs are described "Spot Preemptible ...". Multiply by the machine's vCPUs, GiB and GPUs.
+    series = machine.split("-", 1)[0].upper()
     spot = "" if capacity == SPOT else " | not"
     return (
-        f'curl -s "https://cloudbilling.googleapis.com/v1/services/{GCP_COMPUTE_SERVICE}/skus?key=$API_KEY" | '
+        "curl -s "
+        f'"https://cloudbilling.googleapis.com/v1/services/{GCP_COMPUTE_SERVICE}/skus?key=$API_KEY&pageSize=5000" | '
         f'jq \'.skus[] | select(.serviceRegions | index("{region}")) | '
-        f'select(.description | test("Preemptible"){spot}) | .description\'  # the GPU, core and RAM SKUs of {machine}'
+        f'select(.description | test("Preemptible"){spot}) | select(.description | test("{series} |Nvidia")) | '
+        "{description, unit: .pricingInfo[0].pricingExpression.usageUnit, "
+        "usd: (.pricingInfo[0].pricingExpression.tieredRates[-1].unitPrice | (.units | tonumber) + .nanos / 1e9)}'"
+        f"  # {machine}: its vCPUs x the core price + its GiB x the RAM price + its GPUs x the GPU price"
     )
 
 

@@ -23,7 +23,7 @@ from common.untrusted import InputLimitError, loads_json, read_text_file
 from offline_plan import plan_json, update_diff
 from offline_plan.mock_runtime import Evaluation, RecordedResource
 
-# A plan.json of the committed prod stack is about 2 MB; a file far beyond any real plan is refused, not parsed.
+# A plan.json of the committed prod stack is about 0.5 MB; a file far beyond any real plan is refused, not parsed.
 MAX_PLAN_JSON_BYTES = 64 * 1024 * 1024
 # How a pull request comment finds itself again (the workflow updates the comment that holds it).
 MARKER = "<!-- llm-serving offline plan diff: {stack} -->"

@@ -128,11 +128,11 @@ def decision(
     for v in mandatory:
         by_policy[v.policy] = by_policy.get(v.policy, 0) + 1
     for policy, count in sorted(by_policy.items()):
-        reasons.append(f"{count} mandatory `{policy}` violation(s) (Policy verdicts below)")
+        reasons.append(f"{count} mandatory `{policy}` violation(s) (see Policy verdicts)")
     if require_digest and missing_digests:
         reasons.append(
             f"{len(missing_digests)} image(s) this stack deploys have no known digest and the pack config requires "
-            "digests (Images below)"
+            "digests (see Images)"
         )
     before_up = [
         f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Set it: "

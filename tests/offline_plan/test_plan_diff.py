@@ -134,7 +134,7 @@ def test_a_changed_pool_shows_its_gpus_and_the_node_pool_update(tmp_path, capsys
 
 def test_verdicts_images_and_warnings_that_change_are_listed(tmp_path, capsys, dev):
     head = json.loads(json.dumps(dev))
-    head["deployable"], head["reasons"] = False, ["1 mandatory `image-tag-pinned` violation(s) (Policy verdicts below)"]
+    head["deployable"], head["reasons"] = False, ["1 mandatory `image-tag-pinned` violation(s) (see Policy verdicts)"]
     head["verdicts"].append({"level": "mandatory", "policy": "image-tag-pinned", "resource": "Job/x", "message": "m"})
     head["images"][0] = {**head["images"][0], "digest": "sha256:" + "a" * 64}
     head["warnings"] = [*head["warnings"], "a new warning"]
@@ -151,6 +151,9 @@ def test_make_plan_writes_plan_json_beside_plan_md(tmp_path):
     data = diff.load(tmp_path / "dev")
     assert data["stack"] == "dev" and [m["model"] for m in data["models"]] == ["llama-3-1-8b-instruct"]
     assert data["gpus"][0]["machineType"] == "g2-standard-8" and data["gpus"][0]["capacityType"] == "spot"
+    # Inputs are redacted as in the manifests: not even the stand-in of a secret is written.
+    text = (tmp_path / "dev" / plan_json.FILENAME).read_text()
+    assert "<secret llm-serving:" not in text and '"<secret>"' in text
 
 
 @pytest.mark.parametrize(
