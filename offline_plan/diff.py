@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         base, head = load(args.base), load(args.head)
-        print(render(base, head))
+        text = render(base, head)
     except PlanInputError as err:
         print(f"offline plan diff: {err}", file=sys.stderr)
         return 2
@@ -237,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        print(text)
+    except BrokenPipeError:  # the reader stopped early (`| head`): nothing left to say
+        sys.stderr.close()
     return 0
 
 

@@ -198,5 +198,5 @@ def review_section(
     out += [f"- {w}" for w in found] if found else ["None."]
     out.append("")
     out += _cost_lines(gpu_costs(evaluation))
-    out += ["The details follow: models, pools, platform, images, Helm releases, waits, replacements and destroy.", ""]
+    out += ["The details follow.", ""]
     return out

@@ -559,6 +559,15 @@ def render_plan(
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
         text = deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+        # A deployer stack's plan opens with the same decision (it has no GPU pools to cost).
+        opening = review.review_section(
+            evaluation,
+            verdicts,
+            _pack_config_line(evaluation.stack, config),
+            missing_digests(evaluation),
+            requires_digest(config),
+        )
+        text = text.replace(f"> {NOT_PREVIEW}\n\n", f"> {NOT_PREVIEW}\n\n" + "\n".join(opening) + "\n", 1)
     else:
         text = _render_served_plan(evaluation, verdicts, manifests, config)
     # What the mock runtime made up is marked wherever it is printed, and the opening says what the mark means.

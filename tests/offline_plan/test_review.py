@@ -10,7 +10,7 @@ import pytest
 from common import gpu_prices
 from offline_plan import review
 from offline_plan import write as offline_plan
-from offline_plan.mock_runtime import Evaluation
+from offline_plan.mock_runtime import Evaluation, evaluate_stack
 from policies.check import Verdict
 from tests.support.committed import committed_stack
 
@@ -118,3 +118,12 @@ def test_prod_plan_opens_with_the_decision_then_the_details(tmp_path):
     for part in ("### Verdicts by policy", "### Warnings", "### GPUs and their cost per hour", "p5.48xlarge"):
         assert part in opening, part
     assert "\n## Warnings" not in text  # not repeated at the end
+
+
+def test_a_deployer_stacks_plan_opens_with_the_decision_too():
+    evaluation = evaluate_stack("prod-deployer")
+    text = offline_plan.render_plan(evaluation, [], [])
+    assert text.startswith("# Offline plan: stack `prod-deployer` (a deployer stack)")
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads[0] == "## What to decide", heads[:2]
+    assert "**Deployable**" in text and "No GPU pools." in text
