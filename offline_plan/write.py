@@ -8,8 +8,9 @@ endpoints, ARNs) are placeholders, and encrypted secrets are never decrypted. Wh
 exactly what the program asks for: every Kubernetes object as YAML, the resource tree, the sizing
 of every model and the policy pack's verdicts on all of it.
 
-Exit status: 0 planned; 1 a mandatory policy violation; 2 the stack file or its config is unusable
-(one line per problem naming the stack file and the key; limits in docs/hostile-input.md).
+Exit status: 0 planned; 1 a mandatory policy violation, or an internal error (a defect of the program,
+said as "internal error"); 2 the stack file or its config is unusable (one line per problem naming
+the stack file and the key; limits in docs/hostile-input.md).
 """
 
 from __future__ import annotations
@@ -21,13 +22,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, helm, lifecycle, placeholders, plan_json, review, update_diff
+from offline_plan import (
+    deployer_report,
+    failures,
+    helm,
+    lifecycle,
+    object_names,
+    placeholders,
+    plan_json,
+    review,
+    update_diff,
+)
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -35,6 +44,7 @@ from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
 from policies.workloads import workload
+from safe_yaml.go_reading import dump_for_go
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
@@ -62,7 +72,7 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
         # Conventional order: apiVersion, kind, metadata first, as people write manifests.
         head: dict[str, Any] = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
         ordered = {**head, **{k: v for k, v in obj.items() if k not in head}}
-        path.write_text(yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False))
+        path.write_text(dump_for_go(ordered))
         written.append(path)
     return written
 
@@ -648,23 +658,37 @@ def _render_served_plan(
     return "\n".join(out)
 
 
+def _print_problems(stack: str, problems: list[str]) -> None:
+    print(f"plan failed for stack {stack}:", file=sys.stderr)
+    for p in problems:
+        print(f"  {p}", file=sys.stderr)
+
+
 def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
-    """Exit status: 0 planned, 1 a mandatory policy violation, 2 the stack file or config is unusable."""
+    """Exit status: 0 planned, 1 a mandatory policy violation or an internal error (the message says
+    which), 2 the stack file or config is unusable."""
+    shown = stack if STACK_NAME_RE.fullmatch(stack) else excerpt(stack)
     try:
         evaluation = evaluate_stack(stack, project_dir)
     except Exception as err:
-        problems = getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines()
-        shown = stack if STACK_NAME_RE.fullmatch(stack) else excerpt(stack)
-        print(f"plan failed for stack {shown}:", file=sys.stderr)
-        for p in problems:
-            print(f"  {p}", file=sys.stderr)
+        if failures.is_internal(err):
+            _print_problems(shown, failures.internal_error_lines(err))
+            return 1
+        _print_problems(shown, getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines())
         return 2
     try:
         config = pack_config(stack, project_dir)
         verdicts = policy_verdicts(evaluation, config)
-        helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+        rendered = helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
     except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values
+        if failures.is_internal(err):
+            _print_problems(shown, failures.internal_error_lines(err))
+            return 1
         print(f"plan failed for stack {stack}: {err}", file=sys.stderr)
+        return 2
+    name_problems = object_names.stack_problems(evaluation, rendered)
+    if name_problems:
+        _print_problems(shown, name_problems)
         return 2
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")

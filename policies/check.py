@@ -41,8 +41,8 @@ from common.untrusted import (
 from policies.objects import as_str
 from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
 from policies.resource import Resource, from_object
-from safe_yaml import YamlInputError, load_all
-from safe_yaml.bounded import json_value_problems
+from safe_yaml import YamlInputError, go_reading, load_all
+from safe_yaml.bounded import check_events, json_value_problems
 
 # Largest magnitude a numeric setting may have: thresholds are seconds or counts, and beyond 2^53 a
 # float no longer holds every integer.
@@ -239,6 +239,11 @@ def _kind(path: str) -> str:
 def load_file(path: str) -> list[Resource]:
     try:
         text = read_text_file(path, MAX_MANIFEST_FILE_BYTES)
+        check_events(text, path)  # depth and aliases first: the walk below is then bounded
+        # What kubectl would read differently from what this checker reads is refused, not guessed.
+        disagreements = go_reading.disagreements(text, path, limit=3)
+        if disagreements:
+            raise InputError("; ".join(disagreements))
         docs = load_all(text, path)
     except YamlInputError as e:
         raise InputError(f"{e}; fix the YAML") from None

@@ -148,8 +148,9 @@ def load_all(
         return list(yaml.load_all(text, Loader=loader))
     except yaml.YAMLError as err:
         raise _yaml_error(what, err) from None
-    except (RecursionError, OverflowError, ValueError, TypeError) as err:
-        # ValueError: a 5,000-digit integer; TypeError: an unhashable key the loader let through.
+    except (RecursionError, OverflowError, ValueError, TypeError, KeyError) as err:
+        # ValueError: a 5,000-digit integer; TypeError: an unhashable key the loader let through;
+        # KeyError: an explicit tag PyYAML's constructor has no value for (`!!bool y`).
         raise YamlInputError(
             f"{what}: not usable YAML ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
         ) from None

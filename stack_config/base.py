@@ -18,6 +18,7 @@ for a new number without an upper bound or a new string without a format.
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any, ClassVar
@@ -59,7 +60,19 @@ def _holds_sections(annotation: Any) -> bool:
     return any(_holds_sections(a) for a in typing.get_args(annotation))
 
 
+# A URL with userinfo (`scheme://user:password@host`, or a token as the user): whatever field holds
+# it, the credentials would be written into manifests and plan.md in plain text (RFC 3986 3.2.1
+# deprecates "user:password" in URIs for exactly that reason).
+URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s@]*@")
+
+
 def _string_problem(value: str, multiline: bool) -> str | None:
+    if URL_WITH_USERINFO.search(value):
+        return (
+            "the URL carries credentials (user:password@ or a token before the host), which would be written "
+            "into the cluster's manifests and the plan in plain text; remove them and let the server "
+            "authenticate another way"
+        )
     kind = secret_kind(value)
     if kind:
         return (

@@ -11,6 +11,7 @@ from common.untrusted import excerpt
 from stack_config.base import StrictModel
 from stack_config.fields import KernelName, NicName
 from stack_config.formats import dns_label, exact_chart_version
+from stack_config.namespaces import own_namespace
 
 
 class GpuOperatorConfig(StrictModel):
@@ -79,4 +80,4 @@ class OperatorsConfig(StrictModel):
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str) -> str:
-        return dns_label(v)
+        return own_namespace(dns_label(v))

@@ -37,6 +37,50 @@ def world_open(cidr: str) -> bool:
     return ipaddress.IPv4Network(cidr).prefixlen == 0
 
 
+# The IPv4 blocks that are not globally routable (IANA IPv4 Special-Purpose Address Registry,
+# https://www.iana.org/assignments/iana-ipv4-special-registry/, "Globally Reachable" false, plus
+# multicast 224.0.0.0/4 and the reserved 240.0.0.0/4): every other address is the public internet.
+NOT_GLOBAL = tuple(
+    ipaddress.IPv4Network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+)
+
+
+def _without(blocks: list[ipaddress.IPv4Network], cut: ipaddress.IPv4Network) -> list[ipaddress.IPv4Network]:
+    left: list[ipaddress.IPv4Network] = []
+    for block in blocks:
+        if block.subnet_of(cut):
+            continue
+        left.extend(block.address_exclude(cut) if cut.subnet_of(block) else [block])
+    return left
+
+
+def uncovered_public(cidrs: list[str]) -> list[ipaddress.IPv4Network]:
+    """The public (globally routable) addresses none of the CIDRs admits. Empty: together they open the
+    endpoint to the whole internet, whatever the split (0.0.0.0/1 with 128.0.0.0/1 is a /0)."""
+    left = [ipaddress.IPv4Network("0.0.0.0/0")]
+    for cut in [*NOT_GLOBAL, *ipaddress.collapse_addresses(ipaddress.IPv4Network(c) for c in cidrs)]:
+        left = _without(left, cut)
+        if not left:
+            break
+    return left
+
+
 def reserved(cidr: str) -> bool:
     """A private, loopback, link-local or otherwise reserved range: EKS refuses these in
     publicAccessCidrs ("The block cannot include reserved addresses", EKS User Guide, "Configure
@@ -79,7 +123,7 @@ class ClusterEndpointConfig(StrictModel):
     @property
     def is_world_open(self) -> bool:
         """The public endpoint is on and admits every address."""
-        return self.publicAccess and (not self.publicCidrs or any(world_open(c) for c in self.publicCidrs))
+        return self.publicAccess and (not self.publicCidrs or not uncovered_public(self.publicCidrs))
 
 
 class SecretsEncryptionConfig(StrictModel):

@@ -22,6 +22,7 @@ from stack_config.fields import (
     PrintableName,
 )
 from stack_config.formats import dns_label
+from stack_config.namespaces import own_namespace
 
 # The mirror Job's image: it needs the `hf` CLI, which the vLLM image ships with the huggingface_hub
 # its release pins. Pinned here on its own, not to VLLM_IMAGE: bumping the engine must not change
@@ -70,7 +71,7 @@ class ModelStoreConfig(StrictModel):
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str) -> str:
-        return dns_label(v)
+        return own_namespace(dns_label(v))
 
     @model_validator(mode="after")
     def _claim(self) -> ModelStoreConfig:

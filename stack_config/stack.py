@@ -481,7 +481,11 @@ def security_problems(stack: StackConfig) -> list[tuple[str, str]]:
                 )
             )
     if security.production and endpoint.is_world_open and not endpoint.allowWorldOpen:
-        opened = "lists 0.0.0.0/0" if endpoint.publicCidrs else "is public with no publicCidrs"
+        opened = (
+            "has publicCidrs that together admit every public address"
+            if endpoint.publicCidrs
+            else "is public with no publicCidrs"
+        )
         problems.append(
             (
                 f"{key}.publicCidrs",

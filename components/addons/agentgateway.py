@@ -35,6 +35,10 @@ from components.addons.catalog import AddOn, Crd, HelmChart
 VERSION = "v1.4.1"
 OCI = "oci://cr.agentgateway.dev/charts"
 NAMESPACE = "agentgateway-system"
+# The controller's xDS port, which every proxy fetches its configuration from (values.yaml:79
+# `controller.service.ports.agwGrpc: 9978`, templates/deployment.yaml container port `grpc-xds-agw`
+# and the AGW_AGENTGATEWAY_XDS_SERVICE_PORT the proxies are told; not set here).
+XDS_PORT = 9978
 GROUP = "agentgateway.dev"
 _VALUES = f"https://github.com/agentgateway/agentgateway/blob/{VERSION}/controller/install/helm/{{chart}}/values.yaml"
 

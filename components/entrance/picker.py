@@ -107,6 +107,10 @@ POD_SECURITY_EXCEPTION = (
 # and metrics, which Prometheus scrapes.
 EXT_PROC_PORT = 9002
 METRICS_PORT = 9090
+# The picker container's gRPC health port (routerlib templates/_deployment.yaml: `--grpc-health-port`
+# and container port `grpc-health`, `.Values.router.epp.grpcHealthPort | default 9003`; not set here):
+# its probes, and GKE's health check of the picker backend.
+HEALTH_PORT = 9003
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> N
     entrance = stack.exposure.entrance
     kind: Entrance = "none"
     controller: str | None = None
+    controller_port: int | None = None
     proxies: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
     if entrance is not None:
@@ -67,6 +68,7 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> N
             kind = "in-cluster"
             # On a cluster this program creates, agentgateway's controller is where the add-on puts it.
             controller = agentgateway.NAMESPACE if stack.creates_cluster else None
+            controller_port = agentgateway.XDS_PORT if stack.creates_cluster else None
         elif impl.name == "gke":
             kind = "gke"
             created_network = stack.creates_cluster and stack.cluster.network.vpc == "create"
@@ -90,9 +92,11 @@ def network_policy_spec(stack: cfg.StackConfig, plans: Sequence[ModelPlan]) -> N
         entrance=kind,
         gateway_name=GATEWAY_NAME,
         gateway_controller_namespace=controller,
+        gateway_controller_port=controller_port,
         gke_proxy_cidrs=proxies,
         gke_health_check_cidrs=checks,
         picker_ports=(picker.EXT_PROC_PORT, picker.METRICS_PORT),
+        picker_health_port=picker.HEALTH_PORT,
         acme=entrance is not None and entrance.tls.certificate == "acme",
         monitoring_namespace=contract.MONITORING_NAMESPACE if stack.monitoring.enabled else None,
         client_namespaces=tuple(dict.fromkeys(clients)),

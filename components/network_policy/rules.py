@@ -9,9 +9,11 @@ no rule, so each path below is a hole in it that names both ends:
 | path | from | to | port |
 |---|---|---|---|
 | DNS | every pod | kube-system's kube-dns / CoreDNS (label k8s-app=kube-dns on EKS and GKE) | UDP+TCP 53 |
-| requests | the Gateway's data plane; the endpoint pickers | vLLM servers (leaders) | contract.SERVER_PORT |
+| requests | the Gateway's data plane; the model's own endpoint picker | vLLM servers (leaders) | contract.SERVER_PORT |
 | scrapes | the monitoring namespace (Prometheus) | servers' /metrics (same port); pickers' metrics | 8000; 9090 |
 | ext_proc | the Gateway's data plane | endpoint pickers | 9002 |
+| picker health | GKE's health checkers (GKE only) | endpoint pickers' gRPC health port | 9003 |
+| xDS | the Gateway's proxy (agentgateway) | its controller's namespace | the controller's xDS port (9978) |
 | cluster API | endpoint pickers (they watch the InferencePool and its pods) | any address | 443, 6443 |
 | one replica | pods of one multi-node model (LWS leader and workers) | each other | all (Ray, NCCL) |
 | downloads | mirror Jobs (and servers that read a bucket or the Hub) | any address outside private ranges | 443 |
@@ -83,13 +85,18 @@ ACME_SOLVER_PORT = 8089
 # Gateway API GEP-1762 ("In-Cluster Gateway Deployments"): the pods an implementation deploys for a
 # Gateway carry gateway.networking.k8s.io/gateway-name=<Gateway>; agentgateway's docs select its
 # proxy by that label (kubectl get svc --selector=gateway.networking.k8s.io/gateway-name=...).
+# agentgateway v1.4.1's controller writes the proxy from the Helm chart embedded in it, whose pod
+# template carries this label with the Gateway's name (agentgateway/agentgateway@v1.4.1
+# controller/pkg/helm/agentgateway/templates/_helpers.tpl, "kgateway.gateway.selectorLabels" in
+# "kgateway.gateway.podTemplate"); tests/components/network_policy/test_rendered_hops.py renders
+# that chart with the values the controller passes.
 GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 GATEWAY_POD_FACT = Fact(
     subject="label of agentgateway's proxy pods",
     value=f"{GATEWAY_NAME_LABEL}=<Gateway name>",
-    source="Gateway API GEP-1762 (in-cluster Gateway deployments); agentgateway docs select the proxy Service by "
-    "this label; unverified against the pod template agentgateway v1.4.1's deployer writes",
-    established=False,
+    source="agentgateway/agentgateway@v1.4.1 controller/pkg/helm/agentgateway/templates/_helpers.tpl "
+    "(kgateway.gateway.selectorLabels, in the proxy's pod template); Gateway API GEP-1762",
+    established=True,
     resolve_with=f"kubectl -n <serving namespace> get pods -l {GATEWAY_NAME_LABEL}=llm-serving (the proxy pods)",
 )
 GKE_EXT_PROC_FACT = Fact(
@@ -139,11 +146,15 @@ class NetworkPolicySpec:
     entrance: Entrance = "none"
     gateway_name: str = ""
     # in-cluster: the namespace of the implementation's controller, which the proxy fetches its
-    # configuration from; None: any namespace.
+    # configuration from, and the port it serves that on (xDS); None: any namespace, any port.
     gateway_controller_namespace: str | None = None
+    gateway_controller_port: int | None = None
     gke_proxy_cidrs: tuple[str, ...] = ()
     gke_health_check_cidrs: tuple[str, ...] = ()
+    # The picker's ext_proc and metrics ports, and its gRPC health port (which GKE's health checkers
+    # call; kubelet probes come from the node and need no rule).
     picker_ports: tuple[int, int] = (9002, 9090)
+    picker_health_port: int = 9003
     acme: bool = False
     monitoring_namespace: str | None = contract.MONITORING_NAMESPACE
     # Namespaces whose pods may call the servers' API port (security.allowedClientNamespaces, and the
@@ -193,6 +204,12 @@ def _components(*values: str, model: str | None = None) -> dict[str, Any]:
 PICKERS = {"matchExpressions": [{"key": contract.PICKER_POD_LABEL, "operator": "Exists"}]}
 
 
+def _picker_of(model: str) -> dict[str, Any]:
+    """The pods of one model's picker: its release is the model's served name, and the chart labels
+    the pods with the picker's name (common.contract.picker_name)."""
+    return {"matchLabels": {contract.PICKER_POD_LABEL: contract.picker_name(model)}}
+
+
 def _gateway_peers(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     """Who sends the entrance's requests into the namespace."""
     if spec.entrance == "in-cluster":
@@ -238,7 +255,8 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         )
         sources = [
             *(gateway if via_entrance else []),
-            *([{"podSelector": PICKERS}] if via_entrance else []),
+            # Only the model's own picker: another model's picker has no business with these pods.
+            *([{"podSelector": _picker_of(group.model)}] if via_entrance else []),
             *verifier,
             *monitoring,
             *clients,
@@ -271,6 +289,12 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
             picker_in.append({"from": gateway, "ports": _ports(ext_proc)})
         if monitoring:
             picker_in.append({"from": monitoring, "ports": _ports(metrics)})
+        if spec.gke_health_check_cidrs:
+            # GKE's Gateway controller health-checks the picker's backend on its gRPC health port
+            # (llm-d-router-gateway v0.10.0 templates/gke.yaml: "The GKE gateway controller
+            # health-checks the EPP backend on gRPC port 9003 by default"), from Google's ranges.
+            checkers = [{"ipBlock": {"cidr": c}} for c in spec.gke_health_check_cidrs]
+            picker_in.append({"from": checkers, "ports": _ports(spec.picker_health_port)})
         api_servers = [g for g in spec.servers if g.port == contract.SERVER_PORT]
         picker_out = (
             [
@@ -302,8 +326,11 @@ def network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         proxy_out = [
             {"to": to_servers, "ports": _ports(contract.SERVER_PORT)} if to_servers else None,
             {"to": [{"podSelector": PICKERS}], "ports": _ports(spec.picker_ports[0])},
-            # Its configuration (xDS) from the controller.
-            {"to": [controller]},
+            # Its configuration (xDS) from the controller, on the controller's xDS port where known.
+            {
+                "to": [controller],
+                **({"ports": _ports(spec.gateway_controller_port)} if spec.gateway_controller_port else {}),
+            },
             {"to": [{"podSelector": {"matchLabels": dict(ACME_SOLVER_LABELS)}}], "ports": _ports(ACME_SOLVER_PORT)}
             if spec.acme
             else None,

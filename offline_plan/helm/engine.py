@@ -110,7 +110,9 @@ def render(release: Release, charts_dir: Path | None = None) -> RenderedRelease:
         chart = helm_python.Chart.load(directory)
     except helm_python.HelmError as err:
         raise HelmReleaseError(f"{where}: the chart does not load: {_one_line(str(err))}") from None
-    if chart.version != release.version:
+    # A registry tag may drop the "v" its chart's own version keeps: LWS's promoted tag is `0.10.0`
+    # for a chart whose Chart.yaml says `v0.10.0` (charts/SOURCES.md, lws-0.10.0); both name one chart.
+    if chart.version.removeprefix("v") != release.version.removeprefix("v"):
         raise HelmReleaseError(
             f"{where}: {directory.name}/Chart.yaml says version {chart.version}, not {release.version}"
         )

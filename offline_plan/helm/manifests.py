@@ -17,10 +17,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from offline_plan.helm.engine import RenderedRelease
 from offline_plan.mock_runtime import REDACTED
+from safe_yaml.go_reading import dump_for_go
 
 PREFIX = "helm"
 
@@ -77,6 +76,6 @@ def write(releases: list[RenderedRelease], directory: Path) -> list[Path]:
             while path in written:
                 path = path.with_name(f"{path.stem}-{n}.yaml")
                 n += 1
-            path.write_text(yaml.safe_dump(shown(obj), sort_keys=False, default_flow_style=False))
+            path.write_text(dump_for_go(shown(obj)))
             written.append(path)
     return written

@@ -1,7 +1,8 @@
 """Fuzzing the offline plan (`make plan`) with hostile stack files (issue 15).
 
 Property: whatever the stack file holds, the plan ends by itself within a bounded time and memory
-(a worker under RLIMIT_AS, tests/support/fuzz/harness.py), prints no traceback, exits 0, 1 or 2, and an exit
+(a worker under RLIMIT_AS, tests/support/fuzz/harness.py), prints no traceback and no "internal error"
+(the plan's own report of a defect, counted as a traceback), exits 0, 1 or 2, and an exit
 2 prints only lines that name the stack file (and, past the file, a key or a line:column) of bounded
 length. A value no field accepts (tests/support/fuzz/strategies.py ALWAYS_INVALID: control characters,
 pasted tokens, NaN, integers beyond int64, binary, ...) must be refused, and a pasted token never
@@ -41,6 +42,10 @@ def problems_of(case: StackCase, outcome: Outcome) -> list[str]:
     found = []
     if outcome.exit not in (0, 1, 2):
         found.append(f"exit {outcome.exit}, not 0, 1 or 2")
+    # The plan reports a defect of its own as "internal error" (exit 1) rather than as a traceback or a
+    # config problem: for the fuzzer that is a traceback, the class the harness counts.
+    if "internal error:" in outcome.stderr:
+        found.append(f"internal error: {outcome.stderr.splitlines()[1:3]}")
     if case.must_refuse and outcome.exit != 2:
         found.append(f"accepted a value no field takes (exit {outcome.exit}); planted at {case.planted}")
     if outcome.exit == 2:
@@ -65,7 +70,7 @@ def kind_of(case: StackCase, outcome: Outcome, found: list[str]) -> str | None:
         return "hang"
     if outcome.crashed:
         return "crash"
-    if not outcome.clean:
+    if not outcome.clean or "internal error:" in outcome.stderr:
         return "traceback"
     if outcome.exit not in (0, 1, 2) or (case.must_refuse and outcome.exit != 2):
         return "wrong_exit"

@@ -17,7 +17,7 @@ from offline_plan.helm import releases as helm_releases
 from offline_plan.helm.pods import summaries
 from offline_plan.helm.releases import RELEASE_TYPE, releases
 from offline_plan.mock_runtime import Evaluation
-from tests.support import schemas
+from tests.support import schemas, stack_variants
 from tests.support.committed import STACKS, committed_stack
 from tests.support.helm_crds import installed_crds, unserved_versions
 from tests.support.helm_entrance import entrance_problems
@@ -47,6 +47,17 @@ def test_every_release_of_the_stack_renders_with_the_values_the_program_passes(s
         ]
         assert all(o["metadata"]["labels"]["app.kubernetes.io/instance"] == rel.name for o in instance), rel.label
         assert rel.chart_dir().name == f"{rel.chart_name}-{source.inputs['version']}"
+
+
+@pytest.mark.parametrize("name", [stack_variants.MULTI_NODE, stack_variants.KSERVE, stack_variants.KEDA_DEV])
+def test_the_variants_add_ons_render_too(name):
+    """LWS (multi-node), KServe and KEDA are installed only by these variants. LWS's registry tag
+    `0.10.0` names a chart whose Chart.yaml says `v0.10.0` (charts/SOURCES.md): one chart."""
+    evaluation = stack_variants.variant(name)
+    rendered = helm.rendered(evaluation)
+    assert rendered and all(r.objects for r in rendered)
+    if name == stack_variants.MULTI_NODE:
+        assert any(r.release.chart_name == "lws" for r in rendered)
 
 
 def test_values_a_cloud_computes_are_named_as_placeholders():

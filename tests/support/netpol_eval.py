@@ -11,7 +11,12 @@ policies use them:
 - A rule with no `from`/`to` matches every peer; with no `ports` every port. A peer with only a
   podSelector means pods of the policy's namespace; with only a namespaceSelector every pod of the
   matching namespaces; with both, pods matching both; an ipBlock matches by address (`except`
-  carved out). Ports match by number and protocol (endPort for ranges); named ports are not used.
+  carved out). Ports match by number and protocol (endPort for ranges); a named port matches the
+  destination pod's container port of that name and protocol (the API reference, NetworkPolicyPort
+  `port`: "a named port on a pod"), so it never matches an address outside the cluster.
+- Traffic from the node a pod runs on is always allowed ("traffic to and from the node where a Pod
+  is running is always allowed, regardless of the IP address of the Pod or the node",
+  https://kubernetes.io/docs/concepts/services-networking/network-policies/): kubelet probes.
 """
 
 from __future__ import annotations
@@ -24,12 +29,26 @@ from policies.rules.stack import selector_matches as pack_selector_matches
 
 
 @dataclass(frozen=True)
+class ContainerPort:
+    name: str | None
+    number: int
+    protocol: str = "TCP"
+
+
+@dataclass(frozen=True)
 class Endpoint:
     name: str
     ip: str
     # None: outside the cluster (no namespace, no policies).
     namespace: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # The container ports the pod declares (what a named port in a policy resolves against).
+    ports: tuple[ContainerPort, ...] = ()
+    # The node the pod runs on, as a source (its kubelet's probes): never blocked.
+    node: bool = False
+
+    def port_named(self, name: str, protocol: str = "TCP") -> ContainerPort | None:
+        return next((p for p in self.ports if p.name == name and p.protocol == protocol), None)
 
     def __hash__(self) -> int:
         return hash((self.name, self.ip, self.namespace))
@@ -80,7 +99,7 @@ class Cluster:
         return "podSelector" not in peer or selector_matches(peer["podSelector"], other.labels)
 
     @staticmethod
-    def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str) -> bool:
+    def _port_matches(ports: list[dict[str, Any]] | None, port: int, protocol: str, dst: Endpoint) -> bool:
         if not ports:
             return True
         for p in ports:
@@ -88,12 +107,19 @@ class Cluster:
                 continue
             if "port" not in p:
                 return True
+            if isinstance(p["port"], str):
+                named = dst.port_named(p["port"], protocol) if dst.namespace is not None else None
+                if named is not None and named.number == port:
+                    return True
+                continue
             low, high = int(p["port"]), int(p.get("endPort", p["port"]))
             if low <= port <= high:
                 return True
         return False
 
-    def _allows(self, pod: Endpoint, direction: str, other: Endpoint, port: int, protocol: str) -> bool:
+    def _allows(self, pod: Endpoint, direction: str, other: Endpoint, port: int, protocol: str, dst: Endpoint) -> bool:
+        if direction == "Ingress" and other.node:
+            return True
         selecting = self._policies_for(pod, direction)
         if not selecting:
             return True
@@ -103,9 +129,11 @@ class Cluster:
                 peers = rule.get(peers_key)
                 if peers and not any(self._peer_matches(peer, p["metadata"]["namespace"], other) for peer in peers):
                     continue
-                if self._port_matches(rule.get("ports"), port, protocol):
+                if self._port_matches(rule.get("ports"), port, protocol, dst):
                     return True
         return False
 
     def can_reach(self, src: Endpoint, dst: Endpoint, port: int, protocol: str = "TCP") -> bool:
-        return self._allows(src, "Egress", dst, port, protocol) and self._allows(dst, "Ingress", src, port, protocol)
+        return self._allows(src, "Egress", dst, port, protocol, dst) and self._allows(
+            dst, "Ingress", src, port, protocol, dst
+        )

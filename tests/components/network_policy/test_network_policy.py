@@ -127,7 +127,9 @@ def test_every_needed_hop_is_open(stacks, stack):
             assert cluster.can_reach(g, server, contract.SERVER_PORT), (g.name, server.name)
         assert cluster.can_reach(PROMETHEUS, server, contract.SERVER_PORT), server.name
         for picker in pickers:
-            assert cluster.can_reach(picker, server, contract.SERVER_PORT), (picker.name, server.name)
+            # Each picker reaches its own model's servers only (its release is the served name).
+            own = picker.labels[contract.PICKER_POD_LABEL] == contract.picker_name(server.labels[contract.LABEL_MODEL])
+            assert cluster.can_reach(picker, server, contract.SERVER_PORT) == own, (picker.name, server.name)
     for picker in pickers:
         for g in gateway:
             assert cluster.can_reach(g, picker, 9002), (g.name, picker.name)

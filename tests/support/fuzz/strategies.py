@@ -402,8 +402,39 @@ def raw_stacks() -> st.SearchStrategy[StackCase]:
     )
 
 
+# Well-formed values that are wrong in meaning (issue 28's first class), each refused by the plan:
+# a namespace the program must not own, a URL carrying credentials, CIDRs that together open a
+# production endpoint to everyone, a derived name too long for its API, two models whose derived
+# objects are one. (stack, dotted path, value); a prod path applies to prod only.
+SEMANTIC = [
+    ("any", "modelStore.namespace", "kube-system"),
+    ("any", "modelStore.namespace", "default"),
+    ("any", "modelStore.namespace", "monitoring"),
+    ("any", "operators.namespace", "kube-public"),
+    ("any", "operators.namespace", "cert-manager"),
+    ("any", "monitoring.runbookUrl", "https://admin:hunter2@wiki.example.com/runbook.md"),
+    ("any", "models[0].autoscaling.prometheusUrl", "http://u:p@prom:9090"),
+    ("any", "models[0].name", "l" + "a" * 61),
+    (
+        "prod",
+        "security.clusterEndpoint",
+        {"publicAccess": True, "privateAccess": True, "publicCidrs": ["0.0.0.0/1", "128.0.0.0/1"]},
+    ),
+    ("prod", "models[1].name", "llama-3-1-8b-instruct-epp"),
+]
+
+
+@st.composite
+def semantic_stacks(draw) -> StackCase:
+    stack, dotted, value = draw(st.sampled_from(SEMANTIC))
+    doc = copy.deepcopy(base_stack(stack if stack != "any" else draw(st.sampled_from(["dev", "prod"]))))
+    _set(doc["config"], dotted, copy.deepcopy(value))
+    text = yaml.safe_dump(doc, allow_unicode=True, sort_keys=False, width=10**6)
+    return StackCase(text, must_refuse=True, planted=[dotted])
+
+
 def stack_cases() -> st.SearchStrategy[StackCase]:
-    return st.one_of(mutated_stacks(), mutated_stacks(), raw_stacks())
+    return st.one_of(mutated_stacks(), mutated_stacks(), raw_stacks(), semantic_stacks())
 
 
 # ---------------------------------------------------------------------------------------------
