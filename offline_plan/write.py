@@ -26,7 +26,17 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, failures, helm, lifecycle, object_names, update_diff
+from offline_plan import (
+    deployer_report,
+    failures,
+    helm,
+    lifecycle,
+    object_names,
+    placeholders,
+    plan_json,
+    review,
+    update_diff,
+)
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -174,6 +184,24 @@ def _in_stack(image: images.Image, deployed: set[str]) -> bool:
         or ref.partition("@")[0].endswith("/" + images.split_reference(image.tagged)[1] + ":" + image.tag)
         for ref in deployed
     )
+
+
+def missing_digests(evaluation: Evaluation) -> list[str]:
+    """The images this stack deploys that have no known digest (common/images.py), each once."""
+    deployed = _deployed_images(evaluation)
+    return list(dict.fromkeys(i.tagged for i in images.unresolved() if _in_stack(i, deployed)))
+
+
+def image_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The image table's rows this stack deploys (common/images.py): reference, digest (None while unresolved) and
+    who uses it; for plan.json."""
+    deployed = _deployed_images(evaluation)
+    rows = [
+        {"repository": i.repository, "tag": i.tag, "digest": i.digest.value, "usedBy": i.used_by}
+        for i in images.IMAGES.values()
+        if _in_stack(i, deployed)
+    ]
+    return sorted(rows, key=lambda r: (r["repository"], r["tag"], r["usedBy"]))
 
 
 def _cell(text: str) -> str:
@@ -540,8 +568,37 @@ def render_plan(
     config: dict[str, Any] | None = None,
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
-        return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+        text = deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+        # A deployer stack's plan opens with the same decision (it has no GPU pools to cost).
+        opening = review.review_section(
+            evaluation,
+            verdicts,
+            _pack_config_line(evaluation.stack, config),
+            missing_digests(evaluation),
+            requires_digest(config),
+        )
+        text = text.replace(f"> {NOT_PREVIEW}\n\n", f"> {NOT_PREVIEW}\n\n" + "\n".join(opening) + "\n", 1)
+    else:
+        text = _render_served_plan(evaluation, verdicts, manifests, config)
+    # What the mock runtime made up is marked wherever it is printed, and the opening says what the mark means.
+    text, marked = placeholders.mark(text, placeholders.invented(evaluation))
+    if marked:
+        text = text.replace(f"> {NOT_PREVIEW}\n", f"> {NOT_PREVIEW}\n>\n> {placeholders.LEGEND}\n", 1)
+    return text
+
+
+def _render_served_plan(
+    evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None
+) -> str:
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
+    # What a reviewer decides comes first (offline_plan/review.py); the sections after it are the details.
+    out += review.review_section(
+        evaluation,
+        verdicts,
+        _pack_config_line(evaluation.stack, config),
+        missing_digests(evaluation),
+        requires_digest(config),
+    )
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
     if table:
@@ -580,16 +637,8 @@ def render_plan(
     out += credentials_section(evaluation)
     out += update_diff.replaced_section(evaluation)
     out += lifecycle.destroy_section(evaluation)
-    warnings = list(evaluation.outputs.get("warnings") or [])
-    warnings += [
-        f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "
-        f"`pulumi config set --secret {key} ... -s {evaluation.stack}`"
-        for key in evaluation.assumed_secrets
-    ]
-    warnings += helm.placement_report(evaluation).problems  # add-on pods that fit or schedule nowhere
-    if warnings:
-        out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
+    # The warnings are in the opening (review.py); every finding of the pack, in full, is here.
+    out += ["## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")
@@ -645,6 +694,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
     manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
     (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
+    # The same facts as data, for `python -m offline_plan.diff` (offline_plan/plan_json.py).
+    plan_json.write(
+        stack_dir / plan_json.FILENAME,
+        plan_json.summary(
+            evaluation, verdicts, image_rows(evaluation), missing_digests(evaluation), requires_digest(config)
+        ),
+    )
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
     print(
@@ -666,7 +722,10 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
             f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
             f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`"
         )
-    print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
+    print(
+        f"wrote {stack_dir / 'plan.md'}, {stack_dir / plan_json.FILENAME} and {len(manifests)} manifests in "
+        f"{stack_dir / 'manifests'}"
+    )
     return 1 if mandatory else 0
 
 

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator
 from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, NatGateways, NetworkConfig
 from stack_config.errors import ConfigError, format_validation_error
+from stack_config.formats import aws_region_problem
 
 DEPLOYER_ROLE: Final = "deployer"
 SERVING_ROLE: Final = "serving"
@@ -175,6 +176,10 @@ class DeployerStackConfig(StrictModel):
     def _region(cls, v: str) -> str:
         if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", v):
             raise ValueError(f"{v!r} is not an AWS region (such as {DEFAULT_REGIONS['aws']})")
+        # A region of that shape the cloud does not have (stack_config/regions.py).
+        problem = aws_region_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @property

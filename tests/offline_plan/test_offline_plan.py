@@ -68,7 +68,11 @@ def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unr
     assert "- **Network**: the deployer stack's (prod-deployer), found by tag llm-serving/deployer" in plan_md
     assert "- **NAT**: the deployer stack's (private subnets checked)" in plan_md
     assert "- **Node autoscaler**: Karpenter 1.14.1" in plan_md
-    assert "| h100 | p5.48xlarge | us-east-1b, us-east-1d | us-east-1b | private | 1 | 1 | placement group |" in plan_md
+    # The zones are the mock runtime's answers (offline_plan/placeholders.py), and say so.
+    assert (
+        "| h100 | p5.48xlarge | us-east-1b, us-east-1d (placeholder) | us-east-1b (placeholder) | private | 1 | 1 | "
+        "placement group |"
+    ) in plan_md
     assert "aws:ec2/natGateway:NatGateway" not in plan_md and "kubernetes:karpenter.sh/v1:NodePool" in plan_md
     assert (
         "| llama-3-3-70b-instruct | h100 | 13.0 (unresolved) | 580.159.03 | runs (CUDA 13.0 needs >= 580.95.05) |"
