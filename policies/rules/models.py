@@ -53,18 +53,49 @@ _HUB_REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 _VLLM_IMAGE_RE = re.compile(r"(^|/)vllm-openai([:@]|$)")
 
 
+# vLLM's model when none is named: vllm@v0.32.0 vllm/config/model.py `ModelConfig.model = "Qwen/Qwen3-0.6B"`,
+# taken by `vllm serve` when neither the positional model_tag nor --model is given
+# (vllm@v0.32.0 vllm/entrypoints/cli/serve.py ServeSubcommand.cmd). It is a Hub repo id like any other.
+VLLM_DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+# Flags whose value looks like `org/name` but is not the model the server loads.
+_NOT_THE_MODEL_FLAGS = ("--served-model-name",)
+
+
+def _serve_line_models(rest: list[str]) -> list[str]:
+    """The model of one `vllm serve` line (the tokens after `serve`).
+
+    argparse takes the positional model_tag anywhere among the options, so a model after the flags
+    (`vllm serve --port 8000 org/model`) counts too: any argument that is not the value of a flag
+    known not to name the model. With no model and no --model at all, vLLM loads its default.
+    """
+    if rest and not rest[0].startswith("-"):
+        return [rest[0]]
+    if flag_values(rest, ("--model",)):
+        return []  # --model is read on its own
+    found = []
+    for i, t in enumerate(rest):
+        if t.startswith("-") or (i > 0 and rest[i - 1] in _NOT_THE_MODEL_FLAGS):
+            continue
+        if t.startswith(("/", "./", "~")) or _HUB_REPO_ID_RE.fullmatch(t) or is_reference(t):
+            found.append(t)
+    return found[:1] if found else [VLLM_DEFAULT_MODEL]
+
+
 def served_models(container: dict, toks: list[str]) -> list[str]:
-    """The model a vLLM server container loads: `vllm serve <model>`, `--model <model>`, or the
-    first argument of the vllm-openai image's own `vllm serve` entrypoint."""
+    """The model a vLLM server container loads: `vllm serve <model>` (before or after its flags),
+    `--model <model>` / `--model=<model>`, vLLM's default model when a `vllm serve` line names none, or
+    the first argument of the vllm-openai image's own `vllm serve` entrypoint. `$(VAR)`, `$VAR` and
+    `${VAR}` were already replaced with the container's literal env values (VLLM_MODEL, MODEL_ID, ...)."""
     models = [value for _, value in flag_values(toks, ("--model",)) if value]
     for i, t in enumerate(toks[:-1]):
         if t.rsplit("/", 1)[-1] == "vllm" and toks[i + 1] == "serve":
-            rest = toks[i + 2 :]
-            if rest and not rest[0].startswith("-"):
-                models.append(rest[0])
+            models.extend(_serve_line_models(toks[i + 2 :]))
     image = as_str(container.get("image")) or ""
-    if not container.get("command") and _VLLM_IMAGE_RE.search(image) and toks and not toks[0].startswith("-"):
-        models.append(toks[0])
+    if not container.get("command") and _VLLM_IMAGE_RE.search(image):
+        if toks and not toks[0].startswith("-"):
+            models.append(toks[0])
+        elif not models:
+            models.extend(_serve_line_models(toks))
     return list(dict.fromkeys(models))
 
 
@@ -79,8 +110,10 @@ def _container_revision_problems(c: ContainerView) -> list[str]:
     problems = []
     toks = tokens(c.container)
     for model in _unpinned_hub_models(c.container, toks):
+        named = model in toks or any(v == model for _, v in flag_values(toks, ("--model",)))
+        what = f"Hub model '{model}'" if named else f"no model, so vLLM's default Hub model '{model}',"
         problems.append(
-            f"serves Hub model '{model}' with no --revision, so vLLM loads whatever the moving 'main' branch "
+            f"serves {what} with no --revision, so vLLM loads whatever the moving 'main' branch "
             f"holds when the pod starts"
         )
     for flag, value in flag_values(toks, REVISION_FLAGS):
