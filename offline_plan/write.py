@@ -35,6 +35,8 @@ from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
 from policies.workloads import workload
+from stack_config.loader import PROJECT
+from stack_config.policy_config import PACK_CONFIG_FOLDER, POLICY_CONFIG_KEY, pack_config_choice
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
@@ -67,31 +69,44 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
     return written
 
 
-PACK_CONFIG_DIR = Path("policies") / "config"
+PACK_CONFIG_DIR = Path(PACK_CONFIG_FOLDER)
 MAX_PACK_CONFIG_BYTES = 64 * 1024
 
 
-def pack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any] | None:
-    """The policy pack's config for this stack (policies/config/<stack>.json), as the workflows pass
-    it to `pulumi preview`/`up`; None (the pack's defaults) when the stack has none."""
-    path = project_dir / PACK_CONFIG_DIR / f"{stack}.json"
+def named_pack_config(config: dict[str, str]) -> str | None:
+    """The pack config a stack file names (`policyConfig`, validated with the rest of the stack file)."""
+    return config.get(f"{PROJECT}:{POLICY_CONFIG_KEY}") or None
+
+
+def pack_config(stack: str, project_dir: Path = ROOT, named: str | None = None) -> dict[str, Any] | None:
+    """The policy pack's config for this stack (the one its stack file names, else
+    policies/config/<stack>.json), as the workflows pass it to `pulumi preview`/`up`; None (the pack's
+    defaults) when the stack names none and has no file of its own. A named file that does not exist
+    is an error: the stack asked for settings it would not get."""
+    choice = pack_config_choice(stack, named)
+    path = project_dir / choice.path
     if not path.exists():
+        if choice.named:
+            raise ValueError(f"Pulumi.{stack}.yaml: {POLICY_CONFIG_KEY}: {choice.path} does not exist")
         return None
-    what = str(PACK_CONFIG_DIR / f"{stack}.json")
-    return loads_json(read_text_file(path, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES)
+    return loads_json(
+        read_text_file(path, MAX_PACK_CONFIG_BYTES, choice.path), choice.path, max_bytes=MAX_PACK_CONFIG_BYTES
+    )
 
 
-def _pack_config_line(stack: str, config: dict[str, Any] | None) -> str:
-    """Which pack config the verdicts used: a stack without its own file gets the pack's defaults,
-    which a copy of prod's stack file would silently fall back to (no required digests)."""
-    path = PACK_CONFIG_DIR / f"{stack}.json"
+def _pack_config_line(stack: str, config: dict[str, Any] | None, named: str | None = None) -> str:
+    """Which pack config the verdicts used and why: the stack file names it, or the stack's own by its
+    name; without either the pack's defaults apply, which is said, not silent."""
+    choice = pack_config_choice(stack, named)
     if config is None:
         return (
-            f"Pack config: none (`{path}` does not exist), so the pack's defaults apply: image digests are not "
-            f"required. The workflows pass `{path}` to `pulumi preview`/`up`; create it (copy "
-            f"`{PACK_CONFIG_DIR / 'prod.json'}` for a production stack)."
+            f"Pack config: none (`{choice.path}` does not exist and Pulumi.{stack}.yaml sets no "
+            f"`{POLICY_CONFIG_KEY}`), so the pack's defaults apply: image digests are not required. Name one with "
+            f"`{POLICY_CONFIG_KEY}: {PACK_CONFIG_DIR / 'prod.json'}` in the stack file for a production stack, or "
+            f"create `{choice.path}`."
         )
-    return f"Pack config: `{path}`" + (" (image digests required)." if requires_digest(config) else ".")
+    digests = "; image digests required" if requires_digest(config) else ""
+    return f"Pack config: `{choice.path}` ({choice.why(stack)}{digests})."
 
 
 def requires_digest(config: dict[str, Any] | None) -> bool:
@@ -202,8 +217,9 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
     if missing:
         names = ", ".join(dict.fromkeys(f"`{i.tagged}`" for i in missing))
         if requires_digest(config):
+            pack_path = pack_config_choice(evaluation.stack, named_pack_config(evaluation.config)).path
             out.append(
-                f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
+                f"**NOT DEPLOYABLE with requireDigest ({pack_path}) until resolved**: "
                 f"{names} (no known digest). On a machine that can reach the registries run "
                 f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it."
             )
@@ -588,7 +604,13 @@ def render_plan(
     ]
     if warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
+    out += [
+        "",
+        "## Policy verdicts",
+        "",
+        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
+        "",
+    ]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")
@@ -620,7 +642,7 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
             print(f"  {p}", file=sys.stderr)
         return 2
     try:
-        config = pack_config(stack, project_dir)
+        config = pack_config(stack, project_dir, named_pack_config(evaluation.config))
         verdicts = policy_verdicts(evaluation, config)
         helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
     except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values

@@ -233,7 +233,8 @@ def test_misspelt_top_level_key_in_the_stack_file_is_reported():
     assert info.value.problems == [
         (
             "Pulumi.dev.yaml: modells: unknown key (did you mean 'models'?); allowed here: cloud, cluster, pools, "
-            "operators, modelStore, models, exposure, monitoring, addons, images, security, deployer, role"
+            "operators, modelStore, models, exposure, monitoring, addons, images, security, deployer, policyConfig, "
+            "role"
         )
     ]
 
