@@ -147,6 +147,8 @@ def _config_values(raw: dict, secrets: dict[str, str] | None = None) -> tuple[di
     values = {f"llm-serving:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
     for key, value in (secrets or {}).items():
         values[f"llm-serving:{key}"] = value
+    if raw.get("cloud") == "gcp":
+        values["gcp:project"] = "test-project"  # a GKE stack needs one (stack_config/gcp_project.py)
     return values, [f"llm-serving:{k}" for k in (secrets or {})]
 
 
