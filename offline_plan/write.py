@@ -35,6 +35,7 @@ from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
 from policies.workloads import workload
+from stack_config.errors import ConfigError
 from stack_config.loader import PROJECT
 from stack_config.policy_config import PACK_CONFIG_FOLDER, POLICY_CONFIG_KEY, pack_config_choice
 
@@ -87,7 +88,7 @@ def pack_config(stack: str, project_dir: Path = ROOT, named: str | None = None) 
     path = project_dir / choice.path
     if not path.exists():
         if choice.named:
-            raise ValueError(f"Pulumi.{stack}.yaml: {POLICY_CONFIG_KEY}: {choice.path} does not exist")
+            raise ConfigError([f"Pulumi.{stack}.yaml: {POLICY_CONFIG_KEY}: {choice.path} does not exist"])
         return None
     return loads_json(
         read_text_file(path, MAX_PACK_CONFIG_BYTES, choice.path), choice.path, max_bytes=MAX_PACK_CONFIG_BYTES
@@ -645,6 +646,11 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         config = pack_config(stack, project_dir, named_pack_config(evaluation.config))
         verdicts = policy_verdicts(evaluation, config)
         helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+    except ConfigError as err:  # the stack file names a pack config that is not there
+        print(f"plan failed for stack {stack}:", file=sys.stderr)
+        for p in err.problems:
+            print(f"  {p}", file=sys.stderr)
+        return 2
     except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values
         print(f"plan failed for stack {stack}: {err}", file=sys.stderr)
         return 2

@@ -211,7 +211,7 @@ def test_without_the_key_the_stack_s_own_file_or_the_defaults_apply_and_the_plan
     # A named file that does not exist is refused, not replaced by the defaults.
     with pytest.raises(ConfigError, match=r"Pulumi\.broken\.yaml: policyConfig: policies/config/nope\.json does not"):
         pack_config_cli.stack_pack_config_path("broken", project)
-    with pytest.raises(ValueError, match=r"policyConfig: policies/config/nope\.json does not exist"):
+    with pytest.raises(ConfigError, match=r"policyConfig: policies/config/nope\.json does not exist"):
         offline_plan.pack_config("broken", project, "policies/config/nope.json")
 
 

@@ -311,3 +311,14 @@ def test_the_seed_shaped_manifest_is_refused_as_unpinned(tmp_path, edit, unpinne
     assert bool(found) is unpinned, p.stdout
     if unpinned:
         assert "Hub model 'meta-llama/Llama-3.1-8B-Instruct' with no --revision" in found[0]
+
+
+def test_a_tab_in_a_manifest_is_named_as_a_tab_with_its_line_and_column(tmp_path):
+    manifest = tmp_path / "tabbed.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n\tname: p\n")
+    p = run(str(manifest))
+    assert p.returncode == 2 and p.stdout == ""
+    assert (
+        "tabbed.yaml:4:1: not valid YAML: a tab character at line 4, column 1; YAML indents with spaces only, so "
+        "replace the tab with spaces"
+    ) in p.stderr, p.stderr
