@@ -852,3 +852,18 @@ def test_the_picker_rules_read_the_chart_release_the_program_creates():
     result = analyze_stack([release, *entrance_stack(SERVER)])
     assert result.policies() == {"picker-highly-available", "inference-pool-selects-its-servers"}
     assert len(result.of("picker-highly-available")) == 2  # one replica, and no budget
+
+
+def test_a_serving_runtime_gets_its_model_from_the_inference_service_not_vllms_default():
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "rt"},
+        "spec": {"containers": [{"name": "kserve-container", "image": "vllm/vllm-openai:v0.32.0"}]},
+    }
+    c = runtime["spec"]["containers"][0]
+    c["command"] = ["vllm", "serve"]  # the InferenceService's model args are merged in at admission
+    assert analyze_k8s(runtime).of("model-revision-pinned") == []
+    c["args"] = ["Qwen/Qwen3-8B"]  # a model the runtime itself names is still judged
+    (found,) = analyze_k8s(runtime).of("model-revision-pinned")
+    assert "Hub model 'Qwen/Qwen3-8B' with no --revision" in found.message
