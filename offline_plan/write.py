@@ -45,6 +45,9 @@ from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_S
 from policies.check import check_objects
 from policies.workloads import workload
 from safe_yaml.go_reading import dump_for_go
+from stack_config.errors import ConfigError
+from stack_config.loader import PROJECT
+from stack_config.policy_config import PACK_CONFIG_FOLDER, POLICY_CONFIG_KEY, pack_config_choice
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
@@ -77,31 +80,44 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
     return written
 
 
-PACK_CONFIG_DIR = Path("policies") / "config"
+PACK_CONFIG_DIR = Path(PACK_CONFIG_FOLDER)
 MAX_PACK_CONFIG_BYTES = 64 * 1024
 
 
-def pack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any] | None:
-    """The policy pack's config for this stack (policies/config/<stack>.json), as the workflows pass
-    it to `pulumi preview`/`up`; None (the pack's defaults) when the stack has none."""
-    path = project_dir / PACK_CONFIG_DIR / f"{stack}.json"
+def named_pack_config(config: dict[str, str]) -> str | None:
+    """The pack config a stack file names (`policyConfig`, validated with the rest of the stack file)."""
+    return config.get(f"{PROJECT}:{POLICY_CONFIG_KEY}") or None
+
+
+def pack_config(stack: str, project_dir: Path = ROOT, named: str | None = None) -> dict[str, Any] | None:
+    """The policy pack's config for this stack (the one its stack file names, else
+    policies/config/<stack>.json), as the workflows pass it to `pulumi preview`/`up`; None (the pack's
+    defaults) when the stack names none and has no file of its own. A named file that does not exist
+    is an error: the stack asked for settings it would not get."""
+    choice = pack_config_choice(stack, named)
+    path = project_dir / choice.path
     if not path.exists():
+        if choice.named:
+            raise ConfigError([f"Pulumi.{stack}.yaml: {POLICY_CONFIG_KEY}: {choice.path} does not exist"])
         return None
-    what = str(PACK_CONFIG_DIR / f"{stack}.json")
-    return loads_json(read_text_file(path, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES)
+    return loads_json(
+        read_text_file(path, MAX_PACK_CONFIG_BYTES, choice.path), choice.path, max_bytes=MAX_PACK_CONFIG_BYTES
+    )
 
 
-def _pack_config_line(stack: str, config: dict[str, Any] | None) -> str:
-    """Which pack config the verdicts used: a stack without its own file gets the pack's defaults,
-    which a copy of prod's stack file would silently fall back to (no required digests)."""
-    path = PACK_CONFIG_DIR / f"{stack}.json"
+def _pack_config_line(stack: str, config: dict[str, Any] | None, named: str | None = None) -> str:
+    """Which pack config the verdicts used and why: the stack file names it, or the stack's own by its
+    name; without either the pack's defaults apply, which is said, not silent."""
+    choice = pack_config_choice(stack, named)
     if config is None:
         return (
-            f"Pack config: none (`{path}` does not exist), so the pack's defaults apply: image digests are not "
-            f"required. The workflows pass `{path}` to `pulumi preview`/`up`; create it (copy "
-            f"`{PACK_CONFIG_DIR / 'prod.json'}` for a production stack)."
+            f"Pack config: none (`{choice.path}` does not exist and Pulumi.{stack}.yaml sets no "
+            f"`{POLICY_CONFIG_KEY}`), so the pack's defaults apply: image digests are not required. Name one with "
+            f"`{POLICY_CONFIG_KEY}: {PACK_CONFIG_DIR / 'prod.json'}` in the stack file for a production stack, or "
+            f"create `{choice.path}`."
         )
-    return f"Pack config: `{path}`" + (" (image digests required)." if requires_digest(config) else ".")
+    digests = "; image digests required" if requires_digest(config) else ""
+    return f"Pack config: `{choice.path}` ({choice.why(stack)}{digests})."
 
 
 def requires_digest(config: dict[str, Any] | None) -> bool:
@@ -230,8 +246,9 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
     if missing:
         names = ", ".join(dict.fromkeys(f"`{i.tagged}`" for i in missing))
         if requires_digest(config):
+            pack_path = pack_config_choice(evaluation.stack, named_pack_config(evaluation.config)).path
             out.append(
-                f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
+                f"**NOT DEPLOYABLE with requireDigest ({pack_path}) until resolved**: "
                 f"{names} (no known digest). On a machine that can reach the registries run "
                 f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it."
             )
@@ -573,7 +590,7 @@ def render_plan(
         opening = review.review_section(
             evaluation,
             verdicts,
-            _pack_config_line(evaluation.stack, config),
+            _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
             missing_digests(evaluation),
             requires_digest(config),
         )
@@ -595,7 +612,7 @@ def _render_served_plan(
     out += review.review_section(
         evaluation,
         verdicts,
-        _pack_config_line(evaluation.stack, config),
+        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
         missing_digests(evaluation),
         requires_digest(config),
     )
@@ -638,7 +655,12 @@ def _render_served_plan(
     out += update_diff.replaced_section(evaluation)
     out += lifecycle.destroy_section(evaluation)
     # The warnings are in the opening (review.py); every finding of the pack, in full, is here.
-    out += ["## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
+    out += [
+        "## Policy verdicts",
+        "",
+        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
+        "",
+    ]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")
@@ -677,9 +699,12 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         _print_problems(shown, getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines())
         return 2
     try:
-        config = pack_config(stack, project_dir)
+        config = pack_config(stack, project_dir, named_pack_config(evaluation.config))
         verdicts = policy_verdicts(evaluation, config)
         rendered = helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+    except ConfigError as err:  # the stack file names a pack config that is not there
+        _print_problems(shown, err.problems)
+        return 2
     except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values
         if failures.is_internal(err):
             _print_problems(shown, failures.internal_error_lines(err))

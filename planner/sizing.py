@@ -764,6 +764,40 @@ def valid_tensor_parallel_sizes(arch: ModelArch, max_tp: int = 8) -> list[int]:
     return sizes
 
 
+def heads_problem(arch: ModelArch, tp: int) -> str | None:
+    """vLLM's own refusal of a TP that does not divide the attention heads, or None. vllm@v0.32.0
+    vllm/config/model.py ModelConfig.verify_with_parallel_config (lines 1544-1551):
+    `total_num_attention_heads % tensor_parallel_size != 0` raises "Total number of attention heads (H)
+    must be divisible by tensor parallel size (T)." at engine start."""
+    if arch.heads % tp == 0:
+        return None
+    divisors = [t for t in range(1, min(arch.heads, MAX_TENSOR_PARALLEL) + 1) if arch.heads % t == 0]
+    return (
+        f"vLLM refuses to start: total number of attention heads ({arch.heads}) must be divisible by tensor "
+        f"parallel size ({tp}) (vllm/config/model.py verify_with_parallel_config); sizes dividing {arch.heads}: "
+        f"{', '.join(map(str, divisors))}"
+    )
+
+
+def context_problem(arch: ModelArch, max_model_len: int) -> str | None:
+    """vLLM's refusal of a context beyond the model's maximum, or None. vllm@v0.32.0
+    vllm/config/model.py _get_and_verify_max_len (lines 2639-2665): a max_model_len above the length
+    derived from config.json raises unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which vLLM itself warns
+    yields NaNs or out-of-bounds errors past the trained positions. The derived length here is
+    max_position_embeddings; vLLM also multiplies it by the RoPE scaling factor of the types other than
+    su, longrope, llama3, yarn and DeepSeek's (lines 2595-2605: linear, dynamic) and caps it at the
+    tokenizer's model_max_length, which this check does not read (unresolved for such configs: the
+    startup log's "max_model_len" line settles it)."""
+    model_max = arch.max_position_embeddings
+    if model_max is None or max_model_len <= model_max:
+        return None
+    return (
+        f"vLLM refuses to start: max_model_len {max_model_len:,} is greater than the model's derived maximum "
+        f"(max_position_embeddings={model_max:,} in config.json) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, past "
+        f"which positions give NaN (vllm/config/model.py _get_and_verify_max_len); use at most {model_max:,}"
+    )
+
+
 def smallest_tensor_parallel_size(
     req_without_tp: SizingRequest, max_tp: int = 8, min_concurrency: float = 0.0
 ) -> int | None:
@@ -773,6 +807,21 @@ def smallest_tensor_parallel_size(
         if result.fits and result.max_concurrency >= min_concurrency:
             return tp
     return None
+
+
+def auto_tensor_parallel_size(req_without_tp: SizingRequest, max_tp: int, target_concurrency: float) -> int | None:
+    """The TP `tensorParallelSize: auto` deploys, the one rule the plan and the sizing CLI share: the
+    smallest valid size up to `max_tp` (the GPUs of one node) whose KV cache holds `target_concurrency`
+    full-length requests; when none reaches it, the fitting size that holds the most; None when none fits."""
+    tp = smallest_tensor_parallel_size(req_without_tp, max_tp=max_tp, min_concurrency=target_concurrency)
+    if tp is not None:
+        return tp
+    fitting = [
+        t
+        for t in valid_tensor_parallel_sizes(req_without_tp.arch, max_tp)
+        if size(replace(req_without_tp, tensor_parallel_size=t)).fits
+    ]
+    return fitting[-1] if fitting else None
 
 
 # Engine start-up after the weights are on the GPU: memory profiling with torch.compile, KV-cache

@@ -140,10 +140,11 @@ def test_without_require_digest_a_pinned_tag_is_enough():
 def test_prod_runs_the_pack_with_require_digest_and_dev_with_the_defaults():
     assert requires_digest(pack_config("prod"))
     assert not requires_digest(pack_config("dev"))
-    # The workflows pass the same file to `pulumi preview` / `up`.
+    # The workflows pass the same file to `pulumi preview` / `up`: the one offline_plan.pack_config prints.
     for workflow in ("pull-request.yml", "pulumi-up.yml"):
         text = (ROOT / ".github" / "workflows" / workflow).read_text()
-        assert "policyPackConfigs: policies/config/" in text, workflow
+        assert "python -m offline_plan.pack_config --stack" in text, workflow
+        assert "policyPackConfigs: ${{ steps.pack.outputs.path }}" in text, workflow
     for stack in ("dev", "prod"):
         assert json.loads((ROOT / "policies" / "config" / f"{stack}.json").read_text()) == pack_config(stack)
 
