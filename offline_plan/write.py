@@ -31,6 +31,7 @@ from offline_plan import deployer_report, helm, lifecycle, update_diff
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
+from offline_plan.helm import policy as helm_policy
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -142,8 +143,10 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
                 # [registry/]repository:tag[@digest], as those charts' templates join them.
                 registry = value.get("registry")
                 # cert-manager names it `digest`; kube-prometheus-stack `sha`, the hex alone.
+                # kube-state-metrics takes the whole "sha256:..." there.
+                sha = value.get("sha") if isinstance(value.get("sha"), str) and value.get("sha") else None
                 digest = value.get("digest") or (
-                    f"sha256:{value['sha']}" if isinstance(value.get("sha"), str) and value["sha"] else None
+                    None if sha is None else sha if sha.startswith("sha256:") else f"sha256:{sha}"
                 )
                 found.add(
                     (f"{registry}/" if isinstance(registry, str) and registry else "")
@@ -218,12 +221,12 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
         )
         out.append("")
     out.append(
-        "Add-on charts that take a digest (GPU and Network Operator operands, KEDA, LWS, cert-manager, "
-        "kube-prometheus-stack, the KServe controller) take their images from this table; each counts as in "
-        "this stack only where the stack installs it. The pack's requireDigest does not read Helm values: "
-        "the list above is where an add-on image still deployed by tag shows. Other add-on images (Grafana, "
-        "kube-state-metrics, node-exporter, agentgateway, ...) are their charts' own; docs/security.md, "
-        '"Add-on chart images", says per chart why.'
+        "Every image the Helm releases render where the chart takes an image setting comes from this table "
+        "(the add-ons, the GPU Operator with its operands and Node Feature Discovery, Karpenter, the EFA device "
+        "plugin), through the stack's pull-through cache where it has one; each counts as in this stack only "
+        'where the stack installs it. The pack checks the rendered pods too ("Policy verdicts over rendered '
+        "charts\"); tests/offline_plan/test_rendered_chart_images.py lists the operands the GPU Operator's "
+        "ClusterPolicy names but no stack here runs."
     )
     out.append("")
     return out
@@ -538,6 +541,7 @@ def render_plan(
     verdicts: list[Any],
     manifests: list[Path],
     config: dict[str, Any] | None = None,
+    chart_verdicts: helm_policy.ChartVerdicts | None = None,
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
         return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
@@ -599,6 +603,9 @@ def render_plan(
         out.append("|---|---|---|---|")
         for v in verdicts:
             out.append(f"| {v.level} | {v.policy} | {v.kind}/{v.name} | {v.message} |")
+    if chart_verdicts is None:
+        chart_verdicts = helm_policy.chart_verdicts(evaluation, helm.rendered(evaluation), verdicts, config)
+    out += ["", *helm_policy.plan_section(chart_verdicts)]
     out += ["", f"## Resources ({len(evaluation.resources)})", "", "```"]
     for depth, type_, name in evaluation.tree():
         out.append(f"{'  ' * depth}{type_}  {name}")
@@ -622,14 +629,15 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     try:
         config = pack_config(stack, project_dir)
         verdicts = policy_verdicts(evaluation, config)
-        helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+        # A release its chart cannot render: HelmReleaseError; a malformed waiver file: WaiverError.
+        charts = helm_policy.chart_verdicts(evaluation, helm.rendered(evaluation), verdicts, config, project_dir)
     except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values
         print(f"plan failed for stack {stack}: {err}", file=sys.stderr)
         return 2
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
     manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
-    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
+    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config, charts))
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
     print(
@@ -644,6 +652,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         )
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
+    chart_mandatory = [v for v in [*charts.program, *charts.applied.kept] if v.level == "mandatory"]
+    print(
+        f"  rendered charts: {len(chart_mandatory)} mandatory findings not waived, {len(charts.applied.waived)} "
+        f"waived ({helm_policy.WAIVERS}), {len(charts.applied.stale)} stale waivers"
+    )
+    for line in charts.applied.stale_lines(str(helm_policy.WAIVERS)):
+        print(f"  STALE {line}")
     deployed = _deployed_images(evaluation)
     missing = [i.tagged for i in images.unresolved() if _in_stack(i, deployed)]
     if requires_digest(config) and missing:
@@ -652,7 +667,7 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
             f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`"
         )
     print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
-    return 1 if mandatory else 0
+    return 1 if mandatory or charts.failing else 0
 
 
 def main(argv: list[str] | None = None) -> int:

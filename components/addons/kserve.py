@@ -39,18 +39,19 @@ STANDARD_MODE = "Standard"
 CONTROLLER_IMAGE = "kserve-controller"
 
 
-def resources_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    controller: dict[str, Any] = {
-        "deploymentMode": STANDARD_MODE,
-        "image": images.IMAGES[CONTROLLER_IMAGE].repository,
-        "tag": images.pinned_tag(CONTROLLER_IMAGE),
-    }
+def resources_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    image = images.chart_image(CONTROLLER_IMAGE, dict(image_mirrors or {}))
+    controller: dict[str, Any] = {"deploymentMode": STANDARD_MODE, "image": image.name, "tag": image.pinned_tag}
     if system_node_selector:
         controller["nodeSelector"] = dict(system_node_selector)
     return {"kserve": {"controller": controller}}
 
 
-def runtime_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+def runtime_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     return {"kserve": {"servingruntime": {"enabled": True}}}
 
 
