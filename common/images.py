@@ -307,6 +307,16 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
         "v1.4.1",
         _unresolved("cr.agentgateway.dev/controller", "v1.4.1", _NOT_FOUND),
     ),
+    "network-operator": (
+        "nvcr.io/nvidia/cloud-native/network-operator",
+        "v26.4.1",
+        _unresolved("nvcr.io/nvidia/cloud-native/network-operator", "v26.4.1", _NOT_FOUND),
+    ),
+    "kube-rbac-proxy": (
+        "quay.io/brancz/kube-rbac-proxy",
+        "v0.18.0",
+        _unresolved("quay.io/brancz/kube-rbac-proxy", "v0.18.0", _NOT_FOUND),
+    ),
     "karpenter-controller": (
         "public.ecr.aws/karpenter/controller",
         "1.14.1",
@@ -396,6 +406,12 @@ _USED_BY = {
     # agentgateway v1.4.1: the controller's tag defaults to the chart's appVersion (values.yaml
     # image.tag "", templates/deployment.yaml:59).
     "agentgateway-controller": "agentgateway controller (controller.image.*)",
+    # network-operator 26.4.1: the operator and its hook Jobs default to the chart's appVersion v26.4.1
+    # (values.yaml operator.tag commented; templates/operator.yaml:55).
+    "network-operator": "Network Operator: the operator and its hook Jobs (operator.*)",
+    # kserve-resources v0.20.0: the controller pod's kube-rbac-proxy sidecar
+    # (values.yaml:110 kserve.controller.rbacProxyImage; files/kserve/deployment-patch.yaml:51).
+    "kube-rbac-proxy": "KServe controller's kube-rbac-proxy sidecar (kserve.controller.rbacProxyImage)",
     # The EKS cluster layer's charts (components/cluster/aws): karpenter 1.14.1 names its controller by
     # tag and digest (charts/karpenter-1.14.1/values.yaml:125-131); aws-efa-k8s-device-plugin v0.5.30
     # by tag (charts/aws-efa-k8s-device-plugin-v0.5.30/values.yaml:1-4, image.repository and image.tag).

@@ -314,13 +314,31 @@ def gke_critical_pods_quota_spec(pods: int = 100) -> dict[str, Any]:
 # Network Operator
 
 
-def network_operator_values(placements: Sequence[Placement], nfd_owner: NfdOwner | None) -> dict[str, Any]:
-    """Values for the network-operator chart: only NFD ownership and its worker's tolerations.
+# The Network Operator's own image: "{operator.repository}/{operator.image}:{operator.tag | default
+# appVersion}" (templates/operator.yaml:55, keep-ncp-hook.yaml:80, upgrade-crd-hook.yaml:81 at 26.4.1),
+# so `tag` takes `v26.4.1@sha256:...`; only at the chart version whose default the table's tag is.
+NETWORK_OPERATOR_IMAGE = "network-operator"
+NETWORK_OPERATOR_IMAGES_CHART = "26.4.1"
+
+
+def network_operator_values(
+    placements: Sequence[Placement],
+    nfd_owner: NfdOwner | None,
+    *,
+    chart_version: str | None = None,
+    image_mirrors: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Values for the network-operator chart: NFD ownership and its worker's tolerations, and the
+    operator's own image from the table at the pinned chart version.
 
     Everything the operator deploys on the nodes is declared in the NicClusterPolicy, which the
     chart does not create (components/operators/nic_cluster_policy.py).
     """
     values: dict[str, Any] = {"nfd": {"enabled": nfd_owner == "network-operator"}}
+    if chart_version == NETWORK_OPERATOR_IMAGES_CHART:
+        entry = images.chart_image(NETWORK_OPERATOR_IMAGE, dict(image_mirrors or {}))
+        repository, _, image = entry.name.rpartition("/")
+        values["operator"] = {"repository": repository, "image": image, "tag": entry.pinned_tag}
     if nfd_owner == "network-operator":
         values["node-feature-discovery"] = {
             "worker": {"tolerations": [*map(dict, _NETWORK_OPERATOR_NFD_TOLERATIONS), *pool_tolerations(placements)]}

@@ -55,6 +55,8 @@ TEMPLATE_ONLY_KEYS = {
         "operator.version": "charts/gpu-operator-v26.7.0/templates/_helpers.tpl:71-73 (gpu-operator.fullimage)",
         "validator.version": "charts/gpu-operator-v26.7.0/templates/clusterpolicy.yaml (spec.validator.version)",
     },
+    # values.yaml shows `# tag` commented under operator (the appVersion is the default).
+    "network-operator": {"operator.tag": "charts/network-operator-26.4.1/templates/operator.yaml:55"},
 }
 
 
