@@ -80,8 +80,9 @@ def summary(
     image_rows: list[dict[str, Any]],
     missing_digests: list[str],
     require_digest: bool,
+    chart_reasons: list[str] | None = None,
 ) -> dict[str, Any]:
-    decided = review.decision(evaluation, verdicts, missing_digests, require_digest)
+    decided = review.decision(evaluation, verdicts, missing_digests, require_digest, chart_reasons)
     costs = [{k: row[k] for k in ("pool", *GPU_FIELDS)} for row in review.gpu_costs(evaluation)]
     return {
         "format": FORMAT,

@@ -120,9 +120,14 @@ def _cost_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def decision(
-    evaluation: Evaluation, verdicts: list[Any], missing_digests: list[str], require_digest: bool
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    missing_digests: list[str],
+    require_digest: bool,
+    chart_reasons: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Deployable or not, with every reason; and what `pulumi up` needs set first."""
+    """Deployable or not, with every reason; and what `pulumi up` needs set first. `chart_reasons`: what
+    the pack found on the rendered charts that no waiver covers (offline_plan/helm/policy.py)."""
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     reasons = []
     by_policy: dict[str, int] = {}
@@ -140,6 +145,7 @@ def decision(
         f"`pulumi config set --secret {key} ... -s {evaluation.stack}`"
         for key in evaluation.assumed_secrets
     ]
+    reasons += chart_reasons or []
     return {"deployable": not reasons, "reasons": reasons, "beforeUp": before_up}
 
 
@@ -172,9 +178,10 @@ def review_section(
     pack_config_line: str,
     missing_digests: list[str],
     require_digest: bool,
+    chart_reasons: list[str] | None = None,
 ) -> list[str]:
     """The opening of plan.md: the decision, the verdicts by rule, the warnings, the GPUs and their cost."""
-    verdict = decision(evaluation, verdicts, missing_digests, require_digest)
+    verdict = decision(evaluation, verdicts, missing_digests, require_digest, chart_reasons)
     out = ["## What to decide", ""]
     if verdict["deployable"]:
         out.append("**Deployable**: no mandatory policy violation, every required digest known.")

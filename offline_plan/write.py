@@ -40,6 +40,7 @@ from offline_plan import (
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
+from offline_plan.helm import policy as helm_policy
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
@@ -168,8 +169,10 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
                 # [registry/]repository:tag[@digest], as those charts' templates join them.
                 registry = value.get("registry")
                 # cert-manager names it `digest`; kube-prometheus-stack `sha`, the hex alone.
+                # kube-state-metrics takes the whole "sha256:..." there.
+                sha = value.get("sha") if isinstance(value.get("sha"), str) and value.get("sha") else None
                 digest = value.get("digest") or (
-                    f"sha256:{value['sha']}" if isinstance(value.get("sha"), str) and value["sha"] else None
+                    None if sha is None else sha if sha.startswith("sha256:") else f"sha256:{sha}"
                 )
                 found.add(
                     (f"{registry}/" if isinstance(registry, str) and registry else "")
@@ -263,12 +266,12 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
         )
         out.append("")
     out.append(
-        "Add-on charts that take a digest (GPU and Network Operator operands, KEDA, LWS, cert-manager, "
-        "kube-prometheus-stack, the KServe controller) take their images from this table; each counts as in "
-        "this stack only where the stack installs it. The pack's requireDigest does not read Helm values: "
-        "the list above is where an add-on image still deployed by tag shows. Other add-on images (Grafana, "
-        "kube-state-metrics, node-exporter, agentgateway, ...) are their charts' own; docs/security.md, "
-        '"Add-on chart images", says per chart why.'
+        "Every image the Helm releases render where the chart takes an image setting comes from this table "
+        "(the add-ons, the GPU Operator with its operands and Node Feature Discovery, Karpenter, the EFA device "
+        "plugin), through the stack's pull-through cache where it has one; each counts as in this stack only "
+        'where the stack installs it. The pack checks the rendered pods too ("Policy verdicts over rendered '
+        "charts\"); tests/offline_plan/test_rendered_chart_images.py lists the operands the GPU Operator's "
+        "ClusterPolicy names but no stack here runs."
     )
     out.append("")
     return out
@@ -583,6 +586,7 @@ def render_plan(
     verdicts: list[Any],
     manifests: list[Path],
     config: dict[str, Any] | None = None,
+    chart_verdicts: helm_policy.ChartVerdicts | None = None,
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
         text = deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
@@ -593,10 +597,11 @@ def render_plan(
             _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
             missing_digests(evaluation),
             requires_digest(config),
+            helm_policy.decision_reasons(chart_verdicts),
         )
         text = text.replace(f"> {NOT_PREVIEW}\n\n", f"> {NOT_PREVIEW}\n\n" + "\n".join(opening) + "\n", 1)
     else:
-        text = _render_served_plan(evaluation, verdicts, manifests, config)
+        text = _render_served_plan(evaluation, verdicts, manifests, config, chart_verdicts)
     # What the mock runtime made up is marked wherever it is printed, and the opening says what the mark means.
     text, marked = placeholders.mark(text, placeholders.invented(evaluation))
     if marked:
@@ -605,8 +610,14 @@ def render_plan(
 
 
 def _render_served_plan(
-    evaluation: Evaluation, verdicts: list[Any], manifests: list[Path], config: dict[str, Any] | None
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    manifests: list[Path],
+    config: dict[str, Any] | None,
+    chart_verdicts: helm_policy.ChartVerdicts | None = None,
 ) -> str:
+    if chart_verdicts is None:
+        chart_verdicts = helm_policy.chart_verdicts(evaluation, helm.rendered(evaluation), verdicts, config)
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     # What a reviewer decides comes first (offline_plan/review.py); the sections after it are the details.
     out += review.review_section(
@@ -615,6 +626,7 @@ def _render_served_plan(
         _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
         missing_digests(evaluation),
         requires_digest(config),
+        helm_policy.decision_reasons(chart_verdicts),
     )
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
@@ -671,6 +683,7 @@ def _render_served_plan(
         out.append("|---|---|---|---|")
         for v in verdicts:
             out.append(f"| {v.level} | {v.policy} | {v.kind}/{v.name} | {v.message} |")
+    out += ["", *helm_policy.plan_section(chart_verdicts)]
     out += ["", f"## Resources ({len(evaluation.resources)})", "", "```"]
     for depth, type_, name in evaluation.tree():
         out.append(f"{'  ' * depth}{type_}  {name}")
@@ -701,7 +714,9 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     try:
         config = pack_config(stack, project_dir, named_pack_config(evaluation.config))
         verdicts = policy_verdicts(evaluation, config)
-        rendered = helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+        # A release its chart cannot render: HelmReleaseError; a malformed waiver file: WaiverError.
+        rendered = helm.rendered(evaluation)
+        charts = helm_policy.chart_verdicts(evaluation, rendered, verdicts, config, project_dir)
     except ConfigError as err:  # the stack file names a pack config that is not there
         _print_problems(shown, err.problems)
         return 2
@@ -718,12 +733,17 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
     manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
-    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
+    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config, charts))
     # The same facts as data, for `python -m offline_plan.diff` (offline_plan/plan_json.py).
     plan_json.write(
         stack_dir / plan_json.FILENAME,
         plan_json.summary(
-            evaluation, verdicts, image_rows(evaluation), missing_digests(evaluation), requires_digest(config)
+            evaluation,
+            verdicts,
+            image_rows(evaluation),
+            missing_digests(evaluation),
+            requires_digest(config),
+            helm_policy.decision_reasons(charts),
         ),
     )
     mandatory = [v for v in verdicts if v.level == "mandatory"]
@@ -740,6 +760,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         )
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
+    chart_mandatory = [v for v in [*charts.program, *charts.applied.kept] if v.level == "mandatory"]
+    print(
+        f"  rendered charts: {len(chart_mandatory)} mandatory findings not waived, {len(charts.applied.waived)} "
+        f"waived ({helm_policy.WAIVERS}), {len(charts.applied.stale)} stale waivers"
+    )
+    for line in charts.applied.stale_lines(str(helm_policy.WAIVERS)):
+        print(f"  STALE {line}")
     deployed = _deployed_images(evaluation)
     missing = [i.tagged for i in images.unresolved() if _in_stack(i, deployed)]
     if requires_digest(config) and missing:
@@ -751,7 +778,7 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         f"wrote {stack_dir / 'plan.md'}, {stack_dir / plan_json.FILENAME} and {len(manifests)} manifests in "
         f"{stack_dir / 'manifests'}"
     )
-    return 1 if mandatory else 0
+    return 1 if mandatory or charts.failing else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ output.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import pulumi
@@ -50,6 +50,9 @@ class AddOnsArgs:
     creates_cluster: bool
     system_node_selector: Mapping[str, str] | None = None
     """Node labels of the untainted system pool of a created cluster; add-on pods are pinned there."""
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors); the
+    charts' image values are rewritten through it (common/images.py chart_image)."""
 
 
 class AddOns(pulumi.ComponentResource):
@@ -81,7 +84,7 @@ class AddOns(pulumi.ComponentResource):
                 self.ready[addon.key] = []
                 origin = f"provided by {need.provided_by}"
             elif args.creates_cluster:
-                self.ready[addon.key] = [self._install(addon, args.system_node_selector)]
+                self.ready[addon.key] = [self._install(addon, args.system_node_selector, args.image_mirrors)]
                 origin = f"installed: {addon.title} {addon.version}"
             else:
                 self.ready[addon.key] = self._look_up(addon)
@@ -90,7 +93,9 @@ class AddOns(pulumi.ComponentResource):
                 self.crds.provide(crd.group, crd.kind, self.ready[addon.key], origin)
         self.register_outputs({"addons": [need.key for need in args.needs]})
 
-    def _install(self, addon: AddOn, system_node_selector: Mapping[str, str] | None) -> pulumi.Resource:
+    def _install(
+        self, addon: AddOn, system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str]
+    ) -> pulumi.Resource:
         before: list[pulumi.Input[pulumi.Resource]] = list(self._after_cluster)
         for required in addon.requires:
             before += self.ready[required]
@@ -127,7 +132,7 @@ class AddOns(pulumi.ComponentResource):
                         },
                         opts=pulumi.ResourceOptions(parent=self, depends_on=before),
                     )
-                last = self._release(step, system_node_selector, [*before, namespaces[step.namespace]])
+                last = self._release(step, system_node_selector, image_mirrors, [*before, namespaces[step.namespace]])
             before = [last]
         assert last is not None, f"add-on {addon.key} has no install step"
         return last
@@ -136,9 +141,10 @@ class AddOns(pulumi.ComponentResource):
         self,
         chart: HelmChart,
         system_node_selector: Mapping[str, str] | None,
+        image_mirrors: Mapping[str, str],
         before: list[pulumi.Input[pulumi.Resource]],
     ) -> k8s.helm.v3.Release:
-        values = chart.values(system_node_selector)
+        values = chart.values(system_node_selector, image_mirrors)
         self.values[chart.release] = values
         return k8s.helm.v3.Release(
             f"{chart.release}-release",
