@@ -6,15 +6,16 @@ API server with its service account's token). Such a finding is accepted only by
 waiver file (policies/config/waivers.yaml), never silently:
 
     - release: monitoring/kube-prometheus-stack   # <namespace>/<release name>
-      stacks: [dev, prod]                         # the stacks whose plan uses it
+      stacks: [dev, prod]                         # the stacks whose plan must use it
       policy: pod-security-context                # the rule's name (policies/registry.py)
       objects: [DaemonSet/kube-prometheus-stack-prometheus-node-exporter]
       reason: the exporter reads the node's own network and process tables.
       source: charts/kube-prometheus-stack-88.3.0/charts/prometheus-node-exporter/values.yaml
 
 An entry covers every finding of `policy` on each listed object of that release (a Kind/name, in
-the release's rendered files). Each (stack, object, policy) it lists must match a finding: one that
-matches nothing is stale and is itself an error, so waivers do not outlive what they excused.
+the release's rendered files), in whatever stack installs the release. Each (stack, object, policy)
+it lists must match a finding: one that matches nothing is stale and is itself an error, so waivers
+do not outlive what they excused.
 
 Which objects belong to a release: the offline plan writes them as
 `helm.<namespace>.<release>.<Kind>-<namespace>-<name>.yaml` (offline_plan/helm/manifests.py uses
@@ -169,8 +170,12 @@ def _matches(waiver: Waiver, verdict, obj: str) -> bool:
 
 
 def apply(verdicts: list[Any], waivers: list[Waiver], stack: str) -> Applied:
-    """Split `verdicts` into kept and waived by the waivers of `stack`; list the stale ones."""
-    active = for_stack(waivers, stack)
+    """Split `verdicts` into kept and waived; list the stale waivers of `stack`.
+
+    What a chart needs does not depend on the stack that installs it, so every waiver covers its
+    findings in any stack (a new stack copied from prod is not failed by the charts prod accepts);
+    `stacks` names the stacks whose plans must use it, and only there does an unused one go stale."""
+    active = waivers
     kept: list[Any] = []
     waived: list[tuple[Any, Waiver]] = []
     used: set[tuple[int, str]] = set()
@@ -181,5 +186,5 @@ def apply(verdicts: list[Any], waivers: list[Waiver], stack: str) -> Applied:
             continue
         waived.append((verdict, match[0]))
         used.add((match[0].index, match[1]))
-    stale = [(w, o) for w in active for o in w.objects if (w.index, o) not in used]
+    stale = [(w, o) for w in for_stack(waivers, stack) for o in w.objects if (w.index, o) not in used]
     return Applied(kept, waived, stale)

@@ -27,6 +27,9 @@ PROD = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())
 
 def project(tmp_path: Path, text: str) -> Path:
     (tmp_path / "__main__.py").symlink_to(ROOT / "__main__.py")
+    # The pack's waivers of what the charts need (policies/config/waivers.yaml) travel with the
+    # program: without them every rendered chart finding would fail the plan.
+    (tmp_path / "policies").symlink_to(ROOT / "policies")
     (tmp_path / "Pulumi.hostile.yaml").write_bytes(text.encode("utf-8", "surrogateescape"))
     return tmp_path
 

@@ -124,6 +124,14 @@ def test_a_waiver_that_matches_nothing_is_stale_and_fails_the_plan():
     assert not _chart_verdicts("prod", [*others, widened]).applied.stale
 
 
+def test_a_new_stack_copied_from_prod_gets_the_waivers_of_the_charts_it_installs():
+    # What a chart needs does not depend on the stack's name; staleness is held only where listed.
+    loaded = waivers.load(str(WAIVERS))
+    prod = _chart_verdicts("prod", loaded)
+    copy = waivers.apply([v for v, _ in prod.applied.waived], loaded, "staging")
+    assert copy.waived and not copy.kept and not copy.stale
+
+
 def test_a_waiver_never_covers_the_programs_own_objects():
     # The same Kind/name outside the release's files is not waived, even if the names agree.
     loaded = waivers.load(str(WAIVERS))
