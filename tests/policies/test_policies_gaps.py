@@ -443,3 +443,84 @@ def test_the_good_gaps_fixture_passes_through_the_engine_and_is_walked():
     for obj in objects:
         assert analyze_k8s(obj).violations == [], obj["metadata"]["name"]
     assert analyze_stack([k8s_stack_entry(o) for o in objects]).violations == []
+
+
+# --- the program's own objects: clean as committed, each new rule fires on a broken copy ----------
+
+NEW_RULES = (
+    "env-set-once",
+    "no-host-access",
+    "no-projected-api-token",
+    "no-secrets-in-config-maps",
+    "namespace-pod-security-version",
+    "network-policy-no-allow-all",
+)
+
+
+def _prod_server(objects: list[dict]) -> dict:
+    return next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "llama-3-1-8b-instruct")
+
+
+def _serving_namespace(objects: list[dict]) -> str:
+    return _prod_server(objects)["metadata"]["namespace"]
+
+
+def _dup_env(objects):
+    c = pod_spec(_prod_server(objects))["containers"][0]
+    c["env"].append({"name": "HF_HUB_OFFLINE", "value": "0"})
+
+
+def _host_network(objects):
+    pod_spec(_prod_server(objects))["hostNetwork"] = True
+
+
+def _projected_token(objects):
+    pod_spec(_prod_server(objects)).setdefault("volumes", []).append(
+        {"name": "api", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+    )
+
+
+def _config_map_token(objects):
+    server = _prod_server(objects)
+    pod_spec(server)["containers"][0].setdefault("envFrom", []).append({"configMapRef": {"name": "leaky"}})
+    objects.append(config_map("leaky", {"HF_TOKEN": HF_TOKEN}, namespace=_serving_namespace(objects)))
+
+
+def _old_enforce_version(objects):
+    ns = next(o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == _serving_namespace(objects))
+    ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce-version"] = "v1.21"
+
+
+def _allow_all(objects):
+    objects.append(policy("allow-all", {"podSelector": {}, "ingress": [{}]}, ns=_serving_namespace(objects)))
+
+
+@pytest.fixture(scope="module")
+def prod():
+    from tests.support.committed import committed_stack
+    from tests.support.policy_engine import cloud_records
+
+    evaluation = committed_stack("prod")
+    return evaluation.kubernetes_objects, cloud_records(evaluation)
+
+
+def test_the_committed_prod_stack_breaks_none_of_the_new_rules(prod):
+    objects, cloud = prod
+    assert [v.message for v in check_objects(objects + cloud) if v.policy in NEW_RULES] == []
+
+
+@pytest.mark.parametrize(
+    "breaker,rule",
+    [
+        (_dup_env, "env-set-once"),
+        (_host_network, "no-host-access"),
+        (_projected_token, "no-projected-api-token"),
+        (_config_map_token, "no-secrets-in-config-maps"),
+        (_old_enforce_version, "namespace-pod-security-version"),
+        (_allow_all, "network-policy-no-allow-all"),
+    ],
+)
+def test_a_broken_copy_of_prod_is_caught_by_the_new_rule(prod, breaker, rule):
+    objects, cloud = copy.deepcopy(prod)
+    breaker(objects)
+    assert rule in {v.policy for v in check_objects(objects + cloud) if v.level == "mandatory"}
