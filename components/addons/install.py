@@ -50,6 +50,8 @@ class AddOnsArgs:
     creates_cluster: bool
     system_node_selector: Mapping[str, str] | None = None
     """Node labels of the untainted system pool of a created cluster; add-on pods are pinned there."""
+    psa_version: str = pod_security.PSA_VERSION
+    """The Pod Security policy version the add-ons' namespaces pin: the cluster's minor version."""
 
 
 class AddOns(pulumi.ComponentResource):
@@ -81,7 +83,7 @@ class AddOns(pulumi.ComponentResource):
                 self.ready[addon.key] = []
                 origin = f"provided by {need.provided_by}"
             elif args.creates_cluster:
-                self.ready[addon.key] = [self._install(addon, args.system_node_selector)]
+                self.ready[addon.key] = [self._install(addon, args.system_node_selector, args.psa_version)]
                 origin = f"installed: {addon.title} {addon.version}"
             else:
                 self.ready[addon.key] = self._look_up(addon)
@@ -90,7 +92,9 @@ class AddOns(pulumi.ComponentResource):
                 self.crds.provide(crd.group, crd.kind, self.ready[addon.key], origin)
         self.register_outputs({"addons": [need.key for need in args.needs]})
 
-    def _install(self, addon: AddOn, system_node_selector: Mapping[str, str] | None) -> pulumi.Resource:
+    def _install(
+        self, addon: AddOn, system_node_selector: Mapping[str, str] | None, psa_version: str
+    ) -> pulumi.Resource:
         before: list[pulumi.Input[pulumi.Resource]] = list(self._after_cluster)
         for required in addon.requires:
             before += self.ready[required]
@@ -122,7 +126,7 @@ class AddOns(pulumi.ComponentResource):
                         f"{addon.key}-{step.namespace}-ns",
                         metadata={
                             "name": step.namespace,
-                            "labels": pod_security.namespace_labels(level),
+                            "labels": pod_security.namespace_labels(level, psa_version),
                             "annotations": pod_security.namespace_annotations(level, reasons),
                         },
                         opts=pulumi.ResourceOptions(parent=self, depends_on=before),

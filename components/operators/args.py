@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from common.alerting import RUNBOOK_DOC
+from common.pod_security import PSA_VERSION
 from components.addons.crd_sources import CrdSources
 from components.cluster.interface import GpuPlacement
 from stack_config import OperatorsConfig
@@ -41,6 +42,8 @@ class OperatorsArgs:
     # Where the GPU alerts go; None: no GPU PrometheusRule (monitoring off, or no Prometheus
     # Operator to scrape the exporter: operators.gpuOperator.dcgmServiceMonitor false).
     gpu_alerting: GpuAlerting | None = None
+    # The Pod Security policy version the operators' namespace pins: the cluster's minor version.
+    psa_version: str = PSA_VERSION
 
 
 @dataclass(frozen=True)

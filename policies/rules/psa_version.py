@@ -7,8 +7,9 @@ pin admits what the same level refuses today: restricted pinned below v1.22 does
 dropping ALL capabilities, below v1.23 allows runAsUser 0, below v1.19 needs no seccomp profile;
 baseline pinned below v1.34 lets probes and lifecycle hooks name any `host`
 (https://kubernetes.io/docs/concepts/security/pod-security-standards/, each control's "(v1.N+)").
-The program pins a version on purpose (common/pod_security.py PSA_VERSION: an upgrade should be a
-decision, not a surprise), so `latest` passes and so does a pin at or above the floor: the rule's
+A pinned version is a fair choice (an upgrade of the checks becomes a decision, not a surprise; the
+program pins its cluster's own minor version, common/pod_security.py psa_version), so `latest`
+passes and so does a pin at or above the floor: the rule's
 `minimumVersion` setting (default PSA_VERSION) and the Kubernetes version of every EKS cluster
 (`version`) and GKE cluster (`minMasterVersion`) among the resources, since a pin older than the
 cluster it runs on gives up the checks that cluster already has. A value that is neither `latest`

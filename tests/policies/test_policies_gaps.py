@@ -524,3 +524,31 @@ def test_a_broken_copy_of_prod_is_caught_by_the_new_rule(prod, breaker, rule):
     objects, cloud = copy.deepcopy(prod)
     breaker(objects)
     assert rule in {v.policy for v in check_objects(objects + cloud) if v.level == "mandatory"}
+
+
+def test_a_stack_on_a_newer_cluster_pins_that_version_and_passes():
+    from offline_plan.mock_runtime import evaluate_stack
+    from tests.support.policy_engine import cloud_records
+
+    evaluation = evaluate_stack("dev", overrides={"cluster": {"kubernetesVersion": "1.34"}})
+    namespaces = [o for o in evaluation.kubernetes_objects if o["kind"] == "Namespace"]
+    assert namespaces
+    for ns in namespaces:
+        labels = ns["metadata"]["labels"]
+        assert {labels[f"pod-security.kubernetes.io/{m}-version"] for m in ("enforce", "warn", "audit")} == {"v1.34"}
+    verdicts = check_objects(evaluation.kubernetes_objects + cloud_records(evaluation))
+    assert [v.message for v in verdicts if v.policy == "namespace-pod-security-version"] == []
+
+
+@pytest.mark.parametrize("version,expected", [("1.34", "v1.34"), ("v1.33", "v1.33"), ("1.35.2-gke.100", "v1.35")])
+def test_psa_version_of_a_kubernetes_version(version, expected):
+    from common.pod_security import psa_version
+
+    assert psa_version(version) == expected
+
+
+def test_psa_version_refuses_what_is_not_a_version():
+    from common.pod_security import psa_version
+
+    with pytest.raises(ValueError, match=r"MAJOR\.MINOR"):
+        psa_version("latest")
