@@ -7,11 +7,15 @@ Where a literal is looked for, per container: its env values, its command line (
 a `sh -c` script, flags spelled with `_` as vLLM reads them), the exec commands of its probes and
 lifecycle hooks (`livenessProbe`/`readinessProbe`/`startupProbe`/`lifecycle.postStart`/`preStop`
 `.exec.command`, which the kubelet runs inside the container: the same spec, the same leak) and the
-headers of its httpGet probes and hooks (`httpHeaders` take no `$(VAR)` expansion, so a credential
-there is always a literal). What counts as a token is common/untrusted.py `secret_kind` (the
-issuers' documented prefixes) plus an `Authorization: Bearer|Basic <literal>` header on a command line.
-A ConfigMap that an `envFrom` or `configMapKeyRef` hands a credential to is the stack rule
-`no-secrets-in-config-maps` (policies/rules/config_map_secrets.py).
+headers of its httpGet probes and hooks (Kubernetes expands `$(VAR)` only in `command`, `args` and
+env `value`s, https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/,
+so a credential in `httpHeaders` is always a literal; vLLM needs none on /health, since its API-key
+middleware guards only the /v1, /v2, /inference and /cohere prefixes: vllm-project/vllm v0.32.0,
+vllm/entrypoints/serve/middleware/authenticate.py GUARDED_PREFIX).
+What counts as a token is common/untrusted.py `secret_kind` (the issuers' documented prefixes),
+plus an `Authorization: Bearer|Basic <literal>` header on a command line. A ConfigMap that an
+`envFrom` or `configMapKeyRef` hands a credential to is the stack rule `no-secrets-in-config-maps`
+(policies/rules/config_map_secrets.py).
 """
 
 from __future__ import annotations
