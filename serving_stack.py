@@ -76,6 +76,7 @@ addons = AddOns(
         needs=addon_needs,
         creates_cluster=stack.creates_cluster,
         system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
+        image_mirrors=cluster.image_mirrors,
         psa_version=psa_version,
     ),
     k8s_opts,
@@ -91,6 +92,7 @@ operator_args = OperatorsArgs(
     gke_driver_version=stack.gke_driver_version,
     crds=addons.crds,
     gpu_alerting=GpuAlerting(dict(monitoring.labels), monitoring.runbookUrl) if monitoring.enabled else None,
+    image_mirrors=cluster.image_mirrors,
     psa_version=psa_version,
 )
 operators_ready: list[pulumi.Resource] = []

@@ -281,6 +281,65 @@ DIGESTS: dict[str, tuple[str, str, Fact]] = {
         "network-operator-v26.4.1",
         _unresolved("nvcr.io/nvidia/mellanox/nvidia-k8s-ipam", "network-operator-v26.4.1", _NOT_FOUND),
     ),
+    "grafana": ("docker.io/grafana/grafana", "13.1.3", _unresolved("docker.io/grafana/grafana", "13.1.3", _NOT_FOUND)),
+    "grafana-sidecar": (
+        "quay.io/kiwigrid/k8s-sidecar",
+        "2.10.1",
+        _unresolved("quay.io/kiwigrid/k8s-sidecar", "2.10.1", _NOT_FOUND),
+    ),
+    "kube-state-metrics": (
+        "registry.k8s.io/kube-state-metrics/kube-state-metrics",
+        "v2.19.1",
+        _unresolved("registry.k8s.io/kube-state-metrics/kube-state-metrics", "v2.19.1", _NOT_FOUND),
+    ),
+    "node-exporter": (
+        "quay.io/prometheus/node-exporter",
+        "v1.12.1-distroless",
+        _unresolved("quay.io/prometheus/node-exporter", "v1.12.1-distroless", _NOT_FOUND),
+    ),
+    "gpu-operator": (
+        "nvcr.io/nvidia/gpu-operator",
+        "v26.7.0",
+        _unresolved("nvcr.io/nvidia/gpu-operator", "v26.7.0", _NOT_FOUND),
+    ),
+    "node-feature-discovery": (
+        "registry.k8s.io/nfd/node-feature-discovery",
+        "v0.19.0",
+        _unresolved("registry.k8s.io/nfd/node-feature-discovery", "v0.19.0", _NOT_FOUND),
+    ),
+    "agentgateway-controller": (
+        "cr.agentgateway.dev/controller",
+        "v1.4.1",
+        _unresolved("cr.agentgateway.dev/controller", "v1.4.1", _NOT_FOUND),
+    ),
+    "network-operator": (
+        "nvcr.io/nvidia/cloud-native/network-operator",
+        "v26.4.1",
+        _unresolved("nvcr.io/nvidia/cloud-native/network-operator", "v26.4.1", _NOT_FOUND),
+    ),
+    "kube-rbac-proxy": (
+        "quay.io/brancz/kube-rbac-proxy",
+        "v0.18.0",
+        _unresolved("quay.io/brancz/kube-rbac-proxy", "v0.18.0", _NOT_FOUND),
+    ),
+    "karpenter-controller": (
+        "public.ecr.aws/karpenter/controller",
+        "1.14.1",
+        _cited(
+            "public.ecr.aws/karpenter/controller",
+            "1.14.1",
+            "sha256:445baefaaa689029cc12ac1f659b916b0b82fb14308ce536f8521fcf079116fa",
+            "the published karpenter chart 1.14.1's values.yaml, controller.image.digest "
+            "(charts/karpenter-1.14.1/values.yaml:131)",
+        ),
+    ),
+    "efa-device-plugin": (
+        "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin",
+        "v0.5.20",
+        _unresolved(
+            "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin", "v0.5.20", _NOT_FOUND
+        ),
+    ),
 }
 # END DIGESTS
 
@@ -335,6 +394,35 @@ _USED_BY = {
     "network-operator-multus-cni": "Network Operator: Multus CNI (NicClusterPolicy secondaryNetwork)",
     "network-operator-plugins": "Network Operator: CNI plugins (NicClusterPolicy secondaryNetwork)",
     "network-operator-nvidia-k8s-ipam": "Network Operator: NVIDIA IPAM (NicClusterPolicy nvIpam)",
+    # kube-prometheus-stack 88.3.0's subcharts (charts/kube-prometheus-stack-88.3.0/charts/*/values.yaml,
+    # components/addons/prometheus_operator.py SUBCHART_IMAGES): Grafana's tag defaults to its appVersion
+    # 13.1.3 (grafana/values.yaml image.tag "", Chart.yaml), the sidecar's is 2.10.1 (sidecar.image.tag),
+    # kube-state-metrics' "v" + appVersion 2.19.1, node-exporter's "v" + appVersion 1.12.1 with the
+    # "-distroless" suffix the parent turns on (values.yaml prometheus-node-exporter.image.distroless true).
+    "grafana": "Grafana (grafana.image.*)",
+    "grafana-sidecar": "Grafana's dashboard and datasource sidecars (grafana.sidecar.image.*)",
+    "kube-state-metrics": "kube-state-metrics (kube-state-metrics.image.*)",
+    "node-exporter": "node-exporter DaemonSet (prometheus-node-exporter.image.*)",
+    # gpu-operator v26.7.0: the operator and its validator default to the chart's appVersion v26.7.0
+    # (values.yaml operator.version / validator.version commented out; templates/_helpers.tpl
+    # gpu-operator.fullimage); Node Feature Discovery to its subchart's appVersion v0.19.0
+    # (charts/node-feature-discovery/Chart.yaml, templates/master.yaml image tag default).
+    "gpu-operator": "GPU Operator: the operator, its hook Jobs and the validator (operator.*, validator.*)",
+    "node-feature-discovery": "GPU Operator: Node Feature Discovery (node-feature-discovery.image.*)",
+    # agentgateway v1.4.1: the controller's tag defaults to the chart's appVersion (values.yaml
+    # image.tag "", templates/deployment.yaml:59).
+    "agentgateway-controller": "agentgateway controller (controller.image.*)",
+    # network-operator 26.4.1: the operator and its hook Jobs default to the chart's appVersion v26.4.1
+    # (values.yaml operator.tag commented; templates/operator.yaml:55).
+    "network-operator": "Network Operator: the operator and its hook Jobs (operator.*)",
+    # kserve-resources v0.20.0: the controller pod's kube-rbac-proxy sidecar
+    # (values.yaml:110 kserve.controller.rbacProxyImage; files/kserve/deployment-patch.yaml:51).
+    "kube-rbac-proxy": "KServe controller's kube-rbac-proxy sidecar (kserve.controller.rbacProxyImage)",
+    # The EKS cluster layer's charts (components/cluster/aws): karpenter 1.14.1 names its controller by
+    # tag and digest (charts/karpenter-1.14.1/values.yaml:125-131); aws-efa-k8s-device-plugin v0.5.30
+    # by tag (charts/aws-efa-k8s-device-plugin-v0.5.30/values.yaml:1-4, image.repository and image.tag).
+    "karpenter-controller": "Karpenter controller (controller.image.*)",
+    "efa-device-plugin": "EFA device plugin DaemonSet on EFA nodes (image.*)",
 }
 
 IMAGES: dict[str, Image] = {
@@ -353,6 +441,48 @@ def pinned_tag(key: str) -> str:
     `<repository>:<tag>` takes in its tag field so the reference it renders is `reference(key)`."""
     image = IMAGES[key]
     return f"{image.tag}@{image.digest.value}" if image.resolved else image.tag
+
+
+@dataclass(frozen=True)
+class ChartImage:
+    """One table entry as a chart's image values take it, pulled through the stack's cache when it
+    has one for the entry's registry (`mirrored`): what each add-on's values builder writes."""
+
+    key: str
+    name: str
+    """The repository as pulled, registry included when the table's has one or a cache rewrites it:
+    `ghcr.io/kedacore/keda`, `<account>.dkr.ecr.<region>.amazonaws.com/ghcr/kedacore/keda`."""
+    registry: str
+    """The registry host of `name` (`docker.io` for a Docker Hub name without one)."""
+    path: str
+    """`name` without its registry host: what a chart's `repository` takes beside a `registry` key."""
+    tag: str
+    digest: str | None
+    """`sha256:...`, None while unresolved."""
+
+    @property
+    def pinned_tag(self) -> str:
+        """`tag@sha256:...` (or the tag alone), for a chart that writes `<repository>:<tag>`."""
+        return f"{self.tag}@{self.digest}" if self.digest else self.tag
+
+    @property
+    def reference(self) -> str:
+        """What the chart renders from these values: `name:tag[@digest]`."""
+        return f"{self.name}:{self.pinned_tag}"
+
+
+def chart_image(key: str, mirrors: dict[str, str] | None = None) -> ChartImage:
+    """Table entry `key` for a chart's image values, through `mirrors` (images.pullThrough)."""
+    entry = IMAGES[key]
+    name = mirrored(entry.repository, dict(mirrors or {}))
+    host, path, _ = split_reference(name)
+    _, sep, rest = name.partition("/")
+    if sep and host != DOCKER_HUB:
+        # The name carries its host: keep the path exactly as written after it.
+        path = rest
+    elif host == DOCKER_HUB and not name.startswith(f"{DOCKER_HUB}/"):
+        path = name  # `kserve/kserve-controller`, as the table writes it
+    return ChartImage(key, name, host, path, entry.tag, entry.digest.value)
 
 
 def unresolved() -> list[Image]:

@@ -29,6 +29,22 @@ from common.contract import PREFIX
 
 # --- the per-pod shape ------------------------------------------------------------------------
 
+# What a non-root process on a read-only root filesystem writes to, given as emptyDirs. vLLM's image
+# runs as root with HOME=/root; components/serving/writable.py says what it writes there and under
+# /tmp (measured, docs/security.md "Pods and namespaces"). HOME points at the first emptyDir.
+WRITABLE_HOME = "/home/vllm"
+WRITABLE_TMP = "/tmp"
+WRITABLE_HOME_VOLUME = "vllm-home"
+WRITABLE_TMP_VOLUME = "vllm-tmp"
+# Compile and JIT caches of a large model reach hundreds of MiB (torch.compile graphs, Triton and
+# FlashInfer kernels); the cap is far above that but keeps a runaway writer from filling the node's disk,
+# which would evict every pod on it, not just this one.
+WRITABLE_HOME_SIZE_LIMIT = "8Gi"
+# Ray's session logs of a multi-node group grow with uptime; IPC sockets and temp files are small.
+WRITABLE_TMP_SIZE_LIMIT = "4Gi"
+# Where the hardened shape and what vLLM writes are explained, for the messages that point at it.
+SECURITY_DOC = 'docs/security.md "Pods and namespaces"'
+
 # A uid/gid no image's passwd file is likely to own, above the range distributions give to login
 # users (1000-60000, /etc/login.defs UID_MAX), so files it writes are never mistaken for a person's.
 # The same number as user and group; files it writes in shared volumes are world-readable (umask 022).
@@ -50,6 +66,24 @@ AUTOMOUNT_TOKEN = "automountServiceAccountToken"
 WAIVABLE = (RUN_AS_NON_ROOT, READ_ONLY_ROOT_FS, AUTOMOUNT_TOKEN)
 # A reason shorter than this is a placeholder ("n/a", "todo"), not a reason.
 MIN_REASON_CHARS = 20
+
+
+def writable_env() -> list[dict[str, Any]]:
+    return [{"name": "HOME", "value": WRITABLE_HOME}]
+
+
+def writable_volumes() -> list[dict[str, Any]]:
+    return [
+        {"name": WRITABLE_HOME_VOLUME, "emptyDir": {"sizeLimit": WRITABLE_HOME_SIZE_LIMIT}},
+        {"name": WRITABLE_TMP_VOLUME, "emptyDir": {"sizeLimit": WRITABLE_TMP_SIZE_LIMIT}},
+    ]
+
+
+def writable_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": WRITABLE_HOME_VOLUME, "mountPath": WRITABLE_HOME},
+        {"name": WRITABLE_TMP_VOLUME, "mountPath": WRITABLE_TMP},
+    ]
 
 
 def container_security_context(*, non_root: bool = True, read_only_root: bool = True) -> dict[str, Any]:

@@ -26,15 +26,29 @@ from common import images, pod_security
 from common.untrusted import excerpt, loads_json, read_text_file
 from components.model_store import store
 from components.serving import kserve, writable
-from offline_plan import deployer_report, failures, helm, lifecycle, object_names, update_diff
+from offline_plan import (
+    deployer_report,
+    failures,
+    helm,
+    lifecycle,
+    object_names,
+    placeholders,
+    plan_json,
+    review,
+    update_diff,
+)
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
+from offline_plan.helm import policy as helm_policy
 from offline_plan.mock_runtime import ROOT, STACK_NAME_RE, Evaluation, evaluate_stack, redact_secrets, whole_numbers
 from offline_plan.waits import GITHUB_HOSTED_JOB_LIMIT_MINUTES, WORKFLOW_SETUP_SECONDS, chain_table
 from policies.check import check_objects
 from policies.workloads import workload
 from safe_yaml.go_reading import dump_for_go
+from stack_config.errors import ConfigError
+from stack_config.loader import PROJECT
+from stack_config.policy_config import PACK_CONFIG_FOLDER, POLICY_CONFIG_KEY, pack_config_choice
 
 NOT_PREVIEW = (
     "Offline plan, not `pulumi preview`: evaluated with the Pulumi SDK's mock runtime; Helm charts are "
@@ -67,31 +81,44 @@ def write_manifests(objects: list[dict[str, Any]], directory: Path) -> list[Path
     return written
 
 
-PACK_CONFIG_DIR = Path("policies") / "config"
+PACK_CONFIG_DIR = Path(PACK_CONFIG_FOLDER)
 MAX_PACK_CONFIG_BYTES = 64 * 1024
 
 
-def pack_config(stack: str, project_dir: Path = ROOT) -> dict[str, Any] | None:
-    """The policy pack's config for this stack (policies/config/<stack>.json), as the workflows pass
-    it to `pulumi preview`/`up`; None (the pack's defaults) when the stack has none."""
-    path = project_dir / PACK_CONFIG_DIR / f"{stack}.json"
+def named_pack_config(config: dict[str, str]) -> str | None:
+    """The pack config a stack file names (`policyConfig`, validated with the rest of the stack file)."""
+    return config.get(f"{PROJECT}:{POLICY_CONFIG_KEY}") or None
+
+
+def pack_config(stack: str, project_dir: Path = ROOT, named: str | None = None) -> dict[str, Any] | None:
+    """The policy pack's config for this stack (the one its stack file names, else
+    policies/config/<stack>.json), as the workflows pass it to `pulumi preview`/`up`; None (the pack's
+    defaults) when the stack names none and has no file of its own. A named file that does not exist
+    is an error: the stack asked for settings it would not get."""
+    choice = pack_config_choice(stack, named)
+    path = project_dir / choice.path
     if not path.exists():
+        if choice.named:
+            raise ConfigError([f"Pulumi.{stack}.yaml: {POLICY_CONFIG_KEY}: {choice.path} does not exist"])
         return None
-    what = str(PACK_CONFIG_DIR / f"{stack}.json")
-    return loads_json(read_text_file(path, MAX_PACK_CONFIG_BYTES, what), what, max_bytes=MAX_PACK_CONFIG_BYTES)
+    return loads_json(
+        read_text_file(path, MAX_PACK_CONFIG_BYTES, choice.path), choice.path, max_bytes=MAX_PACK_CONFIG_BYTES
+    )
 
 
-def _pack_config_line(stack: str, config: dict[str, Any] | None) -> str:
-    """Which pack config the verdicts used: a stack without its own file gets the pack's defaults,
-    which a copy of prod's stack file would silently fall back to (no required digests)."""
-    path = PACK_CONFIG_DIR / f"{stack}.json"
+def _pack_config_line(stack: str, config: dict[str, Any] | None, named: str | None = None) -> str:
+    """Which pack config the verdicts used and why: the stack file names it, or the stack's own by its
+    name; without either the pack's defaults apply, which is said, not silent."""
+    choice = pack_config_choice(stack, named)
     if config is None:
         return (
-            f"Pack config: none (`{path}` does not exist), so the pack's defaults apply: image digests are not "
-            f"required. The workflows pass `{path}` to `pulumi preview`/`up`; create it (copy "
-            f"`{PACK_CONFIG_DIR / 'prod.json'}` for a production stack)."
+            f"Pack config: none (`{choice.path}` does not exist and Pulumi.{stack}.yaml sets no "
+            f"`{POLICY_CONFIG_KEY}`), so the pack's defaults apply: image digests are not required. Name one with "
+            f"`{POLICY_CONFIG_KEY}: {PACK_CONFIG_DIR / 'prod.json'}` in the stack file for a production stack, or "
+            f"create `{choice.path}`."
         )
-    return f"Pack config: `{path}`" + (" (image digests required)." if requires_digest(config) else ".")
+    digests = "; image digests required" if requires_digest(config) else ""
+    return f"Pack config: `{choice.path}` ({choice.why(stack)}{digests})."
 
 
 def requires_digest(config: dict[str, Any] | None) -> bool:
@@ -142,8 +169,10 @@ def _deployed_images(evaluation: Evaluation) -> set[str]:
                 # [registry/]repository:tag[@digest], as those charts' templates join them.
                 registry = value.get("registry")
                 # cert-manager names it `digest`; kube-prometheus-stack `sha`, the hex alone.
+                # kube-state-metrics takes the whole "sha256:..." there.
+                sha = value.get("sha") if isinstance(value.get("sha"), str) and value.get("sha") else None
                 digest = value.get("digest") or (
-                    f"sha256:{value['sha']}" if isinstance(value.get("sha"), str) and value["sha"] else None
+                    None if sha is None else sha if sha.startswith("sha256:") else f"sha256:{sha}"
                 )
                 found.add(
                     (f"{registry}/" if isinstance(registry, str) and registry else "")
@@ -176,6 +205,24 @@ def _in_stack(image: images.Image, deployed: set[str]) -> bool:
     )
 
 
+def missing_digests(evaluation: Evaluation) -> list[str]:
+    """The images this stack deploys that have no known digest (common/images.py), each once."""
+    deployed = _deployed_images(evaluation)
+    return list(dict.fromkeys(i.tagged for i in images.unresolved() if _in_stack(i, deployed)))
+
+
+def image_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The image table's rows this stack deploys (common/images.py): reference, digest (None while unresolved) and
+    who uses it; for plan.json."""
+    deployed = _deployed_images(evaluation)
+    rows = [
+        {"repository": i.repository, "tag": i.tag, "digest": i.digest.value, "usedBy": i.used_by}
+        for i in images.IMAGES.values()
+        if _in_stack(i, deployed)
+    ]
+    return sorted(rows, key=lambda r: (r["repository"], r["tag"], r["usedBy"]))
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -202,8 +249,9 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
     if missing:
         names = ", ".join(dict.fromkeys(f"`{i.tagged}`" for i in missing))
         if requires_digest(config):
+            pack_path = pack_config_choice(evaluation.stack, named_pack_config(evaluation.config)).path
             out.append(
-                f"**NOT DEPLOYABLE with requireDigest (policies/config/{evaluation.stack}.json) until resolved**: "
+                f"**NOT DEPLOYABLE with requireDigest ({pack_path}) until resolved**: "
                 f"{names} (no known digest). On a machine that can reach the registries run "
                 f"`{images.RESOLVE_COMMAND}`, review the diff of common/images.py and commit it."
             )
@@ -218,12 +266,12 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
         )
         out.append("")
     out.append(
-        "Add-on charts that take a digest (GPU and Network Operator operands, KEDA, LWS, cert-manager, "
-        "kube-prometheus-stack, the KServe controller) take their images from this table; each counts as in "
-        "this stack only where the stack installs it. The pack's requireDigest does not read Helm values: "
-        "the list above is where an add-on image still deployed by tag shows. Other add-on images (Grafana, "
-        "kube-state-metrics, node-exporter, agentgateway, ...) are their charts' own; docs/security.md, "
-        '"Add-on chart images", says per chart why.'
+        "Every image the Helm releases render where the chart takes an image setting comes from this table "
+        "(the add-ons, the GPU Operator with its operands and Node Feature Discovery, Karpenter, the EFA device "
+        "plugin), through the stack's pull-through cache where it has one; each counts as in this stack only "
+        'where the stack installs it. The pack checks the rendered pods too ("Policy verdicts over rendered '
+        "charts\"); tests/offline_plan/test_rendered_chart_images.py lists the operands the GPU Operator's "
+        "ClusterPolicy names but no stack here runs."
     )
     out.append("")
     return out
@@ -538,10 +586,48 @@ def render_plan(
     verdicts: list[Any],
     manifests: list[Path],
     config: dict[str, Any] | None = None,
+    chart_verdicts: helm_policy.ChartVerdicts | None = None,
 ) -> str:
     if deployer_report.is_deployer_stack(evaluation):
-        return deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+        text = deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
+        # A deployer stack's plan opens with the same decision (it has no GPU pools to cost).
+        opening = review.review_section(
+            evaluation,
+            verdicts,
+            _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
+            missing_digests(evaluation),
+            requires_digest(config),
+            helm_policy.decision_reasons(chart_verdicts),
+        )
+        text = text.replace(f"> {NOT_PREVIEW}\n\n", f"> {NOT_PREVIEW}\n\n" + "\n".join(opening) + "\n", 1)
+    else:
+        text = _render_served_plan(evaluation, verdicts, manifests, config, chart_verdicts)
+    # What the mock runtime made up is marked wherever it is printed, and the opening says what the mark means.
+    text, marked = placeholders.mark(text, placeholders.invented(evaluation))
+    if marked:
+        text = text.replace(f"> {NOT_PREVIEW}\n", f"> {NOT_PREVIEW}\n>\n> {placeholders.LEGEND}\n", 1)
+    return text
+
+
+def _render_served_plan(
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    manifests: list[Path],
+    config: dict[str, Any] | None,
+    chart_verdicts: helm_policy.ChartVerdicts | None = None,
+) -> str:
+    if chart_verdicts is None:
+        chart_verdicts = helm_policy.chart_verdicts(evaluation, helm.rendered(evaluation), verdicts, config)
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
+    # What a reviewer decides comes first (offline_plan/review.py); the sections after it are the details.
+    out += review.review_section(
+        evaluation,
+        verdicts,
+        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
+        missing_digests(evaluation),
+        requires_digest(config),
+        helm_policy.decision_reasons(chart_verdicts),
+    )
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
     if table:
@@ -580,16 +666,13 @@ def render_plan(
     out += credentials_section(evaluation)
     out += update_diff.replaced_section(evaluation)
     out += lifecycle.destroy_section(evaluation)
-    warnings = list(evaluation.outputs.get("warnings") or [])
-    warnings += [
-        f"`{key}` is not set in Pulumi.{evaluation.stack}.yaml; this plan used a placeholder. Before `pulumi up`: "
-        f"`pulumi config set --secret {key} ... -s {evaluation.stack}`"
-        for key in evaluation.assumed_secrets
+    # The warnings are in the opening (review.py); every finding of the pack, in full, is here.
+    out += [
+        "## Policy verdicts",
+        "",
+        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
+        "",
     ]
-    warnings += helm.placement_report(evaluation).problems  # add-on pods that fit or schedule nowhere
-    if warnings:
-        out += ["## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Policy verdicts", "", _pack_config_line(evaluation.stack, config), ""]
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     if not verdicts:
         out.append("No violations.")
@@ -600,6 +683,7 @@ def render_plan(
         out.append("|---|---|---|---|")
         for v in verdicts:
             out.append(f"| {v.level} | {v.policy} | {v.kind}/{v.name} | {v.message} |")
+    out += ["", *helm_policy.plan_section(chart_verdicts)]
     out += ["", f"## Resources ({len(evaluation.resources)})", "", "```"]
     for depth, type_, name in evaluation.tree():
         out.append(f"{'  ' * depth}{type_}  {name}")
@@ -628,9 +712,14 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         _print_problems(shown, getattr(err, "problems", None) or (str(err).strip() or type(err).__name__).splitlines())
         return 2
     try:
-        config = pack_config(stack, project_dir)
+        config = pack_config(stack, project_dir, named_pack_config(evaluation.config))
         verdicts = policy_verdicts(evaluation, config)
-        rendered = helm.rendered(evaluation)  # a release its chart cannot render: HelmReleaseError
+        # A release its chart cannot render: HelmReleaseError; a malformed waiver file: WaiverError.
+        rendered = helm.rendered(evaluation)
+        charts = helm_policy.chart_verdicts(evaluation, rendered, verdicts, config, project_dir)
+    except ConfigError as err:  # the stack file names a pack config that is not there
+        _print_problems(shown, err.problems)
+        return 2
     except ValueError as err:  # a malformed policies/config/<stack>.json, or a chart refusing its values
         if failures.is_internal(err):
             _print_problems(shown, failures.internal_error_lines(err))
@@ -644,7 +733,19 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     stack_dir = out_dir / stack
     manifests = write_manifests(evaluation.kubernetes_objects, stack_dir / "manifests")
     manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
-    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config))
+    (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config, charts))
+    # The same facts as data, for `python -m offline_plan.diff` (offline_plan/plan_json.py).
+    plan_json.write(
+        stack_dir / plan_json.FILENAME,
+        plan_json.summary(
+            evaluation,
+            verdicts,
+            image_rows(evaluation),
+            missing_digests(evaluation),
+            requires_digest(config),
+            helm_policy.decision_reasons(charts),
+        ),
+    )
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
     print(
@@ -659,6 +760,13 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
         )
     for v in mandatory:
         print(f"  MANDATORY {v.policy}: {v.kind}/{v.name}: {v.message}")
+    chart_mandatory = [v for v in [*charts.program, *charts.applied.kept] if v.level == "mandatory"]
+    print(
+        f"  rendered charts: {len(chart_mandatory)} mandatory findings not waived, {len(charts.applied.waived)} "
+        f"waived ({helm_policy.WAIVERS}), {len(charts.applied.stale)} stale waivers"
+    )
+    for line in charts.applied.stale_lines(str(helm_policy.WAIVERS)):
+        print(f"  STALE {line}")
     deployed = _deployed_images(evaluation)
     missing = [i.tagged for i in images.unresolved() if _in_stack(i, deployed)]
     if requires_digest(config) and missing:
@@ -666,8 +774,11 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
             f"  NOT DEPLOYABLE with requireDigest until these digests are resolved: "
             f"{', '.join(dict.fromkeys(missing))}; run `{images.RESOLVE_COMMAND}`"
         )
-    print(f"wrote {stack_dir / 'plan.md'} and {len(manifests)} manifests in {stack_dir / 'manifests'}")
-    return 1 if mandatory else 0
+    print(
+        f"wrote {stack_dir / 'plan.md'}, {stack_dir / plan_json.FILENAME} and {len(manifests)} manifests in "
+        f"{stack_dir / 'manifests'}"
+    )
+    return 1 if mandatory or charts.failing else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -211,6 +211,15 @@ def load_model_config(repo_id_or_path: str, revision: str | None = None) -> dict
 # Folders (explicit local folder or the committed model-metadata folder)
 
 
+def checkpoint_bytes_beside(config_path: str) -> int | None:
+    """The checkpoint's bytes as the plan reads them (a safetensors index or weights.json in the folder
+    of `config_path`, or its single weights file), so the sizing CLI given a model folder's config.json
+    sizes the same weights as the plan; None when the folder lists no weights."""
+    path = Path(config_path)
+    folder = path if path.is_dir() else path.parent
+    return _folder_weights_bytes(folder) if (folder / CONFIG_FILE).is_file() else None
+
+
 def _read_folder(repo_id: str, revision: str, folder: Path) -> ModelMetadata:
     return ModelMetadata(
         repo_id=repo_id,

@@ -356,15 +356,9 @@ def plan_model(
         )
     max_model_len = model.maxModelLen or model_max
     assert max_model_len is not None  # the check above raised when neither is set
-    if model_max is not None and max_model_len > model_max:
-        raise PlanError(
-            [
-                (
-                    f"{key}.maxModelLen: {max_model_len} exceeds the model's maximum of "
-                    f"{arch.max_position_embeddings} tokens (max_position_embeddings); lower it"
-                )
-            ]
-        )
+    too_long = sizing.context_problem(arch, max_model_len)
+    if too_long:
+        raise PlanError([f"{key}.maxModelLen: {too_long}"])
     pp = model.pipelineParallelSize
     problems = checkpoint_problems(key, model, arch)
     if problems:
@@ -405,11 +399,8 @@ def plan_model(
 
     target = model.targetConcurrentRequests
     if model.tensorParallelSize == "auto":
-        tp = sizing.smallest_tensor_parallel_size(request(1), max_tp=max_tp, min_concurrency=target)
-        if tp is None:
-            # No size inside the node reaches the target: the one that holds the most requests, if any fits.
-            fitting = [t for t in sizing.valid_tensor_parallel_sizes(arch, max_tp) if sizing.size(request(t)).fits]
-            tp = fitting[-1] if fitting else None
+        # No size inside the node reaches the target: the one that holds the most requests, if any fits.
+        tp = sizing.auto_tensor_parallel_size(request(1), max_tp=max_tp, target_concurrency=target)
         if tp is None:
             raise PlanError([does_not_fit(key, model, pool, gpu, max_tp, max_model_len, shared_gpus, request)])
     else:

@@ -303,7 +303,11 @@ def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
             tokens, seqs = 16384, 1024
         elif memory >= 70 and "a100" not in (req.gpu_name or "").lower():
             tokens, seqs = 8192, 1024
-    return req.max_num_batched_tokens or tokens, req.max_num_seqs or seqs
+    tokens = req.max_num_batched_tokens or tokens
+    # A max_num_seqs left to its default is capped by max_num_batched_tokens, so --max-num-batched-tokens 1
+    # runs one sequence at a time (vllm@v0.32.0 vllm/engine/arg_utils.py lines 3178-3180: "if
+    # orig_max_num_seqs is None: self.max_num_seqs = min(self.max_num_seqs, self.max_num_batched_tokens)").
+    return tokens, req.max_num_seqs or min(seqs, tokens)
 
 
 def default_gpu_memory_utilization(vllm_version: str | None) -> float:
@@ -552,6 +556,9 @@ def _prefix_caching(req: SizingRequest) -> bool:
 MAX_TENSOR_PARALLEL = 512
 MAX_GPU_MEMORY_GIB = 4096.0
 MAX_BLOCK_SIZE = 4096  # vLLM's CacheConfig.block_size: any int > 0 (vllm/config/cache.py)
+# The KV-cache block sizes the attention kernels of the catalog's GPUs take (FlashAttention's
+# MultipleOf(16)); FlashInfer and FlashMLA take multiples of 16 as well (16, 32, 64).
+ATTENTION_BLOCK_MULTIPLE = 16
 MAX_BATCHED_TOKENS = 2**24
 MAX_NUM_SEQS = 2**20
 MAX_WEIGHT_BYTES = 2**50  # 1 PiB
@@ -595,6 +602,22 @@ def request_problem(req: SizingRequest) -> str | None:
         return f"max_num_seqs must be a whole number from 1 to {MAX_NUM_SEQS:,}"
     if not _whole_in(req.block_size, 1, MAX_BLOCK_SIZE):
         return f"block_size must be a whole number from 1 to {MAX_BLOCK_SIZE}"
+    if req.block_size % ATTENTION_BLOCK_MULTIPLE:
+        return (
+            f"block_size {req.block_size} is not a multiple of {ATTENTION_BLOCK_MULTIPLE}: vLLM's FlashAttention "
+            f"backend takes only multiples of {ATTENTION_BLOCK_MULTIPLE} (vllm@v0.32.0 "
+            "vllm/v1/attention/backends/flash_attn.py get_supported_kernel_block_sizes) and stops with "
+            '"No common block size" (vllm/v1/worker/utils.py select_common_block_size)'
+        )
+    if (
+        req.max_num_batched_tokens is not None
+        and req.max_num_seqs is not None
+        and req.max_num_batched_tokens < req.max_num_seqs
+    ):
+        return (
+            f"max_num_batched_tokens ({req.max_num_batched_tokens}) must be greater than or equal to max_num_seqs "
+            f"({req.max_num_seqs}), vLLM's own rule (vllm@v0.32.0 vllm/config/scheduler.py line 328)"
+        )
     if not _whole_in(req.speculative_tokens, 0, MAX_SPECULATIVE_TOKENS):
         return f"speculative tokens must be a whole number from 0 to {MAX_SPECULATIVE_TOKENS}"
     return None
@@ -741,6 +764,40 @@ def valid_tensor_parallel_sizes(arch: ModelArch, max_tp: int = 8) -> list[int]:
     return sizes
 
 
+def heads_problem(arch: ModelArch, tp: int) -> str | None:
+    """vLLM's own refusal of a TP that does not divide the attention heads, or None. vllm@v0.32.0
+    vllm/config/model.py ModelConfig.verify_with_parallel_config (lines 1544-1551):
+    `total_num_attention_heads % tensor_parallel_size != 0` raises "Total number of attention heads (H)
+    must be divisible by tensor parallel size (T)." at engine start."""
+    if arch.heads % tp == 0:
+        return None
+    divisors = [t for t in range(1, min(arch.heads, MAX_TENSOR_PARALLEL) + 1) if arch.heads % t == 0]
+    return (
+        f"vLLM refuses to start: total number of attention heads ({arch.heads}) must be divisible by tensor "
+        f"parallel size ({tp}) (vllm/config/model.py verify_with_parallel_config); sizes dividing {arch.heads}: "
+        f"{', '.join(map(str, divisors))}"
+    )
+
+
+def context_problem(arch: ModelArch, max_model_len: int) -> str | None:
+    """vLLM's refusal of a context beyond the model's maximum, or None. vllm@v0.32.0
+    vllm/config/model.py _get_and_verify_max_len (lines 2639-2665): a max_model_len above the length
+    derived from config.json raises unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which vLLM itself warns
+    yields NaNs or out-of-bounds errors past the trained positions. The derived length here is
+    max_position_embeddings; vLLM also multiplies it by the RoPE scaling factor of the types other than
+    su, longrope, llama3, yarn and DeepSeek's (lines 2595-2605: linear, dynamic) and caps it at the
+    tokenizer's model_max_length, which this check does not read (unresolved for such configs: the
+    startup log's "max_model_len" line settles it)."""
+    model_max = arch.max_position_embeddings
+    if model_max is None or max_model_len <= model_max:
+        return None
+    return (
+        f"vLLM refuses to start: max_model_len {max_model_len:,} is greater than the model's derived maximum "
+        f"(max_position_embeddings={model_max:,} in config.json) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, past "
+        f"which positions give NaN (vllm/config/model.py _get_and_verify_max_len); use at most {model_max:,}"
+    )
+
+
 def smallest_tensor_parallel_size(
     req_without_tp: SizingRequest, max_tp: int = 8, min_concurrency: float = 0.0
 ) -> int | None:
@@ -750,6 +807,21 @@ def smallest_tensor_parallel_size(
         if result.fits and result.max_concurrency >= min_concurrency:
             return tp
     return None
+
+
+def auto_tensor_parallel_size(req_without_tp: SizingRequest, max_tp: int, target_concurrency: float) -> int | None:
+    """The TP `tensorParallelSize: auto` deploys, the one rule the plan and the sizing CLI share: the
+    smallest valid size up to `max_tp` (the GPUs of one node) whose KV cache holds `target_concurrency`
+    full-length requests; when none reaches it, the fitting size that holds the most; None when none fits."""
+    tp = smallest_tensor_parallel_size(req_without_tp, max_tp=max_tp, min_concurrency=target_concurrency)
+    if tp is not None:
+        return tp
+    fitting = [
+        t
+        for t in valid_tensor_parallel_sizes(req_without_tp.arch, max_tp)
+        if size(replace(req_without_tp, tensor_parallel_size=t)).fits
+    ]
+    return fitting[-1] if fitting else None
 
 
 # Engine start-up after the weights are on the GPU: memory profiling with torch.compile, KV-cache

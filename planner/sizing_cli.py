@@ -37,7 +37,8 @@ from common.engine import QUANTIZATION_METHODS, VLLM_VERSION
 from common.gpus import CATALOG, CUDA_TOTAL_TOLERANCE, Gpu, UnknownGpuError, get_gpu, match_cuda_total
 from common.untrusted import MAX_MODEL_CONFIG_BYTES, InputLimitError, excerpt, loads_json, read_text_file
 from planner import sizing_explain, startup_log
-from planner.checkpoint import dtype_problem, quantization_problem
+from planner.checkpoint import dtype_problem, loaded_weight_bytes, quantization_problem
+from planner.hub import checkpoint_bytes_beside
 from planner.model_arch import MAX_CONTEXT, MAX_LAYERS, ModelArch, SizingError
 from planner.sizing import (
     INTERCONNECTS,
@@ -50,13 +51,27 @@ from planner.sizing import (
     GiB,
     SizingRequest,
     SizingResult,
+    auto_tensor_parallel_size,
+    context_problem,
+    heads_problem,
     size,
-    smallest_tensor_parallel_size,
     total_weights_from_first_stage,
     valid_tensor_parallel_sizes,
 )
+from stack_config.formats import did_you_mean
+from stack_config.models import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_TARGET_CONCURRENT_REQUESTS
 
 BAR_WIDTH = 50
+CLOUDS = ("aws", "gcp")
+
+
+def gpus_per_node(gpu: Gpu | None) -> int:
+    """The most GPUs one cloud machine of this GPU carries (of any catalog GPU when the GPU is not in
+    the catalog): the largest tensor-parallel size a node offers. The plan takes the pool's gpusPerNode."""
+    pool = [gpu] if gpu is not None and any(gpu.machines(c) for c in CLOUDS) else list(CATALOG.values())
+    return max(m.gpus for g in pool for cloud in CLOUDS for m in g.machines(cloud))
+
+
 DTYPES = ["auto", "bfloat16", "float16", "float32"]
 KV_CACHE_DTYPES = ["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
@@ -134,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gpu-memory-utilization",
         type=_finite("fraction"),
-        help="in (0, 1]; default: the release's (0.92 from vLLM 0.21, 0.9 before)",
+        help=f"in (0, 1]; default {DEFAULT_GPU_MEMORY_UTILIZATION:g}, what the program deploys "
+        f"(models[].gpuMemoryUtilization); with --from-log the log's, else the logged release's own default "
+        f"(0.92 from vLLM 0.20, 0.9 before), which a bare `vllm serve` runs with",
     )
     p.add_argument("--max-model-len", type=_whole(-(2**63), 2**63), help="default: the model's max_position_embeddings")
     p.add_argument("--dtype", choices=DTYPES, help="default auto, or the log's")
@@ -166,6 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=_whole(1, MAX_BLOCK_SIZE),
         default=16,
         help=f"tokens per KV-cache block, 1 to {MAX_BLOCK_SIZE} (default 16)",
+    )
+    p.add_argument(
+        "--target-concurrent-requests",
+        type=_whole(1, 4096),
+        default=DEFAULT_TARGET_CONCURRENT_REQUESTS,
+        help=f"full-length requests one replica should hold, for the TP the plan would pick (models[]."
+        f"targetConcurrentRequests, default {DEFAULT_TARGET_CONCURRENT_REQUESTS})",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=_whole(1, MAX_TENSOR_PARALLEL),
+        help="GPUs in one node, the largest TP the plan would pick (pools[].gpusPerNode; default: the most a "
+        "catalog machine of the GPU carries)",
     )
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     p.add_argument("--vllm-version", help="vLLM release to model (default: the deployed one)")
@@ -304,8 +334,12 @@ def resolve_gpu(args: argparse.Namespace, log: startup_log.StartupLog | None) ->
     if args.gpu:
         try:
             gpu = get_gpu(canonical_gpu_name(args.gpu))
-        except UnknownGpuError as exc:
-            raise CliError(f"--gpu: {exc}") from None
+        except UnknownGpuError:
+            # The option that begins with what was typed first: `H100` is `H100-80GB`, not `H200`.
+            raise CliError(
+                f"--gpu: unknown GPU {excerpt(args.gpu)}{did_you_mean(args.gpu, CATALOG)}; known GPUs: "
+                f"{', '.join(CATALOG)}"
+            ) from None
         if args.gpu_memory_gib is None:
             if not gpu.cuda_total_confirmed:
                 print(
@@ -407,6 +441,12 @@ def request_from_args(
     ):
         if problem:
             raise CliError(f"{flag}: {problem}")
+    too_long = context_problem(arch, args.max_model_len) if args.max_model_len is not None else None
+    if too_long:
+        raise CliError(f"--max-model-len: {too_long}")
+    heads = heads_problem(arch, args.tensor_parallel_size)
+    if heads:
+        raise CliError(f"--tensor-parallel-size: {heads}")
     valid = valid_tensor_parallel_sizes(arch, max_tp=max(args.tensor_parallel_size, 8))
     if args.tensor_parallel_size not in valid:
         # A warning, not an error: the numbers are still what vLLM would compute if it started.
@@ -420,7 +460,13 @@ def request_from_args(
         gpu_memory_gib=memory,
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
-        gpu_memory_utilization=args.gpu_memory_utilization,
+        # The program's default, so the CLI's numbers are the plan's for the same model and GPU; a logged
+        # run that states none ran with its release's own default (None: the release's).
+        gpu_memory_utilization=(
+            args.gpu_memory_utilization
+            if args.gpu_memory_utilization is not None
+            else (None if log is not None else DEFAULT_GPU_MEMORY_UTILIZATION)
+        ),
         max_model_len=args.max_model_len,
         dtype=args.dtype,
         kv_cache_dtype=args.kv_cache_dtype,
@@ -434,6 +480,12 @@ def request_from_args(
         vllm_version=args.vllm_version,
         interconnect=args.interconnect,
     )
+    if req.weights_bytes is None and log is None and os.path.exists(args.model_config):
+        # The weights the plan sizes for the same checkpoint (planner/plan.py: the folder's listed bytes,
+        # cast to the served dtype), not an estimate from config.json alone.
+        listed = checkpoint_bytes_beside(args.model_config)
+        if listed is not None:
+            req = replace(req, weights_bytes=loaded_weight_bytes(listed, arch, args.dtype, args.quantization))
     if log is not None:
         req = replace(
             req,
@@ -445,6 +497,23 @@ def request_from_args(
             # "Model loading took" is one GPU's, of the first pipeline stage; the request takes the total.
             req = replace(req, weights_bytes=int(total_weights_from_first_stage(req, log.weights * GiB)))
     return req, gpu_name, resolution
+
+
+def planner_pick_hint(args: argparse.Namespace, req: SizingRequest, result: SizingResult) -> str:
+    """The TP `tensorParallelSize: auto` would deploy for this model, GPU and context: the plan's own
+    rule (planner/sizing.py auto_tensor_parallel_size), not merely the smallest size that fits."""
+    max_tp = args.gpus_per_node or gpus_per_node(CATALOG.get(req.gpu_name or ""))
+    tp = auto_tensor_parallel_size(
+        replace(req, tensor_parallel_size=1), max_tp=max_tp, target_concurrency=args.target_concurrent_requests
+    )
+    if tp is None:
+        return (
+            f"no tensor-parallel size up to {max_tp} (GPUs per node) fits; use a larger GPU or a shorter max_model_len"
+        )
+    return (
+        f"tensorParallelSize auto picks {tp} (smallest of up to {max_tp} GPUs holding "
+        f"{args.target_concurrent_requests} × {result.max_model_len:,}-token requests)"
+    )
 
 
 def render_bar(result: SizingResult, gpu_name: str) -> str:
@@ -586,18 +655,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(render_bar(result, gpu_name))
             print(f"  GPU: {resolution}")
+            print(f"  TP: {planner_pick_hint(args, req, result)}")
             if terms is not None and args.explain:
                 print(sizing_explain.render(terms, result.binding_stage if req.pipeline_parallel_size > 1 else None))
             if comparison is not None:
                 print(render_comparison(comparison))
         if not result.fits:
-            tp = smallest_tensor_parallel_size(replace(req, tensor_parallel_size=1))
-            hint = (
-                f"smallest tensor-parallel size that fits: {tp}"
-                if tp
-                else "no tensor-parallel size up to 8 fits; use a larger GPU or a shorter max_model_len"
-            )
-            raise DoesNotFit(f"does not fit: {result.reason}; {hint}")
+            raise DoesNotFit(f"does not fit: {result.reason}; {planner_pick_hint(args, req, result)}")
         return 0
     except DoesNotFit as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Manifest checker: run the pack's rules over plain Kubernetes YAML, without Pulumi.
 
-    python -m policies.check [--config FILE.json] [--json] PATH...
+    python -m policies.check [--config FILE.json] [--waivers FILE.yaml --stack NAME] [--json] PATH...
 
 PATHs are files or folders (searched recursively for *.yaml / *.yml); multi-document files and
 `List` kinds are read whole. Prints one line per violation (file, kind/name, container, policy,
@@ -13,6 +13,11 @@ that is not a regular file of at most 64 MiB of UTF-8 YAML within the nesting an
 no API server takes such as NaN or an integer beyond int64) or a config that the pack's
 PolicyConfigSchema would reject or that holds a non-finite or oversized number. FIFOs and devices in
 a scanned folder are skipped with a note.
+
+With --waivers and --stack, the findings on a Helm release's rendered files
+(`helm.<namespace>.<release>.*.yaml`, as the offline plan writes them) that the file waives for that
+stack are reported as waived, not as violations, and a waiver that matches no finding is an error
+(exit 1): policies/waivers.py.
 
 `check_objects(objects, config)` is the same check as a library call (the offline plan uses it).
 """
@@ -41,6 +46,9 @@ from common.untrusted import (
 from policies.objects import as_str
 from policies.registry import BY_NAME, DISABLED, LEVELS, MANDATORY, RULES, level_and_config
 from policies.resource import Resource, from_object
+from policies.waivers import WaiverError
+from policies.waivers import apply as apply_waivers
+from policies.waivers import load as load_waivers
 from safe_yaml import YamlInputError, go_reading, load_all
 from safe_yaml.bounded import check_events, json_value_problems
 
@@ -315,9 +323,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--config", metavar="FILE.json", help='per-policy settings, e.g. {"image-tag-pinned": {"requireDigest": true}}'
     )
+    parser.add_argument(
+        "--waivers", metavar="FILE.yaml", help="waivers of rendered chart findings (policies/config/waivers.yaml)"
+    )
+    parser.add_argument("--stack", metavar="NAME", help="the stack whose waivers apply (with --waivers)")
     parser.add_argument("--json", action="store_true", help="print one JSON report instead of lines")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="manifest files or folders")
     args = parser.parse_args(argv)
+    if bool(args.waivers) != bool(args.stack):
+        print("check: error: --waivers and --stack go together: name the waiver file and the stack", file=sys.stderr)
+        return 2
     try:
         config = None
         if args.config:
@@ -333,22 +348,35 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.paths:
             for file in _yaml_files(path):
                 resources += load_file(file)
+        waivers = load_waivers(args.waivers) if args.waivers else []
         verdicts = check_resources(resources, config)
-    except InputError as e:
+    except (InputError, WaiverError) as e:
         print(f"check: error: {e}", file=sys.stderr)
         return 2
+    applied = apply_waivers(verdicts, waivers, args.stack or "")
+    verdicts = applied.kept
+    stale = applied.stale_lines(args.waivers) if args.waivers else []
     if args.json:
-        print(json.dumps(_json_report(resources, verdicts), indent=2))
+        report = _json_report(resources, verdicts)
+        if args.waivers:
+            report["waived"] = [
+                {"file": v.file, "kind": v.kind, "name": v.name, "policy": v.policy, "waiver": w.index}
+                for v, w in applied.waived
+            ]
+            report["staleWaivers"] = stale
+        print(json.dumps(report, indent=2))
     else:
         for v in verdicts:
             print(text_line(v))
+        for line in stale:
+            print(f"check: {line}", file=sys.stderr)
         mandatory = sum(v.level == MANDATORY for v in verdicts)
         print(
             f"check: {_count(len(resources), 'resource')}, {_count(len(verdicts), 'violation')} "
-            f"({mandatory} mandatory)",
+            f"({mandatory} mandatory)" + (f", {len(applied.waived)} waived" if args.waivers else ""),
             file=sys.stderr,
         )
-    return 1 if any(v.level == MANDATORY for v in verdicts) else 0
+    return 1 if stale or any(v.level == MANDATORY for v in verdicts) else 0
 
 
 if __name__ == "__main__":

@@ -75,8 +75,32 @@ def _where(what: str, mark) -> str:
     return f"{what}:{mark.line + 1}:{mark.column + 1}" if mark is not None else what
 
 
-def _yaml_error(what: str, err: yaml.YAMLError) -> YamlInputError:
+# YAML indents with spaces only: "To maintain portability, tab characters must not be used in
+# indentation" (YAML 1.2.2, 6.1 Indentation Spaces, https://yaml.org/spec/1.2.2/#61-indentation-spaces).
+# libyaml reports a tab there as "found character that cannot start any token" or "a tab character
+# that violates indentation"; either way the person needs to hear "tab", and where it is.
+def _tab_at(text: str, mark) -> int | None:
+    """The 0-based column of the tab the parser stopped at, on the mark's line, or None."""
+    if mark is None or not text:
+        return None
+    lines = text.splitlines()
+    if not 0 <= mark.line < len(lines):
+        return None
+    line = lines[mark.line]
+    if 0 <= mark.column < len(line) and line[mark.column] == "\t":
+        return mark.column
+    indent = line[: len(line) - len(line.lstrip(" \t"))]  # a tab inside a value is no indentation
+    return indent.index("\t") if "\t" in indent else None
+
+
+def _yaml_error(what: str, err: yaml.YAMLError, text: str = "") -> YamlInputError:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    tab = _tab_at(text, mark)
+    if tab is not None and mark is not None:
+        return YamlInputError(
+            f"{what}:{mark.line + 1}:{tab + 1}: not valid YAML: a tab character at line {mark.line + 1}, column "
+            f"{tab + 1}; YAML indents with spaces only, so replace the tab with spaces"
+        )
     problem = getattr(err, "problem", None) or str(err)
     context = getattr(err, "context", None)
     text = " ".join(f"{context + ': ' if context else ''}{problem}".split())
@@ -128,7 +152,7 @@ def check_events(
             elif isinstance(event, DocumentStartEvent):
                 sizes.clear()  # anchors do not cross documents
     except yaml.YAMLError as err:
-        raise _yaml_error(what, err) from None
+        raise _yaml_error(what, err, text) from None
     except RecursionError:  # only the pure-Python parser recurses
         raise YamlInputError(f"{what}: nested too deeply to parse") from None
 
@@ -147,7 +171,7 @@ def load_all(
     try:
         return list(yaml.load_all(text, Loader=loader))
     except yaml.YAMLError as err:
-        raise _yaml_error(what, err) from None
+        raise _yaml_error(what, err, text) from None
     except (RecursionError, OverflowError, ValueError, TypeError, KeyError) as err:
         # ValueError: a 5,000-digit integer; TypeError: an unhashable key the loader let through;
         # KeyError: an explicit tag PyYAML's constructor has no value for (`!!bool y`).

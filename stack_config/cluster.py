@@ -118,7 +118,8 @@ class ClusterConfig(StrictModel):
     region: Location | None = None
     """Cloud region (AWS region, GCP region). Defaults: us-east-1 on AWS, us-central1 on GCP."""
     gcpProject: GcpProject | None = Field(None, alias="gcpProject")
-    """GCP project id. Required on GCP unless `gcp:project` is set for the provider."""
+    """GCP project id. Required on GCP unless `gcp:project` is set for the provider (or GOOGLE_PROJECT in the
+    environment); a GKE stack with none is refused at plan time."""
     kubeconfig: FilePath | None = Field(None, max_length=4096)
     """For `cloud: existing`: path to the kubeconfig to use. Never falls back to the ambient one."""
     context: PrintableName | None = None

@@ -16,6 +16,7 @@ import re
 import urllib.parse
 
 from common.untrusted import excerpt, has_control_characters
+from stack_config import regions
 
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 # RFC 1035 label: what the program uses for the names it creates (a Service name must be one:
@@ -248,17 +249,35 @@ def location(v: str) -> str:
     return v
 
 
+def _unknown_region(cloud: str, region: str, zone: str | None = None) -> str | None:
+    """A region of the right shape that the cloud does not have (stack_config/regions.py, with its sources)."""
+    if region in regions.REGIONS[cloud]:
+        return None
+    name = {"aws": "an AWS", "gcp": "a GCP"}[cloud]
+    where = f"zone {excerpt(zone)} is in {excerpt(region)}, which" if zone else excerpt(region)
+    return (
+        f"{where} is not {name} region{did_you_mean(region, sorted(regions.REGIONS[cloud]))}; "
+        f"the regions are listed at {regions.SOURCES[cloud].split(';')[0]} (a region opened since: add it to "
+        "stack_config/regions.py)"
+    )
+
+
 def aws_region_problem(v: str) -> str | None:
     if _fullmatch(AWS_REGION_RE, v):
-        return None
-    return f"{excerpt(v)} is not an AWS region code; use one such as us-east-1 or eu-west-2"
+        return _unknown_region("aws", v)
+    hint = did_you_mean(v, sorted(regions.AWS_REGIONS))
+    return f"{excerpt(v)} is not an AWS region code; use one such as us-east-1 or eu-west-2{hint}"
 
 
 def gcp_region_problem(v: str, zone_allowed: bool = False) -> str | None:
-    if _fullmatch(GCP_REGION_RE, v) or (zone_allowed and _fullmatch(GCP_ZONE_RE, v)):
-        return None
+    if _fullmatch(GCP_REGION_RE, v):
+        return _unknown_region("gcp", v)
+    if zone_allowed and _fullmatch(GCP_ZONE_RE, v):
+        # A zone is its region, '-' and one letter (https://cloud.google.com/compute/docs/regions-zones).
+        return _unknown_region("gcp", v.rsplit("-", 1)[0], zone=v)
     what = "a GCP region (or, for an existing zonal cluster, a zone)" if zone_allowed else "a GCP region"
-    return f"{excerpt(v)} is not {what}; use one such as us-central1 or europe-west4"
+    hint = did_you_mean(v, sorted(regions.GCP_REGIONS))
+    return f"{excerpt(v)} is not {what}; use one such as us-central1 or europe-west4{hint}"
 
 
 def gcp_zone(v: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -10,6 +11,7 @@ from pydantic import ValidationError
 from common.untrusted import MAX_CONFIG_VALUE_BYTES, InputLimitError, NotJsonError, excerpt, loads_json
 from stack_config.errors import ConfigError, format_validation_error
 from stack_config.formats import did_you_mean
+from stack_config.gcp_project import gcp_project_problems
 from stack_config.stack import StackConfig
 
 PROJECT = "llm-serving"
@@ -113,6 +115,7 @@ def load() -> LoadedConfig:
         )
     api_key_next = cfg.get_secret("apiKeyNext")
     problems = exposure_problems(stack_config, api_key, api_key_next, source, stack)
+    problems += gcp_project_problems(stack_config, values, os.environ, source, stack)
     if problems:
         raise ConfigError(problems)
     hub_token = values.get(f"{PROJECT}:hfToken")

@@ -134,6 +134,11 @@ class VerificationConfig(StrictModel):
 # Other names one model or adapter answers to through the entrance: each becomes a rewrite rule the
 # endpoint picker evaluates per request, so a handful, not a catalogue.
 MAX_ALIASES = 16
+# What the program deploys when a model sets neither (the sizing CLI takes the same defaults, so its
+# numbers are the plan's). vLLM's own default utilization is 0.92 from v0.20 (planner/vllm_releases.py);
+# the program passes --gpu-memory-utilization explicitly, so that default never applies to its servers.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+DEFAULT_TARGET_CONCURRENT_REQUESTS = 4
 
 
 class AdapterConfig(StrictModel):
@@ -231,14 +236,16 @@ class ModelConfig(StrictModel):
     """Name of the GPU pool (in `pools`) the servers run on."""
     tensorParallelSize: TensorParallel = Field("auto", alias="tensorParallelSize")
     """GPUs one replica shards the model across inside a node, or `auto` for the smallest size that fits."""
-    targetConcurrentRequests: int = Field(4, ge=1, le=4096, alias="targetConcurrentRequests")
+    targetConcurrentRequests: int = Field(
+        DEFAULT_TARGET_CONCURRENT_REQUESTS, ge=1, le=4096, alias="targetConcurrentRequests"
+    )
     """Full-length (maxModelLen) requests one replica's KV cache should hold at once: tensorParallelSize auto picks the
     smallest size that reaches it; the plan warns when the chosen size falls short."""
     pipelineParallelSize: int = Field(1, ge=1, le=64, alias="pipelineParallelSize")
     """Pipeline stages; more than one spreads a replica across nodes (needs RDMA to be fast)."""
     maxModelLen: int | None = Field(None, ge=16, le=MAX_TOKENS, alias="maxModelLen")
     """Longest prompt + output in tokens. Default: the model's own maximum (max_position_embeddings)."""
-    gpuMemoryUtilization: float = Field(0.9, gt=0.05, le=0.99, alias="gpuMemoryUtilization")
+    gpuMemoryUtilization: float = Field(DEFAULT_GPU_MEMORY_UTILIZATION, gt=0.05, le=0.99, alias="gpuMemoryUtilization")
     """Share of each GPU's memory vLLM may take (weights + activations + KV cache)."""
     kvCacheDtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field("auto", alias="kvCacheDtype")
     """KV-cache element type; fp8 halves KV memory (needs compute capability 8.9+ to be fast)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from common import images
 from common.facts import Fact
 from components.addons.catalog import AddOn, Crd, HelmChart
 
@@ -43,8 +44,25 @@ GROUP = "agentgateway.dev"
 _VALUES = f"https://github.com/agentgateway/agentgateway/blob/{VERSION}/controller/install/helm/{{chart}}/values.yaml"
 
 
-def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"inferenceExtension": {"enabled": True}}
+# The controller's image from the one table (common/images.py, "agentgateway-controller"). The template
+# writes "{controller.image.registry | image.registry}/{controller.image.repository}:{tag}", the tag
+# through agentgateway.imageTag, which keeps a tag starting with "v" as it is
+# (templates/deployment.yaml:59, templates/_helpers.tpl:87-96 at v1.4.1), so `v1.4.1@sha256:...` pins it.
+CONTROLLER_IMAGE = "agentgateway-controller"
+
+
+def controller_image(image_mirrors: Mapping[str, str] | None = None) -> dict[str, str]:
+    image = images.chart_image(CONTROLLER_IMAGE, dict(image_mirrors or {}))
+    return {"registry": image.registry, "repository": image.path, "tag": image.pinned_tag}
+
+
+def values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "inferenceExtension": {"enabled": True},
+        "controller": {"image": controller_image(image_mirrors)},
+    }
     if system_node_selector:
         # The controller's pods (values.yaml:44-45); the proxies run where their Deployment lands,
         # and with no GPU toleration that is an untainted system node.

@@ -7,16 +7,24 @@ the same descriptions. Chart facts are cited in each add-on's module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-# Values functions receive the node selector of the untainted system pool (None where the cluster
-# is not ours to shape) and return the chart's values.
-ValuesFn = Callable[[Mapping[str, str] | None], dict[str, Any]]
+from typing import Any, Protocol
 
 
-def no_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+class ValuesFn(Protocol):
+    """Values functions receive the node selector of the untainted system pool (None where the
+    cluster is not ours to shape) and the stack's pull-through caches (images.pullThrough: upstream
+    registry -> the prefix that serves it; common/images.py `chart_image`), and return the chart's values."""
+
+    def __call__(
+        self, system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+    ) -> dict[str, Any]: ...
+
+
+def no_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     return {}
 
 

@@ -30,15 +30,11 @@ IMAGES = {
 }
 
 
-def image_values() -> dict[str, Any]:
+def image_values(image_mirrors: Mapping[str, str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for component, key in IMAGES.items():
-        entry = images.IMAGES[key]
-        image = {
-            "repository": entry.repository,
-            "tag": entry.tag,
-            **({"digest": entry.digest.value} if entry.resolved else {}),
-        }
+        entry = images.chart_image(key, dict(image_mirrors or {}))
+        image = {"repository": entry.name, "tag": entry.tag, **({"digest": entry.digest} if entry.digest else {})}
         if component:
             out[component] = {"image": image}
         else:
@@ -46,8 +42,10 @@ def image_values() -> dict[str, Any]:
     return out
 
 
-def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"crds": {"enabled": True}, **image_values()}
+def values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"crds": {"enabled": True}, **image_values(image_mirrors)}
     if system_node_selector:
         # Merged into every component's own nodeSelector (templates/deployment.yaml at the tag).
         out["global"] = {"nodeSelector": dict(system_node_selector)}
@@ -91,8 +89,10 @@ CONTROLLER_CONFIG = {
 }
 
 
-def gateway_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    return {**values(system_node_selector), "config": CONTROLLER_CONFIG}
+def gateway_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    return {**values(system_node_selector, image_mirrors), "config": CONTROLLER_CONFIG}
 
 
 WITH_GATEWAY_API = dataclasses.replace(

@@ -18,7 +18,7 @@ output.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import pulumi
@@ -50,6 +50,9 @@ class AddOnsArgs:
     creates_cluster: bool
     system_node_selector: Mapping[str, str] | None = None
     """Node labels of the untainted system pool of a created cluster; add-on pods are pinned there."""
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors); the
+    charts' image values are rewritten through it (common/images.py chart_image)."""
     psa_version: str = pod_security.PSA_VERSION
     """The Pod Security policy version the add-ons' namespaces pin: the cluster's minor version."""
 
@@ -83,7 +86,9 @@ class AddOns(pulumi.ComponentResource):
                 self.ready[addon.key] = []
                 origin = f"provided by {need.provided_by}"
             elif args.creates_cluster:
-                self.ready[addon.key] = [self._install(addon, args.system_node_selector, args.psa_version)]
+                self.ready[addon.key] = [
+                    self._install(addon, args.system_node_selector, args.image_mirrors, args.psa_version)
+                ]
                 origin = f"installed: {addon.title} {addon.version}"
             else:
                 self.ready[addon.key] = self._look_up(addon)
@@ -93,7 +98,11 @@ class AddOns(pulumi.ComponentResource):
         self.register_outputs({"addons": [need.key for need in args.needs]})
 
     def _install(
-        self, addon: AddOn, system_node_selector: Mapping[str, str] | None, psa_version: str
+        self,
+        addon: AddOn,
+        system_node_selector: Mapping[str, str] | None,
+        image_mirrors: Mapping[str, str],
+        psa_version: str,
     ) -> pulumi.Resource:
         before: list[pulumi.Input[pulumi.Resource]] = list(self._after_cluster)
         for required in addon.requires:
@@ -131,7 +140,7 @@ class AddOns(pulumi.ComponentResource):
                         },
                         opts=pulumi.ResourceOptions(parent=self, depends_on=before),
                     )
-                last = self._release(step, system_node_selector, [*before, namespaces[step.namespace]])
+                last = self._release(step, system_node_selector, image_mirrors, [*before, namespaces[step.namespace]])
             before = [last]
         assert last is not None, f"add-on {addon.key} has no install step"
         return last
@@ -140,9 +149,10 @@ class AddOns(pulumi.ComponentResource):
         self,
         chart: HelmChart,
         system_node_selector: Mapping[str, str] | None,
+        image_mirrors: Mapping[str, str],
         before: list[pulumi.Input[pulumi.Resource]],
     ) -> k8s.helm.v3.Release:
-        values = chart.values(system_node_selector)
+        values = chart.values(system_node_selector, image_mirrors)
         self.values[chart.release] = values
         return k8s.helm.v3.Release(
             f"{chart.release}-release",

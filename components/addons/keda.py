@@ -24,18 +24,20 @@ IMAGES = {
 }
 
 
-def image_values() -> dict[str, Any]:
+def image_values(image_mirrors: Mapping[str, str] | None = None) -> dict[str, Any]:
     out = {}
     for field, key in IMAGES.items():
-        registry, _, repository = images.IMAGES[key].repository.partition("/")
-        out[field] = {"registry": registry, "repository": repository, "tag": images.pinned_tag(key)}
+        image = images.chart_image(key, dict(image_mirrors or {}))
+        out[field] = {"registry": image.registry, "repository": image.path, "tag": image.pinned_tag}
     return out
 
 
-def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+def values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     # The top-level nodeSelector is the default of the operator, metrics server and webhooks
     # (templates use `<component>.nodeSelector | default .Values.nodeSelector`).
-    out: dict[str, Any] = {"image": image_values()}
+    out: dict[str, Any] = {"image": image_values(image_mirrors)}
     if system_node_selector:
         out["nodeSelector"] = dict(system_node_selector)
     return out

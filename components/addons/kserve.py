@@ -37,20 +37,29 @@ STANDARD_MODE = "Standard"
 # tag of `v0.20.0@sha256:...` pins the digest. The agent, router and other images in the chart's
 # inferenceservice ConfigMap serve features the program does not use (docs/security.md).
 CONTROLLER_IMAGE = "kserve-controller"
+RBAC_PROXY_IMAGE = "kube-rbac-proxy"
 
 
-def resources_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+def resources_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    image = images.chart_image(CONTROLLER_IMAGE, dict(image_mirrors or {}))
     controller: dict[str, Any] = {
         "deploymentMode": STANDARD_MODE,
-        "image": images.IMAGES[CONTROLLER_IMAGE].repository,
-        "tag": images.pinned_tag(CONTROLLER_IMAGE),
+        "image": image.name,
+        "tag": image.pinned_tag,
+        # The controller pod's kube-rbac-proxy sidecar takes one whole reference
+        # (files/kserve/deployment-patch.yaml:51 at v0.20.0: `image: "{{ .Values.kserve.controller.rbacProxyImage }}"`).
+        "rbacProxyImage": images.chart_image(RBAC_PROXY_IMAGE, dict(image_mirrors or {})).reference,
     }
     if system_node_selector:
         controller["nodeSelector"] = dict(system_node_selector)
     return {"kserve": {"controller": controller}}
 
 
-def runtime_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+def runtime_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     return {"kserve": {"servingruntime": {"enabled": True}}}
 
 

@@ -30,9 +30,11 @@ READY = "condition=Available"
 IMAGE_KEY = "lws-controller"
 
 
-def values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
-    image = images.IMAGES[IMAGE_KEY]
-    out: dict[str, Any] = {"image": {"manager": {"repository": image.repository, "tag": images.pinned_tag(IMAGE_KEY)}}}
+def values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    image = images.chart_image(IMAGE_KEY, dict(image_mirrors or {}))
+    out: dict[str, Any] = {"image": {"manager": {"repository": image.name, "tag": image.pinned_tag}}}
     if system_node_selector:
         out["nodeSelector"] = dict(system_node_selector)
     return out

@@ -48,8 +48,7 @@ CRDS_CHART = HelmChart(
 # reloader), prometheus/prometheus.yaml:55-56, alertmanager/alertmanager.yaml:20-23,
 # prometheus-operator/admission-webhooks/job-patch/job-createSecret.yaml:39-40, at
 # kube-prometheus-stack-88.3.0. The admission webhook Deployment is off by default
-# (admissionWebhooks.deployment.enabled false) and the subcharts (Grafana, kube-state-metrics,
-# node-exporter) have their own image keys: docs/security.md lists them as not pinned here.
+# (admissionWebhooks.deployment.enabled false). The subcharts' images are SUBCHART_IMAGES below.
 IMAGES = {
     "prometheusOperator.image": "prometheus-operator",
     "prometheusOperator.prometheusConfigReloader.image": "prometheus-config-reloader",
@@ -67,17 +66,46 @@ def _set(values: dict[str, Any], dotted: str, leaf: dict[str, Any]) -> None:
     node[last] = leaf
 
 
-def image_mapping(key: str) -> dict[str, str]:
-    entry = images.IMAGES[key]
-    registry, _, repository = entry.repository.partition("/")
-    out = {"registry": registry, "repository": repository, "tag": entry.tag}
-    digest = entry.digest.value  # None while unresolved
-    if digest is not None:
-        out["sha"] = digest.removeprefix("sha256:")
+def image_mapping(key: str, image_mirrors: Mapping[str, str] | None = None) -> dict[str, str]:
+    entry = images.chart_image(key, dict(image_mirrors or {}))
+    out = {"registry": entry.registry, "repository": entry.path, "tag": entry.tag}
+    if entry.digest is not None:
+        out["sha"] = entry.digest.removeprefix("sha256:")
     return out
 
 
-def stack_values(system_node_selector: Mapping[str, str] | None) -> dict[str, Any]:
+# The subcharts' image mappings (charts/kube-prometheus-stack-88.3.0/charts/<subchart>/ at the
+# tag), each spelled as its own template reads it:
+# - grafana (templates/_pod.tpl:1246-1250, the sidecars :120-124 and after): "{registry}/{repository}:{tag}
+#   @sha256:{sha}", `sha` the hex alone, as the parent's own images;
+# - kube-state-metrics (templates/_helpers.tpl:142-156): "{registry}/{repository}:{tag}@{sha}", `sha`
+#   the whole "sha256:..." digest;
+# - prometheus-node-exporter (templates/_helpers.tpl:77-93): "{registry}/{repository}:{tag}{-distroless}
+#   @{digest}" (`sha` is refused there); the parent turns `distroless` on (values.yaml:2746-2747), and the
+#   table's tag already ends in "-distroless", so the suffix is turned off here rather than doubled.
+SUBCHART_IMAGES = {
+    "grafana.image": "grafana",
+    "grafana.sidecar.image": "grafana-sidecar",
+    "kube-state-metrics.image": "kube-state-metrics",
+    "prometheus-node-exporter.image": "node-exporter",
+}
+
+
+def subchart_image_mapping(path: str, key: str, image_mirrors: Mapping[str, str] | None = None) -> dict[str, Any]:
+    entry = images.chart_image(key, dict(image_mirrors or {}))
+    out: dict[str, Any] = {"registry": entry.registry, "repository": entry.path, "tag": entry.tag}
+    if path == "prometheus-node-exporter.image":
+        out["distroless"] = False
+        if entry.digest is not None:
+            out["digest"] = entry.digest
+    elif entry.digest is not None:
+        out["sha"] = entry.digest if path == "kube-state-metrics.image" else entry.digest.removeprefix("sha256:")
+    return out
+
+
+def stack_values(
+    system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """kube-prometheus-stack values: CRDs from their own release, every monitor and rule selected."""
     spec: dict[str, Any] = {
         "serviceMonitorSelectorNilUsesHelmValues": False,
@@ -97,7 +125,9 @@ def stack_values(system_node_selector: Mapping[str, str] | None) -> dict[str, An
         }
         values["alertmanager"] = {"alertmanagerSpec": {"nodeSelector": selector}}
     for path, key in IMAGES.items():
-        _set(values, path, image_mapping(key))
+        _set(values, path, image_mapping(key, image_mirrors))
+    for path, key in SUBCHART_IMAGES.items():
+        _set(values, path, subchart_image_mapping(path, key, image_mirrors))
     return values
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common.alerting import RUNBOOK_DOC
@@ -42,6 +42,9 @@ class OperatorsArgs:
     # Where the GPU alerts go; None: no GPU PrometheusRule (monitoring off, or no Prometheus
     # Operator to scrape the exporter: operators.gpuOperator.dcgmServiceMonitor false).
     gpu_alerting: GpuAlerting | None = None
+    # images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors); the
+    # operands' images from the table go through it (common/images.py chart_image).
+    image_mirrors: Mapping[str, str] = field(default_factory=dict)
     # The Pod Security policy version the operators' namespace pins: the cluster's minor version.
     psa_version: str = PSA_VERSION
 

@@ -99,6 +99,7 @@ class GpuOperator(pulumi.ComponentResource):
             network_operator=args.config.networkOperator.enabled,
             time_slicing_config_map=config_map_name,
             dcgm_metrics_config_map=DCGM_METRICS_CONFIG_MAP,
+            image_mirrors=args.image_mirrors,
         )
         release = k8s.helm.v3.Release(
             f"{name}-release",

@@ -69,7 +69,12 @@ class NetworkOperator(pulumi.ComponentResource):
             ns, before_helm = operator_namespace(name, args.config.namespace, args.cloud, first, args.psa_version)
             ns_name = ns.metadata.name
 
-        self.values = network_operator_values(placements, nfd_owner(gpu_operator is not None, True))
+        self.values = network_operator_values(
+            placements,
+            nfd_owner(gpu_operator is not None, True),
+            chart_version=config.chartVersion,
+            image_mirrors=args.image_mirrors,
+        )
         release = k8s.helm.v3.Release(
             f"{name}-release",
             k8s.helm.v3.ReleaseArgs(

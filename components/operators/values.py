@@ -13,7 +13,7 @@ Mellanox/network-operator v26.4.1 `deployment/network-operator/`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from common import contract, images
@@ -114,8 +114,8 @@ def pool_tolerations(placements: Iterable[Placement]) -> list[dict[str, str]]:
 # digest is specified instead of tag"). So a resolved digest pins the operand; the tag it came from
 # stays in the table.
 # Not here: the driver (its version gets the node's OS appended, "-ubuntu22.04", so one digest cannot
-# name it), and the operator/validator images (their version defaults to the chart's appVersion and
-# is not checked here to take a digest). docs/security.md lists them.
+# name it; docs/security.md). The operator's own image, its validator and Node Feature Discovery:
+# GPU_OPERATOR_OWN_IMAGES below.
 # The table's tags are this chart version's defaults; under another `gpuOperator.chartVersion` the
 # chart's own operand images are left alone (by tag; docs/security.md) rather than pinned to the
 # operands of another release.
@@ -129,17 +129,37 @@ GPU_OPERATOR_IMAGES = {
 }
 
 
+# The operator's own image: its pod and hook Jobs render "{operator.repository}/{operator.image}:
+# {operator.version | default appVersion}" (templates/_helpers.tpl:71-73, gpu-operator.fullimage), so
+# `version` takes `v26.7.0@sha256:...`; the validator is an operand of the ClusterPolicy (the operator's
+# `@`-for-a-digest rule above); Node Feature Discovery, a subchart, renders "{image.repository}:{image.tag |
+# default appVersion}" (charts/node-feature-discovery/templates/master.yaml:60, worker.yaml, nfd-gc.yaml).
+GPU_OPERATOR_OWN_IMAGE = "gpu-operator"
+NFD_IMAGE = "node-feature-discovery"
+
+
+def operator_image(image_mirrors: Mapping[str, str] | None = None) -> dict[str, str]:
+    entry = images.chart_image(GPU_OPERATOR_OWN_IMAGE, dict(image_mirrors or {}))
+    repository, _, image = entry.name.rpartition("/")
+    return {"repository": repository, "image": image, "version": entry.pinned_tag}
+
+
+def nfd_image(image_mirrors: Mapping[str, str] | None = None) -> dict[str, str]:
+    entry = images.chart_image(NFD_IMAGE, dict(image_mirrors or {}))
+    return {"repository": entry.name, "tag": entry.pinned_tag}
+
+
 # The toolkit's environment on GKE (see gpu_operator_values).
 GKE_TOOLKIT_ENV = ({"name": "RUNTIME_CONFIG_SOURCE", "value": "file"},)
 
 
-def operand_image(key: str) -> dict[str, str]:
+def operand_image(key: str, image_mirrors: Mapping[str, str] | None = None) -> dict[str, str]:
     """`repository`/`image`/`version` of a GPU Operator operand from the image table: the digest as
-    `version` when it is known (the operator then pulls `repository/image@sha256:...`), else the tag."""
-    entry = images.IMAGES[key]
-    repository, _, image = entry.repository.rpartition("/")
-    digest = entry.digest.value  # None while unresolved
-    return {"repository": repository, "image": image, "version": digest if digest is not None else entry.tag}
+    `version` when it is known (the operator then pulls `repository/image@sha256:...`), else the tag;
+    through the stack's pull-through cache where it has one for the registry (common/images.py)."""
+    entry = images.chart_image(key, dict(image_mirrors or {}))
+    repository, _, image = entry.name.rpartition("/")
+    return {"repository": repository, "image": image, "version": entry.digest or entry.tag}
 
 
 def device_plugin_time_slicing_config(replicas: int, mig_strategy: str) -> str:
@@ -172,6 +192,7 @@ def gpu_operator_values(
     network_operator: bool = False,
     time_slicing_config_map: str | None = None,
     dcgm_metrics_config_map: str | None = None,
+    image_mirrors: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Values for the gpu-operator chart.
 
@@ -210,13 +231,18 @@ def gpu_operator_values(
         "daemonsets": {"tolerations": tolerations},
         "nfd": {"enabled": nfd_owner == "gpu-operator"},
     }
-    if options.chartVersion == GPU_OPERATOR_IMAGES_CHART:
+    own_images = options.chartVersion == GPU_OPERATOR_IMAGES_CHART
+    if own_images:
         for component, key in GPU_OPERATOR_IMAGES.items():
-            values[component].update(operand_image(key))
+            values[component].update(operand_image(key, image_mirrors))
+        values["operator"] = operator_image(image_mirrors)
+        values["validator"] = operand_image(GPU_OPERATOR_OWN_IMAGE, image_mirrors)
     if nfd_owner == "gpu-operator":
         values["node-feature-discovery"] = {
             "worker": {"tolerations": [*map(dict, _GPU_OPERATOR_NFD_TOLERATIONS), *tolerations]}
         }
+        if own_images:
+            values["node-feature-discovery"]["image"] = nfd_image(image_mirrors)
     if plan.driver_root is not None:
         # NVIDIA's GKE guide: driver root and toolkit install dir under /home/kubernetes/bin/nvidia,
         # CDI on. (The guide's `cdi.default=true` no longer exists in the v26.7.0 chart: CDI is
@@ -288,13 +314,31 @@ def gke_critical_pods_quota_spec(pods: int = 100) -> dict[str, Any]:
 # Network Operator
 
 
-def network_operator_values(placements: Sequence[Placement], nfd_owner: NfdOwner | None) -> dict[str, Any]:
-    """Values for the network-operator chart: only NFD ownership and its worker's tolerations.
+# The Network Operator's own image: "{operator.repository}/{operator.image}:{operator.tag | default
+# appVersion}" (templates/operator.yaml:55, keep-ncp-hook.yaml:80, upgrade-crd-hook.yaml:81 at 26.4.1),
+# so `tag` takes `v26.4.1@sha256:...`; only at the chart version whose default the table's tag is.
+NETWORK_OPERATOR_IMAGE = "network-operator"
+NETWORK_OPERATOR_IMAGES_CHART = "26.4.1"
+
+
+def network_operator_values(
+    placements: Sequence[Placement],
+    nfd_owner: NfdOwner | None,
+    *,
+    chart_version: str | None = None,
+    image_mirrors: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Values for the network-operator chart: NFD ownership and its worker's tolerations, and the
+    operator's own image from the table at the pinned chart version.
 
     Everything the operator deploys on the nodes is declared in the NicClusterPolicy, which the
     chart does not create (components/operators/nic_cluster_policy.py).
     """
     values: dict[str, Any] = {"nfd": {"enabled": nfd_owner == "network-operator"}}
+    if chart_version == NETWORK_OPERATOR_IMAGES_CHART:
+        entry = images.chart_image(NETWORK_OPERATOR_IMAGE, dict(image_mirrors or {}))
+        repository, _, image = entry.name.rpartition("/")
+        values["operator"] = {"repository": repository, "image": image, "tag": entry.pinned_tag}
     if nfd_owner == "network-operator":
         values["node-feature-discovery"] = {
             "worker": {"tolerations": [*map(dict, _NETWORK_OPERATOR_NFD_TOLERATIONS), *pool_tolerations(placements)]}

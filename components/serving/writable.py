@@ -5,10 +5,11 @@ Hugging Face, Triton, FlashInfer/DeepGEMM JIT kernels on CUDA) and temporary fil
 Ray's session folder under /tmp. With `readOnlyRootFilesystem` and a uid that owns nothing in the
 image, each of those needs a writable place. Two emptyDirs hold all of them:
 
-- `home` at HOME_DIR: HOME points here, so every cache that defaults to `~/.cache/...` or
-  `~/.config/...` (HF_HOME, VLLM_CACHE_ROOT, VLLM_CONFIG_ROOT, TRITON_CACHE_DIR, numba's user
-  cache, CUDA's ComputeCache, FlashInfer's workspace) lands in it without naming each one;
-- `tmp` at /tmp: tempfile's default, vLLM's IPC sockets (VLLM_RPC_BASE_PATH defaults to it),
+- `vllm-home` at /home/vllm (common/pod_security.py WRITABLE_HOME): HOME points here, so every
+  cache that defaults to `~/.cache/...` or `~/.config/...` (HF_HOME, VLLM_CACHE_ROOT,
+  VLLM_CONFIG_ROOT, TRITON_CACHE_DIR, numba's user cache, CUDA's ComputeCache, FlashInfer's
+  workspace) lands in it without naming each one;
+- `vllm-tmp` at /tmp: tempfile's default, vLLM's IPC sockets (VLLM_RPC_BASE_PATH defaults to it),
   torch inductor's default cache dir and Ray's /tmp/ray session folder (multi-node leaders and
   workers).
 
@@ -27,19 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from common import pod_security as ps
 from common.facts import Fact
-
-HOME_DIR = "/home/vllm"
-TMP_DIR = "/tmp"
-HOME_VOLUME = "vllm-home"
-TMP_VOLUME = "vllm-tmp"
-# Compile and JIT caches of a large model reach hundreds of MiB (torch.compile graphs, Triton and
-# FlashInfer kernels); the cap is far above that but keeps a runaway writer from filling the node's disk,
-# which would evict every pod on it, not just this one.
-HOME_SIZE_LIMIT = "8Gi"
-# Ray's session logs of a multi-node group grow with uptime; IPC sockets and temp files are small.
-TMP_SIZE_LIMIT = "4Gi"
-
 
 # What could not be measured on this machine (no GPU, no container runtime).
 UNRESOLVED = (
@@ -60,19 +50,15 @@ UNRESOLVED = (
 )
 
 
+# The env, volumes and mounts are the hardened pod shape's (common/pod_security.py), which the policy
+# pack's pod-security advice prints too, so what the rule tells a user to add is what the program adds.
 def env() -> list[dict[str, Any]]:
-    return [{"name": "HOME", "value": HOME_DIR}]
+    return ps.writable_env()
 
 
 def volumes() -> list[dict[str, Any]]:
-    return [
-        {"name": HOME_VOLUME, "emptyDir": {"sizeLimit": HOME_SIZE_LIMIT}},
-        {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
-    ]
+    return ps.writable_volumes()
 
 
 def mounts() -> list[dict[str, Any]]:
-    return [
-        {"name": HOME_VOLUME, "mountPath": HOME_DIR},
-        {"name": TMP_VOLUME, "mountPath": TMP_DIR},
-    ]
+    return ps.writable_mounts()

@@ -19,9 +19,12 @@ from typing import Any
 
 from offline_plan.helm.engine import RenderedRelease
 from offline_plan.mock_runtime import REDACTED
+from policies.waivers import FILE_PREFIX, release_prefix
 from safe_yaml.go_reading import dump_for_go
 
-PREFIX = "helm"
+# The checker reads a rendered object's release from its file name (policies/waivers.py), so both
+# sides take the name from there.
+PREFIX = FILE_PREFIX
 
 
 def _part(text: str) -> str:
@@ -32,8 +35,7 @@ def filename(rendered: RenderedRelease, obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     parts = [str(obj.get("kind", "Object")), str(meta.get("namespace") or ""), str(meta.get("name") or "unnamed")]
     release = rendered.release
-    head = f"{PREFIX}.{_part(release.namespace)}.{_part(release.name)}."
-    return head + "-".join(_part(p) for p in parts if p) + ".yaml"
+    return release_prefix(release.namespace, release.name) + "-".join(_part(p) for p in parts if p) + ".yaml"
 
 
 # Pod-template annotations that hash a Secret's values so its pods roll when it changes

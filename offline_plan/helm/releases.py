@@ -17,6 +17,10 @@ from offline_plan import mock_runtime
 from offline_plan.mock_runtime import ROOT, Evaluation, redact_secrets, whole_numbers
 
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+# Look-ups whose mock answer is what the real cloud answers, not a stand-in: the standard AWS
+# partition's name and DNS suffix (https://docs.aws.amazon.com/general/latest/gr/rande.html). A value
+# that merely contains "amazonaws.com" (the EFA device plugin's ECR image) is not a placeholder.
+REAL_ANSWERS = {"aws:index/getPartition:getPartition"}
 CHARTS_DIR = ROOT / "charts"
 
 
@@ -67,7 +71,13 @@ def _placeholder_markers(evaluation: Evaluation) -> set[str]:
                 walk(v)
 
     walk(mock_runtime._COMPUTED_OUTPUTS)
-    walk([answer for answer in mock_runtime._CALL_RESULTS.values() if not callable(answer)])
+    walk(
+        [
+            answer
+            for token, answer in mock_runtime._CALL_RESULTS.items()
+            if not callable(answer) and token not in REAL_ANSWERS
+        ]
+    )
     for r in evaluation.resources:
         markers.add(mock_runtime.mock_id(r.type, r.name))
         markers.add(f"arn:aws:mock:::{r.name}")

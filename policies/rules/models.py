@@ -22,6 +22,8 @@ from policies.objects import Finding, as_dict, as_list, as_str, is_commit, is_un
 from policies.workloads import ContainerView, kserve_components, workload
 
 REVISION_FLAGS = ("--revision", "--tokenizer-revision", "--code-revision")
+# Container templates that KServe merges into an InferenceService's pod (policies/workloads.py).
+KSERVE_RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 _HF_URI_RE = re.compile(r"hf://[^\s\"']+")
 # huggingface_hub's constants._is_true: these spellings mean "on".
 _TRUE = {"1", "ON", "YES", "TRUE"}
@@ -53,34 +55,70 @@ _HUB_REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 _VLLM_IMAGE_RE = re.compile(r"(^|/)vllm-openai([:@]|$)")
 
 
-def served_models(container: dict, toks: list[str]) -> list[str]:
-    """The model a vLLM server container loads: `vllm serve <model>`, `--model <model>`, or the
-    first argument of the vllm-openai image's own `vllm serve` entrypoint."""
+# vLLM's model when none is named: vllm@v0.32.0 vllm/config/model.py `ModelConfig.model = "Qwen/Qwen3-0.6B"`,
+# taken by `vllm serve` when neither the positional model_tag nor --model is given
+# (vllm@v0.32.0 vllm/entrypoints/cli/serve.py ServeSubcommand.cmd). It is a Hub repo id like any other.
+VLLM_DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+# Flags whose value looks like `org/name` but is not the model the server loads.
+_NOT_THE_MODEL_FLAGS = ("--served-model-name",)
+
+
+def _serve_line_models(rest: list[str], default: bool = True) -> list[str]:
+    """The model of one `vllm serve` line (the tokens after `serve`).
+
+    argparse takes the positional model_tag anywhere among the options, so a model after the flags
+    (`vllm serve --port 8000 org/model`) counts too: any argument that is not the value of a flag
+    known not to name the model. With no model and no --model at all, vLLM loads its default.
+    """
+    if rest and not rest[0].startswith("-"):
+        return [rest[0]]
+    if flag_values(rest, ("--model",)):
+        return []  # --model is read on its own
+    found = []
+    for i, t in enumerate(rest):
+        if t.startswith("-") or (i > 0 and rest[i - 1] in _NOT_THE_MODEL_FLAGS):
+            continue
+        if t.startswith(("/", "./", "~")) or _HUB_REPO_ID_RE.fullmatch(t) or is_reference(t):
+            found.append(t)
+    return found[:1] if found or not default else [VLLM_DEFAULT_MODEL]
+
+
+def served_models(container: dict, toks: list[str], template: bool = False) -> list[str]:
+    """The model a vLLM server container loads: `vllm serve <model>` (before or after its flags),
+    `--model <model>` / `--model=<model>`, vLLM's default model when a `vllm serve` line names none, or
+    the first argument of the vllm-openai image's own `vllm serve` entrypoint. `$(VAR)`, `$VAR` and
+    `${VAR}` were already replaced with the container's literal env values (VLLM_MODEL, MODEL_ID, ...).
+    A `template` (a KServe ServingRuntime's container) gets the InferenceService model container's
+    args merged in at admission, so a `vllm serve` there without a model names none yet."""
     models = [value for _, value in flag_values(toks, ("--model",)) if value]
     for i, t in enumerate(toks[:-1]):
         if t.rsplit("/", 1)[-1] == "vllm" and toks[i + 1] == "serve":
-            rest = toks[i + 2 :]
-            if rest and not rest[0].startswith("-"):
-                models.append(rest[0])
+            models.extend(_serve_line_models(toks[i + 2 :], default=not template))
     image = as_str(container.get("image")) or ""
-    if not container.get("command") and _VLLM_IMAGE_RE.search(image) and toks and not toks[0].startswith("-"):
-        models.append(toks[0])
+    if not container.get("command") and _VLLM_IMAGE_RE.search(image):
+        if toks and not toks[0].startswith("-"):
+            models.append(toks[0])
+        elif not models:
+            models.extend(_serve_line_models(toks, default=not template))
     return list(dict.fromkeys(models))
 
 
-def _unpinned_hub_models(container: dict, toks: list[str]) -> list[str]:
+def _unpinned_hub_models(container: dict, toks: list[str], template: bool) -> list[str]:
     """Hub repo ids a vLLM server loads with no --revision: vLLM then downloads the moving 'main'."""
     if flag_values(toks, ("--revision",)):
         return []  # a --revision is checked on its own above
-    return [m for m in served_models(container, toks) if not is_reference(m) and _HUB_REPO_ID_RE.fullmatch(m)]
+    models = served_models(container, toks, template)
+    return [m for m in models if not is_reference(m) and _HUB_REPO_ID_RE.fullmatch(m)]
 
 
-def _container_revision_problems(c: ContainerView) -> list[str]:
+def _container_revision_problems(c: ContainerView, template: bool = False) -> list[str]:
     problems = []
     toks = tokens(c.container)
-    for model in _unpinned_hub_models(c.container, toks):
+    for model in _unpinned_hub_models(c.container, toks, template):
+        named = model in toks or any(v == model for _, v in flag_values(toks, ("--model",)))
+        what = f"Hub model '{model}'" if named else f"no model, so vLLM's default Hub model '{model}',"
         problems.append(
-            f"serves Hub model '{model}' with no --revision, so vLLM loads whatever the moving 'main' branch "
+            f"serves {what} with no --revision, so vLLM loads whatever the moving 'main' branch "
             f"holds when the pod starts"
         )
     for flag, value in flag_values(toks, REVISION_FLAGS):
@@ -128,7 +166,7 @@ def model_revision_pinned(obj: dict, config: dict) -> list[Finding]:
             )
     for pod in w.pods:
         for c in pod.containers:
-            for problem in _container_revision_problems(c):
+            for problem in _container_revision_problems(c, template=w.kind in KSERVE_RUNTIME_KINDS):
                 out.append(
                     Finding(
                         f"{w.ref}: {c.label} {problem}; pin the 40-hex commit sha of the model "

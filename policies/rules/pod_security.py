@@ -16,6 +16,8 @@ weaker than restricted the reason annotation beside it.
 
 from __future__ import annotations
 
+import json
+
 from common import pod_security as ps
 from policies.objects import Finding, as_dict, as_list, as_str, is_unknown
 from policies.workloads import ContainerView, PodView, workload
@@ -25,10 +27,34 @@ from policies.workloads import ContainerView, PodView, workload
 NO_POD_LEVEL_KINDS = {"ServingRuntime", "ClusterServingRuntime"}
 # The one capability the restricted level lets a container add back.
 ALLOWED_ADDED_CAPABILITIES = {"NET_BIND_SERVICE"}
-FIX_HINT = (
-    "set them in the container's securityContext (or add the pod template annotation "
-    f"{ps.EXCEPTION_ANNOTATION}: '<control>: <reason>' for runAsNonRoot or readOnlyRootFilesystem)"
-)
+NOT_NON_ROOT = "does not set runAsNonRoot: true"
+RUNS_AS_ROOT = "sets runAsUser: 0 (root)"
+NOT_READ_ONLY = "does not set readOnlyRootFilesystem: true"
+
+
+def _flow(value: object) -> str:
+    """A value as one line of JSON, which is also YAML flow style: pasted as it is, it parses."""
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def fix_hint(problems: list[str]) -> str:
+    """What to write, exactly as this program writes it for vLLM, so that the advice followed
+    literally gives a pod that passes the rule and still starts: vLLM's image runs as root with
+    HOME=/root, so a non-root uid on a read-only root needs a writable HOME and /tmp."""
+    hint = f"set the container's securityContext to {_flow(ps.container_security_context())}"
+    if NOT_NON_ROOT in problems or RUNS_AS_ROOT in problems:
+        hint += f" and the pod's to {_flow(ps.pod_security_context())}"
+    if {NOT_NON_ROOT, RUNS_AS_ROOT, NOT_READ_ONLY} & set(problems):
+        hint += (
+            f"; an image that runs as root (vLLM's does) writes its caches under HOME and its sockets under /tmp, "
+            f"which a non-root uid on a read-only root cannot, so add to the container env {_flow(ps.writable_env())} "
+            f"and volumeMounts {_flow(ps.writable_mounts())} and to the pod volumes {_flow(ps.writable_volumes())}, "
+            f"as this program does for vLLM"
+        )
+    return (
+        f"{hint} (see {ps.SECURITY_DOC}); or add the pod template annotation {ps.EXCEPTION_ANNOTATION}: "
+        f"'<control>: <reason>' for runAsNonRoot or readOnlyRootFilesystem"
+    )
 
 
 def _effective(container_ctx: dict, pod_ctx: dict, key: str):
@@ -59,11 +85,11 @@ def _container_problems(c: ContainerView, pod_ctx: dict, waived: dict[str, str])
         problems.append("has no RuntimeDefault (or Localhost) seccompProfile")
     if ps.RUN_AS_NON_ROOT not in waived:
         if _effective(ctx, pod_ctx, "runAsNonRoot") is not True:
-            problems.append("does not set runAsNonRoot: true")
+            problems.append(NOT_NON_ROOT)
         elif _effective(ctx, pod_ctx, "runAsUser") == 0:
-            problems.append("sets runAsUser: 0 (root)")
+            problems.append(RUNS_AS_ROOT)
     if ps.READ_ONLY_ROOT_FS not in waived and ctx.get("readOnlyRootFilesystem") is not True:
-        problems.append("does not set readOnlyRootFilesystem: true")
+        problems.append(NOT_READ_ONLY)
     return problems
 
 
@@ -95,7 +121,7 @@ def _pod_findings(ref: str, pod: PodView, pod_level: bool) -> list[Finding]:
     for c in pod.containers:
         problems = _container_problems(c, pod_ctx, waived)
         if problems:
-            out.append(Finding(f"{ref}: {c.label} in {pod.where} {'; '.join(problems)}; {FIX_HINT}.", c.name))
+            out.append(Finding(f"{ref}: {c.label} in {pod.where} {'; '.join(problems)}; {fix_hint(problems)}.", c.name))
     return out
 
 

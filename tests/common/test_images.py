@@ -6,11 +6,13 @@ rewriting.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
 
 from common import engine, images
+from common.facts import Fact
 from components.entrance import picker
 from components.model_store import store
 from components.serving import kserve
@@ -84,6 +86,53 @@ def test_a_mirror_keeps_the_tag_and_the_digest_and_leaves_other_registries_alone
     assert images.mirrored("quay.io/a/b:1", mirrors) == "quay.io/a/b:1"
 
 
+@pytest.mark.parametrize(
+    "key, mirrors, name, registry, path",
+    [
+        # A name with its host keeps it: the chart's `registry` takes the host, `repository` the rest.
+        ("keda-operator", {}, "ghcr.io/kedacore/keda", "ghcr.io", "kedacore/keda"),
+        (
+            "keda-operator",
+            {"ghcr.io": "123.dkr.ecr.us-east-1.amazonaws.com/llm-ghcr"},
+            "123.dkr.ecr.us-east-1.amazonaws.com/llm-ghcr/kedacore/keda",
+            "123.dkr.ecr.us-east-1.amazonaws.com",
+            "llm-ghcr/kedacore/keda",
+        ),
+        # A Docker Hub name without a host stays as the table writes it, its registry docker.io.
+        ("kserve-controller", {}, "kserve/kserve-controller", "docker.io", "kserve/kserve-controller"),
+        ("grafana", {}, "docker.io/grafana/grafana", "docker.io", "grafana/grafana"),
+        (
+            "grafana",
+            {"docker.io": "us-central1-docker.pkg.dev/p/dev-docker-hub"},
+            "us-central1-docker.pkg.dev/p/dev-docker-hub/grafana/grafana",
+            "us-central1-docker.pkg.dev",
+            "p/dev-docker-hub/grafana/grafana",
+        ),
+        # A registry without a cache is left alone.
+        (
+            "prometheus",
+            {"docker.io": "x.example/hub"},
+            "quay.io/prometheus/prometheus",
+            "quay.io",
+            "prometheus/prometheus",
+        ),
+    ],
+)
+def test_a_chart_image_splits_its_name_as_the_charts_take_it(key, mirrors, name, registry, path):
+    image = images.chart_image(key, mirrors)
+    assert (image.name, image.registry, image.path) == (name, registry, path)
+    assert image.reference == f"{name}:{images.IMAGES[key].tag}"
+    assert images.mirrored(images.reference(key), mirrors) == image.reference
+
+
+def test_a_chart_image_with_a_digest_pins_it_in_the_tag_field(monkeypatch):
+    entry = images.IMAGES["keda-operator"]
+    monkeypatch.setitem(images.IMAGES, "keda-operator", dataclasses.replace(entry, digest=Fact("d", FAKE, "test")))
+    image = images.chart_image("keda-operator")
+    assert image.digest == FAKE and image.pinned_tag == f"2.20.2@{FAKE}"
+    assert image.reference == f"ghcr.io/kedacore/keda:2.20.2@{FAKE}" == images.reference("keda-operator")
+
+
 # --- the rule in its requireDigest mode: good and bad fixtures -------------------------------------
 
 
@@ -140,10 +189,11 @@ def test_without_require_digest_a_pinned_tag_is_enough():
 def test_prod_runs_the_pack_with_require_digest_and_dev_with_the_defaults():
     assert requires_digest(pack_config("prod"))
     assert not requires_digest(pack_config("dev"))
-    # The workflows pass the same file to `pulumi preview` / `up`.
+    # The workflows pass the same file to `pulumi preview` / `up`: the one offline_plan.pack_config prints.
     for workflow in ("pull-request.yml", "pulumi-up.yml"):
         text = (ROOT / ".github" / "workflows" / workflow).read_text()
-        assert "policyPackConfigs: policies/config/" in text, workflow
+        assert "python -m offline_plan.pack_config --stack" in text, workflow
+        assert "policyPackConfigs: ${{ steps.pack.outputs.path }}" in text, workflow
     for stack in ("dev", "prod"):
         assert json.loads((ROOT / "policies" / "config" / f"{stack}.json").read_text()) == pack_config(stack)
 

@@ -227,6 +227,8 @@ def test_dtype_float32_sizes_the_weights_as_fp32(tmp_path, capsys):
     def weights(dtype):
         doc = yaml.safe_load(yaml.safe_dump(PROD))
         doc["config"]["llm-serving:models"] = [dict(doc["config"]["llm-serving:models"][0], dtype=dtype)]
+        # The sizing is under test, not prod's gate: its pack config is not in this bare project.
+        doc["config"].pop("llm-serving:policyConfig")
         text = yaml.safe_dump(doc)
         for f in tmp_path.iterdir():
             f.unlink() if f.is_file() or f.is_symlink() else None

@@ -75,3 +75,18 @@ def test_a_hybrid_reporting_fewer_tokens_than_its_pages_is_consistent():
         'vllm:cache_config_info{block_size="16",num_gpu_blocks="10",kv_cache_size_tokens="80"} 1\n'
     )
     assert capacity.tokens == 80
+
+
+@pytest.mark.parametrize("block_size", ["7", "24", "1"])
+def test_a_block_size_the_attention_kernels_refuse_is_refused(capsys, tmp_path, block_size):
+    refused(capsys, tmp_path, LLAMA_8B, "--block-size", block_size, says="not a multiple of 16")
+
+
+def test_batched_tokens_below_an_explicit_max_num_seqs_is_refused_with_vllms_rule(capsys, tmp_path):
+    refused(capsys, tmp_path, LLAMA_8B, "--max-num-batched-tokens", "8", "--max-num-seqs", "16", says="must be greater")
+
+
+def test_one_batched_token_caps_the_default_max_num_seqs_as_vllm_does(capsys, tmp_path):
+    code, out, err, _ = run(capsys, LLAMA_8B, "--max-num-batched-tokens", "1", "--json", tmp_path=tmp_path)
+    assert code in (0, 1), err
+    assert json.loads(out)["max_num_seqs"] == 1

@@ -10,6 +10,7 @@ import yaml
 
 from common import images
 from offline_plan import mock_runtime
+from offline_plan import pack_config as pack_config_cli
 from offline_plan import write as offline_plan
 from stack_config import ConfigError
 from tests.support import paths
@@ -68,7 +69,11 @@ def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unr
     assert "- **Network**: the deployer stack's (prod-deployer), found by tag llm-serving/deployer" in plan_md
     assert "- **NAT**: the deployer stack's (private subnets checked)" in plan_md
     assert "- **Node autoscaler**: Karpenter 1.14.1" in plan_md
-    assert "| h100 | p5.48xlarge | us-east-1b, us-east-1d | us-east-1b | private | 1 | 1 | placement group |" in plan_md
+    # The zones are the mock runtime's answers (offline_plan/placeholders.py), and say so.
+    assert (
+        "| h100 | p5.48xlarge | us-east-1b, us-east-1d (placeholder) | us-east-1b (placeholder) | private | 1 | 1 | "
+        "placement group |"
+    ) in plan_md
     assert "aws:ec2/natGateway:NatGateway" not in plan_md and "kubernetes:karpenter.sh/v1:NodePool" in plan_md
     assert (
         "| llama-3-3-70b-instruct | h100 | 13.0 (unresolved) | 580.159.03 | runs (CUDA 13.0 needs >= 580.95.05) |"
@@ -149,10 +154,73 @@ def test_the_plan_lists_the_add_ons_with_versions_and_reasons_and_the_longest_wa
 
 def test_the_plan_says_which_pack_config_its_verdicts_used(prod_plan, tmp_path, monkeypatch):
     _, folder = prod_plan
-    assert "Pack config: `policies/config/prod.json` (image digests required)." in (folder / "plan.md").read_text()
-    # A stack without its own file (a copy of prod's stack file, say) gets the pack's defaults: said, not silent.
-    monkeypatch.setattr(offline_plan, "pack_config", lambda stack, project_dir=None: None)
+    assert (
+        "Pack config: `policies/config/prod.json` (named by `policyConfig` in Pulumi.prod.yaml; "
+        "image digests required)."
+    ) in (folder / "plan.md").read_text()
+    # A stack without a pack config of its own gets the pack's defaults: said, not silent.
+    monkeypatch.setattr(offline_plan, "pack_config", lambda stack, project_dir=None, named=None: None)
     offline_plan.run("dev", tmp_path)
     text = (tmp_path / "dev" / "plan.md").read_text()
-    assert "Pack config: none (`policies/config/dev.json` does not exist)" in text
+    assert (
+        "Pack config: none (`policies/config/dev.json` does not exist and Pulumi.dev.yaml sets no `policyConfig`)"
+    ) in text
     assert "image digests are not required" in text
+
+
+# --- which pack config: named by the stack file, so a copy of prod keeps its gate ------------------
+
+
+def _project_with(tmp_path: Path, stack_files: dict[str, str]) -> Path:
+    """A project folder that is this repository (linked) plus the given stack files."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for entry in ROOT.iterdir():
+        if not entry.name.startswith("Pulumi.") or entry.name == "Pulumi.yaml":
+            (project / entry.name).symlink_to(entry)
+    for name, text in stack_files.items():
+        (project / f"Pulumi.{name}.yaml").write_text(text)
+    return project
+
+
+def test_a_copy_of_prod_under_another_name_keeps_require_digest(tmp_path):
+    prod_file = (ROOT / "Pulumi.prod.yaml").read_text()
+    assert "llm-serving:policyConfig: policies/config/prod.json" in prod_file
+    project = _project_with(tmp_path, {"staging": prod_file})
+    assert not (project / "policies" / "config" / "staging.json").exists()
+    assert pack_config_cli.stack_pack_config_path("staging", project) == "policies/config/prod.json"
+    assert offline_plan.run("staging", tmp_path / "build", project) == PROD_EXIT
+    plan_md = (tmp_path / "build" / "staging" / "plan.md").read_text()
+    assert (
+        "Pack config: `policies/config/prod.json` (named by `policyConfig` in Pulumi.staging.yaml; "
+        "image digests required)."
+    ) in plan_md
+    if images.unresolved():
+        assert "NOT DEPLOYABLE with requireDigest (policies/config/prod.json)" in plan_md
+
+
+def test_without_the_key_the_stack_s_own_file_or_the_defaults_apply_and_the_plan_says_which(tmp_path):
+    prod_file = (ROOT / "Pulumi.prod.yaml").read_text()
+    unnamed = "".join(line + "\n" for line in prod_file.splitlines() if "llm-serving:policyConfig" not in line)
+    project = _project_with(tmp_path, {"staging": unnamed, "broken": prod_file.replace("prod.json", "nope.json")})
+    assert pack_config_cli.stack_pack_config_path("staging", project) == "policies/config/staging.json"
+    assert offline_plan.pack_config("staging", project) is None
+    line = offline_plan._pack_config_line("staging", None)
+    assert "Pack config: none" in line and "image digests are not required" in line
+    assert "`policyConfig: policies/config/prod.json`" in line
+    assert offline_plan._pack_config_line("dev", {}) == (
+        "Pack config: `policies/config/dev.json` (the stack's own by its name (Pulumi.dev.yaml sets no "
+        "`policyConfig`))."
+    )
+    # A named file that does not exist is refused, not replaced by the defaults.
+    with pytest.raises(ConfigError, match=r"Pulumi\.broken\.yaml: policyConfig: policies/config/nope\.json does not"):
+        pack_config_cli.stack_pack_config_path("broken", project)
+    with pytest.raises(ConfigError, match=r"policyConfig: policies/config/nope\.json does not exist"):
+        offline_plan.pack_config("broken", project, "policies/config/nope.json")
+
+
+def test_the_pack_config_command_prints_the_path_or_one_line(capsys):
+    assert pack_config_cli.main(["--stack", "prod"]) == 0
+    assert capsys.readouterr().out == "policies/config/prod.json\n"
+    assert pack_config_cli.main(["--stack", "no-such-stack"]) == 2
+    assert capsys.readouterr().err.startswith("error: no stack file Pulumi.no-such-stack.yaml")

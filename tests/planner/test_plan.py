@@ -88,7 +88,11 @@ def test_tensor_parallelism_stays_inside_a_node():
 
 
 def test_context_longer_than_the_model_is_refused():
-    with pytest.raises(plan.PlanError, match=r"models\[0\].maxModelLen: 1000000 exceeds the model's maximum of 131072"):
+    with pytest.raises(
+        plan.PlanError,
+        match=r"models\[0\].maxModelLen: vLLM refuses to start: max_model_len 1,000,000 is greater than the model's "
+        r"derived maximum \(max_position_embeddings=131,072",
+    ):
         plans_for([model(LLAMA_8B, maxModelLen=1_000_000)])
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
 from common import gpus
-from planner.sizing_cli import main
+from planner.sizing_cli import build_parser, main
+from stack_config.models import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_TARGET_CONCURRENT_REQUESTS
 from tests.support import paths
+from tests.support.committed import committed_stack
 
 ROOT = paths.ROOT
 CONFIGS = ROOT / "tests" / "fixtures" / "vllm_logs" / "configs"
@@ -132,9 +135,9 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     [
         (
             ["--model-config", LLAMA_70B, "--gpu", "H100-80GB", "--max-model-len", "32768"],
-            "smallest tensor-parallel size that fits: 4",
+            "tensorParallelSize auto picks 4 (smallest of up to 8 GPUs holding 4 × 32,768-token requests)",
         ),
-        (["--model-config", LLAMA_70B, "--gpu", "L4"], "no tensor-parallel size up to 8 fits"),
+        (["--model-config", LLAMA_70B, "--gpu", "L4"], "no tensor-parallel size up to 8 (GPUs per node) fits"),
     ],
 )
 def test_a_model_that_does_not_fit_is_a_failed_check_exit_1(capsys, argv, message):
@@ -181,7 +184,7 @@ def test_module_entry_point_runs():
     assert json.loads(proc.stdout)["kv_cache_tokens"] > 400_000
 
 
-def test_unshardable_tensor_parallel_size_warns_and_zero_context_is_refused():
+def test_unshardable_tensor_parallel_size_and_zero_context_are_refused():
     import subprocess
     import sys
 
@@ -202,9 +205,12 @@ def test_unshardable_tensor_parallel_size_warns_and_zero_context_is_refused():
         capture_output=True,
         text=True,
     )
-    assert proc.returncode in (0, 1)
-    assert (
-        "warning: vLLM refuses --tensor-parallel-size 3 for this model (32 attention heads, 8 KV heads)" in proc.stderr
+    # vLLM refuses to start (vllm/config/model.py verify_with_parallel_config), so the CLI does too.
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "error: --tensor-parallel-size: vLLM refuses to start: total number of attention heads (32) must be "
+        "divisible by tensor parallel size (3) (vllm/config/model.py verify_with_parallel_config); sizes dividing "
+        "32: 1, 2, 4, 8, 16, 32"
     )
     proc = subprocess.run(
         [sys.executable, "-m", "components.sizing", "--model-config", config, "--gpu", "L4", "--max-model-len", "0"],
@@ -393,3 +399,73 @@ def test_no_collected_log_total_is_taken_for_another_gpu():
         assert match.gpu is not None or {g.name for g in match.candidates} >= {case["gpu"]}, case["id"]
         outcomes["same" if match.gpu else "refused"] += 1
     assert outcomes["same"] > 10 * outcomes["refused"] > 0
+
+
+# --- one number for one question: the README's example is the CLI's output and prod's plan ------------
+
+
+def _readme_sizing_example() -> tuple[list[str], str]:
+    """The README's sizing command (its arguments after `venv/bin/python`) and the output block below it
+    (tests/repo/test_readme.py holds that the block is what the command prints)."""
+    text = (paths.ROOT / "README.md").read_text()
+    section = text.split("## Sizing: will it fit?", 1)[1]
+    command, output = re.findall(r"```(?:sh)?\n(.*?)```\n", section, flags=re.DOTALL)[:2]
+    argv = command.replace("\\\n", " ").split()
+    assert argv[:3] == ["venv/bin/python", "-m", "components.sizing"], argv
+    return argv[1:], output
+
+
+def test_the_readme_sizing_example_gives_prod_s_numbers_for_the_same_model():
+    argv, output = _readme_sizing_example()
+    (row,) = [r for r in committed_stack("prod").outputs["sizing"] if r["model"] == "llama-3-3-70b-instruct"]
+    assert f"--max-model-len {row['maxModelLen']}" in " ".join(argv) and "--kv-cache-dtype fp8" in " ".join(argv)
+    assert f"TP {row['tensorParallelSize']} × PP 1" in output
+    assert f"= {row['kvCacheTokens']:,} tokens" in output
+    assert f"tensorParallelSize auto picks {row['tensorParallelSize']} " in output
+    assert row["gpuMemoryUtilization"] == DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def test_a_model_that_does_not_fit_names_the_tp_the_plan_picks_not_just_the_smallest_that_fits():
+    argv, _ = _readme_sizing_example()
+    tp1 = [a if a != "4" else "1" for a in argv]  # the README's command at --tensor-parallel-size 1
+    assert tp1.count("1") == 1
+    proc = subprocess.run([sys.executable, *tp1], cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    (row,) = [r for r in committed_stack("prod").outputs["sizing"] if r["model"] == "llama-3-3-70b-instruct"]
+    # TP 2 fits, but holds fewer than targetConcurrentRequests; the plan deploys the TP below.
+    assert f"tensorParallelSize auto picks {row['tensorParallelSize']} " in proc.stderr.splitlines()[-1]
+    assert row["tensorParallelSize"] == 4
+
+
+def test_the_cli_takes_the_program_s_default_utilization_and_target():
+    argv, _ = _readme_sizing_example()
+    proc = subprocess.run(
+        [sys.executable, *argv, "--json"], cwd=paths.ROOT, capture_output=True, text=True, timeout=120
+    )
+    result = json.loads(proc.stdout)
+    assert result["requested_gib"] == pytest.approx(result["gpu_memory_gib"] * DEFAULT_GPU_MEMORY_UTILIZATION, abs=0.01)
+    args = build_parser().parse_args(["--model-config", "x", "--gpu", "H100-80GB"])
+    assert args.target_concurrent_requests == DEFAULT_TARGET_CONCURRENT_REQUESTS
+
+
+def test_a_context_beyond_the_model_s_maximum_is_refused_with_vllm_s_rule():
+    config = "tests/fixtures/model_configs/llama-3.1-8b/config.json"
+    argv = ["--model-config", config, "--gpu", "H100-80GB"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.sizing", *argv, "--max-model-len", "131073"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(
+        "error: --max-model-len: vLLM refuses to start: max_model_len 131,073 is greater than the model's derived "
+        "maximum (max_position_embeddings=131,072 in config.json) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    )
+    ok = subprocess.run(
+        [sys.executable, "-m", "components.sizing", *argv, "--max-model-len", "131072"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr

@@ -256,3 +256,69 @@ def test_prod_stack_without_its_public_access_block_is_caught():
     broken = [c for c in cloud if c["type"] != pab]
     verdicts = [v for v in check_objects(broken) if v.policy == "bucket-public-access-block-present"]
     assert [(v.kind, v.name) for v in verdicts] == [("Bucket", "llm-serving-prod-models")]
+
+
+# The shape of the seed's own example: a plain Deployment that runs `vllm serve <Hub repo id>` and
+# nothing else. Whatever else it lacks, the checker must refuse it as unpinned.
+SEED_SHAPED = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: llama
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: llama}
+  template:
+    metadata:
+      labels: {app: llama}
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.11.0
+        command: ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+        resources:
+          limits: {nvidia.com/gpu: 1}
+"""
+
+
+@pytest.mark.parametrize(
+    "edit,unpinned",
+    [
+        (lambda text: text, True),
+        (
+            lambda text: text.replace(
+                '"meta-llama/Llama-3.1-8B-Instruct"]', '"--model=meta-llama/Llama-3.1-8B-Instruct"]'
+            ),
+            True,
+        ),
+        (lambda text: text.replace('"meta-llama/Llama-3.1-8B-Instruct"]', '"/models/llama"]'), False),
+        (
+            lambda text: text.replace(
+                '"meta-llama/Llama-3.1-8B-Instruct"]',
+                '"meta-llama/Llama-3.1-8B-Instruct", "--revision", "0e9e39f249a16976918f6564b8830bc894c89659"]',
+            ),
+            False,
+        ),
+    ],
+)
+def test_the_seed_shaped_manifest_is_refused_as_unpinned(tmp_path, edit, unpinned):
+    manifest = tmp_path / "seed.yaml"
+    manifest.write_text(edit(SEED_SHAPED))
+    p = run(str(manifest))
+    assert p.returncode == 1, p.stdout + p.stderr  # it breaks other rules too
+    found = [line for line in p.stdout.splitlines() if " model-revision-pinned [mandatory]: " in line]
+    assert bool(found) is unpinned, p.stdout
+    if unpinned:
+        assert "Hub model 'meta-llama/Llama-3.1-8B-Instruct' with no --revision" in found[0]
+
+
+def test_a_tab_in_a_manifest_is_named_as_a_tab_with_its_line_and_column(tmp_path):
+    manifest = tmp_path / "tabbed.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n\tname: p\n")
+    p = run(str(manifest))
+    assert p.returncode == 2 and p.stdout == ""
+    assert (
+        "tabbed.yaml:4:1: not valid YAML: a tab character at line 4, column 1; YAML indents with spaces only, so "
+        "replace the tab with spaces"
+    ) in p.stderr, p.stderr

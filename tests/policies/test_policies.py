@@ -340,6 +340,15 @@ def test_revision_flags(args, ok):
         (None, ["/models/meta-llama/Llama-3.1-8B-Instruct", "--served-model-name", "meta-llama/x"], True),
         (None, ["--model=/models/x"], True),
         (None, ["$(MODEL)"], True),  # from elsewhere; cannot be judged here
+        (["vllm", "serve", "--model=Qwen/Qwen3-8B"], [], False),
+        (["vllm", "serve"], ["--model", "/models/Qwen3-8B"], True),
+        # argparse takes the positional anywhere among the options.
+        (["vllm", "serve", "--port", "8000", "meta-llama/Llama-3.1-8B-Instruct"], [], False),
+        (["vllm", "serve", "--port", "8000", "/models/x"], [], True),
+        (["vllm", "serve", "--served-model-name", "meta-llama/x", "/models/x"], [], True),
+        # No model at all: vLLM loads its default Hub model, unpinned.
+        (["vllm", "serve"], ["--port", "8000"], False),
+        (None, ["--port", "8000"], False),
     ],
 )
 def test_a_hub_model_served_without_a_revision_is_unpinned(command, args, ok):
@@ -353,6 +362,44 @@ def test_a_hub_model_served_without_a_revision_is_unpinned(command, args, ok):
     assert (found == []) is ok, [v.message for v in found]
     if not ok:
         assert "with no --revision" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "command,args",
+    [
+        (["vllm", "serve", "$(VLLM_MODEL)"], []),
+        (None, ["--model", "$(MODEL_ID)"]),
+        (None, ["--model=$(VLLM_MODEL)"]),
+        (["sh", "-c", "exec vllm serve $MODEL_ID --port 8000"], []),
+        (["sh", "-c", "exec vllm serve ${VLLM_MODEL}"], []),
+    ],
+)
+def test_a_hub_model_named_through_a_literal_env_value_is_unpinned(command, args):
+    d = server()
+    c = container(d)
+    c.pop("command", None)
+    if command is not None:
+        c["command"] = command
+    c["args"] = args
+    c["env"] += [
+        {"name": "VLLM_MODEL", "value": "meta-llama/Llama-3.1-8B-Instruct"},
+        {"name": "MODEL_ID", "value": "meta-llama/Llama-3.1-8B-Instruct"},
+    ]
+    (found,) = analyze_k8s(d).of("model-revision-pinned")
+    assert "Hub model 'meta-llama/Llama-3.1-8B-Instruct' with no --revision" in found.message
+    # The same env pointing at the mirrored weights is a path, not a Hub id.
+    for e in c["env"]:
+        if e["name"] in ("VLLM_MODEL", "MODEL_ID"):
+            e["value"] = "/models/meta-llama/Llama-3.1-8B-Instruct"
+    assert analyze_k8s(d).of("model-revision-pinned") == []
+
+
+def test_no_model_named_names_vllms_default():
+    d = server()
+    c = container(d)
+    c["command"], c["args"] = ["vllm", "serve"], ["--port", "8000"]
+    (found,) = analyze_k8s(d).of("model-revision-pinned")
+    assert "no model, so vLLM's default Hub model 'Qwen/Qwen3-0.6B'" in found.message
 
 
 def test_revision_flag_resolved_through_literal_env():
@@ -805,3 +852,18 @@ def test_the_picker_rules_read_the_chart_release_the_program_creates():
     result = analyze_stack([release, *entrance_stack(SERVER)])
     assert result.policies() == {"picker-highly-available", "inference-pool-selects-its-servers"}
     assert len(result.of("picker-highly-available")) == 2  # one replica, and no budget
+
+
+def test_a_serving_runtime_gets_its_model_from_the_inference_service_not_vllms_default():
+    runtime = {
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "rt"},
+        "spec": {"containers": [{"name": "kserve-container", "image": "vllm/vllm-openai:v0.32.0"}]},
+    }
+    c = runtime["spec"]["containers"][0]
+    c["command"] = ["vllm", "serve"]  # the InferenceService's model args are merged in at admission
+    assert analyze_k8s(runtime).of("model-revision-pinned") == []
+    c["args"] = ["Qwen/Qwen3-8B"]  # a model the runtime itself names is still judged
+    (found,) = analyze_k8s(runtime).of("model-revision-pinned")
+    assert "Hub model 'Qwen/Qwen3-8B' with no --revision" in found.message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 
 import pytest
 
@@ -346,3 +347,83 @@ def test_levels_and_reasons():
         ps.strictest_level({"a": "strict: no such level"})
     with pytest.raises(ValueError, match="Pod Security level baseline needs the reason it is weaker than restricted"):
         ps.namespace_annotations(ps.BASELINE, [])
+
+
+# The rule's advice, followed literally, gives what the program gives vLLM -------------------------
+
+# A vLLM Deployment written by hand with no securityContext at all (the image runs as root).
+_BARE_VLLM = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "llama"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "llama"}},
+        "template": {
+            "metadata": {"labels": {"app": "llama"}},
+            "spec": {
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "vllm",
+                        "image": "vllm/vllm-openai:v0.32.0",
+                        "command": ["vllm", "serve", "/models/llama"],
+                        "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+                        "volumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": True}],
+                    }
+                ],
+                "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": "models"}}],
+            },
+        },
+    },
+}
+
+
+def _value_after(message: str, phrase: str):
+    """The JSON value the message prints right after `phrase` (one line of JSON is YAML flow style)."""
+    start = message.index(phrase) + len(phrase)
+    value, _ = json.JSONDecoder().raw_decode(message[start:])
+    return value
+
+
+def _follow_the_advice(obj: dict, message: str) -> dict:
+    fixed = copy.deepcopy(obj)
+    pod = fixed["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    c["securityContext"] = _value_after(message, "set the container's securityContext to ")
+    pod["securityContext"] = _value_after(message, " and the pod's to ")
+    c["env"] += _value_after(message, "add to the container env ")
+    c["volumeMounts"] += _value_after(message, " and volumeMounts ")
+    pod["volumes"] += _value_after(message, " and to the pod volumes ")
+    return fixed
+
+
+def test_the_pod_security_advice_followed_literally_passes_and_is_what_the_program_gives_vllm():
+    (finding,) = analyze_k8s(_BARE_VLLM).of("pod-security-context")
+    assert ps.SECURITY_DOC in finding.message and "vLLM's does" in finding.message
+    fixed = _follow_the_advice(_BARE_VLLM, finding.message)
+    assert analyze_k8s(fixed).of("pod-security-context") == []
+    # What the program emits for its own vLLM server: the same contexts, HOME and writable mounts.
+    served = next(o for o in committed_stack("dev").kubernetes_objects if o["kind"] == "Deployment" and _is_vllm(o))
+    pod, fixed_pod = served["spec"]["template"]["spec"], fixed["spec"]["template"]["spec"]
+    server = next(c for c in pod["containers"] if c["name"] == fixed_pod["containers"][0]["name"])
+    advised = fixed_pod["containers"][0]
+    assert server["securityContext"] == advised["securityContext"]
+    assert pod["securityContext"] == fixed_pod["securityContext"]
+    assert advised["env"][-1] == {"name": "HOME", "value": ps.WRITABLE_HOME} and advised["env"][-1] in server["env"]
+    for mount in advised["volumeMounts"][1:]:
+        assert mount in server["volumeMounts"]
+    for volume in fixed_pod["volumes"][1:]:
+        assert volume in pod["volumes"]
+    assert {m["mountPath"] for m in advised["volumeMounts"]} >= {ps.WRITABLE_HOME, ps.WRITABLE_TMP}
+
+
+def _is_vllm(obj: dict) -> bool:
+    return any("vllm-openai" in c.get("image", "") for c in obj["spec"]["template"]["spec"]["containers"])
+
+
+def test_a_container_already_non_root_on_a_read_only_root_is_not_told_about_writable_paths():
+    obj = copy.deepcopy(_BARE_VLLM)
+    c = obj["spec"]["template"]["spec"]["containers"][0]
+    c["securityContext"] = {**ps.container_security_context(), "seccompProfile": {"type": "Unconfined"}}
+    (finding,) = analyze_k8s(obj).of("pod-security-context")
+    assert "seccompProfile" in finding.message and "add to the container env" not in finding.message

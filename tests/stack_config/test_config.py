@@ -147,6 +147,8 @@ def _config_values(raw: dict, secrets: dict[str, str] | None = None) -> tuple[di
     values = {f"llm-serving:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
     for key, value in (secrets or {}).items():
         values[f"llm-serving:{key}"] = value
+    if raw.get("cloud") == "gcp":
+        values["gcp:project"] = "test-project"  # a GKE stack needs one (stack_config/gcp_project.py)
     return values, [f"llm-serving:{k}" for k in (secrets or {})]
 
 
@@ -233,7 +235,8 @@ def test_misspelt_top_level_key_in_the_stack_file_is_reported():
     assert info.value.problems == [
         (
             "Pulumi.dev.yaml: modells: unknown key (did you mean 'models'?); allowed here: cloud, cluster, pools, "
-            "operators, modelStore, models, exposure, monitoring, addons, images, security, deployer, role"
+            "operators, modelStore, models, exposure, monitoring, addons, images, security, deployer, policyConfig, "
+            "role"
         )
     ]
 

@@ -238,6 +238,7 @@ def test_accepted_configs_evaluate(raw):
         return
     values = {f"{PROJECT}:{k}": json.dumps(v) if not isinstance(v, str) else v for k, v in raw.items()}
     values[f"{PROJECT}:hfToken"] = "<secret placeholder>"
+    values["gcp:project"] = "fuzz-project"  # the provider's key a GKE stack needs (stack_config/gcp_project.py)
     try:
         evaluation = evaluate("fuzz", values, [f"{PROJECT}:hfToken"])
     except PlanError as err:

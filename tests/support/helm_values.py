@@ -52,8 +52,38 @@ TEMPLATE_ONLY_KEYS = {
         "dcgmExporter.config.name": (
             "NVIDIA/gpu-operator@v26.7.0:deployments/gpu-operator/templates/clusterpolicy.yaml:561-564"
         ),
+        # values.yaml lines 61 and 75 show `#version: ""` commented (the appVersion is the default).
+        "operator.version": "charts/gpu-operator-v26.7.0/templates/_helpers.tpl:71-73 (gpu-operator.fullimage)",
+        "validator.version": "charts/gpu-operator-v26.7.0/templates/clusterpolicy.yaml (spec.validator.version)",
     },
+    # values.yaml shows `# tag` commented under operator (the appVersion is the default).
+    "network-operator": {"operator.tag": "charts/network-operator-26.4.1/templates/operator.yaml:55"},
 }
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+@functools.cache
+def subchart_defaults(chart: str, version: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per dependency of the chart copied in charts/<chart>-<version>/charts/: its values.yaml with
+    the parent's block for it laid over (what Helm coalesces), so keys set under a subchart's name
+    are checked against the subchart's own values (Grafana's `image` is not in the parent's file)."""
+    found = sorted((paths.ROOT / "charts").glob(f"{chart}-{version or '*'}/"))
+    if len(found) != 1:
+        return {}
+    parent = yaml.safe_load((found[0] / "values.yaml").read_text()) or {}
+    out = {}
+    for values_file in sorted(found[0].glob("charts/*/values.yaml")):
+        name = values_file.parent.name
+        own = yaml.safe_load(values_file.read_text()) or {}
+        block = parent.get(name)
+        out[name] = _merged(own, block) if isinstance(block, dict) else own
+    return out
 
 
 @functools.cache
@@ -62,6 +92,9 @@ def chart_defaults(chart: str) -> dict[str, Any]:
     if path is None:
         raise KeyError(f"no upstream values.yaml for chart {chart!r}; add it under tests/fixtures/helm")
     defaults = yaml.safe_load(path.read_text()) or {}
+    for name, sub in subchart_defaults(chart).items():
+        block = defaults.get(name)
+        defaults[name] = _merged(sub, block) if isinstance(block, dict) else sub
     for dotted in TEMPLATE_ONLY_KEYS.get(chart, {}):
         *parents, leaf = dotted.split(".")
         node = defaults
@@ -151,7 +184,12 @@ def check_chart_values(chart: str, values: dict[str, Any], version: str | None =
     name = chart_name(chart)
     listed = addon_value_keys().get(name)
     if listed is not None:
-        problems = unlisted_value_paths(values, listed["keys"] or {})
+        own = dict(values)
+        problems = []
+        for sub, defaults in subchart_defaults(name, str(listed["version"])).items():
+            if sub in own and not any(k == sub or k.startswith(f"{sub}.") for k in listed["keys"] or {}):
+                problems += unknown_value_paths({sub: own.pop(sub)}, {sub: defaults})
+        problems += unlisted_value_paths(own, listed["keys"] or {})
         if version is not None and str(listed["version"]) != version:
             problems.append(f"version {version}: the key list was transcribed from {listed['version']}; regenerate it")
         return [f"{name}: {p}" for p in problems]

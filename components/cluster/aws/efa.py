@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from common import images
 from components.cluster.interface import GpuPlacement, RdmaAttachment
 
 # EFA interfaces an instance type carries = its network cards (one EFA per card).
@@ -75,7 +76,14 @@ def device_plugin_values(placements: Sequence[GpuPlacement]) -> dict:
         for toleration in placement.tolerations:
             if toleration not in tolerations:
                 tolerations.append(toleration)
-    return {"nodeSelector": {EFA_NODE_LABEL: EFA_NODE_LABEL_VALUE}, "tolerations": tolerations}
+    # The image from the one table (common/images.py "efa-device-plugin"); the template writes
+    # "{image.repository}:{image.tag}" (templates/daemonset.yaml), so a tag of `v0.5.20@sha256:...` pins it.
+    image = images.chart_image("efa-device-plugin")
+    return {
+        "nodeSelector": {EFA_NODE_LABEL: EFA_NODE_LABEL_VALUE},
+        "tolerations": tolerations,
+        "image": {"repository": image.name, "tag": image.pinned_tag},
+    }
 
 
 class EfaDevicePlugin(pulumi.ComponentResource):

@@ -25,7 +25,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from common import contract, driver_versions
+from common import contract, driver_versions, images
 from components.cluster.aws import karpenter_iam, policies
 from components.cluster.interface import GpuPlacement
 
@@ -71,9 +71,12 @@ def helm_values(
 ) -> dict[str, Any]:
     """Chart values; every key is one of the chart's values.yaml at v1.14.1 (tests/support/helm_values.py).
 
-    Not set: the image. The tag's values.yaml still names the 1.13.0 image (the release pipeline
-    rewrites it), and the chart published as 1.14.1 carries the 1.14.1 image and its digest.
+    The image comes from the one table (common/images.py "karpenter-controller"): the tag's values.yaml
+    still names the 1.13.0 image (the release pipeline rewrites it), and the chart published as 1.14.1
+    carries the 1.14.1 image and its digest, which the table records; the template renders
+    "{repository}:{tag}@{digest}" (templates/_helpers.tpl:70-76 at 1.14.1).
     """
+    image = images.chart_image("karpenter-controller")
     return {
         "settings": {
             # Required: the chart refuses to render without it (templates/deployment.yaml).
@@ -88,7 +91,14 @@ def helm_values(
         # The chart keeps the controller off Karpenter's own nodes (affinity
         # karpenter.sh/nodepool DoesNotExist); this keeps it on the untainted system node group.
         "nodeSelector": {"kubernetes.io/os": "linux", contract.LABEL_POOL: contract.SYSTEM_POOL},
-        "controller": {"resources": CONTROLLER_RESOURCES},
+        "controller": {
+            "resources": CONTROLLER_RESOURCES,
+            "image": {
+                "repository": image.name,
+                "tag": image.tag,
+                **({"digest": image.digest} if image.digest else {}),
+            },
+        },
     }
 
 

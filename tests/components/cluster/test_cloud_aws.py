@@ -9,7 +9,7 @@ import json
 import pytest
 
 import stack_config as cfg
-from common import contract, driver_versions
+from common import contract, driver_versions, images
 from components.cluster.aws import efa, efs, eks
 from components.cluster.aws.policies import NODE_MANAGED_POLICIES
 from components.cluster.common import MODEL_READER_SERVICE_ACCOUNT, MODEL_WRITER_SERVICE_ACCOUNT
@@ -187,7 +187,9 @@ def test_efa_device_plugin_is_installed_pinned_on_efa_nodes_tolerating_the_gpu_t
     assert inputs["namespace"] == "kube-system"
     values = inputs["values"]
     # Only keys the chart's values.yaml (v0.5.30) has; Helm would silently ignore any other.
-    assert set(values) <= {"nodeSelector", "tolerations"}
+    assert set(values) <= {"nodeSelector", "tolerations", "image"}
+    # The image from the one table (charts/aws-efa-k8s-device-plugin-v0.5.30/values.yaml:1-4).
+    assert values["image"] == {"repository": images.IMAGES["efa-device-plugin"].repository, "tag": "v0.5.20"}
     # It runs exactly where the EFA pools' nodes are: both node sources carry the selected label.
     ((selector_key, selector_value),) = values["nodeSelector"].items()
     assert node_group(created, "h100").inputs["labels"][selector_key] == selector_value

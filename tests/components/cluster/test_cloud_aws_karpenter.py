@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from common import contract
+from common import contract, images
 from components.cluster.aws import karpenter, karpenter_iam
 from components.cluster.select import create_cluster
 from offline_plan.mock_runtime import evaluate_stack
@@ -34,8 +34,15 @@ def test_the_release_is_the_published_oci_chart_at_exactly_1_14_1_in_kube_system
     assert inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
     assert inputs["version"] == karpenter.VERSION == "1.14.1"
     assert inputs["namespace"] == "kube-system" and inputs["name"] == "karpenter"
-    # The tag's values.yaml names the 1.13.0 image; the published chart carries its own: never set it.
-    assert "image" not in inputs["values"].get("controller", {})
+    # The tag's values.yaml names the 1.13.0 image; the published chart (charts/karpenter-1.14.1) carries
+    # 1.14.1 and its digest, which the image table records: the values pass exactly that
+    # (tests/offline_plan/test_rendered_chart_images.py checks what the chart renders from them).
+    entry = images.IMAGES["karpenter-controller"]
+    assert inputs["values"]["controller"]["image"] == {
+        "repository": entry.repository,
+        "tag": "1.14.1",
+        "digest": "sha256:445baefaaa689029cc12ac1f659b916b0b82fb14308ce536f8521fcf079116fa",
+    }
 
 
 def test_every_values_key_is_a_key_of_the_charts_values_yaml(created):

@@ -154,6 +154,9 @@ def _run_plan(case: dict, scratch: Path) -> int:
     main = project / "__main__.py"
     if not main.exists():
         main.symlink_to(ROOT / "__main__.py")
+    # The pack configs a stack file names (policyConfig: policies/config/prod.json), as in the project.
+    if not (project / "policies").exists():
+        (project / "policies").symlink_to(ROOT / "policies")
     stack = case.get("stack", "fuzz")
     for old in project.glob("Pulumi.*.yaml"):
         old.unlink()
