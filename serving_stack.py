@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 
 import stack_config as config
-from common import contract
+from common import contract, pod_security
 from components.addons import AddOns, AddOnsArgs, addon_table, needed_addons, undeclared_problems
 from components.cluster.interface import RdmaAttachment
 from components.cluster.select import create_cluster
@@ -68,6 +68,8 @@ k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, depends_on=[cluster
 
 # Add-ons first (installed on a created cluster, looked up on an existing one): every custom
 # resource below waits for what provides its kind, through `addons.crds`.
+# Every namespace the stack creates pins the Pod Security policy of the cluster's own version.
+psa_version = pod_security.psa_version(stack.cluster.kubernetesVersion)
 addons = AddOns(
     "addons",
     AddOnsArgs(
@@ -75,6 +77,7 @@ addons = AddOns(
         creates_cluster=stack.creates_cluster,
         system_node_selector={contract.LABEL_POOL: contract.SYSTEM_POOL} if stack.creates_cluster else None,
         image_mirrors=cluster.image_mirrors,
+        psa_version=psa_version,
     ),
     k8s_opts,
 )
@@ -90,6 +93,7 @@ operator_args = OperatorsArgs(
     crds=addons.crds,
     gpu_alerting=GpuAlerting(dict(monitoring.labels), monitoring.runbookUrl) if monitoring.enabled else None,
     image_mirrors=cluster.image_mirrors,
+    psa_version=psa_version,
 )
 operators_ready: list[pulumi.Resource] = []
 gpu_operator = None
@@ -128,6 +132,7 @@ shared = ServingNamespace(
         bucket=cluster.bucket,
         pod_security_exceptions=pod_security_exceptions,
         annotations=enforcement.namespace_annotations(stack),
+        psa_version=psa_version,
     ),
     k8s_opts,
 )

@@ -142,8 +142,10 @@ RESTRICTED, BASELINE, PRIVILEGED = "restricted", "baseline", "privileged"
 # Strictest first.
 PSA_LEVELS = (RESTRICTED, BASELINE, PRIVILEGED)
 # The policy version the labels pin. "latest" would let a cluster upgrade tighten the checks under
-# running workloads; a version makes an upgrade a decision. v1.33 is the program's default cluster
-# version (stack_config/cluster.py kubernetesVersion); PSA accepts `<MODE>-version: a valid
+# running workloads; a version makes an upgrade a decision. The program pins its stack's own
+# cluster.kubernetesVersion (psa_version below), so a namespace never enforces a level older than
+# the cluster it runs on (the policy rule namespace-pod-security-version refuses that); PSA_VERSION
+# is the default cluster version (stack_config/cluster.py kubernetesVersion). PSA accepts `<MODE>-version: a valid
 # Kubernetes minor version, or latest` (https://kubernetes.io/docs/concepts/security/
 # pod-security-admission/ "Pod Security Admission labels for namespaces").
 PSA_VERSION = "v1.33"
@@ -151,15 +153,25 @@ PSA_VERSION = "v1.33"
 LEVEL_REASON_ANNOTATION = f"{PREFIX}/pod-security-reason"
 
 
-def namespace_labels(level: str) -> dict[str, str]:
-    """PSA labels: enforce `level`; warn and audit always at restricted, so whatever would fail the
-    strictest level is reported on every apply and in the audit log even where it is allowed."""
+def psa_version(kubernetes_version: str) -> str:
+    """The PSA policy version of a cluster's Kubernetes minor version: "1.34" -> "v1.34"."""
+    major, _, minor = kubernetes_version.removeprefix("v").partition(".")
+    minor = minor.split(".", 1)[0]
+    if not (major.isdigit() and minor.isdigit()):
+        raise ValueError(f"Kubernetes version {kubernetes_version!r} is not 'MAJOR.MINOR'")
+    return f"v{int(major)}.{int(minor)}"
+
+
+def namespace_labels(level: str, version: str = PSA_VERSION) -> dict[str, str]:
+    """PSA labels: enforce `level` as Kubernetes `version` defines it; warn and audit always at
+    restricted, so whatever would fail the strictest level is reported on every apply and in the
+    audit log even where it is allowed."""
     if level not in PSA_LEVELS:
         raise ValueError(f"Pod Security level {level!r} is not one of {', '.join(PSA_LEVELS)}")
-    labels = {f"{PSA_PREFIX}/enforce": level, f"{PSA_PREFIX}/enforce-version": PSA_VERSION}
+    labels = {f"{PSA_PREFIX}/enforce": level, f"{PSA_PREFIX}/enforce-version": version}
     for mode in ("warn", "audit"):
         labels[f"{PSA_PREFIX}/{mode}"] = RESTRICTED
-        labels[f"{PSA_PREFIX}/{mode}-version"] = PSA_VERSION
+        labels[f"{PSA_PREFIX}/{mode}-version"] = version
     return labels
 
 

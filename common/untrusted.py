@@ -53,7 +53,9 @@ class NotJsonError(InputLimitError):
 # GitHub tokens with ghp_/gho_/ghu_/ghs_/ghr_ and github_pat_
 # (https://github.blog/engineering/platform-security/behind-githubs-new-authentication-token-formats/),
 # AWS access key ids with AKIA/ASIA (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html),
-# Google API keys with AIza, Slack tokens with xox?-, and PEM private keys with their BEGIN line.
+# Google API keys with AIza, Slack tokens with xox?-, and PEM private keys with their BEGIN line;
+# GitLab personal access tokens with glpat- (https://docs.gitlab.com/security/tokens/#token-prefixes)
+# and npm access tokens with npm_ (https://github.blog/changelog/2021-09-23-npm-has-a-new-access-token-format/).
 _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Hugging Face token (hf_...)", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
     ("an OpenAI-style API key (sk-...)", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}")),
@@ -63,6 +65,8 @@ _SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Slack token (xox?-...)", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     ("a JSON Web Token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.")),
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a GitLab token (glpat-...)", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("an npm token (npm_...)", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
 )
 
 

@@ -3,6 +3,13 @@
 Users write `args: ["--revision", "abc"]`, `args: ["--revision=abc"]` or a whole shell script in
 `sh -c "..."`; all three become the same token list here. `$(VAR)` (Kubernetes expansion), `$VAR`
 and `${VAR}` are replaced with the container's literal env values where they exist.
+
+Flag names are read as vLLM reads them: its FlexibleArgumentParser turns every `_` into `-` in the
+part of a `--flag` between the dashes and the first `.` (or `=`) before argparse sees it, so
+`--api_key`, `--tokenizer_revision` and `--lora_modules` are the flags `--api-key`,
+`--tokenizer-revision` and `--lora-modules` (vllm-project/vllm v0.32.0,
+vllm/utils/argparse_utils.py, FlexibleArgumentParser.parse_args). Every token that starts with
+`--` is normalised the same way here, so no rule can be dodged with an underscore spelling.
 """
 
 from __future__ import annotations
@@ -15,13 +22,29 @@ from policies.objects import as_dict, as_list, as_str
 _REF_RE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def normalise_flag(token: str) -> str:
+    """`--api_key=x` -> `--api-key=x`, `--hf_overrides.rope_scaling` -> `--hf-overrides.rope_scaling`:
+    underscores become dashes in the flag's name (up to the first `=` or `.`), never in its value."""
+    if not token.startswith("--"):
+        return token
+    key, eq, value = token.partition("=")
+    name, dot, rest = key[2:].partition(".")
+    return "--" + name.replace("_", "-") + dot + rest + eq + value
+
+
 def literal_env(container: dict) -> dict[str, str]:
+    """The container's literal env values. A name set twice keeps its last entry, as the kubelet
+    does; a last entry that reads from elsewhere (valueFrom) leaves the name without a literal."""
     env = {}
     for e in as_list(container.get("env")):
         e = as_dict(e)
         name, value = as_str(e.get("name")), e.get("value")
-        if name and isinstance(value, str):
+        if not name:
+            continue
+        if isinstance(value, str) and "valueFrom" not in e:
             env[name] = value
+        else:
+            env.pop(name, None)
     return env
 
 
@@ -52,7 +75,7 @@ def tokens(container: dict) -> list[str]:
                     pieces = item.split()
             else:
                 pieces = [item]
-            out.extend(expand(p, env) for p in pieces)
+            out.extend(normalise_flag(expand(p, env)) for p in pieces)
     return out
 
 

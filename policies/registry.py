@@ -15,18 +15,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from common.contract import GPU_TAINT_KEY
+from common.pod_security import PSA_VERSION
 from policies.objects import Finding
 from policies.resource import Resource
 from policies.rules import (
+    allow_all,
     cloud,
+    config_map_secrets,
+    env_once,
     exposure,
     gpus,
     helm,
+    host_access,
     images,
     models,
     network,
     pod_security,
     probes,
+    psa_version,
     resources,
     routing,
     secrets,
@@ -191,6 +197,36 @@ RULES: list[Rule] = [
         applies=_kubernetes,
     ),
     Rule(
+        "env-set-once",
+        "A container names each environment variable once.",
+        "Remove the earlier entries of a variable set twice in env, keeping the one the container should get.",
+        _k8s(env_once.env_set_once),
+        applies=_kubernetes,
+    ),
+    Rule(
+        "no-secrets-in-config-maps",
+        "No credential reaches a container from a ConfigMap (envFrom, configMapKeyRef or a ConfigMap volume).",
+        "Move the credential from the ConfigMap into a Secret and read it with secretKeyRef or envFrom secretRef.",
+        config_map_secrets.no_secrets_in_config_maps,
+        stack=True,
+    ),
+    Rule(
+        "no-host-access",
+        "No pod shares the node's network, PID or IPC namespace, mounts a hostPath volume or binds a hostPort.",
+        "Remove hostNetwork, hostPID, hostIPC, hostPath volumes and hostPort; use a Service, a PersistentVolumeClaim, "
+        "a ConfigMap or an emptyDir instead.",
+        _k8s(host_access.no_host_access),
+        applies=_kubernetes,
+    ),
+    Rule(
+        "no-projected-api-token",
+        "No pod mounts a service-account token through a projected volume, unless its token waiver says why.",
+        "Remove the projected serviceAccountToken source, or waive it with the pod template annotation "
+        "llm-serving.io/pod-security-exception: 'automountServiceAccountToken: <reason>'.",
+        _k8s(host_access.no_projected_api_token),
+        applies=_kubernetes,
+    ),
+    Rule(
         "shm-size-limited",
         "A memory-backed /dev/shm volume has a sizeLimit.",
         "Give the memory-backed emptyDir mounted at /dev/shm a sizeLimit.",
@@ -217,6 +253,21 @@ RULES: list[Rule] = [
         "with the reason in the llm-serving.io/pod-security-reason annotation.",
         _k8s(pod_security.namespace_pod_security),
         applies=lambda r: r.is_kubernetes and r.kind == "Namespace",
+    ),
+    Rule(
+        "namespace-pod-security-version",
+        "A Namespace's Pod Security enforce-version is 'latest' or no older than the cluster and the pack's minimum.",
+        "Set pod-security.kubernetes.io/enforce-version to the cluster's minor version (such as 'v1.33') or 'latest'.",
+        psa_version.namespace_pod_security_version,
+        stack=True,
+        schema={
+            "minimumVersion": {
+                "type": "string",
+                "pattern": psa_version.VERSION_PATTERN,
+                "default": PSA_VERSION,
+                "description": "Oldest Pod Security policy version a namespace may pin ('v1.N').",
+            }
+        },
     ),
     Rule(
         "helm-chart-pinned",
@@ -308,6 +359,13 @@ RULES: list[Rule] = [
                 "namespaces the stack itself creates.",
             }
         },
+    ),
+    Rule(
+        "network-policy-no-allow-all",
+        "No NetworkPolicy beside a namespace's default-deny admits every peer on every port.",
+        "Replace the allow-all rule with the peers (pod, namespace selectors or CIDRs) and ports the pods need.",
+        allow_all.network_policy_no_allow_all,
+        stack=True,
     ),
     Rule(
         "cluster-endpoint-restricted",

@@ -14,6 +14,18 @@ here instead of one per rule. Kinds and paths:
   and `trafficPercent`), a second set of pods that serves real traffic, so it is walked alike.
 - KServe ServingRuntime / ClusterServingRuntime: `spec` is a pod spec (`spec.containers`), plus
   `spec.workerSpec`.
+- KServe LLMInferenceService and LLMInferenceServiceConfig (serving.kserve.io v1alpha1 and
+  v1alpha2, kserve/kserve v0.20.0 config/crd/full/llmisvc/): `spec.template` and `spec.worker`
+  (decode, or the multi-node leader and workers), `spec.prefill.template` and `spec.prefill.worker`
+  (disaggregated prefill) and `spec.router.scheduler.template` (the endpoint picker) are pod specs
+  themselves (not pod templates); `spec.labels`/`spec.annotations` go on the pods and
+  `spec.replicas` counts them. The controller merges the templates over the LLMInferenceServiceConfig
+  presets the object names (`baseRefs`) and its defaults; the pack judges each template as written,
+  so a field left to a preset is judged absent (write it, or lower that rule in the pack config).
+
+Not walked (out of scope): kinds whose schema the repository holds no CRD for, among them Argo
+Rollouts' Rollout (`spec.template`, or `spec.workloadRef` to a Deployment), Knative Services, Ray
+clusters and Kubeflow training jobs; their pods pass unchecked, as policies/README.md says.
 """
 
 from __future__ import annotations
@@ -41,6 +53,15 @@ KSERVE_MODEL_KEYS = (
 KSERVE_COMPONENTS = ("predictor", "transformer", "explainer")
 # KServe labels every pod of an InferenceService with its name (pkg/constants InferenceServicePodLabelKey).
 KSERVE_POD_LABEL = "serving.kserve.io/inferenceservice"
+LLM_ISVC_KINDS = ("LLMInferenceService", "LLMInferenceServiceConfig")
+# Where an LLMInferenceService spec holds a pod spec (kserve v0.20.0 CRD, both served versions).
+LLM_ISVC_POD_PATHS = (
+    ("template",),
+    ("worker",),
+    ("prefill", "template"),
+    ("prefill", "worker"),
+    ("router", "scheduler", "template"),
+)
 
 
 @dataclass
@@ -148,6 +169,19 @@ def kserve_components(spec: dict) -> list[tuple[str, dict]]:
     return found
 
 
+def _llm_isvc_pods(spec: dict) -> list[PodView]:
+    labels, annotations = as_dict(spec.get("labels")), as_dict(spec.get("annotations"))
+    pods = []
+    for path in LLM_ISVC_POD_PATHS:
+        node: object = spec
+        for key in path:
+            node = as_dict(node).get(key)
+        pod_spec = as_dict(node)
+        if pod_spec:
+            pods.append(PodView("spec." + ".".join(path), pod_spec, labels, annotations, _containers(pod_spec)))
+    return pods
+
+
 def workload(obj: dict) -> Workload | None:
     """The workload view of a Kubernetes object, or None when it carries no pod spec."""
     kind = as_str(obj.get("kind")) or ""
@@ -200,6 +234,10 @@ def workload(obj: dict) -> Workload | None:
         worker = as_dict(spec.get("workerSpec"))
         if worker:
             pods.append(PodView("spec.workerSpec", worker, {}, {}, _containers(worker)))
+    elif kind in LLM_ISVC_KINDS:
+        pods += _llm_isvc_pods(spec)
+        replicas = as_number(spec.get("replicas"))
+        replicas = 1.0 if replicas is None else replicas
     else:
         return None
 

@@ -53,6 +53,8 @@ class AddOnsArgs:
     image_mirrors: Mapping[str, str] = field(default_factory=dict)
     """images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors); the
     charts' image values are rewritten through it (common/images.py chart_image)."""
+    psa_version: str = pod_security.PSA_VERSION
+    """The Pod Security policy version the add-ons' namespaces pin: the cluster's minor version."""
 
 
 class AddOns(pulumi.ComponentResource):
@@ -84,7 +86,9 @@ class AddOns(pulumi.ComponentResource):
                 self.ready[addon.key] = []
                 origin = f"provided by {need.provided_by}"
             elif args.creates_cluster:
-                self.ready[addon.key] = [self._install(addon, args.system_node_selector, args.image_mirrors)]
+                self.ready[addon.key] = [
+                    self._install(addon, args.system_node_selector, args.image_mirrors, args.psa_version)
+                ]
                 origin = f"installed: {addon.title} {addon.version}"
             else:
                 self.ready[addon.key] = self._look_up(addon)
@@ -94,7 +98,11 @@ class AddOns(pulumi.ComponentResource):
         self.register_outputs({"addons": [need.key for need in args.needs]})
 
     def _install(
-        self, addon: AddOn, system_node_selector: Mapping[str, str] | None, image_mirrors: Mapping[str, str]
+        self,
+        addon: AddOn,
+        system_node_selector: Mapping[str, str] | None,
+        image_mirrors: Mapping[str, str],
+        psa_version: str,
     ) -> pulumi.Resource:
         before: list[pulumi.Input[pulumi.Resource]] = list(self._after_cluster)
         for required in addon.requires:
@@ -127,7 +135,7 @@ class AddOns(pulumi.ComponentResource):
                         f"{addon.key}-{step.namespace}-ns",
                         metadata={
                             "name": step.namespace,
-                            "labels": pod_security.namespace_labels(level),
+                            "labels": pod_security.namespace_labels(level, psa_version),
                             "annotations": pod_security.namespace_annotations(level, reasons),
                         },
                         opts=pulumi.ResourceOptions(parent=self, depends_on=before),

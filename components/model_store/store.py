@@ -318,6 +318,8 @@ class ServingNamespaceArgs:
     pod_security_exceptions: dict[str, str] = field(default_factory=dict)
     """What the stack runs here that cannot meet the restricted Pod Security level: who -> "<level it
     meets>: <reason>". Empty: the namespace enforces restricted. Decided from what the stack deploys."""
+    # The Pod Security policy version the namespace pins: its cluster's minor version.
+    psa_version: str = pod_security.PSA_VERSION
 
 
 class ServingNamespace(pulumi.ComponentResource):
@@ -346,7 +348,7 @@ class ServingNamespace(pulumi.ComponentResource):
             f"{name}-ns",
             metadata={
                 "name": args.namespace,
-                "labels": {**labels, **pod_security.namespace_labels(self.pod_security_level)},
+                "labels": {**labels, **pod_security.namespace_labels(self.pod_security_level, args.psa_version)},
                 "annotations": {
                     **args.annotations,
                     **pod_security.namespace_annotations(self.pod_security_level, reasons),

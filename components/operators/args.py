@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common.alerting import RUNBOOK_DOC
+from common.pod_security import PSA_VERSION
 from components.addons.crd_sources import CrdSources
 from components.cluster.interface import GpuPlacement
 from stack_config import OperatorsConfig
@@ -44,6 +45,8 @@ class OperatorsArgs:
     # images.pullThrough: upstream registry -> the cluster's cache for it (Cluster.image_mirrors); the
     # operands' images from the table go through it (common/images.py chart_image).
     image_mirrors: Mapping[str, str] = field(default_factory=dict)
+    # The Pod Security policy version the operators' namespace pins: the cluster's minor version.
+    psa_version: str = PSA_VERSION
 
 
 @dataclass(frozen=True)

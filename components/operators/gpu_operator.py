@@ -54,7 +54,7 @@ class GpuOperator(pulumi.ComponentResource):
         # Children do not inherit a component's depends_on; the namespace is the root of the chain.
         first = pulumi.ResourceOptions(parent=self, depends_on=(opts.depends_on if opts else None))
 
-        ns, before_helm = operator_namespace(name, args.config.namespace, args.cloud, first)
+        ns, before_helm = operator_namespace(name, args.config.namespace, args.cloud, first, args.psa_version)
         self.namespace_resource = ns
 
         config_map_name = None

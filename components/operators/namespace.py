@@ -17,7 +17,7 @@ POD_SECURITY_REASON = (
 
 
 def operator_namespace(
-    name: str, namespace: str, cloud: str, opts: pulumi.ResourceOptions
+    name: str, namespace: str, cloud: str, opts: pulumi.ResourceOptions, psa_version: str = pod_security.PSA_VERSION
 ) -> tuple[k8s.core.v1.Namespace, list[pulumi.Resource]]:
     """Create the namespace (and on GKE its critical-pods quota); return it and what Helm must wait for.
 
@@ -30,7 +30,7 @@ def operator_namespace(
         f"{name}-ns",
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=namespace,
-            labels=pod_security.namespace_labels(level),
+            labels=pod_security.namespace_labels(level, psa_version),
             annotations=pod_security.namespace_annotations(level, [POD_SECURITY_REASON]),
         ),
         opts=opts,

@@ -66,7 +66,7 @@ class NetworkOperator(pulumi.ComponentResource):
             before_helm: list[pulumi.Resource] = list(gpu_operator.ready)
         else:
             first = pulumi.ResourceOptions(parent=self, depends_on=(opts.depends_on if opts else None))
-            ns, before_helm = operator_namespace(name, args.config.namespace, args.cloud, first)
+            ns, before_helm = operator_namespace(name, args.config.namespace, args.cloud, first, args.psa_version)
             ns_name = ns.metadata.name
 
         self.values = network_operator_values(

@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass
 
 from common.contract import PICKER_CHART, PICKER_POD_LABEL, SERVER_PORT, picker_name
-from policies.commands import literal_env, tokens
+from policies.commands import literal_env, normalise_flag, tokens
 from policies.objects import Finding, as_dict, as_list, as_number, as_str, is_commit, is_unknown
 from policies.resource import Resource
 from policies.rules.stack import _same_namespace, selector_matches
@@ -250,7 +250,12 @@ def _lora_module_paths(value: str) -> list[tuple[str, str]]:
 
 def _raw_items(container: dict) -> list[str]:
     """command + args as written: a JSON --lora-modules item has spaces that must not be split."""
-    return [str(i) for part in ("command", "args") for i in as_list(container.get(part)) if isinstance(i, str)]
+    return [
+        normalise_flag(str(i))
+        for part in ("command", "args")
+        for i in as_list(container.get(part))
+        if isinstance(i, str)
+    ]
 
 
 def _lora_items(toks: list[str]) -> list[str]:
