@@ -9,7 +9,8 @@ GPU: --gpu names a catalog GPU (common/gpus.py) and brings its traits (the inter
 multi-GPU machines, unified memory, vLLM's batch defaults for it); --gpu-memory-gib alone is a
 measured CUDA total, taken as the catalog GPU within 0.5% of it (common/gpus.py:match_cuda_total,
 which says where that tolerance comes from); a total near no catalog GPU, or near two, is refused
-unless --interconnect describes the machine. The GPU taken is printed (and is "gpu" in --json).
+unless --interconnect describes the machine. The GPU taken is printed (and is "gpu" in --json). A log
+whose custom all-reduce says the GPUs lack NVLink or P2P sets --interconnect pcie (planner/startup_log.py).
 
 --explain prints every term of the memory budget with its size, the release behaviour it follows and
 its vLLM source line (planner/sizing_explain.py); --from-log FILE sets the inputs from a vLLM V1
@@ -283,6 +284,7 @@ def apply_log(args: argparse.Namespace, log: startup_log.StartupLog) -> list[str
     take("vllm_version", _release_number(log.version) if log.version else None)
     take("dtype", _LOG_DTYPES.get(log.dtype or ""))
     take("kv_cache_dtype", log.kv_cache_dtype if log.kv_cache_dtype in KV_CACHE_DTYPES else None)
+    take("interconnect", log.interconnect)
     if log.weights and args.weights_gib is None:
         taken.append("--weights-gib")  # one GPU's "Model loading took"; request_from_args takes the total
     if log.enforce_eager and not args.enforce_eager:

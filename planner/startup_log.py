@@ -63,6 +63,7 @@ class StartupLog:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     flashinfer_sampler: bool | None = None
+    interconnect: str | None = None  # "pcie" when custom all-reduce says the GPUs lack NVLink or P2P
     # The budget terms, named as planner/sizing_explain.py names them (GiB, tokens).
     weights: float | None = None  # one GPU's "Model loading took" (the first one printed)
     requested: float | None = None
@@ -189,6 +190,20 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
         "first",
     ),
     ("FlashInfer is not available", re.compile(r"FlashInfer is not available"), [], "first"),
+    # vLLM's custom all-reduce turns itself off on GPUs that NVLink does not fully connect (more than
+    # two) or that fail its peer-to-peer test; either way the GPUs are not on an NVSwitch, so NCCL
+    # has no NVLS buffers (vllm v0.28.0 distributed/device_communicators/custom_all_reduce.py,
+    # CustomAllreduce.__init__: `same_node and world_size > 2 and not fully_connected` and
+    # `not _can_p2p(rank, world_size)`; dennislee22's vLLM 0.10.1.1 logs in the calibration set print the second).
+    (
+        "Custom allreduce is disabled because",
+        re.compile(
+            r"Custom allreduce is disabled because (?:it's not supported on more than two PCIe-only GPUs"
+            r"|your platform lacks GPU P2P capability)"
+        ),
+        [],
+        "first",
+    ),
 ]
 
 # Keys of "non-default args: {...}" (the flags as given) and of the engine's "with config: ..." line.
@@ -249,6 +264,8 @@ def parse(text: str) -> StartupLog:
                 _set(log, "flashinfer_sampler", True, line)
             elif anchor == "FlashInfer is not available":
                 _set(log, "flashinfer_sampler", False, line)
+            elif anchor == "Custom allreduce is disabled because":
+                _set(log, "interconnect", "pcie", line)
             for group, (name, conv) in enumerate(targets, start=1):
                 if name:
                     _set(log, name, conv(match.group(group)), line, keep)
