@@ -432,7 +432,9 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
             sampler, persistent = _model_runner_v2_sampler_bytes(req, rows, seqs)
             path = "v2"
         else:
-            path = release.top_k_top_p_path(rows, req.flashinfer_sampler)
+            gpu = _catalog_gpu(req)
+            capability = gpu.compute_capability if gpu is not None else None
+            path = release.top_k_top_p_path(rows, req.flashinfer_sampler, capability)
             sampler = SAMPLER_BYTES_PER_LOGIT[path] * rows * arch.vocab
     quant = req.quantization or arch.quant_method or ""
     moe_workspace = 0.0

@@ -190,6 +190,15 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
         "first",
     ),
     ("FlashInfer is not available", re.compile(r"FlashInfer is not available"), [], "first"),
+    # From 0.21 FlashInfer top-k/top-p is on by default; these say it was not (vllm v0.21.0 ... v0.28.0
+    # v1/sample/ops/topk_topp_sampler.py: "disabled via VLLM_USE_FLASHINFER_SAMPLER=0", "not supported
+    # on compute capability", v0.25.1 on "unavailable").
+    (
+        "FlashInfer top-p/top-k sampling",
+        re.compile(r"FlashInfer top-p/top-k sampling (?:disabled via|not supported on|unavailable)"),
+        [],
+        "first",
+    ),
     # vLLM's custom all-reduce turns itself off on GPUs that NVLink does not fully connect (more than
     # two) or that fail its peer-to-peer test; either way the GPUs are not on an NVSwitch, so NCCL
     # has no NVLS buffers (vllm v0.28.0 distributed/device_communicators/custom_all_reduce.py,
@@ -262,7 +271,7 @@ def parse(text: str) -> StartupLog:
                 continue
             if anchor == "Using FlashInfer for top-p & top-k sampling":
                 _set(log, "flashinfer_sampler", True, line)
-            elif anchor == "FlashInfer is not available":
+            elif anchor in ("FlashInfer is not available", "FlashInfer top-p/top-k sampling"):
                 _set(log, "flashinfer_sampler", False, line)
             elif anchor == "Custom allreduce is disabled because":
                 _set(log, "interconnect", "pcie", line)
