@@ -164,8 +164,8 @@ BLACKWELL_CAPTURE_CAP_FROM = (0, 28)
 # * from 0.17.0 batches of 8 rows or more go to a Triton top-k/top-p kernel that does not sort the
 #   vocabulary (v0.17.0 apply_top_k_top_p: `if HAS_TRITON and logits.shape[0] >= 8:
 #   apply_top_k_top_p_triton`); smaller batches keep the sort. Absent in v0.16.0.
-# Which one ran before 0.11.1 depends on the install, so it is a flag of the run (the planner deploys
-# releases after the switch and never opts in, so its runs take the sort or Triton path).
+# Which one ran before 0.11.1 depends on the install, so it is a flag of the run; from 0.11.1 to 0.20 the
+# sort or Triton path runs unless the run opted in, and from 0.21 FlashInfer runs by default (below).
 TRITON_TOP_K_TOP_P_FROM = (0, 17)
 TRITON_TOP_K_TOP_P_MIN_ROWS = 8
 # * from 0.21.0 FlashInfer is the default again on every GPU its attention backend supports: the
