@@ -385,6 +385,14 @@ def request_from_args(
         raise CliError(f"--vllm-version {excerpt(args.vllm_version)} is not a release number like 0.19.0")
     gpu, memory, resolution = resolve_gpu(args, log)
     gpu_name = gpu.name if gpu is not None else f"{memory:g} GiB GPU"
+    tp = args.tensor_parallel_size
+    if gpu is not None and args.interconnect is None and tp > 1 and gpu.interconnect(tp) == "nvswitch":
+        # A PCIe card of the same GPU reports the same total: say which machine was assumed.
+        print(
+            f"warning: {gpu.name} x{tp} sized as an NVSwitch machine (NCCL's NVLS buffers on Hopper and "
+            f"newer); for PCIe cards pass --interconnect pcie",
+            file=sys.stderr,
+        )
     # What vLLM's batch defaults look at (the "a100" check) and the traits the engine reads.
     device_name = gpu.name if gpu is not None else None
     if args.weights_gib is not None and not 0 < args.weights_gib * GiB <= MAX_WEIGHT_BYTES:
