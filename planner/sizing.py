@@ -252,8 +252,15 @@ def interconnect(req: SizingRequest) -> str:
         return "unified"
     if req.tensor_parallel_size * req.pipeline_parallel_size == 1:
         return "single"
-    # An unknown multi-GPU box is sized with the largest known communication footprint.
-    return gpu.multi_gpu_interconnect if gpu is not None else "nvswitch"
+    if gpu is None:
+        # Never another machine's traits: NVSwitch would add NCCL's NVLS buffers to a PCIe pair and
+        # "single" would miss a GB10's unified memory, so the caller has to say what joins the GPUs.
+        raise SizingError(
+            f"gpu {req.gpu_name or 'not named'}: not a catalog GPU, so what joins its "
+            f"{req.tensor_parallel_size * req.pipeline_parallel_size} GPUs is unknown; "
+            f"set the interconnect ({', '.join(INTERCONNECTS)})"
+        )
+    return gpu.multi_gpu_interconnect
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
@@ -429,7 +436,9 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
             sampler, persistent = _model_runner_v2_sampler_bytes(req, rows, seqs)
             path = "v2"
         else:
-            path = release.top_k_top_p_path(rows, req.flashinfer_sampler)
+            gpu = _catalog_gpu(req)
+            capability = gpu.compute_capability if gpu is not None else None
+            path = release.top_k_top_p_path(rows, req.flashinfer_sampler, capability)
             sampler = SAMPLER_BYTES_PER_LOGIT[path] * rows * arch.vocab
     quant = req.quantization or arch.quant_method or ""
     moe_workspace = 0.0

@@ -9,7 +9,8 @@ GPU: --gpu names a catalog GPU (common/gpus.py) and brings its traits (the inter
 multi-GPU machines, unified memory, vLLM's batch defaults for it); --gpu-memory-gib alone is a
 measured CUDA total, taken as the catalog GPU within 0.5% of it (common/gpus.py:match_cuda_total,
 which says where that tolerance comes from); a total near no catalog GPU, or near two, is refused
-unless --interconnect describes the machine. The GPU taken is printed (and is "gpu" in --json).
+unless --interconnect describes the machine. The GPU taken is printed (and is "gpu" in --json). A log
+whose custom all-reduce says the GPUs lack NVLink or P2P sets --interconnect pcie (planner/startup_log.py).
 
 --explain prints every term of the memory budget with its size, the release behaviour it follows and
 its vLLM source line (planner/sizing_explain.py); --from-log FILE sets the inputs from a vLLM V1
@@ -313,6 +314,7 @@ def apply_log(args: argparse.Namespace, log: startup_log.StartupLog) -> list[str
     take("vllm_version", _release_number(log.version) if log.version else None)
     take("dtype", _LOG_DTYPES.get(log.dtype or ""))
     take("kv_cache_dtype", log.kv_cache_dtype if log.kv_cache_dtype in KV_CACHE_DTYPES else None)
+    take("interconnect", log.interconnect)
     if log.weights and args.weights_gib is None:
         taken.append("--weights-gib")  # one GPU's "Model loading took"; request_from_args takes the total
     if log.enforce_eager and not args.enforce_eager:
@@ -417,6 +419,14 @@ def request_from_args(
         raise CliError(f"--vllm-version {excerpt(args.vllm_version)} is not a release number like 0.19.0")
     gpu, memory, resolution = resolve_gpu(args, log)
     gpu_name = gpu.name if gpu is not None else f"{memory:g} GiB GPU"
+    tp = args.tensor_parallel_size
+    if gpu is not None and args.interconnect is None and tp > 1 and gpu.interconnect(tp) == "nvswitch":
+        # A PCIe card of the same GPU reports the same total: say which machine was assumed.
+        print(
+            f"warning: {gpu.name} x{tp} sized as an NVSwitch machine (NCCL's NVLS buffers on Hopper and "
+            f"newer); for PCIe cards pass --interconnect pcie",
+            file=sys.stderr,
+        )
     # What vLLM's batch defaults look at (the "a100" check) and the traits the engine reads.
     device_name = gpu.name if gpu is not None else None
     if args.weights_gib is not None and not 0 < args.weights_gib * GiB <= MAX_WEIGHT_BYTES:

@@ -63,6 +63,7 @@ class StartupLog:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     flashinfer_sampler: bool | None = None
+    interconnect: str | None = None  # "pcie" when custom all-reduce says the GPUs lack NVLink or P2P
     # The budget terms, named as planner/sizing_explain.py names them (GiB, tokens).
     weights: float | None = None  # one GPU's "Model loading took" (the first one printed)
     requested: float | None = None
@@ -189,6 +190,29 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
         "first",
     ),
     ("FlashInfer is not available", re.compile(r"FlashInfer is not available"), [], "first"),
+    # From 0.21 FlashInfer top-k/top-p is on by default; these say it was not (vllm v0.21.0 ... v0.28.0
+    # v1/sample/ops/topk_topp_sampler.py: "disabled via VLLM_USE_FLASHINFER_SAMPLER=0", "not supported
+    # on compute capability", v0.25.1 on "unavailable").
+    (
+        "FlashInfer top-p/top-k sampling",
+        re.compile(r"FlashInfer top-p/top-k sampling (?:disabled via|not supported on|unavailable)"),
+        [],
+        "first",
+    ),
+    # vLLM's custom all-reduce turns itself off on GPUs that NVLink does not fully connect (more than
+    # two) or that fail its peer-to-peer test; either way the GPUs are not on an NVSwitch, so NCCL
+    # has no NVLS buffers (vllm v0.28.0 distributed/device_communicators/custom_all_reduce.py,
+    # CustomAllreduce.__init__: `same_node and world_size > 2 and not fully_connected` and
+    # `not _can_p2p(rank, world_size)`; dennislee22's vLLM 0.10.1.1 logs in the calibration set print the second).
+    (
+        "Custom allreduce is disabled because",
+        re.compile(
+            r"Custom allreduce is disabled because (?:it's not supported on more than two PCIe-only GPUs"
+            r"|your platform lacks GPU P2P capability)"
+        ),
+        [],
+        "first",
+    ),
 ]
 
 # Keys of "non-default args: {...}" (the flags as given) and of the engine's "with config: ..." line.
@@ -247,8 +271,10 @@ def parse(text: str) -> StartupLog:
                 continue
             if anchor == "Using FlashInfer for top-p & top-k sampling":
                 _set(log, "flashinfer_sampler", True, line)
-            elif anchor == "FlashInfer is not available":
+            elif anchor in ("FlashInfer is not available", "FlashInfer top-p/top-k sampling"):
                 _set(log, "flashinfer_sampler", False, line)
+            elif anchor == "Custom allreduce is disabled because":
+                _set(log, "interconnect", "pcie", line)
             for group, (name, conv) in enumerate(targets, start=1):
                 if name:
                     _set(log, name, conv(match.group(group)), line, keep)

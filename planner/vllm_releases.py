@@ -164,10 +164,20 @@ BLACKWELL_CAPTURE_CAP_FROM = (0, 28)
 # * from 0.17.0 batches of 8 rows or more go to a Triton top-k/top-p kernel that does not sort the
 #   vocabulary (v0.17.0 apply_top_k_top_p: `if HAS_TRITON and logits.shape[0] >= 8:
 #   apply_top_k_top_p_triton`); smaller batches keep the sort. Absent in v0.16.0.
-# Which one ran before 0.11.1 depends on the install, so it is a flag of the run (the planner deploys
-# releases after the switch and never opts in, so its runs take the sort or Triton path).
+# Which one ran before 0.11.1 depends on the install, so it is a flag of the run; from 0.11.1 to 0.20 the
+# sort or Triton path runs unless the run opted in, and from 0.21 FlashInfer runs by default (below).
 TRITON_TOP_K_TOP_P_FROM = (0, 17)
 TRITON_TOP_K_TOP_P_MIN_ROWS = 8
+# * from 0.21.0 FlashInfer is the default again on every GPU its attention backend supports: the
+#   variable defaults to True (v0.21.0 envs.py: `... if "VLLM_USE_FLASHINFER_SAMPLER" in os.environ else
+#   True`; v0.20.0 still `else None`) and TopKTopPSampler takes forward_cuda when
+#   `FlashInferBackend.supports_compute_capability(capability)` (v0.21.0 and v0.22.1: 7.5 to 12.1;
+#   v0.25.1, v0.27.1 and v0.28.0: 8.0 to 12.1, v1/attention/backends/flashinfer.py); flashinfer-python
+#   is a dependency of every one of those wheels (their METADATA: Requires-Dist: flashinfer-python).
+#   A log that says "FlashInfer top-p/top-k sampling disabled via VLLM_USE_FLASHINFER_SAMPLER=0" or
+#   "... not supported on compute capability" / "... unavailable" ran the PyTorch or Triton path.
+FLASHINFER_SAMPLER_DEFAULT_FROM = (0, 21)
+FLASHINFER_SAMPLER_CAPABILITY = ((8, 0), (12, 1))
 
 # -- fused-MoE workspace -------------------------------------------------------------------------
 
@@ -274,12 +284,19 @@ class Release:
     def hybrid_prefix_caching_by_default(self) -> bool:
         return self.version >= HYBRID_PREFIX_CACHING_DEFAULT_FROM
 
-    def top_k_top_p_path(self, rows: int, flashinfer_sampler: bool | None) -> str:
+    def top_k_top_p_path(
+        self, rows: int, flashinfer_sampler: bool | None, capability: tuple[int, int] | None = None
+    ) -> str:
         """Which top-k/top-p implementation the sampler warm-up runs: "flashinfer", "sort" or "triton".
 
         `flashinfer_sampler` is what the log says: True for "Using FlashInfer for top-p & top-k sampling"
-        (FlashInfer installed, and from 0.11.1 also asked for with VLLM_USE_FLASHINFER_SAMPLER=1); None
-        means unknown and is taken as not used (the PyTorch sort, the larger footprint)."""
+        (FlashInfer installed, and from 0.11.1 to 0.20 also asked for with VLLM_USE_FLASHINFER_SAMPLER=1),
+        False where it says FlashInfer was off. None means not stated: up to 0.20 taken as not used (the
+        larger footprint); from 0.21 the release default, FlashInfer on a GPU of `capability` (the
+        catalog GPU's compute capability; None, an unknown GPU, is taken as not used)."""
+        if flashinfer_sampler is None and self.version >= FLASHINFER_SAMPLER_DEFAULT_FROM and capability:
+            low, high = FLASHINFER_SAMPLER_CAPABILITY
+            flashinfer_sampler = low <= capability <= high
         if flashinfer_sampler:
             return "flashinfer"
         if self.version >= TRITON_TOP_K_TOP_P_FROM and rows >= TRITON_TOP_K_TOP_P_MIN_ROWS:
@@ -336,6 +353,7 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
             "v0.10.2", "v1/sample/ops/topk_topp_sampler.py", "envs.VLLM_USE_FLASHINFER_SAMPLER is not False"
         ),
         (0, 11): Source("v0.11.1", "v1/sample/ops/topk_topp_sampler.py", "if envs.VLLM_USE_FLASHINFER_SAMPLER:"),
+        (0, 21): Source("v0.21.0", "envs.py", "VLLM_USE_FLASHINFER_SAMPLER: ... else True (default on)"),
     },
     "sampler.sort": {
         (0, 0): Source("v0.10.2", "v1/sample/ops/topk_topp_sampler.py", "apply_top_k_top_p"),

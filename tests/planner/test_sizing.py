@@ -149,7 +149,9 @@ def test_concurrency_is_tokens_over_max_model_len_for_full_attention():
 
 
 def test_seventy_b_needs_more_than_one_h100_and_the_search_finds_a_valid_tp():
-    req = SizingRequest(arch=arch("llama-3.3-70b.json"), gpu_memory_gib=79.19, max_model_len=32768)
+    req = SizingRequest(
+        arch=arch("llama-3.3-70b.json"), gpu_memory_gib=79.19, max_model_len=32768, gpu_name="H100-80GB"
+    )
     assert not size(req).fits
     tp = smallest_tensor_parallel_size(req)
     assert tp in (2, 4)
@@ -175,8 +177,9 @@ def test_too_long_context_does_not_fit_with_a_reason():
 
 def test_cuda_graphs_count_only_from_the_release_that_profiles_them():
     case = next(c for c in CASES if c["id"] == "meta-llama-llama---h100-80gb--tp1pp1dp1--8192-dtbf16")
-    old = size(request_for(case))
-    new = size(replace(request_for(case), vllm_version="0.21.0"))
+    # The sampler path held fixed (the Triton kernel): 0.21.0 also turns FlashInfer sampling on.
+    old = size(replace(request_for(case), flashinfer_sampler=False))
+    new = size(replace(request_for(case), vllm_version="0.21.0", flashinfer_sampler=False))
     assert not old.cuda_graph_in_budget and new.cuda_graph_in_budget
     assert old.kv_cache_gib_per_gpu - new.kv_cache_gib_per_gpu == pytest.approx(new.cuda_graph_gib, abs=1e-6)
 
@@ -198,7 +201,9 @@ def test_config_without_layers_is_rejected_with_the_keys_named():
 def test_hub_fixture_configs_size(path):
     """Real config.json files kept by the hub tests (tests/fixtures/model_configs) all size."""
     model = ModelArch.from_hf_config(json.loads(path.read_text()))
-    result = size(SizingRequest(arch=model, gpu_memory_gib=178.35, tensor_parallel_size=8, max_model_len=4096))
+    result = size(
+        SizingRequest(arch=model, gpu_memory_gib=178.35, tensor_parallel_size=8, max_model_len=4096, gpu_name="B200")
+    )
     assert result.kv_bytes_per_token_per_gpu > 0 and result.weights_gib_per_gpu > 0
 
 
@@ -256,6 +261,7 @@ def test_cuda_graph_estimate_grows_with_the_layers_on_a_gpu():
         tensor_parallel_size=4,
         max_model_len=8192,
         vllm_version="0.21.0",
+        gpu_name="H100-80GB",
     )
     whole = size(req).cuda_graph_gib
     half = size(replace(req, tensor_parallel_size=2, pipeline_parallel_size=2)).cuda_graph_gib
@@ -268,8 +274,8 @@ def test_reported_tokens_come_from_concurrency_from_0_21():
     # vllm v0.20.0 kv_cache_utils.py still prints num_blocks // num_groups x block_size; v0.21.0 prints
     # int(max_concurrency x max_model_len).
     case = next(c for c in CASES if c["id"] == "meta-llama-llama---h100-80gb--tp1pp1dp1--8192-dtbf16")
-    old = size(replace(request_for(case), vllm_version="0.20.0"))
-    new = size(replace(request_for(case), vllm_version="0.21.0"))
+    old = size(replace(request_for(case), vllm_version="0.20.0", flashinfer_sampler=False))
+    new = size(replace(request_for(case), vllm_version="0.21.0", flashinfer_sampler=False))
     # Full attention, max_model_len a multiple of 16: both formulas count num_blocks × 16 (the float
     # product may land one token under).
     assert old.num_gpu_blocks == new.num_gpu_blocks
@@ -287,3 +293,14 @@ def test_reported_tokens_come_from_concurrency_from_0_21():
     )
     result = size(oss)
     assert result.kv_cache_tokens > result.num_gpu_blocks // 2 * 16 * 1.8
+
+
+def test_a_multi_gpu_request_on_a_gpu_outside_the_catalog_must_say_what_joins_the_gpus():
+    """No silent NVSwitch (NCCL's NVLS buffers on a PCIe pair) and no "single" for a unified-memory box."""
+    req = SizingRequest(arch=arch("llama-3.1-8b.json"), gpu_memory_gib=47.43, tensor_parallel_size=2)
+    with pytest.raises(SizingError, match="interconnect"):
+        size(req)
+    pcie = size(replace(req, interconnect="pcie"))
+    nvswitch = size(replace(req, interconnect="nvswitch"))
+    assert pcie.interconnect == "pcie" and pcie.kv_cache_tokens > nvswitch.kv_cache_tokens
+    assert size(replace(req, tensor_parallel_size=1)).interconnect == "single"

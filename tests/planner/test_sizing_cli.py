@@ -296,6 +296,22 @@ def test_a_total_near_a_catalog_gpu_takes_that_gpus_traits(capsys):
     assert nvswitch["non_torch_gib"] > near["non_torch_gib"] + 1.5
 
 
+def test_an_nvswitch_gpu_taken_from_its_total_says_which_machine_it_assumed(capsys):
+    # An H100 PCIe card reports about an H100 SXM's total: the NVSwitch assumption is said, and
+    # --interconnect pcie (or a log whose custom all-reduce found no P2P) sizes it without NVLS.
+    args = ("--model-config", LLAMA_8B, "--tensor-parallel-size", "2", "--max-model-len", "8192")
+    _, sxm, err = _json(capsys, *args, "--gpu-memory-gib", "79.19")
+    assert sxm["interconnect"] == "nvswitch" and "--interconnect pcie" in err
+    _, pcie, err = _json(capsys, *args, "--gpu-memory-gib", "79.19", "--interconnect", "pcie")
+    assert pcie["interconnect"] == "pcie" and "warning" not in err
+    assert pcie["non_torch_gib"] < sxm["non_torch_gib"] - 1.5
+    # Broken variant: a single GPU or a PCIe catalog GPU has nothing to warn about.
+    _, _, err = _json(capsys, "--model-config", LLAMA_8B, "--max-model-len", "8192", "--gpu-memory-gib", "79.19")
+    assert "NVSwitch" not in err
+    _, _, err = _json(capsys, *args, "--gpu", "L40S")
+    assert "NVSwitch" not in err
+
+
 def test_a_gb10_total_off_the_catalog_figure_is_unified_memory(capsys):
     # 121.63 GiB is the figure another DGX Spark reports (common/gpus.py, GB10 entry).
     args = ("--model-config", QWEN3_30B, "--max-model-len", "8192", "--vllm-version", "0.13.0")

@@ -311,6 +311,32 @@ def test_top_k_top_p_path_follows_the_release_and_what_the_log_says():
     assert Release.of("0.16.0").top_k_top_p_path(1024, None) == "sort"
     # Broken variant: a boundary one release early would send 0.16 to Triton.
     assert Release((0, 16, 0)).top_k_top_p_path(1024, None) != "triton"
+    # From 0.21.0 FlashInfer is on by default where its backend supports the GPU (8.0 to 12.1): every
+    # catalog GPU; a log that says it was disabled or unsupported, or an unknown GPU, keeps Triton.
+    for gpu in gpus.CATALOG.values():
+        assert Release.of("0.21.0").top_k_top_p_path(1024, None, gpu.compute_capability) == "flashinfer"
+        assert Release.of("0.20.0").top_k_top_p_path(1024, None, gpu.compute_capability) == "triton"
+    assert Release.of("0.28.0").top_k_top_p_path(1024, False, (8, 9)) == "triton"
+    assert Release.of("0.28.0").top_k_top_p_path(1024, None, None) == "triton"
+    assert Release.of("0.28.0").top_k_top_p_path(1024, None, (7, 5)) == "triton"
+
+
+def test_a_log_that_says_flashinfer_sampling_was_off_is_read_as_such():
+    from planner.startup_log import parse
+
+    # The lines vLLM prints (v0.22.1 and v0.27.1 v1/sample/ops/topk_topp_sampler.py).
+    for line in (
+        (
+            "INFO 08-14 14:07:20 [topk_topp_sampler.py:46] FlashInfer top-p/top-k sampling disabled via "
+            "VLLM_USE_FLASHINFER_SAMPLER=0."
+        ),
+        (
+            "WARNING 08-14 14:07:20 [topk_topp_sampler.py:70] FlashInfer top-p/top-k sampling unavailable: "
+            "unsupported compute capability 7.5; falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence."
+        ),
+    ):
+        assert parse(line + "\n").flashinfer_sampler is False
+    assert parse("FlashInfer top-p/top-k sampling is great\n").flashinfer_sampler is None
 
 
 def test_the_sampler_path_explains_the_a100_40gb_pair_of_one_calibration_source():

@@ -139,3 +139,35 @@ def test_a_flag_on_the_command_line_wins_over_the_log(capsys, tmp_path):
     assert "--gpu-memory-utilization" not in overridden["log"]["taken_from_log"]
     utilization = {row["term"]: row for row in overridden["log"]["terms"]}["utilization"]
     assert utilization["input"] is False and utilization["difference"] == pytest.approx(-0.1)
+
+
+# vLLM's own warnings (v0.28.0 distributed/device_communicators/custom_all_reduce.py), as its workers print them.
+NO_P2P = (
+    "WARNING 04-22 15:12:30 [custom_all_reduce.py:195] Custom allreduce is disabled because your platform lacks "
+    "GPU P2P capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly."
+)
+PCIE_ONLY = (
+    "WARNING 04-22 15:12:30 [custom_all_reduce.py:180] Custom allreduce is disabled because it's not supported on "
+    "more than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True explicitly."
+)
+
+
+@pytest.mark.parametrize("warning", [NO_P2P, PCIE_ONLY])
+def test_a_log_whose_all_reduce_finds_no_nvlink_is_sized_without_nvswitch_buffers(capsys, tmp_path, warning):
+    """A PCIe pair whose total is an NVSwitch GPU's (an H100 PCIe reads like an H100 SXM) gets no NVLS buffers."""
+    case = next(c for c in CALIBRATION if c["id"] == "meta-llama-llama-3-1-8b---h100-80gb--tp2pp1dp1--8192")
+    assert parse(_text(case)).interconnect is None
+    assert parse(_text(case) + warning + "\n").interconnect == "pcie"
+    argv = ["--model-config", str(config_path(case)), "--gpu", "H100-80GB", "--json"]
+    outcomes = {}
+    for name, text in (("nvswitch", _text(case)), ("pcie", _text(case) + warning + "\n")):
+        path = tmp_path / f"{name}.log"
+        path.write_text(text)
+        assert main([*argv, "--from-log", str(path)]) == 0
+        outcomes[name] = json.loads(capsys.readouterr().out)
+    assert outcomes["nvswitch"]["interconnect"] == "nvswitch" and outcomes["pcie"]["interconnect"] == "pcie"
+    assert outcomes["pcie"]["kv_cache_tokens"] > outcomes["nvswitch"]["kv_cache_tokens"]
+    # The command line still wins over what the log says.
+    path = tmp_path / "pcie.log"
+    assert main([*argv, "--from-log", str(path), "--interconnect", "nvswitch"]) == 0
+    assert json.loads(capsys.readouterr().out)["interconnect"] == "nvswitch"
