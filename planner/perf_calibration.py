@@ -172,7 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     effs = fit_families(points)
     from planner.perf_model import UNCALIBRATED
 
-    print(render(errors(points, effs, UNCALIBRATED), effs))
+    try:
+        print(render(errors(points, effs, UNCALIBRATED), effs))
+    except BrokenPipeError:  # piped into `head`: not an error of the report
+        sys.stderr.close()
     return 0
 
 

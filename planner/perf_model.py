@@ -248,10 +248,11 @@ def predict(r: Replica, w: Workload) -> Prediction:
     hold = 0.0
     rate = 0.0
     for _ in range(200):
-        decode = max(running - 1, 0.0) if w.concurrency == 1 else running
+        # While one request prefills, the other running ones decode in the same steps.
+        decode = max(running - 1, 0.0)
         chunk = min(float(w.input_len), max(budget - decode, 1.0))
         chunks = math.ceil(w.input_len / chunk)
-        prefill_step, _ = c.step(decode if w.concurrency > 1 else 0.0, chunk, ctx, w.input_len)
+        prefill_step, _ = c.step(decode, chunk, ctx, w.input_len)
         prefill_alone = chunks * prefill_step
         hold = prefill_alone + (w.output_len - 1) * step
         rate = running / hold
@@ -272,8 +273,8 @@ def predict(r: Replica, w: Workload) -> Prediction:
     others = _poisson_quantile(rate * prefill_alone) if w.concurrency > 1 else 0
     others = min(others, max(w.concurrency - 1, 0))
     tokens = w.input_len * (1 + others)
-    chunk = min(float(tokens), max(budget - running, 1.0))
-    busy_step, _ = c.step(running if w.concurrency > 1 else 0.0, chunk, ctx, w.input_len)
+    chunk = min(float(tokens), max(budget - running + 1, 1.0))
+    busy_step, _ = c.step(max(running - 1, 0.0), chunk, ctx, w.input_len)
     ttft_p95 = queue + math.ceil(tokens / chunk) * busy_step + overhead
     return Prediction(
         concurrency=w.concurrency,

@@ -97,6 +97,17 @@ def render(r: Replica, p: Prediction) -> str:
         f"  TTFT mean {p.ttft_ms:.1f} ms, p95 {p.ttft_p95_ms:.1f} ms",
         f"  TPOT/ITL {p.tpot_ms:.2f} ms ({p.decode_bound}-bound decode step)",
         f"  output {p.output_tokens_per_s:,.0f} tokens/s, {p.request_rate:.2f} requests/s",
+        "  terms: "
+        + ", ".join(
+            f"{label} {p.terms[key]:.2f}"
+            for label, key in (
+                ("weights read GiB", "weights_read_gib"),
+                ("KV read GiB", "kv_read_gib"),
+                ("all-reduce ms", "allreduce_ms"),
+                ("prefill ms", "prefill_ms"),
+                ("queue ms", "queue_ms"),
+            )
+        ),
     ]
     if p.preemption:
         lines.append(f"  preemption: {p.preempted_share:.0%} of requests outgrow the KV pool and are recomputed")
