@@ -34,7 +34,7 @@ from typing import Any
 from common.gpus import Gpu
 from planner.gpu_specs import GpuPeak
 from planner.model_arch import ModelArch, SizingError
-from planner.sizing import GiB, SizingRequest, SizingResult, kv_cache_dtype_bytes
+from planner.sizing import MXFP4_LOADED_OVERHEAD, GiB, SizingRequest, SizingResult, kv_cache_dtype_bytes
 
 FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "compressed-tensors", "compressed_tensors"})
 
@@ -61,8 +61,8 @@ class Efficiency:
 # assumption below until a calibration source with long prompts is added.
 COMPUTE_ASSUMPTION = 0.5
 EFFICIENCY: dict[str, Efficiency] = {
-    "hopper": Efficiency(0.67, COMPUTE_ASSUMPTION, 56.6, "calibrated"),
-    "ampere": Efficiency(0.78, COMPUTE_ASSUMPTION, 0.0, "calibrated"),
+    "hopper": Efficiency(0.62, COMPUTE_ASSUMPTION, 56.6, "calibrated"),
+    "ampere": Efficiency(0.73, COMPUTE_ASSUMPTION, 0.0, "calibrated"),
 }
 # A family without a calibration point (ada, blackwell): the mean of the calibrated ones.
 UNCALIBRATED = Efficiency(
@@ -145,6 +145,30 @@ class Prediction:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
 
 
+def _bytes_by_part(r: Replica) -> tuple[float, float, float]:
+    """Checkpoint bytes of the embeddings (input and output), the dense body and the routed experts,
+    under the quantization rules of the sizing engine's weight estimate (planner/sizing.py
+    weight_bytes_estimate): their ratios split the sized weights, whose total the sizing engine owns."""
+    a = r.arch
+    act = 2.0
+    embed = float(a.vocab * a.hidden * (1 if a.tie_word_embeddings else 2) + a.extra_params)
+    dense = float(sum(a.attention_params() + a.mlp_params(i)[0] for i in range(a.layers)))
+    routed = float(sum(a.mlp_params(i)[1] for i in range(a.layers)))
+    method = (r.request.quantization or a.quant_method or "").lower()
+    bits = a.quant_bits
+    if not method:
+        per_dense = per_routed = act
+    elif method == "mxfp4":  # gpt-oss: MXFP4 experts, the rest in bf16
+        per_dense, per_routed = act, 4.25 / 8 * MXFP4_LOADED_OVERHEAD
+    elif method in FP8_METHODS or bits == 8:
+        per_dense = per_routed = (bits or 8) / 8
+    elif bits == 4 or method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes"):
+        per_dense = per_routed = (bits or 4) / 8
+    else:
+        per_dense = per_routed = act
+    return embed * act, dense * per_dense, routed * per_routed
+
+
 class _Costs:
     """Per-GPU bytes and FLOPs of the replica's steps."""
 
@@ -153,10 +177,13 @@ class _Costs:
         tp = r.tp
         self.r = r
         act_bytes = 2  # bf16/fp16 activations
-        self.weights = r.sizing.weights_gib_per_gpu * GiB
-        routed = sum(a.mlp_params(i)[1] for i in range(a.layers))
-        total = max(a.param_count(), 1)
-        self.routed_bytes = self.weights * routed / total if a.is_moe else 0.0
+        weights = r.sizing.weights_gib_per_gpu * GiB
+        embed, dense, routed = _bytes_by_part(r)
+        total = max(embed + dense + routed, 1.0)
+        # The input embedding is a lookup of one row per token, not a read of the table; tied to
+        # the output projection, the table is read whole by the logits.
+        self.weights = weights * (1 - (0 if a.tie_word_embeddings else embed / 2) / total)
+        self.routed_bytes = weights * routed / total
         active_body = sum(
             a.attention_params()
             + a.mlp_params(i)[0]
@@ -256,7 +283,9 @@ def predict(r: Replica, w: Workload) -> Prediction:
         prefill_alone = chunks * prefill_step
         hold = prefill_alone + (w.output_len - 1) * step
         rate = running / hold
-        tokens_per_step = min(rate * prefill_per_request * step, max(budget - running, 0.0))
+        # A decoding request shares its steps with the prompts of the others (its own came before).
+        others = (running - 1) / running if running > 1 else 0.0
+        tokens_per_step = min(rate * prefill_per_request * others * step, max(budget - running, 0.0))
         new_step, bound = c.step(running, tokens_per_step, ctx, w.input_len)
         if abs(new_step - step) < 1e-9:
             step = new_step

@@ -51,8 +51,10 @@ def test_decode_is_bandwidth_bound_at_a_small_batch():
     r = replica()
     p = predict(r, Workload(1, 128, 256))
     assert p.decode_bound == "bandwidth"
-    weights = r.sizing.weights_gib_per_gpu * GiB
-    floor = weights / (r.gpu.memory_bandwidth_gbps * 1e9 * r.efficiency.bandwidth) * 1000
+    # The step reads the weights (all but the input embedding's table, a lookup) and the KV cache.
+    read = p.terms["weights_read_gib"] * GiB
+    assert 0.9 * r.sizing.weights_gib_per_gpu * GiB < read < r.sizing.weights_gib_per_gpu * GiB
+    floor = read / (r.gpu.memory_bandwidth_gbps * 1e9 * r.efficiency.bandwidth) * 1000
     assert floor <= p.tpot_ms < floor * 1.1
     faster = dataclasses.replace(r, efficiency=dataclasses.replace(r.efficiency, bandwidth=r.efficiency.bandwidth * 2))
     assert predict(faster, Workload(1, 128, 256)).tpot_ms == pytest.approx(p.tpot_ms / 2, rel=0.05)
@@ -186,3 +188,28 @@ def test_cli_refuses_a_missing_config(capsys):
     code, _, err = run(capsys, "--model-config", "/nonexistent/config.json", "--gpu", "L4",
                        "--concurrency", "1", "--input-len", "10", "--output-len", "10")  # fmt: skip
     assert code == 2 and "--model-config" in err
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").exists()),
+)
+def test_every_fixture_model_predicts_finite_and_in_order(name):
+    # Dense, MoE, MXFP4, FP8 and sliding-window configs: on the smallest tensor-parallel size that fits,
+    # TTFT grows with the prompt and TPOT with the batch, and every figure is finite and positive.
+    a = arch(str(CONFIGS / name / "config.json"))
+    r = None
+    for tp in (1, 2, 4, 8):
+        try:
+            r = build_replica(a, CATALOG["H100-80GB"], PEAKS["H100-80GB"], tensor_parallel_size=tp, max_model_len=4096)
+            break
+        except SizingError:
+            continue
+    assert r is not None, name
+    ttft = [predict(r, Workload(1, n, 64)).ttft_ms for n in (64, 1024, 3000)]
+    tpot = [predict(r, Workload(c, 256, 64)).tpot_ms for c in (1, 8, 64)]
+    assert ttft == sorted(ttft) and tpot == sorted(tpot)
+    for p in (predict(r, Workload(c, 1000, 200)) for c in (1, 32)):
+        values = [p.ttft_ms, p.ttft_p95_ms, p.tpot_ms, p.output_tokens_per_s, *p.terms.values()]
+        assert all(v >= 0 and v == v and v != float("inf") for v in values), (name, p)
+        assert p.ttft_p95_ms >= p.ttft_ms > 0 and p.tpot_ms > 0
