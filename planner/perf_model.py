@@ -398,3 +398,35 @@ def build_replica(
     if not result.fits:
         raise SizingError(f"the model does not fit: {result.reason}")
     return Replica(arch, gpu, peak, req, result, efficiency or efficiency_for(peak.family), peak_tflops, link_gbps)
+
+
+@dataclass(frozen=True)
+class ReplicaCount:
+    """How many replicas carry a request rate at the SLO, and what each runs at."""
+
+    replicas: int
+    gpus: int
+    concurrency_per_replica: int
+    rate_per_replica: float
+    at: Prediction
+
+
+def replicas_for_rate(
+    r: Replica, rate: float, input_len: int, output_len: int, ttft_p95_ms: float | None, tpot_ms: float | None
+) -> ReplicaCount:
+    """Replicas needed for `rate` requests/s when each runs at its highest concurrency meeting the SLO.
+
+    A rate no replica can serve at the SLO is an error with the numbers and the fixes, never a cap.
+    """
+    if not rate > 0 or not math.isfinite(rate):
+        raise SizingError(f"the request rate must be a finite number above 0, got {rate!r}")
+    best, at = highest_concurrency(r, input_len, output_len, ttft_p95_ms, tpot_ms)
+    if best == 0 or at is None:
+        one = predict(r, Workload(1, input_len, output_len))
+        raise SizingError(
+            f"no concurrency meets the SLO on {r.gpu.name} x{r.tp}: one request alone has TTFT p95 "
+            f"{one.ttft_p95_ms:.0f} ms and TPOT {one.tpot_ms:.1f} ms; use a bigger GPU, a larger "
+            "tensor-parallel size, a quantized checkpoint, or a looser SLO"
+        )
+    replicas = math.ceil(rate / at.request_rate - 1e-9)
+    return ReplicaCount(replicas, replicas * r.tp, best, at.request_rate, at)

@@ -19,7 +19,15 @@ from collections.abc import Sequence
 from common.gpus import CATALOG
 from planner.gpu_specs import PEAKS, unresolved
 from planner.model_arch import MAX_CONTEXT, ModelArch, SizingError
-from planner.perf_model import Prediction, Replica, Workload, build_replica, highest_concurrency, predict
+from planner.perf_model import (
+    Prediction,
+    Replica,
+    Workload,
+    build_replica,
+    highest_concurrency,
+    predict,
+    replicas_for_rate,
+)
 from planner.sizing import MAX_BATCHED_TOKENS, MAX_NUM_SEQS, MAX_TENSOR_PARALLEL
 from planner.sizing_cli import DTYPES, KV_CACHE_DTYPES, CliError, _finite, _Parser, _whole, load_config
 
@@ -47,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-len", type=_whole(1, MAX_CONTEXT), required=True, help="output tokens per request")
     p.add_argument("--slo-ttft-p95-ms", type=_finite("ms"), help="TTFT p95 target: print the highest concurrency")
     p.add_argument("--slo-tpot-ms", type=_finite("ms"), help="TPOT target: print the highest concurrency")
+    p.add_argument(
+        "--request-rate",
+        type=_finite("requests/s"),
+        help="requests per second to carry (with an SLO): print the replicas and GPUs it needs",
+    )
     p.add_argument("--peak-tflops", type=_finite("TFLOPS"), help="measured dense TFLOPS, for an unresolved GPU")
     p.add_argument("--link-gbps", type=_finite("GB/s"), help="measured one-way GPU-to-GPU GB/s")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -125,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             value = getattr(args, flag)
             if value is not None and value <= 0:
                 raise CliError(f"--{flag.replace('_', '-')} must be above 0")
+        slo_given = args.slo_ttft_p95_ms is not None or args.slo_tpot_ms is not None
+        if args.request_rate is not None and not slo_given:
+            raise CliError("--request-rate needs an SLO (--slo-ttft-p95-ms and/or --slo-tpot-ms) to size replicas at")
+        if args.request_rate is not None and args.request_rate <= 0:
+            raise CliError("--request-rate must be above 0")
         replica = replica_from_args(args)
         out: dict[str, object] = {"gpu": replica.gpu.name, "tensor_parallel_size": replica.tp}
         text = []
@@ -143,6 +161,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "--tensor-parallel-size, a quantized checkpoint, or a looser SLO"
                 )
             text.append(f"highest concurrency meeting the SLO: {best}")
+            if args.request_rate is not None:
+                count = replicas_for_rate(
+                    replica, args.request_rate, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
+                )
+                out["load"] = {
+                    "request_rate": args.request_rate,
+                    "replicas": count.replicas,
+                    "gpus": count.gpus,
+                    "concurrency_per_replica": count.concurrency_per_replica,
+                    "rate_per_replica": round(count.rate_per_replica, 4),
+                }
+                text.append(
+                    f"{args.request_rate:g} requests/s at the SLO: {count.replicas} replicas ({count.gpus} GPUs), "
+                    f"each at concurrency {count.concurrency_per_replica} serving "
+                    f"{count.rate_per_replica:.2f} requests/s"
+                )
             if at is not None and args.concurrency is None:
                 text.append(render(replica, at))
         print(json.dumps(out, sort_keys=True) if args.json else "\n".join(text))

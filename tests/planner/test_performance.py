@@ -12,7 +12,15 @@ from common.gpus import CATALOG
 from planner import perf_calibration
 from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch, SizingError
-from planner.perf_model import EFFICIENCY, UNCALIBRATED, Workload, build_replica, highest_concurrency, predict
+from planner.perf_model import (
+    EFFICIENCY,
+    UNCALIBRATED,
+    Workload,
+    build_replica,
+    highest_concurrency,
+    predict,
+    replicas_for_rate,
+)
 from planner.performance import main
 from planner.sizing import GiB
 from tests.support import paths
@@ -116,6 +124,19 @@ def test_highest_concurrency_tightens_with_the_slo():
     assert above.ttft_p95_ms > 2000 or above.tpot_ms > 60
 
 
+def test_replicas_for_a_rate_scale_with_it_and_an_unmeetable_slo_is_an_error():
+    r = replica()
+    one = replicas_for_rate(r, 10, 2000, 300, 1000, None)
+    four = replicas_for_rate(r, 40, 2000, 300, 1000, None)
+    assert one.replicas >= 1 and four.replicas >= 3 * one.replicas - 1
+    assert four.replicas * four.rate_per_replica >= 40 > (four.replicas - 1) * four.rate_per_replica
+    assert four.gpus == four.replicas * r.tp
+    with pytest.raises(SizingError, match=r"no concurrency meets the SLO.*bigger GPU"):
+        replicas_for_rate(r, 10, 2000, 300, 1.0, None)
+    with pytest.raises(SizingError, match="request rate"):
+        replicas_for_rate(r, float("nan"), 2000, 300, 1000, None)
+
+
 def test_unresolved_gpu_figures_are_refused_not_invented():
     r = replica("A10G", max_model_len=4096)
     with pytest.raises(SizingError, match="unresolved"):
@@ -156,6 +177,12 @@ def test_cli_prints_a_prediction_and_the_slo_concurrency(capsys):
     assert code == 0, err
     data = json.loads(out)
     assert data["prediction"]["concurrency"] == 16 and data["slo"]["highest_concurrency"] >= 16
+    code, out, err = run(
+        capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--max-model-len", "8192",
+        "--input-len", "2000", "--output-len", "300", "--slo-ttft-p95-ms", "1000", "--request-rate", "40",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "40 requests/s at the SLO:" in out and "replicas" in out
 
 
 @pytest.mark.parametrize(
@@ -168,6 +195,9 @@ def test_cli_prints_a_prediction_and_the_slo_concurrency(capsys):
         (["--gpu", "H100-80GB", "--slo-tpot-ms", "0.5", "--no-concurrency"], "SLO"),
         (["--gpu", "H100-80GB", "--no-concurrency"], "--concurrency"),
         (["--gpu", "H100-80GB", "--peak-tflops", "-3"], "--peak-tflops"),
+        (["--gpu", "H100-80GB", "--request-rate", "40"], "--request-rate needs an SLO"),
+        (["--gpu", "H100-80GB", "--request-rate", "0", "--slo-tpot-ms", "50"], "--request-rate"),
+        (["--gpu", "H100-80GB", "--request-rate", "5", "--slo-ttft-p95-ms", "1"], "bigger GPU"),
     ],
 )
 def test_cli_refuses_bad_input_with_one_line_and_exit_2(capsys, argv, fragment):
