@@ -27,6 +27,7 @@ Pure arithmetic over the sizing engine's result: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -380,7 +381,8 @@ def build_replica(
     link_gbps: float | None = None,
 ) -> Replica:
     """Size the replica with the sizing engine (its KV pool and batch limits), then wrap it for prediction."""
-    from planner.sizing import size  # the sizing engine decides the KV pool the model is bounded by
+    # The sizing engine decides the KV pool the model is bounded by.
+    from planner.sizing import size, smallest_tensor_parallel_size
 
     req = SizingRequest(
         arch=arch,
@@ -396,7 +398,13 @@ def build_replica(
     )
     result = size(req)
     if not result.fits:
-        raise SizingError(f"the model does not fit: {result.reason}")
+        tp = smallest_tensor_parallel_size(dataclasses.replace(req, tensor_parallel_size=1))
+        hint = (
+            f"--tensor-parallel-size {tp} fits"
+            if tp
+            else "no tensor-parallel size up to 8 fits; use a larger GPU or a shorter --max-model-len"
+        )
+        raise SizingError(f"the model does not fit on {gpu.name} x{tensor_parallel_size}: {result.reason}; {hint}")
     return Replica(arch, gpu, peak, req, result, efficiency or efficiency_for(peak.family), peak_tflops, link_gbps)
 
 

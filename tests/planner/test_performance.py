@@ -214,6 +214,12 @@ def test_cli_refuses_bad_input_with_one_line_and_exit_2(capsys, argv, fragment):
     assert "Traceback" not in err
 
 
+def test_cli_names_the_tensor_parallel_size_that_fits(capsys):
+    code, _, err = run(capsys, "--model-config", QWEN3_MOE, "--gpu", "L40S", "--max-model-len", "4096",
+                       "--concurrency", "1", "--input-len", "10", "--output-len", "10")  # fmt: skip
+    assert code == 2 and "does not fit on L40S x1" in err and "--tensor-parallel-size 2 fits" in err
+
+
 def test_cli_refuses_a_missing_config(capsys):
     code, _, err = run(capsys, "--model-config", "/nonexistent/config.json", "--gpu", "L4",
                        "--concurrency", "1", "--input-len", "10", "--output-len", "10")  # fmt: skip
