@@ -140,7 +140,7 @@ def fired(evaluation: Evaluation, rule_name: str) -> list[str]:
 def nothing_installed(monkeypatch):
     """The program before add-ons: every kind 'provided', but by nothing that installs a CRD."""
 
-    def install_nothing(self, addon, system_node_selector, image_mirrors):
+    def install_nothing(self, addon, *_args):
         return k8s.core.v1.ConfigMap(
             f"{addon.key}-not-installed",
             data={"add-on": addon.key},
