@@ -19,7 +19,7 @@ from dataclasses import replace as _replace
 from typing import Any
 
 from common.gpus import Gpu
-from planner.gpu_specs import PEAKS
+from planner.gpu_specs import PEAKS, unresolved
 from planner.model_arch import ModelArch, SizingError
 from planner.perf_model import EFFICIENCY, Replica, Workload, predict, replicas_for_rate
 from planner.sizing import SizingRequest, SizingResult
@@ -144,8 +144,9 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
         replica.peak_flops()
         if replica.tp > 1:
             replica.link_bytes_per_s()
-    except SizingError as err:  # a peak figure unresolved: no number rather than a guess
-        return _replace(base, reason=str(err).split(": ", 1)[-1]), warnings, []
+    except SizingError:  # a peak figure unresolved: no number rather than a guess
+        missing = "; ".join(f"{f.subject} is unresolved (`{f.resolve_with}`)" for f in unresolved(peak))
+        return _replace(base, reason=missing or f"{i.gpu.name}'s peak figures are unresolved"), warnings, []
     try:
         count = replicas_for_rate(replica, load.peakRequestsPerSecond, prompt, output, ttft_ms, itl_ms)
     except SizingError as err:

@@ -4,11 +4,13 @@ offline_plan/capacity.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 
+from common.facts import Fact
 from offline_plan import capacity, diff, plan_json
 from offline_plan import write as offline_plan
 from offline_plan.mock_runtime import Evaluation, evaluate_stack
@@ -197,3 +199,13 @@ def test_a_mean_request_longer_than_max_model_len_is_a_plan_error_and_a_long_p95
     assert any(
         w.startswith("models[0].load: the p95 prompt plus the p95 output is 8,400 tokens") for w in p.sizing_warnings
     )
+
+
+def test_an_unresolved_peak_is_named_in_place_of_the_numbers(monkeypatch):
+    h100 = PEAKS["H100-80GB"]
+    gap = Fact(h100.bf16_tflops.subject, None, h100.bf16_tflops.source, False, "measure it")
+    monkeypatch.setitem(PEAKS, "H100-80GB", dataclasses.replace(h100, bf16_tflops=gap, fp8_tflops=None))
+    (p,) = _plans({**LLAMA, "load": LOAD})
+    assert p.capacity is not None and p.capacity.replicas_at_peak is None
+    assert p.capacity.reason == "H100-80GB dense BF16 TFLOPS is unresolved (`measure it`)"
+    assert p.capacity.row()["notPredicted"] == p.capacity.reason
