@@ -77,7 +77,12 @@ def _field_changes(title: str, key: str, base: list[Any], head: list[Any], field
     rows = []
     for name in sorted(set(old) | set(new)):
         if name not in old:
-            shown = ", ".join(f"{f} {_value(new[name].get(f))}" for f in fields)
+            # A capacity field of a model without a load is not news (None is "unresolved" elsewhere).
+            shown = ", ".join(
+                f"{f} {_value(new[name].get(f))}"
+                for f in fields
+                if not (f in plan_json.CAPACITY_FIELDS and new[name].get(f) is None)
+            )
             rows.append(f"| `{name}` | added | | {shown} |")
         elif name not in new:
             rows.append(f"| `{name}` | removed | | |")

@@ -37,6 +37,7 @@ from offline_plan import (
     review,
     update_diff,
 )
+from offline_plan.capacity import capacity_section
 from offline_plan.controllers import controllers_section
 from offline_plan.credentials import credentials_section
 from offline_plan.gpu_stack import gpu_stack_section
@@ -635,6 +636,7 @@ def _render_served_plan(
         out.append("")
         for row in table:
             out += _model_story(row)
+        out += capacity_section(table)
     else:
         out.append("(the program exported no sizing table)")
     pools = evaluation.outputs.get("pools") or []

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from common import contract, gpus
 from planner import checkpoint, sizing
+from planner.capacity import Capacity, CapacityInputs, plan_capacity
 from planner.hub import AdapterMetadata, HubError, ModelMetadata, load_adapter_metadata, load_model_metadata
 from planner.lora import AdapterLoader, LoraPlan, plan_lora
 from planner.model_arch import ModelArch, SizingError
@@ -105,6 +106,8 @@ class ModelPlan:
     start_check_seconds: float = 0.0
     """Of `load_seconds`: the check of the mirrored files against the manifest before loading
     (models[].verifyAtStart sha256 on a mounted volume; 0 for sizes, for bucket streaming and KServe)."""
+    capacity: Capacity | None = None
+    """Replicas the model's `load` needs at its SLO (planner/capacity.py); None without a load."""
     pool_waits_for_nodes: bool = False
     """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
     on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
@@ -146,11 +149,7 @@ class ModelPlan:
     def replica_bounds(self) -> tuple[int, int]:
         """Replicas kept running and the most that may run. With queue autoscaling at least one
         stays warm: with none running no request can queue, so the model could never scale up."""
-        a = self.model.autoscaling
-        if a.enabled:
-            low = max(1, a.minReplicas)
-            return low, max(low, a.maxReplicas)
-        return self.model.replicas, self.model.replicas
+        return replica_bounds(self.model)
 
     @property
     def model_path(self) -> str:
@@ -185,6 +184,15 @@ class ModelPlan:
     def server_wait_seconds(self) -> int:
         """`pulumi up`'s wait (customTimeouts) for the model's workload to become ready."""
         return self.rollout_deadline_seconds + WAIT_MARGIN_SECONDS
+
+
+def replica_bounds(model: ModelConfig) -> tuple[int, int]:
+    """Replicas kept running and the most that may run (ModelPlan.replica_bounds)."""
+    a = model.autoscaling
+    if a.enabled:
+        low = max(1, a.minReplicas)
+        return low, max(low, a.maxReplicas)
+    return model.replicas, model.replicas
 
 
 def model_path(repo: str, revision: str) -> str:
@@ -474,6 +482,25 @@ def plan_model(
         model_max=model_max,
         valid=sizing.valid_tensor_parallel_sizes(arch, max_tp),
     )
+    capacity, capacity_warnings, capacity_problems = plan_capacity(
+        CapacityInputs(
+            key=key,
+            model=model,
+            arch=arch,
+            gpu=gpu,
+            request=request(tp),
+            sizing=result,
+            pipeline_parallel_size=pp,
+            shared_gpus=shared_gpus,
+            replica_bounds=replica_bounds(model),
+            pool_name=pool.name,
+            pool_key=f"pools[{[q.name for q in config.pools].index(pool.name)}]",
+            pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
+        )
+    )
+    if capacity_problems:
+        raise PlanError(capacity_problems)
+    warnings += capacity_warnings
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
     load_from = config.modelStore.loadFrom
     read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
@@ -500,6 +527,7 @@ def plan_model(
         pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
         sizing_warnings=tuple(warnings),
         lora=lora,
+        capacity=capacity,
     )
 
 
@@ -643,6 +671,11 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "serverWaitSeconds": p.server_wait_seconds,
             "provenance": provenance(p),
             "startCheckSeconds": round(p.start_check_seconds),
+            # The load's capacity at the SLO (planner/capacity.py), for plan.md's capacity table and the diff.
+            "capacity": p.capacity.row() if p.capacity else None,
+            "replicasAtPeak": p.capacity.replicas_at_peak if p.capacity else None,
+            "replicasAtTrough": p.capacity.replicas_at_trough if p.capacity else None,
+            "concurrencyPerReplicaAtSlo": p.capacity.concurrency_per_replica if p.capacity else None,
         }
         for p in plans
     ]

@@ -124,6 +124,50 @@ class SloConfig(StrictModel):
     """How smoothly the answer streams once it started."""
 
 
+# Requests per second one model's load may name: far above any single model's traffic (a replica
+# serves at most a few hundred), low enough that the replica count stays within MAX_REPLICAS-scale
+# arithmetic.
+MAX_REQUESTS_PER_SECOND = 100_000
+
+
+class TokenLengths(StrictModel):
+    """Tokens per request: the mean, and optionally the 95th percentile."""
+
+    mean: int = Field(ge=1, le=MAX_TOKENS)
+    """Mean tokens per request; the capacity table is computed at it."""
+    p95: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    """95th percentile of tokens per request; the plan warns when the p95 prompt plus the p95 output exceed
+    maxModelLen (vLLM refuses those requests)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TokenLengths:
+        if self.p95 is not None and self.p95 < self.mean:
+            raise ValueError(f"p95 ({self.p95}) is below mean ({self.mean}); a 95th percentile is at least the mean")
+        return self
+
+
+class LoadConfig(StrictModel):
+    """The traffic a model is expected to carry; with `slo` it gives the replicas needed (docs/capacity.md)."""
+
+    peakRequestsPerSecond: float = Field(gt=0, le=MAX_REQUESTS_PER_SECOND, alias="peakRequestsPerSecond")
+    """Requests per second at the busiest hour."""
+    troughRequestsPerSecond: float = Field(0, ge=0, le=MAX_REQUESTS_PER_SECOND, alias="troughRequestsPerSecond")
+    """Requests per second at the quietest hour (0: none)."""
+    promptTokens: TokenLengths = Field(alias="promptTokens")
+    """Prompt tokens per request."""
+    outputTokens: TokenLengths = Field(alias="outputTokens")
+    """Output tokens per request."""
+
+    @model_validator(mode="after")
+    def _trough_below_peak(self) -> LoadConfig:
+        if self.troughRequestsPerSecond > self.peakRequestsPerSecond:
+            raise ValueError(
+                f"troughRequestsPerSecond ({self.troughRequestsPerSecond:g}) exceeds peakRequestsPerSecond "
+                f"({self.peakRequestsPerSecond:g}); the trough is the quietest hour"
+            )
+        return self
+
+
 class VerificationConfig(StrictModel):
     golden: Literal["report", "exact", "off"] = "report"
     """Golden greedy prompts in the verification Job (docs/verification.md): report compares the answers with
@@ -269,6 +313,10 @@ class ModelConfig(StrictModel):
     """Autoscaling on queue depth and KV-cache usage."""
     slo: SloConfig = Field(default_factory=SloConfig)
     """Latency objectives for this model and the burn-rate alerts on them (both engines run the pinned vLLM)."""
+    load: LoadConfig | None = None
+    """Expected traffic (requests per second at peak and trough, prompt and output tokens): the plan derives the
+    replicas that meet `slo` at both from the performance model (docs/capacity.md), shows them in plan.md and warns
+    when replicas, autoscaling.maxReplicas or the pool cannot reach the peak."""
     updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
     """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")
