@@ -192,11 +192,15 @@ class ModelArch:
     mamba_ssm_dtype: str | None = None
     # Multi-token-prediction layers shipped with the checkpoint (the MTP drafter's attention layers)
     mtp_layers: int = 0
-    # Qwen-VL-style vision tower (vision_config with spatial_merge_size): the encoder vLLM profiles
+    # The vision tower vLLM profiles (vision_config): its width, and per image item the patches it
+    # encodes and the placeholder tokens the decoder sees (the encoder budget's unit). 0 = no tower
+    # this planner can size (the encoder term is then left out).
     vision_hidden: int = 0
     vision_intermediate: int = 0
-    vision_spatial_merge: int = 0
+    vision_spatial_merge: int = 0  # Qwen-VL towers: merged token = merge^2 patches
     vision_patch_values: int = 0  # in_channels x temporal_patch_size x patch_size^2 per patch
+    vision_patches_per_item: int = 0  # fixed-resolution towers (SigLIP, Pixtral, ...): (image/patch)^2
+    vision_tokens_per_item: int = 0  # decoder tokens per image of those towers
     # Quantization of the checkpoint (quant_method, bits) when config.json declares one
     quant_method: str | None = None
     quant_bits: int | None = None
@@ -339,6 +343,24 @@ class ModelArch:
                     * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1)
                     * patch
                     * patch,
+                }
+            elif image := seen.count(("image_size",), MAX_CONTEXT):
+                # A fixed-resolution tower (Gemma 3's SigLIP, Pixtral, LLaVA's CLIP): every dummy image
+                # is image_size^2 pixels, (image_size / patch_size)^2 patches through every layer.
+                patch = seen.count(("patch_size",), MAX_WIDTH) or 14
+                patches = (image // patch) ** 2
+                # Decoder tokens per image: Gemma 3 states them (mm_tokens_per_image); otherwise the
+                # patch grid merged by the projector's spatial_merge_size (Mistral 3), else 1 per patch.
+                top_merge = _Reader(top).count(("spatial_merge_size",), MAX_WIDTH) or 1
+                tokens = _Reader(top).count(("mm_tokens_per_image",), MAX_CONTEXT) or max(1, patches // top_merge**2)
+                vision_fields = {
+                    "vision_hidden": vh,
+                    "vision_intermediate": vi,
+                    "vision_patch_values": (seen.count(("num_channels", "in_channels"), MAX_WIDTH) or 3)
+                    * patch
+                    * patch,
+                    "vision_patches_per_item": patches,
+                    "vision_tokens_per_item": tokens,
                 }
 
         quant_method, quant_bits = _quantization(cfg.get("quantization_config") or top.get("quantization_config") or {})
