@@ -511,7 +511,11 @@ def encoder_profile(req: SizingRequest, mnbt: int, seqs: int, max_len: int) -> E
     tokens_per_item, max_num_reqs x max(1, min(limit_per_prompt, max_model_len // tokens_per_item))));
     v1/worker/gpu_model_runner.py:profile_run then runs `embed_multimodal` on that many largest items
     (`_get_mm_dummy_batch`) before the decoder's dummy run. (The non-chunked-prefill cap on max_num_reqs
-    is left out: V1 schedules with chunked prefill on.)
+    is left out: V1 schedules with chunked prefill on.) The batch has been budget // tokens_per_item
+    items since V1 first profiled image models (https://github.com/vllm-project/vllm/pull/11210,
+    `max_num_mm_items`); unresolved: the release that added the decoder-side cap, settled by
+    `git log -S max_decoder_items_per_batch -- vllm/` in a vLLM clone. Every fixture case so far has
+    the same batch with or without it.
     """
     arch = req.arch
     if arch.vision_spatial_merge:

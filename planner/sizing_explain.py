@@ -207,7 +207,9 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             "GiB",
             f"the encoder's dummy forward, before the decoder's: {batch}",
             _src("vision_encoder", release),
-            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE} (Qwen-VL towers)",
+            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}"
+            if req.arch.vision_spatial_merge
+            else "",
             "activation",
         )
     nt = s.non_torch_parts(req)

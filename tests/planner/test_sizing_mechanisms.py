@@ -451,6 +451,16 @@ def test_a_fixed_resolution_tower_is_read_from_image_and_patch_size():
     assert vision_encoder_bytes(SizingRequest(arch=bare, gpu_memory_gib=79.19), 8192, 256) == 0.0
 
 
+@pytest.mark.parametrize(
+    "tiling", [{"image_grid_pinpoints": [[336, 672]]}, {"max_dynamic_patch": 12}, {"pixel_shuffle_ratio": 0.5}]
+)
+def test_a_tower_that_tiles_its_images_is_left_out_rather_than_counted_as_one_tile(tiling):
+    tiled = ModelArch.from_hf_config({**_TOWER, **tiling})
+    assert tiled.vision_patches_per_item == 0
+    inner = ModelArch.from_hf_config({**_TOWER, "vision_config": {**_TOWER["vision_config"], **tiling}})
+    assert inner.vision_patches_per_item == 0
+
+
 def test_the_dummy_batch_holds_as_many_images_as_the_encoder_budget_and_the_decoder_allow():
     req = SizingRequest(arch=FIXED_TOWER, gpu_memory_gib=79.19, max_model_len=8192)
     # budget max(8192, 256) // 256 = 32 images; the decoder allows 256 seqs x min(999, 8192 // 256).
@@ -480,3 +490,13 @@ def test_qwen_vl_towers_keep_one_largest_image_at_the_default_budget():
     profile = encoder_profile(req, 2048, 256, 262144)
     assert profile == EncoderProfile(16384, 16384 * 4, 1)
     assert encoder_profile(req, 32768, 256, 262144).items == 2
+
+
+def test_explain_names_the_dummy_image_batch_and_its_source():
+    from planner import sizing_explain
+
+    req = SizingRequest(arch=FIXED_TOWER, gpu_memory_gib=178.35, max_model_len=32768, max_num_batched_tokens=65536)
+    term = next(t for t in sizing_explain.terms(req) if t.key == "activation.vision_encoder")
+    assert "256 image(s) x 4096 patches (256 tokens each)" in term.behaviour
+    assert "encoder_budget.py" in term.source and term.calibrated == ""
+    assert term.value == pytest.approx(vision_encoder_bytes(req, 65536, 256) / GiB)
