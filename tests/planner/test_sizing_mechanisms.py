@@ -32,7 +32,7 @@ from planner.sizing import (
     vision_encoder_bytes,
 )
 from planner.vllm_releases import Release, parse_release
-from tests.support.sizing_cases import CALIBRATION, HELD_OUT, LOGS
+from tests.support.sizing_cases import CALIBRATION, HELD_OUT, LOGS, request_for
 
 QWEN35 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3.5-35b-a3b.json").read_text()))
 QWEN36 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3.6-35b-a3b-nvfp4.json").read_text()))
@@ -500,3 +500,14 @@ def test_explain_names_the_dummy_image_batch_and_its_source():
     assert "256 image(s) x 4096 patches (256 tokens each)" in term.behaviour
     assert "encoder_budget.py" in term.source and term.calibrated == ""
     assert term.value == pytest.approx(vision_encoder_bytes(req, 65536, 256) / GiB)
+
+
+def test_gemma3_encoder_batch_stays_under_the_torch_peak_its_log_reports():
+    # The Gemma 3 27B calibration log (vLLM 0.19.0, H100, max_num_batched_tokens 8192) reports a torch
+    # peak of 3.99 GiB: 32 images of 4096 SigLIP patches must fit under it, or the term is wrong.
+    case = _case(CALIBRATION, "google-gemma-3-27b-it--h100-80gb")
+    req = request_for(case)
+    profile = encoder_profile(req, 8192, 256, case["max_model_len"])
+    assert profile == EncoderProfile(256, 4096, 32)
+    vision = vision_encoder_bytes(req, 8192, 256) / GiB
+    assert 2.0 < vision < case["observed"]["activation_gib"]
