@@ -532,7 +532,7 @@ def encoder_profile(req: SizingRequest, mnbt: int, seqs: int, max_len: int) -> E
     return EncoderProfile(tokens, patches, items)
 
 
-def vision_encoder_bytes(req: SizingRequest, mnbt: int, seqs: int = 1) -> float:
+def vision_encoder_bytes(req: SizingRequest, mnbt: int, seqs: int) -> float:
     """Torch peak of the vision tower's dummy forward on the profiling batch (vllm v0.32.0
     v1/worker/gpu_model_runner.py:profile_run runs the encoder before the decoder, so the peak is the
     larger of the two). Per patch alive at the MLP: the residual stream and its normed copy (hidden
