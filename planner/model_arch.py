@@ -31,6 +31,19 @@ MAX_EXPERTS = 2**16
 MAX_CONTEXT = 2**31 - 1
 MAX_QUANT_BITS = 32
 
+# Wrappers whose largest dummy image is several tiles, not one (vllm v0.32.0: models/llava_next.py
+# image_grid_pinpoints, models/internvl.py max_dynamic_patch, models/mllama4.py get_max_num_tiles with
+# pixel_shuffle_ratio). Their tiles per image are not modelled: the encoder term is left out for them.
+# Unresolved: tiles and tokens per dummy image; settle with `grep -n get_image_size_with_most_features
+# vllm/model_executor/models/{llava_next,internvl,mllama4}.py` at the release in question.
+TILING_KEYS = ("image_grid_pinpoints", "max_dynamic_patch", "pixel_shuffle_ratio")
+
+
+def _tiles_images(top: dict) -> bool:
+    vision = top.get("vision_config")
+    inner = vision if isinstance(vision, dict) else {}
+    return any(key in top or key in inner for key in TILING_KEYS)
+
 
 class _Reader:
     """Typed reads of one config.json mapping; `prefix` names nested ones in messages."""
@@ -192,11 +205,15 @@ class ModelArch:
     mamba_ssm_dtype: str | None = None
     # Multi-token-prediction layers shipped with the checkpoint (the MTP drafter's attention layers)
     mtp_layers: int = 0
-    # Qwen-VL-style vision tower (vision_config with spatial_merge_size): the encoder vLLM profiles
+    # The vision tower vLLM profiles (vision_config): its width, and per image item the patches it
+    # encodes and the placeholder tokens the decoder sees (the encoder budget's unit). 0 = no tower
+    # this planner can size (the encoder term is then left out).
     vision_hidden: int = 0
     vision_intermediate: int = 0
-    vision_spatial_merge: int = 0
+    vision_spatial_merge: int = 0  # Qwen-VL towers: merged token = merge^2 patches
     vision_patch_values: int = 0  # in_channels x temporal_patch_size x patch_size^2 per patch
+    vision_patches_per_item: int = 0  # fixed-resolution towers (SigLIP, Pixtral, ...): (image/patch)^2
+    vision_tokens_per_item: int = 0  # decoder tokens per image of those towers
     # Quantization of the checkpoint (quant_method, bits) when config.json declares one
     quant_method: str | None = None
     quant_bits: int | None = None
@@ -339,6 +356,27 @@ class ModelArch:
                     * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1)
                     * patch
                     * patch,
+                }
+            elif (image := seen.count(("image_size",), MAX_CONTEXT)) and not _tiles_images(top):
+                # A fixed-resolution tower (Gemma 3's SigLIP, Mistral 3's Pixtral, LLaVA's CLIP): the
+                # dummy image is one image_size^2 tile, (image_size / patch_size)^2 patches through
+                # every layer. Decoder tokens per image (vllm v0.32.0): Gemma 3 states them
+                # (models/gemma3_mm.py:get_num_image_tokens, (num_crops + 1) x image_seq_len, no crops
+                # unless pan-and-scan is asked for); Mistral 3 merges the grid by its top-level
+                # spatial_merge_size (models/pixtral.py:PixtralHFEncoderInfo.get_patch_size, ncols x
+                # nrows); otherwise one token per patch.
+                patch = seen.count(("patch_size",), MAX_WIDTH) or 14
+                patches = (image // patch) ** 2
+                top_merge = _Reader(top).count(("spatial_merge_size",), MAX_WIDTH) or 1
+                tokens = _Reader(top).count(("mm_tokens_per_image",), MAX_CONTEXT) or max(1, patches // top_merge**2)
+                vision_fields = {
+                    "vision_hidden": vh,
+                    "vision_intermediate": vi,
+                    "vision_patch_values": (seen.count(("num_channels", "in_channels"), MAX_WIDTH) or 3)
+                    * patch
+                    * patch,
+                    "vision_patches_per_item": patches,
+                    "vision_tokens_per_item": tokens,
                 }
 
         quant_method, quant_bits = _quantization(cfg.get("quantization_config") or top.get("quantization_config") or {})

@@ -451,7 +451,7 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
         # (vllm v0.32.0 model_executor/layers/fused_moe/fused_moe.py: intermediate caches of M x top_k rows).
         moe_shard = 1 if req.expert_parallel else tp
         moe_workspace = mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
-    vision = vision_encoder_bytes(req, mnbt) if stage == 0 else 0.0
+    vision = vision_encoder_bytes(req, mnbt, seqs) if stage == 0 else 0.0
     persists = release.moe_workspace_persists(quant)
     # A persistent workspace is still allocated when the sampler runs: it adds on top. Per-call
     # buffers are freed after each MoE layer: they only raise the forward's own peak.
@@ -488,19 +488,65 @@ def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> 
 VISION_ENCODER_TOKENS_PER_IMAGE = 16384
 
 
-def vision_encoder_bytes(req: SizingRequest, mnbt: int) -> float:
-    """Torch peak of the vision tower's dummy forward on the largest image (vllm v0.32.0
+# Images a prompt may carry when --limit-mm-per-prompt does not say: "Unspecified modality is set to
+# 999 by default" (vllm v0.32.0 config/multimodal.py:MultiModalConfig.get_limit_per_prompt).
+DEFAULT_MM_LIMIT_PER_PROMPT = 999
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """The dummy image batch vLLM's profile run sends through the vision tower."""
+
+    tokens_per_item: int  # decoder tokens per image (max_tokens_per_mm_item)
+    patches_per_item: int  # patches the tower encodes per image
+    items: int  # images in the dummy batch (max_mm_items_per_batch)
+
+
+def encoder_profile(req: SizingRequest, mnbt: int, seqs: int, max_len: int) -> EncoderProfile | None:
+    """The dummy batch of the encoder's profiling forward, or None without a tower this planner sizes.
+
+    vllm v0.32.0 v1/core/encoder_cache_manager.py:compute_mm_encoder_budget: the budget is
+    max(max_num_encoder_input_tokens (= max_num_batched_tokens by default), max_tokens_per_mm_item);
+    multimodal/encoder_budget.py:MultiModalBudget._get_max_items: items = max(1, min(budget //
+    tokens_per_item, max_num_reqs x max(1, min(limit_per_prompt, max_model_len // tokens_per_item))));
+    v1/worker/gpu_model_runner.py:profile_run then runs `embed_multimodal` on that many largest items
+    (`_get_mm_dummy_batch`) before the decoder's dummy run. (The non-chunked-prefill cap on max_num_reqs
+    is left out: V1 schedules with chunked prefill on.) The batch has been budget // tokens_per_item
+    items since V1 first profiled image models (https://github.com/vllm-project/vllm/pull/11210,
+    `max_num_mm_items`); unresolved: the release that added the decoder-side cap, settled by
+    `git log -S max_decoder_items_per_batch -- vllm/` in a vLLM clone. Every fixture case so far has
+    the same batch with or without it.
+    """
+    arch = req.arch
+    if arch.vision_spatial_merge:
+        # Qwen-VL towers: the largest image is VISION_ENCODER_TOKENS_PER_IMAGE merged tokens.
+        tokens = VISION_ENCODER_TOKENS_PER_IMAGE
+        patches = tokens * arch.vision_spatial_merge**2
+    elif arch.vision_patches_per_item:
+        tokens, patches = arch.vision_tokens_per_item, arch.vision_patches_per_item
+    else:
+        return None
+    budget = max(mnbt, tokens)
+    per_prompt = max(1, min(DEFAULT_MM_LIMIT_PER_PROMPT, max_len // tokens))
+    items = max(1, min(budget // tokens, seqs * per_prompt))
+    return EncoderProfile(tokens, patches, items)
+
+
+def vision_encoder_bytes(req: SizingRequest, mnbt: int, seqs: int) -> float:
+    """Torch peak of the vision tower's dummy forward on the profiling batch (vllm v0.32.0
     v1/worker/gpu_model_runner.py:profile_run runs the encoder before the decoder, so the peak is the
     larger of the two). Per patch alive at the MLP: the residual stream and its normed copy (hidden
     each) and the fc1 output and its activation (intermediate each, column-parallel over TP), plus the
-    pixel values; a merged token is spatial_merge^2 patches.
+    pixel values; every image of the batch goes through the tower at once (`embed_multimodal` on the
+    whole dummy batch), so the patches are items x patches per item.
     """
     arch = req.arch
-    if not arch.vision_spatial_merge:
+    max_len = req.max_model_len or arch.max_position_embeddings or 4096
+    profile = encoder_profile(req, mnbt, seqs, max_len)
+    if profile is None:
         return 0.0
     act = _dtype_bytes(_model_dtype(req))
-    tokens = max(mnbt, VISION_ENCODER_TOKENS_PER_IMAGE)
-    patches = tokens * arch.vision_spatial_merge**2
+    patches = profile.items * profile.patches_per_item
     per_patch = (
         2 * arch.vision_hidden + 2 * arch.vision_intermediate / req.tensor_parallel_size + arch.vision_patch_values
     )

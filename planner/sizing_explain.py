@@ -194,14 +194,22 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             part_of="activation",
         )
     if parts.vision:
+        profile = s.encoder_profile(req, mnbt, seqs, result.max_model_len)
+        batch = (
+            f"{profile.items} image(s) x {profile.patches_per_item} patches ({profile.tokens_per_item} tokens each)"
+            if profile
+            else ""
+        )
         add(
             "activation.vision_encoder",
-            "vision encoder on the largest image",
+            "vision encoder on the dummy image batch",
             parts.vision / s.GiB,
             "GiB",
-            "the encoder's dummy forward, before the decoder's",
+            f"the encoder's dummy forward, before the decoder's: {batch}",
             _src("vision_encoder", release),
-            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}",
+            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}"
+            if req.arch.vision_spatial_merge
+            else "",
             "activation",
         )
     nt = s.non_torch_parts(req)

@@ -370,7 +370,7 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "moe_workspace.persistent": {
         (0, 17): Source("v0.17.0", "fused_moe/unquantized_fused_moe_method.py", "self.kernel.apply"),
     },
-    "vision_encoder": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "profile_run")},
+    "vision_encoder": {(0, 0): Source("v0.32.0", "multimodal/encoder_budget.py", "MultiModalBudget._get_max_items")},
     "non_torch": {(0, 0): Source("v0.32.0", "utils/mem_utils.py", "memory_profiling")},
     "custom_all_reduce": {
         (0, 0): Source("v0.32.0", "distributed/device_communicators/custom_all_reduce.py", "CustomAllreduce.__init__"),

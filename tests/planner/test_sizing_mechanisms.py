@@ -18,18 +18,21 @@ from planner import kv_layout
 from planner.model_arch import ModelArch
 from planner.sizing import (
     NCCL_NVLS_BUFFERS_GIB,
+    EncoderProfile,
     GiB,
     SizingRequest,
     activation_bytes,
     cuda_graph_capture_sizes,
     default_batch_limits,
+    encoder_profile,
     non_torch_bytes,
     size,
     stage_weight_bytes,
     total_weights_from_first_stage,
+    vision_encoder_bytes,
 )
 from planner.vllm_releases import Release, parse_release
-from tests.support.sizing_cases import CALIBRATION, HELD_OUT, LOGS
+from tests.support.sizing_cases import CALIBRATION, HELD_OUT, LOGS, request_for
 
 QWEN35 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3.5-35b-a3b.json").read_text()))
 QWEN36 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3.6-35b-a3b-nvfp4.json").read_text()))
@@ -425,3 +428,86 @@ def test_model_runner_v2_sampler_keeps_its_penalty_counts_not_a_top_k_scratch():
     # Broken variant: V1's Triton top-k/top-p scratch would be far larger than the logits V2 keeps.
     v1 = replace(req, vllm_version="0.21.0")
     assert activation_bytes(v1, 0, 8192, 1024) > activation_bytes(req, 0, 8192, 1024)
+
+
+# --- the vision encoder's profiling batch (issue 29) --------------------------------------------
+
+# A fixed-resolution tower on the Gemma 3 12B fixture: the image geometry below is a test input (the
+# fixture config keeps only the tower's width), chosen so that the arithmetic is easy to follow.
+_GEMMA3_CFG = json.loads((LOGS / "configs" / "gemma-3-12b.json").read_text())
+_TOWER = {**_GEMMA3_CFG, "vision_config": {**_GEMMA3_CFG["vision_config"], "image_size": 896, "patch_size": 14}}
+FIXED_TOWER = ModelArch.from_hf_config({**_TOWER, "mm_tokens_per_image": 256})
+
+
+def test_a_fixed_resolution_tower_is_read_from_image_and_patch_size():
+    assert (FIXED_TOWER.vision_patches_per_item, FIXED_TOWER.vision_tokens_per_item) == (64 * 64, 256)
+    assert FIXED_TOWER.vision_patch_values == 3 * 14 * 14
+    # Without mm_tokens_per_image the tokens are the patch grid merged by the top-level spatial_merge_size.
+    merged = ModelArch.from_hf_config({**_TOWER, "spatial_merge_size": 2})
+    assert merged.vision_tokens_per_item == 64 * 64 // 4
+    # The fixture as committed states no image geometry: no encoder term rather than a guessed one.
+    bare = ModelArch.from_hf_config(_GEMMA3_CFG)
+    assert bare.vision_patches_per_item == 0
+    assert vision_encoder_bytes(SizingRequest(arch=bare, gpu_memory_gib=79.19), 8192, 256) == 0.0
+
+
+@pytest.mark.parametrize(
+    "tiling", [{"image_grid_pinpoints": [[336, 672]]}, {"max_dynamic_patch": 12}, {"pixel_shuffle_ratio": 0.5}]
+)
+def test_a_tower_that_tiles_its_images_is_left_out_rather_than_counted_as_one_tile(tiling):
+    tiled = ModelArch.from_hf_config({**_TOWER, **tiling})
+    assert tiled.vision_patches_per_item == 0
+    inner = ModelArch.from_hf_config({**_TOWER, "vision_config": {**_TOWER["vision_config"], **tiling}})
+    assert inner.vision_patches_per_item == 0
+
+
+def test_the_dummy_batch_holds_as_many_images_as_the_encoder_budget_and_the_decoder_allow():
+    req = SizingRequest(arch=FIXED_TOWER, gpu_memory_gib=79.19, max_model_len=8192)
+    # budget max(8192, 256) // 256 = 32 images; the decoder allows 256 seqs x min(999, 8192 // 256).
+    assert encoder_profile(req, 8192, 256, 8192) == EncoderProfile(256, 4096, 32)
+    # Few sequences with short prompts cap the batch: 4 seqs x max(1, 512 // 256) = 8 images.
+    assert encoder_profile(req, 8192, 4, 512).items == 8
+    # A budget below one image still profiles one image.
+    assert encoder_profile(req, 128, 256, 8192).items == 1
+    # Every image of the batch goes through the tower at once: the peak scales with the images.
+    one, many = vision_encoder_bytes(req, 256, 256), vision_encoder_bytes(req, 8192, 256)
+    assert many == pytest.approx(32 * one)
+    per_patch = (2 * 1152 + 2 * 4304 + 3 * 14 * 14) * 2  # bf16 bytes alive per patch at the MLP
+    assert one == pytest.approx(4096 * per_patch)
+
+
+def test_the_encoder_sets_the_activation_peak_once_it_outgrows_the_decoder():
+    req = SizingRequest(arch=FIXED_TOWER, gpu_memory_gib=79.19, max_model_len=131072)
+    small, large = activation_bytes(req, 0, 8192, 256), activation_bytes(req, 0, 131072, 256)
+    assert large >= vision_encoder_bytes(req, 131072, 256) > small
+    # Only the first pipeline stage runs the encoder.
+    staged = replace(req, pipeline_parallel_size=2)
+    assert activation_bytes(staged, 1, 131072, 256) < vision_encoder_bytes(staged, 131072, 256)
+
+
+def test_qwen_vl_towers_keep_one_largest_image_at_the_default_budget():
+    req = SizingRequest(arch=QWEN35, gpu_memory_gib=121.69, max_model_len=262144)
+    profile = encoder_profile(req, 2048, 256, 262144)
+    assert profile == EncoderProfile(16384, 16384 * 4, 1)
+    assert encoder_profile(req, 32768, 256, 262144).items == 2
+
+
+def test_explain_names_the_dummy_image_batch_and_its_source():
+    from planner import sizing_explain
+
+    req = SizingRequest(arch=FIXED_TOWER, gpu_memory_gib=178.35, max_model_len=32768, max_num_batched_tokens=65536)
+    term = next(t for t in sizing_explain.terms(req) if t.key == "activation.vision_encoder")
+    assert "256 image(s) x 4096 patches (256 tokens each)" in term.behaviour
+    assert "encoder_budget.py" in term.source and term.calibrated == ""
+    assert term.value == pytest.approx(vision_encoder_bytes(req, 65536, 256) / GiB)
+
+
+def test_gemma3_encoder_batch_stays_under_the_torch_peak_its_log_reports():
+    # The Gemma 3 27B calibration log (vLLM 0.19.0, H100, max_num_batched_tokens 8192) reports a torch
+    # peak of 3.99 GiB: 32 images of 4096 SigLIP patches must fit under it, or the term is wrong.
+    case = _case(CALIBRATION, "google-gemma-3-27b-it--h100-80gb")
+    req = request_for(case)
+    profile = encoder_profile(req, 8192, 256, case["max_model_len"])
+    assert profile == EncoderProfile(256, 4096, 32)
+    vision = vision_encoder_bytes(req, 8192, 256) / GiB
+    assert 2.0 < vision < case["observed"]["activation_gib"]
