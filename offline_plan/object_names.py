@@ -25,6 +25,7 @@ from stack_config.formats import (
     DNS1123_SUBDOMAIN_RE,
     DNS_LABEL_RE,
     LABEL_VALUE_RE,
+    default_model_name,
 )
 from stack_config.loader import PROJECT
 
@@ -145,8 +146,8 @@ def served_names(config: dict[str, str]) -> list[tuple[str, str]]:
     for i, model in enumerate(models if isinstance(models, list) else []):
         if not isinstance(model, dict):
             continue
-        repo = str(model.get("repo", ""))
-        found.append((f"models[{i}].name", str(model.get("name") or repo.rpartition("/")[2].lower())))
+        # An unnamed model is served under the name stack_config derives from its repo id.
+        found.append((f"models[{i}].name", str(model.get("name") or default_model_name(str(model.get("repo", ""))))))
         for j, adapter in enumerate(model.get("adapters") or []):
             if isinstance(adapter, dict):
                 found.append((f"models[{i}].adapters[{j}].name", str(adapter.get("name", ""))))

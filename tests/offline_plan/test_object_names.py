@@ -104,6 +104,11 @@ def test_a_label_value_over_63_characters_is_refused_on_the_object_and_its_pod_t
     assert "label 'model'=" in line and "at most 63" in line
 
 
+def test_an_unnamed_model_is_known_by_the_name_stack_config_derives_from_its_repo():
+    config = {"llm-serving:models": '[{"repo": "meta-llama/Llama-3.1-8B-Instruct"}]'}
+    assert object_names.served_names(config) == [("models[0].name", "llama-3-1-8b-instruct")]
+
+
 def test_release_names_follow_helms_53_character_limit():
     assert problems([], [("r" * 53, "resource x")], []) == []
     (line,) = problems([], [("r" * 54, "resource x")], [("models[0].name", "r" * 54)])
