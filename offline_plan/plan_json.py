@@ -18,8 +18,8 @@ from offline_plan.mock_runtime import Evaluation, RecordedResource, redact_secre
 
 FORMAT = "llm-serving offline plan summary v1"
 FILENAME = "plan.json"
-# The numbers of a model the diff reports (plan.md's "Models" table and the startup budget).
-MODEL_FIELDS: tuple[str, ...] = (
+# The numbers of a model plan.md's "Models" table shows (offline_plan/write.py) and the diff reports.
+TABLE_FIELDS: tuple[str, ...] = (
     "revision",
     "pool",
     "gpu",
@@ -33,7 +33,7 @@ MODEL_FIELDS: tuple[str, ...] = (
 )
 # The capacity at the SLO of a model with `load` (offline_plan/capacity.py); None without one.
 CAPACITY_FIELDS = ("replicasAtPeak", "replicasAtTrough", "concurrencyPerReplicaAtSlo")
-MODEL_FIELDS += CAPACITY_FIELDS
+MODEL_FIELDS: tuple[str, ...] = TABLE_FIELDS + CAPACITY_FIELDS
 GPU_FIELDS = (
     "gpu",
     "machineType",

@@ -278,19 +278,8 @@ def _images_section(evaluation: Evaluation, config: dict[str, Any] | None) -> li
     return out
 
 
-SUMMARY_COLUMNS = [
-    "model",
-    "revision",
-    "pool",
-    "gpu",
-    "tensorParallelSize",
-    "pipelineParallelSize",
-    "minReplicas",
-    "maxReplicas",
-    "maxModelLen",
-    "kvCacheTokens",
-    "startupBudgetSeconds",
-]
+# plan.md's "Models" table: the numbers plan.json carries for the diff, one source for both.
+SUMMARY_COLUMNS = ["model", *plan_json.TABLE_FIELDS]
 
 
 def _markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
@@ -582,6 +571,23 @@ def _waits_section(evaluation: Evaluation) -> list[str]:
     return [*out, ""]
 
 
+def _opening(
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    config: dict[str, Any] | None,
+    chart_verdicts: helm_policy.ChartVerdicts | None,
+) -> list[str]:
+    """plan.md's opening (offline_plan/review.py), the same for a served and a deployer stack."""
+    return review.review_section(
+        evaluation,
+        verdicts,
+        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
+        missing_digests(evaluation),
+        requires_digest(config),
+        helm_policy.decision_reasons(chart_verdicts),
+    )
+
+
 def render_plan(
     evaluation: Evaluation,
     verdicts: list[Any],
@@ -592,14 +598,7 @@ def render_plan(
     if deployer_report.is_deployer_stack(evaluation):
         text = deployer_report.render_deployer_plan(evaluation, verdicts, NOT_PREVIEW)
         # A deployer stack's plan opens with the same decision (it has no GPU pools to cost).
-        opening = review.review_section(
-            evaluation,
-            verdicts,
-            _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
-            missing_digests(evaluation),
-            requires_digest(config),
-            helm_policy.decision_reasons(chart_verdicts),
-        )
+        opening = _opening(evaluation, verdicts, config, chart_verdicts)
         text = text.replace(f"> {NOT_PREVIEW}\n\n", f"> {NOT_PREVIEW}\n\n" + "\n".join(opening) + "\n", 1)
     else:
         text = _render_served_plan(evaluation, verdicts, manifests, config, chart_verdicts)
@@ -621,14 +620,7 @@ def _render_served_plan(
         chart_verdicts = helm_policy.chart_verdicts(evaluation, helm.rendered(evaluation), verdicts, config)
     out = [f"# Offline plan: stack `{evaluation.stack}`", "", f"> {NOT_PREVIEW}", ""]
     # What a reviewer decides comes first (offline_plan/review.py); the sections after it are the details.
-    out += review.review_section(
-        evaluation,
-        verdicts,
-        _pack_config_line(evaluation.stack, config, named_pack_config(evaluation.config)),
-        missing_digests(evaluation),
-        requires_digest(config),
-        helm_policy.decision_reasons(chart_verdicts),
-    )
+    out += _opening(evaluation, verdicts, config, chart_verdicts)
     table = evaluation.outputs.get("sizing") or []
     out += ["## Models", ""]
     if table:
@@ -695,6 +687,23 @@ def _render_served_plan(
     return "\n".join(out)
 
 
+def plan_summary(
+    evaluation: Evaluation,
+    verdicts: list[Any],
+    config: dict[str, Any] | None,
+    charts: helm_policy.ChartVerdicts | None = None,
+) -> dict[str, Any]:
+    """plan.json's content: the facts plan.md opens with, as data for `python -m offline_plan.diff`."""
+    return plan_json.summary(
+        evaluation,
+        verdicts,
+        image_rows(evaluation),
+        missing_digests(evaluation),
+        requires_digest(config),
+        helm_policy.decision_reasons(charts),
+    )
+
+
 def _print_problems(stack: str, problems: list[str]) -> None:
     print(f"plan failed for stack {stack}:", file=sys.stderr)
     for p in problems:
@@ -737,17 +746,7 @@ def run(stack: str, out_dir: Path, project_dir: Path = ROOT) -> int:
     manifests += helm.write_manifests(evaluation, stack_dir / "manifests")
     (stack_dir / "plan.md").write_text(render_plan(evaluation, verdicts, manifests, config, charts))
     # The same facts as data, for `python -m offline_plan.diff` (offline_plan/plan_json.py).
-    plan_json.write(
-        stack_dir / plan_json.FILENAME,
-        plan_json.summary(
-            evaluation,
-            verdicts,
-            image_rows(evaluation),
-            missing_digests(evaluation),
-            requires_digest(config),
-            helm_policy.decision_reasons(charts),
-        ),
-    )
+    plan_json.write(stack_dir / plan_json.FILENAME, plan_summary(evaluation, verdicts, config, charts))
     mandatory = [v for v in verdicts if v.level == "mandatory"]
     print(NOT_PREVIEW)
     print(

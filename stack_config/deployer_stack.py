@@ -18,7 +18,7 @@ from stack_config.base import StrictModel
 from stack_config.cluster import DEFAULT_REGIONS, NatGateways, NetworkConfig
 from stack_config.errors import ConfigError, format_validation_error
 from stack_config.formats import aws_region_problem
-from stack_config.policy_config import policy_config_problem
+from stack_config.policy_config import PolicyConfigPath
 
 DEPLOYER_ROLE: Final = "deployer"
 SERVING_ROLE: Final = "serving"
@@ -171,17 +171,9 @@ class DeployerStackConfig(StrictModel):
     """The VPC: private subnets behind NAT (the runner, the cluster, its nodes), public ones (load balancers, NAT)."""
     runner: RunnerConfig
     """The CodeBuild-hosted GitHub Actions runner."""
-    policyConfig: str | None = Field(default=None, alias="policyConfig", max_length=200)
+    policyConfig: PolicyConfigPath | None = Field(default=None, alias="policyConfig", max_length=200)
     """The policy pack's config for this stack's gate (`policies/config/<name>.json`); default
     `policies/config/<stack>.json`."""
-
-    @field_validator("policyConfig")
-    @classmethod
-    def _policy_config(cls, v: str | None) -> str | None:
-        problem = None if v is None else policy_config_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
 
     @field_validator("region")
     @classmethod

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 PACK_CONFIG_FOLDER = "policies/config"
 POLICY_CONFIG_KEY = "policyConfig"
@@ -44,3 +47,14 @@ def pack_config_choice(stack: str, named: str | None) -> PackConfigChoice:
     if named:
         return PackConfigChoice(named, True)
     return PackConfigChoice(f"{PACK_CONFIG_FOLDER}/{stack}.json", False)
+
+
+def _checked(value: str) -> str:
+    problem = policy_config_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# The `policyConfig` key of a served and of a deployer stack file: one format, checked once.
+PolicyConfigPath = Annotated[str, AfterValidator(_checked)]

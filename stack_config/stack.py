@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from common import driver_versions, gpu_driver, gpus
 from common.untrusted import excerpt
@@ -24,7 +24,7 @@ from stack_config.formats import aws_region_problem, bucket_name_problems, did_y
 from stack_config.images import UPSTREAMS, ImagesConfig
 from stack_config.models import ModelConfig
 from stack_config.operators import OperatorsConfig
-from stack_config.policy_config import policy_config_problem
+from stack_config.policy_config import PolicyConfigPath
 from stack_config.security import SecurityConfig, reserved, world_open
 from stack_config.serving import ExposureConfig, ModelStoreConfig, MonitoringConfig
 
@@ -57,7 +57,7 @@ class StackConfig(StrictModel):
     (docs/security.md)."""
     deployer: DeployerConfig = Field(default_factory=DeployerConfig)
     """Where `pulumi up` of this stack runs from (docs/deployer.md)."""
-    policyConfig: str | None = Field(default=None, alias="policyConfig", max_length=200)
+    policyConfig: PolicyConfigPath | None = Field(default=None, alias="policyConfig", max_length=200)
     """The policy pack's config for this stack's gate (`policies/config/<name>.json`): the offline plan runs the pack
     with it and the workflows pass it to `pulumi preview`/`up`. Default: `policies/config/<stack>.json`, the pack's
     defaults when that does not exist. Name it in a production stack, so a copy of the file keeps its settings (prod's
@@ -65,14 +65,6 @@ class StackConfig(StrictModel):
     role: Literal["serving"] = "serving"
     """`serving` (this schema); a stack file with `role: deployer` builds another stack's runner and VPC instead, with
     keys of its own (stack_config/deployer_stack.py, docs/deployer.md)."""
-
-    @field_validator("policyConfig")
-    @classmethod
-    def _policy_config(cls, v: str | None) -> str | None:
-        problem = None if v is None else policy_config_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -34,6 +34,12 @@ def cloud_taint_effect(kubernetes_effect: str) -> str:
     return _CLOUD_TAINT_EFFECTS[kubernetes_effect]
 
 
+def kubernetes_taint_effect(cloud_effect: str) -> str:
+    """The inverse of cloud_taint_effect (what a pool's API answer means to the scheduler); an effect
+    neither table knows is returned as given."""
+    return {v: k for k, v in _CLOUD_TAINT_EFFECTS.items()}.get(cloud_effect, cloud_effect)
+
+
 def placement_for(pool: cfg.PoolConfig, rdma: bool = False) -> GpuPlacement:
     """The one place a pool's labels and taint are decided; node pools and workloads both read it."""
     return GpuPlacement(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common import contract
+from components.cluster.common import kubernetes_taint_effect
 from offline_plan.helm import machines
 from offline_plan.mock_runtime import Evaluation
 
@@ -45,8 +46,6 @@ KARPENTER_NODEPOOL_LABEL = "karpenter.sh/nodepool"
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-# The clouds' taint effects in their APIs (EKS taints[].effect, GKE nodeConfig.taints[].effect).
-EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -103,9 +102,7 @@ def _number(value: Any, default: int = 0) -> int:
 
 def _taints(raw: Any) -> list[Taint]:
     return [
-        Taint(
-            str(t.get("key") or ""), str(t.get("value") or ""), EFFECTS.get(str(t.get("effect")), str(t.get("effect")))
-        )
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), kubernetes_taint_effect(str(t.get("effect"))))
         for t in raw or []
         if isinstance(t, dict)
     ]

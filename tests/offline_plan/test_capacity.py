@@ -48,13 +48,7 @@ def a100() -> Evaluation:
 def _summary(evaluation: Evaluation) -> dict:
     config = offline_plan.pack_config(evaluation.stack)
     verdicts = offline_plan.policy_verdicts(evaluation, config)
-    return plan_json.summary(
-        evaluation,
-        verdicts,
-        offline_plan.image_rows(evaluation),
-        offline_plan.missing_digests(evaluation),
-        offline_plan.requires_digest(config),
-    )
+    return offline_plan.plan_summary(evaluation, verdicts, config)
 
 
 def test_a_dev_variant_with_a_load_plans_with_the_table_and_says_the_l4_is_not_calibrated():

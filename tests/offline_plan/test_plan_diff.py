@@ -21,13 +21,7 @@ TWO_NODES = {"pools": [{"name": "l4", "gpu": "L4", "gpusPerNode": 1, "machineTyp
 def _summary(evaluation: Evaluation) -> dict:
     config = offline_plan.pack_config(evaluation.stack)
     verdicts = offline_plan.policy_verdicts(evaluation, config)
-    return plan_json.summary(
-        evaluation,
-        verdicts,
-        offline_plan.image_rows(evaluation),
-        offline_plan.missing_digests(evaluation),
-        offline_plan.requires_digest(config),
-    )
+    return offline_plan.plan_summary(evaluation, verdicts, config)
 
 
 def _folder(tmp_path: Path, name: str, data: dict) -> Path:
