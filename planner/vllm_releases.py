@@ -210,6 +210,24 @@ TOKENS_FROM_CONCURRENCY_FROM = (0, 21)
 HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
 
 
+# -- pipeline parallelism (issue 29) ------------------------------------------------------------
+
+# Every pipeline stage but the first keeps a buffer for the hidden states and residual it receives,
+# max_num_batched_tokens rows of hidden_size each (model_executor/models/utils.py:
+# make_empty_intermediate_tensors_factory, `torch.zeros((batch_size, hidden_size), ...)` per key; Llama's
+# and Qwen2's keys are "hidden_states" and "residual"). The V1 model runner allocates it in the profile
+# run's dummy forward and keeps it (vllm v0.10.2, v0.19.0 and v0.27.1 v1/worker/gpu_model_runner.py:
+# _dummy_run, `self.intermediate_tensors = self.model.make_empty_intermediate_tensors(batch_size=
+# self.max_num_tokens, ...)`), so it is part of the profiled torch peak and still allocated when the last
+# stage's sampler warm-up runs. Model Runner V2 allocates it in load_model after "Model loading took" is
+# measured (v0.22.1, v0.25.1, v0.27.1 and v0.28.0 v1/worker/gpu/model_runner.py:load_model), so it is in
+# neither the weights nor the profiled peak; the budget counts it only once it is taken from the drop in
+# free memory (v0.27.1 utils/mem_utils.py:memory_profiling, `result.non_kv_cache_memory =
+# result.total_consumed + result.transient_peak_headroom`; v0.25.1 still adds non-torch + torch peak +
+# weights; 0.26 was not read and sits with 0.25).
+FREE_MEMORY_DROP_BUDGET_FROM = (0, 27)
+
+
 _Value = TypeVar("_Value")
 
 
@@ -284,6 +302,13 @@ class Release:
     def hybrid_prefix_caching_by_default(self) -> bool:
         return self.version >= HYBRID_PREFIX_CACHING_DEFAULT_FROM
 
+    def pipeline_buffer_in_budget(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether a non-first pipeline stage's intermediate-tensor buffer reaches the KV budget
+        (FREE_MEMORY_DROP_BUDGET_FROM): always under the V1 runner, from 0.27 under Model Runner V2."""
+        if not self.uses_model_runner_v2(architecture, moe, hybrid):
+            return True
+        return self.version >= FREE_MEMORY_DROP_BUDGET_FROM
+
     def top_k_top_p_path(
         self, rows: int, flashinfer_sampler: bool | None, capability: tuple[int, int] | None = None
     ) -> str:
@@ -343,6 +368,13 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "weights": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "load_model ('Model loading took')")},
     "weights.pipeline": {(0, 0): Source("v0.32.0", "distributed/utils.py", "get_pp_indices")},
     "lora": {(0, 0): Source("v0.32.0", "v1/worker/lora_model_runner_mixin.py", "load_lora_model")},
+    "pipeline_buffer": {
+        (0, 0): Source("v0.19.0", "v1/worker/gpu_model_runner.py", "_dummy_run (make_empty_intermediate_tensors)"),
+    },
+    "pipeline_buffer.v2": {
+        (0, 22): Source("v0.25.1", "utils/mem_utils.py", "memory_profiling (non_torch + torch_peak + weights)"),
+        (0, 27): Source("v0.27.1", "v1/worker/gpu/model_runner.py", "load_model; utils/mem_utils.py total_consumed"),
+    },
     "batch_defaults": {
         (0, 0): Source("v0.19.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults"),
         (0, 28): Source("v0.28.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults (device_memory >= 160 GiB)"),
