@@ -107,6 +107,13 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         if req.weights_bytes
         else "estimated from config.json's parameters (planner/sizing.py:weight_bytes_estimate)"
     )
+    if not req.weights_bytes and (req.quantization or arch.quant_method or "").lower().startswith(("awq", "gptq")):
+        weights_how += (
+            f", {s.group_quantized_bytes_per_weight(req):.4f} bytes per quantized weight (packed weights, fp16 "
+            "group scales, AWQ zero points; embedding and LM head unquantized: "
+            + _src("weights.group_quantized", release)
+            + ")"
+        )
     if req.pipeline_parallel_size > 1:
         weights_how += f", stage {stage} of {req.pipeline_parallel_size}'s layers plus its embedding/LM head"
     add(
@@ -211,6 +218,19 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             if req.arch.vision_spatial_merge
             else "",
             "activation",
+        )
+    if parts.pipeline_buffer:
+        v2 = release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid)
+        add(
+            "activation.pipeline_buffer",
+            f"received hidden states + residual, {mnbt:,} tokens (stage {stage})",
+            parts.pipeline_buffer / s.GiB,
+            "GiB",
+            "Model Runner V2 allocates it after loading; counted by the free-memory budget"
+            if v2
+            else "allocated in the profile run and kept through the sampler warm-up",
+            _src("pipeline_buffer.v2" if v2 else "pipeline_buffer", release),
+            part_of="activation",
         )
     nt = s.non_torch_parts(req)
     add(

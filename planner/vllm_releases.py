@@ -368,6 +368,13 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "weights": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "load_model ('Model loading took')")},
     "weights.pipeline": {(0, 0): Source("v0.32.0", "distributed/utils.py", "get_pp_indices")},
     "lora": {(0, 0): Source("v0.32.0", "v1/worker/lora_model_runner_mixin.py", "load_lora_model")},
+    "weights.group_quantized": {
+        (0, 0): Source(
+            "v0.13.0",
+            "model_executor/layers/quantization/awq_marlin.py",
+            "AWQMarlinLinearMethod.process_weights_after_loading",
+        ),
+    },
     "pipeline_buffer": {
         (0, 0): Source("v0.19.0", "v1/worker/gpu_model_runner.py", "_dummy_run (make_empty_intermediate_tensors)"),
     },
