@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from planner import sizing as s
-from planner.vllm_releases import SOURCES, Release
+from planner.vllm_releases import SOURCES, WNA16_MOE_METHODS, Release
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,8 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
     if parts.moe_workspace:
         quant = req.quantization or arch.quant_method or ""
         key = "moe_workspace.fp8_persistent" if quant in ("fp8", "fbgemm_fp8") else "moe_workspace.persistent"
+        if quant.lower() in WNA16_MOE_METHODS:
+            key = "moe_workspace.wna16_persistent"
         add(
             "activation.moe_workspace",
             "fused-MoE workspace",

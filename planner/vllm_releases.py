@@ -191,7 +191,14 @@ FLASHINFER_SAMPLER_CAPABILITY = ((8, 0), (12, 1))
 # Marlin path allocates the same per-token caches per call (v0.11.2 fused_moe/fused_marlin_moe.py:
 # `intermediate_cache13 = torch.empty(...)`), and the v0.19 H100 gpt-oss calibration logs show nothing
 # on top of the sampler, so it never counts as persistent.
-MOE_WORKSPACE_PERSISTS_FROM = {"fp8": (0, 14), "default": (0, 17)}
+MOE_WORKSPACE_PERSISTS_FROM = {"fp8": (0, 14), "default": (0, 17), "wna16": (0, 22)}
+# AWQ and GPTQ MoE (issue 29) run the Marlin MoE kernel with per-call caches up to 0.19 (v0.19.0
+# quantization/awq_marlin.py:AWQMarlinMoEMethod.apply and gptq_marlin.py:GPTQMarlinMoEMethod.apply: `return
+# fused_marlin_moe(...)` without caches, so fused_marlin_moe.py allocates `intermediate_cache13 = torch.empty(...)`
+# per call) and move to the modular kernel in 0.22 (v0.22.1 awq_marlin.py and auto_gptq.py: `make_wna16_moe_kernel`,
+# fused_moe/oracle/int_wna16.py: MarlinExperts, whose workspaces come from modular_kernel.py's
+# `current_workspace_manager()`); 0.20 and 0.21 were not read and sit with 0.19.
+WNA16_MOE_METHODS = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin"})
 
 # -- KV cache manager ----------------------------------------------------------------------------
 
@@ -337,6 +344,8 @@ class Release:
         method = quant_method or ""
         if method == "mxfp4":
             return False
+        if method in WNA16_MOE_METHODS:
+            return self.version >= MOE_WORKSPACE_PERSISTS_FROM["wna16"]
         key = "fp8" if method in ("fp8", "fbgemm_fp8") else "default"
         return self.version >= MOE_WORKSPACE_PERSISTS_FROM[key]
 
@@ -406,6 +415,9 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
         (0, 0): Source("v0.32.0", "model_executor/layers/fused_moe/fused_moe.py", "intermediate caches of M x top_k"),
     },
     "moe_workspace.fp8_persistent": {(0, 14): Source("v0.14.0", "quantization/fp8.py", "make_fp8_moe_kernel")},
+    "moe_workspace.wna16_persistent": {
+        (0, 22): Source("v0.22.1", "model_executor/layers/quantization/awq_marlin.py", "make_wna16_moe_kernel"),
+    },
     "moe_workspace.persistent": {
         (0, 17): Source("v0.17.0", "fused_moe/unquantized_fused_moe_method.py", "self.kernel.apply"),
     },

@@ -603,3 +603,19 @@ def test_explain_names_the_pipeline_buffer_and_its_source():
     assert "gpu_model_runner.py:_dummy_run" in listed["activation.pipeline_buffer"].source
     assert listed["activation.pipeline_buffer"].value == pytest.approx(2 * 8192 * 4096 * 2 / GiB)
     assert "activation.pipeline_buffer" not in {t.key for t in terms(replace(req, pipeline_parallel_size=1))}
+
+
+def test_awq_and_gptq_moe_caches_are_per_call_until_the_modular_marlin_kernel_of_0_22():
+    # v0.19.0 awq_marlin.py / gptq_marlin.py MoE apply: `return fused_marlin_moe(...)`, per-call torch.empty caches;
+    # v0.22.1: make_wna16_moe_kernel (MarlinExperts, workspaces from current_workspace_manager()).
+    for method in ("awq_marlin", "awq", "gptq_marlin"):
+        assert not Release.of("0.19.0").moe_workspace_persists(method)
+        assert Release.of("0.22.1").moe_workspace_persists(method)
+    # The unquantized switch of 0.17 is untouched, and so is FP8's of 0.14.
+    assert Release.of("0.19.0").moe_workspace_persists(None)
+    assert Release.of("0.14.0").moe_workspace_persists("fp8")
+    awq_moe = SizingRequest(arch=QWEN30B, gpu_memory_gib=44.42, gpu_name="L40S", quantization="awq_marlin")
+    at_19 = activation_parts(replace(awq_moe, vllm_version="0.19.0"), 0, 2048, 256)
+    assert at_19.peak == pytest.approx(max(at_19.forward + at_19.moe_workspace, at_19.sampler, at_19.vision))
+    # Broken variant: taken as persistent, the caches would sit on top of the sampler warm-up.
+    assert at_19.peak < max(at_19.forward, at_19.sampler) + at_19.moe_workspace
