@@ -636,12 +636,22 @@ def non_torch_parts(req: SizingRequest) -> NonTorchParts:
         if kind == "nvswitch" and _has_nvls(req):
             nvls = NCCL_NVLS_BUFFERS_GIB
     elif pp > 1:
-        workspaces = NON_TORCH_PP_ONLY_GIB
+        workspaces, ring = pipeline_only_non_torch_gib(req)
     else:
         workspaces = NON_TORCH_SINGLE_GPU_GIB
     if kind == "unified" and _release(req.vllm_version).unified_memory_counts_host_growth:
         host = UNIFIED_MEMORY_HOST_GROWTH_GIB
     return NonTorchParts(workspaces, ring, nvls, host)
+
+
+def pipeline_only_non_torch_gib(req: SizingRequest) -> tuple[float, float]:
+    """(workspaces, NCCL buffers) of a pipeline stage without TP (issue 29): from 0.11 the stage's communicator
+    is created before vLLM's memory snapshot and only NON_TORCH_PP_ONLY_GIB grows after it; up to 0.10 the
+    snapshot comes first, so the stage counts a TP group's figures (planner/vllm_releases.py,
+    SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM)."""
+    if _release(req.vllm_version).snapshot_after_distributed_init:
+        return NON_TORCH_PP_ONLY_GIB, 0.0
+    return NON_TORCH_SINGLE_GPU_GIB, NCCL_RING_BUFFERS_GIB
 
 
 def non_torch_bytes(req: SizingRequest) -> float:

@@ -243,16 +243,23 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         "what grows outside PyTorch between the snapshot and the end of profiling",
         _src("non_torch", release),
     )
+    pp_stage_only = req.pipeline_parallel_size > 1 and req.tensor_parallel_size == 1
+    pp_before_communicators = pp_stage_only and not release.snapshot_after_distributed_init
     add(
         "non_torch.workspaces",
         "CUDA/cuBLAS workspaces",
         nt.workspaces,
         "GiB",
-        "one GPU's workspaces" if req.pipeline_parallel_size == 1 or req.tensor_parallel_size > 1 else "a PP stage",
-        _src("non_torch", release),
-        "NON_TORCH_SINGLE_GPU_GIB"
-        if req.tensor_parallel_size > 1 or req.pipeline_parallel_size == 1
-        else "NON_TORCH_PP_ONLY_GIB",
+        "a PP stage"
+        if pp_stage_only and not pp_before_communicators
+        else "one GPU's workspaces"
+        + (
+            f" (the snapshot precedes the communicators, {_band('non_torch.snapshot', release)})"
+            if pp_stage_only
+            else ""
+        ),
+        _src("non_torch.snapshot", release) if pp_stage_only else _src("non_torch", release),
+        "NON_TORCH_PP_ONLY_GIB" if pp_stage_only and not pp_before_communicators else "NON_TORCH_SINGLE_GPU_GIB",
         "non_torch",
     )
     if nt.nccl_ring:
@@ -261,8 +268,10 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             "NCCL ring/tree buffers",
             nt.nccl_ring,
             "GiB",
-            "custom all-reduce buffers come before the snapshot; NCCL's during the forward",
-            _src("custom_all_reduce", release),
+            "the pipeline group's communicator and its warm-up, after the snapshot"
+            if pp_before_communicators
+            else "custom all-reduce buffers come before the snapshot; NCCL's during the forward",
+            _src("non_torch.snapshot", release) if pp_before_communicators else _src("custom_all_reduce", release),
             "NCCL_RING_BUFFERS_GIB",
             "non_torch",
         )

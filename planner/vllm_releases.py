@@ -233,6 +233,14 @@ HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
 # result.total_consumed + result.transient_peak_headroom`; v0.25.1 still adds non-torch + torch peak +
 # weights; 0.26 was not read and sits with 0.25).
 FREE_MEMORY_DROP_BUDGET_FROM = (0, 27)
+# The worker's memory snapshot, from which the non-torch growth is counted, is taken before the distributed
+# environment (the NCCL communicators with their warm-up all-reduce, custom all-reduce's buffers) up to 0.10
+# (v0.10.2 v1/worker/gpu_worker.py:init_device: `self.init_snapshot = MemorySnapshot()` comes before
+# `init_worker_distributed_environment(...)`) and after it from 0.11 (v0.11.0, v0.12.0, v0.13.0, v0.19.0
+# init_device). So up to 0.10 a pipeline stage without TP counts what a TP group counts: one GPU's workspaces and
+# NCCL's buffers, which the 0.10.1.1 A100 TP 2 calibration runs put at 0.30 GiB in all; from 0.11 its communicator is
+# in the snapshot and it shows 0.07 GiB (the 0.19 H100 PP 2/4 runs).
+SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM = (0, 11)
 
 
 _Value = TypeVar("_Value")
@@ -309,6 +317,10 @@ class Release:
     def hybrid_prefix_caching_by_default(self) -> bool:
         return self.version >= HYBRID_PREFIX_CACHING_DEFAULT_FROM
 
+    @property
+    def snapshot_after_distributed_init(self) -> bool:
+        return self.version >= SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM
+
     def pipeline_buffer_in_budget(self, architecture: str, moe: bool, hybrid: bool) -> bool:
         """Whether a non-first pipeline stage's intermediate-tensor buffer reaches the KV budget
         (FREE_MEMORY_DROP_BUDGET_FROM): always under the V1 runner, from 0.27 under Model Runner V2."""
@@ -383,6 +395,10 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
             "model_executor/layers/quantization/awq_marlin.py",
             "AWQMarlinLinearMethod.process_weights_after_loading",
         ),
+    },
+    "non_torch.snapshot": {
+        (0, 0): Source("v0.10.2", "v1/worker/gpu_worker.py", "init_device (MemorySnapshot before the communicators)"),
+        (0, 11): Source("v0.11.0", "v1/worker/gpu_worker.py", "init_device (MemorySnapshot after the communicators)"),
     },
     "pipeline_buffer": {
         (0, 0): Source("v0.19.0", "v1/worker/gpu_model_runner.py", "_dummy_run (make_empty_intermediate_tensors)"),

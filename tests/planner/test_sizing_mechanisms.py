@@ -619,3 +619,15 @@ def test_awq_and_gptq_moe_caches_are_per_call_until_the_modular_marlin_kernel_of
     assert at_19.peak == pytest.approx(max(at_19.forward + at_19.moe_workspace, at_19.sampler, at_19.vision))
     # Broken variant: taken as persistent, the caches would sit on top of the sampler warm-up.
     assert at_19.peak < max(at_19.forward, at_19.sampler) + at_19.moe_workspace
+
+
+def test_a_pipeline_stage_counts_its_communicator_where_the_snapshot_precedes_it():
+    # v0.10.2 v1/worker/gpu_worker.py:init_device takes MemorySnapshot() before init_worker_distributed_environment;
+    # v0.11.0 and later after it. A PP-only stage then counts what a TP group counts (0.25 + 0.05 GiB).
+    req = SizingRequest(arch=LLAMA8B, gpu_memory_gib=44.42, gpu_name="L40S", pipeline_parallel_size=2)
+    assert non_torch_bytes(replace(req, vllm_version="0.10.2")) == pytest.approx(
+        non_torch_bytes(replace(req, vllm_version="0.10.2", pipeline_parallel_size=1, tensor_parallel_size=2))
+    )
+    assert non_torch_bytes(replace(req, vllm_version="0.11.0")) == pytest.approx(0.07 * GiB)
+    assert not Release.of("0.10.2").snapshot_after_distributed_init
+    assert Release.of("0.11.0").snapshot_after_distributed_init
