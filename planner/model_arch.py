@@ -118,6 +118,15 @@ def _quantization(qcfg: Any) -> tuple[str | None, int | None]:
     return method, whole
 
 
+def _quant_group_size(qcfg: Any) -> int | None:
+    """The weight group size a quantization_config declares (AWQ's `group_size` / `q_group_size`, GPTQ's
+    `group_size`), or None when it declares none or a whole-channel group (-1)."""
+    if not isinstance(qcfg, dict):
+        return None
+    size = _whole(qcfg.get("group_size") or qcfg.get("q_group_size"))
+    return size if size is not None and 1 <= size <= MAX_WIDTH else None
+
+
 # Model types whose MLP is up-projection + down-projection without a gate.
 NON_GATED_MLP_MODEL_TYPES = frozenset(
     {"phi", "gpt2", "gpt_neox", "gptj", "falcon", "gpt_bigcode", "starcoder2", "opt", "bloom", "mpt"}
@@ -217,6 +226,7 @@ class ModelArch:
     # Quantization of the checkpoint (quant_method, bits) when config.json declares one
     quant_method: str | None = None
     quant_bits: int | None = None
+    quant_group_size: int | None = None  # weights per scale (AWQ/GPTQ group_size)
     architecture: str = ""
     # GPT-2/Phi-2 style MLP (up + down) instead of the gated SwiGLU (gate + up + down)
     gated_mlp: bool = True
@@ -379,7 +389,8 @@ class ModelArch:
                     "vision_tokens_per_item": tokens,
                 }
 
-        quant_method, quant_bits = _quantization(cfg.get("quantization_config") or top.get("quantization_config") or {})
+        qcfg = cfg.get("quantization_config") or top.get("quantization_config") or {}
+        quant_method, quant_bits = _quantization(qcfg)
 
         # Gemma configs leave tie_word_embeddings at its default, which is True for Gemma.
         tie_default = model_type.startswith("gemma")
@@ -430,6 +441,7 @@ class ModelArch:
             **vision_fields,
             quant_method=quant_method,
             quant_bits=quant_bits,
+            quant_group_size=_quant_group_size(qcfg),
             architecture=architecture[:200],
             gated_mlp=model_type not in NON_GATED_MLP_MODEL_TYPES,
             extra_params=extra,

@@ -264,9 +264,16 @@ def interconnect(req: SizingRequest) -> str:
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
-    """vLLM's even split of decoder layers over pipeline stages (remainder to the last stages)."""
+    """vLLM's split of decoder layers over pipeline stages: an even share each, and the remainder one
+    layer apiece to the stages before the last, from the second-to-last backwards (the last stage keeps
+    the final norm and the LM head): vllm v0.10.2, v0.19.0 and v0.27.1 distributed/utils.py:get_pp_indices,
+    `for i in range(2, remaining_layers + 2): partitions[-i] += 1` (VLLM_PP_LAYER_PARTITION unset).
+    So 61 layers over 2 stages are [31, 30] and 94 over 4 are [23, 24, 24, 23]."""
     base, rest = divmod(layers, pp)
-    return [base + (1 if i >= pp - rest else 0) for i in range(pp)]
+    partitions = [base] * pp
+    for i in range(2, rest + 2):
+        partitions[-i] += 1
+    return partitions
 
 
 def _with_mtp(req: SizingRequest) -> bool:
@@ -363,10 +370,40 @@ def weight_bytes_estimate(req: SizingRequest) -> float:
     if method in ("fp8", "fbgemm_fp8", "compressed-tensors", "compressed_tensors", "modelopt") or (bits == 8):
         per = (bits or 8) / 8
         return embed * act_bytes + (dense_body + experts) * per * 1.01
-    if method in ("awq", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes") or bits == 4:
+    if method in ("awq", "awq_marlin", "gptq", "gptq_marlin"):
+        return embed * act_bytes + (dense_body + experts) * group_quantized_bytes_per_weight(req)
+    if method == "bitsandbytes" or bits == 4:
         # 4-bit weights plus fp16 scales/zeros per group of 128.
         return embed * act_bytes + (dense_body + experts) * ((bits or 4) / 8) * 1.06
     return (embed + dense_body + experts) * act_bytes
+
+
+# AutoAWQ's and AutoGPTQ's default group size, for a quantization_config that names none.
+DEFAULT_QUANT_GROUP_SIZE = 128
+
+
+def group_quantized_bytes_per_weight(req: SizingRequest) -> float:
+    """Bytes per quantized weight of an AWQ or GPTQ checkpoint once vLLM has loaded it (issue 29).
+
+    The packed weights (`bits` per weight in int32 words), one fp16 scale per group of `group_size`
+    input rows and output column, and for AWQ one packed zero point per group as well. vLLM's Marlin
+    path repacks these in place of the checkpoint's tensors, at the same sizes (vllm v0.13.0
+    model_executor/layers/quantization/awq_marlin.py:AWQMarlinLinearMethod.process_weights_after_loading:
+    `awq_marlin_repack`, `marlin_permute_scales`, `awq_to_marlin_zero_points`, each through
+    `replace_parameter`); a GPTQ checkpoint without zero points keeps none (kernels/mixed_precision/
+    marlin.py:MarlinLinearKernel.process_weights_after_loading, `marlin_make_empty_g_idx` for the zero
+    points and, without act-order, for g_idx). Embedding and LM head stay unquantized (awq_marlin.py:
+    get_quant_method quantizes `LinearBase` layers, and a `ParallelLMHead` only when `lm_head_quantized`);
+    Marlin's workspace is one int32 per SM (utils/marlin_utils.py:marlin_make_workspace_new), nothing to
+    count. GPTQ is taken as symmetric (AutoGPTQ's default `sym`), which config.json's `sym` settles.
+    """
+    arch = req.arch
+    method = (req.quantization or arch.quant_method or "").lower()
+    bits = arch.quant_bits or 4
+    group = arch.quant_group_size or DEFAULT_QUANT_GROUP_SIZE
+    packed = bits / 8
+    zero_points = packed if method.startswith("awq") else 0.0
+    return packed + (2 + zero_points) / group
 
 
 def _embedding_bytes_per_gpu(req: SizingRequest) -> float:
@@ -419,6 +456,7 @@ class ActivationParts:
     moe_workspace_persists: bool
     vision: float
     peak: float
+    pipeline_buffer: float = 0.0  # a non-first pipeline stage's received-tensor buffer, kept (in `peak`)
 
 
 def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> ActivationParts:
@@ -456,7 +494,29 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
     # A persistent workspace is still allocated when the sampler runs: it adds on top. Per-call
     # buffers are freed after each MoE layer: they only raise the forward's own peak.
     peak = max(forward, sampler, vision) + moe_workspace if persists else max(forward + moe_workspace, sampler, vision)
-    return ActivationParts(forward, sampler, path, persistent, moe_workspace, persists, vision, peak + persistent)
+    buffer = pipeline_buffer_bytes(req, stage, mnbt)
+    return ActivationParts(
+        forward, sampler, path, persistent, moe_workspace, persists, vision, peak + persistent + buffer, buffer
+    )
+
+
+# Tensors of hidden_size a non-first pipeline stage receives per token: the hidden states and the residual
+# (vllm v0.19.0 model_executor/models/llama.py and qwen2.py: make_empty_intermediate_tensors_factory(
+# ["hidden_states", "residual"], config.hidden_size)).
+PIPELINE_RECEIVED_TENSORS = 2
+
+
+def pipeline_buffer_bytes(req: SizingRequest, stage: int, mnbt: int) -> float:
+    """The buffer a non-first pipeline stage keeps for what it receives: max_num_batched_tokens rows of
+    hidden_size for each received tensor, in the model dtype, allocated for good (issue 29; where and when
+    it reaches the budget: planner/vllm_releases.py, FREE_MEMORY_DROP_BUDGET_FROM). 0 on the first stage
+    and without pipeline parallelism."""
+    arch = req.arch
+    if stage == 0 or req.pipeline_parallel_size == 1:
+        return 0.0
+    if not _release(req.vllm_version).pipeline_buffer_in_budget(arch.architecture, arch.is_moe, arch.is_hybrid):
+        return 0.0
+    return PIPELINE_RECEIVED_TENSORS * mnbt * arch.hidden * _dtype_bytes(_model_dtype(req))
 
 
 def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> float:
@@ -576,12 +636,22 @@ def non_torch_parts(req: SizingRequest) -> NonTorchParts:
         if kind == "nvswitch" and _has_nvls(req):
             nvls = NCCL_NVLS_BUFFERS_GIB
     elif pp > 1:
-        workspaces = NON_TORCH_PP_ONLY_GIB
+        workspaces, ring = pipeline_only_non_torch_gib(req)
     else:
         workspaces = NON_TORCH_SINGLE_GPU_GIB
     if kind == "unified" and _release(req.vllm_version).unified_memory_counts_host_growth:
         host = UNIFIED_MEMORY_HOST_GROWTH_GIB
     return NonTorchParts(workspaces, ring, nvls, host)
+
+
+def pipeline_only_non_torch_gib(req: SizingRequest) -> tuple[float, float]:
+    """(workspaces, NCCL buffers) of a pipeline stage without TP (issue 29): from 0.11 the stage's communicator
+    is created before vLLM's memory snapshot and only NON_TORCH_PP_ONLY_GIB grows after it; up to 0.10 the
+    snapshot comes first, so the stage counts a TP group's figures (planner/vllm_releases.py,
+    SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM)."""
+    if _release(req.vllm_version).snapshot_after_distributed_init:
+        return NON_TORCH_PP_ONLY_GIB, 0.0
+    return NON_TORCH_SINGLE_GPU_GIB, NCCL_RING_BUFFERS_GIB
 
 
 def non_torch_bytes(req: SizingRequest) -> float:

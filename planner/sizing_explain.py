@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from planner import sizing as s
-from planner.vllm_releases import SOURCES, Release
+from planner.vllm_releases import SOURCES, WNA16_MOE_METHODS, Release
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,13 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         if req.weights_bytes
         else "estimated from config.json's parameters (planner/sizing.py:weight_bytes_estimate)"
     )
+    if not req.weights_bytes and (req.quantization or arch.quant_method or "").lower().startswith(("awq", "gptq")):
+        weights_how += (
+            f", {s.group_quantized_bytes_per_weight(req):.4f} bytes per quantized weight (packed weights, fp16 "
+            "group scales, AWQ zero points; embedding and LM head unquantized: "
+            + _src("weights.group_quantized", release)
+            + ")"
+        )
     if req.pipeline_parallel_size > 1:
         weights_how += f", stage {stage} of {req.pipeline_parallel_size}'s layers plus its embedding/LM head"
     add(
@@ -182,6 +189,8 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
     if parts.moe_workspace:
         quant = req.quantization or arch.quant_method or ""
         key = "moe_workspace.fp8_persistent" if quant in ("fp8", "fbgemm_fp8") else "moe_workspace.persistent"
+        if quant.lower() in WNA16_MOE_METHODS:
+            key = "moe_workspace.wna16_persistent"
         add(
             "activation.moe_workspace",
             "fused-MoE workspace",
@@ -212,6 +221,19 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             else "",
             "activation",
         )
+    if parts.pipeline_buffer:
+        v2 = release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid)
+        add(
+            "activation.pipeline_buffer",
+            f"received hidden states + residual, {mnbt:,} tokens (stage {stage})",
+            parts.pipeline_buffer / s.GiB,
+            "GiB",
+            "Model Runner V2 allocates it after loading; counted by the free-memory budget"
+            if v2
+            else "allocated in the profile run and kept through the sampler warm-up",
+            _src("pipeline_buffer.v2" if v2 else "pipeline_buffer", release),
+            part_of="activation",
+        )
     nt = s.non_torch_parts(req)
     add(
         "non_torch",
@@ -221,16 +243,23 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         "what grows outside PyTorch between the snapshot and the end of profiling",
         _src("non_torch", release),
     )
+    pp_stage_only = req.pipeline_parallel_size > 1 and req.tensor_parallel_size == 1
+    pp_before_communicators = pp_stage_only and not release.snapshot_after_distributed_init
     add(
         "non_torch.workspaces",
         "CUDA/cuBLAS workspaces",
         nt.workspaces,
         "GiB",
-        "one GPU's workspaces" if req.pipeline_parallel_size == 1 or req.tensor_parallel_size > 1 else "a PP stage",
-        _src("non_torch", release),
-        "NON_TORCH_SINGLE_GPU_GIB"
-        if req.tensor_parallel_size > 1 or req.pipeline_parallel_size == 1
-        else "NON_TORCH_PP_ONLY_GIB",
+        "a PP stage"
+        if pp_stage_only and not pp_before_communicators
+        else "one GPU's workspaces"
+        + (
+            f" (the snapshot precedes the communicators, {_band('non_torch.snapshot', release)})"
+            if pp_stage_only
+            else ""
+        ),
+        _src("non_torch.snapshot", release) if pp_stage_only else _src("non_torch", release),
+        "NON_TORCH_PP_ONLY_GIB" if pp_stage_only and not pp_before_communicators else "NON_TORCH_SINGLE_GPU_GIB",
         "non_torch",
     )
     if nt.nccl_ring:
@@ -239,8 +268,10 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             "NCCL ring/tree buffers",
             nt.nccl_ring,
             "GiB",
-            "custom all-reduce buffers come before the snapshot; NCCL's during the forward",
-            _src("custom_all_reduce", release),
+            "the pipeline group's communicator and its warm-up, after the snapshot"
+            if pp_before_communicators
+            else "custom all-reduce buffers come before the snapshot; NCCL's during the forward",
+            _src("non_torch.snapshot", release) if pp_before_communicators else _src("custom_all_reduce", release),
             "NCCL_RING_BUFFERS_GIB",
             "non_torch",
         )

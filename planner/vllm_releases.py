@@ -191,7 +191,14 @@ FLASHINFER_SAMPLER_CAPABILITY = ((8, 0), (12, 1))
 # Marlin path allocates the same per-token caches per call (v0.11.2 fused_moe/fused_marlin_moe.py:
 # `intermediate_cache13 = torch.empty(...)`), and the v0.19 H100 gpt-oss calibration logs show nothing
 # on top of the sampler, so it never counts as persistent.
-MOE_WORKSPACE_PERSISTS_FROM = {"fp8": (0, 14), "default": (0, 17)}
+MOE_WORKSPACE_PERSISTS_FROM = {"fp8": (0, 14), "default": (0, 17), "wna16": (0, 22)}
+# AWQ and GPTQ MoE (issue 29) run the Marlin MoE kernel with per-call caches up to 0.19 (v0.19.0
+# quantization/awq_marlin.py:AWQMarlinMoEMethod.apply and gptq_marlin.py:GPTQMarlinMoEMethod.apply: `return
+# fused_marlin_moe(...)` without caches, so fused_marlin_moe.py allocates `intermediate_cache13 = torch.empty(...)`
+# per call) and move to the modular kernel in 0.22 (v0.22.1 awq_marlin.py and auto_gptq.py: `make_wna16_moe_kernel`,
+# fused_moe/oracle/int_wna16.py: MarlinExperts, whose workspaces come from modular_kernel.py's
+# `current_workspace_manager()`); 0.20 and 0.21 were not read and sit with 0.19.
+WNA16_MOE_METHODS = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin"})
 
 # -- KV cache manager ----------------------------------------------------------------------------
 
@@ -208,6 +215,32 @@ TOKENS_FROM_CONCURRENCY_FROM = (0, 21)
 # cache's "align" mode, by default from 0.27 (vllm v0.27.1 config/model.py:is_prefix_caching_supported,
 # "Generative hybrid models support prefix caching"; v0.22.1 still says they do not).
 HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
+
+
+# -- pipeline parallelism (issue 29) ------------------------------------------------------------
+
+# Every pipeline stage but the first keeps a buffer for the hidden states and residual it receives,
+# max_num_batched_tokens rows of hidden_size each (model_executor/models/utils.py:
+# make_empty_intermediate_tensors_factory, `torch.zeros((batch_size, hidden_size), ...)` per key; Llama's
+# and Qwen2's keys are "hidden_states" and "residual"). The V1 model runner allocates it in the profile
+# run's dummy forward and keeps it (vllm v0.10.2, v0.19.0 and v0.27.1 v1/worker/gpu_model_runner.py:
+# _dummy_run, `self.intermediate_tensors = self.model.make_empty_intermediate_tensors(batch_size=
+# self.max_num_tokens, ...)`), so it is part of the profiled torch peak and still allocated when the last
+# stage's sampler warm-up runs. Model Runner V2 allocates it in load_model after "Model loading took" is
+# measured (v0.22.1, v0.25.1, v0.27.1 and v0.28.0 v1/worker/gpu/model_runner.py:load_model), so it is in
+# neither the weights nor the profiled peak; the budget counts it only once it is taken from the drop in
+# free memory (v0.27.1 utils/mem_utils.py:memory_profiling, `result.non_kv_cache_memory =
+# result.total_consumed + result.transient_peak_headroom`; v0.25.1 still adds non-torch + torch peak +
+# weights; 0.26 was not read and sits with 0.25).
+FREE_MEMORY_DROP_BUDGET_FROM = (0, 27)
+# The worker's memory snapshot, from which the non-torch growth is counted, is taken before the distributed
+# environment (the NCCL communicators with their warm-up all-reduce, custom all-reduce's buffers) up to 0.10
+# (v0.10.2 v1/worker/gpu_worker.py:init_device: `self.init_snapshot = MemorySnapshot()` comes before
+# `init_worker_distributed_environment(...)`) and after it from 0.11 (v0.11.0, v0.12.0, v0.13.0, v0.19.0
+# init_device). So up to 0.10 a pipeline stage without TP counts what a TP group counts: one GPU's workspaces and
+# NCCL's buffers, which the 0.10.1.1 A100 TP 2 calibration runs put at 0.30 GiB in all; from 0.11 its communicator is
+# in the snapshot and it shows 0.07 GiB (the 0.19 H100 PP 2/4 runs).
+SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM = (0, 11)
 
 
 _Value = TypeVar("_Value")
@@ -284,6 +317,17 @@ class Release:
     def hybrid_prefix_caching_by_default(self) -> bool:
         return self.version >= HYBRID_PREFIX_CACHING_DEFAULT_FROM
 
+    @property
+    def snapshot_after_distributed_init(self) -> bool:
+        return self.version >= SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM
+
+    def pipeline_buffer_in_budget(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether a non-first pipeline stage's intermediate-tensor buffer reaches the KV budget
+        (FREE_MEMORY_DROP_BUDGET_FROM): always under the V1 runner, from 0.27 under Model Runner V2."""
+        if not self.uses_model_runner_v2(architecture, moe, hybrid):
+            return True
+        return self.version >= FREE_MEMORY_DROP_BUDGET_FROM
+
     def top_k_top_p_path(
         self, rows: int, flashinfer_sampler: bool | None, capability: tuple[int, int] | None = None
     ) -> str:
@@ -312,6 +356,8 @@ class Release:
         method = quant_method or ""
         if method == "mxfp4":
             return False
+        if method in WNA16_MOE_METHODS:
+            return self.version >= MOE_WORKSPACE_PERSISTS_FROM["wna16"]
         key = "fp8" if method in ("fp8", "fbgemm_fp8") else "default"
         return self.version >= MOE_WORKSPACE_PERSISTS_FROM[key]
 
@@ -343,6 +389,24 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "weights": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "load_model ('Model loading took')")},
     "weights.pipeline": {(0, 0): Source("v0.32.0", "distributed/utils.py", "get_pp_indices")},
     "lora": {(0, 0): Source("v0.32.0", "v1/worker/lora_model_runner_mixin.py", "load_lora_model")},
+    "weights.group_quantized": {
+        (0, 0): Source(
+            "v0.13.0",
+            "model_executor/layers/quantization/awq_marlin.py",
+            "AWQMarlinLinearMethod.process_weights_after_loading",
+        ),
+    },
+    "non_torch.snapshot": {
+        (0, 0): Source("v0.10.2", "v1/worker/gpu_worker.py", "init_device (MemorySnapshot before the communicators)"),
+        (0, 11): Source("v0.11.0", "v1/worker/gpu_worker.py", "init_device (MemorySnapshot after the communicators)"),
+    },
+    "pipeline_buffer": {
+        (0, 0): Source("v0.19.0", "v1/worker/gpu_model_runner.py", "_dummy_run (make_empty_intermediate_tensors)"),
+    },
+    "pipeline_buffer.v2": {
+        (0, 22): Source("v0.25.1", "utils/mem_utils.py", "memory_profiling (non_torch + torch_peak + weights)"),
+        (0, 27): Source("v0.27.1", "v1/worker/gpu/model_runner.py", "load_model; utils/mem_utils.py total_consumed"),
+    },
     "batch_defaults": {
         (0, 0): Source("v0.19.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults"),
         (0, 28): Source("v0.28.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults (device_memory >= 160 GiB)"),
@@ -367,6 +431,9 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
         (0, 0): Source("v0.32.0", "model_executor/layers/fused_moe/fused_moe.py", "intermediate caches of M x top_k"),
     },
     "moe_workspace.fp8_persistent": {(0, 14): Source("v0.14.0", "quantization/fp8.py", "make_fp8_moe_kernel")},
+    "moe_workspace.wna16_persistent": {
+        (0, 22): Source("v0.22.1", "model_executor/layers/quantization/awq_marlin.py", "make_wna16_moe_kernel"),
+    },
     "moe_workspace.persistent": {
         (0, 17): Source("v0.17.0", "fused_moe/unquantized_fused_moe_method.py", "self.kernel.apply"),
     },
