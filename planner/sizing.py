@@ -486,7 +486,7 @@ def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> 
     (v1/worker/gpu/sample/penalties.py: `output_bin_counts = torch.zeros(max_num_reqs, vocab_size,
     dtype=torch.int32)` and `prompt_bin_mask`, allocated when the runner loads the model, on the last
     pipeline rank). No calibrated constant: these are the tensors' sizes. vLLM's profile counts that
-    state only from 0.27: before, it is allocated after the weights were measured and before the
+    state only from 0.27: before, it is allocated outside the weights' measurement and before the
     profile's baseline, so it is in no term of the budget (planner/vllm_releases.py:
     PROFILE_COUNTS_FREE_MEMORY_DROP_FROM; `_v2_state_counted`).
     """
@@ -498,7 +498,7 @@ def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> 
 
 def _v2_state_counted(req: SizingRequest) -> bool:
     """Whether vLLM's profile counts Model Runner V2's penalties state: from 0.27, whose accounting
-    takes the drop in free memory (vllm v0.27.1 utils/mem_utils.py:memory_profiling, total_consumed);
+    takes the drop in free memory (vllm v0.27.0 utils/mem_utils.py:memory_profiling, total_consumed);
     up to 0.26 the state sits outside every term (v0.26.0 memory_profiling)."""
     return _release(req.vllm_version).profile_counts_buffers_allocated_after_load
 

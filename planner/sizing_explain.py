@@ -168,7 +168,7 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
                 + (
                     ", counted by the profile's drop in free memory (from 0.27): "
                     if counted
-                    else ", allocated after the weights were measured and before the profile, so not counted "
+                    else ", allocated outside the weights' measurement and before the profile, so not counted "
                     "(before 0.27): "
                 )
                 + _src("profile_accounting", release),

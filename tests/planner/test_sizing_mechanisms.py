@@ -559,7 +559,7 @@ def test_model_runner_v2_penalty_state_is_counted_from_0_27_only(monkeypatch):
     # non-torch growth (vllm v0.26.0 utils/mem_utils.py:memory_profiling); V2's Sampler, and with it the
     # penalties state, is built after the weights were measured (v0.25.1 v1/worker/gpu/model_runner.py
     # load_model), so vLLM counts it nowhere. From 0.27 the profile takes the drop in free memory
-    # (v0.27.1 memory_profiling: `result.total_consumed = result.before_create.free_memory -
+    # (v0.27.0 and v0.27.1 memory_profiling: `result.total_consumed = result.before_create.free_memory -
     # result.after_profile.free_memory`), which includes it.
     qwen3 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-8b.json").read_text()))
     req = SizingRequest(arch=qwen3, gpu_memory_gib=44.42, gpu_name="L40S")
@@ -589,4 +589,4 @@ def test_explain_cites_the_second_sampler_call_and_the_profile_accounting():
     later = next(
         t for t in sizing_explain.terms(replace(v2, vllm_version="0.27.1")) if t.key == "activation.sampler_state"
     )
-    assert later.value > 0 and "v0.27.1 utils/mem_utils.py" in later.behaviour
+    assert later.value > 0 and "v0.27.0 utils/mem_utils.py" in later.behaviour
