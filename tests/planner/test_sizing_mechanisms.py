@@ -631,3 +631,82 @@ def test_a_pipeline_stage_counts_its_communicator_where_the_snapshot_precedes_it
     assert non_torch_bytes(replace(req, vllm_version="0.11.0")) == pytest.approx(0.07 * GiB)
     assert not Release.of("0.10.2").snapshot_after_distributed_init
     assert Release.of("0.11.0").snapshot_after_distributed_init
+
+
+# --- late-0.2x releases on Ada GPUs (issue 29) ----------------------------------------------------
+
+L40S = gpus.CATALOG["L40S"]
+
+
+def test_from_0_21_the_sampler_warmup_runs_the_native_path_after_flashinfer():
+    # vllm v0.21.0 ... v0.29.0 v1/worker/gpu_model_runner.py:_dummy_sampler_run: "Also warm forward_native
+    # (taken when generators dict is non-empty)", a second call with `generators={0: ...}`, which
+    # TopKTopPSampler.forward_cuda hands to forward_native (`if (k is None and p is None) or generators:`).
+    # Absent in v0.20.0. Ada (8.9) takes FlashInfer first, then Triton (8 rows or more) or the sort.
+    ada = L40S.compute_capability
+    assert ada == (8, 9)
+    assert Release.of("0.21.0").sampler_warmup_paths(256, None, ada) == ("flashinfer", "triton")
+    assert Release.of("0.28.0").sampler_warmup_paths(4, True, ada) == ("flashinfer", "sort")
+    assert Release.of("0.20.0").sampler_warmup_paths(256, True, ada) == ("flashinfer",)
+    assert Release.of("0.28.0").sampler_warmup_paths(256, False, ada) == ("triton",)
+    # The peak is the larger path: 15.3 bytes per logit (Triton), not FlashInfer's 10. Llama runs the V1
+    # runner on 0.22 (Model Runner V2 takes it from 0.23); from 0.25 the dense models go to V2, so on
+    # 0.25 ... 0.28 this term is the MoE and hybrid models'.
+    req = SizingRequest(arch=LLAMA8B, gpu_memory_gib=44.42, gpu_name="L40S", vllm_version="0.22.1")
+    assert not Release.of("0.22.1").uses_model_runner_v2("LlamaForCausalLM", False, False)
+    mnbt, seqs = default_batch_limits(req)
+    assert (mnbt, seqs) == (2048, 256)
+    sampler = 15.3 * 256 * LLAMA8B.vocab
+    forward = 2048 * 2 * (3 * LLAMA8B.intermediate + 4.25 * LLAMA8B.hidden)
+    assert sampler > forward
+    assert activation_bytes(req, 0, mnbt, seqs) == pytest.approx(sampler)
+
+
+def test_the_native_warmup_switch_is_what_sets_the_post_0_21_sampler(monkeypatch):
+    # Broken variant: without the second call (the reading before this change), a FlashInfer-default
+    # release would size the warm-up at FlashInfer's 10 bytes per logit.
+    from planner import vllm_releases
+
+    req = SizingRequest(arch=LLAMA8B, gpu_memory_gib=44.42, gpu_name="L40S", vllm_version="0.22.1")
+    with_second_call = activation_bytes(req, 0, 2048, 256)
+    monkeypatch.setattr(vllm_releases, "SAMPLER_WARMS_NATIVE_PATH_FROM", (0, 99))
+    assert activation_bytes(req, 0, 2048, 256) == pytest.approx(10.0 * 256 * LLAMA8B.vocab)
+    assert with_second_call - activation_bytes(req, 0, 2048, 256) == pytest.approx(5.3 * 256 * LLAMA8B.vocab)
+
+
+def test_model_runner_v2_penalty_state_is_counted_from_0_27_only(monkeypatch):
+    # Up to 0.26 the profile counts weights ("Model loading took") + torch peak above the profile's start +
+    # non-torch growth (vllm v0.26.0 utils/mem_utils.py:memory_profiling); V2's Sampler, and with it the
+    # penalties state, is built after the weights were measured (v0.25.1 v1/worker/gpu/model_runner.py
+    # load_model), so vLLM counts it nowhere. From 0.27 the profile takes the drop in free memory
+    # (v0.27.0 and v0.27.1 memory_profiling: `result.total_consumed = result.before_create.free_memory -
+    # result.after_profile.free_memory`), which includes it.
+    qwen3 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-8b.json").read_text()))
+    req = SizingRequest(arch=qwen3, gpu_memory_gib=44.42, gpu_name="L40S")
+    counts = 256 * qwen3.vocab * 4 + 256 * -(-qwen3.vocab // 32) * 4
+    before = activation_bytes(replace(req, vllm_version="0.26.0"), 0, 2048, 256)
+    after = activation_bytes(replace(req, vllm_version="0.27.1"), 0, 2048, 256)
+    assert Release.of("0.26.0").uses_model_runner_v2("Qwen3ForCausalLM", False, False)
+    assert after - before == pytest.approx(counts)
+    # Broken variant: a switch back at 0.22 (counting the state in every V2 release) loses the difference.
+    from planner import vllm_releases
+
+    monkeypatch.setattr(vllm_releases, "PROFILE_COUNTS_FREE_MEMORY_DROP_FROM", (0, 22))
+    assert activation_bytes(replace(req, vllm_version="0.26.0"), 0, 2048, 256) == pytest.approx(after)
+
+
+def test_explain_cites_the_second_sampler_call_and_the_profile_accounting():
+    from planner import sizing_explain
+
+    v1 = SizingRequest(arch=QWEN30B, gpu_memory_gib=44.42, gpu_name="L40S", vllm_version="0.28.0", max_model_len=8192)
+    sampler = next(t for t in sizing_explain.terms(v1) if t.key == "activation.sampler")
+    assert "flashinfer then triton" in sampler.behaviour
+    assert "v0.21.0 v1/worker/gpu_model_runner.py:_dummy_sampler_run" in sampler.behaviour
+    qwen3 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-8b.json").read_text()))
+    v2 = SizingRequest(arch=qwen3, gpu_memory_gib=21.96, gpu_name="L4", vllm_version="0.26.0", max_model_len=8192)
+    state = next(t for t in sizing_explain.terms(v2) if t.key == "activation.sampler_state")
+    assert state.value == 0.0 and "not counted" in state.behaviour and "v0.26.0 utils/mem_utils.py" in state.behaviour
+    later = next(
+        t for t in sizing_explain.terms(replace(v2, vllm_version="0.27.1")) if t.key == "activation.sampler_state"
+    )
+    assert later.value > 0 and "v0.27.0 utils/mem_utils.py" in later.behaviour
