@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from planner import sizing as s
+from planner import vision_encoders
 from planner.vllm_releases import SOURCES, Release
 
 
@@ -193,25 +194,7 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             _src(key, release) if parts.moe_workspace_persists else _src("moe_workspace", release),
             part_of="activation",
         )
-    if parts.vision:
-        profile = s.encoder_profile(req, mnbt, seqs, result.max_model_len)
-        batch = (
-            f"{profile.items} image(s) x {profile.patches_per_item} patches ({profile.tokens_per_item} tokens each)"
-            if profile
-            else ""
-        )
-        add(
-            "activation.vision_encoder",
-            "vision encoder on the dummy image batch",
-            parts.vision / s.GiB,
-            "GiB",
-            f"the encoder's dummy forward, before the decoder's: {batch}",
-            _src("vision_encoder", release),
-            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}"
-            if req.arch.vision_spatial_merge
-            else "",
-            "activation",
-        )
+    _vision_terms(req, mnbt, seqs, result, add)
     nt = s.non_torch_parts(req)
     add(
         "non_torch",
@@ -329,3 +312,57 @@ def render(term_list: list[Term], stage: int | None = None) -> str:
             f"{indent}    {t.behaviour}; {t.source}" + (f"; calibrated: {t.calibrated}" if t.calibrated else "")
         )
     return "\n".join(lines)
+
+
+def _vision_terms(req: s.SizingRequest, mnbt: int, seqs: int, result: s.SizingResult, add_term) -> None:
+    """The vision encoder's profiling terms (planner/vision_encoders.py), or the reason it is not sized."""
+    arch = req.arch
+    if result.binding_stage != 0:
+        return
+    parts = s.vision_encoder_parts(req, mnbt, seqs)
+    family = arch.vision_family
+    if parts is None:
+        if arch.vision_unmodelled:
+            add_term(
+                "activation.vision_encoder",
+                "vision encoder (not sized)",
+                0.0,
+                "GiB",
+                f"not modelled: {arch.vision_unmodelled}, which the planner does not read; the startup log's "
+                "'Encoder cache will be initialized with a budget of N tokens' line and its torch peak settle it",
+                "planner/vision_encoders.py:UNMODELLED_TOWERS",
+                part_of="activation",
+            )
+        return
+    profile = s.encoder_profile(req, mnbt, seqs, result.max_model_len)
+    assert profile is not None
+    batch = f"{profile.items} image(s) x {profile.patches_per_item} patches ({profile.tokens_per_item} tokens each)"
+    source = vision_encoders.describe(family) + "; " + _src("vision_encoder", Release.of(req.vllm_version))
+    add_term(
+        "activation.vision_encoder",
+        f"vision encoder on the dummy image batch ({family})",
+        parts.total / s.GiB,
+        "GiB",
+        f"the encoder's dummy forward, before the decoder's: {batch}",
+        source,
+        f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}" if family == "qwen_vl" else "",
+        "activation",
+    )
+    pieces = [
+        ("layers", "residual, norm and MLP intermediates of every patch", parts.layers),
+        ("pixels", "pixel values of the batch", parts.pixels),
+        ("mask", "dense block-diagonal attention mask over all patches (no xFormers)", parts.mask),
+        ("mask_padded_copy", "PyTorch SDPA's aligned copy of that mask", parts.mask_padded_copy),
+        ("embeddings", "encoder outputs cached for the decoder's dummy run", parts.embeddings),
+    ]
+    for key, label, value in pieces:
+        if value:
+            add_term(
+                f"activation.vision_encoder.{key}",
+                label,
+                value / s.GiB,
+                "GiB",
+                "part of the encoder's peak",
+                vision_encoders.describe(family),
+                part_of="activation.vision_encoder",
+            )
