@@ -88,11 +88,14 @@ FAMILY_SOURCES = {
     "USE_XFORMERS_OPS false on device capability 100); pytorch attention.cpp:preprocess_mask (pad_bias)",
     "llama4": "vllm@00dd5493 model_executor/models/mllama4.py:Mllama4ProcessingInfo.get_image_size_with_most_features "
     "(max_num_tiles x image_size by image_size), get_patch_per_chunk, Llama4VisionModel.forward (class token)",
-    "internvl": "vllm model_executor/models/internvl.py (max_dynamic_patch, use_thumbnail, downsample_ratio); "
-    "unresolved: the placeholder count, settled by "
-    "`grep -n get_num_image_tokens vllm/model_executor/models/internvl.py`",
-    "llava_next": "vllm model_executor/models/llava_next.py:get_image_size_with_most_features (the pinpoint with the "
-    "most features) and get_num_image_tokens (base + unpadded + newline features)",
+    "internvl": "vllm@004202bc model_executor/models/internvl.py:dummy_data_for_internvl (max_dynamic_patch x "
+    "image_size wide), get_max_internvl_image_tokens (+ thumbnail), InternVLChatModel.__init__ (num_image_token = "
+    "(image // patch)^2 x downsample_ratio^2); unresolved for the releases after it: the placeholder count, settled "
+    "by `grep -n get_num_image_tokens vllm/model_executor/models/internvl.py` at the tag",
+    "llava_next": "vllm@004202bc model_executor/models/llava_next.py:get_llava_next_image_feature_size (unpadded + "
+    "newline + base features); the pinpoint with the most features: get_image_size_with_most_features in later "
+    "releases (unresolved: settle with "
+    "`git show <tag>:vllm/model_executor/models/llava_next.py | grep -n most_features`)",
     "fixed": "vllm v0.32.0 models/gemma3_mm.py:get_num_image_tokens; models/llava.py (one image_size^2 tile)",
 }
 
