@@ -248,6 +248,10 @@ class ModelArch:
         # text_config; sizing is about the language model's KV cache.
         if isinstance(cfg.get("text_config"), dict) and "num_hidden_layers" in cfg["text_config"]:
             cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "quantization_config"}}
+        elif isinstance(cfg.get("llm_config"), dict) and "num_hidden_layers" in cfg["llm_config"]:
+            # InternVL chat checkpoints name it llm_config (vllm model_executor/models/internvl.py reads
+            # hf_config.llm_config for the language model).
+            cfg = {**cfg["llm_config"], **{k: v for k, v in cfg.items() if k == "quantization_config"}}
         read = _Reader(cfg)
         layers = read.count(("num_hidden_layers", "n_layer", "num_layers"), MAX_LAYERS, required=True)
         hidden = read.count(("hidden_size", "n_embd", "d_model"), MAX_WIDTH, required=True)
