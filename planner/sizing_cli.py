@@ -576,6 +576,8 @@ LOGGED_TERMS = {
     "cuda_graphs": ("cuda_graphs", ""),
     "kv_memory": ("kv_memory", ""),
     "kv_tokens": ("kv_tokens", ""),
+    "activation.vision_encoder.budget": ("encoder_budget_tokens", ""),
+    "activation.vision_encoder.items": ("encoder_items", ""),
 }
 
 
@@ -632,7 +634,11 @@ def render_comparison(comparison: dict[str, Any]) -> str:
             else (lambda v: f"{v:>10,}" if isinstance(v, int) else f"{v:10.3f}")
         )
         predicted = row["predicted"] if row["unit"] != "tokens" else int(row["predicted"])
-        diff = f"{row['difference']:+,.0f}" if row["unit"] in ("tokens", "sequences") else f"{row['difference']:+.2f}"
+        diff = (
+            f"{row['difference']:+,.0f}"
+            if row["unit"] in ("tokens", "sequences", "images")
+            else f"{row['difference']:+.2f}"
+        )
         note = "  (input from the log)" if row["input"] else f"  difference {diff}"
         lines.append(f"  {row['label']:<48} predicted {fmt(predicted)}  logged {fmt(row['logged'])}{note}")
     if comparison["kv_tokens_error"] is not None:

@@ -22,7 +22,7 @@ class Term:
     key: str  # stable name, also the --json key and the --from-log key
     label: str
     value: float  # in `unit`
-    unit: str  # "GiB", "fraction", "tokens", "sequences", "B/token", "graphs"
+    unit: str  # "GiB", "fraction", "tokens", "sequences", "images", "B/token", "graphs"
     behaviour: str  # what the modelled release does for this term, and from which release on
     source: str  # vLLM's source line ("vllm vX.Y.Z path:function") or the project's model of it
     calibrated: str = ""  # the calibrated constant behind the size, when it is not derived from the source
@@ -347,6 +347,25 @@ def _vision_terms(req: s.SizingRequest, mnbt: int, seqs: int, result: s.SizingRe
         source,
         f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}" if family == "qwen_vl" else "",
         "activation",
+    )
+    budget_source = "vllm v0.32.0 multimodal/encoder_budget.py:MultiModalBudget._get_max_items"
+    add_term(
+        "activation.vision_encoder.budget",
+        "encoder budget (max of batched tokens, one image)",
+        max(mnbt, profile.tokens_per_item),
+        "tokens",
+        "the log's 'Encoder cache will be initialized with a budget of N tokens'",
+        budget_source,
+        part_of="activation.vision_encoder",
+    )
+    add_term(
+        "activation.vision_encoder.items",
+        "images in the dummy encoder batch",
+        profile.items,
+        "images",
+        "the log's 'profiled with M image items of the maximum feature size'",
+        budget_source,
+        part_of="activation.vision_encoder",
     )
     pieces = [
         ("layers", "residual, norm and MLP intermediates of every patch", parts.layers),

@@ -13,7 +13,9 @@ those excerpts back into the numbers its case records):
 - the budget: "Model loading took X GiB", "Memory profiling takes ... torch peak memory increase: ...;
   non-torch forward increase memory: ...", "Desired GPU memory utilization is (U, R GiB). Actual
   usage is ...", "Estimated CUDA graph memory: X GiB total", "Available KV cache memory: X GiB",
-  "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx".
+  "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx";
+- the vision encoder's profiling batch: "Encoder cache will be initialized with a budget of N tokens, and
+  profiled with M image items of the maximum feature size".
 
 Every worker prints its own budget lines; the engine keeps the smallest KV cache, and so does this.
 Pure Python, standard library only.
@@ -73,6 +75,10 @@ class StartupLog:
     kv_memory: float | None = None
     kv_tokens: int | None = None
     max_concurrency: float | None = None
+    # The vision encoder's profiling batch: "Encoder cache will be initialized with a budget of N tokens,
+    # and profiled with M image items of the maximum feature size" (planner/vision_encoders.py).
+    encoder_budget_tokens: int | None = None
+    encoder_items: int | None = None
     # The line each figure was read from (field name -> line), for the report.
     lines: dict[str, str] = field(default_factory=dict)
 
@@ -176,6 +182,14 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
         re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _NUM + r"x"),
         [("", None), ("max_concurrency", float)],
         "min",
+    ),
+    (
+        "Encoder cache will be initialized",
+        re.compile(
+            r"Encoder cache will be initialized with a budget of " + _INT + r" tokens, and profiled with (\d{1,9}) "
+        ),
+        [("encoder_budget_tokens", _int), ("encoder_items", int)],
+        "first",
     ),
     (
         "max_num_batched_tokens",

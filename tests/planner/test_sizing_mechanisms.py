@@ -666,3 +666,15 @@ def test_explain_prints_the_pixtral_mask_and_its_source():
     assert "pixtral.py" in terms["activation.vision_encoder.mask"].source
     assert terms["activation.vision_encoder.mask"].value == pytest.approx(60500 * 60500 * 2 / GiB)
     assert "activation.vision_encoder.mask_padded_copy" in terms
+
+
+def test_from_log_sets_the_logged_encoder_batch_beside_the_predicted_one():
+    from planner import sizing_cli, sizing_explain, startup_log
+
+    case = _case(CALIBRATION, "meta-llama-llama-4-scout--h100-80gb")
+    log = startup_log.parse("\n".join(case["log_lines"]))
+    assert (log.encoder_budget_tokens, log.encoder_items) == (8192, 3)
+    req = request_for(case)
+    rows = {r["term"]: r for r in sizing_cli.compare(sizing_explain.terms(req), log, [], "0.19.0")["terms"]}
+    assert rows["activation.vision_encoder.items"]["predicted"] == rows["activation.vision_encoder.items"]["logged"]
+    assert rows["activation.vision_encoder.budget"]["logged"] == 8192
