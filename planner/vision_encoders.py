@@ -82,7 +82,8 @@ SDPA_MASK_ALIGNMENT = 8
 # copy read; `git show <commit>:<path>` in a vLLM clone shows the same text).
 FAMILY_SOURCES = {
     "qwen_vl": "vllm v0.32.0 multimodal/encoder_budget.py:MultiModalBudget._get_max_items; the 16384-token "
-    "image from vLLM's own 'Encoder cache will be initialized with a budget of 16384 tokens' log line",
+    "image from vLLM's own 'Encoder cache will be initialized with a budget of 16384 tokens' log line; "
+    "models/qwen2_5_vl.py:Qwen2_5_VisionMLP (gate_up_proj, MergedColumnParallelLinear, disable_tp=use_data_parallel)",
     "pixtral": "vllm@0004c540 model_executor/models/pixtral.py:PixtralHFEncoderInfo.get_num_image_tokens "
     "((ncols + 1) * nrows), PixtralHFVisionModel.forward (generate_block_attention_mask over all patches; "
     "USE_XFORMERS_OPS false on device capability 100); pytorch attention.cpp:preprocess_mask (pad_bias)",
