@@ -328,8 +328,8 @@ def _vision_terms(req: s.SizingRequest, mnbt: int, seqs: int, result: s.SizingRe
                 "vision encoder (not sized)",
                 0.0,
                 "GiB",
-                f"not modelled: {arch.vision_unmodelled}, which the planner does not read; the startup log's "
-                "'Encoder cache will be initialized with a budget of N tokens' line and its torch peak settle it",
+                f"not modelled: {arch.vision_unmodelled} (preprocessor_config.json is not read); the startup "
+                "log's 'Encoder cache will be initialized with a budget of N tokens' line and its torch peak settle it",
                 "planner/vision_encoders.py:UNMODELLED_TOWERS",
                 part_of="activation",
             )
