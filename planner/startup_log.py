@@ -79,6 +79,11 @@ class StartupLog:
     # and profiled with M image items of the maximum feature size" (planner/vision_encoders.py).
     encoder_budget_tokens: int | None = None
     encoder_items: int | None = None
+    # The flags that change it, from "non-default args": --limit-mm-per-prompt's image count,
+    # --skip-mm-profiling, --mm-encoder-tp-mode.
+    mm_images_per_prompt: int | None = None
+    skip_mm_profiling: bool | None = None
+    mm_encoder_tp_mode: str | None = None
     # The line each figure was read from (field name -> line), for the report.
     lines: dict[str, str] = field(default_factory=dict)
 
@@ -244,6 +249,9 @@ _ARGS_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enforce_eager": (r"'enforce_eager': (True|False)", _bool),
     "expert_parallel": (r"'enable_expert_parallel': (True|False)", _bool),
     "enable_prefix_caching": (r"'enable_prefix_caching': (True|False)", _bool),
+    "mm_images_per_prompt": (r"'limit_mm_per_prompt': \{[^}]{0,200}?'image': (\d{1,7})", int),
+    "skip_mm_profiling": (r"'skip_mm_profiling': (True|False)", _bool),
+    "mm_encoder_tp_mode": (r"'mm_encoder_tp_mode': '(weights|data)'", str),
 }
 _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "model": (r"\bmodel='([^']{1,300})'", str),

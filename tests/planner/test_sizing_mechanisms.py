@@ -678,3 +678,27 @@ def test_from_log_sets_the_logged_encoder_batch_beside_the_predicted_one():
     rows = {r["term"]: r for r in sizing_cli.compare(sizing_explain.terms(req), log, [], "0.19.0")["terms"]}
     assert rows["activation.vision_encoder.items"]["predicted"] == rows["activation.vision_encoder.items"]["logged"]
     assert rows["activation.vision_encoder.budget"]["logged"] == 8192
+
+
+def test_cli_flags_and_logged_args_set_the_encoder_profile(capsys):
+    from planner import sizing_cli, startup_log
+
+    config = str(LOGS / "configs" / "mistral-small-3.1-24b.json")
+    base = ["--model-config", config, "--gpu", "B200", "--vllm-version", "0.28.0", "--max-model-len", "32768", "--json"]
+
+    def tokens(*extra):
+        assert sizing_cli.main([*base, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["kv_cache_tokens"]
+
+    with_images, without = tokens(), tokens("--limit-mm-per-prompt", '{"image": 0}')
+    assert without > with_images  # the encoder's 5-image batch costs KV cache on a B200
+    assert tokens("--skip-mm-profiling") == without
+    assert tokens("--limit-mm-per-prompt", "image=1", "--max-num-seqs", "2") > with_images
+    assert sizing_cli.main([*base, "--limit-mm-per-prompt", '{"image": -1}']) == 2
+    assert "--limit-mm-per-prompt" in capsys.readouterr().err
+    line = (
+        "INFO 04-22 00:53:55 [entrypoints/utils.py:233] non-default args: {'model': 'm', 'limit_mm_per_prompt': "
+        "{'image': 2, 'video': 0}, 'skip_mm_profiling': True, 'mm_encoder_tp_mode': 'data'}"
+    )
+    log = startup_log.parse(line)
+    assert (log.mm_images_per_prompt, log.skip_mm_profiling, log.mm_encoder_tp_mode) == (2, True, "data")
