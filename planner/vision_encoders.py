@@ -85,8 +85,10 @@ FAMILY_SOURCES = {
     "image from vLLM's own 'Encoder cache will be initialized with a budget of 16384 tokens' log line; "
     "models/qwen2_5_vl.py:Qwen2_5_VisionMLP (gate_up_proj, MergedColumnParallelLinear, disable_tp=use_data_parallel)",
     "pixtral": "vllm@0004c540 model_executor/models/pixtral.py:PixtralHFEncoderInfo.get_num_image_tokens "
-    "((ncols + 1) * nrows), PixtralHFVisionModel.forward (generate_block_attention_mask over all patches; "
-    "USE_XFORMERS_OPS false on device capability 100); pytorch attention.cpp:preprocess_mask (pad_bias)",
+    "((ncols + 1) * nrows), PixtralHFVisionModel.forward (generate_block_attention_mask over all patches without "
+    "xFormers); a later pixtral.py's import fallback: 'vLLM does not install xformers by default', USE_XFORMERS_OPS "
+    "false on device capability 100 (commit not identified: `git log -S 'not compatible with B200' -- "
+    "vllm/model_executor/models/pixtral.py`); pytorch aten/src/ATen/native/transformers/attention.cpp:preprocess_mask",
     "llama4": "vllm@00dd5493 model_executor/models/mllama4.py:Mllama4ProcessingInfo.get_image_size_with_most_features "
     "(max_num_tiles x image_size by image_size), get_patch_per_chunk, Llama4VisionModel.forward (class token)",
     "internvl": "vllm@004202bc model_executor/models/internvl.py:dummy_data_for_internvl (max_dynamic_patch x "
