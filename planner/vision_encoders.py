@@ -20,8 +20,9 @@ how it is encoded, each from the vLLM source named in `FAMILY_SOURCES`:
   the image is image_size^2, (image_size / patch_size)^2 patches; the decoder sees (cols + 1) x rows
   tokens of the grid merged by the top-level spatial_merge_size (one [IMG_BREAK] per row). The patches
   of every image of the batch are one sequence: without xFormers, PixtralHFVisionModel builds
-  transformers' dense block-diagonal mask over that whole sequence (generate_block_attention_mask,
-  seq_len x seq_len in the model dtype) and passes it to torch SDPA; vLLM never takes xFormers on
+  transformers' dense block-diagonal mask over that whole sequence (models/pixtral/modeling_pixtral.py:
+  generate_block_attention_mask, `torch.full((seq_len, seq_len), ..., dtype=tensor.dtype)`) and passes it
+  to torch SDPA; vLLM never takes xFormers on
   compute capability 10.x ("Xformers FA is not compatible with B200") and does not install it by
   default, so the mask is sized on every GPU (the larger, safe side). PyTorch's memory-efficient
   kernel, the fused SDPA path that takes an additive mask, pads a mask whose row stride is not a multiple
@@ -31,7 +32,8 @@ how it is encoded, each from the vLLM source named in `FAMILY_SOURCES`:
   max_patches tiles tall and one wide (16:1), so 1 + max_patches tiles of (image/patch)^2 + 1 patches
   (a class token per tile); tokens per tile (image/patch)^2 / round(1 / ratio^2), plus one
   tile-row separator per row and the image start, image and end tokens. max_patches is the image
-  processor's (preprocessor_config.json, not read): transformers' Llama4ImageProcessorFast default, 16.
+  processor's (preprocessor_config.json, not read): transformers' default (models/llama4/
+  image_processing_llama4_fast.py: Llama4ImageProcessorFast.max_patches = 16).
 * "internvl" (InternVL chat configs: top-level max_dynamic_patch): max_dynamic_patch tiles plus a
   thumbnail tile when use_thumbnail, each (image/patch)^2 + 1 patches, (image/patch)^2 x
   downsample_ratio^2 tokens. Attention per tile.
@@ -76,6 +78,10 @@ INTERNVL_DEFAULT_MAX_DYNAMIC_PATCH = 12
 INTERNVL_DEFAULT_DOWNSAMPLE_RATIO = 0.5
 # PyTorch's memory-efficient SDPA pads an additive mask to a row stride that is a multiple of this
 # (aten/src/ATen/native/transformers/attention.cpp:preprocess_mask, `constexpr int mem_eff_alignment = 8`).
+# Another PyTorch copy read pads the last dimension to a multiple of 16 instead; that one would copy the
+# 24,200-patch mask of the 0.19 H100 Mistral-Small runs too and put their encoder (2.9 GiB) above the
+# 2.03 GiB torch peak those logs report, so 8 is the one taken. Unresolved per torch release: settle with
+# `grep -n mem_eff_alignment aten/src/ATen/native/transformers/*.cpp` at the torch tag vLLM pins.
 SDPA_MASK_ALIGNMENT = 8
 
 # Where each family's geometry and forward pass are read (vLLM repository at the commit of the stored
