@@ -293,8 +293,12 @@ def profile(
 ) -> EncoderProfile | None:
     """The dummy batch (vllm v0.32.0 multimodal/encoder_budget.py:MultiModalBudget._get_max_items):
     items = max(1, min(budget // tokens_per_item, max_num_seqs x max(1, min(limit, max_model_len //
-    tokens_per_item)))), budget = max(max_num_batched_tokens, tokens_per_item). A limit of 0 images
-    per prompt (--limit-mm-per-prompt '{"image": 0}') leaves the image modality out of profiling."""
+    tokens_per_item)))), budget = max(max_num_batched_tokens, tokens_per_item) (v1/core/encoder_cache_manager.py:
+    compute_mm_encoder_budget, max_num_encoder_input_tokens defaulting to max_num_batched_tokens); the batch has
+    been budget // tokens_per_item images since V1 first profiled image models (vllm-project/vllm#11210,
+    `max_num_mm_items`). A limit of 0 images per prompt (--limit-mm-per-prompt '{"image": 0}') leaves the
+    image modality out of profiling; so does --skip-mm-profiling (sizing.encoder_profile; the release that
+    added the flag is not checked here: `git log -S skip_mm_profiling -- vllm/config` in a vLLM clone)."""
     if not family or images_per_prompt == 0:
         return None
     if family == "qwen_vl":
