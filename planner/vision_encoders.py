@@ -18,7 +18,9 @@ how it is encoded, each from the vLLM source named in `FAMILY_SOURCES`:
   per image (cu_seqlens), no cross-image matrix.
 * "pixtral" (Mistral-Small-3.1/3.2, Pixtral in the HF format: vision_config.model_type "pixtral"):
   the image is image_size^2, (image_size / patch_size)^2 patches; the decoder sees (cols + 1) x rows
-  tokens of the grid merged by the top-level spatial_merge_size (one [IMG_BREAK] per row). The patches
+  tokens of the grid merged by the top-level spatial_merge_size (one [IMG_BREAK] per row: Mistral's own
+  format, which vLLM 0.19 loads for the official checkpoints; a later pixtral.py's HF-format
+  PixtralHFEncoderInfo counts cols x rows, 2% fewer, the same batch at 8192 and 16384 batched tokens). The patches
   of every image of the batch are one sequence: without xFormers, PixtralHFVisionModel builds
   transformers' dense block-diagonal mask over that whole sequence (models/pixtral/modeling_pixtral.py:
   generate_block_attention_mask, `torch.full((seq_len, seq_len), ..., dtype=tensor.dtype)`) and passes it
@@ -93,7 +95,8 @@ FAMILY_SOURCES = {
     "pixtral": "vllm@0004c540 model_executor/models/pixtral.py:PixtralHFEncoderInfo.get_num_image_tokens "
     "((ncols + 1) * nrows), PixtralHFVisionModel.forward (generate_block_attention_mask over all patches without "
     "xFormers); a later pixtral.py's import fallback: 'vLLM does not install xformers by default', USE_XFORMERS_OPS "
-    "false on device capability 100 (commit not identified: `git log -S 'not compatible with B200' -- "
+    "false on device capability 100, and Attention.forward's `scaled_dot_product_attention(q, k, v, attn_mask=mask)` "
+    "without it (commit not identified: `git log -S 'not compatible with B200' -- "
     "vllm/model_executor/models/pixtral.py`); pytorch aten/src/ATen/native/transformers/attention.cpp:preprocess_mask",
     "llama4": "vllm@00dd5493 model_executor/models/mllama4.py:Mllama4ProcessingInfo.get_image_size_with_most_features "
     "(max_num_tiles x image_size by image_size), get_patch_per_chunk, Llama4VisionModel.forward (class token)",
