@@ -702,3 +702,17 @@ def test_cli_flags_and_logged_args_set_the_encoder_profile(capsys):
     )
     log = startup_log.parse(line)
     assert (log.mm_images_per_prompt, log.skip_mm_profiling, log.mm_encoder_tp_mode) == (2, True, "data")
+
+
+def test_qwen25_vl_tower_has_a_gated_mlp_and_qwen3_vl_does_not():
+    # vllm models/qwen2_5_vl.py Qwen2_5_VisionMLP: gate_up_proj (MergedColumnParallelLinear, 2 x intermediate).
+    tower = {"hidden_size": 1280, "intermediate_size": 3420, "spatial_merge_size": 2, "patch_size": 14}
+    text = {**_TEXT, "num_hidden_layers": 2}
+    q25 = ModelArch.from_hf_config({"model_type": "qwen2_5_vl", "text_config": text, "vision_config": tower})
+    q3 = ModelArch.from_hf_config({"model_type": "qwen3_vl", "text_config": text, "vision_config": tower})
+    assert q25.vision_family == q3.vision_family == "qwen_vl"
+    assert q25.vision_gated and not q3.vision_gated
+    one = vision_encoder_parts(SizingRequest(arch=q25, gpu_memory_gib=79.19), 8192, 256)
+    other = vision_encoder_parts(SizingRequest(arch=q3, gpu_memory_gib=79.19), 8192, 256)
+    # one 16,384-token image = 65,536 patches; the gated MLP holds one more intermediate per patch
+    assert one.layers - other.layers == 65536 * 3420 * 2
