@@ -31,19 +31,6 @@ MAX_EXPERTS = 2**16
 MAX_CONTEXT = 2**31 - 1
 MAX_QUANT_BITS = 32
 
-# Wrappers whose largest dummy image is several tiles, not one (vllm v0.32.0: models/llava_next.py
-# image_grid_pinpoints, models/internvl.py max_dynamic_patch, models/mllama4.py get_max_num_tiles with
-# pixel_shuffle_ratio). Their tiles per image are not modelled: the encoder term is left out for them.
-# Unresolved: tiles and tokens per dummy image; settle with `grep -n get_image_size_with_most_features
-# vllm/model_executor/models/{llava_next,internvl,mllama4}.py` at the release in question.
-TILING_KEYS = ("image_grid_pinpoints", "max_dynamic_patch", "pixel_shuffle_ratio")
-
-
-def _tiles_images(top: dict) -> bool:
-    vision = top.get("vision_config")
-    inner = vision if isinstance(vision, dict) else {}
-    return any(key in top or key in inner for key in TILING_KEYS)
-
 
 class _Reader:
     """Typed reads of one config.json mapping; `prefix` names nested ones in messages."""
@@ -221,8 +208,15 @@ class ModelArch:
     vision_intermediate: int = 0
     vision_spatial_merge: int = 0  # Qwen-VL towers: merged token = merge^2 patches
     vision_patch_values: int = 0  # in_channels x temporal_patch_size x patch_size^2 per patch
-    vision_patches_per_item: int = 0  # fixed-resolution towers (SigLIP, Pixtral, ...): (image/patch)^2
+    vision_patches_per_item: int = 0  # patches per image, every tile's (class tokens included)
     vision_tokens_per_item: int = 0  # decoder tokens per image of those towers
+    # planner/vision_encoders.py: the tower's family ("qwen_vl", "pixtral", "llama4", "internvl",
+    # "llava_next", "fixed"; "" = none sized), a gated MLP, Pixtral's dense cross-image mask, and why a
+    # tower config.json describes is not sized (its geometry lives in preprocessor_config.json).
+    vision_family: str = ""
+    vision_gated: bool = False
+    vision_dense_mask: bool = False
+    vision_unmodelled: str = ""
     # Quantization of the checkpoint (quant_method, bits) when config.json declares one
     quant_method: str | None = None
     quant_bits: int | None = None
@@ -264,6 +258,10 @@ class ModelArch:
         # text_config; sizing is about the language model's KV cache.
         if isinstance(cfg.get("text_config"), dict) and "num_hidden_layers" in cfg["text_config"]:
             cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "quantization_config"}}
+        elif isinstance(cfg.get("llm_config"), dict) and "num_hidden_layers" in cfg["llm_config"]:
+            # InternVL chat checkpoints name it llm_config (vllm model_executor/models/internvl.py reads
+            # hf_config.llm_config for the language model).
+            cfg = {**cfg["llm_config"], **{k: v for k, v in cfg.items() if k == "quantization_config"}}
         read = _Reader(cfg)
         layers = read.count(("num_hidden_layers", "n_layer", "num_layers"), MAX_LAYERS, required=True)
         hidden = read.count(("hidden_size", "n_embd", "d_model"), MAX_WIDTH, required=True)
@@ -348,46 +346,25 @@ class ModelArch:
 
         extra = 0
         vision = top.get("vision_config")
-        vision_fields: dict[str, int] = {}
+        vision_fields: dict[str, Any] = {}
         if isinstance(vision, dict) and vision.get("hidden_size"):
             seen = _Reader(vision, "vision_config.")
             vh = seen.count(("hidden_size",), MAX_WIDTH, required=True)
             vi = seen.count(("intermediate_size",), MAX_WIDTH) or 4 * vh
             # Qwen-VL vision towers name their layer count `depth`.
             extra = (seen.count(("num_hidden_layers", "depth"), MAX_LAYERS) or 24) * (4 * vh * vh + 2 * vh * vi)
-            merge = seen.count(("spatial_merge_size",), MAX_WIDTH)
-            if merge:
-                patch = seen.count(("patch_size",), MAX_WIDTH) or 14
-                vision_fields = {
-                    "vision_hidden": vh,
-                    "vision_intermediate": vi,
-                    "vision_spatial_merge": merge,
-                    "vision_patch_values": (seen.count(("in_channels",), MAX_WIDTH) or 3)
-                    * (seen.count(("temporal_patch_size",), MAX_WIDTH) or 1)
-                    * patch
-                    * patch,
-                }
-            elif (image := seen.count(("image_size",), MAX_CONTEXT)) and not _tiles_images(top):
-                # A fixed-resolution tower (Gemma 3's SigLIP, Mistral 3's Pixtral, LLaVA's CLIP): the
-                # dummy image is one image_size^2 tile, (image_size / patch_size)^2 patches through
-                # every layer. Decoder tokens per image (vllm v0.32.0): Gemma 3 states them
-                # (models/gemma3_mm.py:get_num_image_tokens, (num_crops + 1) x image_seq_len, no crops
-                # unless pan-and-scan is asked for); Mistral 3 merges the grid by its top-level
-                # spatial_merge_size (models/pixtral.py:PixtralHFEncoderInfo.get_patch_size, ncols x
-                # nrows); otherwise one token per patch.
-                patch = seen.count(("patch_size",), MAX_WIDTH) or 14
-                patches = (image // patch) ** 2
-                top_merge = _Reader(top).count(("spatial_merge_size",), MAX_WIDTH) or 1
-                tokens = _Reader(top).count(("mm_tokens_per_image",), MAX_CONTEXT) or max(1, patches // top_merge**2)
-                vision_fields = {
-                    "vision_hidden": vh,
-                    "vision_intermediate": vi,
-                    "vision_patch_values": (seen.count(("num_channels", "in_channels"), MAX_WIDTH) or 3)
-                    * patch
-                    * patch,
-                    "vision_patches_per_item": patches,
-                    "vision_tokens_per_item": tokens,
-                }
+            # The tower's family, geometry and dummy image (planner/vision_encoders.py).
+            from planner.vision_encoders import TowerError, read_tower
+
+            try:
+                vision_fields = read_tower(top, vision, vh, vi)
+            except TowerError as exc:
+                raise SizingError(str(exc)) from None
+        elif isinstance(top.get("vision_config"), dict) or "embd_layer" in top:
+            from planner.vision_encoders import UNMODELLED_TOWERS
+
+            reason = UNMODELLED_TOWERS.get(str(top.get("model_type") or "")[:64])
+            vision_fields = {"vision_unmodelled": reason} if reason else {}
 
         qcfg = cfg.get("quantization_config") or top.get("quantization_config") or {}
         quant_method, quant_bits = _quantization(qcfg)

@@ -56,10 +56,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from common import gpus
-from planner import kv_layout
+from planner import kv_layout, vision_encoders
 from planner.checkpoint import served_dtype
 from planner.lora import lora_buffer_bytes
 from planner.model_arch import MAX_CONTEXT, MAX_LAYERS, ModelArch, SizingError
+from planner.vision_encoders import (  # noqa: F401 - re-exported for the explain output and the tests
+    DEFAULT_MM_LIMIT_PER_PROMPT,
+    VISION_ENCODER_TOKENS_PER_IMAGE,
+    EncoderProfile,
+)
 from planner.vllm_releases import Release, ReleaseError
 
 GiB = 1024**3
@@ -174,6 +179,11 @@ class SizingRequest:
     # (planner/lora.py).
     lora_max_loras: int = 0
     lora_max_rank: int = 0
+    # The vision encoder's profiling (planner/vision_encoders.py): --limit-mm-per-prompt's image count
+    # (None: vLLM's 999; 0: images off, no encoder run), --skip-mm-profiling, --mm-encoder-tp-mode.
+    mm_images_per_prompt: int | None = None
+    skip_mm_profiling: bool = False
+    mm_encoder_tp_mode: str = "weights"
 
 
 @dataclass(frozen=True)
@@ -457,6 +467,7 @@ class ActivationParts:
     vision: float
     peak: float
     pipeline_buffer: float = 0.0  # a non-first pipeline stage's received-tensor buffer, kept (in `peak`)
+    vision_outputs: float = 0.0  # the encoder's outputs, cached through the decoder's dummy run (in `peak`)
 
 
 def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> ActivationParts:
@@ -486,14 +497,28 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
         # (vllm v0.32.0 model_executor/layers/fused_moe/fused_moe.py: intermediate caches of M x top_k rows).
         moe_shard = 1 if req.expert_parallel else tp
         moe_workspace = mnbt * arch.experts_per_token * act * (arch.hidden + 2 * arch.moe_intermediate / moe_shard)
-    vision = vision_encoder_bytes(req, mnbt, seqs) if stage == 0 else 0.0
+    # The encoder's own peak, and its outputs, which stay cached through the decoder's dummy forward and
+    # the sampler warm-up (vllm v0.32.0 v1/worker/gpu_model_runner.py:profile_run, `encoder_cache["tmp"]`
+    # cleared after `_dummy_sampler_run`): they add to whichever peak comes last.
+    encoder = vision_encoder_parts(req, mnbt, seqs) if stage == 0 else None
+    cached = encoder.embeddings if encoder is not None else 0.0
+    vision = encoder.total - cached if encoder is not None else 0.0
     persists = release.moe_workspace_persists(quant)
     # A persistent workspace is still allocated when the sampler runs: it adds on top. Per-call
     # buffers are freed after each MoE layer: they only raise the forward's own peak.
     peak = max(forward, sampler, vision) + moe_workspace if persists else max(forward + moe_workspace, sampler, vision)
     buffer = pipeline_buffer_bytes(req, stage, mnbt)
     return ActivationParts(
-        forward, sampler, path, persistent, moe_workspace, persists, vision, peak + persistent + buffer, buffer
+        forward,
+        sampler,
+        path,
+        persistent,
+        moe_workspace,
+        persists,
+        vision,
+        peak + cached + persistent + buffer,
+        pipeline_buffer=buffer,
+        vision_outputs=cached,
     )
 
 
@@ -563,76 +588,56 @@ def _v2_state_counted(req: SizingRequest) -> bool:
     return _release(req.vllm_version).profile_counts_buffers_allocated_after_load
 
 
-# The encoder budget vLLM profiles Qwen-VL-style towers with: "Encoder cache will be initialized
-# with a budget of 16384 tokens, and profiled with 1 image items of the maximum feature size"
-# (guardkit GB10 logs, vLLM 0.18.1, max_num_batched_tokens 2048; 99sono/DockerBuildFiles, 0.22.1,
-# 8192): the budget is max(max_num_batched_tokens, the largest image's tokens), 16384 for these towers.
-VISION_ENCODER_TOKENS_PER_IMAGE = 16384
-
-
-# Images a prompt may carry when --limit-mm-per-prompt does not say: "Unspecified modality is set to
-# 999 by default" (vllm v0.32.0 config/multimodal.py:MultiModalConfig.get_limit_per_prompt).
-DEFAULT_MM_LIMIT_PER_PROMPT = 999
-
-
-@dataclass(frozen=True)
-class EncoderProfile:
-    """The dummy image batch vLLM's profile run sends through the vision tower."""
-
-    tokens_per_item: int  # decoder tokens per image (max_tokens_per_mm_item)
-    patches_per_item: int  # patches the tower encodes per image
-    items: int  # images in the dummy batch (max_mm_items_per_batch)
-
-
 def encoder_profile(req: SizingRequest, mnbt: int, seqs: int, max_len: int) -> EncoderProfile | None:
-    """The dummy batch of the encoder's profiling forward, or None without a tower this planner sizes.
-
-    vllm v0.32.0 v1/core/encoder_cache_manager.py:compute_mm_encoder_budget: the budget is
-    max(max_num_encoder_input_tokens (= max_num_batched_tokens by default), max_tokens_per_mm_item);
-    multimodal/encoder_budget.py:MultiModalBudget._get_max_items: items = max(1, min(budget //
-    tokens_per_item, max_num_reqs x max(1, min(limit_per_prompt, max_model_len // tokens_per_item))));
-    v1/worker/gpu_model_runner.py:profile_run then runs `embed_multimodal` on that many largest items
-    (`_get_mm_dummy_batch`) before the decoder's dummy run. (The non-chunked-prefill cap on max_num_reqs
-    is left out: V1 schedules with chunked prefill on.) The batch has been budget // tokens_per_item
-    items since V1 first profiled image models (https://github.com/vllm-project/vllm/pull/11210,
-    `max_num_mm_items`); unresolved: the release that added the decoder-side cap, settled by
-    `git log -S max_decoder_items_per_batch -- vllm/` in a vLLM clone. Every fixture case so far has
-    the same batch with or without it.
+    """The dummy batch of the encoder's profiling forward, or None without a tower this planner sizes
+    (planner/vision_encoders.py:profile; vllm v0.32.0 multimodal/encoder_budget.py:
+    MultiModalBudget._get_max_items, v1/worker/gpu_model_runner.py:profile_run). None too when the run
+    skips encoder profiling (--skip-mm-profiling) or allows no image per prompt. (The non-chunked-prefill
+    cap on max_num_reqs is left out: V1 schedules with chunked prefill on.) Unresolved: the release that
+    added the decoder-side cap, settled by `git log -S max_decoder_items_per_batch -- vllm/` in a vLLM clone.
     """
     arch = req.arch
-    if arch.vision_spatial_merge:
-        # Qwen-VL towers: the largest image is VISION_ENCODER_TOKENS_PER_IMAGE merged tokens.
-        tokens = VISION_ENCODER_TOKENS_PER_IMAGE
-        patches = tokens * arch.vision_spatial_merge**2
-    elif arch.vision_patches_per_item:
-        tokens, patches = arch.vision_tokens_per_item, arch.vision_patches_per_item
-    else:
+    if req.skip_mm_profiling:
         return None
-    budget = max(mnbt, tokens)
-    per_prompt = max(1, min(DEFAULT_MM_LIMIT_PER_PROMPT, max_len // tokens))
-    items = max(1, min(budget // tokens, seqs * per_prompt))
-    return EncoderProfile(tokens, patches, items)
+    return vision_encoders.profile(
+        family=arch.vision_family,
+        tokens_per_item=arch.vision_tokens_per_item,
+        patches_per_item=arch.vision_patches_per_item,
+        spatial_merge=arch.vision_spatial_merge,
+        mnbt=mnbt,
+        seqs=seqs,
+        max_len=max_len,
+        images_per_prompt=req.mm_images_per_prompt,
+    )
 
 
-def vision_encoder_bytes(req: SizingRequest, mnbt: int, seqs: int) -> float:
-    """Torch peak of the vision tower's dummy forward on the profiling batch (vllm v0.32.0
-    v1/worker/gpu_model_runner.py:profile_run runs the encoder before the decoder, so the peak is the
-    larger of the two). Per patch alive at the MLP: the residual stream and its normed copy (hidden
-    each) and the fc1 output and its activation (intermediate each, column-parallel over TP), plus the
-    pixel values; every image of the batch goes through the tower at once (`embed_multimodal` on the
-    whole dummy batch), so the patches are items x patches per item.
-    """
+def vision_encoder_parts(req: SizingRequest, mnbt: int, seqs: int) -> vision_encoders.EncoderParts | None:
+    """The vision tower's torch peak on the profiling batch, term by term (planner/vision_encoders.py:
+    peak_parts). vllm v0.32.0 v1/worker/gpu_model_runner.py:profile_run runs the encoder before the
+    decoder, so the activation peak is the larger of the two."""
     arch = req.arch
     max_len = req.max_model_len or arch.max_position_embeddings or 4096
     profile = encoder_profile(req, mnbt, seqs, max_len)
     if profile is None:
-        return 0.0
-    act = _dtype_bytes(_model_dtype(req))
-    patches = profile.items * profile.patches_per_item
-    per_patch = (
-        2 * arch.vision_hidden + 2 * arch.vision_intermediate / req.tensor_parallel_size + arch.vision_patch_values
+        return None
+    return vision_encoders.peak_parts(
+        prof=profile,
+        hidden=arch.vision_hidden,
+        intermediate=arch.vision_intermediate,
+        gated=arch.vision_gated,
+        patch_values=arch.vision_patch_values,
+        dense_mask=arch.vision_dense_mask,
+        text_hidden=arch.hidden,
+        # --mm-encoder-tp-mode data replicates the tower on every GPU (each encodes its share of the
+        # batch with whole weights); "weights", the default, shards its MLP over TP.
+        mlp_shards=1 if req.mm_encoder_tp_mode == "data" else req.tensor_parallel_size,
+        dtype_bytes=_dtype_bytes(_model_dtype(req)),
     )
-    return patches * per_patch * act
+
+
+def vision_encoder_bytes(req: SizingRequest, mnbt: int, seqs: int) -> float:
+    parts = vision_encoder_parts(req, mnbt, seqs)
+    return parts.total if parts is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -767,6 +772,10 @@ def request_problem(req: SizingRequest) -> str | None:
         )
     if not _whole_in(req.speculative_tokens, 0, MAX_SPECULATIVE_TOKENS):
         return f"speculative tokens must be a whole number from 0 to {MAX_SPECULATIVE_TOKENS}"
+    if req.mm_images_per_prompt is not None and not _whole_in(req.mm_images_per_prompt, 0, MAX_NUM_SEQS):
+        return f"images per prompt (--limit-mm-per-prompt) must be a whole number from 0 to {MAX_NUM_SEQS:,}"
+    if req.mm_encoder_tp_mode not in ("weights", "data"):
+        return f"mm_encoder_tp_mode {req.mm_encoder_tp_mode!r} is not one of weights, data (--mm-encoder-tp-mode)"
     return None
 
 

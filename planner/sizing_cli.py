@@ -59,6 +59,7 @@ from planner.sizing import (
     total_weights_from_first_stage,
     valid_tensor_parallel_sizes,
 )
+from planner.vision_encoders import DEFAULT_MM_LIMIT_PER_PROMPT
 from stack_config.formats import did_you_mean
 from stack_config.models import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_TARGET_CONCURRENT_REQUESTS
 
@@ -83,6 +84,24 @@ class CliError(Exception):
 
 class DoesNotFit(Exception):
     """The model does not fit: printed as one line after the report, exit code 1."""
+
+
+def _image_limit(text: str) -> int:
+    """The image count of a --limit-mm-per-prompt value: a JSON object ('{"image": 2}') or 'image=2'."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+    count = value.get("image", DEFAULT_MM_LIMIT_PER_PROMPT) if isinstance(value, dict) else None
+    try:
+        whole = int(count) if count is not None and not isinstance(count, bool) else -1
+    except (TypeError, ValueError):
+        whole = -1
+    if not 0 <= whole <= 2**20:
+        raise argparse.ArgumentTypeError(
+            f"{excerpt(text)} does not give an image count from 0 to {2**20:,}; use e.g. '{{\"image\": 2}}'"
+        )
+    return whole
 
 
 def _whole(low: int, high: int) -> Callable[[str], int]:
@@ -208,6 +227,25 @@ def build_parser() -> argparse.ArgumentParser:
         "ring buffers only, unified treats it as unified memory (like a GB10)",
     )
     p.add_argument(
+        "--limit-mm-per-prompt",
+        type=_image_limit,
+        dest="mm_images_per_prompt",
+        metavar="JSON",
+        help="vLLM's --limit-mm-per-prompt, e.g. '{\"image\": 2}': the images a prompt may carry, which caps the "
+        "vision encoder's profiling batch (0: images off, the encoder is not profiled; default: vLLM's 999)",
+    )
+    p.add_argument(
+        "--skip-mm-profiling",
+        action="store_true",
+        default=None,
+        help="vLLM's --skip-mm-profiling: the vision encoder is left out of the memory profile",
+    )
+    p.add_argument(
+        "--mm-encoder-tp-mode",
+        choices=("weights", "data"),
+        help="vLLM's --mm-encoder-tp-mode: data runs the whole vision tower on every GPU (default weights: sharded)",
+    )
+    p.add_argument(
         "--explain",
         action="store_true",
         help="print every term of the memory budget with its size, the release it follows and the vLLM source line",
@@ -315,6 +353,9 @@ def apply_log(args: argparse.Namespace, log: startup_log.StartupLog) -> list[str
     take("dtype", _LOG_DTYPES.get(log.dtype or ""))
     take("kv_cache_dtype", log.kv_cache_dtype if log.kv_cache_dtype in KV_CACHE_DTYPES else None)
     take("interconnect", log.interconnect)
+    take("mm_images_per_prompt", log.mm_images_per_prompt)
+    take("skip_mm_profiling", log.skip_mm_profiling)
+    take("mm_encoder_tp_mode", log.mm_encoder_tp_mode)
     if log.weights and args.weights_gib is None:
         taken.append("--weights-gib")  # one GPU's "Model loading took"; request_from_args takes the total
     if log.enforce_eager and not args.enforce_eager:
@@ -489,6 +530,9 @@ def request_from_args(
         gpu_name=device_name,
         vllm_version=args.vllm_version,
         interconnect=args.interconnect,
+        mm_images_per_prompt=args.mm_images_per_prompt,
+        skip_mm_profiling=bool(args.skip_mm_profiling),
+        mm_encoder_tp_mode=args.mm_encoder_tp_mode or "weights",
     )
     if req.weights_bytes is None and log is None and os.path.exists(args.model_config):
         # The weights the plan sizes for the same checkpoint (planner/plan.py: the folder's listed bytes,
@@ -576,6 +620,8 @@ LOGGED_TERMS = {
     "cuda_graphs": ("cuda_graphs", ""),
     "kv_memory": ("kv_memory", ""),
     "kv_tokens": ("kv_tokens", ""),
+    "activation.vision_encoder.budget": ("encoder_budget_tokens", ""),
+    "activation.vision_encoder.items": ("encoder_items", ""),
 }
 
 
@@ -632,7 +678,11 @@ def render_comparison(comparison: dict[str, Any]) -> str:
             else (lambda v: f"{v:>10,}" if isinstance(v, int) else f"{v:10.3f}")
         )
         predicted = row["predicted"] if row["unit"] != "tokens" else int(row["predicted"])
-        diff = f"{row['difference']:+,.0f}" if row["unit"] in ("tokens", "sequences") else f"{row['difference']:+.2f}"
+        diff = (
+            f"{row['difference']:+,.0f}"
+            if row["unit"] in ("tokens", "sequences", "images")
+            else f"{row['difference']:+.2f}"
+        )
         note = "  (input from the log)" if row["input"] else f"  difference {diff}"
         lines.append(f"  {row['label']:<48} predicted {fmt(predicted)}  logged {fmt(row['logged'])}{note}")
     if comparison["kv_tokens_error"] is not None:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 from common import gpus
 from planner import sizing as s
+from planner import vision_encoders
 from planner.vllm_releases import SOURCES, WNA16_MOE_METHODS, Release
 
 
@@ -22,7 +23,7 @@ class Term:
     key: str  # stable name, also the --json key and the --from-log key
     label: str
     value: float  # in `unit`
-    unit: str  # "GiB", "fraction", "tokens", "sequences", "B/token", "graphs"
+    unit: str  # "GiB", "fraction", "tokens", "sequences", "images", "B/token", "graphs"
     behaviour: str  # what the modelled release does for this term, and from which release on
     source: str  # vLLM's source line ("vllm vX.Y.Z path:function") or the project's model of it
     calibrated: str = ""  # the calibrated constant behind the size, when it is not derived from the source
@@ -220,25 +221,7 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             _src(key, release) if parts.moe_workspace_persists else _src("moe_workspace", release),
             part_of="activation",
         )
-    if parts.vision:
-        profile = s.encoder_profile(req, mnbt, seqs, result.max_model_len)
-        batch = (
-            f"{profile.items} image(s) x {profile.patches_per_item} patches ({profile.tokens_per_item} tokens each)"
-            if profile
-            else ""
-        )
-        add(
-            "activation.vision_encoder",
-            "vision encoder on the dummy image batch",
-            parts.vision / s.GiB,
-            "GiB",
-            f"the encoder's dummy forward, before the decoder's: {batch}",
-            _src("vision_encoder", release),
-            f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}"
-            if req.arch.vision_spatial_merge
-            else "",
-            "activation",
-        )
+    _vision_terms(req, mnbt, seqs, result, add)
     if parts.pipeline_buffer:
         v2 = release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid)
         add(
@@ -378,3 +361,76 @@ def render(term_list: list[Term], stage: int | None = None) -> str:
             f"{indent}    {t.behaviour}; {t.source}" + (f"; calibrated: {t.calibrated}" if t.calibrated else "")
         )
     return "\n".join(lines)
+
+
+def _vision_terms(req: s.SizingRequest, mnbt: int, seqs: int, result: s.SizingResult, add_term) -> None:
+    """The vision encoder's profiling terms (planner/vision_encoders.py), or the reason it is not sized."""
+    arch = req.arch
+    if result.binding_stage != 0:
+        return
+    parts = s.vision_encoder_parts(req, mnbt, seqs)
+    family = arch.vision_family
+    if parts is None:
+        if arch.vision_unmodelled:
+            add_term(
+                "activation.vision_encoder",
+                "vision encoder (not sized)",
+                0.0,
+                "GiB",
+                f"not modelled: {arch.vision_unmodelled} (preprocessor_config.json is not read); the startup "
+                "log's 'Encoder cache will be initialized with a budget of N tokens' line and its torch peak settle it",
+                "planner/vision_encoders.py:UNMODELLED_TOWERS",
+                part_of="activation",
+            )
+        return
+    profile = s.encoder_profile(req, mnbt, seqs, result.max_model_len)
+    assert profile is not None
+    batch = f"{profile.items} image(s) x {profile.patches_per_item} patches ({profile.tokens_per_item} tokens each)"
+    source = vision_encoders.describe(family) + "; " + _src("vision_encoder", Release.of(req.vllm_version))
+    add_term(
+        "activation.vision_encoder",
+        f"vision encoder on the dummy image batch ({family})",
+        parts.total / s.GiB,
+        "GiB",
+        f"the encoder's dummy forward, before the decoder's: {batch}",
+        source,
+        f"VISION_ENCODER_TOKENS_PER_IMAGE = {s.VISION_ENCODER_TOKENS_PER_IMAGE}" if family == "qwen_vl" else "",
+        "activation",
+    )
+    budget_source = "vllm v0.32.0 multimodal/encoder_budget.py:MultiModalBudget._get_max_items"
+    add_term(
+        "activation.vision_encoder.budget",
+        "encoder budget (max of batched tokens, one image)",
+        max(mnbt, profile.tokens_per_item),
+        "tokens",
+        "the log's 'Encoder cache will be initialized with a budget of N tokens'",
+        budget_source,
+        part_of="activation.vision_encoder",
+    )
+    add_term(
+        "activation.vision_encoder.items",
+        "images in the dummy encoder batch",
+        profile.items,
+        "images",
+        "the log's 'profiled with M image items of the maximum feature size'",
+        budget_source,
+        part_of="activation.vision_encoder",
+    )
+    pieces = [
+        ("layers", "residual, norm and MLP intermediates of every patch", parts.layers),
+        ("pixels", "pixel values of the batch", parts.pixels),
+        ("mask", "dense block-diagonal attention mask over all patches (no xFormers)", parts.mask),
+        ("mask_padded_copy", "PyTorch SDPA's aligned copy of that mask", parts.mask_padded_copy),
+        ("embeddings", "encoder outputs cached for the decoder's dummy run", parts.embeddings),
+    ]
+    for key, label, value in pieces:
+        if value:
+            add_term(
+                f"activation.vision_encoder.{key}",
+                label,
+                value / s.GiB,
+                "GiB",
+                "part of the encoder's peak",
+                vision_encoders.describe(family),
+                part_of="activation.vision_encoder",
+            )

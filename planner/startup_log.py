@@ -13,7 +13,9 @@ those excerpts back into the numbers its case records):
 - the budget: "Model loading took X GiB", "Memory profiling takes ... torch peak memory increase: ...;
   non-torch forward increase memory: ...", "Desired GPU memory utilization is (U, R GiB). Actual
   usage is ...", "Estimated CUDA graph memory: X GiB total", "Available KV cache memory: X GiB",
-  "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx".
+  "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx";
+- the vision encoder's profiling batch: "Encoder cache will be initialized with a budget of N tokens, and
+  profiled with M image items of the maximum feature size".
 
 Every worker prints its own budget lines; the engine keeps the smallest KV cache, and so does this.
 Pure Python, standard library only.
@@ -73,6 +75,15 @@ class StartupLog:
     kv_memory: float | None = None
     kv_tokens: int | None = None
     max_concurrency: float | None = None
+    # The vision encoder's profiling batch: "Encoder cache will be initialized with a budget of N tokens,
+    # and profiled with M image items of the maximum feature size" (planner/vision_encoders.py).
+    encoder_budget_tokens: int | None = None
+    encoder_items: int | None = None
+    # The flags that change it, from "non-default args": --limit-mm-per-prompt's image count,
+    # --skip-mm-profiling, --mm-encoder-tp-mode.
+    mm_images_per_prompt: int | None = None
+    skip_mm_profiling: bool | None = None
+    mm_encoder_tp_mode: str | None = None
     # The line each figure was read from (field name -> line), for the report.
     lines: dict[str, str] = field(default_factory=dict)
 
@@ -178,6 +189,14 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
         "min",
     ),
     (
+        "Encoder cache will be initialized",
+        re.compile(
+            r"Encoder cache will be initialized with a budget of " + _INT + r" tokens, and profiled with (\d{1,9}) "
+        ),
+        [("encoder_budget_tokens", _int), ("encoder_items", int)],
+        "first",
+    ),
+    (
         "max_num_batched_tokens",
         re.compile(r"(?:enabled with max_num_batched_tokens=|Defaulting max_num_batched_tokens to )(\d{1,9})"),
         [("max_num_batched_tokens", int)],
@@ -230,6 +249,9 @@ _ARGS_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enforce_eager": (r"'enforce_eager': (True|False)", _bool),
     "expert_parallel": (r"'enable_expert_parallel': (True|False)", _bool),
     "enable_prefix_caching": (r"'enable_prefix_caching': (True|False)", _bool),
+    "mm_images_per_prompt": (r"'limit_mm_per_prompt': \{[^}]{0,200}?'image': (\d{1,7})", int),
+    "skip_mm_profiling": (r"'skip_mm_profiling': (True|False)", _bool),
+    "mm_encoder_tp_mode": (r"'mm_encoder_tp_mode': '(weights|data)'", str),
 }
 _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "model": (r"\bmodel='([^']{1,300})'", str),

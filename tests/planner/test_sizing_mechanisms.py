@@ -15,7 +15,7 @@ import pytest
 
 from common import gpus
 from planner import kv_layout
-from planner.model_arch import ModelArch
+from planner.model_arch import ModelArch, SizingError
 from planner.sizing import (
     NCCL_NVLS_BUFFERS_GIB,
     EncoderProfile,
@@ -30,10 +30,12 @@ from planner.sizing import (
     layers_per_stage,
     non_torch_bytes,
     pipeline_buffer_bytes,
+    request_problem,
     size,
     stage_weight_bytes,
     total_weights_from_first_stage,
     vision_encoder_bytes,
+    vision_encoder_parts,
     weight_bytes_estimate,
 )
 from planner.vllm_releases import Release, parse_release
@@ -456,16 +458,6 @@ def test_a_fixed_resolution_tower_is_read_from_image_and_patch_size():
     assert vision_encoder_bytes(SizingRequest(arch=bare, gpu_memory_gib=79.19), 8192, 256) == 0.0
 
 
-@pytest.mark.parametrize(
-    "tiling", [{"image_grid_pinpoints": [[336, 672]]}, {"max_dynamic_patch": 12}, {"pixel_shuffle_ratio": 0.5}]
-)
-def test_a_tower_that_tiles_its_images_is_left_out_rather_than_counted_as_one_tile(tiling):
-    tiled = ModelArch.from_hf_config({**_TOWER, **tiling})
-    assert tiled.vision_patches_per_item == 0
-    inner = ModelArch.from_hf_config({**_TOWER, "vision_config": {**_TOWER["vision_config"], **tiling}})
-    assert inner.vision_patches_per_item == 0
-
-
 def test_the_dummy_batch_holds_as_many_images_as_the_encoder_budget_and_the_decoder_allow():
     req = SizingRequest(arch=FIXED_TOWER, gpu_memory_gib=79.19, max_model_len=8192)
     # budget max(8192, 256) // 256 = 32 images; the decoder allows 256 seqs x min(999, 8192 // 256).
@@ -478,7 +470,8 @@ def test_the_dummy_batch_holds_as_many_images_as_the_encoder_budget_and_the_deco
     one, many = vision_encoder_bytes(req, 256, 256), vision_encoder_bytes(req, 8192, 256)
     assert many == pytest.approx(32 * one)
     per_patch = (2 * 1152 + 2 * 4304 + 3 * 14 * 14) * 2  # bf16 bytes alive per patch at the MLP
-    assert one == pytest.approx(4096 * per_patch)
+    outputs = 256 * 3840 * 2  # the image's 256 embeddings of the decoder's width, cached for its dummy run
+    assert one == pytest.approx(4096 * per_patch + outputs)
 
 
 def test_the_encoder_sets_the_activation_peak_once_it_outgrows_the_decoder():
@@ -710,3 +703,214 @@ def test_explain_cites_the_second_sampler_call_and_the_profile_accounting():
         t for t in sizing_explain.terms(replace(v2, vllm_version="0.27.1")) if t.key == "activation.sampler_state"
     )
     assert later.value > 0 and "v0.27.0 utils/mem_utils.py" in later.behaviour
+
+
+# --- vision encoders with dynamic resolution (issue 29) ----------------------------------------------------------
+
+MISTRAL3 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "mistral-small-3.1-24b.json").read_text()))
+SCOUT = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "llama-4-scout-17b-16e.json").read_text()))
+_CLIP_336 = {"hidden_size": 1024, "intermediate_size": 4096, "image_size": 336, "patch_size": 14}
+# A small language model for the wrapper configs below (the towers are what these tests read).
+_TEXT = {"hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000}
+
+
+def _b200(arch, **kw):
+    return SizingRequest(arch=arch, gpu_memory_gib=178.35, gpu_name="B200", max_model_len=32768, **kw)
+
+
+def test_pixtral_image_is_its_image_size_with_one_break_token_per_merged_row():
+    # vllm@0004c540 models/pixtral.py PixtralHFEncoderInfo.get_num_image_tokens: (ncols + 1) * nrows, the
+    # 1540 / 14 = 110 patch grid merged 2 x 2 by the top-level spatial_merge_size.
+    assert MISTRAL3.vision_family == "pixtral"
+    assert (MISTRAL3.vision_patches_per_item, MISTRAL3.vision_tokens_per_item) == (110 * 110, 56 * 55)
+    assert MISTRAL3.vision_gated and MISTRAL3.vision_dense_mask
+
+
+def test_pixtral_dense_mask_over_the_whole_batch_grows_with_the_square_of_max_num_batched_tokens():
+    # B200 from 0.28: 16384 batched tokens // 3080 = 5 images = 60,500 patches in one sequence; transformers'
+    # generate_block_attention_mask is seq_len^2 in bf16, and 60,500 is not a multiple of 8, so PyTorch's
+    # memory-efficient SDPA pads it into a copy (attention.cpp preprocess_mask, mem_eff_alignment = 8).
+    req = _b200(MISTRAL3, vllm_version="0.28.0")
+    mnbt, seqs = default_batch_limits(req)
+    assert (mnbt, encoder_profile(req, mnbt, seqs, 32768).items) == (16384, 5)
+    parts = vision_encoder_parts(req, mnbt, seqs)
+    assert parts.mask == 60500 * 60500 * 2
+    assert parts.mask_padded_copy == 60500 * (60500 + 4) * 2
+    # per patch: residual and normed copy (2 x 1024) and the gated MLP (3 x 4096), bf16
+    assert parts.layers == 60500 * (2 * 1024 + 3 * 4096) * 2
+    # The encoder now sets the torch peak, far above the decoder's forward of 16384 tokens.
+    act = activation_parts(req, 0, mnbt, seqs)
+    assert act.peak >= act.vision > 3 * act.forward
+    # At 8192 batched tokens the batch is 2 images (24,200 patches, a multiple of 8): a quarter-size mask, no copy.
+    small = vision_encoder_parts(replace(req, vllm_version="0.19.0"), 8192, 1024)
+    assert small.mask == 24200 * 24200 * 2 and small.mask_padded_copy == 0
+    # Broken variant: a tower without the cross-image mask (per-image attention) stays under 2 GiB here.
+    per_image = replace(MISTRAL3, vision_dense_mask=False)
+    assert vision_encoder_bytes(replace(req, arch=per_image), mnbt, seqs) < 2 * GiB < parts.total
+
+
+def test_pixtral_encoder_stays_under_the_torch_peak_of_its_h100_logs():
+    # llm-d-planner v0.19.0 Mistral-Small-3.1 H100 log: torch peak 2.03 GiB at 8192 batched tokens; the
+    # encoder's 2 images (mask, layers, pixels, outputs) must fit under it.
+    case = _case(CALIBRATION, "mistralai-mistral-small---h100-80gb")
+    req = request_for(case)
+    vision = vision_encoder_bytes(req, 8192, 1024) / GiB
+    assert 1.0 < vision < case["observed"]["activation_gib"]
+
+
+def test_llama4_largest_image_is_sixteen_tiles_tall_plus_the_global_tile():
+    # vllm@00dd5493 models/mllama4.py get_image_size_with_most_features: (max_num_tiles x 336) by 336; 16 tiles
+    # + 1 global, each (336 / 14)^2 + 1 class token patches; 144 tokens per tile after the 0.5 pixel shuffle.
+    assert SCOUT.vision_family == "llama4"
+    assert SCOUT.vision_patches_per_item == 17 * (24 * 24 + 1)
+    assert SCOUT.vision_tokens_per_item == 16 * (144 + 1) + 144 + 3
+
+
+def test_llama4_dummy_batch_matches_the_encoder_line_of_its_log():
+    # "Encoder cache will be initialized with a budget of 8192 tokens, and profiled with 3 image items of the
+    # maximum feature size." (llm-d-planner v0.19.0 Llama-4-Scout TP 4 log)
+    case = _case(CALIBRATION, "meta-llama-llama-4-scout--h100-80gb")
+    assert "profiled with 3 image items" in " ".join(case["log_lines"])
+    req = request_for(case)
+    assert encoder_profile(req, 8192, 1024, 8192).items == 3
+    # Broken variant: one tile per image (the fixed-resolution reading) would pack 56 images into the budget.
+    one_tile = replace(SCOUT, vision_tokens_per_item=144, vision_patches_per_item=577)
+    assert encoder_profile(replace(req, arch=one_tile), 8192, 1024, 8192).items == 56
+
+
+def test_internvl_tiles_come_from_max_dynamic_patch_and_the_thumbnail():
+    cfg = {
+        "architectures": ["InternVLChatModel"],
+        "model_type": "internvl_chat",
+        "max_dynamic_patch": 12,
+        "use_thumbnail": True,
+        "downsample_ratio": 0.5,
+        "force_image_size": 448,
+        "llm_config": {**_TEXT, "num_hidden_layers": 2},
+        "vision_config": {**_CLIP_336, "image_size": 448, "patch_size": 14},
+    }
+    arch = ModelArch.from_hf_config(cfg)
+    assert (arch.layers, arch.hidden) == (2, 1024)  # the language model is read from llm_config
+    # 12 tiles + the thumbnail, each (448 / 14)^2 + 1 patches and 1024 x 0.5^2 = 256 tokens.
+    assert arch.vision_family == "internvl"
+    assert (arch.vision_patches_per_item, arch.vision_tokens_per_item) == (13 * 1025, 13 * 256)
+    no_thumb = ModelArch.from_hf_config({**cfg, "use_thumbnail": False})
+    assert no_thumb.vision_tokens_per_item == 12 * 256
+
+
+def test_llava_next_takes_the_pinpoint_with_the_most_features():
+    cfg = {
+        "architectures": ["LlavaNextForConditionalGeneration"],
+        "model_type": "llava_next",
+        "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
+        "text_config": {**_TEXT, "num_hidden_layers": 2},
+        "vision_config": _CLIP_336,
+    }
+    arch = ModelArch.from_hf_config(cfg)
+    # 672 x 672: base 24^2 + the 48 x 48 grid + 48 newlines (vllm@004202bc llava_next.py
+    # get_llava_next_image_feature_size); 1008 x 336 gives 576 + 72 x 24 + 72 = 2376, fewer.
+    assert arch.vision_family == "llava_next"
+    assert arch.vision_tokens_per_item == 576 + 48 * 48 + 48
+    assert arch.vision_patches_per_item == (4 + 1) * (576 + 1)
+    with pytest.raises(SizingError, match="image_grid_pinpoints"):
+        ModelArch.from_hf_config({**cfg, "image_grid_pinpoints": [[336]]})
+
+
+def test_a_tower_sized_by_its_preprocessor_alone_is_named_not_guessed():
+    from planner import sizing_explain
+
+    cfg = {
+        "architectures": ["KimiVLForConditionalGeneration"],
+        "model_type": "kimi_vl",
+        "text_config": {**_TEXT, "num_hidden_layers": 2},
+        "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "patch_size": 14},
+    }
+    arch = ModelArch.from_hf_config(cfg)
+    assert arch.vision_family == "" and "in_token_limit" in arch.vision_unmodelled
+    req = SizingRequest(arch=arch, gpu_memory_gib=79.19)
+    assert vision_encoder_bytes(req, 8192, 256) == 0.0
+    term = next(t for t in sizing_explain.terms(req) if t.key == "activation.vision_encoder")
+    assert term.value == 0.0 and "not modelled" in term.behaviour and "preprocessor_config.json" in term.behaviour
+
+
+def test_flags_that_change_the_encoder_profile():
+    req = _b200(MISTRAL3, vllm_version="0.28.0")
+    # --limit-mm-per-prompt '{"image": 0}' and --skip-mm-profiling: no encoder run in the profile.
+    assert encoder_profile(replace(req, mm_images_per_prompt=0), 16384, 1024, 32768) is None
+    assert encoder_profile(replace(req, skip_mm_profiling=True), 16384, 1024, 32768) is None
+    # One image per prompt with 2 sequences caps the batch at 2 images.
+    assert encoder_profile(replace(req, mm_images_per_prompt=1), 16384, 2, 32768).items == 2
+    # --mm-encoder-tp-mode data: every GPU runs the whole tower, its MLP unsharded.
+    tp2 = replace(req, tensor_parallel_size=2)
+    sharded = vision_encoder_parts(tp2, 16384, 1024).layers
+    whole = vision_encoder_parts(replace(tp2, mm_encoder_tp_mode="data"), 16384, 1024).layers
+    assert whole > sharded
+    assert request_problem(replace(req, mm_encoder_tp_mode="sharded")) is not None
+    with pytest.raises(SizingError, match="pixel_shuffle_ratio"):
+        ModelArch.from_hf_config(
+            {
+                **json.loads((LOGS / "configs" / "llama-4-scout-17b-16e.json").read_text()),
+                "vision_config": {"hidden_size": 1408, "image_size": 336, "patch_size": 14, "pixel_shuffle_ratio": 2},
+            }
+        )
+
+
+def test_explain_prints_the_pixtral_mask_and_its_source():
+    from planner import sizing_explain
+
+    req = _b200(MISTRAL3, vllm_version="0.28.0")
+    terms = {t.key: t for t in sizing_explain.terms(req)}
+    assert "5 image(s) x 12100 patches (3080 tokens each)" in terms["activation.vision_encoder"].behaviour
+    assert "pixtral.py" in terms["activation.vision_encoder.mask"].source
+    assert terms["activation.vision_encoder.mask"].value == pytest.approx(60500 * 60500 * 2 / GiB)
+    assert "activation.vision_encoder.mask_padded_copy" in terms
+
+
+def test_from_log_sets_the_logged_encoder_batch_beside_the_predicted_one():
+    from planner import sizing_cli, sizing_explain, startup_log
+
+    case = _case(CALIBRATION, "meta-llama-llama-4-scout--h100-80gb")
+    log = startup_log.parse("\n".join(case["log_lines"]))
+    assert (log.encoder_budget_tokens, log.encoder_items) == (8192, 3)
+    req = request_for(case)
+    rows = {r["term"]: r for r in sizing_cli.compare(sizing_explain.terms(req), log, [], "0.19.0")["terms"]}
+    assert rows["activation.vision_encoder.items"]["predicted"] == rows["activation.vision_encoder.items"]["logged"]
+    assert rows["activation.vision_encoder.budget"]["logged"] == 8192
+
+
+def test_cli_flags_and_logged_args_set_the_encoder_profile(capsys):
+    from planner import sizing_cli, startup_log
+
+    config = str(LOGS / "configs" / "mistral-small-3.1-24b.json")
+    base = ["--model-config", config, "--gpu", "B200", "--vllm-version", "0.28.0", "--max-model-len", "32768", "--json"]
+
+    def tokens(*extra):
+        assert sizing_cli.main([*base, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["kv_cache_tokens"]
+
+    with_images, without = tokens(), tokens("--limit-mm-per-prompt", '{"image": 0}')
+    assert without > with_images  # the encoder's 5-image batch costs KV cache on a B200
+    assert tokens("--skip-mm-profiling") == without
+    assert tokens("--limit-mm-per-prompt", "image=1", "--max-num-seqs", "2") > with_images
+    assert sizing_cli.main([*base, "--limit-mm-per-prompt", '{"image": -1}']) == 2
+    assert "--limit-mm-per-prompt" in capsys.readouterr().err
+    line = (
+        "INFO 04-22 00:53:55 [entrypoints/utils.py:233] non-default args: {'model': 'm', 'limit_mm_per_prompt': "
+        "{'image': 2, 'video': 0}, 'skip_mm_profiling': True, 'mm_encoder_tp_mode': 'data'}"
+    )
+    log = startup_log.parse(line)
+    assert (log.mm_images_per_prompt, log.skip_mm_profiling, log.mm_encoder_tp_mode) == (2, True, "data")
+
+
+def test_qwen25_vl_tower_has_a_gated_mlp_and_qwen3_vl_does_not():
+    # vllm models/qwen2_5_vl.py Qwen2_5_VisionMLP: gate_up_proj (MergedColumnParallelLinear, 2 x intermediate).
+    tower = {"hidden_size": 1280, "intermediate_size": 3420, "spatial_merge_size": 2, "patch_size": 14}
+    text = {**_TEXT, "num_hidden_layers": 2}
+    q25 = ModelArch.from_hf_config({"model_type": "qwen2_5_vl", "text_config": text, "vision_config": tower})
+    q3 = ModelArch.from_hf_config({"model_type": "qwen3_vl", "text_config": text, "vision_config": tower})
+    assert q25.vision_family == q3.vision_family == "qwen_vl"
+    assert q25.vision_gated and not q3.vision_gated
+    one = vision_encoder_parts(SizingRequest(arch=q25, gpu_memory_gib=79.19), 8192, 256)
+    other = vision_encoder_parts(SizingRequest(arch=q3, gpu_memory_gib=79.19), 8192, 256)
+    # one 16,384-token image = 65,536 patches; the gated MLP holds one more intermediate per patch
+    assert one.layers - other.layers == 65536 * 3420 * 2
