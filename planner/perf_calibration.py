@@ -2,8 +2,10 @@
 
 `python -m planner.perf_calibration [BENCHMARKS_JSON]` (default tests/fixtures/perf_benchmarks/
 benchmarks.json) refits each GPU family's bandwidth efficiency and per-request TTFT overhead on the
-calibration sources only, then prints the absolute percentage error of every measured figure, per
-split (calibration, held-out by source), GPU and metric. The held-out sources never touch the fit.
+calibration sources only, then prints every measured figure beside its prediction and the mean
+absolute percentage error per split (calibration, held out by source), GPU type and model kind
+(dense, MoE, quantized) for TPOT/ITL, output tokens/s, TTFT and E2E, and the SLO-concurrency hit
+rate of each concurrency sweep. The held-out sources never touch the fit.
 """
 
 from __future__ import annotations
@@ -20,10 +22,23 @@ from typing import Any
 from common.gpus import CATALOG
 from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch
-from planner.perf_model import COMPUTE_ASSUMPTION, Efficiency, Replica, Workload, build_replica, predict
+from planner.perf_model import COMPUTE_ASSUMPTION, Efficiency, Replica, Workload, _Costs, build_replica, predict
 
 DEFAULT_FIXTURE = os.path.join("tests", "fixtures", "perf_benchmarks", "benchmarks.json")
-DECODE_METRICS = ("tpot_median_ms", "tpot_mean_ms", "output_tokens_per_s", "e2e_mean_ms")
+DECODE_METRICS = ("tpot_median_ms", "tpot_mean_ms", "itl_median_ms", "output_tokens_per_s", "e2e_mean_ms")
+TTFT_METRICS = ("ttft_mean_ms", "ttft_median_ms")
+LATENCY_METRICS = ("tpot_median_ms", "tpot_mean_ms", "itl_median_ms")  # per-token latency, the SLO's ITL
+# How the report groups the metrics (the goal's two are TPOT/ITL and output tokens/s).
+METRIC_GROUP = {
+    "tpot_median_ms": "TPOT/ITL",
+    "tpot_mean_ms": "TPOT/ITL",
+    "itl_median_ms": "TPOT/ITL",
+    "output_tokens_per_s": "tokens/s",
+    "ttft_mean_ms": "TTFT",
+    "ttft_median_ms": "TTFT",
+    "e2e_mean_ms": "E2E",
+}
+GROUPS = ("TPOT/ITL", "tokens/s", "TTFT", "E2E")
 
 
 @dataclass(frozen=True)
@@ -32,9 +47,14 @@ class Point:
     split: str
     gpu: str
     family: str
+    model: str
+    kind: str  # "dense", "MoE" or "quantized" (a quantized MoE counts as quantized)
     replica: Replica
     workload: Workload
     measured: dict[str, float]
+    # The source's arrivals: "steady" (the model's queue), or "synchronized" (fixed lengths in a closed
+    # loop started at once: every wave of C requests arrives and prefills together).
+    arrivals: str = "steady"
 
 
 def load(path: str = DEFAULT_FIXTURE) -> list[Point]:
@@ -62,18 +82,69 @@ def load(path: str = DEFAULT_FIXTURE) -> list[Point]:
         )
         split = data["sources"][p["source"]]["split"]
         workload = Workload(p["concurrency"], p["input_len"], p["output_len"])
-        points.append(Point(p["source"], split, p["gpu"], peak.family, replica, workload, p["measured"]))
+        arch = archs[p["model"]]
+        kind = "quantized" if arch.quant_method else ("MoE" if arch.is_moe else "dense")
+        points.append(
+            Point(
+                p["source"],
+                split,
+                p["gpu"],
+                peak.family,
+                p["model"],
+                kind,
+                replica,
+                workload,
+                p["measured"],
+                data["sources"][p["source"]].get("arrivals", "steady"),
+            )
+        )
     return points
 
 
+def _wave_ttft_ms(replica: Replica, w: Workload) -> float | None:
+    """Mean TTFT when the C requests of a closed loop arrive together and prefill as one wave.
+
+    vllm bench serve at --request-rate inf creates every request task at once and lets C of them past
+    its semaphore (vllm/benchmarks/serve.py @ 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1, benchmark());
+    with --ignore-eos and fixed lengths the C requests finish in the same step, so the next C arrive
+    together too. The wave's C x input tokens are prefilled in chunks of max_num_batched_tokens with no
+    decodes beside them; request k gets its first token when the chunk holding its last prompt token
+    ends. None when the wave does not fit in one running batch (then the steady-state queue applies)."""
+    c = _Costs(replica)
+    budget = float(replica.sizing.max_num_batched_tokens)
+    if w.concurrency > replica.sizing.max_num_seqs or w.concurrency * (w.input_len + w.output_len) > (
+        replica.sizing.kv_cache_tokens
+    ):
+        return None
+    total = w.concurrency * w.input_len
+    chunk = min(float(total), budget)
+    step, _ = c.step(0.0, chunk, 0.0, w.input_len)
+    done = [math.ceil(k * w.input_len / budget - 1e-9) for k in range(1, w.concurrency + 1)]
+    return (sum(done) / len(done) * step + replica.efficiency.ttft_overhead_ms / 1000) * 1000
+
+
 def predicted(point: Point, eff: Efficiency) -> dict[str, float]:
-    p = predict(replace(point.replica, efficiency=eff), point.workload)
-    e2e = p.ttft_ms + (point.workload.output_len - 1) * p.tpot_ms
+    r = replace(point.replica, efficiency=eff)
+    p = predict(r, point.workload)
+    w = point.workload
+    wave = _wave_ttft_ms(r, w) if point.arrivals == "synchronized" else None
+    if wave is not None:
+        p = replace(p, ttft_ms=wave)
+    e2e = p.ttft_ms + (w.output_len - 1) * p.tpot_ms
     values = {
         "ttft_mean_ms": p.ttft_ms,
+        # The model predicts one TTFT per concurrency (no spread below the p95): mean and median alike.
+        "ttft_median_ms": p.ttft_ms,
         "tpot_median_ms": p.tpot_ms,
+        "itl_median_ms": p.tpot_ms,
         "tpot_mean_ms": p.tpot_ms,
-        "output_tokens_per_s": p.output_tokens_per_s,
+        # A closed-loop benchmark at --max-concurrency C holds each of its C slots for a request's whole
+        # latency (vllm/benchmarks/serve.py @ 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1: benchmark()'s
+        # limited_request_func awaits the request inside `async with semaphore`) and divides the output
+        # tokens by the wall clock (calculate_metrics: output_throughput = total output / duration), so
+        # by Little's law it measures C x output / E2E; the engine-side rate (Prediction.request_rate)
+        # leaves out the time a request spends outside the engine (the TTFT overhead).
+        "output_tokens_per_s": w.concurrency * w.output_len / (e2e / 1000),
         "e2e_mean_ms": e2e,
     }
     return {k: values[k] for k in point.measured}
@@ -85,18 +156,14 @@ def fit(points: Sequence[Point]) -> Efficiency:
     for step in range(60, 201):
         bw = step * 0.005
         trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated")
-        gaps = [
-            pt.measured["ttft_mean_ms"] - predicted(pt, trial)["ttft_mean_ms"]
-            for pt in points
-            if "ttft_mean_ms" in pt.measured
-        ]
+        gaps = [pt.measured[k] - pred for pt in points for k, pred in predicted(pt, trial).items() if k in TTFT_METRICS]
         overhead = round(max(statistics.median(gaps), 0.0), 1) if gaps else 0.0
         trial = replace(trial, ttft_overhead_ms=overhead)
         errors = [
             abs(math.log(pred / pt.measured[k]))
             for pt in points
             for k, pred in predicted(pt, trial).items()
-            if k in DECODE_METRICS or k == "ttft_mean_ms"
+            if k in DECODE_METRICS or k in TTFT_METRICS
         ]
         score = sum(errors) / len(errors)
         if best is None or score < best[0] - 1e-12:
@@ -121,9 +188,13 @@ def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Effic
                     "split": pt.split,
                     "source": pt.source,
                     "gpu": pt.gpu,
+                    "model": pt.model,
+                    "kind": pt.kind,
                     "metric": metric,
+                    "group": METRIC_GROUP[metric],
                     "concurrency": pt.workload.concurrency,
                     "input_len": pt.workload.input_len,
+                    "output_len": pt.workload.output_len,
                     "measured": meas,
                     "predicted": round(pred, 2),
                     "ape": abs(pred - meas) / meas,
@@ -133,31 +204,100 @@ def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Effic
 
 
 def summary(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str], float]:
+    """MAPE per (split, GPU, metric group)."""
     groups: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
-        kind = "ttft" if r["metric"].startswith("ttft") else "decode"
-        groups.setdefault((r["split"], r["gpu"], kind), []).append(r["ape"])
+        groups.setdefault((r["split"], r["gpu"], r["group"]), []).append(r["ape"])
     return {k: sum(v) / len(v) for k, v in sorted(groups.items())}
 
 
-def render(rows: Sequence[dict[str, Any]], effs: dict[str, Efficiency]) -> str:
+def _mape_table(rows: Sequence[dict[str, Any]], key: str) -> list[str]:
+    """One line per (split, key value): n and MAPE of each metric group ('-' where none was measured)."""
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in rows:
+        cells.setdefault((r["split"], r[key]), {}).setdefault(r["group"], []).append(r["ape"])
+    lines = [f"  {'split':<11} {key:<10} " + " ".join(f"{g:>17}" for g in GROUPS)]
+    for (split, value), by_group in sorted(cells.items()):
+        out = []
+        for g in GROUPS:
+            v = by_group.get(g)
+            out.append(f"{len(v):>3} pts {sum(v) / len(v):7.1%}" if v else f"{'-':>17}")
+        lines.append(f"  {split:<11} {value:<10} " + " ".join(f"{c:>17}" for c in out))
+    return lines
+
+
+def slo_hits(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Efficiency) -> list[dict[str, Any]]:
+    """For each concurrency sweep (one source, GPU, model and lengths, two levels or more with a TPOT/ITL
+    figure), take each measured level's per-token latency as an SLO in turn: the measured highest level
+    meeting it is that level; the predicted highest is the largest level whose prediction meets it. A hit
+    is a prediction within one sweep step of the measured level."""
+    sweeps: dict[tuple[str, str, str, int, int, str], list[tuple[int, float, float]]] = {}
+    for pt in points:
+        metric = next((m for m in LATENCY_METRICS if m in pt.measured), None)
+        if metric is None:
+            continue
+        pred = predicted(pt, effs.get(pt.family, fallback))[metric]
+        key = (pt.source, pt.gpu, pt.model, pt.workload.input_len, pt.workload.output_len, pt.split)
+        sweeps.setdefault(key, []).append((pt.workload.concurrency, pt.measured[metric], pred))
+    out = []
+    for (source, gpu, _model, _i, _o, split), levels in sorted(sweeps.items()):
+        if len(levels) < 2:
+            continue
+        levels.sort()
+        for _, target, _ in levels:
+            measured_at = max(j for j, (_, m, _) in enumerate(levels) if m <= target)
+            met = [j for j, (_, _, p) in enumerate(levels) if p <= target]
+            predicted_at = max(met) if met else -1
+            out.append(
+                {
+                    "split": split,
+                    "source": source,
+                    "gpu": gpu,
+                    "slo_ms": target,
+                    "measured": levels[measured_at][0],
+                    "predicted": levels[predicted_at][0] if predicted_at >= 0 else 0,
+                    "hit": abs(predicted_at - measured_at) <= 1,
+                }
+            )
+    return out
+
+
+def render(rows: Sequence[dict[str, Any]], effs: dict[str, Efficiency], hits: Sequence[dict[str, Any]] = ()) -> str:
     lines = ["fitted efficiencies (calibration sources only):"]
     for fam, e in effs.items():
         lines.append(f"  {fam}: bandwidth {e.bandwidth:.3f}, ttft overhead {e.ttft_overhead_ms:.1f} ms")
     lines.append("")
     lines.append(
-        f"{'split':<11} {'source':<32} {'gpu':<10} {'metric':<20} {'conc':>4} {'in':>6} "
+        f"{'split':<11} {'source':<32} {'gpu':<10} {'kind':<9} {'metric':<20} {'conc':>4} {'in':>6} "
         f"{'measured':>9} {'predicted':>9} {'error':>7}"
     )
     for r in rows:
         lines.append(
-            f"{r['split']:<11} {r['source']:<32} {r['gpu']:<10} {r['metric']:<20} {r['concurrency']:>4} "
-            f"{r['input_len']:>6} {r['measured']:>9.2f} {r['predicted']:>9.2f} {r['ape']:>7.1%}"
+            f"{r['split']:<11} {r['source']:<32} {r['gpu']:<10} {r['kind']:<9} {r['metric']:<20} "
+            f"{r['concurrency']:>4} {r['input_len']:>6} {r['measured']:>9.2f} {r['predicted']:>9.2f} {r['ape']:>7.1%}"
         )
     lines.append("")
-    lines.append("mean absolute percentage error by split, GPU and kind (decode = TPOT, ITL, tokens/s, E2E):")
-    for (split, gpu, kind), mape in summary(rows).items():
-        lines.append(f"  {split:<11} {gpu:<10} {kind:<7} {mape:6.1%}")
+    lines.append(
+        "mean absolute percentage error (MAPE) per split and GPU type; the goal's metrics are TPOT/ITL "
+        "and output tokens/s at a fixed concurrency:"
+    )
+    lines += _mape_table(rows, "gpu")
+    lines.append("per split and model kind:")
+    lines += _mape_table(rows, "kind")
+    if hits:
+        lines.append("")
+        lines.append(
+            "SLO concurrency: each measured level's TPOT/ITL taken as the SLO; a hit is a predicted highest "
+            "level within one sweep step of the measured one:"
+        )
+        tally: dict[tuple[str, str, str], list[bool]] = {}
+        for h in hits:
+            tally.setdefault((h["split"], h["source"], h["gpu"]), []).append(h["hit"])
+        for (split, source, gpu), got in sorted(tally.items()):
+            lines.append(f"  {split:<11} {source:<32} {gpu:<10} {sum(got)}/{len(got)} hit")
+        for split in sorted({h["split"] for h in hits}):
+            got = [h["hit"] for h in hits if h["split"] == split]
+            lines.append(f"  {split:<11} {'all sweeps':<43} {sum(got)}/{len(got)} hit ({sum(got) / len(got):.0%})")
     return "\n".join(lines)
 
 
@@ -173,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from planner.perf_model import UNCALIBRATED
 
     try:
-        print(render(errors(points, effs, UNCALIBRATED), effs))
+        print(render(errors(points, effs, UNCALIBRATED), effs, slo_hits(points, effs, UNCALIBRATED)))
     except BrokenPipeError:  # piped into `head`: not an error of the report
         sys.stderr.close()
     return 0

@@ -63,9 +63,11 @@ class Efficiency:
 COMPUTE_ASSUMPTION = 0.5
 EFFICIENCY: dict[str, Efficiency] = {
     "hopper": Efficiency(0.62, COMPUTE_ASSUMPTION, 56.6, "calibrated"),
-    "ampere": Efficiency(0.73, COMPUTE_ASSUMPTION, 0.0, "calibrated"),
+    "ampere": Efficiency(0.73, COMPUTE_ASSUMPTION, 12.6, "calibrated"),
+    # One source (ree2raz/inference-bench, Qwen2.5-7B on one L4): the L4 of the dev stack; no L40S point.
+    "ada": Efficiency(0.78, COMPUTE_ASSUMPTION, 9.1, "calibrated"),
 }
-# A family without a calibration point (ada, blackwell): the mean of the calibrated ones.
+# A family without a calibration point (blackwell): the mean of the calibrated ones.
 UNCALIBRATED = Efficiency(
     round(sum(e.bandwidth for e in EFFICIENCY.values()) / len(EFFICIENCY), 3),
     COMPUTE_ASSUMPTION,
