@@ -22,7 +22,16 @@ from typing import Any
 from common.gpus import CATALOG
 from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch
-from planner.perf_model import COMPUTE_ASSUMPTION, Efficiency, Replica, Workload, _Costs, build_replica, predict
+from planner.perf_model import (
+    COMPUTE_ASSUMPTION,
+    STEP_OVERHEAD_MS,
+    Efficiency,
+    Replica,
+    Workload,
+    _Costs,
+    build_replica,
+    predict,
+)
 
 DEFAULT_FIXTURE = os.path.join("tests", "fixtures", "perf_benchmarks", "benchmarks.json")
 DECODE_METRICS = ("tpot_median_ms", "tpot_mean_ms", "itl_median_ms", "output_tokens_per_s", "e2e_mean_ms")
@@ -150,31 +159,63 @@ def predicted(point: Point, eff: Efficiency) -> dict[str, float]:
     return {k: values[k] for k in point.measured}
 
 
-def fit(points: Sequence[Point]) -> Efficiency:
-    """Grid-fit bandwidth efficiency; the TTFT overhead is the median TTFT left unexplained."""
-    best: tuple[float, Efficiency] | None = None
-    for step in range(60, 201):
-        bw = step * 0.005
-        trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated")
-        gaps = [pt.measured[k] - pred for pt in points for k, pred in predicted(pt, trial).items() if k in TTFT_METRICS]
-        overhead = round(max(statistics.median(gaps), 0.0), 1) if gaps else 0.0
-        trial = replace(trial, ttft_overhead_ms=overhead)
-        errors = [
-            abs(math.log(pred / pt.measured[k]))
-            for pt in points
-            for k, pred in predicted(pt, trial).items()
-            if k in DECODE_METRICS or k in TTFT_METRICS
-        ]
-        score = sum(errors) / len(errors)
-        if best is None or score < best[0] - 1e-12:
-            best = (score, trial)
-    assert best is not None
-    return best[1]
+def _score(points: Sequence[Point], bw: float, step_overhead_ms: float) -> tuple[float, Efficiency]:
+    """Mean absolute log error of the points at this bandwidth efficiency and per-step time; the TTFT
+    overhead is the median TTFT left unexplained."""
+    trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated", step_overhead_ms)
+    gaps = [pt.measured[k] - pred for pt in points for k, pred in predicted(pt, trial).items() if k in TTFT_METRICS]
+    overhead = round(max(statistics.median(gaps), 0.0), 1) if gaps else 0.0
+    trial = replace(trial, ttft_overhead_ms=overhead)
+    errors = [
+        abs(math.log(pred / pt.measured[k]))
+        for pt in points
+        for k, pred in predicted(pt, trial).items()
+        if k in DECODE_METRICS or k in TTFT_METRICS
+    ]
+    return sum(errors) / len(errors), trial
 
 
-def fit_families(points: Sequence[Point]) -> dict[str, Efficiency]:
+def fit(points: Sequence[Point], step_overhead_ms: float = 0.0) -> Efficiency:
+    """Bandwidth efficiency on a 0.005 grid from 0.30 to 1.00 (a pass every 0.05, then every 0.005 around
+    the best), at a given per-step time."""
+    grid = range(60, 201)
+    coarse = min(grid[::10], key=lambda i: _score(points, i * 0.005, step_overhead_ms)[0])
+    fine = [i for i in grid if abs(i - coarse) <= 10]
+    scored = [_score(points, i * 0.005, step_overhead_ms) for i in fine]
+    best = min(range(len(scored)), key=lambda j: (scored[j][0], j))
+    return scored[best][1]
+
+
+def family_points(points: Sequence[Point]) -> dict[str, list[Point]]:
     families = sorted({p.family for p in points if p.split == "calibration"})
-    return {f: fit([p for p in points if p.split == "calibration" and p.family == f]) for f in families}
+    return {f: [p for p in points if p.split == "calibration" and p.family == f] for f in families}
+
+
+def total_score(points: Sequence[Point], step_overhead_ms: float) -> tuple[float, dict[str, Efficiency]]:
+    """The calibration points' mean absolute log error with each family's bandwidth fitted at one shared
+    per-step time."""
+    effs = {f: fit(pts, step_overhead_ms) for f, pts in family_points(points).items()}
+    errors = [
+        abs(math.log(pred / pt.measured[k]))
+        for f, pts in family_points(points).items()
+        for pt in pts
+        for k, pred in predicted(pt, effs[f]).items()
+        if k in DECODE_METRICS or k in TTFT_METRICS
+    ]
+    return sum(errors) / len(errors), effs
+
+
+def fit_families(points: Sequence[Point], step_overhead_ms: float = STEP_OVERHEAD_MS) -> dict[str, Efficiency]:
+    """Each family's factors on the calibration sources, at the shared per-step time."""
+    return total_score(points, step_overhead_ms)[1]
+
+
+def step_overhead_profile(points: Sequence[Point], grid_ms: Sequence[float] = (0.0, 0.5, 1.0, 1.5, 2.0)) -> list[str]:
+    """Whether the calibration sources identify the per-step time: their score with each family's
+    bandwidth refitted at each value (a flat profile means they do not)."""
+    scores = [(t, total_score(points, t)[0]) for t in grid_ms]
+    low = min(v for _, v in scores)
+    return [f"  {t:.1f} ms: mean |log error| {v:.4f} ({v / low - 1:+.1%} from the lowest)" for t, v in scores]
 
 
 def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Efficiency) -> list[dict[str, Any]]:
@@ -314,6 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         print(render(errors(points, effs, UNCALIBRATED), effs, slo_hits(points, effs, UNCALIBRATED)))
+        print()
+        print(f"per-step time (shared by the families, shipped {STEP_OVERHEAD_MS} ms), calibration score by value:")
+        print("\n".join(step_overhead_profile(points)))
     except BrokenPipeError:  # piped into `head`: not an error of the report
         sys.stderr.close()
     return 0

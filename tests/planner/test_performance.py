@@ -14,6 +14,7 @@ from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch, SizingError
 from planner.perf_model import (
     EFFICIENCY,
+    STEP_OVERHEAD_MS,
     UNCALIBRATED,
     Workload,
     build_replica,
@@ -157,10 +158,46 @@ def test_calibration_refits_the_shipped_efficiencies_and_prints_the_error(capsys
     # Held-out sources are not used by the fit: their points carry no weight in it.
     calibration_only = perf_calibration.fit_families([p for p in points if p.split == "calibration"])
     assert calibration_only == fitted
+    # The ada family is calibrated on its own source (the dev stack's L4), not the mean of the others.
+    assert fitted["ada"] == EFFICIENCY["ada"] and "ada" in {p.family for p in points if p.split == "calibration"}
+    hits = perf_calibration.slo_hits(points, fitted, UNCALIBRATED)
+    assert {h["split"] for h in hits} == {"calibration", "held_out"}
+    assert all(h["measured"] in {p.workload.concurrency for p in points} for h in hits)
+    text = perf_calibration.render(rows, fitted, hits)
+    assert "SLO concurrency" in text and "per split and model kind" in text
     with capsys.disabled():
-        print("\n" + perf_calibration.render(rows, fitted))
+        print("\n" + text)
     summary = perf_calibration.summary(rows)
     assert all(mape < 0.10 for (split, _, _), mape in summary.items() if split == "calibration")
+
+
+def test_the_per_step_time_adds_to_every_step_and_is_shipped_at_what_the_calibration_supports():
+    r = replica()
+    base = predict(r, Workload(4, 256, 64)).tpot_ms
+    slower = dataclasses.replace(r, efficiency=dataclasses.replace(r.efficiency, step_overhead_ms=1.5))
+    assert predict(slower, Workload(4, 256, 64)).tpot_ms == pytest.approx(base + 1.5, rel=0.02)
+    points = perf_calibration.load(FIXTURE)
+    assert all(e.step_overhead_ms == STEP_OVERHEAD_MS for e in EFFICIENCY.values())
+    assert len(perf_calibration.step_overhead_profile(points, (0.0, 1.0))) == 2
+
+
+def test_a_closed_loop_benchmark_is_scored_by_littles_law_and_its_waves():
+    points = perf_calibration.load(FIXTURE)
+    wave = [p for p in points if p.arrivals == "synchronized"]
+    assert wave and all(p.split == "held_out" for p in wave)
+    for p in points[:3] + wave[:2]:
+        eff = EFFICIENCY[p.family]
+        got = perf_calibration.predicted(dataclasses.replace(p, measured={"ttft_mean_ms": 1, "tpot_mean_ms": 1,
+                                          "output_tokens_per_s": 1}), eff)  # fmt: skip
+        e2e = got["ttft_mean_ms"] + (p.workload.output_len - 1) * got["tpot_mean_ms"]
+        # C requests in flight, each for its whole latency: C x output / E2E tokens per second.
+        assert got["output_tokens_per_s"] == pytest.approx(p.workload.concurrency * p.workload.output_len / e2e * 1000)
+    # A wave of C prompts prefills together: its TTFT grows with C; one request alone is the steady TTFT.
+    r = dataclasses.replace(wave[0].replica, efficiency=EFFICIENCY["ada"])
+    ttfts = [perf_calibration._wave_ttft_ms(r, Workload(c, 256, 128)) for c in (1, 8, 32)]
+    assert ttfts[0] == pytest.approx(predict(r, Workload(1, 256, 128)).ttft_ms, rel=0.01)
+    assert ttfts == sorted(ttfts) and ttfts[2] > 2 * ttfts[0]
+    assert perf_calibration._wave_ttft_ms(r, Workload(r.sizing.max_num_seqs + 1, 256, 128)) is None
 
 
 def run(capsys, *argv):
