@@ -181,23 +181,18 @@ def test_the_per_step_time_adds_to_every_step_and_is_shipped_at_what_the_calibra
     assert len(perf_calibration.step_overhead_profile(points, (0.0, 1.0))) == 2
 
 
-def test_a_closed_loop_benchmark_is_scored_by_littles_law_and_its_waves():
+def test_a_closed_loop_benchmark_is_scored_by_littles_law():
     points = perf_calibration.load(FIXTURE)
-    wave = [p for p in points if p.arrivals == "synchronized"]
-    assert wave and all(p.split == "held_out" for p in wave)
-    for p in points[:3] + wave[:2]:
+    for p in points:
         eff = EFFICIENCY[p.family]
-        got = perf_calibration.predicted(dataclasses.replace(p, measured={"ttft_mean_ms": 1, "tpot_mean_ms": 1,
-                                          "output_tokens_per_s": 1}), eff)  # fmt: skip
+        asked = dict.fromkeys(("ttft_mean_ms", "tpot_mean_ms", "output_tokens_per_s"), 1.0)
+        got = perf_calibration.predicted(dataclasses.replace(p, measured=asked), eff)
         e2e = got["ttft_mean_ms"] + (p.workload.output_len - 1) * got["tpot_mean_ms"]
-        # C requests in flight, each for its whole latency: C x output / E2E tokens per second.
+        # C requests in flight, each for its whole latency: C x output / E2E tokens per second, below
+        # the engine-side rate whenever part of the latency is spent outside the engine.
         assert got["output_tokens_per_s"] == pytest.approx(p.workload.concurrency * p.workload.output_len / e2e * 1000)
-    # A wave of C prompts prefills together: its TTFT grows with C; one request alone is the steady TTFT.
-    r = dataclasses.replace(wave[0].replica, efficiency=EFFICIENCY["ada"])
-    ttfts = [perf_calibration._wave_ttft_ms(r, Workload(c, 256, 128)) for c in (1, 8, 32)]
-    assert ttfts[0] == pytest.approx(predict(r, Workload(1, 256, 128)).ttft_ms, rel=0.01)
-    assert ttfts == sorted(ttfts) and ttfts[2] > 2 * ttfts[0]
-    assert perf_calibration._wave_ttft_ms(r, Workload(r.sizing.max_num_seqs + 1, 256, 128)) is None
+        engine = predict(dataclasses.replace(p.replica, efficiency=eff), p.workload).output_tokens_per_s
+        assert got["output_tokens_per_s"] <= engine * (1 + 1e-9)
 
 
 def run(capsys, *argv):
