@@ -146,7 +146,7 @@ def test_unresolved_gpu_figures_are_refused_not_invented():
     assert predict(measured, Workload(1, 128, 16)).tpot_ms > 0
 
 
-def test_calibration_refits_the_shipped_efficiencies_and_prints_the_error(capsys):
+def test_calibration_refits_the_shipped_efficiencies_and_reports_the_error():
     points = perf_calibration.load(FIXTURE)
     fitted = perf_calibration.fit_families(points)
     for family, eff in fitted.items():
@@ -165,8 +165,6 @@ def test_calibration_refits_the_shipped_efficiencies_and_prints_the_error(capsys
     assert all(h["measured"] in {p.workload.concurrency for p in points} for h in hits)
     text = perf_calibration.render(rows, fitted, hits)
     assert "SLO concurrency" in text and "per split and model kind" in text
-    with capsys.disabled():
-        print("\n" + text)
     summary = perf_calibration.summary(rows)
     assert all(mape < 0.10 for (split, _, _), mape in summary.items() if split == "calibration")
 
