@@ -56,7 +56,7 @@ class Efficiency:
     # Fixed time of every engine step, whatever it moves: vLLM's engine loop schedules, launches the
     # forward pass, samples and updates its requests on each step (EngineCore.step in
     # vllm/v1/engine/core.py @ 00080ee13c7a451fce071ccb8d0e94d395acf5a7), a cost that does not scale
-    # with the bytes read. Shared by the families and fitted with them (STEP_OVERHEAD_MS).
+    # with the bytes read. One value for every family (STEP_OVERHEAD_MS).
     step_overhead_ms: float = 0.0
 
 
