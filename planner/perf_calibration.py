@@ -2,8 +2,10 @@
 
 `python -m planner.perf_calibration [BENCHMARKS_JSON]` (default tests/fixtures/perf_benchmarks/
 benchmarks.json) refits each GPU family's bandwidth efficiency and per-request TTFT overhead on the
-calibration sources only, then prints the absolute percentage error of every measured figure, per
-split (calibration, held-out by source), GPU and metric. The held-out sources never touch the fit.
+calibration sources only, then prints every measured figure beside its prediction and the mean
+absolute percentage error per split (calibration, held out by source), GPU type and model kind
+(dense, MoE, quantized) for TPOT/ITL, output tokens/s, TTFT and E2E, and the SLO-concurrency hit
+rate of each concurrency sweep. The held-out sources never touch the fit.
 """
 
 from __future__ import annotations
@@ -20,10 +22,39 @@ from typing import Any
 from common.gpus import CATALOG
 from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch
-from planner.perf_model import COMPUTE_ASSUMPTION, Efficiency, Replica, Workload, build_replica, predict
+from planner.perf_model import (
+    COMPUTE_ASSUMPTION,
+    STEP_OVERHEAD_MS,
+    Efficiency,
+    Replica,
+    Workload,
+    build_replica,
+    predict,
+)
 
 DEFAULT_FIXTURE = os.path.join("tests", "fixtures", "perf_benchmarks", "benchmarks.json")
-DECODE_METRICS = ("tpot_median_ms", "tpot_mean_ms", "output_tokens_per_s", "e2e_mean_ms")
+DECODE_METRICS = (
+    "tpot_median_ms",
+    "tpot_mean_ms",
+    "tpot_p99_ms",
+    "itl_median_ms",
+    "output_tokens_per_s",
+    "e2e_mean_ms",
+)
+TTFT_METRICS = ("ttft_mean_ms", "ttft_median_ms")
+LATENCY_METRICS = ("tpot_median_ms", "tpot_mean_ms", "tpot_p99_ms", "itl_median_ms")  # per-token latency, the SLO's ITL
+# How the report groups the metrics (the goal's two are TPOT/ITL and output tokens/s).
+METRIC_GROUP = {
+    "tpot_median_ms": "TPOT/ITL",
+    "tpot_mean_ms": "TPOT/ITL",
+    "tpot_p99_ms": "TPOT/ITL",
+    "itl_median_ms": "TPOT/ITL",
+    "output_tokens_per_s": "tokens/s",
+    "ttft_mean_ms": "TTFT",
+    "ttft_median_ms": "TTFT",
+    "e2e_mean_ms": "E2E",
+}
+GROUPS = ("TPOT/ITL", "tokens/s", "TTFT", "E2E")
 
 
 @dataclass(frozen=True)
@@ -32,6 +63,8 @@ class Point:
     split: str
     gpu: str
     family: str
+    model: str
+    kind: str  # "dense", "MoE" or "quantized" (a quantized MoE counts as quantized)
     replica: Replica
     workload: Workload
     measured: dict[str, float]
@@ -62,52 +95,108 @@ def load(path: str = DEFAULT_FIXTURE) -> list[Point]:
         )
         split = data["sources"][p["source"]]["split"]
         workload = Workload(p["concurrency"], p["input_len"], p["output_len"])
-        points.append(Point(p["source"], split, p["gpu"], peak.family, replica, workload, p["measured"]))
+        arch = archs[p["model"]]
+        kind = "quantized" if arch.quant_method else ("MoE" if arch.is_moe else "dense")
+        points.append(
+            Point(
+                p["source"],
+                split,
+                p["gpu"],
+                peak.family,
+                p["model"],
+                kind,
+                replica,
+                workload,
+                p["measured"],
+            )
+        )
     return points
 
 
 def predicted(point: Point, eff: Efficiency) -> dict[str, float]:
     p = predict(replace(point.replica, efficiency=eff), point.workload)
-    e2e = p.ttft_ms + (point.workload.output_len - 1) * p.tpot_ms
+    w = point.workload
+    e2e = p.ttft_ms + (w.output_len - 1) * p.tpot_ms
     values = {
         "ttft_mean_ms": p.ttft_ms,
+        # The model predicts one TTFT per concurrency (no spread below the p95): mean and median alike.
+        "ttft_median_ms": p.ttft_ms,
         "tpot_median_ms": p.tpot_ms,
+        "itl_median_ms": p.tpot_ms,
         "tpot_mean_ms": p.tpot_ms,
-        "output_tokens_per_s": p.output_tokens_per_s,
+        # Fixed lengths in a closed loop: every request decodes in the same steps, so the spread of TPOT
+        # over requests is small and its p99 is compared with the one TPOT the model predicts.
+        "tpot_p99_ms": p.tpot_ms,
+        # A closed-loop benchmark at --max-concurrency C holds each of its C slots for a request's whole
+        # latency (vllm/benchmarks/serve.py @ 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1: benchmark()'s
+        # limited_request_func awaits the request inside `async with semaphore`) and divides the output
+        # tokens by the wall clock (calculate_metrics: output_throughput = total output / duration), so
+        # by Little's law it measures C x output / E2E; the engine-side rate (Prediction.request_rate)
+        # leaves out the time a request spends outside the engine (the TTFT overhead). The ramp-down of a
+        # finite run (its last requests finish with fewer in flight) is left out.
+        "output_tokens_per_s": w.concurrency * w.output_len / (e2e / 1000),
         "e2e_mean_ms": e2e,
     }
     return {k: values[k] for k in point.measured}
 
 
-def fit(points: Sequence[Point]) -> Efficiency:
-    """Grid-fit bandwidth efficiency; the TTFT overhead is the median TTFT left unexplained."""
-    best: tuple[float, Efficiency] | None = None
-    for step in range(60, 201):
-        bw = step * 0.005
-        trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated")
-        gaps = [
-            pt.measured["ttft_mean_ms"] - predicted(pt, trial)["ttft_mean_ms"]
-            for pt in points
-            if "ttft_mean_ms" in pt.measured
-        ]
-        overhead = round(max(statistics.median(gaps), 0.0), 1) if gaps else 0.0
-        trial = replace(trial, ttft_overhead_ms=overhead)
-        errors = [
-            abs(math.log(pred / pt.measured[k]))
-            for pt in points
-            for k, pred in predicted(pt, trial).items()
-            if k in DECODE_METRICS or k == "ttft_mean_ms"
-        ]
-        score = sum(errors) / len(errors)
-        if best is None or score < best[0] - 1e-12:
-            best = (score, trial)
-    assert best is not None
-    return best[1]
+def _score(points: Sequence[Point], bw: float, step_overhead_ms: float) -> tuple[float, Efficiency]:
+    """Mean absolute log error of the points at this bandwidth efficiency and per-step time; the TTFT
+    overhead is the median TTFT left unexplained."""
+    trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated", step_overhead_ms)
+    gaps = [pt.measured[k] - pred for pt in points for k, pred in predicted(pt, trial).items() if k in TTFT_METRICS]
+    overhead = round(max(statistics.median(gaps), 0.0), 1) if gaps else 0.0
+    trial = replace(trial, ttft_overhead_ms=overhead)
+    errors = [
+        abs(math.log(pred / pt.measured[k]))
+        for pt in points
+        for k, pred in predicted(pt, trial).items()
+        if k in DECODE_METRICS or k in TTFT_METRICS
+    ]
+    return sum(errors) / len(errors), trial
 
 
-def fit_families(points: Sequence[Point]) -> dict[str, Efficiency]:
+def fit(points: Sequence[Point], step_overhead_ms: float = 0.0) -> Efficiency:
+    """Bandwidth efficiency on a 0.005 grid from 0.30 to 1.00 (a pass every 0.05, then every 0.005 around
+    the best), at a given per-step time."""
+    grid = range(60, 201)
+    coarse = min(grid[::10], key=lambda i: _score(points, i * 0.005, step_overhead_ms)[0])
+    fine = [i for i in grid if abs(i - coarse) <= 10]
+    scored = [_score(points, i * 0.005, step_overhead_ms) for i in fine]
+    best = min(range(len(scored)), key=lambda j: (scored[j][0], j))
+    return scored[best][1]
+
+
+def family_points(points: Sequence[Point]) -> dict[str, list[Point]]:
     families = sorted({p.family for p in points if p.split == "calibration"})
-    return {f: fit([p for p in points if p.split == "calibration" and p.family == f]) for f in families}
+    return {f: [p for p in points if p.split == "calibration" and p.family == f] for f in families}
+
+
+def total_score(points: Sequence[Point], step_overhead_ms: float) -> tuple[float, dict[str, Efficiency]]:
+    """The calibration points' mean absolute log error with each family's bandwidth fitted at one shared
+    per-step time."""
+    effs = {f: fit(pts, step_overhead_ms) for f, pts in family_points(points).items()}
+    errors = [
+        abs(math.log(pred / pt.measured[k]))
+        for f, pts in family_points(points).items()
+        for pt in pts
+        for k, pred in predicted(pt, effs[f]).items()
+        if k in DECODE_METRICS or k in TTFT_METRICS
+    ]
+    return sum(errors) / len(errors), effs
+
+
+def fit_families(points: Sequence[Point], step_overhead_ms: float = STEP_OVERHEAD_MS) -> dict[str, Efficiency]:
+    """Each family's factors on the calibration sources, at the shared per-step time."""
+    return total_score(points, step_overhead_ms)[1]
+
+
+def step_overhead_profile(points: Sequence[Point], grid_ms: Sequence[float] = (0.0, 0.5, 1.0, 1.5, 2.0)) -> list[str]:
+    """Whether the calibration sources identify the per-step time: their score with each family's
+    bandwidth refitted at each value (a flat profile means they do not)."""
+    scores = [(t, total_score(points, t)[0]) for t in grid_ms]
+    low = min(v for _, v in scores)
+    return [f"  {t:.1f} ms: mean |log error| {v:.4f} ({v / low - 1:+.1%} from the lowest)" for t, v in scores]
 
 
 def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Efficiency) -> list[dict[str, Any]]:
@@ -121,9 +210,13 @@ def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Effic
                     "split": pt.split,
                     "source": pt.source,
                     "gpu": pt.gpu,
+                    "model": pt.model,
+                    "kind": pt.kind,
                     "metric": metric,
+                    "group": METRIC_GROUP[metric],
                     "concurrency": pt.workload.concurrency,
                     "input_len": pt.workload.input_len,
+                    "output_len": pt.workload.output_len,
                     "measured": meas,
                     "predicted": round(pred, 2),
                     "ape": abs(pred - meas) / meas,
@@ -133,31 +226,100 @@ def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Effic
 
 
 def summary(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str], float]:
+    """MAPE per (split, GPU, metric group)."""
     groups: dict[tuple[str, str, str], list[float]] = {}
     for r in rows:
-        kind = "ttft" if r["metric"].startswith("ttft") else "decode"
-        groups.setdefault((r["split"], r["gpu"], kind), []).append(r["ape"])
+        groups.setdefault((r["split"], r["gpu"], r["group"]), []).append(r["ape"])
     return {k: sum(v) / len(v) for k, v in sorted(groups.items())}
 
 
-def render(rows: Sequence[dict[str, Any]], effs: dict[str, Efficiency]) -> str:
+def _mape_table(rows: Sequence[dict[str, Any]], key: str) -> list[str]:
+    """One line per (split, key value): n and MAPE of each metric group ('-' where none was measured)."""
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in rows:
+        cells.setdefault((r["split"], r[key]), {}).setdefault(r["group"], []).append(r["ape"])
+    lines = [f"  {'split':<11} {key:<10} " + " ".join(f"{g:>17}" for g in GROUPS)]
+    for (split, value), by_group in sorted(cells.items()):
+        out = []
+        for g in GROUPS:
+            v = by_group.get(g)
+            out.append(f"{len(v):>3} pts {sum(v) / len(v):7.1%}" if v else f"{'-':>17}")
+        lines.append(f"  {split:<11} {value:<10} " + " ".join(f"{c:>17}" for c in out))
+    return lines
+
+
+def slo_hits(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Efficiency) -> list[dict[str, Any]]:
+    """For each concurrency sweep (one source, GPU, model and lengths, two levels or more with a TPOT/ITL
+    figure), take each measured level's per-token latency as an SLO in turn: the measured highest level
+    meeting it is that level; the predicted highest is the largest level whose prediction meets it. A hit
+    is a prediction within one sweep step of the measured level."""
+    sweeps: dict[tuple[str, str, str, int, int, str], list[tuple[int, float, float]]] = {}
+    for pt in points:
+        metric = next((m for m in LATENCY_METRICS if m in pt.measured), None)
+        if metric is None:
+            continue
+        pred = predicted(pt, effs.get(pt.family, fallback))[metric]
+        key = (pt.source, pt.gpu, pt.model, pt.workload.input_len, pt.workload.output_len, pt.split)
+        sweeps.setdefault(key, []).append((pt.workload.concurrency, pt.measured[metric], pred))
+    out = []
+    for (source, gpu, _model, _i, _o, split), levels in sorted(sweeps.items()):
+        if len(levels) < 2:
+            continue
+        levels.sort()
+        for _, target, _ in levels:
+            measured_at = max(j for j, (_, m, _) in enumerate(levels) if m <= target)
+            met = [j for j, (_, _, p) in enumerate(levels) if p <= target]
+            predicted_at = max(met) if met else -1
+            out.append(
+                {
+                    "split": split,
+                    "source": source,
+                    "gpu": gpu,
+                    "slo_ms": target,
+                    "measured": levels[measured_at][0],
+                    "predicted": levels[predicted_at][0] if predicted_at >= 0 else 0,
+                    "hit": abs(predicted_at - measured_at) <= 1,
+                }
+            )
+    return out
+
+
+def render(rows: Sequence[dict[str, Any]], effs: dict[str, Efficiency], hits: Sequence[dict[str, Any]] = ()) -> str:
     lines = ["fitted efficiencies (calibration sources only):"]
     for fam, e in effs.items():
         lines.append(f"  {fam}: bandwidth {e.bandwidth:.3f}, ttft overhead {e.ttft_overhead_ms:.1f} ms")
     lines.append("")
     lines.append(
-        f"{'split':<11} {'source':<32} {'gpu':<10} {'metric':<20} {'conc':>4} {'in':>6} "
+        f"{'split':<11} {'source':<32} {'gpu':<10} {'kind':<9} {'metric':<20} {'conc':>4} {'in':>6} "
         f"{'measured':>9} {'predicted':>9} {'error':>7}"
     )
     for r in rows:
         lines.append(
-            f"{r['split']:<11} {r['source']:<32} {r['gpu']:<10} {r['metric']:<20} {r['concurrency']:>4} "
-            f"{r['input_len']:>6} {r['measured']:>9.2f} {r['predicted']:>9.2f} {r['ape']:>7.1%}"
+            f"{r['split']:<11} {r['source']:<32} {r['gpu']:<10} {r['kind']:<9} {r['metric']:<20} "
+            f"{r['concurrency']:>4} {r['input_len']:>6} {r['measured']:>9.2f} {r['predicted']:>9.2f} {r['ape']:>7.1%}"
         )
     lines.append("")
-    lines.append("mean absolute percentage error by split, GPU and kind (decode = TPOT, ITL, tokens/s, E2E):")
-    for (split, gpu, kind), mape in summary(rows).items():
-        lines.append(f"  {split:<11} {gpu:<10} {kind:<7} {mape:6.1%}")
+    lines.append(
+        "mean absolute percentage error (MAPE) per split and GPU type; the goal's metrics are TPOT/ITL "
+        "and output tokens/s at a fixed concurrency:"
+    )
+    lines += _mape_table(rows, "gpu")
+    lines.append("per split and model kind:")
+    lines += _mape_table(rows, "kind")
+    if hits:
+        lines.append("")
+        lines.append(
+            "SLO concurrency: each measured level's TPOT/ITL taken as the SLO; a hit is a predicted highest "
+            "level within one sweep step of the measured one:"
+        )
+        tally: dict[tuple[str, str, str], list[bool]] = {}
+        for h in hits:
+            tally.setdefault((h["split"], h["source"], h["gpu"]), []).append(h["hit"])
+        for (split, source, gpu), got in sorted(tally.items()):
+            lines.append(f"  {split:<11} {source:<32} {gpu:<10} {sum(got)}/{len(got)} hit")
+        for split in sorted({h["split"] for h in hits}):
+            got = [h["hit"] for h in hits if h["split"] == split]
+            lines.append(f"  {split:<11} {'all sweeps':<43} {sum(got)}/{len(got)} hit ({sum(got) / len(got):.0%})")
     return "\n".join(lines)
 
 
@@ -173,7 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from planner.perf_model import UNCALIBRATED
 
     try:
-        print(render(errors(points, effs, UNCALIBRATED), effs))
+        print(render(errors(points, effs, UNCALIBRATED), effs, slo_hits(points, effs, UNCALIBRATED)))
+        print()
+        print(f"per-step time (shared by the families, shipped {STEP_OVERHEAD_MS} ms), calibration score by value:")
+        print("\n".join(step_overhead_profile(points)))
     except BrokenPipeError:  # piped into `head`: not an error of the report
         sys.stderr.close()
     return 0

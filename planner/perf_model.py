@@ -53,6 +53,11 @@ class Efficiency:
     compute: float  # share of the dense tensor peak prefill achieves
     ttft_overhead_ms: float  # per request, outside the GPU: HTTP, tokenizing, scheduling, detokenizing
     source: str
+    # Fixed time of every engine step, whatever it moves: vLLM's engine loop schedules, launches the
+    # forward pass, samples and updates its requests on each step (EngineCore.step in
+    # vllm/v1/engine/core.py @ 00080ee13c7a451fce071ccb8d0e94d395acf5a7), a cost that does not scale
+    # with the bytes read. One value for every family (STEP_OVERHEAD_MS).
+    step_overhead_ms: float = 0.0
 
 
 # Fitted by planner/perf_calibration.py on the calibration split of
@@ -61,16 +66,26 @@ class Efficiency:
 # prompts are short, so prefill time is a few ms under the request overhead): it stays the
 # assumption below until a calibration source with long prompts is added.
 COMPUTE_ASSUMPTION = 0.5
+# The fixed time of an engine step is in the model (Efficiency.step_overhead_ms) but not identified by
+# the calibration sources: every one serves a 7-8B model, so a per-step time trades against each
+# family's bandwidth efficiency at an all but equal score (`python -m planner.perf_calibration` prints
+# the profile). It stays 0 until a calibration source serves a small (about 1B) model on a calibrated
+# family, where the step is short and the fixed time shows; the held-out 0.5B model on the L4 misses
+# ITL by about a fifth for want of it (docs/capacity.md).
+STEP_OVERHEAD_MS = 0.0
 EFFICIENCY: dict[str, Efficiency] = {
-    "hopper": Efficiency(0.62, COMPUTE_ASSUMPTION, 56.6, "calibrated"),
-    "ampere": Efficiency(0.73, COMPUTE_ASSUMPTION, 0.0, "calibrated"),
+    "hopper": Efficiency(0.62, COMPUTE_ASSUMPTION, 56.6, "calibrated", STEP_OVERHEAD_MS),
+    "ampere": Efficiency(0.73, COMPUTE_ASSUMPTION, 12.6, "calibrated", STEP_OVERHEAD_MS),
+    # One source (ree2raz/inference-bench, Qwen2.5-7B on one L4): the L4 of the dev stack; no L40S point.
+    "ada": Efficiency(0.78, COMPUTE_ASSUMPTION, 9.1, "calibrated", STEP_OVERHEAD_MS),
 }
-# A family without a calibration point (ada, blackwell): the mean of the calibrated ones.
+# A family without a calibration point (blackwell): the mean of the calibrated ones.
 UNCALIBRATED = Efficiency(
     round(sum(e.bandwidth for e in EFFICIENCY.values()) / len(EFFICIENCY), 3),
     COMPUTE_ASSUMPTION,
     round(sum(e.ttft_overhead_ms for e in EFFICIENCY.values()) / len(EFFICIENCY), 1),
     "uncalibrated (mean of the calibrated families)",
+    STEP_OVERHEAD_MS,
 )
 
 
@@ -201,6 +216,7 @@ class _Costs:
         self.link = r.link_bytes_per_s() if tp > 1 else 0.0
         self.msg_token = a.hidden * act_bytes
         self.kv_dtype = kv_cache_dtype_bytes(r.request)
+        self.step_overhead = r.efficiency.step_overhead_ms / 1000
 
     def weight_read(self, tokens: float) -> float:
         """Weight bytes one step reads: all of them, but of the routed experts only those hit."""
@@ -228,7 +244,7 @@ class _Costs:
         )
         compute = flops / self.flops
         bound = "bandwidth" if mem >= compute else "compute"
-        return max(mem, compute) + self.allreduce(tokens), bound
+        return max(mem, compute) + self.allreduce(tokens) + self.step_overhead, bound
 
 
 def _poisson_quantile(mean: float, q: float = 0.95) -> int:

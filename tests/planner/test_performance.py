@@ -14,6 +14,7 @@ from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch, SizingError
 from planner.perf_model import (
     EFFICIENCY,
+    STEP_OVERHEAD_MS,
     UNCALIBRATED,
     Workload,
     build_replica,
@@ -145,7 +146,7 @@ def test_unresolved_gpu_figures_are_refused_not_invented():
     assert predict(measured, Workload(1, 128, 16)).tpot_ms > 0
 
 
-def test_calibration_refits_the_shipped_efficiencies_and_prints_the_error(capsys):
+def test_calibration_refits_the_shipped_efficiencies_and_reports_the_error():
     points = perf_calibration.load(FIXTURE)
     fitted = perf_calibration.fit_families(points)
     for family, eff in fitted.items():
@@ -157,10 +158,39 @@ def test_calibration_refits_the_shipped_efficiencies_and_prints_the_error(capsys
     # Held-out sources are not used by the fit: their points carry no weight in it.
     calibration_only = perf_calibration.fit_families([p for p in points if p.split == "calibration"])
     assert calibration_only == fitted
-    with capsys.disabled():
-        print("\n" + perf_calibration.render(rows, fitted))
+    # The ada family is calibrated on its own source (the dev stack's L4), not the mean of the others.
+    assert fitted["ada"] == EFFICIENCY["ada"] and "ada" in {p.family for p in points if p.split == "calibration"}
+    hits = perf_calibration.slo_hits(points, fitted, UNCALIBRATED)
+    assert {h["split"] for h in hits} == {"calibration", "held_out"}
+    assert all(h["measured"] in {p.workload.concurrency for p in points} for h in hits)
+    text = perf_calibration.render(rows, fitted, hits)
+    assert "SLO concurrency" in text and "per split and model kind" in text
     summary = perf_calibration.summary(rows)
     assert all(mape < 0.10 for (split, _, _), mape in summary.items() if split == "calibration")
+
+
+def test_the_per_step_time_adds_to_every_step_and_is_shipped_at_what_the_calibration_supports():
+    r = replica()
+    base = predict(r, Workload(4, 256, 64)).tpot_ms
+    slower = dataclasses.replace(r, efficiency=dataclasses.replace(r.efficiency, step_overhead_ms=1.5))
+    assert predict(slower, Workload(4, 256, 64)).tpot_ms == pytest.approx(base + 1.5, rel=0.02)
+    points = perf_calibration.load(FIXTURE)
+    assert all(e.step_overhead_ms == STEP_OVERHEAD_MS for e in EFFICIENCY.values())
+    assert len(perf_calibration.step_overhead_profile(points, (0.0, 1.0))) == 2
+
+
+def test_a_closed_loop_benchmark_is_scored_by_littles_law():
+    points = perf_calibration.load(FIXTURE)
+    for p in points:
+        eff = EFFICIENCY[p.family]
+        asked = dict.fromkeys(("ttft_mean_ms", "tpot_mean_ms", "output_tokens_per_s"), 1.0)
+        got = perf_calibration.predicted(dataclasses.replace(p, measured=asked), eff)
+        e2e = got["ttft_mean_ms"] + (p.workload.output_len - 1) * got["tpot_mean_ms"]
+        # C requests in flight, each for its whole latency: C x output / E2E tokens per second, below
+        # the engine-side rate whenever part of the latency is spent outside the engine.
+        assert got["output_tokens_per_s"] == pytest.approx(p.workload.concurrency * p.workload.output_len / e2e * 1000)
+        engine = predict(dataclasses.replace(p.replica, efficiency=eff), p.workload).output_tokens_per_s
+        assert got["output_tokens_per_s"] <= engine * (1 + 1e-9)
 
 
 def run(capsys, *argv):
