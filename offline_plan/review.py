@@ -71,7 +71,7 @@ def gpu_costs(evaluation: Evaluation) -> list[dict[str, Any]]:
                 "maxCostPerHour": None if per_hour is None else round(per_hour * hi, 2),
                 "prices": [p for p in prices.values() if p is not None],
                 # The node counts the plan derived from the models' loads (planner/capacity.py derive_pool).
-                "nodesDerivedFromLoad": pool.get("derivedFromLoad") or "",
+                "nodesDerivedFromLoad": pool.get("derivedFromLoad") or "none",
             }
         )
     return rows

@@ -495,7 +495,10 @@ def derive_pool(
                 "rolling update's surge)"
             )
     if can_derive and "minNodes" not in pool.model_fields_set and pool.desiredNodes is None:
-        value = min(trough_nodes, update.get("maxNodes", pool.maxNodes))
+        most = update.get("maxNodes", pool.maxNodes)
+        value = min(trough_nodes, most)
+        if math.ceil(value / zone_count) * zone_count > most:  # GKE starts as many nodes in each zone
+            value = most // zone_count * zone_count
         if value != pool.minNodes:
             update["minNodes"] = value
             derived.append(

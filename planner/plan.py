@@ -768,7 +768,7 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "costPerHourAtPeak": p.capacity.row()["costPerHourAtPeak"] if p.capacity else None,
             "costPerMillionOutputTokens": p.capacity.row()["costPerMillionOutputTokens"] if p.capacity else None,
             # The deployed values derived from the load (planner/capacity.py derive_model), by key.
-            "derivedFromLoad": derived_keys(p.capacity.derived if p.capacity else ()),
+            "derivedFromLoad": derived_keys(p.capacity.derived if p.capacity else ()) or None,
             # The pool's node counts derived from the loads of its models (derive_pool), with what from.
             "poolDerivedFromLoad": [d.row() for d in p.pool_derived],
         }
@@ -801,7 +801,7 @@ def pool_table(config: StackConfig, plans: list[ModelPlan] | None = None) -> lis
                 "autoscaler": scaling.autoscaler.value,
                 "nodesCounted": scaling.reachable_nodes,
                 # The node counts derived from the loads of the pool's models (planner/capacity.py derive_pool).
-                "derivedFromLoad": derived_keys(derived.get(pool.name, ())),
+                "derivedFromLoad": derived_keys(derived.get(pool.name, ())) or "none",
             }
         )
     return rows
