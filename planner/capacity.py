@@ -325,6 +325,27 @@ def queue_threshold(c: Capacity) -> float:
     return max(MIN_QUEUE_THRESHOLD, float(math.floor((c.waiting_per_replica or 0.0) + c.rate_per_replica * headroom_s)))
 
 
+def threshold_warnings(key: str, model: ModelConfig, c: Capacity) -> list[str]:
+    """A set `queueThreshold` above the load's: the queue it waits for already breaks the TTFT objective."""
+    a = model.autoscaling
+    if not a.enabled or "queueThreshold" not in a.model_fields_set or c.rate_per_replica is None:
+        return []
+    assert c.ttft_p95_ms is not None
+    derived = queue_threshold(c)
+    if a.queueThreshold <= derived:
+        return []
+    beyond = max(0.0, a.queueThreshold - (c.waiting_per_replica or 0.0))
+    return [
+        (
+            f"{key}.autoscaling.queueThreshold: {a.queueThreshold:g} waiting requests per replica wait about "
+            f"{beyond / c.rate_per_replica:.2f} s at {c.rate_per_replica:.2f} requests/s per replica, more than the "
+            f"{max(0.0, c.ttft_slo_ms - c.ttft_p95_ms) / 1000:.2f} s the TTFT objective leaves at concurrency "
+            f"{c.concurrency_per_replica}, so the SLO breaks before the autoscaler scales out; lower it to {derived:g} "
+            "(or leave it unset to derive it)"
+        )
+    ]
+
+
 def _per_replica(c: Capacity) -> str:
     return f"{c.rate_per_replica:.2f} requests/s per replica at concurrency {c.concurrency_per_replica}"
 

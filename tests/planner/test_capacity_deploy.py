@@ -96,6 +96,13 @@ def test_set_values_win_and_a_set_value_short_of_the_peak_is_warned_with_the_num
     assert [d.key for d in c.derived] == ["models[0].autoscaling.minReplicas"]
     (short,) = [w for w in p.sizing_warnings if w.startswith("models[0].autoscaling.maxReplicas:")]
     assert f"raise it to {c.replicas_at_peak}" in short
+    assert queue_threshold(c) > 3  # a lower set threshold only scales out earlier: no warning
+    assert not [w for w in p.sizing_warnings if "queueThreshold" in w]
+    # A set threshold above the load's waits for a queue that already spends the TTFT headroom.
+    p = _plan(_stack(_autoscaled(queueThreshold=10_000)))
+    assert p.capacity is not None and p.model.autoscaling.queueThreshold == 10_000
+    (late,) = [w for w in p.sizing_warnings if w.startswith("models[0].autoscaling.queueThreshold:")]
+    assert f"lower it to {queue_threshold(p.capacity):g}" in late
     # A set maxNodes too small for the peak the load needs: named with the GPUs.
     heavy = {**LOAD, "peakRequestsPerSecond": 400}
     p = _plan(_stack({**_autoscaled(maxReplicas=20), "load": heavy}, pool))
