@@ -14,7 +14,7 @@ import stack_config as config
 from common import gpu_prices
 from offline_plan import capacity as capacity_md
 from planner import plan
-from planner.capacity import queue_threshold
+from planner.capacity import PoolDemand, derive_pool, queue_threshold
 from stack_config.fields import MAX_REPLICAS
 from tests.support import model_plans
 
@@ -195,3 +195,27 @@ def test_plan_md_names_each_derived_value_and_its_source_and_the_cost_as_unresol
     cost = next(line for line in text.splitlines() if line.startswith("| llama-3-1-8b-instruct | 24 h at peak"))
     assert cost.count("unresolved") == 5
     assert "- unresolved: p5.48xlarge us-east-1 on-demand" in text
+
+
+def test_derive_pool_counts_every_model_on_the_pool_rounds_to_zones_and_refuses_beyond_max_nodes():
+    pool = config.PoolConfig.model_validate({"name": "p", "gpu": "H100-80GB", "gpusPerNode": 8})
+    loaded = PoolDemand("models[0]", 2, peak_replicas=5, trough_replicas=1, needed_at_peak=5)
+    other = PoolDemand("models[1]", 4, peak_replicas=2, trough_replicas=2, needed_at_peak=None)
+    deployed, derived, warnings, problems = derive_pool(
+        "pools[0]", pool, 8, [loaded, other], can_derive=True, reachable_nodes=1, zone_count=3
+    )
+    # Peak: 5 x 2 + 2 x 4 = 18 GPUs + a surge of 4 = 22 -> 3 nodes; trough: 1 x 2 + 2 x 4 = 10 GPUs -> 2 nodes,
+    # which GKE would start as 3 over 3 zones, within maxNodes 3.
+    assert (deployed.maxNodes, deployed.minNodes) == (3, 2)
+    assert (
+        derived[0].source
+        == "GPUs at peak (models[0] 5 x 2 + models[1] 2 x 4 = 18) + one surge replica (4) over 8 GPUs per node"
+    )
+    assert warnings == [] and problems == []
+    # Nothing on the pool has a load: nothing is derived.
+    assert derive_pool("pools[0]", pool, 8, [other], can_derive=True, reachable_nodes=1) == (pool, (), [], [])
+    huge = PoolDemand("models[0]", 64, peak_replicas=100, trough_replicas=1, needed_at_peak=100)
+    _, _, _, problems = derive_pool("pools[0]", pool, 1, [huge], can_derive=True, reachable_nodes=1)
+    (problem,) = problems
+    assert problem.startswith("pools[0].maxNodes: the peak needs 6400 GPUs (models[0] 100 x 64) plus a surge of 64")
+    assert "above the 5000 nodes a pool may have" in problem
