@@ -34,7 +34,7 @@ from planner.perf_model import EFFICIENCY, Replica, Workload, predict, replicas_
 from planner.sizing import SizingRequest, SizingResult
 from stack_config.cluster import PoolConfig
 from stack_config.fields import MAX_NODES, MAX_REPLICAS
-from stack_config.models import ModelConfig
+from stack_config.models import MAX_QUEUE_THRESHOLD, ModelConfig
 
 HOURS_PER_DAY = 24
 # The smallest useful per-replica queue threshold: one waiting request.
@@ -77,9 +77,8 @@ class Capacity:
     running_at_peak: int | None = None
     running_at_trough: int | None = None
     waiting_per_replica: float | None = None  # predicted queue of one replica at its SLO concurrency
-    queue_threshold: float | None = (
-        None  # the deployed per-replica threshold (derived or set); None without autoscaling
-    )
+    # The deployed per-replica queue threshold (derived or set); None without autoscaling.
+    queue_threshold: float | None = None
     usd_per_gpu_hour: float | None = None
     price_note: str | None = None  # where the price is read, or why it is unresolved and the command that reads it
     derived: tuple[Derived, ...] = ()
@@ -318,11 +317,13 @@ def queue_threshold(c: Capacity) -> float:
     replica finishes r requests a second, so each request waiting beyond W delays every later start by 1/r s (the
     model's own queueing term, waiting / rate): W + r x the TTFT headroom is the queue at which queueing alone spends
     what is left of the TTFT objective. KEDA's AverageValue trigger divides the model's waiting requests by its
-    replicas, so scaling out starts there, before the SLO breaks, not at a default.
+    replicas, so scaling out starts there, before the SLO breaks, not at a default. At most the largest threshold
+    the key accepts (MAX_QUEUE_THRESHOLD, far above any replica's batch).
     """
     assert c.rate_per_replica is not None and c.ttft_p95_ms is not None
     headroom_s = max(0.0, (c.ttft_slo_ms - c.ttft_p95_ms) / 1000)
-    return max(MIN_QUEUE_THRESHOLD, float(math.floor((c.waiting_per_replica or 0.0) + c.rate_per_replica * headroom_s)))
+    queue = math.floor((c.waiting_per_replica or 0.0) + c.rate_per_replica * headroom_s)
+    return min(float(MAX_QUEUE_THRESHOLD), max(MIN_QUEUE_THRESHOLD, float(queue)))
 
 
 def threshold_warnings(key: str, model: ModelConfig, c: Capacity) -> list[str]:

@@ -31,6 +31,9 @@ from stack_config.formats import (
     validate_image,
 )
 
+# The most waiting requests per replica a queue threshold may name: a server's whole batch is far smaller.
+MAX_QUEUE_THRESHOLD = 10_000
+
 
 class AutoscalingConfig(StrictModel):
     enabled: bool = False
@@ -44,7 +47,7 @@ class AutoscalingConfig(StrictModel):
     (at least 1)."""
     maxReplicas: int = Field(4, ge=1, le=MAX_REPLICAS, alias="maxReplicas")
     """Upper bound of replicas. Unset with a predicted `load`: the replicas at peak."""
-    queueThreshold: float = Field(5, gt=0, le=10_000, alias="queueThreshold")
+    queueThreshold: float = Field(5, gt=0, le=MAX_QUEUE_THRESHOLD, alias="queueThreshold")
     """Waiting requests per replica that trigger a scale-up (at most 10,000: a server's whole batch is far smaller).
     Unset with a predicted `load`: the queue at which waiting spends the TTFT headroom at the SLO (docs/capacity.md)."""
     kvCacheThreshold: float = Field(0.8, gt=0, le=1, alias="kvCacheThreshold")
