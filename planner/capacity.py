@@ -326,25 +326,35 @@ def queue_threshold(c: Capacity) -> float:
     return min(float(MAX_QUEUE_THRESHOLD), max(MIN_QUEUE_THRESHOLD, float(queue)))
 
 
-def threshold_warnings(key: str, model: ModelConfig, c: Capacity) -> list[str]:
-    """A set `queueThreshold` above the load's: the queue it waits for already breaks the TTFT objective."""
+def threshold_warnings(key: str, model: ModelConfig, c: Capacity, max_num_seqs: int | None = None) -> list[str]:
+    """What keeps the queue trigger from scaling out before the SLO breaks: a set `queueThreshold` above the
+    load's (the queue it waits for already spends the TTFT headroom), or an engine that admits more requests than
+    the SLO holds (they run slower instead of waiting, so `vllm:num_requests_waiting` stays 0 past the SLO)."""
     a = model.autoscaling
-    if not a.enabled or "queueThreshold" not in a.model_fields_set or c.rate_per_replica is None:
+    if not a.enabled or c.rate_per_replica is None or c.concurrency_per_replica is None:
         return []
     assert c.ttft_p95_ms is not None
-    derived = queue_threshold(c)
-    if a.queueThreshold <= derived:
-        return []
-    beyond = max(0.0, a.queueThreshold - (c.waiting_per_replica or 0.0))
-    return [
-        (
-            f"{key}.autoscaling.queueThreshold: {a.queueThreshold:g} waiting requests per replica wait about "
-            f"{beyond / c.rate_per_replica:.2f} s at {c.rate_per_replica:.2f} requests/s per replica, more than the "
-            f"{max(0.0, c.ttft_slo_ms - c.ttft_p95_ms) / 1000:.2f} s the TTFT objective leaves at concurrency "
-            f"{c.concurrency_per_replica}, so the SLO breaks before the autoscaler scales out; lower it to {derived:g} "
-            "(or leave it unset to derive it)"
+    out = []
+    if not c.waiting_per_replica and max_num_seqs is not None and max_num_seqs > c.concurrency_per_replica:
+        out.append(
+            f"{key}.maxNumSeqs: a replica meets the SLO up to {c.concurrency_per_replica} requests at once but vLLM "
+            f"runs up to {max_num_seqs}, so requests beyond {c.concurrency_per_replica} run slower than the SLO "
+            "instead of waiting and the queue-depth trigger sees them only past that; set maxNumSeqs to "
+            f"{c.concurrency_per_replica} so the excess waits and scales the model out (the KV-cache trigger "
+            "still sees a full cache)"
         )
-    ]
+    derived = queue_threshold(c)
+    if "queueThreshold" not in a.model_fields_set or a.queueThreshold <= derived:
+        return out
+    beyond = max(0.0, a.queueThreshold - (c.waiting_per_replica or 0.0))
+    out.append(
+        f"{key}.autoscaling.queueThreshold: {a.queueThreshold:g} waiting requests per replica wait about "
+        f"{beyond / c.rate_per_replica:.2f} s at {c.rate_per_replica:.2f} requests/s per replica, more than the "
+        f"{max(0.0, c.ttft_slo_ms - c.ttft_p95_ms) / 1000:.2f} s the TTFT objective leaves at concurrency "
+        f"{c.concurrency_per_replica}, so the SLO breaks before the autoscaler scales out; lower it to {derived:g} "
+        "(or leave it unset to derive it)"
+    )
+    return out
 
 
 def _per_replica(c: Capacity) -> str:

@@ -587,7 +587,7 @@ def plan_model(
     warnings += capacity_warnings
     if capacity is not None:
         # The replica bounds and queue threshold the user left unset, from the load: the model as deployed.
-        warnings += threshold_warnings(key, model, capacity)
+        warnings += threshold_warnings(key, model, capacity, result.max_num_seqs)
         model, derived = derive_model(key, model, capacity)
         capacity = with_cost(dataclasses.replace(capacity, derived=derived), model, inputs)
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)

@@ -219,3 +219,18 @@ def test_derive_pool_counts_every_model_on_the_pool_rounds_to_zones_and_refuses_
     (problem,) = problems
     assert problem.startswith("pools[0].maxNodes: the peak needs 6400 GPUs (models[0] 100 x 64) plus a surge of 64")
     assert "above the 5000 nodes a pool may have" in problem
+
+
+def test_an_engine_admitting_more_than_the_slo_concurrency_is_warned_on_max_num_seqs():
+    a100 = {"name": "h100", "gpu": "A100-80GB", "gpusPerNode": 8}  # named as LLAMA's pool
+    p = _plan(_stack(_autoscaled_load({**LOAD, "peakRequestsPerSecond": 20}), a100))
+    c = p.capacity
+    assert c is not None and c.concurrency_per_replica is not None
+    # Nothing waits at the SLO concurrency, and vLLM would run more at once than the SLO holds.
+    assert c.waiting_per_replica == 0 and p.sizing.max_num_seqs > c.concurrency_per_replica
+    (late,) = [w for w in p.sizing_warnings if w.startswith("models[0].maxNumSeqs:")]
+    assert f"up to {c.concurrency_per_replica} requests at once but vLLM runs up to {p.sizing.max_num_seqs}" in late
+    assert f"set maxNumSeqs to {c.concurrency_per_replica}" in late
+    capped = {**_autoscaled_load({**LOAD, "peakRequestsPerSecond": 20}), "maxNumSeqs": c.concurrency_per_replica}
+    p = _plan(_stack(capped, a100))
+    assert not [w for w in p.sizing_warnings if "maxNumSeqs" in w]
