@@ -46,6 +46,9 @@ try:
         source=loaded.source,
         load_adapter=plan.default_adapter_loader(loaded.hub_token),
     )
+    # The stack as deployed: replicas, queue thresholds and pools' node counts the plan derived from
+    # models[].load where the stack file leaves them unset (planner/plan.py deployed_config).
+    stack = plan.deployed_config(stack, plans)
     # The add-ons the stack's custom resources need; an existing cluster must declare them.
     addon_needs = needed_addons(stack, plans)
     undeclared = undeclared_problems(stack, addon_needs, loaded.source)
@@ -335,7 +338,7 @@ if kubeconfig is not None:
 # Where `pulumi up` of this stack runs from (deployer.runner, docs/deployer.md): the workflow's runs-on must match.
 pulumi.export("deployer", deployer_summary(stack.deployer, stack.cluster.name or ""))
 pulumi.export("sizing", plan.sizing_table(plans))
-pulumi.export("pools", plan.pool_table(stack))
+pulumi.export("pools", plan.pool_table(stack, plans))
 # Network, NAT, node autoscaler, APIs: what the cluster layer built the pools on.
 pulumi.export("platform", cluster.platform)
 drivers = driver_check.driver_rows(stack, plans)

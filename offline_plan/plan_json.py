@@ -31,8 +31,18 @@ TABLE_FIELDS: tuple[str, ...] = (
     "kvCacheTokens",
     "startupBudgetSeconds",
 )
-# The capacity at the SLO of a model with `load` (offline_plan/capacity.py); None without one.
-CAPACITY_FIELDS = ("replicasAtPeak", "replicasAtTrough", "concurrencyPerReplicaAtSlo")
+# The capacity at the SLO of a model with `load` (offline_plan/capacity.py); None without one. `derivedFromLoad`: the
+# deployed values the plan derived from the load (planner/capacity.py), so the diff shows them appear and move.
+CAPACITY_FIELDS = (
+    "replicasAtPeak",
+    "replicasAtTrough",
+    "concurrencyPerReplicaAtSlo",
+    "queueThreshold",
+    "derivedFromLoad",
+    "gpuHoursPerDay",
+    "costPerHourAtPeak",
+    "costPerMillionOutputTokens",
+)
 MODEL_FIELDS: tuple[str, ...] = TABLE_FIELDS + CAPACITY_FIELDS
 GPU_FIELDS = (
     "gpu",
@@ -48,6 +58,7 @@ GPU_FIELDS = (
     "spotPerNodeHour",
     "minCostPerHour",
     "maxCostPerHour",
+    "nodesDerivedFromLoad",
 )
 
 

@@ -70,6 +70,8 @@ def gpu_costs(evaluation: Evaluation) -> list[dict[str, Any]]:
                 "minCostPerHour": None if per_hour is None else round(per_hour * lo, 2),
                 "maxCostPerHour": None if per_hour is None else round(per_hour * hi, 2),
                 "prices": [p for p in prices.values() if p is not None],
+                # The node counts the plan derived from the models' loads (planner/capacity.py derive_pool).
+                "nodesDerivedFromLoad": pool.get("derivedFromLoad") or "none",
             }
         )
     return rows

@@ -15,13 +15,23 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common import contract, gpus
+from common import contract, gpu_prices, gpus
 from planner import checkpoint, sizing
-from planner.capacity import Capacity, CapacityInputs, plan_capacity
+from planner.capacity import (
+    Capacity,
+    CapacityInputs,
+    Derived,
+    PoolDemand,
+    derive_model,
+    derive_pool,
+    plan_capacity,
+    threshold_warnings,
+    with_cost,
+)
 from planner.hub import AdapterMetadata, HubError, ModelMetadata, load_adapter_metadata, load_model_metadata
 from planner.lora import AdapterLoader, LoraPlan, plan_lora
 from planner.model_arch import ModelArch, SizingError
-from stack_config import LoadFrom, ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
+from stack_config import Autoscaler, Cloud, LoadFrom, ModelConfig, PoolConfig, StackConfig, pool_machine, pool_scaling
 
 # Default read speed of each weight path, bytes/s. A network volume (EFS/Filestore) sustains about
 # 500 MB/s for one reader; the Run:ai streamer reading S3/GCS in parallel reaches 1-2 GB/s from one
@@ -112,6 +122,9 @@ class ModelPlan:
     """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
     on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
     pool by `build_plans`; always true when the pool starts empty)."""
+    pool_derived: tuple[Derived, ...] = ()
+    """The pool's node counts `build_plans` derived from the loads of the models on it (planner/capacity.py
+    `derive_pool`); the same on every model of the pool, empty where the user set them or no load is predicted."""
 
     @property
     def served_name(self) -> str:
@@ -234,10 +247,80 @@ def build_plans(
                 f"{source}: {line}" if line.startswith("models[") else f"{source}: models[{index}]: {line}"
                 for line in lines
             ]
+    config, plans, pool_problems = with_derived_pools(config, plans)
+    problems += [f"{source}: {p}" for p in pool_problems]
     problems += [f"{source}: {p}" for p in pool_capacity_problems(config, plans)]
     if problems:
         raise PlanError(problems)
     return with_node_waits(config, with_surge_room(plans))
+
+
+# Where the program creates a pool's nodes and an autoscaler grows it, so its node counts are the program's to decide.
+DERIVABLE_POOLS = (Autoscaler.karpenter, Autoscaler.gke)
+
+
+def with_derived_pools(config: StackConfig, plans: list[ModelPlan]) -> tuple[StackConfig, list[ModelPlan], list[str]]:
+    """Each pool's node counts from the loads of the models on it, where the user left them unset (`derive_pool`);
+    the plans get the pool as deployed, its capacity, its warnings (on the pool's first model) and what was derived."""
+    problems: list[str] = []
+    pools = list(config.pools)
+    out = list(plans)
+    for index, pool in enumerate(config.pools):
+        on_pool = [k for k, p in enumerate(out) if p.pool.name == pool.name]
+        if not on_pool:
+            continue
+        per_node = schedulable_gpus_per_node(config, pool)
+        scaling = pool_scaling(config, pool)
+        demands = [_demand(out[k]) for k in on_pool]
+        zones = len(pool.zones) if config.cloud == Cloud.gcp and pool.zones else 1
+        deployed, derived, warnings, pool_problems = derive_pool(
+            f"pools[{index}]",
+            pool,
+            per_node,
+            demands,
+            can_derive=scaling.autoscaler in DERIVABLE_POOLS,
+            reachable_nodes=scaling.reachable_nodes,
+            zone_count=zones,
+        )
+        problems += pool_problems
+        pools[index] = deployed
+        reachable = pool_scaling(config, deployed).reachable_nodes
+        for n, k in enumerate(on_pool):
+            p = out[k]
+            out[k] = dataclasses.replace(
+                p,
+                pool=deployed,
+                pool_capacity=per_node * reachable,
+                pool_derived=derived,
+                sizing_warnings=p.sizing_warnings + (tuple(warnings) if n == 0 else ()),
+            )
+    return config.model_copy(update={"pools": pools}), out, problems
+
+
+def _demand(p: ModelPlan) -> PoolDemand:
+    need = p.capacity.replicas_at_peak if p.capacity is not None else None
+    return PoolDemand(f"models[{p.index}]", p.gpus_per_replica, p.replica_bounds[1], p.replica_bounds[0], need)
+
+
+def deployed_config(config: StackConfig, plans: list[ModelPlan]) -> StackConfig:
+    """The stack as deployed: every model and pool as its plan decided them (the values derived from `load` in
+    place of the unset ones). The cluster layer and every component read this, so a derived value is decided once,
+    in `build_plans`, and never re-derived."""
+    models = list(config.models)
+    for p in plans:
+        models[p.index] = p.model
+    deployed = {p.pool.name: p.pool for p in plans}
+    pools = [deployed.get(pool.name, pool) for pool in config.pools]
+    return config.model_copy(update={"models": models, "pools": pools})
+
+
+def pool_price(config: StackConfig, pool: PoolConfig) -> gpu_prices.MachinePrice | None:
+    """The pool machine's hourly price at its capacity type (common/gpu_prices.py); None where none applies."""
+    machine = pool_machine(config.cloud, pool)
+    region = config.region
+    if machine is None or not region:
+        return None
+    return gpu_prices.price(config.cloud.value, machine.name, region, pool.capacityType)
 
 
 def with_node_waits(config: StackConfig, plans: list[ModelPlan]) -> list[ModelPlan]:
@@ -482,25 +565,31 @@ def plan_model(
         model_max=model_max,
         valid=sizing.valid_tensor_parallel_sizes(arch, max_tp),
     )
-    capacity, capacity_warnings, capacity_problems = plan_capacity(
-        CapacityInputs(
-            key=key,
-            model=model,
-            arch=arch,
-            gpu=gpu,
-            request=request(tp),
-            sizing=result,
-            pipeline_parallel_size=pp,
-            shared_gpus=shared_gpus,
-            replica_bounds=replica_bounds(model),
-            pool_name=pool.name,
-            pool_key=f"pools[{[q.name for q in config.pools].index(pool.name)}]",
-            pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
-        )
+    inputs = CapacityInputs(
+        key=key,
+        model=model,
+        arch=arch,
+        gpu=gpu,
+        request=request(tp),
+        sizing=result,
+        pipeline_parallel_size=pp,
+        shared_gpus=shared_gpus,
+        replica_bounds=replica_bounds(model),
+        pool_name=pool.name,
+        pool_key=f"pools[{[q.name for q in config.pools].index(pool.name)}]",
+        pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
+        price=pool_price(config, pool),
+        gpus_per_node=pool.gpusPerNode,
     )
+    capacity, capacity_warnings, capacity_problems = plan_capacity(inputs)
     if capacity_problems:
         raise PlanError(capacity_problems)
     warnings += capacity_warnings
+    if capacity is not None:
+        # The replica bounds and queue threshold the user left unset, from the load: the model as deployed.
+        warnings += threshold_warnings(key, model, capacity, result.max_num_seqs)
+        model, derived = derive_model(key, model, capacity)
+        capacity = with_cost(dataclasses.replace(capacity, derived=derived), model, inputs)
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
     load_from = config.modelStore.loadFrom
     read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
@@ -676,13 +765,27 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "replicasAtPeak": p.capacity.replicas_at_peak if p.capacity else None,
             "replicasAtTrough": p.capacity.replicas_at_trough if p.capacity else None,
             "concurrencyPerReplicaAtSlo": p.capacity.concurrency_per_replica if p.capacity else None,
+            "queueThreshold": p.model.autoscaling.queueThreshold if p.model.autoscaling.enabled else None,
+            "gpuHoursPerDay": p.capacity.row()["gpuHoursPerDay"] if p.capacity else None,
+            "costPerHourAtPeak": p.capacity.row()["costPerHourAtPeak"] if p.capacity else None,
+            "costPerMillionOutputTokens": p.capacity.row()["costPerMillionOutputTokens"] if p.capacity else None,
+            # The deployed values derived from the load (planner/capacity.py derive_model), by key.
+            "derivedFromLoad": derived_keys(p.capacity.derived if p.capacity else ()) or None,
+            # The pool's node counts derived from the loads of its models (derive_pool), with what from.
+            "poolDerivedFromLoad": [d.row() for d in p.pool_derived],
         }
         for p in plans
     ]
 
 
-def pool_table(config: StackConfig) -> list[dict[str, object]]:
-    """One row per GPU pool: what the cloud layer will ask for."""
+def derived_keys(derived: tuple[Derived, ...]) -> str:
+    """`autoscaling.maxReplicas=6, ...`: the derived keys and values, without the models[i]/pools[j] prefix."""
+    return ", ".join(f"{d.key.split('.', 1)[1]}={d.value:g}" for d in derived)
+
+
+def pool_table(config: StackConfig, plans: list[ModelPlan] | None = None) -> list[dict[str, object]]:
+    """One row per GPU pool: what the cloud layer will ask for (`config` as deployed, `deployed_config`)."""
+    derived = {p.pool.name: p.pool_derived for p in plans or []}
     rows = []
     for pool in config.pools:
         machine = pool_machine(config.cloud, pool)
@@ -699,6 +802,8 @@ def pool_table(config: StackConfig) -> list[dict[str, object]]:
                 "diskGiB": pool.diskGib,
                 "autoscaler": scaling.autoscaler.value,
                 "nodesCounted": scaling.reachable_nodes,
+                # The node counts derived from the loads of the pool's models (planner/capacity.py derive_pool).
+                "derivedFromLoad": derived_keys(derived.get(pool.name, ())) or "none",
             }
         )
     return rows

@@ -163,10 +163,12 @@ class PoolConfig(StrictModel):
     minNodes: int = Field(0, ge=0, le=MAX_NODES, alias="minNodes")
     """Nodes that are always on; 0 lets an idle pool scale to nothing. On a created EKS cluster these are a fixed-size
     managed node group and Karpenter adds the rest; on an EKS cluster this program did not create nothing adds nodes
-    (docs/config-cloud.md)."""
+    (docs/config-cloud.md). Unset (and no desiredNodes) on a pool the program grows, with a model's predicted `load`:
+    the GPUs at trough over gpusPerNode."""
     maxNodes: int = Field(1, ge=1, le=MAX_NODES, alias="maxNodes")
     """The most nodes the pool may have: the GKE autoscaler's total, or minNodes plus what Karpenter may add on a
-    created EKS cluster (its NodePool's limits.nodes)."""
+    created EKS cluster (its NodePool's limits.nodes). Unset on a pool the program grows, with a model's predicted
+    `load`: the GPUs at peak plus one surge replica over gpusPerNode."""
     desiredNodes: int | None = Field(None, ge=0, le=MAX_NODES, alias="desiredNodes")
     """Initial node count: GKE's initial count, the desired size of a node group on an existing EKS cluster. Default:
     `minNodes`. Not used on a created EKS cluster (Karpenter launches nodes for pending pods)."""

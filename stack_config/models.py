@@ -31,6 +31,9 @@ from stack_config.formats import (
     validate_image,
 )
 
+# The most waiting requests per replica a queue threshold may name: a server's whole batch is far smaller.
+MAX_QUEUE_THRESHOLD = 10_000
+
 
 class AutoscalingConfig(StrictModel):
     enabled: bool = False
@@ -40,11 +43,13 @@ class AutoscalingConfig(StrictModel):
     """keda: a KEDA ScaledObject with a Prometheus trigger per signal; hpa: an HPA on the same two signals via an
     external metrics adapter."""
     minReplicas: int = Field(1, ge=0, le=MAX_REPLICAS, alias="minReplicas")
-    """Replicas kept warm; a cold start costs the full load time."""
+    """Replicas kept warm; a cold start costs the full load time. Unset with a predicted `load`: the replicas at trough
+    (at least 1)."""
     maxReplicas: int = Field(4, ge=1, le=MAX_REPLICAS, alias="maxReplicas")
-    """Upper bound of replicas."""
-    queueThreshold: float = Field(5, gt=0, le=10_000, alias="queueThreshold")
-    """Waiting requests per replica that trigger a scale-up (at most 10,000: a server's whole batch is far smaller)."""
+    """Upper bound of replicas. Unset with a predicted `load`: the replicas at peak."""
+    queueThreshold: float = Field(5, gt=0, le=MAX_QUEUE_THRESHOLD, alias="queueThreshold")
+    """Waiting requests per replica that trigger a scale-up (at most 10,000: a server's whole batch is far smaller).
+    Unset with a predicted `load`: the queue at which waiting spends the TTFT headroom at the SLO (docs/capacity.md)."""
     kvCacheThreshold: float = Field(0.8, gt=0, le=1, alias="kvCacheThreshold")
     """Average KV-cache usage per replica (0..1) that triggers a scale-up, before requests queue for cache blocks or get
     preempted."""
@@ -157,6 +162,9 @@ class LoadConfig(StrictModel):
     """Prompt tokens per request."""
     outputTokens: TokenLengths = Field(alias="outputTokens")
     """Output tokens per request."""
+    peakHoursPerDay: float = Field(24, gt=0, le=24, alias="peakHoursPerDay")
+    """Hours a day the traffic stays at the peak rate; the rest run at the trough rate. Only the GPU-hours per day
+    and the cost per day and per million output tokens read it. Default 24: every hour at peak, the upper bound."""
 
     @model_validator(mode="after")
     def _trough_below_peak(self) -> LoadConfig:
@@ -298,7 +306,8 @@ class ModelConfig(StrictModel):
     quantization: str | None = None
     """Weight quantization method passed to vLLM (fp8, awq, gptq, ...); default: what the checkpoint declares."""
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
-    """Serving replicas (each is TP x PP GPUs)."""
+    """Serving replicas (each is TP x PP GPUs). Unset with a predicted `load` and no autoscaling: the replicas at
+    peak."""
     image: str = VLLM_IMAGE
     """Engine image, pinned by tag (not latest) or digest."""
     maxNumSeqs: int | None = Field(None, ge=1, le=65_536, alias="maxNumSeqs")
@@ -315,8 +324,9 @@ class ModelConfig(StrictModel):
     """Latency objectives for this model and the burn-rate alerts on them (both engines run the pinned vLLM)."""
     load: LoadConfig | None = None
     """Expected traffic (requests per second at peak and trough, prompt and output tokens): the plan derives the
-    replicas that meet `slo` at both from the performance model (docs/capacity.md), shows them in plan.md and warns
-    when replicas, autoscaling.maxReplicas or the pool cannot reach the peak."""
+    replicas that meet `slo` at both from the performance model (docs/capacity.md) and deploys them where replicas,
+    autoscaling.minReplicas/maxReplicas/queueThreshold and the pool's node counts are unset; it warns when a set
+    value cannot reach the peak, and shows GPU-hours and cost per day in plan.md."""
     updateStrategy: Literal["auto", "RollingUpdate", "Recreate"] = Field("auto", alias="updateStrategy")
     """auto: RollingUpdate (never below the serving replicas) when the pool can hold one more replica, else Recreate."""
     canaryTrafficPercent: int | None = Field(None, ge=0, le=100, alias="canaryTrafficPercent")

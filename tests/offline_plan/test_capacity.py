@@ -205,3 +205,55 @@ def test_an_unresolved_peak_is_named_in_place_of_the_numbers(monkeypatch):
     assert p.capacity is not None and p.capacity.replicas_at_peak is None
     assert p.capacity.reason == "H100-80GB dense BF16 TFLOPS is unresolved (`measure it`)"
     assert p.capacity.row()["notPredicted"] == p.capacity.reason
+
+
+# The values the plan derives from the load where the stack file leaves them unset (planner/capacity.py).
+DERIVED_POOL = {"pools": [{"name": "a100", "gpu": "A100-80GB", "gpusPerNode": 1}]}
+
+
+def _derived(load: dict) -> Evaluation:
+    model = {**DEV_MODELS[0], "pool": "a100", "load": load, "autoscaling": {"enabled": True}}
+    return evaluate_stack("dev", overrides={**NO_ENTRANCE, **DERIVED_POOL, "models": [model]})
+
+
+@pytest.fixture(scope="module")
+def derived() -> Evaluation:
+    return _derived(LOAD)
+
+
+def test_the_deployment_runs_the_derived_replicas_threshold_and_node_counts(derived):
+    (row,) = derived.outputs["sizing"]
+    cap = row["capacity"]
+    need, trough = cap["replicasAtPeak"], cap["replicasAtTrough"]
+    assert (row["minReplicas"], row["maxReplicas"]) == (max(1, trough), need)
+    (scaled,) = [o for o in derived.kubernetes_objects if o["kind"] == "ScaledObject"]
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (max(1, trough), need)
+    (queue,) = [t for t in scaled["spec"]["triggers"] if t["name"] == "queue-depth"]
+    assert queue["metadata"]["threshold"] == f"{row['queueThreshold']:g}" and row["queueThreshold"] != 5
+    # The GKE node pool's autoscaler: the peak's GPUs plus a surge replica, on 1-GPU nodes.
+    (pool,) = derived.outputs["pools"]
+    assert pool["maxNodes"] == need + 1 and pool["derivedFromLoad"] == f"maxNodes={need + 1}, minNodes={max(1, trough)}"
+    (node_pool,) = [r for r in derived.resources if r.type == "gcp:container/nodePool:NodePool" and "a100" in r.name]
+    assert node_pool.inputs["autoscaling"]["totalMaxNodeCount"] == need + 1
+    assert not [w for w in derived.outputs["warnings"] if "maxReplicas" in str(w) or "maxNodes" in str(w)]
+    text = offline_plan.render_plan(derived, [], [])
+    assert f"| `pools[0].maxNodes` | {need + 1} | GPUs at peak (models[0] {need} x 1 = {need})" in text
+
+
+def test_the_plan_diff_shows_the_derived_values_moving(tmp_path: Path, capsys, derived):
+    base, head = _summary(derived), _summary(_derived({**LOAD, "peakRequestsPerSecond": 40}))
+    folders = []
+    for name, data in (("base", base), ("head", head)):
+        folder = tmp_path / name
+        folder.mkdir()
+        plan_json.write(folder / plan_json.FILENAME, data)
+        folders.append(str(folder))
+    assert diff.main(folders) == 0
+    out = capsys.readouterr().out
+    old, new = base["models"][0]["maxReplicas"], head["models"][0]["maxReplicas"]
+    assert new > old
+    models = out.split("### Models", 1)[1].split("\n### ", 1)[0]
+    assert f"| `llama-3-1-8b-instruct` | maxReplicas | {old} | {new} |" in models
+    assert "| `llama-3-1-8b-instruct` | derivedFromLoad |" in models
+    gpus = out.split("### GPUs", 1)[1].split("\n### ", 1)[0]
+    assert f"| `a100` | maxNodes | {old + 1} | {new + 1} |" in gpus
