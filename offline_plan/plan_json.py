@@ -34,6 +34,8 @@ TABLE_FIELDS: tuple[str, ...] = (
 # The capacity at the SLO of a model with `load` (offline_plan/capacity.py); None without one.
 CAPACITY_FIELDS = ("replicasAtPeak", "replicasAtTrough", "concurrencyPerReplicaAtSlo")
 MODEL_FIELDS: tuple[str, ...] = TABLE_FIELDS + CAPACITY_FIELDS
+# Beside them, `prediction` (planner/sweep_prediction.py): per concurrency level what a load sweep should measure,
+# read by `python -m components.loadtest --expect-from-plan` (endpoint_tools/expectation.py); None without one.
 GPU_FIELDS = (
     "gpu",
     "machineType",
@@ -93,7 +95,7 @@ def summary(
         "deployable": decided["deployable"],
         "reasons": decided["reasons"],
         "models": [
-            {"model": row["model"], **{k: row.get(k) for k in MODEL_FIELDS}}
+            {"model": row["model"], **{k: row.get(k) for k in MODEL_FIELDS}, "prediction": row.get("prediction")}
             for row in evaluation.outputs.get("sizing") or []
         ],
         "gpus": costs,

@@ -14,9 +14,10 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from common import contract, gpus
-from planner import checkpoint, sizing
+from planner import checkpoint, sizing, sweep_prediction
 from planner.capacity import Capacity, CapacityInputs, plan_capacity
 from planner.hub import AdapterMetadata, HubError, ModelMetadata, load_adapter_metadata, load_model_metadata
 from planner.lora import AdapterLoader, LoraPlan, plan_lora
@@ -108,6 +109,9 @@ class ModelPlan:
     (models[].verifyAtStart sha256 on a mounted volume; 0 for sizes, for bucket streaming and KServe)."""
     capacity: Capacity | None = None
     """Replicas the model's `load` needs at its SLO (planner/capacity.py); None without a load."""
+    prediction: dict[str, Any] | None = None
+    """TTFT, TPOT and tokens/s per concurrency level for a load sweep to be checked against
+    (planner/sweep_prediction.py); None without a load or an enabled verification sweep."""
     pool_waits_for_nodes: bool = False
     """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
     on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
@@ -482,22 +486,24 @@ def plan_model(
         model_max=model_max,
         valid=sizing.valid_tensor_parallel_sizes(arch, max_tp),
     )
-    capacity, capacity_warnings, capacity_problems = plan_capacity(
-        CapacityInputs(
-            key=key,
-            model=model,
-            arch=arch,
-            gpu=gpu,
-            request=request(tp),
-            sizing=result,
-            pipeline_parallel_size=pp,
-            shared_gpus=shared_gpus,
-            replica_bounds=replica_bounds(model),
-            pool_name=pool.name,
-            pool_key=f"pools[{[q.name for q in config.pools].index(pool.name)}]",
-            pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
-        )
+    capacity_inputs = CapacityInputs(
+        key=key,
+        model=model,
+        arch=arch,
+        gpu=gpu,
+        request=request(tp),
+        sizing=result,
+        pipeline_parallel_size=pp,
+        shared_gpus=shared_gpus,
+        replica_bounds=replica_bounds(model),
+        pool_name=pool.name,
+        pool_key=f"pools[{[q.name for q in config.pools].index(pool.name)}]",
+        pool_capacity=schedulable_gpus_per_node(config, pool) * reachable_nodes,
     )
+    capacity, capacity_warnings, capacity_problems = plan_capacity(capacity_inputs)
+    # The prediction a load sweep is checked against (plan.json, the verification Job's sweep).
+    sweep_problem = sweep_prediction.sweep_problem(capacity_inputs)
+    capacity_problems += [sweep_problem] if sweep_problem else []
     if capacity_problems:
         raise PlanError(capacity_problems)
     warnings += capacity_warnings
@@ -528,6 +534,7 @@ def plan_model(
         sizing_warnings=tuple(warnings),
         lora=lora,
         capacity=capacity,
+        prediction=sweep_prediction.prediction(capacity_inputs),
     )
 
 
@@ -676,6 +683,8 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "replicasAtPeak": p.capacity.replicas_at_peak if p.capacity else None,
             "replicasAtTrough": p.capacity.replicas_at_trough if p.capacity else None,
             "concurrencyPerReplicaAtSlo": p.capacity.concurrency_per_replica if p.capacity else None,
+            # Per concurrency level, what a load sweep should measure (planner/sweep_prediction.py).
+            "prediction": p.prediction,
         }
         for p in plans
     ]
