@@ -355,18 +355,14 @@ def run_sweep(client: Client, model: str, sweep: Sweep, request_timeout: float) 
     print(f"sweep    {sweep.requests_per_level} requests per level, prompt {prompts}, output {outputs}")
     print(format_table(levels))
     result: dict[str, object] = {"levels": [lv.to_json() for lv in levels], "promptLengthsExact": source.exact}
-    if sweep.expected is not None:
-        compared = expectation.compare(sweep.expected, levels)
-        print("\n".join(expectation.lines(compared)))
-        result["expectation"] = compared
-    else:
+    if sweep.expected is None:
         print(f"sweep    not predicted by the plan: {sweep.not_predicted}")
-        result["notPredicted"] = sweep.not_predicted
-    print(SWEEP_PREFIX + json.dumps({"model": model, **result}))
-    # The summary keeps the errors and the SLO line; the `sweep:` line above has every figure.
-    compared = result.get("expectation")
-    if not isinstance(compared, dict):
+        print(SWEEP_PREFIX + json.dumps({"model": model, **result, "notPredicted": sweep.not_predicted}))
         return {"notPredicted": sweep.not_predicted}
+    compared = expectation.compare(sweep.expected, levels)
+    print("\n".join(expectation.lines(compared)))
+    print(SWEEP_PREFIX + json.dumps({"model": model, **result, "expectation": compared}))
+    # The summary keeps the errors and the SLO line; the `sweep:` line above has every figure.
     return {
         "errorPercent": {str(row["concurrency"]): row["errorPercent"] for row in compared["levels"]},
         "slo": compared["slo"],
