@@ -79,6 +79,14 @@ def _resource(r: RecordedResource) -> dict[str, Any]:
     }
 
 
+def model_entries(sizing_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """plan.json's `models`: each model's MODEL_FIELDS and its `prediction` (planner/sweep_prediction.py)."""
+    return [
+        {"model": row["model"], **{k: row.get(k) for k in MODEL_FIELDS}, "prediction": row.get("prediction")}
+        for row in sizing_rows
+    ]
+
+
 def summary(
     evaluation: Evaluation,
     verdicts: list[Any],
@@ -94,10 +102,7 @@ def summary(
         "stack": evaluation.stack,
         "deployable": decided["deployable"],
         "reasons": decided["reasons"],
-        "models": [
-            {"model": row["model"], **{k: row.get(k) for k in MODEL_FIELDS}, "prediction": row.get("prediction")}
-            for row in evaluation.outputs.get("sizing") or []
-        ],
+        "models": model_entries(evaluation.outputs.get("sizing") or []),
         "gpus": costs,
         "verdicts": sorted(
             (

@@ -15,7 +15,8 @@ import pytest
 
 from components.verification import job as verification
 from components.verification.tools import ENTRY_MODULE, TOOL_FILES
-from endpoint_tools import verify
+from endpoint_tools import expectation, verify
+from offline_plan import plan_json
 from offline_plan import write as offline_plan
 from offline_plan.mock_runtime import evaluate_stack
 from planner import plan, sweep_prediction
@@ -84,6 +85,18 @@ def _plans(sweep: dict, pools: dict = AWS_A100) -> list[plan.ModelPlan]:
     model = {**DEV_MODELS[0], "pool": pools["pools"][0]["name"], "verification": {"sweep": sweep}}
     config = parse_stack_config({"cloud": "aws", **pools, "models": [model]}, "Pulumi.test.yaml")
     return plan.build_plans(config, plan.default_metadata_loader(None), source="Pulumi.test.yaml")
+
+
+def test_plan_json_carries_the_prediction_in_the_form_the_load_sweep_reads(a100):
+    # plan.json's `models`, as offline_plan/plan_json.py summary() writes them.
+    text = json.dumps({"models": plan_json.model_entries(a100.outputs["sizing"])}, sort_keys=True)
+    (entry,) = json.loads(text)["models"]
+    assert entry["prediction"] == a100.outputs["sizing"][0]["prediction"]
+    exp = expectation.from_plan_json(text, entry["model"])
+    assert set(exp.levels) == {lv["concurrency"] for lv in entry["prediction"]["levels"]} >= {1, 2, 4, 6, 8}
+    assert exp.levels[6].tpot_ms == next(lv["tpotMs"] for lv in entry["prediction"]["levels"] if lv["concurrency"] == 6)
+    assert (exp.prompt_tokens, exp.output_tokens) == (1000, 200)
+    assert exp.highest == entry["prediction"]["highestConcurrencyAtSlo"]
 
 
 def test_the_deadline_grows_by_the_sweeps_budget(a100):
