@@ -229,25 +229,25 @@ def compare(expectation: Expectation, levels: list[LevelResult]) -> dict[str, An
         if e is None:
             continue
         measured = {
-            "ttftMeanMs": level.ttft_mean_ms,
-            "ttftP95Ms": level.ttft_ms.get("p95"),
-            "tpotMs": level.tpot_ms.get("p50"),
-            "itlMs": level.itl_ms.get("p50"),
-            "outputTokensPerSecond": level.output_tokens_per_s if level.completed else None,
+            "ttft_mean_ms": level.ttft_mean_ms,
+            "ttft_p95_ms": level.ttft_ms.get("p95"),
+            "tpot_ms": level.tpot_ms.get("p50"),
+            "itl_ms": level.itl_ms.get("p50"),
+            "output_tokens_per_s": level.output_tokens_per_s if level.completed else None,
         }
         predicted = {
-            "ttftMeanMs": e.ttft_mean_ms,
-            "ttftP95Ms": e.ttft_p95_ms,
-            "tpotMs": e.tpot_ms,
-            "itlMs": e.tpot_ms,
-            "outputTokensPerSecond": e.output_tokens_per_s,
+            "ttft_mean_ms": e.ttft_mean_ms,
+            "ttft_p95_ms": e.ttft_p95_ms,
+            "tpot_ms": e.tpot_ms,
+            "itl_ms": e.tpot_ms,
+            "output_tokens_per_s": e.output_tokens_per_s,
         }
         rows.append(
             {
                 "concurrency": level.concurrency,
                 "predicted": predicted,
                 "measured": measured,
-                "errorPercent": {k: _err(predicted[k], measured[k]) for k in predicted},
+                "error_percent": {k: _err(predicted[k], measured[k]) for k in predicted},
             }
         )
     slo: dict[str, Any] | None = None
@@ -255,18 +255,20 @@ def compare(expectation: Expectation, levels: list[LevelResult]) -> dict[str, An
         sweep = [lv.concurrency for lv in levels]
         best = measured_highest(levels, expectation.ttft_slo_ms, expectation.tpot_slo_ms)
         slo = {
-            "ttftP95Ms": expectation.ttft_slo_ms,
-            "tpotMs": expectation.tpot_slo_ms,
-            "predictedHighestConcurrency": expectation.highest,
-            "measuredHighestConcurrency": best,
-            "everyLevelMet": best is not None and best == max(sweep),
-            "withinOneStep": None if expectation.highest is None else within_one_step(expectation.highest, best, sweep),
+            "ttft_p95_ms": expectation.ttft_slo_ms,
+            "tpot_p50_ms": expectation.tpot_slo_ms,
+            "predicted_highest_concurrency": expectation.highest,
+            "measured_highest_concurrency": best,
+            "every_level_met": best is not None and best == max(sweep),
+            "within_one_step": None
+            if expectation.highest is None
+            else within_one_step(expectation.highest, best, sweep),
         }
     return {"source": expectation.source, "levels": rows, "slo": slo}
 
 
 def _pair(row: dict[str, Any], key: str, unit: str, digits: int) -> str:
-    p, m, e = row["predicted"][key], row["measured"][key], row["errorPercent"][key]
+    p, m, e = row["predicted"][key], row["measured"][key], row["error_percent"][key]
     if p is None:
         return ""
     shown = "-" if m is None else f"{m:.{digits}f}"
@@ -278,11 +280,11 @@ def lines(report: dict[str, Any]) -> list[str]:
     out = [f"predicted/measured ({report['source']}); error = (predicted - measured) / measured"]
     for row in report["levels"]:
         cells = [
-            ("TTFT mean", _pair(row, "ttftMeanMs", " ms", 1)),
-            ("TTFT p95", _pair(row, "ttftP95Ms", " ms", 1)),
-            ("TPOT p50", _pair(row, "tpotMs", " ms", 2)),
-            ("ITL p50", _pair(row, "itlMs", " ms", 2)),
-            ("out tok/s", _pair(row, "outputTokensPerSecond", "", 1)),
+            ("TTFT mean", _pair(row, "ttft_mean_ms", " ms", 1)),
+            ("TTFT p95", _pair(row, "ttft_p95_ms", " ms", 1)),
+            ("TPOT p50", _pair(row, "tpot_ms", " ms", 2)),
+            ("ITL p50", _pair(row, "itl_ms", " ms", 2)),
+            ("out tok/s", _pair(row, "output_tokens_per_s", "", 1)),
         ]
         out.append(f"  concurrency {row['concurrency']}: " + ", ".join(f"{k} {v}" for k, v in cells if v))
     if not report["levels"]:
@@ -292,21 +294,21 @@ def lines(report: dict[str, Any]) -> list[str]:
         target = " and ".join(
             t
             for t in (
-                f"TTFT p95 <= {slo['ttftP95Ms']:g} ms" if slo["ttftP95Ms"] is not None else "",
-                f"TPOT p50 <= {slo['tpotMs']:g} ms" if slo["tpotMs"] is not None else "",
+                f"TTFT p95 <= {slo['ttft_p95_ms']:g} ms" if slo["ttft_p95_ms"] is not None else "",
+                f"TPOT p50 <= {slo['tpot_p50_ms']:g} ms" if slo["tpot_p50_ms"] is not None else "",
             )
             if t
         )
-        measured = slo["measuredHighestConcurrency"]
+        measured = slo["measured_highest_concurrency"]
         shown = (
             "none"
             if measured is None
-            else f"{measured}" + (" (every level met: at least)" if slo["everyLevelMet"] else "")
+            else f"{measured}" + (" (every level met: at least)" if slo["every_level_met"] else "")
         )
         verdict = {True: "within one sweep step", False: "NOT within one sweep step", None: "no prediction"}[
-            slo["withinOneStep"]
+            slo["within_one_step"]
         ]
-        predicted = slo["predictedHighestConcurrency"]
+        predicted = slo["predicted_highest_concurrency"]
         out.append(
             f"  highest concurrency meeting {target}: predicted {'-' if predicted is None else predicted}, "
             f"measured {shown}: {verdict}"

@@ -10,7 +10,10 @@ stream, context, metrics, kv, template, golden, names), printed as smoke prints 
 `calibration:` line (JSON: the predicted and the actual KV-cache tokens with what decided them, the
 pair a user sends back as a calibration case; docs/verification.md), for a model without a golden
 record one `golden-record:` line (JSON: the record to commit as golden/<model>.json;
-endpoint_tools/golden.py) and, at the end, one `verify-summary:` line (JSON).
+endpoint_tools/golden.py), for a model with a `sweep` entry (models[].verification.sweep) a short load sweep
+(endpoint_tools/loadtest.py) reported against the plan's prediction (endpoint_tools/expectation.py) and one
+`sweep:` line (JSON; a measurement: it never changes the exit status) and, at the end, one `verify-summary:`
+line (JSON).
 
 Exit status as smoke's: 0 every model passed; 1 a check failed or a server could not be reached;
 2 an unusable targets file; 3 the only failures are KV-cache capacities below the plan's; 4 the only
@@ -364,7 +367,7 @@ def run_sweep(client: Client, model: str, sweep: Sweep, request_timeout: float) 
     print(SWEEP_PREFIX + json.dumps({"model": model, **result, "expectation": compared}))
     # The summary keeps the errors and the SLO line; the `sweep:` line above has every figure.
     return {
-        "errorPercent": {str(row["concurrency"]): row["errorPercent"] for row in compared["levels"]},
+        "errorPercent": {str(row["concurrency"]): row["error_percent"] for row in compared["levels"]},
         "slo": compared["slo"],
     }
 

@@ -11,7 +11,9 @@ the smoke checks (health, models, chat with usage, streaming to [DONE], the cont
 metrics), the kv check against the plan's kvCacheTokens, the template check (the chat template
 renders), the golden greedy prompts against the model's committed record (models[].verification.golden;
 golden/<name>.json, shipped in the targets file), and every name the server serves (the
-model and its LoRA adapters) answering under its own name. It does not go through the entrance's
+model and its LoRA adapters) answering under its own name; with models[].verification.sweep, a short load
+sweep against the plan's prediction at its levels (planner/sweep_prediction.py, shipped in the targets file,
+its time in the deadline). It does not go through the entrance's
 public host name: on a first `pulumi up` its DNS record does not exist yet (the user creates it
 from the stack output), so the check would fail every first deployment; the Job waits for the
 entrance's objects instead, and `python -m components.smoke --entrance` checks the public path

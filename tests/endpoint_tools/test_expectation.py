@@ -55,11 +55,11 @@ def test_each_level_gets_predicted_measured_and_the_signed_error():
     exp = expectation.parse_prediction(_prediction(), "p", "plan")
     report = expectation.compare(exp, [level])
     (row,) = report["levels"]
-    assert row["measured"]["ttftMeanMs"] == 100.0 and row["errorPercent"]["ttftMeanMs"] == 0.0
+    assert row["measured"]["ttft_mean_ms"] == 100.0 and row["error_percent"]["ttft_mean_ms"] == 0.0
     # TPOT measured 8 ms against 10 predicted: the model is 25% pessimistic.
-    assert row["measured"]["tpotMs"] == 8.0 and row["errorPercent"]["tpotMs"] == 25.0
-    assert row["measured"]["outputTokensPerSecond"] == 44.0
-    assert row["errorPercent"]["outputTokensPerSecond"] == round((50 - 44) / 44 * 100, 1)
+    assert row["measured"]["tpot_ms"] == 8.0 and row["error_percent"]["tpot_ms"] == 25.0
+    assert row["measured"]["output_tokens_per_s"] == 44.0
+    assert row["error_percent"]["output_tokens_per_s"] == round((50 - 44) / 44 * 100, 1)
     text = "\n".join(expectation.lines(report))
     assert "concurrency 1: TTFT mean 100.0/100.0 ms (+0.0%)" in text and "TPOT p50 10.00/8.00 ms (+25.0%)" in text
 
@@ -83,7 +83,7 @@ def test_the_slo_concurrency_is_within_one_sweep_step_or_not(predicted, ttfts_by
         _prediction(levels=tuple(ttfts_by_level), highestConcurrencyAtSlo=predicted), "p", "plan"
     )
     slo = expectation.compare(exp, levels)["slo"]
-    assert slo["measuredHighestConcurrency"] == measured and slo["withinOneStep"] is within
+    assert slo["measured_highest_concurrency"] == measured and slo["within_one_step"] is within
     line = expectation.lines(expectation.compare(exp, levels))[-1]
     assert ("NOT within one sweep step" in line) is (not within)
 
@@ -191,20 +191,20 @@ def test_a_sweep_against_the_fake_server_reports_the_same_in_text_and_json(serve
     assert [row["concurrency"] for row in compared["levels"]] == [1, 2]
     assert report["prompt_tokens"] == "fixed:16" and report["slo"]["tpot_ms"] == 50.0
     for row, level in zip(compared["levels"], report["levels"], strict=True):
-        assert row["measured"]["ttftP95Ms"] == level["ttft_ms"]["p95"]
-        assert row["measured"]["outputTokensPerSecond"] == level["output_tokens_per_s"]
+        assert row["measured"]["ttft_p95_ms"] == level["ttft_ms"]["p95"]
+        assert row["measured"]["output_tokens_per_s"] == level["output_tokens_per_s"]
         # The text line carries the JSON's numbers.
         assert (
-            f"concurrency {row['concurrency']}: TTFT mean 100.0/{row['measured']['ttftMeanMs']:.1f} ms" in proc.stdout
+            f"concurrency {row['concurrency']}: TTFT mean 100.0/{row['measured']['ttft_mean_ms']:.1f} ms" in proc.stdout
         )
     # The fake server answers in milliseconds: every level meets the plan's SLO, and 2 was predicted.
     assert compared["slo"] == {
-        "ttftP95Ms": 500.0,
-        "tpotMs": 50.0,
-        "predictedHighestConcurrency": 2,
-        "measuredHighestConcurrency": 2,
-        "everyLevelMet": True,
-        "withinOneStep": True,
+        "ttft_p95_ms": 500.0,
+        "tpot_p50_ms": 50.0,
+        "predicted_highest_concurrency": 2,
+        "measured_highest_concurrency": 2,
+        "every_level_met": True,
+        "within_one_step": True,
     }
     assert (
         "highest concurrency meeting TTFT p95 <= 500 ms and TPOT p50 <= 50 ms: predicted 2, measured 2" in proc.stdout

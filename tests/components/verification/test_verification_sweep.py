@@ -203,8 +203,8 @@ def test_the_shipped_copy_sweeps_a_fake_server_against_the_prediction(tmp_path, 
     summary = json.loads(lines[-1].removeprefix(verify.SUMMARY_PREFIX))
     model = summary["models"][MODEL]
     assert model["status"] == "passed" and summary["exitStatus"] == 0
-    assert model["sweep"]["slo"]["predictedHighestConcurrency"] == 2
-    assert model["sweep"]["errorPercent"]["1"] == swept["expectation"]["levels"][0]["errorPercent"]
+    assert model["sweep"]["slo"]["predicted_highest_concurrency"] == 2
+    assert model["sweep"]["errorPercent"]["1"] == swept["expectation"]["levels"][0]["error_percent"]
 
 
 @pytest.mark.parametrize(
