@@ -208,16 +208,23 @@ def measured_highest(levels: list[LevelResult], ttft_slo_ms: float | None, tpot_
     return best
 
 
-def within_one_step(predicted: int, measured: int | None, sweep: list[int]) -> bool:
-    """The predicted highest concurrency falls on the measured level's step of the sweep, or one beside it.
+def within_one_step(predicted: int, measured: int | None, sweep: list[int]) -> bool | None:
+    """Whether the predicted highest concurrency is within one step of the sweep's levels from the measured one.
 
-    The predicted value is placed on the sweep's levels (the highest level at or below it, -1 below
-    the first); the measured one is a level (-1: even the first missed). Within one step: those two
-    positions differ by at most one.
+    Both are placed on the sweep's levels: the predicted at the highest level at or below it (-1 below
+    the first, one past the last above it), the measured at its level (-1: even the first missed).
+    Within one step: the positions differ by at most one. When every level met the SLO the measured
+    figure is only a lower bound, so the answer is None (undecided: sweep higher) unless the prediction
+    is already two or more steps below it (False).
     """
-    ordered = sorted(sweep)
-    pos_pred = max((i for i, n in enumerate(ordered) if n <= predicted), default=-1)
+    ordered = sorted(set(sweep))
+    if predicted > ordered[-1]:
+        pos_pred = len(ordered)
+    else:
+        pos_pred = max((i for i, n in enumerate(ordered) if n <= predicted), default=-1)
     pos_meas = ordered.index(measured) if measured in ordered else -1
+    if measured is not None and measured == ordered[-1]:
+        return False if pos_meas - pos_pred >= 2 else None
     return abs(pos_pred - pos_meas) <= 1
 
 
@@ -300,14 +307,17 @@ def lines(report: dict[str, Any]) -> list[str]:
             if t
         )
         measured = slo["measured_highest_concurrency"]
+        predicted_known = slo["predicted_highest_concurrency"] is not None
         shown = (
             "none"
             if measured is None
             else f"{measured}" + (" (every level met: at least)" if slo["every_level_met"] else "")
         )
-        verdict = {True: "within one sweep step", False: "NOT within one sweep step", None: "no prediction"}[
-            slo["within_one_step"]
-        ]
+        verdict = {
+            True: "within one sweep step",
+            False: "NOT within one sweep step",
+            None: "undecided: every level met, sweep higher" if predicted_known else "no prediction",
+        }[slo["within_one_step"]]
         predicted = slo["predicted_highest_concurrency"]
         out.append(
             f"  highest concurrency meeting {target}: predicted {'-' if predicted is None else predicted}, "

@@ -561,7 +561,7 @@ def _sweep_lines(expected: dict[str, Any]) -> list[str]:
             continue
         p = sweep["prediction"]
         head = (
-            f"Load sweep of {model} after its checks: concurrency {', '.join(map(str, sweep['concurrency']))}, "
+            f"Load sweep of {model} after its checks: concurrency {', '.join(map(str, sweep['concurrency']))}; "
             f"{sweep['requestsPerLevel']} requests per level, {sweep['promptTokens']:,} prompt / "
             f"{sweep['outputTokens']:,} output tokens"
         )

@@ -120,7 +120,7 @@ def test_plan_md_and_the_stack_output_show_the_sweep(a100):
     assert expected["sweep"] == targets(a100)["targets"][0]["sweep"]
     section = "\n".join(offline_plan._verification_section(a100.outputs["verification"]))
     assert (
-        "Load sweep of llama-3-1-8b-instruct after its checks: concurrency 1, 2, 4, 6, 6 requests per level" in section
+        "Load sweep of llama-3-1-8b-instruct after its checks: concurrency 1, 2, 4, 6; 6 requests per level" in section
     )
     level_1 = expected["sweep"]["prediction"]["levels"][0]
     assert f"| 1 | {level_1['ttftMeanMs']} | {level_1['ttftP95Ms']} | {level_1['tpotMs']} |" in section
