@@ -12,7 +12,7 @@ measured levels (endpoint_tools/load_report.py):
   tokens/s, pessimistic for latencies;
 - the highest concurrency meeting the SLO (TTFT p95 and TPOT median within the thresholds, no failed
   request, the first breaking level ends it), predicted against measured, and whether the two are
-  within one step of the sweep's levels.
+  within one step of the sweep's levels (undecided when every level met: the measured is a lower bound).
 
 Standard library only: the verification Job runs it from a plain Python image.
 """
