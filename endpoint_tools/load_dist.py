@@ -51,6 +51,11 @@ class Distribution:
             return int(self.b)
         return max(1, int(self.a + 4 * self.b))
 
+    @property
+    def mean(self) -> float:
+        """The length this distribution centres on (a normal's draws are clipped at 1 and MEAN + 4 SD)."""
+        return self.a if self.kind != "uniform" else (self.a + self.b) / 2
+
     def __str__(self) -> str:
         if self.kind == "fixed":
             return f"fixed:{int(self.a)}"

@@ -60,6 +60,7 @@ class LevelResult:
     tpot_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
     error_samples: list[str]
+    ttft_mean_ms: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -104,6 +105,7 @@ def summarize(concurrency: int, samples: list[RequestSample], planned: int, dura
         tpot_ms=pcts(tpots),
         e2e_ms=pcts(e2es),
         error_samples=seen,
+        ttft_mean_ms=_round(sum(ttfts) / len(ttfts)) if ttfts else None,
     )
 
 

@@ -10,6 +10,15 @@ streamed chunks) and time per output token (TPOT, per request) at p50, p95 and p
 per second, and errors; then a table, optional JSON and an SVG chart, and,
 with --slo-ttft-ms, the highest concurrency whose p95 TTFT stays within the target.
 
+Predicted against measured (endpoint_tools/expectation.py): --expect-from-plan build/<stack>/plan.json
+takes the plan's prediction for --model (its lengths and SLO become the sweep's), or explicit values
+--expect-ttft-ms, --expect-ttft-p95-ms, --expect-tpot-ms, --expect-output-tps (one value, or one per
+--concurrency level) and --expect-highest-concurrency with --slo-ttft-ms / --slo-tpot-ms; the report
+adds per level predicted/measured with the error in %, and the highest concurrency meeting the SLO
+predicted against measured (within one sweep step or not). A prediction that cannot be used (a
+missing or garbled plan.json, a model not in it or not predicted, a level or length it was not made
+at, a bad number) is a usage error naming the flag.
+
 Distributions (--prompt-tokens, --output-tokens): fixed:N, uniform:LO,HI, normal:MEAN,SD
 (endpoint_tools/load_dist.py); draws use --seed, so a sweep is repeatable.
 
@@ -46,6 +55,17 @@ import threading
 import time
 from dataclasses import dataclass
 
+from common.untrusted import InputLimitError, read_text_file
+from endpoint_tools.expectation import (
+    MAX_PLAN_JSON_BYTES,
+    Expectation,
+    ExpectationError,
+    compare,
+    from_plan_json,
+    from_values,
+    missing_levels,
+)
+from endpoint_tools.expectation import lines as comparison_lines
 from endpoint_tools.load_dist import Distribution, DistributionError, parse_distribution
 from endpoint_tools.load_report import (
     LevelResult,
@@ -365,18 +385,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--prompt-tokens",
         type=_distribution,
-        default=parse_distribution("normal:256,64"),
         metavar="DIST",
-        help="prompt length distribution (default normal:256,64)",
+        help="prompt length distribution (default normal:256,64; with --expect-from-plan fixed at the plan's)",
     )
     parser.add_argument(
         "--output-tokens",
         type=_distribution,
-        default=parse_distribution("uniform:64,256"),
         metavar="DIST",
-        help="output length distribution (default uniform:64,256)",
+        help="output length distribution (default uniform:64,256; with --expect-from-plan fixed at the plan's)",
     )
     parser.add_argument("--slo-ttft-ms", type=_positive(float), help=f"TTFT target; the {SLO_STAT} must stay within it")
+    parser.add_argument(
+        "--slo-tpot-ms", type=_positive(float), help="TPOT target for the comparison with a prediction (its median)"
+    )
+    expect = parser.add_argument_group(
+        "prediction", "report predicted against measured per level (endpoint_tools/expectation.py; docs/capacity.md)"
+    )
+    expect.add_argument(
+        "--expect-from-plan",
+        metavar="PLAN_JSON",
+        help="build/<stack>/plan.json: the plan's prediction for --model (models[].prediction)",
+    )
+    for flag, what in (
+        ("--expect-ttft-ms", "TTFT mean (ms)"),
+        ("--expect-ttft-p95-ms", "TTFT p95 (ms)"),
+        ("--expect-tpot-ms", "TPOT/ITL (ms)"),
+        ("--expect-output-tps", "output tokens per second"),
+    ):
+        expect.add_argument(
+            flag, metavar="V[,V...]", help=f"predicted {what}: one value, or one per --concurrency level"
+        )
+    expect.add_argument(
+        "--expect-highest-concurrency", metavar="N", help="predicted highest concurrency meeting the SLO flags"
+    )
     parser.add_argument("--json", type=pathlib.Path, metavar="FILE", help="write the results as JSON")
     parser.add_argument("--chart", type=pathlib.Path, metavar="FILE.svg", help="write an SVG chart")
     parser.add_argument(
@@ -430,9 +471,110 @@ def _server_max_model_len(client: Client, model: str) -> int | None:
     raise EndpointError(f"--model {model!r} is not served here; /v1/models lists {ids}")
 
 
+EXPECT_FLAGS = ("--expect-ttft-ms", "--expect-ttft-p95-ms", "--expect-tpot-ms", "--expect-output-tps")
+DEFAULT_PROMPT_TOKENS = "normal:256,64"
+DEFAULT_OUTPUT_TOKENS = "uniform:64,256"
+# A distribution's mean may differ this much from the plan's length and still be compared.
+LENGTH_TOLERANCE = 0.01
+
+
+def _values(flag: str, text: str | None, whole: bool = False) -> list[float] | None:
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise ExpectationError(f"{flag} {text[:60]!r}: not a comma-separated list of numbers, e.g. 12.5,14") from None
+    if not values or len(values) > 64 or any(not math.isfinite(v) or not 0 < v <= 1e9 for v in values):
+        raise ExpectationError(f"{flag} {text[:60]!r}: give 1 to 64 finite numbers above 0 and at most 1e9")
+    if whole and any(not v.is_integer() for v in values):
+        raise ExpectationError(f"{flag} {text[:60]!r}: give a whole number, e.g. 8")
+    return values
+
+
+def _length(flag: str, given: Distribution | None, planned: int | None, default: str) -> Distribution:
+    if planned is None:
+        return given or parse_distribution(default)
+    if given is None:
+        return parse_distribution(f"fixed:{planned}")
+    if abs(given.mean - planned) > LENGTH_TOLERANCE * planned:
+        raise ExpectationError(
+            f"{flag} {given} centres on {given.mean:g} tokens but the plan predicted at {planned}; "
+            f"leave {flag} out (fixed:{planned}) or give a distribution with mean {planned}"
+        )
+    return given
+
+
+def resolve_expectation(args: argparse.Namespace) -> Expectation | None:
+    """The prediction the flags name (None without one); sets the lengths and the SLO it was made at."""
+    explicit = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in EXPECT_FLAGS}
+    highest_text = args.expect_highest_concurrency
+    expectation = None
+    if args.expect_from_plan is not None:
+        given = [f for f, v in explicit.items() if v is not None] + (
+            ["--expect-highest-concurrency"] if highest_text is not None else []
+        )
+        if given:
+            raise ExpectationError(f"--expect-from-plan and {given[0]}: give the plan or explicit values, not both")
+        try:
+            text = read_text_file(
+                args.expect_from_plan, MAX_PLAN_JSON_BYTES, f"--expect-from-plan {args.expect_from_plan}"
+            )
+        except (OSError, InputLimitError) as exc:
+            raise ExpectationError(
+                f"{' '.join(str(exc).split())}; run `make plan` and pass build/<stack>/plan.json"
+            ) from None
+        expectation = from_plan_json(text, args.model)
+        missing = missing_levels(expectation, args.concurrency)
+        if missing:
+            known = ",".join(str(n) for n in sorted(expectation.levels))
+            raise ExpectationError(
+                f"--concurrency {','.join(map(str, missing))}: the plan predicted levels {known}; sweep those, "
+                "or add the levels to models[].verification.sweep.concurrency and run `make plan` again"
+            )
+        for flag, value, planned in (
+            ("--slo-ttft-ms", args.slo_ttft_ms, expectation.ttft_slo_ms),
+            ("--slo-tpot-ms", args.slo_tpot_ms, expectation.tpot_slo_ms),
+        ):
+            if value is not None and planned is not None and abs(value - planned) > 1e-6 * planned:
+                raise ExpectationError(
+                    f"{flag} {value:g} differs from the plan's SLO ({planned:g} ms) its prediction was made at; "
+                    f"leave {flag} out"
+                )
+        args.slo_ttft_ms = expectation.ttft_slo_ms if args.slo_ttft_ms is None else args.slo_ttft_ms
+        args.slo_tpot_ms = expectation.tpot_slo_ms if args.slo_tpot_ms is None else args.slo_tpot_ms
+    elif any(v is not None for v in explicit.values()) or highest_text is not None:
+        values = {flag: _values(flag, text) for flag, text in explicit.items()}
+        highest = _values("--expect-highest-concurrency", highest_text, whole=True)
+        if highest is not None and (len(highest) != 1 or (args.slo_ttft_ms is None and args.slo_tpot_ms is None)):
+            raise ExpectationError(
+                "--expect-highest-concurrency takes one number and needs the SLO it was predicted at "
+                "(--slo-ttft-ms and/or --slo-tpot-ms)"
+            )
+        expectation = from_values(
+            args.concurrency,
+            values,
+            highest=int(highest[0]) if highest else None,
+            ttft_slo_ms=args.slo_ttft_ms,
+            tpot_slo_ms=args.slo_tpot_ms,
+        )
+    planned_in = expectation.prompt_tokens if expectation else None
+    planned_out = expectation.output_tokens if expectation else None
+    args.prompt_tokens = _length("--prompt-tokens", args.prompt_tokens, planned_in, DEFAULT_PROMPT_TOKENS)
+    args.output_tokens = _length("--output-tokens", args.output_tokens, planned_out, DEFAULT_OUTPUT_TOKENS)
+    return expectation
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        expectation = resolve_expectation(args)
+    except ExpectationError as exc:
+        # One line naming the flag and the fix, the usage errors' status.
+        print(f"{parser.prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     if args.chart and args.chart.suffix.lower() != ".svg":
         parser.error(f"--chart {args.chart}: only SVG is written; use a name ending in .svg")
     # Checked before the sweep: a bad path found after it would throw away minutes of results.
@@ -497,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     for level in levels:
         for message in level.error_samples:
             print(f"errors at concurrency {level.concurrency}: {message}")
+    compared = compare(expectation, levels) if expectation is not None else None
+    if compared is not None:
+        print("\n".join(comparison_lines(compared)))
 
     title = f"{args.model}: prompt {args.prompt_tokens}, output {args.output_tokens}"
     if args.json:
@@ -510,8 +655,15 @@ def main(argv: list[str] | None = None) -> int:
             "prompt_lengths_exact": source.exact,
             "seed": args.seed,
             "ignore_eos": args.ignore_eos,
-            "slo": {"ttft_ms": args.slo_ttft_ms, "statistic": SLO_STAT, "highest_concurrency_meeting": best},
+            "slo": {
+                "ttft_ms": args.slo_ttft_ms,
+                "tpot_ms": args.slo_tpot_ms,
+                "statistic": SLO_STAT,
+                "highest_concurrency_meeting": best,
+            },
             "levels": [level.to_json() for level in levels],
+            # Predicted against measured (endpoint_tools/expectation.py), null without a prediction.
+            "expectation": compared,
         }
     outputs = []
     if args.json:

@@ -10,7 +10,10 @@ stream, context, metrics, kv, template, golden, names), printed as smoke prints 
 `calibration:` line (JSON: the predicted and the actual KV-cache tokens with what decided them, the
 pair a user sends back as a calibration case; docs/verification.md), for a model without a golden
 record one `golden-record:` line (JSON: the record to commit as golden/<model>.json;
-endpoint_tools/golden.py) and, at the end, one `verify-summary:` line (JSON).
+endpoint_tools/golden.py), for a model with a `sweep` entry (models[].verification.sweep) a short load sweep
+(endpoint_tools/loadtest.py) reported against the plan's prediction (endpoint_tools/expectation.py) and one
+`sweep:` line (JSON; a measurement: it never changes the exit status) and, at the end, one `verify-summary:`
+line (JSON).
 
 Exit status as smoke's: 0 every model passed; 1 a check failed or a server could not be reached;
 2 an unusable targets file; 3 the only failures are KV-cache capacities below the plan's; 4 the only
@@ -24,12 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import time
 from dataclasses import dataclass, field
 
 from common.untrusted import InputLimitError, excerpt, loads_json, read_text_file
-from endpoint_tools import golden, kv_capacity, smoke
+from endpoint_tools import expectation, golden, kv_capacity, loadtest, smoke
+from endpoint_tools.load_dist import parse_distribution
+from endpoint_tools.load_report import format_table
 from endpoint_tools.openai_client import Client, EndpointError
 
 MAX_TARGETS_BYTES = 1024 * 1024
@@ -40,6 +46,10 @@ SUMMARY_PREFIX = "verify-summary: "
 CALIBRATION_PREFIX = "calibration: "
 GOLDEN_RECORD_PREFIX = golden.LOG_PREFIX
 GOLDEN_MODES = ("report", "exact")
+SWEEP_PREFIX = "sweep: "
+MAX_SWEEP_LEVELS = 8
+MAX_SWEEP_CONCURRENCY = 256
+MAX_SWEEP_REQUESTS = 256
 
 
 class TargetsError(ValueError):
@@ -64,6 +74,55 @@ class Target:
     golden_mode: str | None = None
     golden_key: dict[str, str] = field(default_factory=dict)
     golden_record: golden.Record | None = None
+    sweep: Sweep | None = None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A short load sweep after the checks (models[].verification.sweep), against the plan's prediction."""
+
+    concurrency: tuple[int, ...]
+    requests_per_level: int
+    prompt_tokens: int
+    output_tokens: int
+    # None: the plan did not predict this model (`not_predicted` says why); the sweep still measures.
+    expected: expectation.Expectation | None
+    not_predicted: str | None = None
+
+
+def _sweep(value: object, where: str) -> Sweep | None:
+    """The targets file's sweep entry: {concurrency, requestsPerLevel, promptTokens, outputTokens, prediction}."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TargetsError(f"{where} must be an object")
+    levels = value.get("concurrency")
+    if (
+        not isinstance(levels, list)
+        or not 1 <= len(levels) <= MAX_SWEEP_LEVELS
+        or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_SWEEP_CONCURRENCY for n in levels)
+        or levels != sorted(set(levels))
+    ):
+        raise TargetsError(
+            f"{where}.concurrency must be 1 to {MAX_SWEEP_LEVELS} increasing whole numbers from 1 to "
+            f"{MAX_SWEEP_CONCURRENCY}"
+        )
+    requests = _field(value, "requestsPerLevel", int, where, low=1, high=MAX_SWEEP_REQUESTS)
+    prompt = _field(value, "promptTokens", int, where, low=1, high=smoke.MAX_CONTEXT_CHECKED)
+    output = _field(value, "outputTokens", int, where, low=1, high=smoke.MAX_CONTEXT_CHECKED)
+    prediction = value.get("prediction")
+    expected, reason = None, None
+    if isinstance(prediction, dict) and prediction.get("predicted") is False:
+        reason = excerpt(prediction.get("notPredicted"), 300) if prediction.get("notPredicted") else "no reason given"
+    elif prediction is not None:
+        try:
+            expected = expectation.parse_prediction(prediction, f"{where}.prediction", "the plan")
+        except expectation.ExpectationError as exc:
+            raise TargetsError(str(exc)) from None
+        missing = expectation.missing_levels(expected, levels)
+        if missing:
+            raise TargetsError(f"{where}.prediction has no level {missing[0]} of {where}.concurrency")
+    return Sweep(tuple(levels), requests, prompt, output, expected, reason)
 
 
 def _field(entry: dict, key: str, kind: type, where: str, *, required: bool = True, low=None, high=None):
@@ -140,6 +199,7 @@ def parse_targets(text: str) -> tuple[list[Target], float]:
                 golden_mode=golden_mode,
                 golden_key=golden_key,
                 golden_record=golden_record,
+                sweep=_sweep(entry.get("sweep"), f"{where}.sweep"),
             )
         )
         if golden_record is not None and golden_record.model != targets[-1].model:
@@ -182,6 +242,8 @@ class ModelReport:
     verdict: kv_capacity.Verdict | None
     # "recorded" (no record yet), "identical" or "differs", with the key fields that changed.
     golden: dict[str, object] | None = None
+    # The load sweep's predicted-against-measured report (endpoint_tools/expectation.py), when it ran.
+    sweep: dict[str, object] | None = None
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -200,6 +262,8 @@ class ModelReport:
             )
         if self.golden is not None:
             out["golden"] = self.golden
+        if self.sweep is not None:
+            out["sweep"] = self.sweep
         return out
 
 
@@ -261,8 +325,51 @@ def verify_target(target: Target, tolerance: float) -> ModelReport:
         # No record yet (the first rollout), or the answers or the key changed: the record to commit
         # as golden/<model>.json once the change is judged fine (python -m endpoint_tools.golden save).
         print(golden.LOG_PREFIX + json.dumps(ctx.golden_live.as_json(), ensure_ascii=True))
+    if target.sweep is not None:
+        if status in (smoke.EXIT_PASSED, smoke.EXIT_KV_SHORTFALL, smoke.EXIT_GOLDEN_DIFFERS):
+            report.sweep = run_sweep(client, target.model, target.sweep, target.request_timeout)
+        else:
+            print("sweep    skipped: a check failed, so the model's figures would not mean what they say")
+            report.sweep = {"skipped": "a check failed"}
     sys.stdout.flush()
     return report
+
+
+def run_sweep(client: Client, model: str, sweep: Sweep, request_timeout: float) -> dict[str, object]:
+    """The load sweep of endpoint_tools/loadtest.py at the sweep's levels, then predicted against measured.
+
+    A measurement, not a check: it never changes the exit status. Its deadline is the client's (the
+    target's total timeout, which the program sized to hold the sweep)."""
+    rng = random.Random(0)
+    prompts, outputs = (parse_distribution(f"fixed:{n}") for n in (sweep.prompt_tokens, sweep.output_tokens))
+    deadline = client.deadline if client.deadline is not None else time.monotonic() + request_timeout
+    try:
+        source = loadtest.PromptSource(client, model, rng, sweep.prompt_tokens)
+    except EndpointError as exc:
+        print(f"sweep    could not prepare prompts: {' '.join(str(exc).split())}")
+        return {"error": str(exc)[:300]}
+    loadtest.measure(client, model, loadtest.PlannedRequest(source.prompt(8), 8, 4), deadline, request_timeout)
+    progress = loadtest.Progress(sweep.requests_per_level * len(sweep.concurrency))
+    levels = []
+    for n in sweep.concurrency:
+        planned = loadtest.plan_requests(source, rng, sweep.requests_per_level, prompts, outputs)
+        levels.append(loadtest.run_level(client, model, n, planned, deadline, request_timeout, progress))
+    progress.close()
+    print(f"sweep    {sweep.requests_per_level} requests per level, prompt {prompts}, output {outputs}")
+    print(format_table(levels))
+    result: dict[str, object] = {"levels": [lv.to_json() for lv in levels], "promptLengthsExact": source.exact}
+    if sweep.expected is None:
+        print(f"sweep    not predicted by the plan: {sweep.not_predicted}")
+        print(SWEEP_PREFIX + json.dumps({"model": model, **result, "notPredicted": sweep.not_predicted}))
+        return {"notPredicted": sweep.not_predicted}
+    compared = expectation.compare(sweep.expected, levels)
+    print("\n".join(expectation.lines(compared)))
+    print(SWEEP_PREFIX + json.dumps({"model": model, **result, "expectation": compared}))
+    # The summary keeps the errors and the SLO line; the `sweep:` line above has every figure.
+    return {
+        "errorPercent": {str(row["concurrency"]): row["error_percent"] for row in compared["levels"]},
+        "slo": compared["slo"],
+    }
 
 
 def _golden_summary(ctx: smoke.SmokeContext) -> dict[str, object] | None:

@@ -44,6 +44,8 @@ CAPACITY_FIELDS = (
     "costPerMillionOutputTokens",
 )
 MODEL_FIELDS: tuple[str, ...] = TABLE_FIELDS + CAPACITY_FIELDS
+# Beside them, `prediction` (planner/sweep_prediction.py): per concurrency level what a load sweep should measure,
+# read by `python -m components.loadtest --expect-from-plan` (endpoint_tools/expectation.py); None without one.
 GPU_FIELDS = (
     "gpu",
     "machineType",
@@ -88,6 +90,14 @@ def _resource(r: RecordedResource) -> dict[str, Any]:
     }
 
 
+def model_entries(sizing_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """plan.json's `models`: each model's MODEL_FIELDS and its `prediction` (planner/sweep_prediction.py)."""
+    return [
+        {"model": row["model"], **{k: row.get(k) for k in MODEL_FIELDS}, "prediction": row.get("prediction")}
+        for row in sizing_rows
+    ]
+
+
 def summary(
     evaluation: Evaluation,
     verdicts: list[Any],
@@ -103,10 +113,7 @@ def summary(
         "stack": evaluation.stack,
         "deployable": decided["deployable"],
         "reasons": decided["reasons"],
-        "models": [
-            {"model": row["model"], **{k: row.get(k) for k in MODEL_FIELDS}}
-            for row in evaluation.outputs.get("sizing") or []
-        ],
+        "models": model_entries(evaluation.outputs.get("sizing") or []),
         "gpus": costs,
         "verdicts": sorted(
             (

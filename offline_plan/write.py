@@ -543,11 +543,53 @@ def _verification_section(verification: dict[str, Any]) -> list[str]:
         for m, e in verification["expected"].items()
     ]
     out += _markdown_table(rows, ["model", "kvCacheTokens", "maxModelLen", "names"])
+    out += _sweep_lines(verification["expected"])
     unresolved = verification.get("unresolved") or []
     if unresolved:
         out += ["", "Not established here (no registry was reachable); settle each where one is:", ""]
         out += [f"- {f['subject']} ({f['source']}): `{f['resolveWith']}`" for f in unresolved]
     return [*out, ""]
+
+
+def _sweep_lines(expected: dict[str, Any]) -> list[str]:
+    """The models whose Job also runs a short load sweep (models[].verification.sweep), with what the plan predicts
+    it measures (planner/sweep_prediction.py; docs/verification.md)."""
+    out: list[str] = []
+    for model, e in expected.items():
+        sweep = e.get("sweep")
+        if not sweep:
+            continue
+        p = sweep["prediction"]
+        head = (
+            f"Load sweep of {model} after its checks: concurrency {', '.join(map(str, sweep['concurrency']))}; "
+            f"{sweep['requestsPerLevel']} requests per level, {sweep['promptTokens']:,} prompt / "
+            f"{sweep['outputTokens']:,} output tokens"
+        )
+        if not p["predicted"]:
+            out += ["", f"{head}; measured only, not predicted: {p['notPredicted']}"]
+            continue
+        out += [
+            "",
+            (
+                f"{head}; the plan predicts ({p['efficiency']}), highest concurrency meeting TTFT p95 "
+                f"{p['ttftSloMs']:g} ms and TPOT {p['itlSloMs']:g} ms: {p['highestConcurrencyAtSlo']}:"
+            ),
+            "",
+        ]
+        out += _markdown_table(
+            [
+                {
+                    "concurrency": lv["concurrency"],
+                    "TTFT mean ms": lv["ttftMeanMs"],
+                    "TTFT p95 ms": lv["ttftP95Ms"],
+                    "TPOT ms": lv["tpotMs"],
+                    "output tokens/s": lv["outputTokensPerSecond"],
+                }
+                for lv in p["levels"]
+            ],
+            ["concurrency", "TTFT mean ms", "TTFT p95 ms", "TPOT ms", "output tokens/s"],
+        )
+    return out
 
 
 def _waits_section(evaluation: Evaluation) -> list[str]:

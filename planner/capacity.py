@@ -568,3 +568,12 @@ def _shortfalls(i: CapacityInputs, c: Capacity) -> list[str]:
             f"raise it to {need}"
         )
     return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    # `python -m planner.capacity --explain`: every term for one model, GPU and load (planner/capacity_cli.py).
+    import sys
+
+    from planner.capacity_cli import main
+
+    sys.exit(main())

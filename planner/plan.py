@@ -14,9 +14,10 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from common import contract, gpu_prices, gpus
-from planner import checkpoint, sizing
+from planner import checkpoint, sizing, sweep_prediction
 from planner.capacity import (
     Capacity,
     CapacityInputs,
@@ -118,6 +119,9 @@ class ModelPlan:
     (models[].verifyAtStart sha256 on a mounted volume; 0 for sizes, for bucket streaming and KServe)."""
     capacity: Capacity | None = None
     """Replicas the model's `load` needs at its SLO (planner/capacity.py); None without a load."""
+    prediction: dict[str, Any] | None = None
+    """TTFT, TPOT and tokens/s per concurrency level for a load sweep to be checked against
+    (planner/sweep_prediction.py); None without a load or an enabled verification sweep."""
     pool_waits_for_nodes: bool = False
     """Some replica of a model on this pool (at its maximum, plus a rolling update's surge) does not fit
     on the nodes the pool starts with, so it waits for the autoscaler to launch a node (decided per
@@ -565,7 +569,7 @@ def plan_model(
         model_max=model_max,
         valid=sizing.valid_tensor_parallel_sizes(arch, max_tp),
     )
-    inputs = CapacityInputs(
+    capacity_inputs = CapacityInputs(
         key=key,
         model=model,
         arch=arch,
@@ -581,7 +585,10 @@ def plan_model(
         price=pool_price(config, pool),
         gpus_per_node=pool.gpusPerNode,
     )
-    capacity, capacity_warnings, capacity_problems = plan_capacity(inputs)
+    capacity, capacity_warnings, capacity_problems = plan_capacity(capacity_inputs)
+    # The prediction a load sweep is checked against (plan.json, the verification Job's sweep).
+    sweep_problem = sweep_prediction.sweep_problem(capacity_inputs)
+    capacity_problems += [sweep_problem] if sweep_problem else []
     if capacity_problems:
         raise PlanError(capacity_problems)
     warnings += capacity_warnings
@@ -589,7 +596,7 @@ def plan_model(
         # The replica bounds and queue threshold the user left unset, from the load: the model as deployed.
         warnings += threshold_warnings(key, model, capacity, result.max_num_seqs)
         model, derived = derive_model(key, model, capacity)
-        capacity = with_cost(dataclasses.replace(capacity, derived=derived), model, inputs)
+        capacity = with_cost(dataclasses.replace(capacity, derived=derived), model, capacity_inputs)
     weights_bytes = metadata.weights_bytes or int(result.weights_gib_per_gpu * tp * pp * 1024**3)
     load_from = config.modelStore.loadFrom
     read_bps = (config.modelStore.readMBps or DEFAULT_READ_MBPS[load_from]) * 1e6
@@ -617,6 +624,7 @@ def plan_model(
         sizing_warnings=tuple(warnings),
         lora=lora,
         capacity=capacity,
+        prediction=sweep_prediction.prediction(capacity_inputs),
     )
 
 
@@ -773,6 +781,8 @@ def sizing_table(plans: list[ModelPlan]) -> list[dict[str, object]]:
             "derivedFromLoad": derived_keys(p.capacity.derived if p.capacity else ()) or None,
             # The pool's node counts derived from the loads of its models (derive_pool), with what from.
             "poolDerivedFromLoad": [d.row() for d in p.pool_derived],
+            # Per concurrency level, what a load sweep should measure (planner/sweep_prediction.py).
+            "prediction": p.prediction,
         }
         for p in plans
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -176,11 +177,46 @@ class LoadConfig(StrictModel):
         return self
 
 
+# The verification Job's load sweep is short: a few levels of a few requests, so it adds minutes, not
+# hours, to `pulumi up` (its time budget is in components/verification/job.py).
+MAX_SWEEP_LEVELS = 8
+MAX_SWEEP_CONCURRENCY = 256
+MAX_SWEEP_REQUESTS = 256
+SweepLevel = Annotated[int, Field(ge=1, le=MAX_SWEEP_CONCURRENCY)]
+
+
+class SweepConfig(StrictModel):
+    """A short load sweep the verification Job runs after the smoke checks, against the plan's prediction."""
+
+    enabled: bool = False
+    """Run the sweep (off by default): the Job reports predicted against measured TTFT, TPOT and output tokens per
+    second per concurrency level, and the highest concurrency meeting `slo` (docs/verification.md)."""
+    concurrency: list[SweepLevel] = Field(
+        default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=MAX_SWEEP_LEVELS
+    )
+    """Concurrency levels, in increasing order, each at most 256."""
+    requestsPerLevel: int = Field(8, ge=1, le=MAX_SWEEP_REQUESTS, alias="requestsPerLevel")
+    """Streamed requests per level (at least the level's concurrency gives every client one)."""
+    promptTokens: int | None = Field(None, ge=1, le=MAX_TOKENS, alias="promptTokens")
+    """Prompt tokens per request (default: `load.promptTokens.mean`, else 512)."""
+    outputTokens: int | None = Field(None, ge=1, le=MAX_TOKENS, alias="outputTokens")
+    """Output tokens per request (default: `load.outputTokens.mean`, else 128)."""
+
+    @field_validator("concurrency")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(b <= a for a, b in itertools.pairwise(v)):
+            raise ValueError(f"levels must increase, each once, e.g. [1, 2, 4, 8]; got {v}")
+        return v
+
+
 class VerificationConfig(StrictModel):
     golden: Literal["report", "exact", "off"] = "report"
     """Golden greedy prompts in the verification Job (docs/verification.md): report compares the answers with
     golden/<name>.json (committed from the first rollout's log) and reports a changed revision, engine, quantization or
     KV-cache dtype and each differing answer; exact also fails the Job when any answer differs; off skips them."""
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
+    """A short load sweep after the checks, predicted against measured (off by default; docs/verification.md)."""
 
 
 # Other names one model or adapter answers to through the entrance: each becomes a rewrite rule the

@@ -11,7 +11,9 @@ the smoke checks (health, models, chat with usage, streaming to [DONE], the cont
 metrics), the kv check against the plan's kvCacheTokens, the template check (the chat template
 renders), the golden greedy prompts against the model's committed record (models[].verification.golden;
 golden/<name>.json, shipped in the targets file), and every name the server serves (the
-model and its LoRA adapters) answering under its own name. It does not go through the entrance's
+model and its LoRA adapters) answering under its own name; with models[].verification.sweep, a short load
+sweep against the plan's prediction at its levels (planner/sweep_prediction.py, shipped in the targets file,
+its time in the deadline). It does not go through the entrance's
 public host name: on a first `pulumi up` its DNS record does not exist yet (the user creates it
 from the stack output), so the check would fail every first deployment; the Job waits for the
 entrance's objects instead, and `python -m components.smoke --entrance` checks the public path
@@ -112,9 +114,41 @@ def golden_mode(plan: ModelPlan) -> str:
     return plan.model.verification.golden
 
 
+def sweep_entry(plan: ModelPlan) -> dict[str, Any] | None:
+    """The targets file's load sweep of a model (models[].verification.sweep), with the plan's prediction at
+    its levels, lengths and SLO (planner/sweep_prediction.py: computed at plan time, so no plan.json is needed
+    in the cluster); None when the sweep is off."""
+    sweep = plan.model.verification.sweep
+    if not sweep.enabled or plan.prediction is None:
+        return None
+    prediction = plan.prediction
+    if prediction["predicted"]:
+        wanted = set(sweep.concurrency)
+        prediction = {**prediction, "levels": [lv for lv in prediction["levels"] if lv["concurrency"] in wanted]}
+    return {
+        "concurrency": list(sweep.concurrency),
+        "requestsPerLevel": sweep.requestsPerLevel,
+        "promptTokens": prediction["promptTokens"],
+        "outputTokens": prediction["outputTokens"],
+        "prediction": prediction,
+    }
+
+
+def sweep_seconds(plan: ModelPlan) -> int:
+    """The sweep's time budget: per level, its requests in rounds of `concurrency` at once, each round one request's
+    budget (REQUEST_BASE_SECONDS plus its prompt at PREFILL_FLOOR_TOKENS_PER_SECOND); one warm-up request first."""
+    entry = sweep_entry(plan)
+    if entry is None:
+        return 0
+    per_request = REQUEST_BASE_SECONDS + math.ceil(entry["promptTokens"] / PREFILL_FLOOR_TOKENS_PER_SECOND)
+    rounds = sum(math.ceil(entry["requestsPerLevel"] / n) for n in entry["concurrency"])
+    return per_request * (rounds + 1)
+
+
 def total_timeout_seconds(plan: ModelPlan) -> int:
     golden = GOLDEN_REQUESTS * REQUEST_BASE_SECONDS if golden_mode(plan) != "off" else 0
-    return request_timeout_seconds(plan) * (HEAVY_REQUESTS + len(names_of(plan))) + golden + LIGHT_SECONDS
+    checks = request_timeout_seconds(plan) * (HEAVY_REQUESTS + len(names_of(plan))) + golden + LIGHT_SECONDS
+    return checks + sweep_seconds(plan)
 
 
 def golden_key(plan: ModelPlan) -> dict[str, str]:
@@ -174,7 +208,7 @@ def deadline_seconds(plans: list[ModelPlan]) -> int:
 def expected(plan: ModelPlan) -> dict[str, Any]:
     """What the Job checks a model against: the plan's numbers and names."""
     golden = golden_mode(plan)
-    return {
+    out: dict[str, Any] = {
         "kvCacheTokens": plan.sizing.kv_cache_tokens,
         "maxModelLen": plan.max_model_len,
         "names": names_of(plan),
@@ -182,6 +216,10 @@ def expected(plan: ModelPlan) -> dict[str, Any]:
         if golden != "off"
         else {"mode": "off"},
     }
+    sweep = sweep_entry(plan)
+    if sweep is not None:
+        out["sweep"] = sweep
+    return out
 
 
 def calibration_context(plan: ModelPlan) -> dict[str, Any]:
@@ -218,6 +256,7 @@ def targets_document(
                 "totalTimeoutSeconds": total_timeout_seconds(plan),
                 "calibration": calibration_context(plan),
                 "golden": golden_entry(plan),
+                "sweep": sweep_entry(plan),
             }
         )
     return json.dumps({"kvTolerancePercent": tolerance_percent, "targets": targets}, indent=1, sort_keys=True)

@@ -22,6 +22,12 @@ TOOL_FILES = (
     "endpoint_tools/golden.py",
     "endpoint_tools/smoke.py",
     "endpoint_tools/verify.py",
+    # The load sweep (models[].verification.sweep) and its comparison with the plan's prediction.
+    "endpoint_tools/expectation.py",
+    "endpoint_tools/load_dist.py",
+    "endpoint_tools/load_report.py",
+    "endpoint_tools/loadtest.py",
+    "endpoint_tools/prompt_corpus.py",
 )
 TOOLS_MOUNT_PATH = "/opt/llm-serving-verify"
 ENTRY_MODULE = "endpoint_tools.verify"

@@ -119,7 +119,7 @@ def test_the_job_runs_once_on_a_cpu_node_within_a_deadline_pulumi_outwaits(stack
 
 def test_budgets_grow_with_the_context_and_the_names():
     def plan(golden):
-        model = SimpleNamespace(verification=SimpleNamespace(golden=golden))
+        model = SimpleNamespace(verification=SimpleNamespace(golden=golden, sweep=SimpleNamespace(enabled=False)))
         return SimpleNamespace(max_model_len=32768, lora=None, served_name="m", model=model)
 
     assert verification.request_timeout_seconds(plan("report")) == 60 + 33
