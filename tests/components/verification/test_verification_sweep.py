@@ -20,6 +20,7 @@ from offline_plan import plan_json
 from offline_plan import write as offline_plan
 from offline_plan.mock_runtime import evaluate_stack
 from planner import plan, sweep_prediction
+from planner.perf_model import EFFICIENCY
 from stack_config import ConfigError, parse_stack_config
 from tests.support.committed import committed_stack
 from tests.support.fuzz.fault_server import MODEL
@@ -126,8 +127,10 @@ def test_plan_md_and_the_stack_output_show_the_sweep(a100):
     assert f"| 1 | {level_1['ttftMeanMs']} | {level_1['ttftP95Ms']} | {level_1['tpotMs']} |" in section
 
 
-def test_an_uncalibrated_gpu_sweeps_without_a_prediction_and_says_why():
-    # An L4 is an Ada GPU: no calibrated efficiency (planner/perf_model.py EFFICIENCY).
+def test_an_uncalibrated_gpu_sweeps_without_a_prediction_and_says_why(monkeypatch):
+    # An L4 is an Ada GPU; its family is taken out of the calibrated efficiencies (planner/perf_model.py
+    # EFFICIENCY) for this test, as for a family with no calibration source.
+    monkeypatch.delitem(EFFICIENCY, "ada")
     plans = _plans(SWEEP, {"pools": [{"name": "l4", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 1}]})
     doc = json.loads(verification.targets_document(plans, ["http://x:8000"], [None], 10))
     prediction = doc["targets"][0]["sweep"]["prediction"]
