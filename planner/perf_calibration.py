@@ -2,10 +2,11 @@
 
 `python -m planner.perf_calibration [BENCHMARKS_JSON]` (default tests/fixtures/perf_benchmarks/
 benchmarks.json) refits each GPU family's bandwidth efficiency and per-request TTFT overhead on the
-calibration sources only, then prints every measured figure beside its prediction and the mean
-absolute percentage error per split (calibration, held out by source), GPU type and model kind
-(dense, MoE, quantized) for TPOT/ITL, output tokens/s, TTFT and E2E, and the SLO-concurrency hit
-rate of each concurrency sweep. The held-out sources never touch the fit.
+calibration sources only (at the shipped engine time per step per running request, whose own
+calibration profile and lowest point it prints at the end), then prints every measured figure beside
+its prediction and the mean absolute percentage error per split (calibration, held out by source),
+GPU type and model kind (dense, MoE, quantized) for TPOT/ITL, output tokens/s, TTFT and E2E, and the
+SLO-concurrency hit rate of each concurrency sweep. The held-out sources never touch the fit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from planner.model_arch import ModelArch
 from planner.perf_model import (
     COMPUTE_ASSUMPTION,
     STEP_OVERHEAD_MS,
+    STEP_PER_REQUEST_MS,
     Efficiency,
     Replica,
     Workload,
@@ -92,6 +94,7 @@ def load(path: str = DEFAULT_FIXTURE) -> list[Point]:
             tensor_parallel_size=p["tp"],
             max_model_len=p.get("max_model_len"),
             max_num_seqs=p.get("max_num_seqs"),
+            enforce_eager=p.get("enforce_eager", False),
         )
         split = data["sources"][p["source"]]["split"]
         workload = Workload(p["concurrency"], p["input_len"], p["output_len"])
@@ -140,10 +143,12 @@ def predicted(point: Point, eff: Efficiency) -> dict[str, float]:
     return {k: values[k] for k in point.measured}
 
 
-def _score(points: Sequence[Point], bw: float, step_overhead_ms: float) -> tuple[float, Efficiency]:
-    """Mean absolute log error of the points at this bandwidth efficiency and per-step time; the TTFT
+def _score(
+    points: Sequence[Point], bw: float, step_overhead_ms: float, per_request_ms: float = STEP_PER_REQUEST_MS
+) -> tuple[float, Efficiency]:
+    """Mean absolute log error of the points at this bandwidth efficiency and per-step times; the TTFT
     overhead is the median TTFT left unexplained."""
-    trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated", step_overhead_ms)
+    trial = Efficiency(bw, COMPUTE_ASSUMPTION, 0.0, "calibrated", step_overhead_ms, per_request_ms)
     gaps = [pt.measured[k] - pred for pt in points for k, pred in predicted(pt, trial).items() if k in TTFT_METRICS]
     overhead = round(max(statistics.median(gaps), 0.0), 1) if gaps else 0.0
     trial = replace(trial, ttft_overhead_ms=overhead)
@@ -156,13 +161,15 @@ def _score(points: Sequence[Point], bw: float, step_overhead_ms: float) -> tuple
     return sum(errors) / len(errors), trial
 
 
-def fit(points: Sequence[Point], step_overhead_ms: float = 0.0) -> Efficiency:
+def fit(
+    points: Sequence[Point], step_overhead_ms: float = 0.0, per_request_ms: float = STEP_PER_REQUEST_MS
+) -> Efficiency:
     """Bandwidth efficiency on a 0.005 grid from 0.30 to 1.00 (a pass every 0.05, then every 0.005 around
-    the best), at a given per-step time."""
+    the best), at given per-step times."""
     grid = range(60, 201)
-    coarse = min(grid[::10], key=lambda i: _score(points, i * 0.005, step_overhead_ms)[0])
+    coarse = min(grid[::10], key=lambda i: _score(points, i * 0.005, step_overhead_ms, per_request_ms)[0])
     fine = [i for i in grid if abs(i - coarse) <= 10]
-    scored = [_score(points, i * 0.005, step_overhead_ms) for i in fine]
+    scored = [_score(points, i * 0.005, step_overhead_ms, per_request_ms) for i in fine]
     best = min(range(len(scored)), key=lambda j: (scored[j][0], j))
     return scored[best][1]
 
@@ -172,10 +179,12 @@ def family_points(points: Sequence[Point]) -> dict[str, list[Point]]:
     return {f: [p for p in points if p.split == "calibration" and p.family == f] for f in families}
 
 
-def total_score(points: Sequence[Point], step_overhead_ms: float) -> tuple[float, dict[str, Efficiency]]:
-    """The calibration points' mean absolute log error with each family's bandwidth fitted at one shared
-    per-step time."""
-    effs = {f: fit(pts, step_overhead_ms) for f, pts in family_points(points).items()}
+def total_score(
+    points: Sequence[Point], step_overhead_ms: float, per_request_ms: float = STEP_PER_REQUEST_MS
+) -> tuple[float, dict[str, Efficiency]]:
+    """The calibration points' mean absolute log error with each family's bandwidth fitted at shared
+    per-step times."""
+    effs = {f: fit(pts, step_overhead_ms, per_request_ms) for f, pts in family_points(points).items()}
     errors = [
         abs(math.log(pred / pt.measured[k]))
         for f, pts in family_points(points).items()
@@ -186,17 +195,40 @@ def total_score(points: Sequence[Point], step_overhead_ms: float) -> tuple[float
     return sum(errors) / len(errors), effs
 
 
-def fit_families(points: Sequence[Point], step_overhead_ms: float = STEP_OVERHEAD_MS) -> dict[str, Efficiency]:
-    """Each family's factors on the calibration sources, at the shared per-step time."""
-    return total_score(points, step_overhead_ms)[1]
+def fit_families(
+    points: Sequence[Point], step_overhead_ms: float = STEP_OVERHEAD_MS, per_request_ms: float = STEP_PER_REQUEST_MS
+) -> dict[str, Efficiency]:
+    """Each family's factors on the calibration sources, at the shared per-step times."""
+    return total_score(points, step_overhead_ms, per_request_ms)[1]
 
 
-def step_overhead_profile(points: Sequence[Point], grid_ms: Sequence[float] = (0.0, 0.5, 1.0, 1.5, 2.0)) -> list[str]:
-    """Whether the calibration sources identify the per-step time: their score with each family's
-    bandwidth refitted at each value (a flat profile means they do not)."""
-    scores = [(t, total_score(points, t)[0]) for t in grid_ms]
+PER_REQUEST_GRID_MS = tuple(round(0.01 * i, 2) for i in range(11))  # 0 to 0.10 ms
+
+
+def fit_per_request(points: Sequence[Point], grid_ms: Sequence[float] = PER_REQUEST_GRID_MS) -> float:
+    """The engine time per step per running request (shared by the families) with the lowest calibration
+    score, each family's bandwidth refitted at each value; the first of equal scores."""
+    scores = [(total_score(points, STEP_OVERHEAD_MS, t)[0], i) for i, t in enumerate(grid_ms)]
+    return grid_ms[min(scores)[1]]
+
+
+def per_request_profile(points: Sequence[Point], grid_ms: Sequence[float] = PER_REQUEST_GRID_MS) -> list[str]:
+    """The calibration score at each engine time per running request, each family's bandwidth refitted."""
+    scores = [(t, total_score(points, STEP_OVERHEAD_MS, t)[0]) for t in grid_ms]
     low = min(v for _, v in scores)
-    return [f"  {t:.1f} ms: mean |log error| {v:.4f} ({v / low - 1:+.1%} from the lowest)" for t, v in scores]
+    return [f"  {t:.2f} ms: mean |log error| {v:.4f} ({v / low - 1:+.1%} from the lowest)" for t, v in scores]
+
+
+def step_overhead_profile(
+    points: Sequence[Point],
+    grid_ms: Sequence[float] = (0.0, 0.5, 1.0, 1.5, 2.0),
+    per_request_ms: float = STEP_PER_REQUEST_MS,
+) -> list[str]:
+    """Whether the calibration sources identify the fixed per-step time: their score with each family's
+    bandwidth refitted at each value (a flat profile means they do not)."""
+    scores = [(t, total_score(points, t, per_request_ms)[0]) for t in grid_ms]
+    low = min(v for _, v in scores)
+    return [f"  {t:.2f} ms: mean |log error| {v:.4f} ({v / low - 1:+.1%} from the lowest)" for t, v in scores]
 
 
 def errors(points: Sequence[Point], effs: dict[str, Efficiency], fallback: Efficiency) -> list[dict[str, Any]]:
@@ -337,7 +369,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(render(errors(points, effs, UNCALIBRATED), effs, slo_hits(points, effs, UNCALIBRATED)))
         print()
-        print(f"per-step time (shared by the families, shipped {STEP_OVERHEAD_MS} ms), calibration score by value:")
+        print(
+            f"engine time per step per running request (shared by the families, shipped {STEP_PER_REQUEST_MS} ms), "
+            "calibration score by value:"
+        )
+        print("\n".join(per_request_profile(points)))
+        print(f"  lowest at {fit_per_request(points)} ms (STEP_PER_REQUEST_MS must equal it)")
+        print(
+            f"fixed per-step time (shared by the families, shipped {STEP_OVERHEAD_MS} ms), calibration score by value:"
+        )
         print("\n".join(step_overhead_profile(points)))
     except BrokenPipeError:  # piped into `head`: not an error of the report
         sys.stderr.close()

@@ -19,6 +19,11 @@ The mechanisms, each one term (docs/capacity.md walks through them):
 - Preemption: when the running batch at its full footprint (input + output tokens each) exceeds
   the KV pool, vLLM preempts the newest request and recomputes it later; the model counts the
   share of requests that hit the wall and charges their recomputed prefill.
+- Engine time per step outside the forward pass: a fixed part and a part per running request (the
+  scheduler, input preparation, sampling and output processing walk every request on every step),
+  which makes a step grow with the batch even while its bytes barely do.
+- Eager mode (--enforce-eager): without CUDA graphs every kernel of every layer is launched from
+  Python on every step, a fixed time per layer added to the step.
 
 The efficiencies are calibrated per GPU family on public benchmarks (planner/perf_calibration.py,
 tests/fixtures/perf_benchmarks/); a family without calibration uses the assumption below and says so.
@@ -58,6 +63,11 @@ class Efficiency:
     # vllm/v1/engine/core.py @ 00080ee13c7a451fce071ccb8d0e94d395acf5a7), a cost that does not scale
     # with the bytes read. One value for every family (STEP_OVERHEAD_MS).
     step_overhead_ms: float = 0.0
+    # Engine time per step for each running request (STEP_PER_REQUEST_MS): the scheduler walks every
+    # running request on every step (Scheduler.schedule's loop over self.running in
+    # vllm/v1/core/sched/scheduler.py @ 00024d314514900f361ad072af6931e403b7f589), and so do the input
+    # preparation, the sampler and the output processing.
+    step_per_request_ms: float = 0.0
 
 
 # Fitted by planner/perf_calibration.py on the calibration split of
@@ -73,11 +83,30 @@ COMPUTE_ASSUMPTION = 0.5
 # family, where the step is short and the fixed time shows; the held-out 0.5B model on the L4 misses
 # ITL by about a fifth for want of it (docs/capacity.md).
 STEP_OVERHEAD_MS = 0.0
+# Engine time per step per running request, fitted on the calibration split (one value for every
+# family: `python -m planner.perf_calibration` refits it on a 0.01 ms grid and prints the profile).
+# The calibration sources identify it by how their TPOT grows with the batch while the KV read stays
+# small (ree2raz/inference-bench: 40-token prompts, C = 1 to 64 on an L4 and an A100). Published
+# measurements bracket it: vLLM V0's output processing took 0.2 ms at batch 1 and 3.4 ms at batch 32
+# (Llama3-70B on 4xH100, https://github.com/vllm-project/vllm/issues/6913), about 0.1 ms a request;
+# V1's gap between two decode steps was 5-6 ms at batch 256 (Llama2-7B,
+# https://github.com/vllm-project/vllm/issues/10634), about 0.02 ms a request, and asynchronous
+# scheduling took it to 0.15-0.17 ms (https://github.com/vllm-project/vllm/pull/11133).
+STEP_PER_REQUEST_MS = 0.04
+# Eager mode: the time per decoder layer a step gains without CUDA graphs. From one published vLLM
+# measurement: Qwen2.5-Omni-7B's thinker (the Qwen2.5-7B decoder, 28 layers) on A800 80GB ran at a TPOT
+# of about 22 ms eager against 13 ms with CUDA graphs, and 23 against 13 for text queries
+# (https://github.com/vllm-project/vllm-omni/issues/7960), (9 + 10) / 2 / 28 = 0.34 ms a layer. An
+# older measurement is far lower: Llama-2-7B's 100 output tokens took 1.2 s without CUDA graphs and
+# 1.05 s with them (vLLM V0, https://github.com/vllm-project/vllm/pull/1440), 0.05 ms a layer; the
+# cost is host-CPU and version dependent (unresolved for a given node: settle with `vllm bench serve
+# --max-concurrency 1` against the same server with and without --enforce-eager).
+EAGER_LAYER_MS = 0.34
 EFFICIENCY: dict[str, Efficiency] = {
-    "hopper": Efficiency(0.62, COMPUTE_ASSUMPTION, 56.6, "calibrated", STEP_OVERHEAD_MS),
-    "ampere": Efficiency(0.73, COMPUTE_ASSUMPTION, 12.6, "calibrated", STEP_OVERHEAD_MS),
+    "hopper": Efficiency(0.63, COMPUTE_ASSUMPTION, 56.6, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
+    "ampere": Efficiency(0.735, COMPUTE_ASSUMPTION, 12.7, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
     # One source (ree2raz/inference-bench, Qwen2.5-7B on one L4): the L4 of the dev stack; no L40S point.
-    "ada": Efficiency(0.78, COMPUTE_ASSUMPTION, 9.1, "calibrated", STEP_OVERHEAD_MS),
+    "ada": Efficiency(0.785, COMPUTE_ASSUMPTION, 9.4, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
 }
 # A family without a calibration point (blackwell): the mean of the calibrated ones.
 UNCALIBRATED = Efficiency(
@@ -86,6 +115,7 @@ UNCALIBRATED = Efficiency(
     round(sum(e.ttft_overhead_ms for e in EFFICIENCY.values()) / len(EFFICIENCY), 1),
     "uncalibrated (mean of the calibrated families)",
     STEP_OVERHEAD_MS,
+    STEP_PER_REQUEST_MS,
 )
 
 
@@ -217,6 +247,8 @@ class _Costs:
         self.msg_token = a.hidden * act_bytes
         self.kv_dtype = kv_cache_dtype_bytes(r.request)
         self.step_overhead = r.efficiency.step_overhead_ms / 1000
+        self.step_per_request = r.efficiency.step_per_request_ms / 1000
+        self.eager = a.layers * EAGER_LAYER_MS / 1000 if r.request.enforce_eager else 0.0
 
     def weight_read(self, tokens: float) -> float:
         """Weight bytes one step reads: all of them, but of the routed experts only those hit."""
@@ -244,7 +276,12 @@ class _Costs:
         )
         compute = flops / self.flops
         bound = "bandwidth" if mem >= compute else "compute"
-        return max(mem, compute) + self.allreduce(tokens) + self.step_overhead, bound
+        return max(mem, compute) + self.allreduce(tokens) + self.engine(decode + (1.0 if prefill else 0.0)), bound
+
+    def engine(self, requests: float) -> float:
+        """Seconds of one step outside the GPU's kernels: the fixed engine time, its time per scheduled
+        request, and in eager mode the launches of every layer."""
+        return self.step_overhead + self.step_per_request * requests + self.eager
 
 
 def _poisson_quantile(mean: float, q: float = 0.95) -> int:
@@ -340,6 +377,7 @@ def predict(r: Replica, w: Workload) -> Prediction:
             "kv_read_gib": running * ctx * c.kv_token / GiB,
             "decode_step_ms": step * 1000,
             "allreduce_ms": c.allreduce(running) * 1000,
+            "engine_step_ms": c.engine(running) * 1000,
             "prefill_ms": prefill_alone * 1000,
             "queue_ms": queue * 1000,
             "overhead_ms": overhead * 1000,
@@ -392,6 +430,7 @@ def build_replica(
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    enforce_eager: bool = False,
     efficiency: Efficiency | None = None,
     peak_tflops: float | None = None,
     link_gbps: float | None = None,
@@ -410,6 +449,7 @@ def build_replica(
         quantization=quantization,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
+        enforce_eager=enforce_eager,
         gpu_name=gpu.name,
     )
     result = size(req)

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=_whole(1, MAX_CONTEXT), help="default: the model's context")
     p.add_argument("--max-num-seqs", type=_whole(1, MAX_NUM_SEQS))
     p.add_argument("--max-num-batched-tokens", type=_whole(1, MAX_BATCHED_TOKENS))
+    p.add_argument(
+        "--enforce-eager", action="store_true", help="no CUDA graphs: each layer's kernels launched per step"
+    )
     p.add_argument("--concurrency", type=_whole(1, MAX_CONCURRENCY), help="requests in flight (closed loop)")
     p.add_argument("--input-len", type=_whole(1, MAX_CONTEXT), required=True, help="prompt tokens per request")
     p.add_argument("--output-len", type=_whole(1, MAX_CONTEXT), required=True, help="output tokens per request")
@@ -84,6 +87,7 @@ def replica_from_args(args: argparse.Namespace) -> Replica:
         quantization=args.quantization,
         max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs,
+        enforce_eager=args.enforce_eager,
         max_num_batched_tokens=args.max_num_batched_tokens,
         peak_tflops=args.peak_tflops,
         link_gbps=args.link_gbps,

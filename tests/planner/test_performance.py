@@ -13,8 +13,10 @@ from planner import perf_calibration
 from planner.gpu_specs import PEAKS
 from planner.model_arch import ModelArch, SizingError
 from planner.perf_model import (
+    EAGER_LAYER_MS,
     EFFICIENCY,
     STEP_OVERHEAD_MS,
+    STEP_PER_REQUEST_MS,
     UNCALIBRATED,
     Workload,
     build_replica,
@@ -177,6 +179,38 @@ def test_the_per_step_time_adds_to_every_step_and_is_shipped_at_what_the_calibra
     points = perf_calibration.load(FIXTURE)
     assert all(e.step_overhead_ms == STEP_OVERHEAD_MS for e in EFFICIENCY.values())
     assert len(perf_calibration.step_overhead_profile(points, (0.0, 1.0))) == 2
+
+
+def test_the_engine_time_per_running_request_grows_the_step_with_the_batch():
+    r = replica()
+    flat = dataclasses.replace(r, efficiency=dataclasses.replace(r.efficiency, step_per_request_ms=0.0))
+    busy = dataclasses.replace(r, efficiency=dataclasses.replace(r.efficiency, step_per_request_ms=0.1))
+    for c in (1, 32):
+        p0, p1 = predict(flat, Workload(c, 64, 128)), predict(busy, Workload(c, 64, 128))
+        # 0.1 ms for each request the step carries, on top of the same bytes and FLOPs.
+        assert p1.tpot_ms - p0.tpot_ms == pytest.approx(0.1 * p0.running, rel=0.05)
+        assert p1.terms["engine_step_ms"] == pytest.approx(0.1 * p0.running)
+    assert all(e.step_per_request_ms == STEP_PER_REQUEST_MS > 0 for e in EFFICIENCY.values())
+
+
+def test_the_shipped_time_per_request_is_the_calibration_minimum_on_its_grid():
+    points = [p for p in perf_calibration.load(FIXTURE) if p.split == "calibration"]
+    step = perf_calibration.PER_REQUEST_GRID_MS[1]
+    here = perf_calibration.total_score(points, STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS)[0]
+    for other in (STEP_PER_REQUEST_MS - step, STEP_PER_REQUEST_MS + step):
+        assert here < perf_calibration.total_score(points, STEP_OVERHEAD_MS, other)[0], other
+
+
+def test_eager_mode_adds_a_launch_time_per_layer_to_every_step():
+    graphs = replica()
+    eager = replica(enforce_eager=True)
+    g, e = predict(graphs, Workload(1, 256, 128)), predict(eager, Workload(1, 256, 128))
+    layers = graphs.arch.layers
+    assert e.tpot_ms - g.tpot_ms == pytest.approx(layers * EAGER_LAYER_MS, rel=0.02)
+    assert e.terms["engine_step_ms"] - g.terms["engine_step_ms"] == pytest.approx(layers * EAGER_LAYER_MS)
+    # The fixture's eager point is built eager: its engine setting reaches the replica.
+    eager_points = [p for p in perf_calibration.load(FIXTURE) if p.replica.request.enforce_eager]
+    assert [p.source for p in eager_points] == ["vllm-20469-qwen3-14b-awq-a100"]
 
 
 def test_a_closed_loop_benchmark_is_scored_by_littles_law():
