@@ -363,6 +363,36 @@ def cuda_graph_bytes(stage_layers: int, capture_sizes: int = CUDA_GRAPH_REFERENC
     return (CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * stage_layers * per_graph_share) * GiB
 
 
+# PyTorch's caching allocator serves requests between 1 and 10 MiB from 20 MiB segments, cudaMalloc'd when no free
+# block fits, and a CUDA graph's private pool keeps its segments until the graph is destroyed (pytorch/pytorch
+# c10/cuda/CUDACachingAllocator.cpp at 001074d25084fdb87a799823e395a50f5ec044d3: `kLargeBuffer = 20971520`,
+# "requests between 1MB and 10MB will allocate and split a 20MB block, if no free block of sufficient size is
+# available", Note [Interaction with CUDA graph capture]).
+ALLOCATOR_LARGE_SEGMENT_BYTES = 20 * 1024**2
+
+
+def cuda_graph_estimate_step_bytes(capture_sizes: int) -> float:
+    """How far vLLM's CUDA-graph estimate moves when the second capture of one mode takes one more 20 MiB
+    allocator segment. Not a term of the budget: the resolution of vLLM's estimator, shown by `--explain`.
+
+    vLLM V1 captures the two largest sizes of each mode, reads the drop in free device memory
+    (`torch.cuda.mem_get_info`) around each, and takes first capture + (sizes - 1) x the second capture's drop
+    (vllm v0.19.0, v0.20.0, v0.22.1, v0.25.1, v0.28.0 v1/worker/gpu_model_runner.py:profile_cudagraph_memory:
+    `profile_descs = descs[:2]`, `per_graph_estimate[mode] = per_graph * (len(descs) - 1)`); from 0.20 the total is
+    subtracted from the KV budget (v0.20.0 v1/worker/gpu_worker.py:determine_available_memory). The drop is
+    counted in whole allocator segments (ALLOCATOR_LARGE_SEGMENT_BYTES above), so a second capture that finds no
+    free block of its size adds one segment, and the estimate (sizes - 1) segments: 50 x 20 MiB = 0.98 GiB at the
+    51 default sizes. Which runs take it depends on the allocation order, not on a field of config.json: in the
+    v0.19.0 H100 calibration logs (llm-d-planner d3121e0), Llama-3.1-8B's PIECEWISE second capture takes 26 MiB at
+    TP 2 against 6 at TP 1 (1.69 GiB against 0.84 in all), granite-3.1-2b's 26 MiB at TP 1, and Qwen2.5-7B's
+    (4), Mixtral-8x7B's (6), Kimi-VL-A3B's (8) and gpt-oss-20b's (6) at TP 2 none, with FlashInfer's all-reduce
+    fusion on in every one of those TP 2 runs. So the engine keeps its mean (CUDA_GRAPH_BASE_GIB,
+    CUDA_GRAPH_PER_LAYER_GIB) and names the step instead of adding it."""
+    if capture_sizes <= 1:
+        return 0.0
+    return float((capture_sizes - 1) * ALLOCATOR_LARGE_SEGMENT_BYTES)
+
+
 def weight_bytes_estimate(req: SizingRequest) -> float:
     """Total checkpoint bytes from the parameter count, quantization-aware."""
     arch = req.arch

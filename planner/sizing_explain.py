@@ -318,6 +318,21 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         else _src("cuda_graphs", release) + "; sizes: " + _src("capture_sizes", release),
         "CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_PER_LAYER_GIB" if sizes else "",
     )
+    v1_estimate = not release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid)
+    if sizes > 1 and v1_estimate:
+        add(
+            "cuda_graphs.estimate_step",
+            "step: one 20 MiB segment more in a 2nd capture",
+            s.cuda_graph_estimate_step_bytes(sizes) / s.GiB,
+            "GiB",
+            f"vLLM extrapolates each mode from its second capture, ({sizes} - 1) x its free-memory drop, so one "
+            "20 MiB allocator segment taken there moves the estimate by this much"
+            + (" and the KV budget with it" if result.cuda_graph_in_budget else " (the estimate is only logged here)")
+            + "; PyTorch c10/cuda/CUDACachingAllocator.cpp kLargeBuffer (planner/sizing.py:"
+            "cuda_graph_estimate_step_bytes)",
+            _src("cuda_graphs.estimate_step", release),
+            part_of="cuda_graphs",
+        )
     add(
         "kv_memory",
         "KV memory = requested - the terms above",

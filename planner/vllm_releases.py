@@ -499,6 +499,20 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
         (0, 20): Source("v0.20.0", "v1/worker/gpu_worker.py", "determine_available_memory"),
     },
     "cuda_graphs.v2_skips": {(0, 22): Source("v0.28.0", "v1/worker/gpu/model_runner.py", "profile_cudagraph_memory")},
+    # The V1 estimate extrapolates each mode from its second capture (issue 29, TP 2 on H100): read in v0.19.0,
+    # v0.20.0, v0.22.1, v0.25.1 and v0.28.0, the same two lines in each.
+    "cuda_graphs.estimate_step": {
+        (0, 0): Source(
+            "v0.19.0",
+            "v1/worker/gpu_model_runner.py",
+            "profile_cudagraph_memory (`profile_descs = descs[:2]`, `per_graph * (len(descs) - 1)`)",
+        ),
+        (0, 20): Source(
+            "v0.28.0",
+            "v1/worker/gpu_model_runner.py",
+            "profile_cudagraph_memory (`profile_descs = descs[:2]`, `per_graph * (len(descs) - 1)`)",
+        ),
+    },
     "capture_sizes": {
         (0, 0): Source("v0.10.2", "config/__init__.py", "VllmConfig._set_cudagraph_sizes"),
         (0, 12): Source("v0.19.0", "config/vllm.py", "_set_cudagraph_sizes"),

@@ -914,3 +914,61 @@ def test_qwen25_vl_tower_has_a_gated_mlp_and_qwen3_vl_does_not():
     other = vision_encoder_parts(SizingRequest(arch=q3, gpu_memory_gib=79.19), 8192, 256)
     # one 16,384-token image = 65,536 patches; the gated MLP holds one more intermediate per patch
     assert one.layers - other.layers == 65536 * 3420 * 2
+
+
+def test_cuda_graph_estimate_step_is_one_allocator_segment_per_extrapolated_graph():
+    # vLLM V1 extrapolates each capture mode from its second capture: first capture + (sizes - 1) x the second's
+    # drop in free memory, the modes' first captures overlaid (vllm v0.19.0, v0.20.0, v0.22.1, v0.25.1, v0.28.0
+    # v1/worker/gpu_model_runner.py:profile_cudagraph_memory: `profile_descs = descs[:2]`,
+    # `per_graph_estimate[mode] = per_graph * (len(descs) - 1)`, `max(shared_memory_estimate.values()) +
+    # sum(per_graph_estimate.values())`). The v0.19.0 H100 Llama-3.1-8B calibration logs (llm-d-incubation/
+    # llm-d-planner d3121e059da88662db39a926a3ead964be97359b accuracy/results/v0.19.0/logs/
+    # meta-llama-llama-3-1-8b---h100-80gb--tp1pp1dp1--8192.log and ...--tp2pp1dp1--8192.log) print at DEBUG:
+    #   TP 1: PIECEWISE 138 MiB first-capture + (51-1) x 6 MiB, FULL 260 MiB + (51-1) x 6 MiB; 0.84 GiB total
+    #   TP 2: PIECEWISE 96 MiB first-capture + (51-1) x 26 MiB, FULL 132 MiB + (51-1) x 6 MiB; 1.69 GiB total
+    from planner import sizing_explain
+    from planner.sizing import ALLOCATOR_LARGE_SEGMENT_BYTES, cuda_graph_bytes, cuda_graph_estimate_step_bytes
+
+    mib = 1024**2
+
+    def total(first_pw: int, per_pw: int, first_full: int, per_full: int, sizes: int = 51) -> float:
+        return (max(first_pw, first_full) + (sizes - 1) * (per_pw + per_full)) * mib / GiB
+
+    assert round(total(138, 6, 260, 6), 2) == 0.84
+    assert round(total(96, 26, 132, 6), 2) == 1.69
+    # The TP 2 excess is one 20 MiB segment of PyTorch's caching allocator (kLargeBuffer) taken by the second
+    # PIECEWISE capture, times 50; without it the TP 2 estimate would be 0.71 GiB, below TP 1's.
+    step = cuda_graph_estimate_step_bytes(51)
+    assert step == 50 * ALLOCATOR_LARGE_SEGMENT_BYTES == 50 * 20 * mib
+    assert total(96, 26, 132, 6) - total(96, 26 - 20, 132, 6) == pytest.approx(step / GiB)
+    assert round(total(96, 6, 132, 6), 2) == 0.71
+    assert cuda_graph_estimate_step_bytes(83) == 82 * 20 * mib and cuda_graph_estimate_step_bytes(1) == 0.0
+    # --explain names the step beside the graph term (from 0.20 the estimate is subtracted), and the budget does
+    # not add it: the graph term stays the engine's mean.
+    req = SizingRequest(
+        arch=LLAMA8B,
+        gpu_memory_gib=79.19,
+        gpu_name="H100-80GB",
+        tensor_parallel_size=2,
+        vllm_version="0.22.1",
+        max_model_len=8192,
+    )
+    result = size(req)
+    rows = {t.key: t for t in sizing_explain.terms(req, result)}
+    row = rows["cuda_graphs.estimate_step"]
+    assert row.part_of == "cuda_graphs" and row.value == pytest.approx(step / GiB)
+    assert "v1/worker/gpu_model_runner.py:profile_cudagraph_memory" in row.source and "kLargeBuffer" in row.behaviour
+    assert result.cuda_graph_in_budget and result.cuda_graph_gib == pytest.approx(cuda_graph_bytes(32, 51) / GiB)
+    assert rows["kv_memory"].value == pytest.approx(
+        result.requested_gib
+        - result.weights_gib_per_gpu
+        - result.activation_gib
+        - result.non_torch_gib
+        - result.cuda_graph_gib
+    )
+    # Model Runner V2 of 0.25 (Llama is dense there) estimates 0, so it has no step to name.
+    assert "cuda_graphs.estimate_step" not in {t.key for t in sizing_explain.terms(replace(req, vllm_version="0.25.1"))}
+    # Broken variant: a step counted at TP 2 only would have lifted Qwen2.5-7B's TP 2 estimate too, which the same
+    # source logs it at 0.61 GiB, its TP 1 figure (PIECEWISE 122 MiB + (51-1) x 4 MiB, FULL 116 MiB + (51-1) x 6 MiB).
+    assert round(total(122, 4, 116, 6), 2) == 0.61
+    assert round(total(122, 4 + 20, 116, 6), 2) != 0.61
