@@ -20,6 +20,9 @@ Each term is a mechanism with the source line of the release that does it:
   and under Model Runner V2 (the default for every model from 0.29) on its penalty counts instead
   (planner/vllm_releases.py says which; `_model_runner_v2_sampler_bytes`). The batch defaults are
   vLLM's per device (planner/vllm_releases.py).
+* from 0.27, tensors allocated between vLLM's memory snapshot and the profile, which its free-memory
+  accounting counts: Model Runner V2's penalties state, the V1 runner's input buffers and block table
+  (`v1_runner_buffer_bytes`), a later pipeline stage's received-tensor buffer under V2.
 * non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
   allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
   - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)

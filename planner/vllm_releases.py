@@ -271,18 +271,18 @@ SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM = (0, 11)
 # positions, req_indices, query_pos (int64) and is_token_ids (bool), and its InputBatch's block table,
 # `self.block_table = self._make_buffer(self.max_num_reqs, self.max_num_blocks_per_req, dtype=torch.int32)` with
 # cdiv(max_model_len, block_size) blocks per request, plus a slot mapping of max_num_batched_tokens int64
-# (vllm v0.27.1 v1/worker/gpu_model_runner.py:GPUModelRunner.__init__, v1/worker/block_table.py:BlockTable.__init__;
-# each CpuGpuBuffer holds one device copy, v1/utils.py:CpuGpuBuffer). The worker builds that runner after its
-# memory snapshot and before load_model's measurement (v0.27.1 v1/worker/gpu_worker.py:init_device, `self.init_snapshot
-# = ... MemorySnapshot(...)` then `GPUModelRunnerV1(self.vllm_config, self.device)`), so up to 0.26 these buffers are
+# (vllm v0.27.1 and v0.28.0 v1/worker/gpu_model_runner.py:GPUModelRunner.__init__,
+# v1/worker/block_table.py:BlockTable.__init__; each CpuGpuBuffer holds one device copy, v1/utils.py:CpuGpuBuffer).
+# The worker builds that runner after its memory snapshot and before load_model's measurement (v0.27.1
+# v1/worker/gpu_worker.py:init_device, `self.init_snapshot = ... MemorySnapshot(...)` then
+# `GPUModelRunnerV1(self.vllm_config, self.device)`), so up to 0.26 these buffers are
 # in no term of the budget and from 0.27 the drop in free memory counts them (PROFILE_COUNTS_FREE_MEMORY_DROP_FROM).
 # Model Runner V2 builds its block tables in initialize_kv_cache, after the budget (v0.27.1 v1/worker/gpu/
 # model_runner.py: `self.block_tables = BlockTables(` in initialize_kv_cache), and has no inputs_embeds buffer for a
 # text model; its per-token buffers (v1/worker/gpu/input_batch.py: int32, int64 and bool) are 13 bytes a token and
 # are left out.
-V1_RUNNER_BYTES_PER_TOKEN_INDEXES = (
-    4 + 8 + 8 + 8 + 1 + 8
-)  # input_ids, positions, req_indices, query_pos, is_token_ids, slot_mapping
+# Per token: input_ids, positions, req_indices, query_pos, is_token_ids, slot_mapping.
+V1_RUNNER_BYTES_PER_TOKEN_INDEXES = 4 + 8 + 8 + 8 + 1 + 8
 V1_RUNNER_BLOCK_TABLE_ENTRY_BYTES = 4
 
 
