@@ -20,6 +20,9 @@ Each term is a mechanism with the source line of the release that does it:
   and under Model Runner V2 (the default for every model from 0.29) on its penalty counts instead
   (planner/vllm_releases.py says which; `_model_runner_v2_sampler_bytes`). The batch defaults are
   vLLM's per device (planner/vllm_releases.py).
+* from 0.27, tensors allocated between vLLM's memory snapshot and the profile, which its free-memory
+  accounting counts: Model Runner V2's penalties state, the V1 runner's input buffers and block table
+  (`v1_runner_buffer_bytes`), a later pipeline stage's received-tensor buffer under V2.
 * non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
   allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
   - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)
@@ -65,7 +68,12 @@ from planner.vision_encoders import (  # noqa: F401 - re-exported for the explai
     VISION_ENCODER_TOKENS_PER_IMAGE,
     EncoderProfile,
 )
-from planner.vllm_releases import Release, ReleaseError
+from planner.vllm_releases import (
+    V1_RUNNER_BLOCK_TABLE_ENTRY_BYTES,
+    V1_RUNNER_BYTES_PER_TOKEN_INDEXES,
+    Release,
+    ReleaseError,
+)
 
 GiB = 1024**3
 
@@ -498,6 +506,7 @@ class ActivationParts:
     peak: float
     pipeline_buffer: float = 0.0  # a non-first pipeline stage's received-tensor buffer, kept (in `peak`)
     vision_outputs: float = 0.0  # the encoder's outputs, cached through the decoder's dummy run (in `peak`)
+    runner_buffers: float = 0.0  # the V1 runner's input buffers and block table, from 0.27 (in `peak`)
 
 
 def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> ActivationParts:
@@ -538,6 +547,7 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
     # buffers are freed after each MoE layer: they only raise the forward's own peak.
     peak = max(forward, sampler, vision) + moe_workspace if persists else max(forward + moe_workspace, sampler, vision)
     buffer = pipeline_buffer_bytes(req, stage, mnbt)
+    runner = v1_runner_buffer_bytes(req, mnbt, seqs)
     return ActivationParts(
         forward,
         sampler,
@@ -546,10 +556,29 @@ def activation_parts(req: SizingRequest, stage: int, mnbt: int, seqs: int) -> Ac
         moe_workspace,
         persists,
         vision,
-        peak + cached + persistent + buffer,
+        peak + cached + persistent + buffer + runner,
         pipeline_buffer=buffer,
         vision_outputs=cached,
+        runner_buffers=runner,
     )
+
+
+def v1_runner_buffer_bytes(req: SizingRequest, mnbt: int, seqs: int) -> float:
+    """The V1 model runner's persistent input buffers on one GPU, where the budget counts them (issue 29):
+    inputs_embeds (max_num_batched_tokens x hidden_size in the model dtype), the per-token index buffers and the
+    slot mapping, and the block table of max_num_seqs x cdiv(max_model_len, block_size) int32 entries. Allocated
+    with the runner, after vLLM's memory snapshot and outside the weights' measurement, so counted only from 0.27,
+    whose profile takes the drop in free memory, and only under the V1 runner (planner/vllm_releases.py,
+    V1_RUNNER_BYTES_PER_TOKEN_INDEXES). Tensor sizes, no constant. The block table is sized with the request's
+    block size; a hybrid model's larger attention block makes the real one smaller (at most a few MiB)."""
+    arch = req.arch
+    release = _release(req.vllm_version)
+    if not release.v1_runner_buffers_in_budget(arch.architecture, arch.is_moe, arch.is_hybrid):
+        return 0.0
+    max_len = req.max_model_len or arch.max_position_embeddings or 4096
+    per_token = arch.hidden * _dtype_bytes(_model_dtype(req)) + V1_RUNNER_BYTES_PER_TOKEN_INDEXES
+    block_table = seqs * math.ceil(max_len / req.block_size) * V1_RUNNER_BLOCK_TABLE_ENTRY_BYTES
+    return float(mnbt * per_token + block_table)
 
 
 # Tensors of hidden_size a non-first pipeline stage receives per token: the hidden states and the residual

@@ -235,6 +235,24 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             _src("pipeline_buffer.v2" if v2 else "pipeline_buffer", release),
             part_of="activation",
         )
+    if not release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid):
+        counted = release.v1_runner_buffers_in_budget(arch.architecture, arch.is_moe, arch.is_hybrid)
+        add(
+            "activation.runner_buffers",
+            f"V1 runner input buffers: inputs_embeds of {mnbt:,} tokens, index buffers, block table of {seqs:,} rows",
+            parts.runner_buffers / s.GiB,
+            "GiB",
+            (
+                "allocated with the model runner after the memory snapshot, counted by the profile's drop in free "
+                "memory (from 0.27): "
+                if counted
+                else "allocated with the model runner after the memory snapshot and outside the weights' "
+                "measurement, so not counted (before 0.27): "
+            )
+            + _src("profile_accounting", release),
+            _src("runner_buffers.v1", release),
+            part_of="activation",
+        )
     nt = s.non_torch_parts(req)
     add(
         "non_torch",

@@ -265,6 +265,26 @@ HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
 # in the snapshot and it shows 0.07 GiB (the 0.19 H100 PP 2/4 runs).
 SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM = (0, 11)
 
+# The V1 model runner's persistent input buffers (issue 29). GPUModelRunner.__init__ allocates, on the device,
+# `self.inputs_embeds = self._make_buffer(self.max_num_tokens, self.inputs_embeds_size, dtype=self.dtype, ...)`
+# (max_num_batched_tokens rows of hidden_size in the model dtype), the per-token index buffers input_ids (int32),
+# positions, req_indices, query_pos (int64) and is_token_ids (bool), and its InputBatch's block table,
+# `self.block_table = self._make_buffer(self.max_num_reqs, self.max_num_blocks_per_req, dtype=torch.int32)` with
+# cdiv(max_model_len, block_size) blocks per request, plus a slot mapping of max_num_batched_tokens int64
+# (vllm v0.27.1 and v0.28.0 v1/worker/gpu_model_runner.py:GPUModelRunner.__init__,
+# v1/worker/block_table.py:BlockTable.__init__; each CpuGpuBuffer holds one device copy, v1/utils.py:CpuGpuBuffer).
+# The worker builds that runner after its memory snapshot and before load_model's measurement (v0.27.1
+# v1/worker/gpu_worker.py:init_device, `self.init_snapshot = ... MemorySnapshot(...)` then
+# `GPUModelRunnerV1(self.vllm_config, self.device)`), so up to 0.26 these buffers are
+# in no term of the budget and from 0.27 the drop in free memory counts them (PROFILE_COUNTS_FREE_MEMORY_DROP_FROM).
+# Model Runner V2 builds its block tables in initialize_kv_cache, after the budget (v0.27.1 v1/worker/gpu/
+# model_runner.py: `self.block_tables = BlockTables(` in initialize_kv_cache), and has no inputs_embeds buffer for a
+# text model; its per-token buffers (v1/worker/gpu/input_batch.py: int32, int64 and bool) are 13 bytes a token and
+# are left out.
+# Per token: input_ids, positions, req_indices, query_pos, is_token_ids, slot_mapping.
+V1_RUNNER_BYTES_PER_TOKEN_INDEXES = 4 + 8 + 8 + 8 + 1 + 8
+V1_RUNNER_BLOCK_TABLE_ENTRY_BYTES = 4
+
 
 _Value = TypeVar("_Value")
 
@@ -349,6 +369,13 @@ class Release:
     @property
     def snapshot_after_distributed_init(self) -> bool:
         return self.version >= SNAPSHOT_AFTER_DISTRIBUTED_INIT_FROM
+
+    def v1_runner_buffers_in_budget(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether the profile counts the V1 model runner's input buffers: only under the V1 runner, and only
+        from 0.27 (V1_RUNNER_BYTES_PER_TOKEN_INDEXES, PROFILE_COUNTS_FREE_MEMORY_DROP_FROM)."""
+        if self.uses_model_runner_v2(architecture, moe, hybrid):
+            return False
+        return self.profile_counts_buffers_allocated_after_load
 
     def pipeline_buffer_in_budget(self, architecture: str, moe: bool, hybrid: bool) -> bool:
         """Whether a non-first pipeline stage's intermediate-tensor buffer reaches the KV budget
@@ -446,6 +473,12 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "pipeline_buffer.v2": {
         (0, 22): Source("v0.25.1", "utils/mem_utils.py", "memory_profiling (non_torch + torch_peak + weights)"),
         (0, 27): Source("v0.27.1", "v1/worker/gpu/model_runner.py", "load_model; utils/mem_utils.py total_consumed"),
+    },
+    "runner_buffers.v1": {
+        (0, 0): Source("v0.26.0", "utils/mem_utils.py", "memory_profiling (non_torch + torch peak increase + weights)"),
+        (0, 27): Source(
+            "v0.27.1", "v1/worker/gpu_model_runner.py", "GPUModelRunner.__init__ (inputs_embeds, block table)"
+        ),
     },
     "batch_defaults": {
         (0, 0): Source("v0.19.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults"),

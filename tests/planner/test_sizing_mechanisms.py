@@ -972,3 +972,51 @@ def test_cuda_graph_estimate_step_is_one_allocator_segment_per_extrapolated_grap
     # source logs it at 0.61 GiB, its TP 1 figure (PIECEWISE 122 MiB + (51-1) x 4 MiB, FULL 116 MiB + (51-1) x 6 MiB).
     assert round(total(122, 4, 116, 6), 2) == 0.61
     assert round(total(122, 4 + 20, 116, 6), 2) != 0.61
+
+
+# --- what 0.27's free-memory accounting counts (issue 29) ------------------------------------------
+
+
+def test_v1_runner_input_buffers_are_counted_from_0_27_only(monkeypatch):
+    # vllm v0.27.1 v1/worker/gpu_model_runner.py:GPUModelRunner.__init__: `self.inputs_embeds =
+    # self._make_buffer(self.max_num_tokens, self.inputs_embeds_size, dtype=self.dtype, numpy=False)`, the
+    # int32/int64/bool index buffers (input_ids, positions, req_indices, query_pos, is_token_ids) and the
+    # InputBatch's block table (v1/worker/block_table.py:BlockTable.__init__, `(self.max_num_reqs,
+    # self.max_num_blocks_per_req)` int32, and a slot mapping of max_num_batched_tokens int64). The runner is
+    # built in init_device after `self.init_snapshot = ... MemorySnapshot(...)` (v1/worker/gpu_worker.py), outside
+    # load_model's "Model loading took": v0.26.0 memory_profiling (weights + torch peak increase + non-torch)
+    # counts none of it, v0.27.1 (`total_consumed`, the drop in free memory) counts all of it.
+    from planner import vllm_releases
+    from planner.sizing import v1_runner_buffer_bytes
+
+    req = SizingRequest(arch=QWEN30B, gpu_memory_gib=44.42, gpu_name="L40S", max_model_len=32768)
+    assert not Release.of("0.27.1").uses_model_runner_v2(QWEN30B.architecture, QWEN30B.is_moe, QWEN30B.is_hybrid)
+    mnbt, seqs = default_batch_limits(replace(req, vllm_version="0.27.1"))
+    assert (mnbt, seqs) == (2048, 256)
+    expected = 2048 * (QWEN30B.hidden * 2 + 37) + 256 * (32768 // 16) * 4
+    assert v1_runner_buffer_bytes(replace(req, vllm_version="0.27.1"), mnbt, seqs) == expected
+    assert v1_runner_buffer_bytes(replace(req, vllm_version="0.26.0"), mnbt, seqs) == 0.0
+    before = activation_bytes(replace(req, vllm_version="0.26.0"), 0, mnbt, seqs)
+    after = activation_bytes(replace(req, vllm_version="0.27.1"), 0, mnbt, seqs)
+    assert after - before == pytest.approx(expected)
+    # Model Runner V2 builds its block tables in initialize_kv_cache, after the budget (v0.27.1
+    # v1/worker/gpu/model_runner.py), and a dense model runs V2 on 0.27: nothing of this term.
+    dense = replace(req, arch=LLAMA8B, vllm_version="0.27.1")
+    assert v1_runner_buffer_bytes(dense, mnbt, seqs) == 0.0
+    # Broken variant: the switch moved back to 0.22 counts the buffers on 0.26 too.
+    monkeypatch.setattr(vllm_releases, "PROFILE_COUNTS_FREE_MEMORY_DROP_FROM", (0, 22))
+    assert v1_runner_buffer_bytes(replace(req, vllm_version="0.26.0"), mnbt, seqs) == expected
+
+
+def test_explain_shows_the_v1_runner_buffers_with_their_source():
+    from planner import sizing_explain
+
+    req = SizingRequest(arch=QWEN30B, gpu_memory_gib=44.42, gpu_name="L40S", max_model_len=32768)
+    after = {t.key: t for t in sizing_explain.terms(replace(req, vllm_version="0.27.1"))}
+    term = after["activation.runner_buffers"]
+    assert term.value > 0 and term.part_of == "activation"
+    assert "v0.27.1 v1/worker/gpu_model_runner.py:GPUModelRunner.__init__" in term.source
+    assert "from 0.27" in term.behaviour and "total_consumed" in term.behaviour
+    before = {t.key: t for t in sizing_explain.terms(replace(req, vllm_version="0.26.0"))}
+    assert before["activation.runner_buffers"].value == 0.0
+    assert "not counted (before 0.27)" in before["activation.runner_buffers"].behaviour
