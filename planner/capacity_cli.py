@@ -10,6 +10,8 @@ dtypes, batch limits, --concurrency, --input-len/--output-len, the SLO and --req
 - decode: the bytes one step reads (weights, KV cache of the running batch) and its FLOPs, the step the longer
   of the two plus the all-reduces of tensor parallelism; that step is the TPOT (= ITL);
 - batch growth and preemption: the running batch against max_num_seqs and the KV pool, the share recomputed;
+- the first token: the rest of the step in progress, the step already in flight under asynchronous scheduling,
+  and the mixed steps that carry the prompt with every running decode and the prompts that arrived with it;
 - queueing (Little's law), TTFT mean and p95, output tokens per second, and the replicas for --request-rate;
 - the efficiencies used and the benchmark sources they were calibrated on.
 
@@ -32,11 +34,13 @@ from planner.model_arch import SizingError
 from planner.perf_calibration import DEFAULT_FIXTURE
 from planner.perf_model import (
     ALLREDUCE_LATENCY_S,
+    P95_OF_STEP_LEFT,
     Prediction,
     Replica,
     Workload,
     _Costs,
     _poisson_quantile,
+    first_token,
     highest_concurrency,
     predict,
     replicas_for_rate,
@@ -60,7 +64,9 @@ def build_parser():
     return p
 
 
-def _step_terms(c: _Costs, decode: float, prefill: float, ctx: float, prompt: float) -> dict[str, float]:
+def _step_terms(
+    c: _Costs, decode: float, prefill: float, ctx: float, prompt: float, prompts: float = 1.0
+) -> dict[str, float]:
     """One engine step, term by term, as perf_model._Costs.step computes it (seconds, bytes, FLOPs)."""
     tokens = decode + prefill
     weights = c.weight_read(tokens)
@@ -74,6 +80,8 @@ def _step_terms(c: _Costs, decode: float, prefill: float, ctx: float, prompt: fl
     total = sum(flops.values())
     memory_s, compute_s = (weights + kv) / c.bw, total / c.flops
     allreduce_s = c.allreduce(tokens)
+    scheduled = decode + (prompts if prefill else 0.0)
+    engine_s = c.engine(scheduled)
     return {
         "tokens": tokens,
         "weights_bytes": weights,
@@ -83,7 +91,9 @@ def _step_terms(c: _Costs, decode: float, prefill: float, ctx: float, prompt: fl
         "flops": total,
         "compute_s": compute_s,
         "allreduce_s": allreduce_s,
-        "step_s": max(memory_s, compute_s) + allreduce_s,
+        "scheduledRequests": scheduled,
+        "engine_s": engine_s,
+        "step_s": max(memory_s, compute_s) + allreduce_s + engine_s,
     }
 
 
@@ -132,18 +142,23 @@ def explain(r: Replica, w: Workload) -> dict[str, Any]:
     per_request = w.input_len + p.preempted_share * avg
     mixed = min(rate * per_request * others_share * step_s, max(budget - running, 0.0))
     decode_step = _step_terms(c, running, mixed, ctx, w.input_len)
+    # The first token: the wait for a step boundary, then the mixed steps that carry this prompt.
+    ft = first_token(c, running, rate, step_s, budget, ctx, w.input_len)
+    first_step = _step_terms(c, ft.decode, ft.tokens_per_step, ctx, w.input_len, 1.0 + ft.co_scheduled)
+    first_s = ft.chunks * first_step["step_s"]
     # Queueing, TTFT and its p95.
     waiting = max(w.concurrency - running, 0.0)
     queue_s = waiting / rate if rate else 0.0
     overhead_s = r.efficiency.ttft_overhead_ms / 1000
-    ttft_s = queue_s + prefill_s + overhead_s
+    ttft_s = queue_s + ft.boundary_s + ft.in_flight_s + first_s + overhead_s
     arrivals = _poisson_quantile(rate * prefill_s) if w.concurrency > 1 else 0
     arrivals = min(arrivals, max(w.concurrency - 1, 0))
     p95_tokens = w.input_len * (1 + arrivals)
     p95_chunk = min(float(p95_tokens), max(budget - running + 1, 1.0))
     p95_chunks = math.ceil(p95_tokens / p95_chunk)
     busy = _step_terms(c, max(running - 1, 0.0), p95_chunk, ctx, w.input_len)
-    ttft_p95_s = max(queue_s + p95_chunks * busy["step_s"] + overhead_s, ttft_s)
+    wait_p95_s = P95_OF_STEP_LEFT * step_s * ft.busy + ft.in_flight_s
+    ttft_p95_s = max(queue_s + wait_p95_s + p95_chunks * busy["step_s"] + overhead_s, ttft_s)
     return {
         "prediction": p.to_dict(),
         "replica": {
@@ -180,9 +195,30 @@ def explain(r: Replica, w: Workload) -> dict[str, Any]:
             "prefill_s": prefill_s,
         },
         "decode": {"mixedPrefillTokens": mixed, "step": decode_step},
+        "firstToken": {
+            "busyShare": ft.busy,
+            "boundary_s": ft.boundary_s,
+            "asyncScheduling": c.async_scheduling,
+            "inFlight_s": ft.in_flight_s,
+            "coScheduledPrompts": ft.co_scheduled,
+            "decodesBeside": ft.decode,
+            "tokensPerStep": ft.tokens_per_step,
+            "throughTokens": ft.through_tokens,
+            "chunks": ft.chunks,
+            "step": first_step,
+            "steps_s": first_s,
+        },
         "queue": {"requestRate": rate, "queue_s": queue_s},
-        "ttft": {"queue_s": queue_s, "prefill_s": prefill_s, "overhead_s": overhead_s, "ttft_s": ttft_s},
+        "ttft": {
+            "queue_s": queue_s,
+            "boundary_s": ft.boundary_s,
+            "inFlight_s": ft.in_flight_s,
+            "firstTokenSteps_s": first_s,
+            "overhead_s": overhead_s,
+            "ttft_s": ttft_s,
+        },
         "ttftP95": {
+            "wait_s": wait_p95_s,
             "arrivalsDuringPrefill": arrivals,
             "tokens": p95_tokens,
             "chunkTokens": p95_chunk,
@@ -204,6 +240,7 @@ def mismatches(e: dict[str, Any]) -> list[str]:
         "TPOT ms": (e["decode"]["step"]["step_s"] * 1000, p["tpot_ms"]),
         "output tokens/s": (e["outputTokensPerSecond"], p["output_tokens_per_s"]),
         "prefill ms": (e["prefill"]["prefill_s"] * 1000, p["terms"]["prefill_ms"]),
+        "first-token steps ms": (e["firstToken"]["steps_s"] * 1000, p["terms"]["first_token_steps_ms"]),
     }
     # The prediction's dict is rounded to 4 decimals.
     return [
@@ -219,7 +256,7 @@ def _ms(seconds: float) -> str:
 
 def render(e: dict[str, Any]) -> str:
     r, eff, b, pre, dec = e["replica"], e["efficiency"], e["batch"], e["prefill"], e["decode"]
-    ps, ds, t, t95 = pre["step"], dec["step"], e["ttft"], e["ttftP95"]
+    ps, ds, t, t95, ft = pre["step"], dec["step"], e["ttft"], e["ttftP95"], e["firstToken"]
     lines = [
         f"{r['gpu']} x{r['tensorParallelSize']}: KV pool {r['kvPoolTokens']:,.0f} tokens, max_num_seqs "
         f"{r['maxNumSeqs']}, max_num_batched_tokens {r['maxNumBatchedTokens']}; HBM {r['hbmGBps']:g} GB/s, dense "
@@ -268,14 +305,32 @@ def render(e: dict[str, Any]) -> str:
             f"{e['holdSeconds']:.4f} s = {e['queue']['requestRate']:.4f} requests/s"
         ),
         f"  queue = waiting / rate = {_ms(t['queue_s'])}",
+        "first token (vLLM V1's engine loop; a closed loop replaces a request every hold / running):",
         (
-            f"TTFT mean = queue {_ms(t['queue_s'])} + prefill {_ms(t['prefill_s'])} + overhead {_ms(t['overhead_s'])} "
-            f"= {_ms(t['ttft_s'])}"
+            f"  the others keep the engine stepping for {ft['busyShare']:.0%} of arrivals: the rest of the step in "
+            f"progress = 0.5 x {_ms(ds['step_s'])} x {ft['busyShare']:.2f} = {_ms(ft['boundary_s'])}"
+        ),
+        (
+            f"  asynchronous scheduling {'on' if ft['asyncScheduling'] else 'off'} (the release's default): the "
+            f"step already scheduled = {_ms(ft['inFlight_s'])}"
+        ),
+        (
+            f"  {ft['coScheduledPrompts']:.3f} other prompt(s) arrive in the same step (rate x step); "
+            f"{ft['chunks']} mixed step(s) of {ft['tokensPerStep']:,.1f} prompt tokens beside "
+            f"{ft['decodesBeside']:.2f} decodes until its {ft['throughTokens']:,.1f} tokens (its own and those ahead "
+            "of it) are in: " + _step_line(ft["step"])
+        ),
+        f"  first-token steps = {ft['chunks']} x {_ms(ft['step']['step_s'])} = {_ms(ft['steps_s'])}",
+        (
+            f"TTFT mean = queue {_ms(t['queue_s'])} + step boundary {_ms(t['boundary_s'])} + in flight "
+            f"{_ms(t['inFlight_s'])} + first-token steps {_ms(t['firstTokenSteps_s'])} + overhead "
+            f"{_ms(t['overhead_s'])} = {_ms(t['ttft_s'])}"
         ),
         f"TTFT p95: {t95['arrivalsDuringPrefill']} prompt(s) arrive during this one's prefill (95th percentile, "
         f"Poisson), {t95['tokens']:,} tokens in {t95['chunks']} chunk(s) of {t95['chunkTokens']:,.0f}: "
         + _step_line(t95["step"]),
-        f"  TTFT p95 = queue {_ms(t['queue_s'])} + {t95['chunks']} x {_ms(t95['step']['step_s'])} + overhead "
+        f"  TTFT p95 = queue {_ms(t['queue_s'])} + wait {_ms(t95['wait_s'])} (95% of the step in progress + in "
+        f"flight) + {t95['chunks']} x {_ms(t95['step']['step_s'])} + overhead "
         f"{_ms(t['overhead_s'])} = {_ms(t95['ttft_p95_s'])}"
         + (" (at least the mean)" if t95["ttft_p95_s"] == t["ttft_s"] else ""),
         f"output tokens/s = rate x output tokens = {e['outputTokensPerSecond']:.2f}",
@@ -288,7 +343,8 @@ def _step_line(s: dict[str, Any]) -> str:
     return (
         f"reads {s['weights_bytes'] / GiB:.3f} GiB weights + {s['kv_bytes'] / GiB:.3f} GiB KV = "
         f"{_ms(s['memory_s'])}; {s['flops']:.4g} FLOPs = {_ms(s['compute_s'])}; max ({bound}-bound) + all-reduce "
-        f"{_ms(s['allreduce_s'])} = {_ms(s['step_s'])}"
+        f"{_ms(s['allreduce_s'])} + engine {_ms(s['engine_s'])} ({s['scheduledRequests']:.2f} requests) = "
+        f"{_ms(s['step_s'])}"
     )
 
 

@@ -87,6 +87,11 @@ def load(path: str = DEFAULT_FIXTURE) -> list[Point]:
     points = []
     for p in data["points"]:
         peak = PEAKS[p["gpu"]]
+        # The release the source ran (its engine loop: asynchronous scheduling from 0.14); one per GPU where
+        # a source ran each GPU on its own release.
+        version = data["sources"][p["source"]].get("vllm_version")
+        if isinstance(version, dict):
+            version = version[p["gpu"]]
         replica = build_replica(
             archs[p["model"]],
             CATALOG[p["gpu"]],
@@ -95,6 +100,7 @@ def load(path: str = DEFAULT_FIXTURE) -> list[Point]:
             max_model_len=p.get("max_model_len"),
             max_num_seqs=p.get("max_num_seqs"),
             enforce_eager=p.get("enforce_eager", False),
+            vllm_version=version,
         )
         split = data["sources"][p["source"]]["split"]
         workload = Workload(p["concurrency"], p["input_len"], p["output_len"])

