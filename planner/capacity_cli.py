@@ -45,8 +45,8 @@ from planner.perf_model import (
     predict,
     replicas_for_rate,
 )
+from planner.performance import NO_CONCURRENCY_MEETS_SLO, replica_from_args
 from planner.performance import build_parser as performance_parser
-from planner.performance import replica_from_args
 from planner.sizing import GiB
 from planner.sizing_cli import CliError
 
@@ -370,10 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 replica, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
             )
             if best == 0:
-                raise CliError(
-                    "no concurrency meets the SLO: even one request misses it; use a bigger GPU, a larger "
-                    "--tensor-parallel-size, a quantized checkpoint, or a looser SLO"
-                )
+                raise CliError(NO_CONCURRENCY_MEETS_SLO)
             concurrency = concurrency or best
         e = explain(replica, Workload(concurrency, args.input_len, args.output_len))
         if at is not None:

@@ -33,6 +33,12 @@ from planner.sizing_cli import DTYPES, KV_CACHE_DTYPES, CliError, _finite, _Pars
 
 MAX_CONCURRENCY = 65536
 
+# The one line both CLIs (this and planner.capacity --explain) print when not even one request meets the SLO.
+NO_CONCURRENCY_MEETS_SLO = (
+    "no concurrency meets the SLO: even one request misses it; use a bigger GPU, a larger "
+    "--tensor-parallel-size, a quantized checkpoint, or a looser SLO"
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
@@ -160,10 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             out["slo"] = {"highest_concurrency": best, "at": at.to_dict() if at else None}
             if best == 0:
-                raise CliError(
-                    "no concurrency meets the SLO: even one request misses it; use a bigger GPU, a larger "
-                    "--tensor-parallel-size, a quantized checkpoint, or a looser SLO"
-                )
+                raise CliError(NO_CONCURRENCY_MEETS_SLO)
             text.append(f"highest concurrency meeting the SLO: {best}")
             if args.request_rate is not None:
                 count = replicas_for_rate(
