@@ -15,7 +15,8 @@ The public price pages:
   vCPUs and memory of a G2/A2/A3 machine are priced together, per region);
 - GCP spot: https://cloud.google.com/spot-vms/pricing (per region; Google may change a spot price up to once a day).
 
-Standard library only (common/): the planner, the offline plan and the policy pack may read it.
+Standard library and common/gpus (the catalog it lists) only: the planner, the offline plan and the policy pack
+may read it.
 """
 
 from __future__ import annotations
