@@ -15,12 +15,16 @@ The public price pages:
   vCPUs and memory of a G2/A2/A3 machine are priced together, per region);
 - GCP spot: https://cloud.google.com/spot-vms/pricing (per region; Google may change a spot price up to once a day).
 
-Standard library only (common/): the planner, the offline plan and the policy pack may read it.
+Standard library and common/gpus (the catalog it lists) only: the planner, the offline plan and the policy pack
+may read it.
 """
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
+
+from common import gpus
 
 ON_DEMAND = "on-demand"
 SPOT = "spot"
@@ -60,8 +64,22 @@ class MachinePrice:
     def __post_init__(self) -> None:
         if self.capacity not in CAPACITY_TYPES:
             raise ValueError(f"capacity {self.capacity!r} is not one of {CAPACITY_TYPES}")
-        if self.usd_per_hour is not None and self.usd_per_hour <= 0:
-            raise ValueError(f"{self.machine} {self.region} {self.capacity}: a price is positive")
+        if self.usd_per_hour is None:
+            return
+        what = f"{self.machine} {self.region or '(no region)'} {self.capacity}"
+        if self.usd_per_hour <= 0:
+            raise ValueError(f"{what}: a price is positive")
+        # A figure is only as good as its citation: the page it is read on, the region it is for, and the date.
+        if not self.source.startswith("https://"):
+            raise ValueError(f"{what}: a price names the https:// page it is read on, not {self.source!r}")
+        if not self.region:
+            raise ValueError(f"{what}: a price names its region")
+        try:
+            datetime.date.fromisoformat(self.checked)
+        except ValueError:
+            raise ValueError(
+                f"{what}: `checked` is the date (YYYY-MM-DD) the page states or was read, not {self.checked!r}"
+            ) from None
 
     @property
     def established(self) -> bool:
@@ -112,19 +130,32 @@ def _unresolved(cloud: str, machine: str, region: str, capacity: str, checked: s
     )
 
 
-# The machines of the committed stacks (Pulumi.dev.yaml: g2-standard-8 in us-central1, spot; Pulumi.prod.yaml:
-# p5.48xlarge in us-east-1, on-demand), both capacity types each. The price pages render their tables in the
-# browser from the clouds' price APIs, and no page that states these figures for a named date could be read on
-# 2026-12-03, so every figure is unresolved until the command beside it is run; put the figure it answers here,
-# with the page and the date.
-_CHECKED = "2026-12-03"
+# The committed stacks' regions (Pulumi.prod.yaml: us-east-1; Pulumi.dev.yaml: us-central1) and every catalog machine
+# of each cloud (common/gpus.py), both capacity types. Read on 2026-12-04, the on-demand and spot pages above and
+# https://cloud.google.com/compute/gpus-pricing gave their prose but not their machines' price tables (the browser
+# renders those from the clouds' price APIs; the GCP spot page's per-vCPU and per-GiB table names neither its region
+# nor a date), so none of them states a readable figure for one of these machines in these regions; and no copy of
+# the AWS Price List offer file (which states its publication date) was found at a citable address; the live file is
+# https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current/us-east-1/index.json. Spot prices move
+# (AWS: per zone, with supply and demand; GCP: up to once a day) and no page gives a dated figure. Every entry is
+# therefore unresolved until the command beside it is run: put the figure it answers here as `usd_per_hour`, with
+# the page or offer file as `source` and the date it states or was read as `checked` (MachinePrice refuses a figure
+# without an https:// source, a region and a date).
+_CHECKED = "2026-12-04"
+REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
+
+
+def _catalog_machines(cloud: str) -> tuple[str, ...]:
+    return tuple(sorted({m.name for g in gpus.CATALOG.values() for m in g.machines(cloud)}))
+
+
 PRICES: dict[tuple[str, str, str, str], MachinePrice] = {
     (p.cloud, p.machine, p.region, p.capacity): p
     for p in (
-        _unresolved("aws", "p5.48xlarge", "us-east-1", ON_DEMAND, _CHECKED),
-        _unresolved("aws", "p5.48xlarge", "us-east-1", SPOT, _CHECKED),
-        _unresolved("gcp", "g2-standard-8", "us-central1", ON_DEMAND, _CHECKED),
-        _unresolved("gcp", "g2-standard-8", "us-central1", SPOT, _CHECKED),
+        _unresolved(cloud, machine, region, capacity, _CHECKED)
+        for cloud, region in REGIONS.items()
+        for machine in _catalog_machines(cloud)
+        for capacity in CAPACITY_TYPES
     )
 }
 

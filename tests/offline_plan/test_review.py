@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 
 import pytest
 
-from common import gpu_prices
+from common import gpu_prices, gpus
 from offline_plan import review
 from offline_plan import write as offline_plan
 from offline_plan.mock_runtime import Evaluation, evaluate_stack
@@ -41,13 +42,51 @@ def _pool(**overrides):
 
 def test_every_price_names_its_page_and_date_and_an_unresolved_one_its_command():
     assert gpu_prices.PRICES, "the committed stacks' machines are in the table"
-    for price in gpu_prices.PRICES.values():
-        assert price.source.startswith("https://"), price
-        assert len(price.checked) == 10 and price.checked[4] == "-", price
-        if not price.established:
+    for key, price in gpu_prices.PRICES.items():
+        assert key == (price.cloud, price.machine, price.region, price.capacity)
+        assert price.source == gpu_prices.PRICE_PAGES[(price.cloud, price.capacity)] or price.established, price
+        assert datetime.date.fromisoformat(price.checked), price
+        if price.established:
+            # A figure: its page, its region, the date the page states or was read, positive.
+            assert price.source.startswith("https://") and price.region, price
+            assert price.usd_per_hour is not None and price.usd_per_hour > 0, price
+        else:
             assert price.resolve_with and price.machine in price.resolve_with and price.region in price.resolve_with
     with pytest.raises(ValueError, match="a price is positive"):
         dataclasses.replace(next(iter(gpu_prices.PRICES.values())), usd_per_hour=-1.0)
+
+
+def test_the_table_lists_every_catalog_machine_in_the_committed_stacks_regions_both_capacity_types():
+    for cloud, region in gpu_prices.REGIONS.items():
+        machines = {m.name for g in gpus.CATALOG.values() for m in g.machines(cloud)}
+        assert machines, cloud
+        for machine in machines:
+            for capacity in gpu_prices.CAPACITY_TYPES:
+                assert (cloud, machine, region, capacity) in gpu_prices.PRICES, (cloud, machine, capacity)
+    assert ("aws", "p5.48xlarge", "us-east-1", gpu_prices.ON_DEMAND) in gpu_prices.PRICES  # Pulumi.prod.yaml
+    assert ("gcp", "g2-standard-8", "us-central1", gpu_prices.SPOT) in gpu_prices.PRICES  # Pulumi.dev.yaml
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"source": "aws.amazon.com/ec2/pricing/on-demand/"}, "names the https:// page it is read on"),
+        ({"source": ""}, "names the https:// page it is read on"),
+        ({"region": ""}, "names its region"),
+        ({"checked": "not in the table"}, "`checked` is the date"),
+        ({"checked": "2026-13-01"}, "`checked` is the date"),
+        ({"capacity": "reserved"}, "capacity 'reserved' is not one of"),
+    ],
+)
+def test_a_figure_without_its_page_region_date_or_purchase_option_is_refused(change, message):
+    unresolved = gpu_prices.PRICES[("aws", "p5.48xlarge", "us-east-1", gpu_prices.ON_DEMAND)]
+    cited = dataclasses.replace(unresolved, usd_per_hour=1.0, checked="2026-12-04")
+    assert cited.established
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(cited, **change)
+    # Without a figure, the same fields are an unresolved entry (a machine the table lacks reads "not in the table").
+    if "capacity" not in change:
+        assert not dataclasses.replace(unresolved, **change).established
 
 
 def test_a_machine_the_table_lacks_is_unresolved_never_guessed():

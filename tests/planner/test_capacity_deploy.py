@@ -197,6 +197,43 @@ def test_plan_md_names_each_derived_value_and_its_source_and_the_cost_as_unresol
     assert "- unresolved: p5.48xlarge us-east-1 on-demand" in text
 
 
+def _cost_line(p: plan.ModelPlan) -> tuple[str, str]:
+    text = "\n".join(capacity_md.capacity_section(plan.sizing_table([p])))
+    assert capacity_md.COST_COLUMNS in text
+    line = next(line for line in text.splitlines() if line.startswith("| llama-3-1-8b-instruct | 8 h at peak"))
+    return line, text
+
+
+def test_plan_md_prints_the_cost_columns_for_a_priced_pool_and_unresolved_for_an_unpriced_one(monkeypatch):
+    load = {**LOAD, "peakHoursPerDay": 8}
+    unpriced, text = _cost_line(_plan(_stack(_autoscaled_load(load))))
+    assert unpriced.count("unresolved") == 5  # per GPU-hour, at peak, at trough, per day, per million tokens
+    assert "- unresolved: p5.48xlarge us-east-1 on-demand (common/gpu_prices.py" in text
+    assert "`aws pricing get-products --region us-east-1" in text
+    # A price put in the table (the shipped one holds no cited figure for p5.48xlarge): docs/capacity.md's formula.
+    key = ("aws", "p5.48xlarge", "us-east-1", gpu_prices.ON_DEMAND)
+    cited = dataclasses.replace(gpu_prices.PRICES[key], usd_per_hour=80.0, checked="2026-12-04")
+    monkeypatch.setitem(gpu_prices.PRICES, key, cited)
+    p = _plan(_stack(_autoscaled_load(load)))
+    c = p.capacity
+    assert c is not None and c.running_at_peak is not None and c.running_at_trough is not None
+    priced, text = _cost_line(p)
+    assert "unresolved" not in priced
+    per_gpu = 80.0 / 8
+    hours = 8 * c.running_at_peak + 16 * c.running_at_trough  # one GPU per replica
+    day = per_gpu * hours
+    tokens = 3600 * 200 * (8 * 100 + 16 * 10)  # 3,600 x output tokens x the requests of each hour
+    assert priced == (
+        f"| llama-3-1-8b-instruct | 8 h at peak, 16 h at trough | {c.running_at_peak} / {c.running_at_trough} | "
+        f"{hours:g} | $10.0000 | ${per_gpu * c.running_at_peak:,.2f} / ${per_gpu * c.running_at_trough:,.2f} | "
+        f"${day:,.2f} | ${day / (tokens / 1e6):,.4f} |"
+    )
+    assert (
+        "- p5.48xlarge us-east-1 on-demand $80/h over 8 GPUs (https://aws.amazon.com/ec2/pricing/on-demand/, "
+        "read 2026-12-04)"
+    ) in text
+
+
 def test_derive_pool_counts_every_model_on_the_pool_rounds_to_zones_and_refuses_beyond_max_nodes():
     pool = config.PoolConfig.model_validate({"name": "p", "gpu": "H100-80GB", "gpusPerNode": 8})
     loaded = PoolDemand("models[0]", 2, peak_replicas=5, trough_replicas=1, needed_at_peak=5)
