@@ -21,8 +21,10 @@ Each term is a mechanism with the source line of the release that does it:
   (planner/vllm_releases.py says which; `_model_runner_v2_sampler_bytes`). The batch defaults are
   vLLM's per device (planner/vllm_releases.py).
 * from 0.27, tensors allocated between vLLM's memory snapshot and the profile, which its free-memory
-  accounting counts: Model Runner V2's penalties state, the V1 runner's input buffers and block table
-  (`v1_runner_buffer_bytes`), a later pipeline stage's received-tensor buffer under V2.
+  accounting counts: Model Runner V2's sampler state (penalties, per-request tables, grammar bitmask:
+  `v2_sampler_state_parts`), the V1 runner's input buffers and block table (`v1_runner_buffer_bytes`), a
+  later pipeline stage's received-tensor buffer under V2. Model Runner V2 profiles the vision encoder
+  from 0.27 only (planner/vllm_releases.py:V2_PROFILES_ENCODER_FROM).
 * non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
   allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
   - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)
@@ -39,7 +41,10 @@ Each term is a mechanism with the source line of the release that does it:
 * CUDA graphs: vLLM estimates the pool by capturing the two largest sizes of each mode and
   extrapolating (vllm v0.32.0 v1/worker/gpu_model_runner.py:profile_cudagraph_memory), so the
   estimate grows with the layers on a GPU and the number of capture sizes, which follows
-  max_num_seqs, speculative decoding and the release (planner/vllm_releases.py).
+  max_num_seqs, speculative decoding and the release (planner/vllm_releases.py). Model Runner V2 from
+  0.29 measures every PIECEWISE graph and extrapolates its FULL graphs, those up to max_num_seqs x the
+  decode query length, from the two largest (vllm v0.32.0 v1/worker/gpu/cudagraph_utils.py;
+  `v2_full_graph_count`).
 
 planner/sizing_explain.py lists these terms one by one, with their sizes and their sources as data
 (planner/vllm_releases.py:SOURCES), for `--explain` and `--from-log`.
