@@ -21,8 +21,10 @@ Each term is a mechanism with the source line of the release that does it:
   (planner/vllm_releases.py says which; `_model_runner_v2_sampler_bytes`). The batch defaults are
   vLLM's per device (planner/vllm_releases.py).
 * from 0.27, tensors allocated between vLLM's memory snapshot and the profile, which its free-memory
-  accounting counts: Model Runner V2's penalties state, the V1 runner's input buffers and block table
-  (`v1_runner_buffer_bytes`), a later pipeline stage's received-tensor buffer under V2.
+  accounting counts: Model Runner V2's sampler state (penalties, per-request tables, grammar bitmask:
+  `v2_sampler_state_parts`), the V1 runner's input buffers and block table (`v1_runner_buffer_bytes`), a
+  later pipeline stage's received-tensor buffer under V2. Model Runner V2 profiles the vision encoder
+  from 0.27 only (planner/vllm_releases.py:V2_PROFILES_ENCODER_FROM).
 * non-torch increase: CUDA/cuBLAS workspaces of one GPU, plus what the communication library
   allocates during the profiled forward, which depends on what joins the GPUs (`interconnect`):
   - NVSwitch systems of Hopper/Blackwell GPUs (HGX H100/H200/B200) run NCCL's NVLink SHARP (NVLS)
@@ -39,7 +41,10 @@ Each term is a mechanism with the source line of the release that does it:
 * CUDA graphs: vLLM estimates the pool by capturing the two largest sizes of each mode and
   extrapolating (vllm v0.32.0 v1/worker/gpu_model_runner.py:profile_cudagraph_memory), so the
   estimate grows with the layers on a GPU and the number of capture sizes, which follows
-  max_num_seqs, speculative decoding and the release (planner/vllm_releases.py).
+  max_num_seqs, speculative decoding and the release (planner/vllm_releases.py). Model Runner V2 from
+  0.29 measures every PIECEWISE graph and extrapolates its FULL graphs, those up to max_num_seqs x the
+  decode query length, from the two largest (vllm v0.32.0 v1/worker/gpu/cudagraph_utils.py;
+  `v2_full_graph_count`).
 
 planner/sizing_explain.py lists these terms one by one, with their sizes and their sources as data
 (planner/vllm_releases.py:SOURCES), for `--explain` and `--from-log`.
@@ -363,12 +368,36 @@ def cuda_graph_capture_sizes(req: SizingRequest, max_num_seqs: int) -> list[int]
     return [s for s in sizes if s <= largest]
 
 
-def cuda_graph_bytes(stage_layers: int, capture_sizes: int = CUDA_GRAPH_REFERENCE_SIZES) -> float:
-    """Estimated CUDA-graph pool of one GPU that holds `stage_layers` decoder layers."""
+def cuda_graph_bytes(
+    stage_layers: int, capture_sizes: int = CUDA_GRAPH_REFERENCE_SIZES, full_graphs: int | None = None
+) -> float:
+    """Estimated CUDA-graph pool of one GPU that holds `stage_layers` decoder layers.
+
+    `full_graphs` is given for Model Runner V2's estimate from 0.29 (planner/vllm_releases.py:V2_GRAPH_ESTIMATE_FROM):
+    one PIECEWISE graph per capture size, measured, and the FULL graphs of `v2_full_graph_count`, extrapolated from
+    the two largest. The per-layer constant was fitted on the v0.19 logs, where both modes had 51 graphs and the
+    DEBUG lines give the same per-graph cost to each (Llama-3.1-8B TP 1: 50 x 6 MiB PIECEWISE, 50 x 6 MiB FULL), so
+    it stands for two modes' graphs beyond the first and is shared by graph count: half per mode. With 51 of each
+    (every GPU whose max_num_seqs reaches the largest size) it is the V1 figure; at max_num_seqs 256 (L4, L40S,
+    A100: 35 FULL graphs of 51 sizes) the per-layer part is 84% of it."""
     if capture_sizes == 0:
         return 0.0
-    per_graph_share = (capture_sizes - 1) / (CUDA_GRAPH_REFERENCE_SIZES - 1)
+    reference = CUDA_GRAPH_REFERENCE_SIZES - 1
+    if full_graphs is None:
+        per_graph_share = (capture_sizes - 1) / reference
+    else:
+        per_graph_share = ((capture_sizes - 1) + max(full_graphs - 1, 0)) / (2 * reference)
     return (CUDA_GRAPH_BASE_GIB + CUDA_GRAPH_PER_LAYER_GIB * stage_layers * per_graph_share) * GiB
+
+
+def v2_full_graph_count(req: SizingRequest, max_num_seqs: int) -> int:
+    """How many FULL (uniform-decode) graphs Model Runner V2 captures: the capture sizes up to max_num_seqs x the
+    decode query length (vllm v0.32.0 v1/worker/gpu/cudagraph_utils.py:CudaGraphManager._init_candidates,
+    `max_decode_tokens = self.max_num_reqs * self.decode_query_len`, `rounded_num_tokens > max_decode_tokens`:
+    skipped). With MTP drafting the sizes are rounded up to a multiple of the query length; that is left out (a
+    few sizes at most)."""
+    decode_tokens = max_num_seqs * (1 + req.speculative_tokens)
+    return sum(1 for size in cuda_graph_capture_sizes(req, max_num_seqs) if size <= decode_tokens)
 
 
 # PyTorch's caching allocator serves requests between 1 and 10 MiB from 20 MiB segments, cudaMalloc'd when no free
@@ -399,6 +428,14 @@ def cuda_graph_estimate_step_bytes(capture_sizes: int) -> float:
     if capture_sizes <= 1:
         return 0.0
     return float((capture_sizes - 1) * ALLOCATOR_LARGE_SEGMENT_BYTES)
+
+
+def v2_cuda_graph_estimate_step_bytes(full_graphs: int) -> float:
+    """The same step under Model Runner V2 from 0.29: only FULL graphs are extrapolated from a second capture
+    ((FULL graphs - 1) x its drop), the PIECEWISE ones are each measured, so one segment more in the second FULL
+    capture moves the estimate by (FULL graphs - 1) x 20 MiB (vllm v0.32.0 v1/worker/gpu/cudagraph_utils.py:
+    _extrapolate_full_graph_memory, `first_capture + (total_graphs - 1) * per_graph`, lines 986-987)."""
+    return cuda_graph_estimate_step_bytes(full_graphs)
 
 
 def weight_bytes_estimate(req: SizingRequest) -> float:
@@ -636,8 +673,38 @@ def _model_runner_v2_sampler_bytes(req: SizingRequest, rows: int, seqs: int) -> 
     """
     vocab = req.arch.vocab
     transient = rows * vocab * _dtype_bytes(_model_dtype(req))
-    persistent = seqs * vocab * 4 + seqs * math.ceil(vocab / 32) * 4
+    persistent = sum(v2_sampler_state_parts(req, seqs).values())
     return transient, persistent if _v2_state_counted(req) else 0.0
+
+
+# Model Runner V2's fixed per-request sampler tables, int32 or float32 entries on the GPU (StagedWriteTensor
+# allocates `torch.zeros(size, device=device)` unless asked for UVA, vllm v0.32.0 v1/worker/gpu/buffer_utils.py
+# StagedWriteTensor.__init__): allowed token ids, logit-bias token ids and values (1024 each) and stop token ids
+# (128) (v1/worker/gpu/sample/logit_bias.py: MAX_NUM_ALLOWED_TOKEN_IDS, MAX_NUM_LOGIT_BIAS_TOKENS,
+# MAX_NUM_STOP_TOKEN_IDS), bad-word tokens (1024) and offsets (128 + 1) (sample/bad_words.py;
+# envs.py VLLM_MAX_BAD_WORDS_TOTAL_TOKENS "1024", VLLM_MAX_NUM_BAD_WORDS "128"), and logprob token ids (128)
+# (sample/logprob.py:LogprobTokenIdsState; sampling_params.py MAX_LOGPROB_TOKEN_IDS = 128). The same sizes in
+# v0.27.1, v0.28.0, v0.29.0, v0.30.0 and v0.31.0.
+V2_SAMPLER_TABLE_ENTRIES_PER_REQUEST = 1024 + 1024 + 1024 + 128 + 1024 + (128 + 1) + 128
+
+
+def v2_sampler_state_parts(req: SizingRequest, seqs: int) -> dict[str, float]:
+    """What Model Runner V2 allocates for good for sampling, on the last pipeline rank, in load_model after
+    "Model loading took" is measured (vllm v0.32.0 v1/worker/gpu/model_runner.py:load_model, `Sampler(...)` and
+    `StructuredOutputsWorker(...)` after `self.model_memory_usage = m.consumed_memory`), by tensor:
+    - penalties: an int32 count and a bit per request and vocabulary entry (sample/penalties.py:40-47,
+      `prompt_bin_mask`, `output_bin_counts`);
+    - tables: V2_SAMPLER_TABLE_ENTRIES_PER_REQUEST 4-byte entries per request;
+    - bitmask: the structured-outputs grammar bitmask, max_num_seqs x decode query length rows of
+      cdiv(vocab, 32) int32 (structured_outputs.py:87-89, `max_num_logits=self.max_num_reqs * self.decode_query_len`).
+    Tensor sizes, no constant; counted by vLLM from 0.27 (`_v2_state_counted`)."""
+    vocab = req.arch.vocab
+    words = math.ceil(vocab / 32)
+    return {
+        "penalties": float(seqs * vocab * 4 + seqs * words * 4),
+        "tables": float(seqs * V2_SAMPLER_TABLE_ENTRIES_PER_REQUEST * 4),
+        "bitmask": float(seqs * (1 + req.speculative_tokens) * words * 4),
+    }
 
 
 def _v2_state_counted(req: SizingRequest) -> bool:
@@ -675,6 +742,10 @@ def vision_encoder_parts(req: SizingRequest, mnbt: int, seqs: int) -> vision_enc
     peak_parts). vllm v0.32.0 v1/worker/gpu_model_runner.py:profile_run runs the encoder before the
     decoder, so the activation peak is the larger of the two."""
     arch = req.arch
+    if not _release(req.vllm_version).profiles_encoder(arch.architecture, arch.is_moe, arch.is_hybrid):
+        # Model Runner V2 before 0.27 runs no encoder in its profile (planner/vllm_releases.py:
+        # V2_PROFILES_ENCODER_FROM).
+        return None
     max_len = req.max_model_len or arch.max_position_embeddings or 4096
     profile = encoder_profile(req, mnbt, seqs, max_len)
     if profile is None:
@@ -854,6 +925,12 @@ def size(req: SizingRequest) -> SizingResult:
         arch.architecture, arch.is_moe, arch.is_hybrid
     )
     capture_sizes = len(cuda_graph_capture_sizes(req, seqs))
+    # Model Runner V2 from 0.29 counts its FULL graphs apart (planner/vllm_releases.py:V2_GRAPH_ESTIMATE_FROM).
+    full_graphs = (
+        v2_full_graph_count(req, seqs)
+        if release.v2_graph_estimate(arch.architecture, arch.is_moe, arch.is_hybrid)
+        else None
+    )
 
     total_weights = req.weights_bytes or weight_bytes_estimate(req)
     stage_weights = stage_weight_bytes(req, total_weights)
@@ -867,7 +944,7 @@ def size(req: SizingRequest) -> SizingResult:
     stage_layer_counts = layers_per_stage(arch.layers, pp)
     for stage, stage_layers in enumerate(stage_layer_counts):
         act = activation_bytes(req, stage, mnbt, seqs)
-        graphs = cuda_graph_bytes(stage_layers, capture_sizes)
+        graphs = cuda_graph_bytes(stage_layers, capture_sizes, full_graphs)
         # LoRA slots are allocated while the model loads, so they count with the weights.
         lora = lora_buffer_bytes(
             arch,

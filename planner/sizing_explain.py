@@ -169,10 +169,10 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             counted = release.profile_counts_buffers_allocated_after_load
             add(
                 "activation.sampler_state",
-                "V2 penalties state (kept)",
+                "V2 sampler state (kept)",
                 parts.sampler_persistent / s.GiB,
                 "GiB",
-                "an int32 count and a bit per request and vocabulary entry"
+                "penalties state, per-request tables and the grammar bitmask"
                 + (
                     ", counted by the profile's drop in free memory (from 0.27): "
                     if counted
@@ -183,6 +183,25 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
                 _src("sampler.v2_penalties", release),
                 part_of="activation",
             )
+            state = s.v2_sampler_state_parts(req, seqs)
+            for key, label, behaviour in (
+                ("penalties", "penalties: counts and prompt mask", "an int32 count and a bit per request and token"),
+                (
+                    "tables",
+                    "logit-bias, stop, bad-word, logprob-id tables",
+                    f"{s.V2_SAMPLER_TABLE_ENTRIES_PER_REQUEST:,} 4-byte entries per request",
+                ),
+                ("bitmask", "structured-outputs grammar bitmask", "a bit per logit row and token, int32 words"),
+            ):
+                add(
+                    f"activation.sampler_state.{key}",
+                    label,
+                    (state[key] if counted else 0.0) / s.GiB,
+                    "GiB",
+                    behaviour + ("" if counted else " (not counted before 0.27)"),
+                    _src(f"sampler.v2_{key}", release),
+                    part_of="activation.sampler_state",
+                )
         else:
             path = parts.sampler_path
             gpu = gpus.CATALOG.get(req.gpu_name or "")
@@ -317,8 +336,16 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             "non_torch",
         )
     sizes = len(s.cuda_graph_capture_sizes(req, seqs))
+    v2_graphs = release.v2_graph_estimate(arch.architecture, arch.is_moe, arch.is_hybrid) and not req.enforce_eager
+    full_graphs = s.v2_full_graph_count(req, seqs) if v2_graphs else 0
     if req.enforce_eager:
         graphs_how = "--enforce-eager: no CUDA graphs"
+    elif v2_graphs:
+        graphs_how = (
+            f"Model Runner V2's estimate, subtracted: {sizes} PIECEWISE graphs measured, {full_graphs} FULL graphs "
+            "(sizes up to max_num_seqs x decode query length) extrapolated from the two largest; encoder graphs "
+            "off by default (cudagraph_mm_encoder)"
+        )
     elif result.cuda_graph_in_budget:
         graphs_how = f"estimated and subtracted ({_band('cuda_graphs', release)}), {sizes} capture sizes"
     elif not release.cuda_graphs_in_budget:
@@ -333,6 +360,8 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         graphs_how,
         _src("cuda_graphs.v2_skips", release)
         if (not req.enforce_eager and release.cuda_graphs_in_budget and not result.cuda_graph_in_budget)
+        else (_src("cuda_graphs.v2_estimate", release) + "; sizes: " + _src("cuda_graphs.v2_full_sizes", release))
+        if v2_graphs
         else _src("cuda_graphs", release) + "; sizes: " + _src("capture_sizes", release),
         "CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_PER_LAYER_GIB" if sizes else "",
     )
@@ -349,6 +378,18 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             + "; PyTorch c10/cuda/CUDACachingAllocator.cpp kLargeBuffer (planner/sizing.py:"
             "cuda_graph_estimate_step_bytes)",
             _src("cuda_graphs.estimate_step", release),
+            part_of="cuda_graphs",
+        )
+    if full_graphs > 1:
+        add(
+            "cuda_graphs.estimate_step",
+            "step: one 20 MiB segment more in the 2nd FULL capture",
+            s.v2_cuda_graph_estimate_step_bytes(full_graphs) / s.GiB,
+            "GiB",
+            f"Model Runner V2 measures every PIECEWISE graph and extrapolates only FULL ones, ({full_graphs} - 1) x "
+            "the second FULL capture's drop, so one 20 MiB allocator segment taken there moves the estimate and the "
+            "KV budget by this much (planner/sizing.py:v2_cuda_graph_estimate_step_bytes)",
+            _src("cuda_graphs.v2_estimate", release),
             part_of="cuda_graphs",
         )
     add(
@@ -403,6 +444,18 @@ def _vision_terms(req: s.SizingRequest, mnbt: int, seqs: int, result: s.SizingRe
         return
     parts = s.vision_encoder_parts(req, mnbt, seqs)
     family = arch.vision_family
+    release = Release.of(req.vllm_version)
+    if parts is None and family and not release.profiles_encoder(arch.architecture, arch.is_moe, arch.is_hybrid):
+        add_term(
+            "activation.vision_encoder",
+            "vision encoder (not profiled by Model Runner V2)",
+            0.0,
+            "GiB",
+            "Model Runner V2 before 0.27 runs only the text dummy forward in its profile (vLLM PR #48469's case)",
+            _src("vision_encoder.v2", release),
+            part_of="activation",
+        )
+        return
     if parts is None:
         if arch.vision_unmodelled:
             add_term(

@@ -66,6 +66,30 @@ CUDA_GRAPHS_IN_BUDGET_FROM = (0, 20)
 # profile_cudagraph_memory() "return 0" in v0.22.1 ... v0.28.0 (read: 0.22.1, 0.23.0, 0.24.0, 0.25.1,
 # 0.26.0, 0.27.1, 0.28.0); v0.29.0 estimates it.
 V2_RUNNER_SKIPS_GRAPH_ESTIMATE = ((0, 22), (0, 29))
+# Model Runner V2's estimate from 0.29 (issue 29; read in v0.29.0, v0.30.0, v0.31.0 and v0.32.0, the same in each):
+# profile_cudagraph_memory builds a minimal KV cache and runs capture_model(profile_only=True) once into a throwaway
+# pool, measuring the drop in free memory around it (v0.32.0 v1/worker/gpu/cudagraph_utils.py:873-957; v0.29.0
+# lines 718-801). Every PIECEWISE graph (one per capture size) is captured and measured in full; of the FULL graphs
+# (uniform-decode batches, the capture sizes up to max_num_seqs x decode_query_len: `max_decode_tokens =
+# self.max_num_reqs * self.decode_query_len`, v0.32.0 cudagraph_utils.py:258) only the two largest are captured
+# (`_FULL_GRAPH_PROFILING_SAMPLES = 2`, line 867), captured after the PIECEWISE ones into the same pool ("Capture
+# in order: PIECEWISE first, then FULL", line 439), and extrapolated as first + (FULL graphs - 1) x max(second,
+# 1 MiB) (`_extrapolate_full_graph_memory`, lines 986-987). Encoder graphs are in the measured part only with
+# `cudagraph_mm_encoder`, off by default (v0.32.0 config/compilation.py:528, `cudagraph_mm_encoder: bool = False`);
+# drafter graphs are measured in full. The estimate runs after `memory_profiling` has measured (v0.32.0
+# v1/worker/gpu_worker.py:determine_available_memory) and is subtracted while VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+# is "1", its default in v0.29.0, v0.30.0, v0.31.0 and v0.32.0 envs.py. The capture list is V1's
+# (config/vllm.py:_set_cudagraph_sizes, unchanged through v0.32.0), so PIECEWISE graphs are as many as V1's sizes
+# and FULL graphs fewer where max_num_seqs x decode_query_len is below the largest size.
+V2_GRAPH_ESTIMATE_FROM = V2_RUNNER_SKIPS_GRAPH_ESTIMATE[1]
+# Model Runner V2's profile run encodes a dummy multimodal batch from 0.27.0 and keeps its outputs cached (under
+# "tmp_i" keys) through the decoder's dummy forward and the sampler warm-up, cleared by reset_encoder_cache at the
+# end (v0.27.0, v0.27.1, v0.28.0, v0.29.0, v0.30.0, v0.31.0, v0.32.0 v1/worker/gpu/model_runner.py:profile_run,
+# `self.model_state.encoder_runner.profile_encoder_cache(dummy_mm_inputs, mm_budget)`; v0.32.0 lines 993-1020,
+# v1/worker/gpu/mm/encoder_runner.py:profile_encoder_cache lines 111-147). Up to 0.26 its profile_run runs only the
+# text dummy forward and the sampler (v0.22.1, v0.25.1, v0.26.0 profile_run: no encoder call), the case
+# vllm-project/vllm#48469 describes; so a multimodal model on V2 there has no encoder term in vLLM's budget.
+V2_PROFILES_ENCODER_FROM = (0, 27)
 # Which models get Model Runner V2 by default (config/vllm.py:use_v2_model_runner and
 # _is_default_v2_model_runner_model, VLLM_USE_V2_MODEL_RUNNER unset): from 0.22 the architectures of
 # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (the sets below, as each release lists them; v0.21.0 has none);
@@ -340,6 +364,22 @@ class Release:
             return True
         return not self.uses_model_runner_v2(architecture, moe, hybrid)
 
+    def v2_graph_estimate(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether the estimate subtracted is Model Runner V2's own (V2_GRAPH_ESTIMATE_FROM): every PIECEWISE graph
+        measured, FULL graphs extrapolated from the two largest."""
+        return (
+            self.cuda_graphs_in_budget
+            and self.version >= V2_GRAPH_ESTIMATE_FROM
+            and self.uses_model_runner_v2(architecture, moe, hybrid)
+        )
+
+    def profiles_encoder(self, architecture: str, moe: bool, hybrid: bool) -> bool:
+        """Whether the profile run encodes the dummy multimodal batch: always under the V1 runner, from 0.27 under
+        Model Runner V2 (V2_PROFILES_ENCODER_FROM)."""
+        if not self.uses_model_runner_v2(architecture, moe, hybrid):
+            return True
+        return self.version >= V2_PROFILES_ENCODER_FROM
+
     @property
     def profile_counts_buffers_allocated_after_load(self) -> bool:
         """Whether the profile counts tensors allocated between weight loading and profiling
@@ -519,6 +559,16 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     },
     "sampler.v2": {(0, 22): Source("v0.22.1", "v1/worker/gpu/model_runner.py", "_dummy_sampler_run")},
     "sampler.v2_penalties": {(0, 22): Source("v0.32.0", "v1/worker/gpu/sample/penalties.py", "output_bin_counts")},
+    "sampler.v2_tables": {
+        (0, 22): Source(
+            "v0.32.0",
+            "v1/worker/gpu/sample/logit_bias.py, bad_words.py, logprob.py",
+            "LogitBiasState, BadWordsState, LogprobTokenIdsState (StagedWriteTensor per request)",
+        ),
+    },
+    "sampler.v2_bitmask": {
+        (0, 22): Source("v0.32.0", "v1/worker/gpu/structured_outputs.py", "StructuredOutputsWorker.grammar_bitmask"),
+    },
     "profile_accounting": {
         (0, 0): Source("v0.26.0", "utils/mem_utils.py", "memory_profiling (non_torch + torch peak increase + weights)"),
         (0, 27): Source("v0.27.0", "utils/mem_utils.py", "memory_profiling (total_consumed: drop in free memory)"),
@@ -534,6 +584,12 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
         (0, 17): Source("v0.17.0", "fused_moe/unquantized_fused_moe_method.py", "self.kernel.apply"),
     },
     "vision_encoder": {(0, 0): Source("v0.32.0", "multimodal/encoder_budget.py", "MultiModalBudget._get_max_items")},
+    "vision_encoder.v2": {
+        (0, 22): Source("v0.26.0", "v1/worker/gpu/model_runner.py", "profile_run (text dummy forward only)"),
+        (0, 27): Source(
+            "v0.32.0", "v1/worker/gpu/model_runner.py", "profile_run (encoder_runner.profile_encoder_cache, 993-1002)"
+        ),
+    },
     "non_torch": {(0, 0): Source("v0.32.0", "utils/mem_utils.py", "memory_profiling")},
     "custom_all_reduce": {
         (0, 0): Source("v0.32.0", "distributed/device_communicators/custom_all_reduce.py", "CustomAllreduce.__init__"),
@@ -544,6 +600,21 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
         (0, 20): Source("v0.20.0", "v1/worker/gpu_worker.py", "determine_available_memory"),
     },
     "cuda_graphs.v2_skips": {(0, 22): Source("v0.28.0", "v1/worker/gpu/model_runner.py", "profile_cudagraph_memory")},
+    "cuda_graphs.v2_estimate": {
+        (0, 29): Source(
+            "v0.32.0",
+            "v1/worker/gpu/cudagraph_utils.py",
+            "profile_cudagraph_memory (PIECEWISE measured, FULL `_FULL_GRAPH_PROFILING_SAMPLES = 2` extrapolated, "
+            "lines 867-987)",
+        ),
+    },
+    "cuda_graphs.v2_full_sizes": {
+        (0, 29): Source(
+            "v0.32.0",
+            "v1/worker/gpu/cudagraph_utils.py",
+            "CudaGraphManager._init_candidates (`max_decode_tokens = self.max_num_reqs * self.decode_query_len`)",
+        ),
+    },
     # The V1 estimate extrapolates each mode from its second capture (issue 29, TP 2 on H100): read in v0.19.0,
     # v0.20.0, v0.22.1, v0.25.1 and v0.28.0, the same two lines in each.
     "cuda_graphs.estimate_step": {

@@ -430,8 +430,12 @@ def test_model_runner_v2_sampler_keeps_its_penalty_counts_not_a_top_k_scratch():
         tensor_parallel_size=2,
     )
     counts = 1024 * 151936 * 4 + 1024 * -(-151936 // 32) * 4  # output_bin_counts and prompt_bin_mask
+    # With the per-request sampler tables (4,481 four-byte entries each) and the structured-outputs grammar
+    # bitmask (one int32 word per 32 tokens per request), allocated with the Sampler (issue 29: V2 at 0.29-0.32;
+    # the same tensors in v0.27.1 v1/worker/gpu/sample/ and structured_outputs.py).
+    kept = counts + 1024 * 4481 * 4 + 1024 * -(-151936 // 32) * 4
     forward = 8192 * 2 * (3 * qwen32.intermediate / 2 + 4.25 * qwen32.hidden)
-    assert activation_bytes(req, 0, 8192, 1024) == pytest.approx(forward + counts)
+    assert activation_bytes(req, 0, 8192, 1024) == pytest.approx(forward + kept)
     # Broken variant: V1's Triton top-k/top-p scratch would be far larger than the logits V2 keeps.
     v1 = replace(req, vllm_version="0.21.0")
     assert activation_bytes(v1, 0, 8192, 1024) > activation_bytes(req, 0, 8192, 1024)
@@ -677,6 +681,8 @@ def test_model_runner_v2_penalty_state_is_counted_from_0_27_only(monkeypatch):
     qwen3 = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-8b.json").read_text()))
     req = SizingRequest(arch=qwen3, gpu_memory_gib=44.42, gpu_name="L40S")
     counts = 256 * qwen3.vocab * 4 + 256 * -(-qwen3.vocab // 32) * 4
+    # Plus the sampler's per-request tables and the grammar bitmask, built with it (issue 29, V2 at 0.29-0.32).
+    counts += 256 * 4481 * 4 + 256 * -(-qwen3.vocab // 32) * 4
     before = activation_bytes(replace(req, vllm_version="0.26.0"), 0, 2048, 256)
     after = activation_bytes(replace(req, vllm_version="0.27.1"), 0, 2048, 256)
     assert Release.of("0.26.0").uses_model_runner_v2("Qwen3ForCausalLM", False, False)
@@ -1020,3 +1026,106 @@ def test_explain_shows_the_v1_runner_buffers_with_their_source():
     before = {t.key: t for t in sizing_explain.terms(replace(req, vllm_version="0.26.0"))}
     assert before["activation.runner_buffers"].value == 0.0
     assert "not counted (before 0.27)" in before["activation.runner_buffers"].behaviour
+
+
+# --- Model Runner V2 at 0.29-0.32, the pinned release (issue 29) ---------------------------------------------------
+
+QWEN3_8B = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "qwen3-8b.json").read_text()))
+GEMMA3_27B = ModelArch.from_hf_config(json.loads((LOGS / "configs" / "gemma-3-27b.json").read_text()))
+
+
+def test_model_runner_v2_graph_estimate_counts_full_graphs_up_to_max_num_seqs_from_0_29(monkeypatch):
+    # vllm v0.32.0 v1/worker/gpu/cudagraph_utils.py (the same in v0.29.0, v0.30.0, v0.31.0): profile_cudagraph_memory
+    # (line 873) captures every PIECEWISE graph and measures it, and only `_FULL_GRAPH_PROFILING_SAMPLES = 2` (line
+    # 867) FULL graphs, extrapolated as `first_capture + (total_graphs - 1) * per_graph` (lines 986-987); the FULL
+    # graphs are the capture sizes up to `max_decode_tokens = self.max_num_reqs * self.decode_query_len` (line 258).
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "1" (v0.32.0 envs.py), so it is subtracted.
+    from planner import sizing, vllm_releases
+
+    l40s = SizingRequest(
+        arch=QWEN3_8B, gpu_memory_gib=44.42, gpu_name="L40S", vllm_version="0.32.0", max_model_len=8192
+    )
+    sizes = cuda_graph_capture_sizes(l40s, 256)
+    assert len(sizes) == 51 and sizing.v2_full_graph_count(l40s, 256) == 35 == len([s for s in sizes if s <= 256])
+    result = size(l40s)
+    assert result.cuda_graph_in_budget
+    layers = QWEN3_8B.layers
+    expected = sizing.CUDA_GRAPH_BASE_GIB + sizing.CUDA_GRAPH_PER_LAYER_GIB * layers * (50 + 34) / 100
+    assert result.cuda_graph_gib == pytest.approx(expected)
+    # Where max_num_seqs reaches the largest size (H100: 1024), both modes have 51 graphs: V1's figure.
+    h100 = replace(l40s, gpu_memory_gib=79.19, gpu_name="H100-80GB")
+    assert size(h100).cuda_graph_gib == pytest.approx(sizing.cuda_graph_bytes(layers, 51) / GiB)
+    # MTP doubles the decode query length: all 51 sizes are FULL graphs at 256 sequences.
+    assert sizing.v2_full_graph_count(replace(l40s, speculative_tokens=1), 256) == 51
+    # 0.22-0.28: V2 estimates 0, nothing subtracted.
+    assert not size(replace(l40s, vllm_version="0.28.0")).cuda_graph_in_budget
+    # Broken variant: the switch moved past 0.32 sizes the pinned release with V1's count of graphs.
+    monkeypatch.setattr(vllm_releases, "V2_GRAPH_ESTIMATE_FROM", (0, 33))
+    assert size(l40s).cuda_graph_gib == pytest.approx(sizing.cuda_graph_bytes(layers, 51) / GiB)
+    assert size(l40s).cuda_graph_gib > expected
+
+
+def test_model_runner_v2_estimate_step_is_the_full_graphs_only():
+    # V2 extrapolates FULL graphs only ((FULL - 1) x the second capture's drop), PIECEWISE graphs are each measured
+    # (vllm v0.32.0 v1/worker/gpu/cudagraph_utils.py:_extrapolate_full_graph_memory, lines 986-987), so one 20 MiB
+    # segment in the second FULL capture moves the estimate by (35 - 1) x 20 MiB at 256 sequences.
+    from planner import sizing, sizing_explain
+
+    req = SizingRequest(arch=QWEN3_8B, gpu_memory_gib=44.42, gpu_name="L40S", vllm_version="0.32.0", max_model_len=8192)
+    terms = {t.key: t for t in sizing_explain.terms(req)}
+    step = terms["cuda_graphs.estimate_step"]
+    assert step.value == pytest.approx(34 * 20 * 1024**2 / GiB)
+    assert "v0.32.0 v1/worker/gpu/cudagraph_utils.py:profile_cudagraph_memory" in step.source
+    graphs = terms["cuda_graphs"]
+    assert "35 FULL graphs" in graphs.behaviour and "51 PIECEWISE graphs measured" in graphs.behaviour
+    assert "_init_candidates" in graphs.source
+    # Broken variant: V1's step over both modes would be (51 - 1) x 20 MiB.
+    assert sizing.cuda_graph_estimate_step_bytes(51) / GiB != pytest.approx(step.value)
+
+
+def test_model_runner_v2_profiles_the_encoder_from_0_27_only(monkeypatch):
+    # vllm v0.27.0 ... v0.32.0 v1/worker/gpu/model_runner.py:profile_run: `self.model_state.encoder_runner.
+    # profile_encoder_cache(dummy_mm_inputs, mm_budget)` before the text dummy run (v0.32.0 lines 993-1002), the
+    # outputs kept under "tmp_i" (mm/encoder_runner.py:profile_encoder_cache, lines 139-147) until
+    # `self.reset_encoder_cache()` after the sampler (line 1020). v0.22.1, v0.25.1 and v0.26.0 profile_run run
+    # the text dummy forward and the sampler only (vllm-project/vllm#48469's case).
+    from planner import sizing_explain, vllm_releases
+
+    req = SizingRequest(arch=GEMMA3_27B, gpu_memory_gib=79.19, gpu_name="H100-80GB", max_model_len=8192)
+    dense = (GEMMA3_27B.architecture, GEMMA3_27B.is_moe, GEMMA3_27B.is_hybrid)
+    assert Release.of("0.26.0").uses_model_runner_v2(*dense) and not Release.of("0.24.0").uses_model_runner_v2(*dense)
+    assert vision_encoder_parts(replace(req, vllm_version="0.32.0"), 8192, 1024) is not None
+    assert vision_encoder_parts(replace(req, vllm_version="0.27.1"), 8192, 1024) is not None
+    assert vision_encoder_parts(replace(req, vllm_version="0.24.0"), 8192, 1024) is not None  # the V1 runner
+    assert vision_encoder_parts(replace(req, vllm_version="0.26.0"), 8192, 1024) is None
+    row = {t.key: t for t in sizing_explain.terms(replace(req, vllm_version="0.26.0"))}["activation.vision_encoder"]
+    assert row.value == 0.0 and "v0.26.0 v1/worker/gpu/model_runner.py:profile_run" in row.source
+    # Broken variants: the switch at 0.22 sizes an encoder 0.26 never ran; past 0.32 drops the pinned release's.
+    monkeypatch.setattr(vllm_releases, "V2_PROFILES_ENCODER_FROM", (0, 22))
+    assert vision_encoder_parts(replace(req, vllm_version="0.26.0"), 8192, 1024) is not None
+    monkeypatch.setattr(vllm_releases, "V2_PROFILES_ENCODER_FROM", (0, 33))
+    assert vision_encoder_parts(replace(req, vllm_version="0.32.0"), 8192, 1024) is None
+
+
+def test_model_runner_v2_keeps_its_sampler_tables_and_grammar_bitmask():
+    # Built with the Sampler in load_model after "Model loading took" (vllm v0.32.0 v1/worker/gpu/model_runner.py,
+    # `Sampler(**sampler_kwargs)`, `StructuredOutputsWorker(max_num_logits=self.max_num_reqs * self.decode_query_len,
+    # ...)`), each a GPU tensor (buffer_utils.py:StagedWriteTensor, `torch.zeros(size, ...)`): logit_bias.py 1024
+    # allowed ids, 1024 bias ids, 1024 bias values, 128 stop ids; bad_words.py 1024 tokens and 128 + 1 offsets
+    # (envs.py VLLM_MAX_BAD_WORDS_TOTAL_TOKENS "1024", VLLM_MAX_NUM_BAD_WORDS "128"); logprob.py 128 token ids
+    # (sampling_params.py MAX_LOGPROB_TOKEN_IDS = 128); structured_outputs.py:87 `grammar_bitmask = torch.zeros(
+    # (max_num_logits, cdiv(vocab_size, 32)), dtype=torch.int32)`. Counted by vLLM from 0.27 (total_consumed).
+    from planner import sizing
+
+    req = SizingRequest(arch=QWEN3_8B, gpu_memory_gib=44.42, gpu_name="L40S", vllm_version="0.32.0", max_model_len=8192)
+    words = -(-QWEN3_8B.vocab // 32)
+    parts = sizing.v2_sampler_state_parts(req, 256)
+    assert parts["tables"] == 256 * 4481 * 4
+    assert parts["bitmask"] == 256 * words * 4
+    assert parts["penalties"] == 256 * QWEN3_8B.vocab * 4 + 256 * words * 4
+    assert sizing.v2_sampler_state_parts(replace(req, speculative_tokens=1), 256)["bitmask"] == 2 * 256 * words * 4
+    kept = activation_parts(req, 0, 2048, 256).sampler_persistent
+    assert kept == pytest.approx(sum(parts.values()))
+    # Broken variant: the penalties state alone (the reading before this change) misses the tables and bitmask.
+    assert kept - parts["penalties"] == pytest.approx(256 * (4481 + words) * 4)
+    assert activation_parts(replace(req, vllm_version="0.26.0"), 0, 2048, 256).sampler_persistent == 0.0
