@@ -25,8 +25,11 @@ it, while PyYAML lets every explicit key win):
 from __future__ import annotations
 
 import datetime
+import hashlib
 import math
+import pickle
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,7 +318,45 @@ def disagreements(text: str, what: str, limit: int = 20) -> list[str]:
 
 
 class _GoSafeDumper(yaml.SafeDumper):
-    """PyYAML's safe dumper, quoting every string Go's YAML would read as something else."""
+    """PyYAML's safe dumper, quoting every string Go's YAML would read as something else.
+
+    PyYAML's emitter is pure Python and most of a plan's time is spent in it (a CRD chart writes
+    megabytes). Two of its steps are pure functions of a scalar's text and are looked up instead of
+    redone: the emitter's analysis of a scalar (`Emitter.analyze_scalar`, read only by the style
+    choice and the writers, never changed) and the resolver's implicit tag (`BaseResolver.resolve`,
+    which for a scalar depends on its text and `implicit` alone while no path resolver is added,
+    as none is here). The written text is the same byte for byte
+    (tests/policies/test_go_reading.py holds it against PyYAML's own dumper)."""
+
+    def analyze_scalar(self, scalar: str) -> Any:
+        key = (scalar, self.allow_unicode)
+        analysis = _ANALYSES.get(key)
+        if analysis is None:
+            analysis = super().analyze_scalar(scalar)
+            _remember(_ANALYSES, key, analysis)
+        return analysis
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not ScalarNode or self.yaml_path_resolvers:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = _TAGS.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            _remember(_TAGS, key, tag)
+        return tag
+
+
+# Bounded, so a process that dumps for hours (a fuzz worker) does not grow without end.
+_MEMO_ENTRIES = 200_000
+_ANALYSES: dict[tuple[str, bool | None], Any] = {}
+_TAGS: dict[tuple[str, Any], str] = {}
+
+
+def _remember(memo: dict, key: Any, value: Any) -> None:
+    if len(memo) >= _MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -329,6 +370,45 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _GoSafeDumper.add_representer(str, _represent_str)
 
 
+# The text of data dumped before in this process, by a digest of the data's pickle: a process that
+# plans more than once (a test worker, the fuzz worker) writes the same CRDs and charts every time.
+# Equal pickles mean equal types, values, key order and sharing of objects (pickle's memo, as the
+# dumper's anchors follow object identity), so the same text; a miss only costs the dump. Bounded
+# by the characters kept, oldest first out.
+class _Dumps:
+    def __init__(self, max_chars: int) -> None:
+        self.texts: OrderedDict[bytes, str] = OrderedDict()
+        self.chars = 0
+        self.max_chars = max_chars
+
+    def get(self, key: bytes) -> str | None:
+        text = self.texts.get(key)
+        if text is not None:
+            self.texts.move_to_end(key)
+        return text
+
+    def put(self, key: bytes, text: str) -> None:
+        self.texts[key] = text
+        self.chars += len(text)
+        while self.chars > self.max_chars and len(self.texts) > 1:
+            self.chars -= len(self.texts.popitem(last=False)[1])
+
+
+_DUMPS = _Dumps(max_chars=48 * 1024 * 1024)
+
+
+def _dump(data: Any) -> str:
+    return yaml.dump(data, Dumper=_GoSafeDumper, sort_keys=False, default_flow_style=False)
+
+
 def dump_for_go(data: Any) -> str:
     """YAML of `data` that PyYAML and Go's YAML read back as the same values (keys in given order)."""
-    return yaml.dump(data, Dumper=_GoSafeDumper, sort_keys=False, default_flow_style=False)
+    try:
+        key = hashlib.sha256(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+        return _dump(data)
+    text = _DUMPS.get(key)
+    if text is None:
+        text = _dump(data)
+        _DUMPS.put(key, text)
+    return text

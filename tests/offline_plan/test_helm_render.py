@@ -19,6 +19,7 @@ from offline_plan.helm.releases import RELEASE_TYPE, releases
 from offline_plan.mock_runtime import Evaluation
 from tests.support import schemas, stack_variants
 from tests.support.committed import STACKS, committed_stack
+from tests.support.committed_plans import committed_plan
 from tests.support.helm_crds import installed_crds, unserved_versions
 from tests.support.helm_entrance import entrance_problems
 
@@ -82,12 +83,13 @@ def test_rendered_objects_validate_strictly_against_kubernetes_and_the_stacks_cr
     assert not problems, "\n".join(problems)
 
 
-def test_the_plan_writes_rendered_objects_marked_with_their_release_and_a_section_per_release(tmp_path):
+def test_the_plan_writes_rendered_objects_marked_with_their_release_and_a_section_per_release():
     _evaluation, rendered = _rendered("dev")
-    assert offline_plan.run("dev", tmp_path) == 0
-    written = sorted((tmp_path / "dev" / "manifests").glob("helm.*.yaml"))
+    plan = committed_plan("dev")
+    assert plan.returncode == 0, plan.stderr
+    written = sorted((plan.folder / "manifests").glob("helm.*.yaml"))
     assert len(written) == sum(len(r.objects) + len(r.crds) for r in rendered)
-    plan_md = (tmp_path / "dev" / "plan.md").read_text()
+    plan_md = (plan.folder / "plan.md").read_text()
     for r in rendered:
         rel = r.release
         assert any(p.name.startswith(f"helm.{rel.namespace}.{rel.name}.") for p in written), rel.label

@@ -15,6 +15,7 @@ from offline_plan import write as offline_plan
 from stack_config import ConfigError
 from tests.support import paths
 from tests.support.committed import committed_stack
+from tests.support.committed_plans import committed_plan
 
 ROOT = paths.ROOT
 # prod's pack config requires image digests (policies/config/prod.json): while common/images.py
@@ -23,10 +24,10 @@ PROD_EXIT = 1 if images.unresolved() else 0
 
 
 @pytest.fixture(scope="module")
-def prod_plan(tmp_path_factory):
-    out = tmp_path_factory.mktemp("build")
-    code = offline_plan.run("prod", out)
-    return code, out / "prod"
+def prod_plan():
+    # The plan `python -m offline_plan --stack prod` writes, shared with the other plan readers.
+    run = committed_plan("prod")
+    return run.returncode, run.folder
 
 
 def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_plan):
@@ -61,7 +62,7 @@ def test_writes_one_manifest_per_object_and_a_plan_that_says_what_it_is(prod_pla
     assert "`hfToken` is not set in Pulumi.prod.yaml; this plan used a placeholder" in plan_md
 
 
-def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unresolved(prod_plan, tmp_path):
+def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unresolved(prod_plan):
     _, folder = prod_plan
     plan_md = (folder / "plan.md").read_text()
     assert "## Cluster platform (network, NAT, node autoscaling)" in plan_md
@@ -83,8 +84,9 @@ def test_the_plan_shows_the_network_nat_autoscaler_and_what_driver_facts_are_unr
         '`docker run --rm --entrypoint python3 vllm/vllm-openai:v0.32.0 -c "import torch; print(torch.version.cuda)"`'
         in plan_md
     )
-    assert offline_plan.run("dev", tmp_path) == 0
-    dev_md = (tmp_path / "dev" / "plan.md").read_text()
+    dev = committed_plan("dev")
+    assert dev.returncode == 0, dev.stderr
+    dev_md = (dev.folder / "plan.md").read_text()
     assert "- **Google APIs enabled**: container.googleapis.com, compute.googleapis.com" in dev_md
     assert "gcloud services enable serviceusage.googleapis.com cloudresourcemanager.googleapis.com" in dev_md
     assert "| llama-3-1-8b-instruct | l4 | 13.0 (unresolved) | unknown (unresolved) | unknown |" in dev_md

@@ -11,6 +11,7 @@ from offline_plan import diff, plan_json, update_diff
 from offline_plan import write as offline_plan
 from offline_plan.mock_runtime import Evaluation, evaluate_stack
 from tests.support.committed import committed_stack
+from tests.support.committed_plans import committed_plan
 from tests.support.stack_variants import DEV_MODELS, LLAMA_8B, NO_ENTRANCE
 
 SECOND = {**LLAMA_8B, "name": "llama-second", "pool": "l4"}
@@ -141,14 +142,14 @@ def test_verdicts_images_and_warnings_that_change_are_listed(tmp_path, capsys, d
     assert "- added: a new warning" in _section(text, "Warnings")
 
 
-def test_make_plan_writes_plan_json_beside_plan_md(tmp_path):
-    code = offline_plan.run("dev", tmp_path)
-    assert code == 0
-    data = diff.load(tmp_path / "dev")
+def test_make_plan_writes_plan_json_beside_plan_md():
+    plan = committed_plan("dev")
+    assert plan.returncode == 0, plan.stderr
+    data = diff.load(plan.folder)
     assert data["stack"] == "dev" and [m["model"] for m in data["models"]] == ["llama-3-1-8b-instruct"]
     assert data["gpus"][0]["machineType"] == "g2-standard-8" and data["gpus"][0]["capacityType"] == "spot"
     # Inputs are redacted as in the manifests: not even the stand-in of a secret is written.
-    text = (tmp_path / "dev" / plan_json.FILENAME).read_text()
+    text = (plan.folder / plan_json.FILENAME).read_text()
     assert "<secret llm-serving:" not in text and '"<secret>"' in text
 
 

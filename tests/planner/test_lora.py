@@ -68,7 +68,12 @@ def test_the_rank_rounds_up_to_a_value_vllm_accepts(rank, allowed):
     assert allowed is None or allowed in LORA_MAX_RANKS
 
 
-def test_a_rank_too_large_a_dora_adapter_and_a_missing_one_are_config_errors_naming_the_key():
+def test_a_rank_too_large_a_dora_adapter_and_a_missing_one_are_config_errors_naming_the_key(monkeypatch, tmp_path):
+    # The missing adapter is looked for offline in an empty cache: otherwise the planner asks the Hub,
+    # which on a machine without network retries for seconds, and on one with network answers that
+    # the repo does not exist (a message without the download command).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     found = plan_problems(
         [
             {

@@ -24,6 +24,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from safe_yaml import go_reading
 from safe_yaml.go_reading import disagreements, dump_for_go, go_plain
 from tests.support import paths
 
@@ -224,3 +225,53 @@ def test_the_plans_manifests_read_the_same_to_kubectl():
     """A label value `y` or an env value `1e3` written plain would reach the cluster as true or 1000."""
     text = dump_for_go({"metadata": {"labels": {"flag": "y", "n": "N"}}, "env": [{"value": "1e3"}]})
     assert "flag: 'y'" in text and "'n': 'N'" in text and "value: '1e3'" in text
+
+
+# --- the writer's memos change no byte -------------------------------------------------------------
+
+
+def _unmemoized(data) -> str:
+    """PyYAML's own safe dumper with the writer's quoting, none of its memos."""
+
+    class Plain(yaml.SafeDumper):
+        pass
+
+    Plain.add_representer(str, go_reading._represent_str)
+    return yaml.dump(data, Dumper=Plain, sort_keys=False, default_flow_style=False)
+
+
+LONG_TEXT = st.text(alphabet=ALPHABET + " #:'\"\n\t\\é", min_size=0, max_size=200)
+YAML_DATA = st.recursive(
+    st.one_of(LONG_TEXT, st.integers(), st.floats(allow_nan=False), st.booleans(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(SCALAR_TEXT, inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+@given(YAML_DATA)
+def test_the_memoized_writer_writes_what_pyyaml_writes_the_first_time_and_every_time_after(data):
+    # Long texts with spaces, quotes, escapes and line breaks are folded by the emitter at column 80:
+    # the styles and the folds come from the memoized analysis.
+    expected = _unmemoized(data)
+    assert dump_for_go(data) == expected
+    assert dump_for_go(data) == expected
+
+
+def test_the_memo_tells_equal_looking_data_apart():
+    # 1 and True and 1.0 and "1" compare or print alike in places; the texts differ, so must the keys.
+    texts = [dump_for_go({"a": value}) for value in (1, True, 1.0, "1", "y")]
+    assert texts == ["a: 1\n", "a: true\n", "a: 1.0\n", "a: '1'\n", "a: 'y'\n"]
+    # A mapping held twice is written once with an anchor; two equal mappings are written twice.
+    shared = {"k": "v"}
+    assert dump_for_go([shared, shared]) == _unmemoized([shared, shared])
+    assert "&id001" in dump_for_go([shared, shared])
+    assert dump_for_go([{"k": "v"}, {"k": "v"}]) == "- k: v\n- k: v\n"
+    # The same keys in another order are other text.
+    assert dump_for_go({"a": 1, "b": 2}) == "a: 1\nb: 2\n" and dump_for_go({"b": 2, "a": 1}) == "b: 2\na: 1\n"
+
+
+def test_a_chart_crd_is_written_as_pyyaml_writes_it():
+    # A CRD as a chart ships it: long descriptions (folded at column 80), the most repeated keys.
+    crd = yaml.safe_load((paths.ROOT / "charts/gpu-operator-v26.7.0/crds/nvidia.com_gpuclusters.yaml").read_text())
+    expected = _unmemoized(crd)
+    assert dump_for_go(crd) == expected and dump_for_go(crd) == expected

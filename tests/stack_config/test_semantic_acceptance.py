@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from offline_plan.helm import rendered
+from offline_plan.helm.releases import releases
 from stack_config import parse_stack_config
 from stack_config.namespaces import ADDON_NAMESPACES, reserved_reason
 from stack_config.security import uncovered_public
@@ -38,7 +38,8 @@ def test_every_add_on_namespace_the_stacks_install_into_is_reserved(stack):
     stacks create lands in the serving or operators namespace or in one the program may not be given."""
     evaluation = committed_stack(stack)
     own = {"llm-serving", "gpu-operator"}
-    landed = {r.release.namespace for r in rendered(evaluation)}
+    # A release's namespace is its input (what rendering it would carry along unchanged).
+    landed = {r.namespace for r in releases(evaluation)}
     landed |= {str(o["metadata"]["name"]) for o in evaluation.kubernetes_objects if o.get("kind") == "Namespace"}
     assert landed - own, "the committed stacks install add-ons"
     assert {ns for ns in landed - own if reserved_reason(ns) is None} == set()

@@ -5,7 +5,9 @@ test module is one unit of work, so its module-scoped fixtures (a stack evaluati
 server) are built on one worker, not on every worker. Every test in tests/vllm/ is one unit: they
 share one real vLLM server per process (tests/vllm/conftest.py), which takes 30-70 s to start, so
 they must run in the same worker. The unit with the most tests goes first (xdist's
---loadscope-reorder, on by default), so the vLLM start overlaps the rest of the suite.
+--loadscope-reorder, on by default), so the vLLM start overlaps the rest of the suite. The modules
+that read the committed stacks' plans (support/committed_plans.py) are one unit too, so each plan
+is made once per run, not once per worker.
 
 Why not `--dist loadgroup` with an `xdist_group` mark: pytest-xdist 3.8.0 tags a grouped test by
 assigning `item._nodeid` (xdist/remote.py, WorkerInteractor.pytest_collection_modifyitems), which
@@ -19,13 +21,24 @@ from __future__ import annotations
 import pytest
 
 REAL_VLLM_FOLDER = "tests/vllm/"
+# The modules calling tests/support/committed_plans.py committed_plan (a plan of dev and of prod).
+PLAN_READERS = frozenset(
+    {
+        "tests/offline_plan/test_plan_determinism.py",
+        "tests/offline_plan/test_offline_plan.py",
+        "tests/offline_plan/test_helm_render.py",
+        "tests/offline_plan/test_plan_diff.py",
+    }
+)
+PLAN_READERS_UNIT = "committed plans"
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its module, or the whole real-vLLM folder."""
+    """The unit of work a test belongs to: its module, the whole real-vLLM folder, or the plan readers."""
     if nodeid.startswith(REAL_VLLM_FOLDER):
         return REAL_VLLM_FOLDER
-    return nodeid.split("::", 1)[0]
+    module = nodeid.split("::", 1)[0]
+    return PLAN_READERS_UNIT if module in PLAN_READERS else module
 
 
 @pytest.hookimpl(optionalhook=True)
