@@ -1,0 +1,49 @@
+"""Cases the capacity-tools fuzzer (tests/fuzz/test_fuzz_capacity_tools.py) found, each a named regression test."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from offline_plan import diff
+from tests.support.fuzz.tool_inputs import PLAN
+
+
+def _folders(tmp_path, head):
+    out = []
+    for name, data in (("base", PLAN), ("head", head)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "plan.json").write_text(json.dumps(data))
+        out.append(str(folder))
+    return out
+
+
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        # Each used to end in "a plan.json has an unexpected shape (TypeError: ...)", naming no key.
+        (lambda d: d["resources"].__setitem__(0, True), "`resources[0]` is not an object"),
+        (
+            lambda d: d["resources"][0].__setitem__("replaceOnChanges", 0),
+            "`resources[0].replaceOnChanges` is not a list",
+        ),
+        (lambda d: d["resources"][0].__setitem__("ignoreChanges", [1]), "`resources[0].ignoreChanges` holds"),
+        (lambda d: d["resources"][0].pop("label"), "`resources[0].label` is missing"),
+        (lambda d: d["resources"][0].__setitem__("inputs", []), "`resources[0].inputs` is not a dict"),
+        (lambda d: d["images"][0].__setitem__("tag", None), "`images[0].tag` is missing or not a string"),
+    ],
+)
+def test_a_plan_json_row_the_diff_cannot_read_is_one_line_naming_its_key(tmp_path, capsys, edit, names):
+    head = copy.deepcopy(PLAN)
+    edit(head)
+    assert diff.main(_folders(tmp_path, head)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and names in err and "unexpected shape" not in err, err
+
+
+def test_the_unbroken_plan_still_diffs(tmp_path, capsys):
+    assert diff.main(_folders(tmp_path, copy.deepcopy(PLAN))) == 0
+    assert "## Offline plan diff: stack `dev`" in capsys.readouterr().out
