@@ -271,8 +271,10 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
             )
         return None, warnings, [f"{i.key}.load: {fix}"]
     remember_highest(i, (prompt, output), (ttft_ms, itl_ms), (count.concurrency_per_replica, count.at))
+    # Any traffic at all needs a replica: a rate below a billionth of one replica's (the tolerance of the ceiling,
+    # there for float noise) would otherwise round to none (peakRequestsPerSecond 1e-202 planned 0 replicas).
     trough = (
-        math.ceil(load.troughRequestsPerSecond / count.rate_per_replica - 1e-9)
+        max(1, math.ceil(load.troughRequestsPerSecond / count.rate_per_replica - 1e-9))
         if load.troughRequestsPerSecond > 0
         else 0
     )
@@ -280,7 +282,7 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
         base,
         concurrency_per_replica=count.concurrency_per_replica,
         rate_per_replica=count.rate_per_replica,
-        replicas_at_peak=count.replicas,
+        replicas_at_peak=max(1, count.replicas),
         replicas_at_trough=trough,
         ttft_p95_ms=count.at.ttft_p95_ms,
         tpot_ms=count.at.tpot_ms,

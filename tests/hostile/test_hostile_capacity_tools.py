@@ -8,7 +8,19 @@ import json
 import pytest
 
 from offline_plan import diff
+from planner import plan
+from stack_config import parse_stack_config
 from tests.support.fuzz.tool_inputs import PLAN
+from tests.support.stack_variants import LLAMA_8B
+
+LENGTHS = {"promptTokens": {"mean": 1}, "outputTokens": {"mean": 200}}
+A100 = {"pools": [{"name": "gpu-a", "gpu": "A100-80GB", "gpusPerNode": 8, "maxNodes": 1}]}
+
+
+def _plan(load):
+    raw = {"cloud": "aws", **A100, "models": [{**LLAMA_8B, "pool": "gpu-a", "load": load}]}
+    (p,) = plan.build_plans(parse_stack_config(raw, "Pulumi.test.yaml"), plan.default_metadata_loader(None), source="x")
+    return p
 
 
 def _folders(tmp_path, head):
@@ -47,3 +59,12 @@ def test_a_plan_json_row_the_diff_cannot_read_is_one_line_naming_its_key(tmp_pat
 def test_the_unbroken_plan_still_diffs(tmp_path, capsys):
     assert diff.main(_folders(tmp_path, copy.deepcopy(PLAN))) == 0
     assert "## Offline plan diff: stack `dev`" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("rate", [2.247894540792183e-202, 1e-12])
+def test_a_peak_far_below_one_replicas_rate_still_gets_one_replica(rate):
+    # Found by tests/stack_config/test_config_property.py: the ceiling's float tolerance rounded it to 0 replicas.
+    p = _plan({"peakRequestsPerSecond": rate, "troughRequestsPerSecond": rate, **LENGTHS})
+    assert p.capacity.replicas_at_peak == 1 and p.capacity.replicas_at_trough == 1
+    ordinary = _plan({"peakRequestsPerSecond": 0.5, **LENGTHS})
+    assert ordinary.capacity.replicas_at_peak == 1 and ordinary.capacity.replicas_at_trough == 0
