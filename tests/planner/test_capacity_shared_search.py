@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from planner import capacity, sweep_prediction
-from tests.planner.test_sweep_prediction import LOAD, _plan
+from planner import capacity, plan, sweep_prediction
+from stack_config import parse_stack_config
+from tests.support.stack_variants import DEV_MODELS
 
+LOAD = {"peakRequestsPerSecond": 20, "promptTokens": {"mean": 1000}, "outputTokens": {"mean": 200}}
+AWS_A100 = {"pools": [{"name": "a100", "gpu": "A100-80GB", "gpusPerNode": 8, "maxNodes": 1}]}
 SWEEP = {"sweep": {"enabled": True, "concurrency": [1, 3, 8]}}
+
+
+def _plan(**model) -> plan.ModelPlan:
+    raw = {"cloud": "aws", **AWS_A100, "models": [{**DEV_MODELS[0], "pool": "a100", **model}]}
+    (p,) = plan.build_plans(parse_stack_config(raw, "Pulumi.test.yaml"), plan.default_metadata_loader(None), source="x")
+    return p
 
 
 def _counted(monkeypatch) -> list[int]:
