@@ -32,6 +32,10 @@ from planner.sizing import MAX_BATCHED_TOKENS, MAX_NUM_SEQS, MAX_TENSOR_PARALLEL
 from planner.sizing_cli import DTYPES, KV_CACHE_DTYPES, CliError, _finite, _Parser, _whole, load_config
 
 MAX_CONCURRENCY = 65536
+# A measured figure a GPU can have: the catalog's dense peaks are tens to a few thousand TFLOPS and its links a
+# few to 900 GB/s one way (planner/gpu_specs.py). Beyond these the arithmetic leaves floating point: 1e-308 TFLOPS
+# made a prefill of infinite time and a NaN concurrency (a traceback), 1e308 an infinite peak.
+MEASURED_RANGE = {"peak_tflops": (0.1, 100_000.0), "link_gbps": (0.1, 100_000.0)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,10 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
 def replica_from_args(args: argparse.Namespace) -> Replica:
     if args.gpu not in PEAKS or args.gpu not in CATALOG:
         raise CliError(f"--gpu {args.gpu!r} is not in the catalog; use one of {', '.join(sorted(PEAKS))}")
-    for flag in ("peak_tflops", "link_gbps"):
+    for flag, (low, high) in MEASURED_RANGE.items():
         value = getattr(args, flag)
         if value is not None and value <= 0:
             raise CliError(f"--{flag.replace('_', '-')} must be above 0")
+        if value is not None and not low <= value <= high:
+            raise CliError(
+                f"--{flag.replace('_', '-')} {value:g} is outside {low:g}..{high:,g}; give the GPU's measured figure"
+            )
     arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
     replica = build_replica(
         arch,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -34,6 +35,9 @@ from tests.support.fuzz.tool_inputs import (
     plan_diff_cases,
     sizing_explain_cases,
 )
+
+# A figure that left floating point ("inf ms", NaN in JSON); the sizing's "infinite" wording is no number.
+NON_FINITE = re.compile(r"(?<![\w.])-?(?:nan|inf|infinity)(?![\w])", re.IGNORECASE)
 
 
 def run(main, case: ToolCase) -> tuple[int | None, str, str, str | None]:
@@ -88,6 +92,8 @@ def problems(case: ToolCase, result, exits: set[int], errors: set[int], prefix: 
             found.append(f"the error does not name a flag (planted {case.bad_flag}): {lines[0]!r}")
     if case.bad_flag is not None and code == 0:
         found.append(f"exit 0 with a bad {case.bad_flag} in {case.argv}")
+    if code == 0 and NON_FINITE.search(out):
+        found.append(f"a non-finite figure printed: {NON_FINITE.search(out).group()!r} in {out[:600]!r}")
     if "Traceback (most recent call last)" in out + err:
         found.append("a traceback printed")
     return found

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 
 from offline_plan import diff
-from planner import plan
+from planner import capacity_cli, performance, plan
 from stack_config import parse_stack_config
 from tests.support.fuzz.tool_inputs import PLAN
 from tests.support.stack_variants import LLAMA_8B
@@ -68,3 +69,46 @@ def test_a_peak_far_below_one_replicas_rate_still_gets_one_replica(rate):
     assert p.capacity.replicas_at_peak == 1 and p.capacity.replicas_at_trough == 1
     ordinary = _plan({"peakRequestsPerSecond": 0.5, **LENGTHS})
     assert ordinary.capacity.replicas_at_peak == 1 and ordinary.capacity.replicas_at_trough == 0
+
+
+CONFIG = "tests/fixtures/model_configs/llama-3.1-8b/config.json"
+PERFORMANCE = ["--model-config", CONFIG, "--gpu", "H100-80GB", "--input-len", "512", "--output-len", "128"]
+
+
+@pytest.mark.parametrize("main", [performance.main, capacity_cli.main], ids=["performance", "capacity-explain"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        # 1e-308 TFLOPS: a prefill of infinite time, then "cannot convert float NaN to integer" (a traceback).
+        ["--concurrency", "8", "--peak-tflops", "1e-308"],
+        ["--slo-ttft-p95-ms", "1000", "--peak-tflops", "1e-308", "--json"],
+        # An overflowing peak printed "dense peak inf TFLOPS"; a link of 1e-308 GB/s "TTFT mean inf ms".
+        ["--concurrency", "8", "--peak-tflops", "1e308"],
+        ["--concurrency", "8", "--tensor-parallel-size", "2", "--link-gbps", "1e-308"],
+    ],
+)
+def test_a_measured_peak_or_link_beyond_any_gpu_is_one_line_naming_the_flag(capsys, main, flags):
+    flag = next(f for f in flags if f in ("--peak-tflops", "--link-gbps"))
+    assert main(PERFORMANCE + flags + ["--explain"] * (main is capacity_cli.main)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {flag} ") and "is outside 0.1..100,000" in err, err
+
+
+@pytest.mark.parametrize("value", ["0.1", "100000"])
+def test_the_ends_of_the_measured_range_still_predict_finite_figures(capsys, value):
+    code = performance.main(
+        [
+            *PERFORMANCE,
+            "--concurrency",
+            "8",
+            "--tensor-parallel-size",
+            "2",
+            "--peak-tflops",
+            value,
+            "--link-gbps",
+            value,
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and all(math.isfinite(v) for v in out["prediction"].values() if isinstance(v, float)), out

@@ -37,8 +37,8 @@ PERFORMANCE_OPTIONS = {
     "--slo-ttft-p95-ms": (["1000", "250", "0.001"], ["0", "-1", "nan", "inf"]),
     "--slo-tpot-ms": (["50", "20", "1e9"], ["0", "-1", "nan", "inf"]),
     "--request-rate": (["4", "0.5", "40"], ["0", "-2", "nan", "inf"]),
-    "--peak-tflops": (["900", "1"], ["0", "-1", "nan"]),
-    "--link-gbps": (["300", "32"], ["0", "-1", "inf"]),
+    "--peak-tflops": (["900", "1", "0.1", "100000"], ["0", "-1", "nan", "1e-308", "1e308"]),
+    "--link-gbps": (["300", "32", "0.1", "100000"], ["0", "-1", "inf", "1e-308", "1e308"]),
 }
 GPUS = ["H100-80GB", "A100-80GB", "L4", "L40S", "H200", "B200"]
 BAD_GPUS = ["V100", "", "h100\n", "A100"]
@@ -60,6 +60,8 @@ def _flags(draw, options: dict[str, tuple[list[str], list[str]]], bad_share: int
             value = draw(st.sampled_from(bad_values + NUMBERS_BAD))
             # A value some flags take (0.001 ms is a valid SLO, 1e308 a valid TFLOPS) is not marked bad.
             bad = flag if value in bad_values or value in ("nan", "inf", "-inf", "x", "", "0x10") else None
+            if flag in ("--peak-tflops", "--link-gbps") and value in ("1e308", "1" + "0" * 40):
+                bad = flag  # beyond any GPU (planner/performance.py MEASURED_RANGE)
         else:
             value = draw(st.sampled_from(good))
         argv.append(f"{flag}={value}")
