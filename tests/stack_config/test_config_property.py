@@ -104,11 +104,12 @@ verifications = maybe(
 # Loads a replica can carry or not (a TTFT of 50 ms, 400 requests/s): the capacity path's own refusals.
 plausible_loads = st.fixed_dictionaries(
     {
-        "peakRequestsPerSecond": st.sampled_from([0.5, 4, 40, 400, 5000]),
+        "peakRequestsPerSecond": st.sampled_from([0.5, 4, 40, 400, 5000, 1e-9, 100_000]),
         "promptTokens": st.fixed_dictionaries(
-            {"mean": st.sampled_from([100, 1000, 4000, 30000])}, optional={"p95": st.sampled_from([4000, 8000])}
+            {"mean": st.sampled_from([100, 1000, 4000, 30000, 1, 2**24])},
+            optional={"p95": st.sampled_from([4000, 8000, 2**24])},
         ),
-        "outputTokens": st.fixed_dictionaries({"mean": st.sampled_from([50, 200, 2000])}),
+        "outputTokens": st.fixed_dictionaries({"mean": st.sampled_from([50, 200, 2000, 1])}),
     },
     optional={"troughRequestsPerSecond": st.sampled_from([0, 0.5]), "peakHoursPerDay": st.sampled_from([8, 24])},
 )
