@@ -12,6 +12,7 @@ as one line on stderr naming the flag.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from planner.model_arch import MAX_CONTEXT, ModelArch, SizingError
 from planner.perf_model import (
     Prediction,
     Replica,
+    ReplicaCount,
     Workload,
     build_replica,
     highest_concurrency,
@@ -106,6 +108,16 @@ def replica_from_args(args: argparse.Namespace) -> Replica:
     return replica
 
 
+def replica_count(
+    r: Replica, rate: float, input_len: int, output_len: int, ttft_p95_ms: float | None, tpot_ms: float | None
+) -> ReplicaCount:
+    """perf_model.replicas_for_rate, with at least one replica: any traffic needs one, and the ceiling's float
+    tolerance rounded a rate below a billionth of one replica's (--request-rate 1e-12) to 0 replicas."""
+    count = replicas_for_rate(r, rate, input_len, output_len, ttft_p95_ms, tpot_ms)
+    replicas = max(1, count.replicas)
+    return dataclasses.replace(count, replicas=replicas, gpus=replicas * r.tp)
+
+
 def render(r: Replica, p: Prediction) -> str:
     e = r.efficiency
     lines = [
@@ -174,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             text.append(f"highest concurrency meeting the SLO: {best}")
             if args.request_rate is not None:
-                count = replicas_for_rate(
+                count = replica_count(
                     replica, args.request_rate, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
                 )
                 out["load"] = {

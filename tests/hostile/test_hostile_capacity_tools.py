@@ -112,3 +112,12 @@ def test_the_ends_of_the_measured_range_still_predict_finite_figures(capsys, val
     )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and all(math.isfinite(v) for v in out["prediction"].values() if isinstance(v, float)), out
+
+
+@pytest.mark.parametrize("main", [performance.main, capacity_cli.main], ids=["performance", "capacity-explain"])
+def test_a_request_rate_far_below_one_replicas_rate_is_one_replica_on_the_command_line_too(capsys, main):
+    # `--request-rate 1e-12` printed "0 replicas (0 GPUs)": perf_model's ceiling tolerance rounded it away.
+    flags = ["--slo-ttft-p95-ms", "1000", "--request-rate", "1e-12", "--json"]
+    assert main([*PERFORMANCE, *flags, *["--explain"] * (main is capacity_cli.main)]) == 0
+    load = json.loads(capsys.readouterr().out)["load"]
+    assert (load["replicas"], load["gpus"]) == (1, 1), load
