@@ -18,6 +18,7 @@ import contextlib
 import io
 import re
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -40,8 +41,12 @@ from tests.support.fuzz.tool_inputs import (
 NON_FINITE = re.compile(r"(?<![\w.])-?(?:nan|inf|infinity)(?![\w])", re.IGNORECASE)
 
 
+SECONDS: list[float] = []
+
+
 def run(main, case: ToolCase) -> tuple[int | None, str, str, str | None]:
-    """(exit, stdout, stderr, traceback) of `main(argv)` with the case's files in a fresh folder."""
+    """(exit, stdout, stderr, traceback) of `main(argv)` with the case's files in a fresh folder; the seconds it
+    took are kept for the figures `make fuzz` prints (nothing is asserted about them)."""
     with tempfile.TemporaryDirectory(prefix="fuzz-tools-") as scratch:
         root = Path(scratch)
         names = {"nowhere": str(root / "nowhere")}
@@ -61,6 +66,7 @@ def run(main, case: ToolCase) -> tuple[int | None, str, str, str | None]:
         out, err = io.StringIO(), io.StringIO()
         code: int | None = None
         trace = None
+        started = time.monotonic()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = main(argv)
@@ -68,6 +74,7 @@ def run(main, case: ToolCase) -> tuple[int | None, str, str, str | None]:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:
             trace = traceback.format_exc()
+        SECONDS.append(time.monotonic() - started)
         return code, out.getvalue(), err.getvalue(), trace
 
 
@@ -100,8 +107,12 @@ def problems(case: ToolCase, result, exits: set[int], errors: set[int], prefix: 
 
 
 def check(tool: str, case: ToolCase, found: list[str]) -> None:
+    seconds = SECONDS.pop() if SECONDS else 0.0
     figures.record(
-        tool, "traceback" if found and found[0].startswith("traceback") else "wrong_exit" if found else None, 0.0, found
+        tool,
+        "traceback" if found and found[0].startswith("traceback") else "wrong_exit" if found else None,
+        seconds,
+        found,
     )
     assert survey() or not found, (
         "\n".join(found) + f"\nargv: {case.argv}\nfiles: { {k: v[:600] for k, v in case.files.items()} }"
