@@ -56,7 +56,44 @@ def load(folder: Path) -> dict[str, Any]:
     for key in ("reasons", "images", "warnings", "resources"):
         if not isinstance(data.get(key), list):
             raise PlanInputError(f"{path}: `{key}` is missing or not a list; write it again with `make plan`")
+    for where, problem in _row_problems(data):
+        raise PlanInputError(f"{path}: `{where}` {problem}; write it again with `make plan`")
     return data
+
+
+# What the diff reads of each object and image row (offline_plan/plan_json.py writes them): the key and its type.
+RESOURCE_KEYS = ("urn", "type", "name", "kind", "label")
+RESOURCE_OPTIONAL: tuple[tuple[str, type], ...] = (
+    ("inputs", dict),
+    ("custom", bool),
+    ("replaceOnChanges", list),
+    ("ignoreChanges", list),
+)
+
+
+def _row_problems(data: dict[str, Any]):
+    """(`key[index].field`, what is wrong) for each row the diff cannot read, first one first."""
+    for n, r in enumerate(data["resources"]):
+        if not isinstance(r, dict):
+            yield f"resources[{n}]", "is not an object"
+            continue
+        for key in RESOURCE_KEYS:
+            if not isinstance(r.get(key), str):
+                yield f"resources[{n}].{key}", "is missing or not a string"
+        for key, kind in RESOURCE_OPTIONAL:
+            if r.get(key) is not None and not isinstance(r[key], kind):
+                yield f"resources[{n}].{key}", f"is not a {kind.__name__}"
+        for key in ("replaceOnChanges", "ignoreChanges"):
+            if isinstance(r.get(key), list) and not all(isinstance(p, str) for p in r[key]):
+                yield f"resources[{n}].{key}", "holds something other than property paths (strings)"
+    for n, r in enumerate(data["images"]):
+        if not isinstance(r, dict) or "repository" not in r:
+            continue  # not an image row; the diff leaves it out
+        for key in ("repository", "tag"):
+            if not isinstance(r.get(key), str):
+                yield f"images[{n}].{key}", "is missing or not a string"
+        if r.get("digest") is not None and not isinstance(r["digest"], str):
+            yield f"images[{n}].digest", "is not a string"
 
 
 def _value(v: Any) -> str:

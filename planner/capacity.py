@@ -22,7 +22,7 @@ table never carries an assumed figure. Pure arithmetic over the plan's sizing: n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from common import gpu_prices
 from common.gpus import Gpu
 from planner.gpu_specs import PEAKS, unresolved
 from planner.model_arch import ModelArch, SizingError
-from planner.perf_model import EFFICIENCY, Replica, Workload, predict, replicas_for_rate
+from planner.perf_model import EFFICIENCY, Prediction, Replica, Workload, predict, replicas_for_rate
 from planner.sizing import SizingRequest, SizingResult
 from stack_config.cluster import PoolConfig
 from stack_config.fields import MAX_NODES, MAX_REPLICAS
@@ -173,6 +173,25 @@ class CapacityInputs:
     # The pool's machine price at its capacity type (common/gpu_prices.py); None where no public price applies.
     price: gpu_prices.MachinePrice | None = None
     gpus_per_node: int = 1
+    # The highest concurrency meeting the SLO, by (prompt, output, TTFT p95 ms, ITL ms): the capacity finds it
+    # (a bisection of ~17 predictions) and the sweep prediction (planner/sweep_prediction.py) reuses it for the
+    # same replica and lengths instead of searching again. Not part of what the plan decided (no eq, no hash).
+    highest: dict[tuple[int, int, float, float], tuple[int, Prediction | None]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+
+
+def remember_highest(
+    i: CapacityInputs, lengths: tuple[int, int], slo_ms: tuple[float, float], found: tuple[int, Prediction | None]
+) -> None:
+    i.highest[(*lengths, *slo_ms)] = found
+
+
+def remembered_highest(
+    i: CapacityInputs, lengths: tuple[int, int], slo_ms: tuple[float, float]
+) -> tuple[int, Prediction | None] | None:
+    """What the capacity found for these lengths and SLO (None when it did not search)."""
+    return i.highest.get((*lengths, *slo_ms))
 
 
 def _not_covered(i: CapacityInputs) -> str | None:
@@ -251,8 +270,11 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
                 "or a looser slo"
             )
         return None, warnings, [f"{i.key}.load: {fix}"]
+    remember_highest(i, (prompt, output), (ttft_ms, itl_ms), (count.concurrency_per_replica, count.at))
+    # Any traffic at all needs a replica: a rate below a billionth of one replica's (the tolerance of the ceiling,
+    # there for float noise) would otherwise round to none (peakRequestsPerSecond 1e-202 planned 0 replicas).
     trough = (
-        math.ceil(load.troughRequestsPerSecond / count.rate_per_replica - 1e-9)
+        max(1, math.ceil(load.troughRequestsPerSecond / count.rate_per_replica - 1e-9))
         if load.troughRequestsPerSecond > 0
         else 0
     )
@@ -260,7 +282,7 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
         base,
         concurrency_per_replica=count.concurrency_per_replica,
         rate_per_replica=count.rate_per_replica,
-        replicas_at_peak=count.replicas,
+        replicas_at_peak=max(1, count.replicas),
         replicas_at_trough=trough,
         ttft_p95_ms=count.at.ttft_p95_ms,
         tpot_ms=count.at.tpot_ms,

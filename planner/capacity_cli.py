@@ -43,9 +43,8 @@ from planner.perf_model import (
     first_token,
     highest_concurrency,
     predict,
-    replicas_for_rate,
 )
-from planner.performance import NO_CONCURRENCY_MEETS_SLO, replica_from_args
+from planner.performance import NO_CONCURRENCY_MEETS_SLO, replica_count, replica_from_args
 from planner.performance import build_parser as performance_parser
 from planner.sizing import GiB
 from planner.sizing_cli import CliError
@@ -376,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if at is not None:
             e["slo"] = {"highestConcurrency": at.concurrency}
         if args.request_rate is not None:
-            count = replicas_for_rate(
+            count = replica_count(
                 replica, args.request_rate, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
             )
             e["load"] = {
@@ -392,8 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "load" in e:
             load = e["load"]
             text += (
-                f"\nreplicas for {load['requestRate']:g} requests/s = ceil({load['requestRate']:g} / "
-                f"{load['ratePerReplica']:.4f}) = {load['replicas']} ({load['gpus']} GPUs)"
+                f"\nreplicas for {load['requestRate']:g} requests/s = max(1, ceil({load['requestRate']:g} / "
+                f"{load['ratePerReplica']:.4f})) = {load['replicas']} ({load['gpus']} GPUs)"
             )
         text += "".join(f"\nMISMATCH {m}" for m in e["mismatches"])
         text += f"\n(all-reduce latency {ALLREDUCE_LATENCY_S * 1e6:g} us each is an assumption: planner/perf_model.py)"

@@ -12,6 +12,7 @@ as one line on stderr naming the flag.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from planner.model_arch import MAX_CONTEXT, ModelArch, SizingError
 from planner.perf_model import (
     Prediction,
     Replica,
+    ReplicaCount,
     Workload,
     build_replica,
     highest_concurrency,
@@ -32,6 +34,10 @@ from planner.sizing import MAX_BATCHED_TOKENS, MAX_NUM_SEQS, MAX_TENSOR_PARALLEL
 from planner.sizing_cli import DTYPES, KV_CACHE_DTYPES, CliError, _finite, _Parser, _whole, load_config
 
 MAX_CONCURRENCY = 65536
+# A measured figure a GPU can have: the catalog's dense peaks are tens to a few thousand TFLOPS and its links a
+# few to 900 GB/s one way (planner/gpu_specs.py). Beyond these the arithmetic leaves floating point: 1e-308 TFLOPS
+# made a prefill of infinite time and a NaN concurrency (a traceback), 1e308 an infinite peak.
+MEASURED_RANGE = {"peak_tflops": (0.1, 100_000.0), "link_gbps": (0.1, 100_000.0)}
 
 # The one line both CLIs (this and planner.capacity --explain) print when not even one request meets the SLO.
 NO_CONCURRENCY_MEETS_SLO = (
@@ -78,10 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
 def replica_from_args(args: argparse.Namespace) -> Replica:
     if args.gpu not in PEAKS or args.gpu not in CATALOG:
         raise CliError(f"--gpu {args.gpu!r} is not in the catalog; use one of {', '.join(sorted(PEAKS))}")
-    for flag in ("peak_tflops", "link_gbps"):
+    for flag, (low, high) in MEASURED_RANGE.items():
         value = getattr(args, flag)
         if value is not None and value <= 0:
             raise CliError(f"--{flag.replace('_', '-')} must be above 0")
+        if value is not None and not low <= value <= high:
+            raise CliError(
+                f"--{flag.replace('_', '-')} {value:g} is outside {low:g}..{high:,g}; give the GPU's measured figure"
+            )
     arch = ModelArch.from_hf_config(load_config(args.model_config, args.revision))
     replica = build_replica(
         arch,
@@ -102,6 +112,16 @@ def replica_from_args(args: argparse.Namespace) -> Replica:
     if replica.tp > 1:
         replica.link_bytes_per_s()
     return replica
+
+
+def replica_count(
+    r: Replica, rate: float, input_len: int, output_len: int, ttft_p95_ms: float | None, tpot_ms: float | None
+) -> ReplicaCount:
+    """perf_model.replicas_for_rate, with at least one replica: any traffic needs one, and the ceiling's float
+    tolerance rounded a rate below a billionth of one replica's (--request-rate 1e-12) to 0 replicas."""
+    count = replicas_for_rate(r, rate, input_len, output_len, ttft_p95_ms, tpot_ms)
+    replicas = max(1, count.replicas)
+    return dataclasses.replace(count, replicas=replicas, gpus=replicas * r.tp)
 
 
 def render(r: Replica, p: Prediction) -> str:
@@ -169,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CliError(NO_CONCURRENCY_MEETS_SLO)
             text.append(f"highest concurrency meeting the SLO: {best}")
             if args.request_rate is not None:
-                count = replicas_for_rate(
+                count = replica_count(
                     replica, args.request_rate, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
                 )
                 out["load"] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.capacity import CapacityInputs, _not_covered
+from planner.capacity import CapacityInputs, _not_covered, remembered_highest
 from planner.gpu_specs import PEAKS, unresolved
 from planner.model_arch import SizingError
 from planner.perf_model import EFFICIENCY, Prediction, Replica, Workload, highest_concurrency, predict
@@ -103,7 +103,9 @@ def prediction(i: CapacityInputs) -> dict[str, Any] | None:
         return {**out, "notPredicted": r}
     if prompt + output > min(i.sizing.max_model_len, i.sizing.kv_cache_tokens):
         return {**out, "notPredicted": f"{prompt + output:,} tokens per request exceed maxModelLen or the KV pool"}
-    best, at = highest_concurrency(r, prompt, output, ttft_ms, itl_ms)
+    # The capacity's search when it ran at these lengths (a model with a load): the same replica, the same figures.
+    found = remembered_highest(i, (prompt, output), (ttft_ms, itl_ms))
+    best, at = found if found is not None else highest_concurrency(r, prompt, output, ttft_ms, itl_ms)
     levels = sorted({*GRID, *(sweep.concurrency if sweep.enabled else ()), *([best] if best else [])})
     return {
         **out,

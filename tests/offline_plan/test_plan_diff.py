@@ -183,4 +183,4 @@ def test_a_plan_json_with_wrong_shapes_inside_is_one_line_and_exit_2(tmp_path, c
     broken["resources"] = [{"urn": "u", "type": "t", "name": "n"}]  # no kind or label
     assert diff.main([str(_folder(tmp_path, "a", dev)), str(_folder(tmp_path, "b", broken))]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "unexpected shape" in err
+    assert len(err.strip().splitlines()) == 1 and "`resources[0].kind` is missing or not a string" in err

@@ -8,14 +8,16 @@ somewhere else. Every config the loader accepts evaluates as a whole program und
 from __future__ import annotations
 
 import json
+import math
 import re
 import string
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common import gpus
+from common import engine_metrics, gpus
 from offline_plan.mock_runtime import PROJECT, evaluate
+from planner import plan
 from planner.plan import PlanError
 from stack_config import SECRET_KEYS, ConfigError, StackConfig, parse_stack_config
 from tests.support.fuzz.settings import fuzz_settings
@@ -55,6 +57,115 @@ pools = st.fixed_dictionaries(
         "diskGib": maybe(st.integers(20, 2000)),
         "machineTypo": st.just("x"),
     },
+)
+# The capacity keys (stack_config/models.py LoadConfig, SweepConfig): rates and lengths at and beyond their bounds,
+# NaN and infinity, a trough above the peak, a p95 below the mean, sweep levels out of order or beyond 256.
+loads = maybe(
+    st.fixed_dictionaries(
+        {
+            "peakRequestsPerSecond": maybe(st.sampled_from([0.5, 4, 40, 0, -1, 10**6, math.nan, math.inf])),
+            "promptTokens": maybe(
+                st.fixed_dictionaries(
+                    {"mean": st.sampled_from([1, 1000, 0, 2**25, 1.5])},
+                    optional={"p95": st.sampled_from([3000, 10, 2**24, -1])},
+                )
+            ),
+            "outputTokens": maybe(
+                st.fixed_dictionaries({"mean": st.sampled_from([200, 1, 0, "x"])}, optional={"p95": st.just(400)})
+            ),
+        },
+        optional={
+            "troughRequestsPerSecond": maybe(st.sampled_from([0, 1, 100, -0.5, math.nan])),
+            "peakHoursPerDay": maybe(st.sampled_from([8, 24, 0, 25, math.inf])),
+        },
+    )
+)
+verifications = maybe(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "sweep": maybe(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "enabled": maybe(st.booleans()),
+                        "concurrency": maybe(
+                            st.sampled_from([[1, 2, 4, 8], [3], [8, 4], [1, 1], [], [0], [257], [1] * 9])
+                        ),
+                        "requestsPerLevel": maybe(st.sampled_from([8, 1, 0, 257])),
+                        "promptTokens": maybe(st.sampled_from([64, 0, 2**25])),
+                        "outputTokens": maybe(st.sampled_from([16, -1])),
+                    },
+                )
+            )
+        },
+    )
+)
+# Loads a replica can carry or not (a TTFT of 50 ms, 400 requests/s): the capacity path's own refusals.
+plausible_loads = st.fixed_dictionaries(
+    {
+        "peakRequestsPerSecond": st.sampled_from([0.5, 4, 40, 400, 5000, 1e-9, 100_000]),
+        "promptTokens": st.fixed_dictionaries(
+            {"mean": st.sampled_from([100, 1000, 4000, 30000, 1, 2**24])},
+            optional={"p95": st.sampled_from([4000, 8000, 2**24])},
+        ),
+        "outputTokens": st.fixed_dictionaries({"mean": st.sampled_from([50, 200, 2000, 1])}),
+    },
+    optional={"troughRequestsPerSecond": st.sampled_from([0, 0.5]), "peakHoursPerDay": st.sampled_from([8, 24])},
+)
+sweeps = st.fixed_dictionaries(
+    {
+        "sweep": st.fixed_dictionaries(
+            {"enabled": st.just(True)},
+            optional={
+                "concurrency": st.sampled_from([[1, 2, 4, 8], [3, 5, 256]]),
+                "promptTokens": st.sampled_from([64, 4000, 40000]),
+                "outputTokens": st.sampled_from([16, 5000]),
+            },
+        )
+    }
+)
+capacity_stacks = st.fixed_dictionaries(
+    {
+        "cloud": st.just("aws"),
+        "pools": st.sampled_from(
+            [
+                [{"name": "gpu-a", "gpu": "A100-80GB", "gpusPerNode": 8, "maxNodes": 1}],
+                [{"name": "gpu-a", "gpu": "L4", "gpusPerNode": 1, "maxNodes": 2}],
+                [{"name": "gpu-a", "gpu": "H100-80GB", "gpusPerNode": 8, "maxNodes": 2}],
+            ]
+        ),
+        "models": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "repo": st.just(KNOWN_MODELS[0][0]),
+                    "revision": st.just(KNOWN_MODELS[0][1]),
+                    "pool": st.just("gpu-a"),
+                    # Drawn by weight: one_of would flatten `loads`' junk branches into as many equal choices.
+                    "load": st.integers(0, 3).flatmap(lambda k: loads if k == 0 else plausible_loads),
+                },
+                optional={
+                    "verification": st.integers(0, 2).flatmap(lambda k: verifications if k == 0 else sweeps),
+                    "maxModelLen": st.sampled_from([4096, 32768]),
+                    "slo": st.fixed_dictionaries(
+                        {
+                            "timeToFirstToken": st.fixed_dictionaries(
+                                {"seconds": st.sampled_from(engine_metrics.TIME_TO_FIRST_TOKEN_BUCKETS[:12])}
+                            ),
+                            "interTokenLatency": st.fixed_dictionaries(
+                                {"seconds": st.sampled_from(engine_metrics.INTER_TOKEN_LATENCY_BUCKETS[:10])}
+                            ),
+                        }
+                    ),
+                    "autoscaling": st.fixed_dictionaries(
+                        {}, optional={"minReplicas": st.integers(0, 3), "maxReplicas": st.integers(1, 4)}
+                    ),
+                },
+            ),
+            min_size=1,
+            max_size=1,
+        ),
+    }
 )
 models = st.fixed_dictionaries(
     {
@@ -102,6 +213,8 @@ models = st.fixed_dictionaries(
                 },
             )
         ),
+        "load": loads,
+        "verification": verifications,
         "engine": maybe(st.sampled_from(["vllm", "kserve", "tgi"])),
         "kserveStorage": maybe(st.sampled_from(["bucket", "hf", "s3"])),
         "quantization": maybe(st.sampled_from(["fp8", "awq", "awk"])),
@@ -247,3 +360,30 @@ def test_accepted_configs_evaluate(raw):
         return
     assert evaluation.outputs["sizing"], "an accepted stack planned no model"
     assert evaluation.kubernetes_objects, "an accepted stack asked for no Kubernetes object"
+
+
+@fuzz_settings(default_examples=25, long_share=0.2)
+@given(capacity_stacks)
+def test_a_load_and_a_sweep_are_planned_or_refused_naming_a_key(raw):
+    # The planner alone (no component evaluation): the capacity and the prediction are where these keys act.
+    try:
+        config = parse_stack_config(raw, SOURCE)
+    except ConfigError as err:
+        assert_names_a_key(err.problems, raw)
+        return
+    try:
+        (p,) = plan.build_plans(config, plan.default_metadata_loader(None), source=SOURCE)
+    except PlanError as err:
+        # Nothing can carry the load, or a sweep the server would refuse: the plan stops with the key.
+        problems = err.problems
+        assert_names_a_key(problems, raw)
+        assert all("models[0]" in problem or "pools[0]" in problem for problem in problems), problems
+        return
+    model = config.models[0]
+    if model.load is not None:
+        assert p.capacity is not None and p.prediction is not None
+        if p.capacity.replicas_at_peak is not None:
+            assert p.capacity.replicas_at_peak >= 1
+            lengths = (p.prediction["promptTokens"], p.prediction["outputTokens"])
+            if lengths == (model.load.promptTokens.mean, model.load.outputTokens.mean):
+                assert p.prediction["highestConcurrencyAtSlo"] == p.capacity.concurrency_per_replica
