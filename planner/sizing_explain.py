@@ -58,6 +58,31 @@ def _src(term: str, release: Release) -> str:
     return str(release.source(term))
 
 
+def _interactivity_src(req: s.SizingRequest, release: Release) -> str:
+    """The capture-size rule of --performance-mode interactivity (every size from 1 to 32), when it applies."""
+    if req.performance_mode != "interactivity" or req.enforce_eager:
+        return ""
+    return "; --performance-mode interactivity: " + _src("performance_mode.interactivity", release)
+
+
+def _batch_defaults_how(req: s.SizingRequest, release: Release) -> tuple[str, str]:
+    """What sets a batch limit left to its default: the per-device table of the usage context and
+    --performance-mode, with their source lines (planner/vllm_releases.py:USAGE_CONTEXTS, PERFORMANCE_MODES)."""
+    offline = req.usage_context == "llm-class"
+    table = "batch_defaults.llm_class" if offline else "batch_defaults"
+    who = "the offline LLM class's" if offline else "the OpenAI server's"
+    how = f"the per-device default, {who} (usage context {req.usage_context}; {_band(table, release)})"
+    src = _src(table, release)
+    if req.performance_mode == "throughput":
+        how += ", doubled by --performance-mode throughput"
+        src += "; " + _src("performance_mode.throughput", release)
+    else:
+        how += f", performance mode {req.performance_mode} (throughput would double it)"
+        if release.has_performance_mode:
+            src += "; " + _src("performance_mode.throughput", release)
+    return how, src
+
+
 def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Term]:
     """The budget of the binding GPU, term by term, in the order vLLM subtracts them."""
     result = result or s.size(req)
@@ -88,21 +113,22 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         "the share of the CUDA total the engine may use",
         _src("requested", release),
     )
+    defaults_how, defaults_src = _batch_defaults_how(req, release)
     add(
         "max_num_batched_tokens",
         "max_num_batched_tokens (profiled forward)",
         mnbt,
         "tokens",
-        "as set" if req.max_num_batched_tokens else f"the per-device default ({_band('batch_defaults', release)})",
-        _src("batch_defaults", release),
+        "as set" if req.max_num_batched_tokens else defaults_how,
+        defaults_src,
     )
     add(
         "max_num_seqs",
         "max_num_seqs (sampler warm-up rows, capture sizes)",
         seqs,
         "sequences",
-        "as set" if req.max_num_seqs else f"the per-device default ({_band('batch_defaults', release)})",
-        _src("batch_defaults", release),
+        "as set" if req.max_num_seqs else defaults_how,
+        defaults_src,
     )
     weights_how = (
         "from --weights-gib / the log"
@@ -360,9 +386,17 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         graphs_how,
         _src("cuda_graphs.v2_skips", release)
         if (not req.enforce_eager and release.cuda_graphs_in_budget and not result.cuda_graph_in_budget)
-        else (_src("cuda_graphs.v2_estimate", release) + "; sizes: " + _src("cuda_graphs.v2_full_sizes", release))
+        else (
+            _src("cuda_graphs.v2_estimate", release)
+            + "; sizes: "
+            + _src("cuda_graphs.v2_full_sizes", release)
+            + _interactivity_src(req, release)
+        )
         if v2_graphs
-        else _src("cuda_graphs", release) + "; sizes: " + _src("capture_sizes", release),
+        else _src("cuda_graphs", release)
+        + "; sizes: "
+        + _src("capture_sizes", release)
+        + _interactivity_src(req, release),
         "CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_PER_LAYER_GIB" if sizes else "",
     )
     v1_estimate = not release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid)
