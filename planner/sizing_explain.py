@@ -58,11 +58,15 @@ def _src(term: str, release: Release) -> str:
     return str(release.source(term))
 
 
+# Joins a second source line to a term's first (as "; sizes: " joins the capture sizes' line to the graphs').
+ALSO = "; also: "
+
+
 def _interactivity_src(req: s.SizingRequest, release: Release) -> str:
     """The capture-size rule of --performance-mode interactivity (every size from 1 to 32), when it applies."""
     if req.performance_mode != "interactivity" or req.enforce_eager:
         return ""
-    return "; --performance-mode interactivity: " + _src("performance_mode.interactivity", release)
+    return ALSO + _src("performance_mode.interactivity", release)
 
 
 def _batch_defaults_how(req: s.SizingRequest, release: Release) -> tuple[str, str]:
@@ -75,11 +79,11 @@ def _batch_defaults_how(req: s.SizingRequest, release: Release) -> tuple[str, st
     src = _src(table, release)
     if req.performance_mode == "throughput":
         how += ", doubled by --performance-mode throughput"
-        src += "; " + _src("performance_mode.throughput", release)
+        src += ALSO + _src("performance_mode.throughput", release)
     else:
         how += f", performance mode {req.performance_mode} (throughput would double it)"
         if release.has_performance_mode:
-            src += "; " + _src("performance_mode.throughput", release)
+            src += ALSO + _src("performance_mode.throughput", release)
     return how, src
 
 
@@ -362,6 +366,11 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             "non_torch",
         )
     sizes = len(s.cuda_graph_capture_sizes(req, seqs))
+    fine = (
+        ", every size from 1 to 32 (--performance-mode interactivity)"
+        if req.performance_mode == "interactivity" and not req.enforce_eager
+        else ""
+    )
     v2_graphs = release.v2_graph_estimate(arch.architecture, arch.is_moe, arch.is_hybrid) and not req.enforce_eager
     full_graphs = s.v2_full_graph_count(req, seqs) if v2_graphs else 0
     if req.enforce_eager:
@@ -370,12 +379,14 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         graphs_how = (
             f"Model Runner V2's estimate, subtracted: {sizes} PIECEWISE graphs measured, {full_graphs} FULL graphs "
             "(sizes up to max_num_seqs x decode query length) extrapolated from the two largest; encoder graphs "
-            "off by default (cudagraph_mm_encoder)"
+            f"off by default (cudagraph_mm_encoder){fine}"
         )
     elif result.cuda_graph_in_budget:
-        graphs_how = f"estimated and subtracted ({_band('cuda_graphs', release)}), {sizes} capture sizes"
+        graphs_how = f"estimated and subtracted ({_band('cuda_graphs', release)}), {sizes} capture sizes{fine}"
     elif not release.cuda_graphs_in_budget:
-        graphs_how = f"captured after the budget, outside it ({_band('cuda_graphs', release)}), {sizes} capture sizes"
+        graphs_how = (
+            f"captured after the budget, outside it ({_band('cuda_graphs', release)}), {sizes} capture sizes{fine}"
+        )
     else:
         graphs_how = "Model Runner V2 of 0.22 to 0.28 estimates 0 (profile_cudagraph_memory returns 0)"
     add(

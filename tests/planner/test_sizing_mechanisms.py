@@ -1230,7 +1230,5 @@ def test_explain_names_the_usage_context_and_performance_mode_with_their_sources
     assert "UsageContext.LLM_CLASS" in rows["max_num_batched_tokens"].source
     assert 'performance_mode == "throughput"' in rows["max_num_seqs"].source
     rows = {t.key: t for t in sizing_explain.terms(replace(req, performance_mode="interactivity"))}
-    assert (
-        "--performance-mode interactivity: vllm v0.32.0 config/vllm.py:_set_cudagraph_sizes"
-        in rows["cuda_graphs"].source
-    )
+    assert "; also: vllm v0.32.0 config/vllm.py:_set_cudagraph_sizes" in rows["cuda_graphs"].source
+    assert "every size from 1 to 32 (--performance-mode interactivity)" in rows["cuda_graphs"].behaviour
