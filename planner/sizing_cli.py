@@ -752,7 +752,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render_bar(result, gpu_name))
             print(f"  GPU: {resolution}")
             print(f"  TP: {planner_pick_hint(args, req, result)}")
-            print(f"  Usage context: {usage_context_note(args, log, taken)}; performance mode {req.performance_mode}")
+            if log is not None or args.usage_context or args.performance_mode:
+                # Said where it may differ from `vllm serve`'s: a log's run, or a usage context or mode asked for.
+                print(
+                    f"  Usage context: {usage_context_note(args, log, taken)}; performance mode {req.performance_mode}"
+                )
             if terms is not None and args.explain:
                 print(sizing_explain.render(terms, result.binding_stage if req.pipeline_parallel_size > 1 else None))
             if comparison is not None:
