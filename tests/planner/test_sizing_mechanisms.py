@@ -1232,3 +1232,19 @@ def test_explain_names_the_usage_context_and_performance_mode_with_their_sources
     rows = {t.key: t for t in sizing_explain.terms(replace(req, performance_mode="interactivity"))}
     assert "; also: vllm v0.32.0 config/vllm.py:_set_cudagraph_sizes" in rows["cuda_graphs"].source
     assert "every size from 1 to 32 (--performance-mode interactivity)" in rows["cuda_graphs"].behaviour
+
+
+def test_a_stack_cannot_pass_performance_mode_so_the_plan_sizes_vllm_serve_balanced():
+    # The deployed program runs `vllm serve` (UsageContext.OPENAI_API_SERVER) with the engine flags of
+    # components/serving/engine_args.py:engine_args only, and models[] refuses keys it does not know, so the plan's
+    # request keeps the server's usage context and vLLM's default mode; a stack key for either would need both.
+    from pydantic import ValidationError
+
+    from stack_config.models import ModelConfig
+
+    fields = set(ModelConfig.model_fields) | {f.alias for f in ModelConfig.model_fields.values() if f.alias}
+    assert not {"performanceMode", "performance_mode", "usageContext", "extraArgs", "engineArgs"} & fields
+    with pytest.raises(ValidationError, match="performanceMode"):
+        ModelConfig.model_validate({"repo": "a/b", "revision": "0" * 40, "pool": "p", "performanceMode": "throughput"})
+    defaults = SizingRequest(arch=QWEN3_8B, gpu_memory_gib=79.19)
+    assert (defaults.usage_context, defaults.performance_mode) == ("openai-server", "balanced")
