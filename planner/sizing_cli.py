@@ -17,6 +17,10 @@ its vLLM source line (planner/sizing_explain.py); --from-log FILE sets the input
 startup log (planner/startup_log.py) and prints predicted against logged, term by term. Flags given
 on the command line win over what the log states.
 
+--usage-context (openai-server, what the program deploys, or llm-class for an offline LLM(...) script) and
+--performance-mode set vLLM's default batch limits and capture sizes (planner/vllm_releases.py:USAGE_CONTEXTS,
+PERFORMANCE_MODES); --from-log takes both from the log where it says, and says when the usage context is assumed.
+
 Limits: config.json is read only from a regular file of at most 16 MiB, nested at most 100 levels;
 its numbers must be whole and in range (planner/model_arch.py); a startup log from a regular file of
 at most 64 MiB of UTF-8 text; flags are bounded (--help).
