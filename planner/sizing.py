@@ -74,6 +74,10 @@ from planner.vision_encoders import (  # noqa: F401 - re-exported for the explai
     EncoderProfile,
 )
 from planner.vllm_releases import (
+    INTERACTIVITY_FINE_CAPTURE_MAX,
+    PERFORMANCE_MODE_FROM,
+    PERFORMANCE_MODES,
+    USAGE_CONTEXTS,
     V1_RUNNER_BLOCK_TABLE_ENTRY_BYTES,
     V1_RUNNER_BYTES_PER_TOKEN_INDEXES,
     Release,
@@ -197,6 +201,12 @@ class SizingRequest:
     mm_images_per_prompt: int | None = None
     skip_mm_profiling: bool = False
     mm_encoder_tp_mode: str = "weights"
+    # Who built the engine: "openai-server" (`vllm serve`, what the program deploys) or "llm-class" (an offline
+    # `LLM(...)` script), whose batch defaults differ (planner/vllm_releases.py:USAGE_CONTEXTS).
+    usage_context: str = "openai-server"
+    # --performance-mode: "balanced" (vLLM's default), "interactivity" or "throughput"
+    # (planner/vllm_releases.py:PERFORMANCE_MODES).
+    performance_mode: str = "balanced"
 
 
 @dataclass(frozen=True)
@@ -325,7 +335,9 @@ def kv_bytes_per_token_per_gpu(req: SizingRequest, layers_on_gpu: int | None = N
 
 
 def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
-    """vLLM's OpenAI-server defaults of max_num_batched_tokens and max_num_seqs for the device.
+    """vLLM's defaults of max_num_batched_tokens and max_num_seqs for the device, the usage context (the OpenAI
+    server's, or the offline LLM class's) and --performance-mode (planner/vllm_releases.py:USAGE_CONTEXTS,
+    PERFORMANCE_MODES).
 
     vLLM asks NVML for the device's memory (vllm v0.32.0 platforms/cuda.py:get_device_total_memory);
     a unified-memory GB10 has no NVML memory figure ("nvidia-smi cannot report memory usage on GB10
@@ -333,18 +345,45 @@ def default_batch_limits(req: SizingRequest) -> tuple[int, int]:
     query raises and vLLM falls back to the small-GPU defaults (engine/arg_utils.py:get_batch_defaults).
     """
     release = _release(req.vllm_version)
+    offline = _usage_context(req) == "llm-class"
+    throughput = _performance_mode(req, release) == "throughput"
     memory = 0.0 if interconnect(req) == "unified" else req.gpu_memory_gib
     tokens, seqs = 2048, 256
     if release.per_device_batch_defaults:
         if release.largest_batch_defaults and memory >= 160:
             tokens, seqs = 16384, 1024
         elif memory >= 70 and "a100" not in (req.gpu_name or "").lower():
-            tokens, seqs = 8192, 1024
+            tokens, seqs = (16384 if offline else 8192), 1024
+        elif offline:
+            # UsageContext.LLM_CLASS's column (planner/vllm_releases.py:USAGE_CONTEXTS).
+            tokens = 8192
+    if throughput:
+        # --performance-mode throughput doubles the limits left to their defaults (PERFORMANCE_MODES).
+        tokens, seqs = tokens * 2, seqs * 2
     tokens = req.max_num_batched_tokens or tokens
     # A max_num_seqs left to its default is capped by max_num_batched_tokens, so --max-num-batched-tokens 1
     # runs one sequence at a time (vllm@v0.32.0 vllm/engine/arg_utils.py lines 3178-3180: "if
     # orig_max_num_seqs is None: self.max_num_seqs = min(self.max_num_seqs, self.max_num_batched_tokens)").
     return tokens, req.max_num_seqs or min(seqs, tokens)
+
+
+def _usage_context(req: SizingRequest) -> str:
+    if req.usage_context not in USAGE_CONTEXTS:
+        raise SizingError(f"usage context {req.usage_context!r} is not one of {', '.join(USAGE_CONTEXTS)}")
+    return req.usage_context
+
+
+def _performance_mode(req: SizingRequest, release: Release) -> str:
+    """The request's --performance-mode, refused on a release that has none (vLLM would reject the flag)."""
+    if req.performance_mode not in PERFORMANCE_MODES:
+        raise SizingError(f"--performance-mode {req.performance_mode!r} is not one of {', '.join(PERFORMANCE_MODES)}")
+    if req.performance_mode != "balanced" and not release.has_performance_mode:
+        first = ".".join(map(str, PERFORMANCE_MODE_FROM))
+        raise SizingError(
+            f"--performance-mode {req.performance_mode}: vLLM {'.'.join(map(str, release.version))} has no "
+            f"--performance-mode (from {first}); drop it or pass --vllm-version {first}.0 or later"
+        )
+    return req.performance_mode
 
 
 def default_gpu_memory_utilization(vllm_version: str | None) -> float:
@@ -365,6 +404,9 @@ def cuda_graph_capture_sizes(req: SizingRequest, max_num_seqs: int) -> list[int]
     if not release.capture_sizes_stride_16:
         return [s for s in [1, 2, 4, *range(8, largest + 1, 8)] if s <= largest]
     sizes = [1, 2, 4, *range(8, min(largest + 1, 256), 8), *range(256, largest + 1, 16)]
+    if _performance_mode(req, release) == "interactivity":
+        # Every size from 1 to 32 (planner/vllm_releases.py:PERFORMANCE_MODES).
+        sizes = sorted({*sizes, *range(1, min(largest, INTERACTIVITY_FINE_CAPTURE_MAX) + 1)})
     return [s for s in sizes if s <= largest]
 
 

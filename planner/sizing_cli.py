@@ -17,6 +17,10 @@ its vLLM source line (planner/sizing_explain.py); --from-log FILE sets the input
 startup log (planner/startup_log.py) and prints predicted against logged, term by term. Flags given
 on the command line win over what the log states.
 
+--usage-context (openai-server, what the program deploys, or llm-class for an offline LLM(...) script) and
+--performance-mode set vLLM's default batch limits and capture sizes (planner/vllm_releases.py:USAGE_CONTEXTS,
+PERFORMANCE_MODES); --from-log takes both from the log where it says, and says when the usage context is assumed.
+
 Limits: config.json is read only from a regular file of at most 16 MiB, nested at most 100 levels;
 its numbers must be whole and in range (planner/model_arch.py); a startup log from a regular file of
 at most 64 MiB of UTF-8 text; flags are bounded (--help).
@@ -60,6 +64,7 @@ from planner.sizing import (
     valid_tensor_parallel_sizes,
 )
 from planner.vision_encoders import DEFAULT_MM_LIMIT_PER_PROMPT
+from planner.vllm_releases import PERFORMANCE_MODES, USAGE_CONTEXTS
 from stack_config.formats import did_you_mean
 from stack_config.models import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_TARGET_CONCURRENT_REQUESTS
 
@@ -246,6 +251,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="vLLM's --mm-encoder-tp-mode: data runs the whole vision tower on every GPU (default weights: sharded)",
     )
     p.add_argument(
+        "--usage-context",
+        choices=USAGE_CONTEXTS,
+        help="who builds the engine: openai-server (`vllm serve`, what the program deploys; the default) or "
+        "llm-class (an offline LLM(...) script), whose default batch limits are larger; with --from-log, the log's "
+        "when it says",
+    )
+    p.add_argument(
+        "--performance-mode",
+        choices=PERFORMANCE_MODES,
+        help="vLLM's --performance-mode (from 0.17): balanced (default), interactivity (CUDA graphs for every batch "
+        "size up to 32) or throughput (doubles the default max_num_batched_tokens and max_num_seqs); with "
+        "--from-log, the log's",
+    )
+    p.add_argument(
         "--explain",
         action="store_true",
         help="print every term of the memory budget with its size, the release it follows and the vLLM source line",
@@ -356,6 +375,8 @@ def apply_log(args: argparse.Namespace, log: startup_log.StartupLog) -> list[str
     take("mm_images_per_prompt", log.mm_images_per_prompt)
     take("skip_mm_profiling", log.skip_mm_profiling)
     take("mm_encoder_tp_mode", log.mm_encoder_tp_mode)
+    take("performance_mode", log.performance_mode)
+    take("usage_context", log.usage_context)
     if log.weights and args.weights_gib is None:
         taken.append("--weights-gib")  # one GPU's "Model loading took"; request_from_args takes the total
     if log.enforce_eager and not args.enforce_eager:
@@ -533,6 +554,8 @@ def request_from_args(
         mm_images_per_prompt=args.mm_images_per_prompt,
         skip_mm_profiling=bool(args.skip_mm_profiling),
         mm_encoder_tp_mode=args.mm_encoder_tp_mode or "weights",
+        usage_context=args.usage_context or "openai-server",
+        performance_mode=args.performance_mode or "balanced",
     )
     if req.weights_bytes is None and log is None and os.path.exists(args.model_config):
         # The weights the plan sizes for the same checkpoint (planner/plan.py: the folder's listed bytes,
@@ -551,6 +574,20 @@ def request_from_args(
             # "Model loading took" is one GPU's, of the first pipeline stage; the request takes the total.
             req = replace(req, weights_bytes=int(total_weights_from_first_stage(req, log.weights * GiB)))
     return req, gpu_name, resolution
+
+
+def usage_context_note(args: argparse.Namespace, log: startup_log.StartupLog | None, taken: list[str]) -> str:
+    """Where the usage context came from; with a log that does not say, that it is assumed and how to set it."""
+    if log is None or "--usage-context" in taken:
+        if log is not None:
+            return f"{args.usage_context or 'openai-server'}, from the log: {excerpt(log.lines['usage_context'], 160)}"
+        return f"{args.usage_context or 'openai-server'}" + (" (--usage-context)" if args.usage_context else "")
+    if args.usage_context:
+        return f"{args.usage_context} (--usage-context)"
+    return (
+        "openai-server, assumed: the log has no 'Defaulting max_num_batched_tokens to N for X usage context' "
+        "line and no API server marker; for an offline LLM(...) script pass --usage-context llm-class"
+    )
 
 
 def planner_pick_hint(args: argparse.Namespace, req: SizingRequest, result: SizingResult) -> str:
@@ -707,6 +744,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = result.to_dict()
             out["gpu"] = req.gpu_name
             out["gpu_resolution"] = resolution
+            out["usage_context"] = req.usage_context
+            out["usage_context_source"] = usage_context_note(args, log, taken)
+            out["performance_mode"] = req.performance_mode
             if terms is not None and args.explain:
                 out["terms"] = [t.to_dict() for t in terms]
             if comparison is not None:
@@ -716,6 +756,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render_bar(result, gpu_name))
             print(f"  GPU: {resolution}")
             print(f"  TP: {planner_pick_hint(args, req, result)}")
+            if log is not None or args.usage_context or args.performance_mode:
+                # Said where it may differ from `vllm serve`'s: a log's run, or a usage context or mode asked for.
+                print(
+                    f"  Usage context: {usage_context_note(args, log, taken)}; performance mode {req.performance_mode}"
+                )
             if terms is not None and args.explain:
                 print(sizing_explain.render(terms, result.binding_stage if req.pipeline_parallel_size > 1 else None))
             if comparison is not None:

@@ -58,6 +58,35 @@ def _src(term: str, release: Release) -> str:
     return str(release.source(term))
 
 
+# Joins a second source line to a term's first (as "; sizes: " joins the capture sizes' line to the graphs').
+ALSO = "; also: "
+
+
+def _interactivity_src(req: s.SizingRequest, release: Release) -> str:
+    """The capture-size rule of --performance-mode interactivity (every size from 1 to 32), when it applies."""
+    if req.performance_mode != "interactivity" or req.enforce_eager:
+        return ""
+    return ALSO + _src("performance_mode.interactivity", release)
+
+
+def _batch_defaults_how(req: s.SizingRequest, release: Release) -> tuple[str, str]:
+    """What sets a batch limit left to its default: the per-device table of the usage context and
+    --performance-mode, with their source lines (planner/vllm_releases.py:USAGE_CONTEXTS, PERFORMANCE_MODES)."""
+    offline = req.usage_context == "llm-class"
+    table = "batch_defaults.llm_class" if offline else "batch_defaults"
+    who = "the offline LLM class's" if offline else "the OpenAI server's"
+    how = f"the per-device default, {who} (usage context {req.usage_context}; {_band(table, release)})"
+    src = _src(table, release)
+    if req.performance_mode == "throughput":
+        how += ", doubled by --performance-mode throughput"
+        src += ALSO + _src("performance_mode.throughput", release)
+    else:
+        how += f", performance mode {req.performance_mode} (throughput would double it)"
+        if release.has_performance_mode:
+            src += ALSO + _src("performance_mode.throughput", release)
+    return how, src
+
+
 def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Term]:
     """The budget of the binding GPU, term by term, in the order vLLM subtracts them."""
     result = result or s.size(req)
@@ -88,21 +117,22 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         "the share of the CUDA total the engine may use",
         _src("requested", release),
     )
+    defaults_how, defaults_src = _batch_defaults_how(req, release)
     add(
         "max_num_batched_tokens",
         "max_num_batched_tokens (profiled forward)",
         mnbt,
         "tokens",
-        "as set" if req.max_num_batched_tokens else f"the per-device default ({_band('batch_defaults', release)})",
-        _src("batch_defaults", release),
+        "as set" if req.max_num_batched_tokens else defaults_how,
+        defaults_src,
     )
     add(
         "max_num_seqs",
         "max_num_seqs (sampler warm-up rows, capture sizes)",
         seqs,
         "sequences",
-        "as set" if req.max_num_seqs else f"the per-device default ({_band('batch_defaults', release)})",
-        _src("batch_defaults", release),
+        "as set" if req.max_num_seqs else defaults_how,
+        defaults_src,
     )
     weights_how = (
         "from --weights-gib / the log"
@@ -336,6 +366,11 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
             "non_torch",
         )
     sizes = len(s.cuda_graph_capture_sizes(req, seqs))
+    fine = (
+        ", every size from 1 to 32 (--performance-mode interactivity)"
+        if req.performance_mode == "interactivity" and not req.enforce_eager
+        else ""
+    )
     v2_graphs = release.v2_graph_estimate(arch.architecture, arch.is_moe, arch.is_hybrid) and not req.enforce_eager
     full_graphs = s.v2_full_graph_count(req, seqs) if v2_graphs else 0
     if req.enforce_eager:
@@ -344,12 +379,14 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         graphs_how = (
             f"Model Runner V2's estimate, subtracted: {sizes} PIECEWISE graphs measured, {full_graphs} FULL graphs "
             "(sizes up to max_num_seqs x decode query length) extrapolated from the two largest; encoder graphs "
-            "off by default (cudagraph_mm_encoder)"
+            f"off by default (cudagraph_mm_encoder){fine}"
         )
     elif result.cuda_graph_in_budget:
-        graphs_how = f"estimated and subtracted ({_band('cuda_graphs', release)}), {sizes} capture sizes"
+        graphs_how = f"estimated and subtracted ({_band('cuda_graphs', release)}), {sizes} capture sizes{fine}"
     elif not release.cuda_graphs_in_budget:
-        graphs_how = f"captured after the budget, outside it ({_band('cuda_graphs', release)}), {sizes} capture sizes"
+        graphs_how = (
+            f"captured after the budget, outside it ({_band('cuda_graphs', release)}), {sizes} capture sizes{fine}"
+        )
     else:
         graphs_how = "Model Runner V2 of 0.22 to 0.28 estimates 0 (profile_cudagraph_memory returns 0)"
     add(
@@ -360,9 +397,17 @@ def terms(req: s.SizingRequest, result: s.SizingResult | None = None) -> list[Te
         graphs_how,
         _src("cuda_graphs.v2_skips", release)
         if (not req.enforce_eager and release.cuda_graphs_in_budget and not result.cuda_graph_in_budget)
-        else (_src("cuda_graphs.v2_estimate", release) + "; sizes: " + _src("cuda_graphs.v2_full_sizes", release))
+        else (
+            _src("cuda_graphs.v2_estimate", release)
+            + "; sizes: "
+            + _src("cuda_graphs.v2_full_sizes", release)
+            + _interactivity_src(req, release)
+        )
         if v2_graphs
-        else _src("cuda_graphs", release) + "; sizes: " + _src("capture_sizes", release),
+        else _src("cuda_graphs", release)
+        + "; sizes: "
+        + _src("capture_sizes", release)
+        + _interactivity_src(req, release),
         "CUDA_GRAPH_BASE_GIB, CUDA_GRAPH_PER_LAYER_GIB" if sizes else "",
     )
     v1_estimate = not release.uses_model_runner_v2(arch.architecture, arch.is_moe, arch.is_hybrid)

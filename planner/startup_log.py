@@ -14,6 +14,8 @@ those excerpts back into the numbers its case records):
   non-torch forward increase memory: ...", "Desired GPU memory utilization is (U, R GiB). Actual
   usage is ...", "Estimated CUDA graph memory: X GiB total", "Available KV cache memory: X GiB",
   "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per request: Cx";
+- the usage context and --performance-mode: "Defaulting max_num_batched_tokens to N for X usage context"
+  (DEBUG), an API server's marker, "Performance mode set to 'M'";
 - the vision encoder's profiling batch: "Encoder cache will be initialized with a budget of N tokens, and
   profiled with M image items of the maximum feature size".
 
@@ -84,6 +86,15 @@ class StartupLog:
     mm_images_per_prompt: int | None = None
     skip_mm_profiling: bool | None = None
     mm_encoder_tp_mode: str | None = None
+    # --performance-mode: the "non-default args" key or "Performance mode set to '%s'." (vllm v0.17.0 ... v0.32.0
+    # config/vllm.py:VllmConfig.__post_init__, printed when it is not "balanced").
+    performance_mode: str | None = None
+    # Who built the engine ("openai-server" or "llm-class", planner/vllm_releases.py:USAGE_CONTEXTS): the DEBUG
+    # line "Defaulting max_num_batched_tokens to %d for %s usage context." (vllm v0.32.0 engine/arg_utils.py:
+    # _set_default_max_num_seqs_and_batched_tokens_args) when it is there, else "openai-server" where the log
+    # carries an API server's marker ("vLLM API server version", "(APIServer pid=", "'model_tag':", the
+    # argument `vllm serve MODEL` sets); None when neither says.
+    usage_context: str | None = None
     # The line each figure was read from (field name -> line), for the report.
     lines: dict[str, str] = field(default_factory=dict)
 
@@ -102,6 +113,9 @@ def _int(text: str) -> int:
 def _bool(text: str) -> bool:
     return text == "True"
 
+
+# UsageContext's values (vllm v0.29.0 usage/usage_lib.py) as planner/vllm_releases.py:USAGE_CONTEXTS names them.
+_USAGE_CONTEXTS = {"LLM_CLASS": "llm-class", "OPENAI_API_SERVER": "openai-server"}
 
 # (pattern, [(field, converter)], keep): "first" keeps the first value, "min" the smallest.
 _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = [
@@ -203,6 +217,18 @@ _LINE_PATTERNS: list[tuple[str, re.Pattern[str], list[tuple[str, Any]], str]] = 
         "first",
     ),
     (
+        "Performance mode set to",
+        re.compile(r"Performance mode set to '(balanced|interactivity|throughput)'"),
+        [("performance_mode", str)],
+        "first",
+    ),
+    (
+        "usage context",
+        re.compile(r"Defaulting max_num_batched_tokens to \d{1,9} for (LLM_CLASS|OPENAI_API_SERVER) usage context"),
+        [("usage_context", lambda value: _USAGE_CONTEXTS[value])],
+        "first",
+    ),
+    (
         "Using FlashInfer for top-p & top-k sampling",
         re.compile(r"Using FlashInfer for top-p & top-k sampling"),
         [],
@@ -252,6 +278,7 @@ _ARGS_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "mm_images_per_prompt": (r"'limit_mm_per_prompt': \{[^}]{0,200}?'image': (\d{1,7})", int),
     "skip_mm_profiling": (r"'skip_mm_profiling': (True|False)", _bool),
     "mm_encoder_tp_mode": (r"'mm_encoder_tp_mode': '(weights|data)'", str),
+    "performance_mode": (r"'performance_mode': '(balanced|interactivity|throughput)'", str),
 }
 _CONFIG_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "model": (r"\bmodel='([^']{1,300})'", str),
@@ -271,6 +298,10 @@ _COMPILED_ARGS: dict[str, tuple[re.Pattern[str], _Converter]] = {
 _COMPILED_CONFIG: dict[str, tuple[re.Pattern[str], _Converter]] = {
     k: (re.compile(p), conv) for k, (p, conv) in _CONFIG_KEYS.items()
 }
+
+
+# What only the OpenAI server prints (vllm v0.29.0 entrypoints/cli/serve.py; `vllm serve MODEL` sets model_tag).
+_API_SERVER_MARKERS = ("vLLM API server version", "(APIServer pid=", "'model_tag': ")
 
 
 def _set(log: StartupLog, name: str, value: Any, line: str, keep: str = "first") -> None:
@@ -307,6 +338,14 @@ def parse(text: str) -> StartupLog:
                     match = pattern.search(part)
                     if match:
                         _set(log, name, conv(match.group(1)), line)
+        if log.usage_context is None and "server_marker" not in log.lines:
+            marker = next((m for m in _API_SERVER_MARKERS if m in line), None)
+            if marker is not None:
+                log.lines["server_marker"] = line
+    if log.usage_context is None and "server_marker" in log.lines:
+        log.usage_context = "openai-server"
+        log.lines["usage_context"] = log.lines["server_marker"]
+    log.lines.pop("server_marker", None)
     if log.quantization == "None":
         log.quantization = None
     return log

