@@ -211,6 +211,25 @@ def _not_covered(i: CapacityInputs) -> str | None:
     return None
 
 
+def replica_for(i: CapacityInputs) -> Replica | str:
+    """The replica the performance model predicts for (the plan's sizing, the family's calibrated efficiency), or
+    why it does not: a case `_not_covered` names, or a peak figure unresolved (no number rather than a guess).
+    The capacity at the SLO and the sweep prediction (planner/sweep_prediction.py) both start here."""
+    reason = _not_covered(i)
+    if reason is not None:
+        return reason
+    peak = PEAKS[i.gpu.name]
+    replica = Replica(i.arch, i.gpu, peak, i.request, i.sizing, EFFICIENCY[peak.family])
+    try:
+        replica.peak_flops()
+        if replica.tp > 1:
+            replica.link_bytes_per_s()
+    except SizingError:
+        missing = "; ".join(f"{f.subject} is unresolved (`{f.resolve_with}`)" for f in unresolved(peak))
+        return missing or f"{i.gpu.name}'s peak figures are unresolved"
+    return replica
+
+
 def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[str]]:
     """(the capacity or None without a load, warnings, problems), each message naming its key."""
     load = i.model.load
@@ -244,19 +263,10 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
             f"{i.sizing.max_model_len:,}; raise maxModelLen or correct the token lengths"
         )
         return None, [], [problem]
-    reason = _not_covered(i)
-    if reason is not None:
-        return _replace(base, reason=reason), warnings, []
-    peak = PEAKS[i.gpu.name]
-    efficiency = EFFICIENCY[peak.family]
-    replica = Replica(i.arch, i.gpu, peak, i.request, i.sizing, efficiency)
-    try:
-        replica.peak_flops()
-        if replica.tp > 1:
-            replica.link_bytes_per_s()
-    except SizingError:  # a peak figure unresolved: no number rather than a guess
-        missing = "; ".join(f"{f.subject} is unresolved (`{f.resolve_with}`)" for f in unresolved(peak))
-        return _replace(base, reason=missing or f"{i.gpu.name}'s peak figures are unresolved"), warnings, []
+    replica = replica_for(i)
+    if isinstance(replica, str):
+        return _replace(base, reason=replica), warnings, []
+    peak, efficiency = replica.peak, replica.efficiency
     try:
         count = replicas_for_rate(replica, load.peakRequestsPerSecond, prompt, output, ttft_ms, itl_ms)
     except SizingError as err:
@@ -272,7 +282,7 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
         return None, warnings, [f"{i.key}.load: {fix}"]
     remember_highest(i, (prompt, output), (ttft_ms, itl_ms), (count.concurrency_per_replica, count.at))
     # Any traffic at all needs a replica: a rate below a billionth of one replica's (the tolerance of the ceiling,
-    # there for float noise) would otherwise round to none (peakRequestsPerSecond 1e-202 planned 0 replicas).
+    # there for float noise) would otherwise round to none (troughRequestsPerSecond 1e-202 planned 0 replicas).
     trough = (
         max(1, math.ceil(load.troughRequestsPerSecond / count.rate_per_replica - 1e-9))
         if load.troughRequestsPerSecond > 0
@@ -282,7 +292,7 @@ def plan_capacity(i: CapacityInputs) -> tuple[Capacity | None, list[str], list[s
         base,
         concurrency_per_replica=count.concurrency_per_replica,
         rate_per_replica=count.rate_per_replica,
-        replicas_at_peak=max(1, count.replicas),
+        replicas_at_peak=count.replicas,
         replicas_at_trough=trough,
         ttft_p95_ms=count.at.ttft_p95_ms,
         tpot_ms=count.at.tpot_ms,

@@ -43,8 +43,9 @@ from planner.perf_model import (
     first_token,
     highest_concurrency,
     predict,
+    replicas_for_rate,
 )
-from planner.performance import NO_CONCURRENCY_MEETS_SLO, replica_count, replica_from_args
+from planner.performance import NO_CONCURRENCY_MEETS_SLO, replica_from_args
 from planner.performance import build_parser as performance_parser
 from planner.sizing import GiB
 from planner.sizing_cli import CliError
@@ -375,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if at is not None:
             e["slo"] = {"highestConcurrency": at.concurrency}
         if args.request_rate is not None:
-            count = replica_count(
+            count = replicas_for_rate(
                 replica, args.request_rate, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
             )
             e["load"] = {

@@ -576,5 +576,7 @@ def replicas_for_rate(
             f"{one.ttft_p95_ms:.0f} ms and TPOT {one.tpot_ms:.1f} ms; use a bigger GPU, a larger "
             "tensor-parallel size, a quantized checkpoint, or a looser SLO"
         )
-    replicas = math.ceil(rate / at.request_rate - 1e-9)
+    # Any traffic needs a replica: the ceiling's tolerance (there for float noise) would round a rate below a
+    # billionth of one replica's to none (--request-rate 1e-12 printed 0 replicas).
+    replicas = max(1, math.ceil(rate / at.request_rate - 1e-9))
     return ReplicaCount(replicas, replicas * r.tp, best, at.request_rate, at)

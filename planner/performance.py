@@ -12,7 +12,6 @@ as one line on stderr naming the flag.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -23,7 +22,6 @@ from planner.model_arch import MAX_CONTEXT, ModelArch, SizingError
 from planner.perf_model import (
     Prediction,
     Replica,
-    ReplicaCount,
     Workload,
     build_replica,
     highest_concurrency,
@@ -114,16 +112,6 @@ def replica_from_args(args: argparse.Namespace) -> Replica:
     return replica
 
 
-def replica_count(
-    r: Replica, rate: float, input_len: int, output_len: int, ttft_p95_ms: float | None, tpot_ms: float | None
-) -> ReplicaCount:
-    """perf_model.replicas_for_rate, with at least one replica: any traffic needs one, and the ceiling's float
-    tolerance rounded a rate below a billionth of one replica's (--request-rate 1e-12) to 0 replicas."""
-    count = replicas_for_rate(r, rate, input_len, output_len, ttft_p95_ms, tpot_ms)
-    replicas = max(1, count.replicas)
-    return dataclasses.replace(count, replicas=replicas, gpus=replicas * r.tp)
-
-
 def render(r: Replica, p: Prediction) -> str:
     e = r.efficiency
     lines = [
@@ -189,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CliError(NO_CONCURRENCY_MEETS_SLO)
             text.append(f"highest concurrency meeting the SLO: {best}")
             if args.request_rate is not None:
-                count = replica_count(
+                count = replicas_for_rate(
                     replica, args.request_rate, args.input_len, args.output_len, args.slo_ttft_p95_ms, args.slo_tpot_ms
                 )
                 out["load"] = {

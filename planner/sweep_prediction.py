@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.capacity import CapacityInputs, _not_covered, remembered_highest
-from planner.gpu_specs import PEAKS, unresolved
-from planner.model_arch import SizingError
-from planner.perf_model import EFFICIENCY, Prediction, Replica, Workload, highest_concurrency, predict
+from planner.capacity import CapacityInputs, remembered_highest, replica_for
+from planner.perf_model import Prediction, Workload, highest_concurrency, predict
 
 # The levels every prediction carries: a sweep of powers of two (`--concurrency 1,2,4,8`) finds its
 # levels here; a level off the grid is predicted when the model's own sweep names it.
@@ -35,23 +33,6 @@ def lengths(i: CapacityInputs) -> tuple[int, int]:
     prompt = sweep.promptTokens or (load.promptTokens.mean if load else DEFAULT_PROMPT_TOKENS)
     output = sweep.outputTokens or (load.outputTokens.mean if load else DEFAULT_OUTPUT_TOKENS)
     return prompt, output
-
-
-def replica(i: CapacityInputs) -> Replica | str:
-    """The replica the capacity model predicts for, or why it does not."""
-    reason = _not_covered(i)
-    if reason is not None:
-        return reason
-    peak = PEAKS[i.gpu.name]
-    r = Replica(i.arch, i.gpu, peak, i.request, i.sizing, EFFICIENCY[peak.family])
-    try:
-        r.peak_flops()
-        if r.tp > 1:
-            r.link_bytes_per_s()
-    except SizingError:
-        missing = "; ".join(f"{f.subject} is unresolved (`{f.resolve_with}`)" for f in unresolved(peak))
-        return missing or f"{i.gpu.name}'s peak figures are unresolved"
-    return r
 
 
 def level_row(p: Prediction) -> dict[str, Any]:
@@ -98,7 +79,7 @@ def prediction(i: CapacityInputs) -> dict[str, Any] | None:
         "highestConcurrencyAtSlo": None,
         "levels": [],
     }
-    r = replica(i)
+    r = replica_for(i)
     if isinstance(r, str):
         return {**out, "notPredicted": r}
     if prompt + output > min(i.sizing.max_model_len, i.sizing.kv_cache_tokens):
