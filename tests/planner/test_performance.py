@@ -251,6 +251,24 @@ def test_cli_prints_a_prediction_and_the_slo_concurrency(capsys):
     assert "40 requests/s at the SLO:" in out and "replicas" in out
 
 
+def test_the_documented_question_gets_the_answer_docs_capacity_states(capsys):
+    # docs/capacity.md answers "how many H100s for 40 requests/s of 2,000-token prompts and 300-token answers at a
+    # TTFT p95 under 1 s" with this command's figures: a change to the model that moves them must move the docs too.
+    code, out, err = run(
+        capsys, "--model-config", LLAMA_8B, "--gpu", "H100-80GB", "--tensor-parallel-size", "1",
+        "--max-model-len", "8192", "--input-len", "2000", "--output-len", "300", "--slo-ttft-p95-ms", "1000",
+        "--request-rate", "40",
+    )  # fmt: skip
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("40 requests/s at the SLO:"))
+    replicas = int(line.split(": ")[1].split()[0])
+    concurrency = int(line.split("each at concurrency ")[1].split()[0])
+    rate = line.split("serving ")[1].split()[0]
+    docs = (paths.ROOT / "docs" / "capacity.md").read_text()
+    stated = f"answers {replicas} for Llama-3.1-8B in bfloat16 (each at concurrency {concurrency}, {rate} requests/s)"
+    assert stated in docs
+
+
 @pytest.mark.parametrize(
     "argv,fragment",
     [
