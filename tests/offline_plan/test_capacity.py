@@ -104,7 +104,7 @@ def test_enough_replicas_are_not_warned():
 
 
 def test_no_load_is_a_one_line_note_and_no_capacity_numbers():
-    evaluation = committed_stack("dev")
+    evaluation = evaluate_stack("dev", overrides={"models": DEV_MODELS})  # the committed dev model states a load
     assert all(row["capacity"] is None for row in evaluation.outputs["sizing"])
     section = capacity.capacity_section(evaluation.outputs["sizing"])
     assert section == [
@@ -257,3 +257,14 @@ def test_the_plan_diff_shows_the_derived_values_moving(tmp_path: Path, capsys, d
     assert "| `llama-3-1-8b-instruct` | derivedFromLoad |" in models
     gpus = out.split("### GPUs", 1)[1].split("\n### ", 1)[0]
     assert f"| `a100` | maxNodes | {old + 1} | {new + 1} |" in gpus
+
+
+def test_the_committed_dev_stack_predicts_its_l4_at_the_slo():
+    # The default stack (the main job's plan) states a load: its L4 replica is predicted with the ada family's
+    # calibrated efficiencies, and the one replica the stack runs carries the peak, so nothing is warned.
+    evaluation = committed_stack("dev")
+    (row,) = evaluation.outputs["sizing"]
+    cap = row["capacity"]
+    assert cap["predicted"] and cap["efficiency"].startswith("ada, ")
+    assert cap["replicasAtPeak"] == 1 and cap["concurrencyPerReplica"] >= 1
+    assert not [w for w in evaluation.outputs["warnings"] if "load" in str(w) or "maxNodes" in str(w)]

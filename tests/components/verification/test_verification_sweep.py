@@ -46,7 +46,11 @@ def a100():
 
 
 def test_the_sweep_is_off_by_default(tmp_path):
+    # The committed dev stack's model states a load (so it has a prediction); without one and without a sweep,
+    # nothing is predicted and nothing sweeps.
     ev = committed_stack("dev")
+    assert all(t["sweep"] is None for t in targets(ev)["targets"])
+    ev = evaluate_stack("dev", overrides={"models": DEV_MODELS})
     assert all(t["sweep"] is None for t in targets(ev)["targets"])
     assert all("sweep" not in e for e in ev.outputs["verification"]["expected"].values())
     assert all(row["prediction"] is None for row in ev.outputs["sizing"])
