@@ -17,6 +17,7 @@ from endpoint_tools.load_report import RequestSample, summarize
 from tests.support import paths
 from tests.support.fuzz.fault_server import MODEL
 from tests.support.fuzz.settings import fuzz_settings
+from tests.support.fuzz.tool_inputs import plan_prediction
 
 
 def _level(concurrency, ttft_s, tokens=10, duration=1.0, errors=0, gap=0.01):
@@ -27,23 +28,6 @@ def _level(concurrency, ttft_s, tokens=10, duration=1.0, errors=0, gap=0.01):
     return summarize(concurrency, samples, len(samples), duration)
 
 
-def _prediction(levels=(1, 2, 4, 8), **extra):
-    rows = [
-        {"concurrency": c, "ttftMeanMs": 100.0, "ttftP95Ms": 150.0, "tpotMs": 10.0, "outputTokensPerSecond": 50.0 * c}
-        for c in levels
-    ]
-    return {
-        "predicted": True,
-        "promptTokens": 16,
-        "outputTokens": 4,
-        "ttftSloMs": 500.0,
-        "itlSloMs": 50.0,
-        "highestConcurrencyAtSlo": 2,
-        "levels": rows,
-        **extra,
-    }
-
-
 def _plan(tmp_path, models):
     path = tmp_path / "plan.json"
     path.write_text(json.dumps({"format": "llm-serving offline plan summary v1", "models": models}))
@@ -52,7 +36,7 @@ def _plan(tmp_path, models):
 
 def test_each_level_gets_predicted_measured_and_the_signed_error():
     level = _level(1, [0.08, 0.12], tokens=11, duration=0.5, gap=0.008)
-    exp = expectation.parse_prediction(_prediction(), "p", "plan")
+    exp = expectation.parse_prediction(plan_prediction(), "p", "plan")
     report = expectation.compare(exp, [level])
     (row,) = report["levels"]
     assert row["measured"]["ttft_mean_ms"] == 100.0 and row["error_percent"]["ttft_mean_ms"] == 0.0
@@ -87,7 +71,7 @@ def test_each_level_gets_predicted_measured_and_the_signed_error():
 def test_the_slo_concurrency_is_within_one_sweep_step_or_not(predicted, ttfts_by_level, measured, within):
     levels = [_level(c, t) for c, t in ttfts_by_level.items()]
     exp = expectation.parse_prediction(
-        _prediction(levels=tuple(ttfts_by_level), highestConcurrencyAtSlo=predicted), "p", "plan"
+        plan_prediction(levels=tuple(ttfts_by_level), highestConcurrencyAtSlo=predicted), "p", "plan"
     )
     slo = expectation.compare(exp, levels)["slo"]
     assert slo["measured_highest_concurrency"] == measured and slo["within_one_step"] is within
@@ -111,21 +95,25 @@ def test_explicit_values_take_one_value_or_one_per_level():
 @pytest.mark.parametrize(
     "models, model, message",
     [
-        ([{"model": "a", "prediction": _prediction()}, {"model": "b", "prediction": None}], "b", "made no prediction"),
-        ([{"model": "a", "prediction": _prediction()}], "c", "'c' is not in the plan (it has 'a')"),
+        (
+            [{"model": "a", "prediction": plan_prediction()}, {"model": "b", "prediction": None}],
+            "b",
+            "made no prediction",
+        ),
+        ([{"model": "a", "prediction": plan_prediction()}], "c", "'c' is not in the plan (it has 'a')"),
         (
             [{"model": "a", "prediction": {"predicted": False, "notPredicted": "no calibrated efficiency"}}],
             "a",
             "no calibrated efficiency",
         ),
-        ([{"model": "a", "prediction": _prediction(levels=())}], "a", "levels must be a list"),
+        ([{"model": "a", "prediction": plan_prediction(levels=())}], "a", "levels must be a list"),
         (
-            [{"model": "a", "prediction": {**_prediction(), "levels": [{"concurrency": 1, "tpotMs": -1}]}}],
+            [{"model": "a", "prediction": {**plan_prediction(), "levels": [{"concurrency": 1, "tpotMs": -1}]}}],
             "a",
             "tpotMs must be from",
         ),
         (
-            [{"model": "a", "prediction": {**_prediction(), "levels": [{"concurrency": True}]}}],
+            [{"model": "a", "prediction": {**plan_prediction(), "levels": [{"concurrency": True}]}}],
             "a",
             "concurrency must be a finite",
         ),
@@ -143,7 +131,7 @@ def _parse(argv):
 
 
 def test_the_plans_lengths_and_slo_become_the_sweeps(tmp_path):
-    plan = _plan(tmp_path, [{"model": MODEL, "prediction": _prediction()}])
+    plan = _plan(tmp_path, [{"model": MODEL, "prediction": plan_prediction()}])
     args, exp = _parse(["--expect-from-plan", plan, "--concurrency", "1,2"])
     assert str(args.prompt_tokens) == "fixed:16" and str(args.output_tokens) == "fixed:4"
     assert (args.slo_ttft_ms, args.slo_tpot_ms) == (500.0, 50.0) and exp.highest == 2
@@ -176,7 +164,7 @@ def test_bad_predictions_exit_2_with_one_line_before_any_request(tmp_path, extra
     files = {
         "missing": str(tmp_path / "absent.json"),
         "garbled": str(tmp_path / "garbled.json"),
-        "plan": _plan(tmp_path, [{"model": MODEL, "prediction": _prediction()}]),
+        "plan": _plan(tmp_path, [{"model": MODEL, "prediction": plan_prediction()}]),
     }
     (tmp_path / "garbled.json").write_text('{"models": [')
     # Port 9 is closed: reaching it would be exit 1, so exit 2 proves the flag was refused first.
@@ -187,7 +175,7 @@ def test_bad_predictions_exit_2_with_one_line_before_any_request(tmp_path, extra
 
 
 def test_a_sweep_against_the_fake_server_reports_the_same_in_text_and_json(server, tmp_path):
-    plan = _plan(tmp_path, [{"model": MODEL, "prediction": _prediction()}, {"model": "other", "prediction": None}])
+    plan = _plan(tmp_path, [{"model": MODEL, "prediction": plan_prediction()}, {"model": "other", "prediction": None}])
     out = tmp_path / "sweep.json"
     proc = _run(
         *("--base-url", server.url, "--model", MODEL, "--concurrency", "1,2", "--requests", "3"),
@@ -239,7 +227,7 @@ _prediction_keys = st.sampled_from(
             {"models": st.lists(st.fixed_dictionaries({"model": st.just("m"), "prediction": _json_values}), max_size=2)}
         ),
         st.builds(
-            lambda edits: {"models": [{"model": "m", "prediction": {**_prediction(), **edits}}]},
+            lambda edits: {"models": [{"model": "m", "prediction": {**plan_prediction(), **edits}}]},
             st.dictionaries(_prediction_keys, _json_values, max_size=3),
         ),
     ),

@@ -179,18 +179,27 @@ def sizing_explain_cases(draw) -> ToolCase:
 # ---------------------------------------------------------------------------------------------
 # plan.json, for `loadtest --expect-from-plan` and `offline_plan.diff`
 
-PREDICTION = {
-    "predicted": True,
-    "promptTokens": 16,
-    "outputTokens": 4,
-    "ttftSloMs": 500.0,
-    "itlSloMs": 50.0,
-    "highestConcurrencyAtSlo": 2,
-    "levels": [
+
+def plan_prediction(levels: tuple[int, ...] = (1, 2, 4, 8), **extra: object) -> dict[str, object]:
+    """A model's `prediction` in plan.json (planner/sweep_prediction.py), as loadtest --expect-from-plan reads it:
+    TTFT 100/150 ms, TPOT 10 ms and 50 output tokens/s per concurrent request at each level."""
+    rows = [
         {"concurrency": c, "ttftMeanMs": 100.0, "ttftP95Ms": 150.0, "tpotMs": 10.0, "outputTokensPerSecond": 50.0 * c}
-        for c in (1, 2, 4)
-    ],
-}
+        for c in levels
+    ]
+    return {
+        "predicted": True,
+        "promptTokens": 16,
+        "outputTokens": 4,
+        "ttftSloMs": 500.0,
+        "itlSloMs": 50.0,
+        "highestConcurrencyAtSlo": 2,
+        "levels": rows,
+        **extra,
+    }
+
+
+PREDICTION = plan_prediction((1, 2, 4))
 RESOURCE = {
     "custom": True,
     "ignoreChanges": [],
