@@ -51,6 +51,17 @@ def _summary(evaluation: Evaluation) -> dict:
     return offline_plan.plan_summary(evaluation, verdicts, config)
 
 
+def _plan_folders(tmp_path: Path, base: dict, head: dict) -> list[str]:
+    """Two folders holding plan.json, as `python -m offline_plan.diff BASE HEAD` reads them."""
+    folders = []
+    for name, data in (("base", base), ("head", head)):
+        folder = tmp_path / name
+        folder.mkdir()
+        plan_json.write(folder / plan_json.FILENAME, data)
+        folders.append(str(folder))
+    return folders
+
+
 def test_a_dev_variant_with_a_load_plans_with_the_table_and_says_the_l4_is_not_calibrated(monkeypatch):
     # Ada is calibrated now (one L4 source); the path for a family without efficiencies is what is tested.
     monkeypatch.delitem(EFFICIENCY, "ada")
@@ -127,13 +138,7 @@ def test_the_plan_diff_shows_the_capacity_moving(tmp_path: Path, capsys, a100):
     old = base["models"][0]["replicasAtPeak"]
     new = head["models"][0]["replicasAtPeak"]
     assert new > old
-    folders = []
-    for name, data in (("base", base), ("head", head)):
-        folder = tmp_path / name
-        folder.mkdir()
-        plan_json.write(folder / plan_json.FILENAME, data)
-        folders.append(str(folder))
-    assert diff.main(folders) == 0
+    assert diff.main(_plan_folders(tmp_path, base, head)) == 0
     models = capsys.readouterr().out.split("### Models", 1)[1].split("\n### ", 1)[0]
     assert f"| `llama-3-1-8b-instruct` | replicasAtPeak | {old} | {new} |" in models
 
@@ -242,13 +247,7 @@ def test_the_deployment_runs_the_derived_replicas_threshold_and_node_counts(deri
 
 def test_the_plan_diff_shows_the_derived_values_moving(tmp_path: Path, capsys, derived):
     base, head = _summary(derived), _summary(_derived({**LOAD, "peakRequestsPerSecond": 40}))
-    folders = []
-    for name, data in (("base", base), ("head", head)):
-        folder = tmp_path / name
-        folder.mkdir()
-        plan_json.write(folder / plan_json.FILENAME, data)
-        folders.append(str(folder))
-    assert diff.main(folders) == 0
+    assert diff.main(_plan_folders(tmp_path, base, head)) == 0
     out = capsys.readouterr().out
     old, new = base["models"][0]["maxReplicas"], head["models"][0]["maxReplicas"]
     assert new > old
